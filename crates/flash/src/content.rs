@@ -1,0 +1,124 @@
+//! What a host data page holds.
+//!
+//! In tag-only mode a host page keeps a [`ContentTag`] — which logical page and which host write
+//! produced it — instead of its bytes, as the VST simulator of the OPTR paper does (OPTR §5,
+//! SPEC.md §5.9). In full-data mode the same tag is expanded into a deterministic page image
+//! ([`ContentTag::fill`]) so the crash checker can tell, from bytes alone, which write a page came
+//! from and whether it is intact ([`ContentTag::decode`]). Metadata pages (translation pages,
+//! atom inodes, checkpoints, summaries) are always real bytes.
+
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Identity of one host page write: the logical page it was written to and the host-wide write
+/// number (unique per page write; the host log maps it to its request, transaction and version).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentTag {
+    pub lpn: u32,
+    pub write: u64,
+}
+
+const TAG_MAGIC: [u8; 4] = *b"MTAG";
+
+impl ContentTag {
+    /// Writes this tag's page image: magic, lpn, write number, then a pattern seeded by both.
+    pub fn fill(&self, page: &mut [u8]) {
+        debug_assert!(page.len() >= 32);
+        page[0..4].copy_from_slice(&TAG_MAGIC);
+        page[4..8].copy_from_slice(&self.lpn.to_le_bytes());
+        page[8..16].copy_from_slice(&self.write.to_le_bytes());
+        let mut state = xxh3_64(&page[0..16]);
+        for chunk in page[16..].chunks_mut(8) {
+            let bytes = state.to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+            state = state
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(0x632B_E59B_D9B4_E019);
+        }
+    }
+
+    /// Recovers the tag from a page image made by [`fill`](Self::fill); `None` if the page is not
+    /// such an image or any byte differs (garbage, torn or foreign data).
+    pub fn decode(page: &[u8]) -> Option<ContentTag> {
+        if page.len() < 32 || page[0..4] != TAG_MAGIC {
+            return None;
+        }
+        let tag = ContentTag {
+            lpn: u32::from_le_bytes(page[4..8].try_into().ok()?),
+            write: u64::from_le_bytes(page[8..16].try_into().ok()?),
+        };
+        let mut expected = vec![0u8; page.len()];
+        tag.fill(&mut expected);
+        (expected == page).then_some(tag)
+    }
+
+    pub fn to_bytes(&self, page_bytes: usize) -> Box<[u8]> {
+        let mut page = vec![0u8; page_bytes].into_boxed_slice();
+        self.fill(&mut page);
+        page
+    }
+}
+
+/// The contents of one page's data area.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// A host page represented by its tag (tag-only simulation; no bytes kept).
+    Tag(ContentTag),
+    /// Real bytes: metadata pages always, host pages in full-data mode.
+    Bytes(Box<[u8]>),
+}
+
+impl Content {
+    /// The tag this content carries, directly or decoded from a full page image.
+    pub fn tag(&self) -> Option<ContentTag> {
+        match self {
+            Content::Tag(t) => Some(*t),
+            Content::Bytes(b) => ContentTag::decode(b),
+        }
+    }
+
+    /// The bytes of this content as a page of `page_bytes` (tags are expanded).
+    pub fn to_page_bytes(&self, page_bytes: usize) -> Box<[u8]> {
+        match self {
+            Content::Tag(t) => t.to_bytes(page_bytes),
+            Content::Bytes(b) => {
+                let mut page = vec![0u8; page_bytes].into_boxed_slice();
+                let n = b.len().min(page_bytes);
+                page[..n].copy_from_slice(&b[..n]);
+                page
+            }
+        }
+    }
+
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Content::Bytes(b) => Some(b),
+            Content::Tag(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_round_trips_through_bytes() {
+        let tag = ContentTag {
+            lpn: 77,
+            write: 123_456_789,
+        };
+        let page = tag.to_bytes(4096);
+        assert_eq!(ContentTag::decode(&page), Some(tag));
+        assert_eq!(Content::Bytes(page.clone()).tag(), Some(tag));
+        let mut damaged = page.to_vec();
+        damaged[4000] ^= 1;
+        assert_eq!(ContentTag::decode(&damaged), None);
+        assert_eq!(ContentTag::decode(&[0u8; 4096]), None);
+        let other = ContentTag {
+            lpn: 78,
+            write: 123_456_789,
+        }
+        .to_bytes(4096);
+        assert_ne!(page, other);
+    }
+}

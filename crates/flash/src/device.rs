@@ -1,0 +1,537 @@
+//! [`Flash`]: the device an FTL talks to. It enforces the NAND rules, schedules each operation on
+//! its chip and channel, counts it, optionally logs it, and hands it to the store.
+//!
+//! Rules (SPEC.md §1.2), each a typed [`FlashError`]:
+//! - a page is programmed only when erased ([`FlashError::ProgramNotErased`]);
+//! - pages of a block are programmed in increasing order; skipping ahead is allowed and a skipped
+//!   page stays dead until the block is erased ([`FlashError::OutOfOrderProgram`]);
+//! - erase is per block; an erase torn by a power cut leaves the block unreadable and
+//!   unprogrammable until erased again ([`FlashError::BlockNeedsErase`]);
+//! - reading a torn page is an uncorrectable-ECC error, never stale or foreign data; reading an
+//!   erased page says it is erased ([`ReadStatus`]).
+
+use crate::content::Content;
+use crate::error::FlashError;
+use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::oplog::{LoggedOp, OpKind, OpLog};
+use crate::preset::DeviceConfig;
+use crate::stats::{FlashStats, OpCause};
+use crate::store::{MemStore, PageState, Store, TagStore};
+use crate::timing::{Span, Timeline, Timing};
+
+/// Outcome of a page read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadStatus {
+    Data(Content),
+    Erased,
+    /// ECC failure: a torn program, or a block left by a torn erase.
+    Uncorrectable,
+}
+
+/// The emulated flash device.
+pub struct Flash {
+    config: DeviceConfig,
+    store: Box<dyn Store>,
+    /// Next programmable page of each block.
+    write_pointer: Vec<u32>,
+    timeline: Timeline,
+    stats: FlashStats,
+    log: Option<OpLog>,
+    ops_issued: u64,
+}
+
+impl Flash {
+    /// A device over an existing store (fresh, or an image after a power cut).
+    pub fn new(config: DeviceConfig, store: Box<dyn Store>) -> Flash {
+        assert_eq!(
+            &config.geometry,
+            store.geometry(),
+            "store geometry differs from the configuration"
+        );
+        let g = &config.geometry;
+        let mut write_pointer = vec![0u32; g.blocks() as usize];
+        for b in 0..g.blocks() {
+            let block = BlockId(b);
+            let used = (0..g.pages_per_block)
+                .rev()
+                .find(|&p| store.page_state(g.ppn(block, p)) != PageState::Erased);
+            write_pointer[b as usize] = used.map_or(0, |p| p + 1);
+        }
+        let timeline = Timeline::new(g.chips(), g.channels);
+        Flash {
+            config,
+            store,
+            write_pointer,
+            timeline,
+            stats: FlashStats::default(),
+            log: None,
+            ops_issued: 0,
+        }
+    }
+
+    /// A fresh, fully erased in-memory device: tag-only or full data.
+    pub fn in_memory(config: DeviceConfig, oob_record_bytes: u32, tag_only: bool) -> Flash {
+        let record = oob_record_bytes.min(config.geometry.oob_bytes);
+        let store: Box<dyn Store> = if tag_only {
+            Box::new(TagStore::new(&config.geometry, record))
+        } else {
+            Box::new(MemStore::new(&config.geometry, record))
+        };
+        Flash::new(config, store)
+    }
+
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+    pub fn geometry(&self) -> &Geometry {
+        &self.config.geometry
+    }
+    pub fn timing(&self) -> &Timing {
+        &self.config.timing
+    }
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+    pub fn into_store(self) -> Box<dyn Store> {
+        self.store
+    }
+    pub fn stats(&self) -> &FlashStats {
+        &self.stats
+    }
+    pub fn oob_record_bytes(&self) -> u32 {
+        self.store.oob_record_bytes()
+    }
+    pub fn tag_only(&self) -> bool {
+        self.store.tag_only()
+    }
+    /// Flash operations issued since the device was built.
+    pub fn ops_issued(&self) -> u64 {
+        self.ops_issued
+    }
+    /// Simulated instant at which every chip is idle.
+    pub fn idle_ns(&self) -> u64 {
+        self.timeline.all_idle_ns()
+    }
+    /// Simulated instant at which `chip` finishes what was issued to it.
+    pub fn chip_free_ns(&self, chip: u32) -> u64 {
+        self.timeline.chip_free_ns(chip)
+    }
+    /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`).
+    pub fn start_clock_at(&mut self, ns: u64) {
+        self.timeline.advance_all_to(ns);
+    }
+
+    /// Starts logging every operation (for crash campaigns). Returns the image as of now, which
+    /// is the base the log applies to.
+    pub fn start_recording(&mut self) -> Box<dyn Store> {
+        self.log = Some(OpLog::default());
+        self.store.snapshot()
+    }
+    pub fn take_log(&mut self) -> Option<OpLog> {
+        self.log.take()
+    }
+    pub fn log(&self) -> Option<&OpLog> {
+        self.log.as_ref()
+    }
+
+    /// Next programmable page of `block` (== pages_per_block when full).
+    pub fn write_pointer(&self, block: BlockId) -> u32 {
+        self.write_pointer[block.0 as usize]
+    }
+    pub fn erase_count(&self, block: BlockId) -> u32 {
+        self.store.erase_count(block)
+    }
+    /// Page state without a flash operation (for invariant checks and tests, not for FTL logic).
+    pub fn peek_state(&self, ppn: Ppn) -> PageState {
+        self.store.page_state(ppn)
+    }
+    pub fn block_erase_torn(&self, block: BlockId) -> bool {
+        self.store.erase_torn(block)
+    }
+    /// Makes a file-backed image durable.
+    pub fn sync(&mut self) -> Result<(), FlashError> {
+        self.store.sync()
+    }
+
+    fn check_page(&self, ppn: Ppn) -> Result<(), FlashError> {
+        if self.config.geometry.contains_ppn(ppn) {
+            Ok(())
+        } else {
+            Err(FlashError::PageOutOfRange {
+                ppn,
+                pages: self.config.geometry.pages(),
+            })
+        }
+    }
+
+    fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
+        let seq = self.ops_issued;
+        self.ops_issued += 1;
+        if let Some(log) = &mut self.log {
+            log.ops.push(LoggedOp {
+                seq,
+                span,
+                cause,
+                kind: kind(),
+            });
+        }
+    }
+
+    fn read_status(&self, ppn: Ppn) -> (PageState, bool) {
+        let block = self.config.geometry.block_of(ppn);
+        (self.store.page_state(ppn), self.store.erase_torn(block))
+    }
+
+    /// Reads a page: data into the result, its OOB record into `oob_out`.
+    pub fn read(
+        &mut self,
+        ppn: Ppn,
+        oob_out: &mut [u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(ReadStatus, Span), FlashError> {
+        self.check_page(ppn)?;
+        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
+        let chip = self.config.geometry.chip_of(ppn).0;
+        let span = self
+            .timeline
+            .schedule_read(chip, not_before, &self.config.timing, bytes);
+        self.stats.reads[cause as usize] += 1;
+        self.record(span, cause, || OpKind::Read { ppn });
+        let status = match self.read_status(ppn) {
+            (_, true) | (PageState::Torn, _) => ReadStatus::Uncorrectable,
+            (PageState::Erased, _) => ReadStatus::Erased,
+            (PageState::Programmed, _) => {
+                self.store.oob(ppn, oob_out);
+                ReadStatus::Data(self.store.data(ppn))
+            }
+        };
+        Ok((status, span))
+    }
+
+    /// Reads only a page's OOB record (sense time plus the spare-area transfer). Returns the
+    /// page state as the ECC sees it: `Programmed`, `Erased` or `Torn` (uncorrectable).
+    pub fn read_oob(
+        &mut self,
+        ppn: Ppn,
+        oob_out: &mut [u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(PageState, Span), FlashError> {
+        self.check_page(ppn)?;
+        let bytes = self.config.geometry.oob_bytes.max(16) as u64;
+        let chip = self.config.geometry.chip_of(ppn).0;
+        let span = self
+            .timeline
+            .schedule_read(chip, not_before, &self.config.timing, bytes);
+        self.stats.reads[cause as usize] += 1;
+        self.record(span, cause, || OpKind::ReadOob { ppn });
+        let state = match self.read_status(ppn) {
+            (_, true) | (PageState::Torn, _) => PageState::Torn,
+            (PageState::Erased, _) => PageState::Erased,
+            (PageState::Programmed, _) => {
+                self.store.oob(ppn, oob_out);
+                PageState::Programmed
+            }
+        };
+        Ok((state, span))
+    }
+
+    /// Programs data and OOB of one erased page, atomically unless a power cut tears it.
+    pub fn program(
+        &mut self,
+        ppn: Ppn,
+        content: &Content,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
+        self.check_page(ppn)?;
+        let g = &self.config.geometry;
+        if oob.len() > self.store.oob_record_bytes() as usize {
+            return Err(FlashError::OobTooLarge {
+                ppn,
+                got: oob.len(),
+                max: self.store.oob_record_bytes(),
+            });
+        }
+        if let Content::Bytes(b) = content {
+            if b.len() > g.page_bytes as usize {
+                return Err(FlashError::DataTooLarge {
+                    ppn,
+                    got: b.len(),
+                    max: g.page_bytes,
+                });
+            }
+        }
+        let block = g.block_of(ppn);
+        if self.store.erase_torn(block) {
+            return Err(FlashError::BlockNeedsErase { ppn, block });
+        }
+        if self.store.page_state(ppn) != PageState::Erased {
+            return Err(FlashError::ProgramNotErased { ppn });
+        }
+        let offset = g.page_in_block(ppn);
+        let next = self.write_pointer[block.0 as usize];
+        if offset < next {
+            return Err(FlashError::OutOfOrderProgram { ppn, next });
+        }
+        let bytes = (g.page_bytes + g.oob_bytes) as u64;
+        let chip = g.chip_of(ppn).0;
+        let span = self
+            .timeline
+            .schedule_program(chip, not_before, &self.config.timing, bytes);
+        self.write_pointer[block.0 as usize] = offset + 1;
+        self.stats.programs[cause as usize] += 1;
+        self.record(span, cause, || OpKind::Program {
+            ppn,
+            content: content.clone(),
+            oob: oob.into(),
+        });
+        self.store.write_page(ppn, content, oob);
+        Ok(span)
+    }
+
+    /// Erases a block.
+    pub fn erase(
+        &mut self,
+        block: BlockId,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
+        let g = &self.config.geometry;
+        if !g.contains_block(block) {
+            return Err(FlashError::BlockOutOfRange {
+                block,
+                blocks: g.blocks(),
+            });
+        }
+        let chip = g.chip_of_block(block).0;
+        let span = self
+            .timeline
+            .schedule_erase(chip, not_before, &self.config.timing);
+        self.write_pointer[block.0 as usize] = 0;
+        self.stats.erases[cause as usize] += 1;
+        self.record(span, cause, || OpKind::Erase { block });
+        self.store.erase_block(block);
+        Ok(span)
+    }
+
+    /// Per-block erase counts: (min, max, mean).
+    pub fn wear_spread(&self) -> (u32, u32, f64) {
+        let blocks = self.config.geometry.blocks();
+        let mut min = u32::MAX;
+        let mut max = 0;
+        let mut sum = 0u64;
+        for b in 0..blocks {
+            let c = self.store.erase_count(BlockId(b));
+            min = min.min(c);
+            max = max.max(c);
+            sum += c as u64;
+        }
+        (min, max, sum as f64 / blocks.max(1) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::ContentTag;
+
+    fn flash(tag_only: bool) -> Flash {
+        Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, tag_only)
+    }
+
+    fn tag(lpn: u32, write: u64) -> Content {
+        Content::Tag(ContentTag { lpn, write })
+    }
+
+    #[test]
+    fn program_then_read_returns_data_and_oob() {
+        for tag_only in [true, false] {
+            let mut f = flash(tag_only);
+            f.program(Ppn(0), &tag(5, 1), &[1, 2, 3], 0, OpCause::HostData)
+                .unwrap();
+            let mut oob = [0u8; 16];
+            let (status, span) = f.read(Ppn(0), &mut oob, 0, OpCause::HostData).unwrap();
+            assert_eq!(
+                status.clone(),
+                match status {
+                    ReadStatus::Data(ref c) => ReadStatus::Data(c.clone()),
+                    _ => panic!(),
+                }
+            );
+            let ReadStatus::Data(c) = status else {
+                panic!("expected data")
+            };
+            assert_eq!(c.tag(), Some(ContentTag { lpn: 5, write: 1 }));
+            assert_eq!(&oob[..4], &[1, 2, 3, 0]);
+            assert!(span.end_ns > span.start_ns);
+        }
+    }
+
+    #[test]
+    fn reading_an_erased_page_says_erased() {
+        let mut f = flash(true);
+        let mut oob = [0u8; 16];
+        assert_eq!(
+            f.read(Ppn(7), &mut oob, 0, OpCause::HostData).unwrap().0,
+            ReadStatus::Erased
+        );
+    }
+
+    #[test]
+    fn program_requires_erased_page() {
+        let mut f = flash(true);
+        f.program(Ppn(0), &tag(0, 0), &[], 0, OpCause::HostData)
+            .unwrap();
+        assert_eq!(
+            f.program(Ppn(0), &tag(0, 1), &[], 0, OpCause::HostData),
+            Err(FlashError::ProgramNotErased { ppn: Ppn(0) })
+        );
+        f.erase(BlockId(0), 0, OpCause::GcCopy).unwrap();
+        f.program(Ppn(0), &tag(0, 1), &[], 0, OpCause::HostData)
+            .unwrap();
+        assert_eq!(f.erase_count(BlockId(0)), 1);
+    }
+
+    #[test]
+    fn pages_of_a_block_are_programmed_in_order_and_skips_stay_dead() {
+        let mut f = flash(true);
+        f.program(Ppn(2), &tag(0, 0), &[], 0, OpCause::HostData)
+            .unwrap();
+        assert_eq!(
+            f.program(Ppn(1), &tag(0, 1), &[], 0, OpCause::HostData),
+            Err(FlashError::OutOfOrderProgram {
+                ppn: Ppn(1),
+                next: 3
+            })
+        );
+        f.program(Ppn(3), &tag(0, 2), &[], 0, OpCause::HostData)
+            .unwrap();
+        assert_eq!(f.write_pointer(BlockId(0)), 4);
+    }
+
+    #[test]
+    fn out_of_range_and_oversize_are_errors() {
+        let mut f = flash(true);
+        let pages = f.geometry().pages();
+        let mut oob = [0u8; 16];
+        assert!(matches!(
+            f.read(Ppn(pages), &mut oob, 0, OpCause::HostData),
+            Err(FlashError::PageOutOfRange { .. })
+        ));
+        assert!(matches!(
+            f.erase(BlockId(u32::MAX), 0, OpCause::HostData),
+            Err(FlashError::BlockOutOfRange { .. })
+        ));
+        assert!(matches!(
+            f.program(Ppn(0), &tag(0, 0), &[0u8; 17], 0, OpCause::HostData),
+            Err(FlashError::OobTooLarge { .. })
+        ));
+        let big = Content::Bytes(vec![0u8; 8192].into_boxed_slice());
+        assert!(matches!(
+            f.program(Ppn(0), &big, &[], 0, OpCause::Mapping),
+            Err(FlashError::DataTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn torn_program_reads_uncorrectable_and_torn_erase_blocks_the_block() {
+        let config = DeviceConfig::preset("small").unwrap();
+        let mut f = Flash::in_memory(config.clone(), 16, false);
+        let base = f.start_recording();
+        let a = f
+            .program(Ppn(0), &tag(1, 1), &[9], 0, OpCause::HostData)
+            .unwrap();
+        let e = f.erase(BlockId(1), a.end_ns, OpCause::GcCopy).unwrap();
+        let log = f.take_log().unwrap();
+        // Cut in the middle of the program: torn.
+        let image = log.image_at(base.as_ref(), (a.start_ns + a.end_ns) / 2, true);
+        let mut g = Flash::new(config.clone(), image);
+        let mut oob = [0u8; 16];
+        assert_eq!(
+            g.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0,
+            ReadStatus::Uncorrectable
+        );
+        assert!(matches!(
+            g.program(Ppn(0), &tag(1, 2), &[], 0, OpCause::HostData),
+            Err(FlashError::ProgramNotErased { .. })
+        ));
+        // Same cut without tearing: the program never happened.
+        let image = log.image_at(base.as_ref(), (a.start_ns + a.end_ns) / 2, false);
+        let mut g = Flash::new(config.clone(), image);
+        assert_eq!(
+            g.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0,
+            ReadStatus::Erased
+        );
+        // Cut in the middle of the erase: block 1 unreadable until erased again.
+        let image = log.image_at(base.as_ref(), (e.start_ns + e.end_ns) / 2, true);
+        let mut g = Flash::new(config.clone(), image);
+        let first = g.geometry().first_page(BlockId(1));
+        assert_eq!(
+            g.read(first, &mut oob, 0, OpCause::Recovery).unwrap().0,
+            ReadStatus::Uncorrectable
+        );
+        assert!(matches!(
+            g.program(first, &tag(1, 3), &[], 0, OpCause::HostData),
+            Err(FlashError::BlockNeedsErase { .. })
+        ));
+        g.erase(BlockId(1), 0, OpCause::Recovery).unwrap();
+        g.program(first, &tag(1, 3), &[], 0, OpCause::HostData)
+            .unwrap();
+        // After everything: the program is there.
+        let image = log.image_at(base.as_ref(), u64::MAX, true);
+        let mut g = Flash::new(config, image);
+        let ReadStatus::Data(c) = g.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0 else {
+            panic!()
+        };
+        assert_eq!(c.tag(), Some(ContentTag { lpn: 1, write: 1 }));
+    }
+
+    #[test]
+    fn cut_after_nth_operation_matches_completion_order() {
+        let config = DeviceConfig::preset("small").unwrap();
+        let mut f = Flash::in_memory(config.clone(), 16, true);
+        let base = f.start_recording();
+        let pages_per_chip = f.geometry().pages_per_chip();
+        // Chip 0 gets two programs, chip 1 one that ends between them although issued last.
+        let a = f
+            .program(Ppn(0), &tag(0, 0), &[], 0, OpCause::HostData)
+            .unwrap();
+        let b = f
+            .program(Ppn(1), &tag(1, 1), &[], 0, OpCause::HostData)
+            .unwrap();
+        let c = f
+            .program(Ppn(pages_per_chip), &tag(2, 2), &[], 1, OpCause::HostData)
+            .unwrap();
+        assert!(a.end_ns < c.end_ns && c.end_ns < b.end_ns);
+        let log = f.take_log().unwrap();
+        let order = log.completion_order();
+        assert_eq!(order.len(), 3);
+        let at = log.instant_after(&order, 1);
+        let image = log.image_at(base.as_ref(), at, false);
+        let programmed: Vec<u32> = (0..f.geometry().pages())
+            .filter(|&p| image.page_state(Ppn(p)) == PageState::Programmed)
+            .collect();
+        assert_eq!(programmed, vec![0]);
+        let at = log.instant_after(&order, 2);
+        let image = log.image_at(base.as_ref(), at, false);
+        let programmed: Vec<u32> = (0..f.geometry().pages())
+            .filter(|&p| image.page_state(Ppn(p)) == PageState::Programmed)
+            .collect();
+        assert_eq!(programmed, vec![0, pages_per_chip]);
+    }
+
+    #[test]
+    fn wear_is_counted_per_block() {
+        let mut f = flash(true);
+        for _ in 0..3 {
+            f.erase(BlockId(4), 0, OpCause::GcCopy).unwrap();
+        }
+        assert_eq!(f.erase_count(BlockId(4)), 3);
+        let (min, max, _) = f.wear_spread();
+        assert_eq!((min, max), (0, 3));
+        assert_eq!(f.stats().total_erases(), 3);
+    }
+}

@@ -1,0 +1,32 @@
+//! # mobius-flash: the emulated NAND flash device
+//!
+//! Channels × chips × blocks × pages, each page a data area and an out-of-band (OOB) area; the
+//! rules NAND imposes (erase before program, in-order programming inside a block, block erase,
+//! atomic page program unless a power cut tears it); a timing model in which chips and channels
+//! work in parallel; storage backends (tag-only, full data in memory, full data in a file); and
+//! power cuts at any simulated instant (SPEC.md §1).
+//!
+//! Layering follows MQSim: FTLs (crates `ftl`, `dftl`, …) call [`Flash`]; `Flash` checks the
+//! rules, schedules the operation on its chip and channel, records it and hands it to a [`Store`].
+
+pub mod content;
+pub mod device;
+pub mod error;
+pub mod file;
+pub mod geometry;
+pub mod oplog;
+pub mod preset;
+pub mod stats;
+pub mod store;
+pub mod timing;
+
+pub use content::{Content, ContentTag};
+pub use device::{Flash, ReadStatus};
+pub use error::FlashError;
+pub use file::FileStore;
+pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
+pub use oplog::{LoggedOp, OpKind, OpLog};
+pub use preset::{DeviceConfig, PRESET_NAMES};
+pub use stats::{FlashStats, OpCause};
+pub use store::{MemStore, PageState, Store, TagStore};
+pub use timing::{Span, Timeline, Timing};

@@ -1,0 +1,117 @@
+//! The operation log and power-cut images.
+//!
+//! With recording switched on, every flash operation is logged with its simulated span, cause and
+//! (for programs) the data and OOB written. A power cut at simulated time T then has one precise
+//! meaning (issue #2, "power cut"): operations that ended by T are on flash; an operation running
+//! at T is torn if tearing is asked for (program → page fails ECC; erase → block unreadable until
+//! erased again) and otherwise never happened; operations that start at or after T never happened.
+//! Because a chip serves its operations in issue order, applying the completed operations in
+//! completion order reproduces every block's program order. "Cut after the N-th operation" is the
+//! same model with T = the end of the N-th mutating operation in completion order.
+
+use crate::content::Content;
+use crate::geometry::{BlockId, Ppn};
+use crate::stats::OpCause;
+use crate::store::Store;
+use crate::timing::Span;
+
+/// What an operation did.
+#[derive(Clone, Debug)]
+pub enum OpKind {
+    Read {
+        ppn: Ppn,
+    },
+    ReadOob {
+        ppn: Ppn,
+    },
+    Program {
+        ppn: Ppn,
+        content: Content,
+        oob: Box<[u8]>,
+    },
+    Erase {
+        block: BlockId,
+    },
+}
+
+/// One logged flash operation.
+#[derive(Clone, Debug)]
+pub struct LoggedOp {
+    /// Issue order, from 0.
+    pub seq: u64,
+    pub span: Span,
+    pub cause: OpCause,
+    pub kind: OpKind,
+}
+
+impl LoggedOp {
+    /// `true` for programs and erases (the operations that change the image).
+    pub fn mutates(&self) -> bool {
+        matches!(self.kind, OpKind::Program { .. } | OpKind::Erase { .. })
+    }
+
+    /// Applies the completed operation to `store`.
+    pub fn apply(&self, store: &mut dyn Store) {
+        match &self.kind {
+            OpKind::Program { ppn, content, oob } => store.write_page(*ppn, content, oob),
+            OpKind::Erase { block } => store.erase_block(*block),
+            OpKind::Read { .. } | OpKind::ReadOob { .. } => {}
+        }
+    }
+
+    /// Applies the operation as interrupted by a power cut.
+    pub fn tear(&self, store: &mut dyn Store) {
+        match &self.kind {
+            OpKind::Program { ppn, .. } => store.set_torn(*ppn),
+            OpKind::Erase { block } => store.set_erase_torn(*block),
+            OpKind::Read { .. } | OpKind::ReadOob { .. } => {}
+        }
+    }
+
+    /// `true` when the operation is running at instant `at_ns`.
+    pub fn in_flight_at(&self, at_ns: u64) -> bool {
+        self.span.start_ns < at_ns && at_ns < self.span.end_ns
+    }
+}
+
+/// All operations issued while recording was on.
+#[derive(Clone, Debug, Default)]
+pub struct OpLog {
+    pub ops: Vec<LoggedOp>,
+}
+
+impl OpLog {
+    /// Indices of mutating operations sorted by (end time, issue order).
+    pub fn completion_order(&self) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.ops.len())
+            .filter(|&i| self.ops[i].mutates())
+            .collect();
+        idx.sort_by_key(|&i| (self.ops[i].span.end_ns, self.ops[i].seq));
+        idx
+    }
+
+    /// The crash instant "just after the n-th mutating operation completed" (n counts from 1;
+    /// n = 0 is the instant before anything was issued).
+    pub fn instant_after(&self, order: &[usize], n: usize) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.ops[order[n.min(order.len()) - 1]].span.end_ns
+        }
+    }
+
+    /// Builds the flash image as of instant `at_ns` on top of `base` (the image when recording
+    /// started). With `tear`, operations running at `at_ns` are torn; otherwise they are dropped.
+    pub fn image_at(&self, base: &dyn Store, at_ns: u64, tear: bool) -> Box<dyn Store> {
+        let mut image = base.snapshot();
+        for i in self.completion_order() {
+            let op = &self.ops[i];
+            if op.span.end_ns <= at_ns {
+                op.apply(image.as_mut());
+            } else if tear && op.in_flight_at(at_ns) {
+                op.tear(image.as_mut());
+            }
+        }
+        image
+    }
+}

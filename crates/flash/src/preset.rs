@@ -1,0 +1,279 @@
+//! Device presets: one source of truth for every paper's device, with its source.
+//!
+//! Values marked [P] come from the papers (SPEC.md §1.1, §2.13, §4.9, §5.8, §6.6); values marked
+//! [R] are our decisions where the papers are silent, explained in `docs/presets.md`.
+//! A preset is a starting point: any field can be overridden from a TOML file or `key=value`
+//! pairs (see [`DeviceConfig::with_overrides`]).
+
+use crate::geometry::Geometry;
+use crate::timing::Timing;
+use serde::{Deserialize, Serialize};
+
+/// Everything needed to build an emulated device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// Name of the preset this configuration started from.
+    pub preset: String,
+    pub geometry: Geometry,
+    pub timing: Timing,
+    /// Fraction of physical pages hidden from the host for GC headroom.
+    pub over_provisioning: f64,
+}
+
+/// The preset names `--preset` accepts.
+pub const PRESET_NAMES: [&str; 5] = ["jasmine", "txflash", "optr", "nvmfs", "small"];
+
+/// MLC part of the Möbius prototype's era (Micron 34 nm), [R] datasheet-typical values.
+const MLC_2010: Timing = Timing {
+    read_ns: 50_000,
+    program_ns: 900_000,
+    erase_ns: 3_000_000,
+    bus_mb_s: 40,
+};
+/// Samsung SLC datasheet values the TxFlash simulator used: erase 1.5 ms [P], read and
+/// program [R] datasheet-typical.
+const SLC_SAMSUNG: Timing = Timing {
+    read_ns: 25_000,
+    program_ns: 200_000,
+    erase_ns: 1_500_000,
+    bus_mb_s: 40,
+};
+/// 16 KB-page MLC behind a faster bus, as on the OPTR OpenSSD board, [R].
+const MLC_16K: Timing = Timing {
+    read_ns: 60_000,
+    program_ns: 1_300_000,
+    erase_ns: 3_500_000,
+    bus_mb_s: 200,
+};
+
+impl DeviceConfig {
+    /// Looks a preset up by name.
+    pub fn preset(name: &str) -> Result<DeviceConfig, String> {
+        let (geometry, timing, over_provisioning) = match name {
+            // Möbius on Jasmine OpenSSD: 64 GB [P], 4 KB page + 224 B spare [P], 128 pages per
+            // block [R], 4 channels × 4 chips [R] → 8,192 blocks per chip.
+            "jasmine" => (
+                Geometry {
+                    channels: 4,
+                    chips_per_channel: 4,
+                    blocks_per_chip: 8192,
+                    pages_per_block: 128,
+                    page_bytes: 4096,
+                    oob_bytes: 224,
+                },
+                MLC_2010,
+                0.07,
+            ),
+            // TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
+            // metadata [P], 15 % of pages reserved [P], 64 pages per block [R].
+            "txflash" => (
+                Geometry {
+                    channels: 8,
+                    chips_per_channel: 1,
+                    blocks_per_chip: 16384,
+                    pages_per_block: 64,
+                    page_bytes: 4096,
+                    oob_bytes: 128,
+                },
+                SLC_SAMSUNG,
+                0.15,
+            ),
+            // OPTR on OpenSSD: 4 ch × 4 chips, 128 × 16 KB pages per block, ≈ 4,000 blocks per
+            // chip, 2,208 B spare [P]; 128 GB nominal.
+            "optr" => (
+                Geometry {
+                    channels: 4,
+                    chips_per_channel: 4,
+                    blocks_per_chip: 4000,
+                    pages_per_block: 128,
+                    page_bytes: 16384,
+                    oob_bytes: 2208,
+                },
+                MLC_16K,
+                0.07,
+            ),
+            // NVMFS FTL study: 24 GB, 4 KB page, 256 KB block, 10 % over-provisioning [P];
+            // 8 channels × 2 chips [R], SLC (X25-E class) timing [R].
+            "nvmfs" => (
+                Geometry {
+                    channels: 8,
+                    chips_per_channel: 2,
+                    blocks_per_chip: 6144,
+                    pages_per_block: 64,
+                    page_bytes: 4096,
+                    oob_bytes: 128,
+                },
+                SLC_SAMSUNG,
+                0.10,
+            ),
+            // A 16 MB device for tests and exhaustive crash campaigns [R].
+            "small" => (
+                Geometry {
+                    channels: 2,
+                    chips_per_channel: 2,
+                    blocks_per_chip: 32,
+                    pages_per_block: 32,
+                    page_bytes: 4096,
+                    oob_bytes: 128,
+                },
+                SLC_SAMSUNG,
+                0.125,
+            ),
+            other => {
+                return Err(format!(
+                    "unknown preset '{other}'; known presets: {}",
+                    PRESET_NAMES.join(", ")
+                ))
+            }
+        };
+        Ok(DeviceConfig {
+            preset: name.to_string(),
+            geometry,
+            timing,
+            over_provisioning,
+        })
+    }
+
+    /// Applies a TOML document (any subset of fields, e.g. `[geometry]\nchannels = 8`) and then
+    /// `key=value` overrides with dotted keys (`geometry.channels=8`, `timing.program_ns=300000`).
+    pub fn with_overrides(
+        self,
+        toml_text: Option<&str>,
+        pairs: &[String],
+    ) -> Result<DeviceConfig, String> {
+        let mut value = toml::Value::try_from(&self).map_err(|e| e.to_string())?;
+        if let Some(text) = toml_text {
+            let doc: toml::Table = text.parse().map_err(|e| format!("config file: {e}"))?;
+            merge(&mut value, toml::Value::Table(doc));
+        }
+        for pair in pairs {
+            let (key, raw) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("override '{pair}' is not key=value"))?;
+            let parsed: toml::Value = format!("v = {raw}")
+                .parse::<toml::Table>()
+                .map(|mut t| t.remove("v").expect("key v was just written"))
+                .unwrap_or_else(|_| toml::Value::String(raw.to_string()));
+            set_path(&mut value, key.trim(), parsed)?;
+        }
+        let config: DeviceConfig = value
+            .try_into()
+            .map_err(|e| format!("configuration: {e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.geometry.validate()?;
+        self.timing.validate()?;
+        if !(0.0..0.9).contains(&self.over_provisioning) {
+            return Err(format!(
+                "over_provisioning = {} must be in [0, 0.9)",
+                self.over_provisioning
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn merge(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+fn set_path(value: &mut toml::Value, key: &str, new: toml::Value) -> Result<(), String> {
+    let mut cursor = value;
+    let parts: Vec<&str> = key.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let table = cursor
+            .as_table_mut()
+            .ok_or_else(|| format!("override key '{key}': '{part}' is not inside a table"))?;
+        if i + 1 == parts.len() {
+            if !table.contains_key(*part) {
+                return Err(format!("override key '{key}' names no configuration field"));
+            }
+            table.insert(part.to_string(), new);
+            return Ok(());
+        }
+        cursor = table
+            .get_mut(*part)
+            .ok_or_else(|| format!("override key '{key}' names no configuration field"))?;
+    }
+    Err(format!("override key '{key}' is empty"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_match_their_papers() {
+        let j = DeviceConfig::preset("jasmine").unwrap();
+        assert_eq!(j.geometry.capacity_bytes(), 64 << 30);
+        assert_eq!(j.geometry.pages(), 16 << 20);
+        let t = DeviceConfig::preset("txflash").unwrap();
+        assert_eq!(t.geometry.capacity_bytes(), 32 << 30);
+        assert_eq!(t.geometry.chips(), 8);
+        let o = DeviceConfig::preset("optr").unwrap();
+        assert_eq!(o.geometry.chips(), 16);
+        assert_eq!(o.geometry.block_bytes(), 2 << 20);
+        let n = DeviceConfig::preset("nvmfs").unwrap();
+        assert_eq!(n.geometry.capacity_bytes(), 24 << 30);
+        assert_eq!(n.geometry.block_bytes(), 256 << 10);
+        let s = DeviceConfig::preset("small").unwrap();
+        assert!(s.geometry.capacity_bytes() <= 32 << 20);
+        for name in PRESET_NAMES {
+            DeviceConfig::preset(name).unwrap().validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn overrides_from_toml_and_pairs() {
+        let c = DeviceConfig::preset("small")
+            .unwrap()
+            .with_overrides(
+                Some("[geometry]\nchannels = 4\n"),
+                &[
+                    "timing.program_ns=300000".into(),
+                    "over_provisioning=0.2".into(),
+                ],
+            )
+            .unwrap();
+        assert_eq!(c.geometry.channels, 4);
+        assert_eq!(c.timing.program_ns, 300_000);
+        assert_eq!(c.over_provisioning, 0.2);
+    }
+
+    #[test]
+    fn bad_overrides_are_clear_errors() {
+        let base = DeviceConfig::preset("small").unwrap();
+        assert!(base
+            .clone()
+            .with_overrides(None, &["geometry.chanels=4".into()])
+            .unwrap_err()
+            .contains("names no"));
+        assert!(base
+            .clone()
+            .with_overrides(None, &["geometry.page_bytes=1000".into()])
+            .is_err());
+        assert!(base
+            .clone()
+            .with_overrides(Some("[geometry]\nbogus = 1"), &[])
+            .is_err());
+        assert!(DeviceConfig::preset("nope")
+            .unwrap_err()
+            .contains("known presets"));
+    }
+}

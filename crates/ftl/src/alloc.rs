@@ -1,0 +1,255 @@
+//! Block allocator: free blocks per chip, one open block per (stream, chip).
+//!
+//! Streams separate data with different lifetimes (host data, GC copies, translation pages…);
+//! each stream keeps an open block on every chip, and each page goes to the chip that will be
+//! free soonest, so consecutive programs spread over chips and channels. Blocks a design keeps
+//! for itself (checkpoint areas, the Atom Log Area…) are `Reserved` and never handed out here.
+
+use flash::{BlockId, ChipId, Flash, Geometry, Ppn};
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockState {
+    Free,
+    /// Receiving pages for stream `0`.
+    Open(u8),
+    /// Fully programmed (or closed early); a GC candidate.
+    Full,
+    /// Owned by the design outside the pool.
+    Reserved,
+}
+
+#[derive(Clone, Debug)]
+pub struct BlockPool {
+    geometry: Geometry,
+    state: Vec<BlockState>,
+    free: Vec<VecDeque<BlockId>>,
+    /// open[stream][chip] = (block, next page).
+    open: Vec<Vec<Option<(BlockId, u32)>>>,
+    cursor: Vec<u32>,
+    free_total: u32,
+    /// Monotonic counter of blocks opened, per block the value when it was last opened
+    /// (its age for cost-benefit GC and the order of post-checkpoint scans).
+    opened_at: Vec<u64>,
+    opened: u64,
+}
+
+impl BlockPool {
+    /// A pool over every block for which `reserved` is false; all start free (erased).
+    pub fn new(
+        geometry: &Geometry,
+        streams: usize,
+        reserved: impl Fn(BlockId) -> bool,
+    ) -> BlockPool {
+        assert!(streams >= 1 && streams < 256);
+        let chips = geometry.chips() as usize;
+        let mut state = vec![BlockState::Free; geometry.blocks() as usize];
+        let mut free = vec![VecDeque::new(); chips];
+        let mut free_total = 0;
+        for b in 0..geometry.blocks() {
+            let block = BlockId(b);
+            if reserved(block) {
+                state[b as usize] = BlockState::Reserved;
+            } else {
+                free[geometry.chip_of_block(block).0 as usize].push_back(block);
+                free_total += 1;
+            }
+        }
+        BlockPool {
+            geometry: geometry.clone(),
+            state,
+            free,
+            open: vec![vec![None; chips]; streams],
+            cursor: vec![0; streams],
+            free_total,
+            opened_at: vec![0; geometry.blocks() as usize],
+            opened: 0,
+        }
+    }
+
+    pub fn blocks(&self) -> u32 {
+        self.state.len() as u32
+    }
+    /// Blocks opened so far (the current "age" clock).
+    pub fn blocks_opened(&self) -> u64 {
+        self.opened
+    }
+    pub fn state(&self, block: BlockId) -> BlockState {
+        self.state[block.0 as usize]
+    }
+    pub fn free_blocks(&self) -> u32 {
+        self.free_total
+    }
+    pub fn free_blocks_on(&self, chip: ChipId) -> usize {
+        self.free[chip.0 as usize].len()
+    }
+    /// Sequence number of the block's last opening (0 if never opened).
+    pub fn opened_at(&self, block: BlockId) -> u64 {
+        self.opened_at[block.0 as usize]
+    }
+    /// Blocks that are neither free nor reserved nor open: the GC candidates.
+    pub fn full_blocks(&self) -> impl Iterator<Item = BlockId> + '_ {
+        (0..self.state.len() as u32)
+            .map(BlockId)
+            .filter(|b| self.state[b.0 as usize] == BlockState::Full)
+    }
+    /// Free blocks of a chip in the order they will be handed out.
+    pub fn free_queue(&self, chip: ChipId) -> impl Iterator<Item = BlockId> + '_ {
+        self.free[chip.0 as usize].iter().copied()
+    }
+    /// Open block of `stream` on `chip`, with its next page.
+    pub fn open_block(&self, stream: usize, chip: ChipId) -> Option<(BlockId, u32)> {
+        self.open[stream][chip.0 as usize]
+    }
+
+    /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
+    /// `None` when no chip has an open block with room or a free block.
+    pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
+        let chips = self.geometry.chips();
+        let start = self.cursor[stream];
+        let mut best: Option<(u64, u32)> = None;
+        for i in 0..chips {
+            let chip = (start + i) % chips;
+            let has_room =
+                self.open[stream][chip as usize].is_some() || !self.free[chip as usize].is_empty();
+            if !has_room {
+                continue;
+            }
+            let free_at = flash.chip_free_ns(chip);
+            if best.is_none_or(|(t, _)| free_at < t) {
+                best = Some((free_at, chip));
+            }
+        }
+        let (_, chip) = best?;
+        self.cursor[stream] = (chip + 1) % chips;
+        self.allocate_on(stream, ChipId(chip))
+    }
+
+    /// Next page for `stream` on a given chip.
+    pub fn allocate_on(&mut self, stream: usize, chip: ChipId) -> Option<Ppn> {
+        let ppb = self.geometry.pages_per_block;
+        let slot = &mut self.open[stream][chip.0 as usize];
+        if slot.is_none() {
+            let block = self.free[chip.0 as usize].pop_front()?;
+            self.free_total -= 1;
+            debug_assert_eq!(self.state[block.0 as usize], BlockState::Free);
+            self.state[block.0 as usize] = BlockState::Open(stream as u8);
+            self.opened += 1;
+            self.opened_at[block.0 as usize] = self.opened;
+            *slot = Some((block, 0));
+        }
+        let (block, next) = slot.expect("open block was just ensured");
+        let ppn = self.geometry.ppn(block, next);
+        if next + 1 == ppb {
+            *slot = None;
+            self.state[block.0 as usize] = BlockState::Full;
+        } else {
+            *slot = Some((block, next + 1));
+        }
+        Some(ppn)
+    }
+
+    /// Takes a specific free block out of the free queue and marks it open for `stream`
+    /// (recovery uses it to re-adopt the blocks that were open before the power cut).
+    pub fn adopt_open(&mut self, stream: usize, block: BlockId, next_page: u32) {
+        let chip = self.geometry.chip_of_block(block);
+        let q = &mut self.free[chip.0 as usize];
+        if let Some(pos) = q.iter().position(|&b| b == block) {
+            q.remove(pos);
+            self.free_total -= 1;
+        }
+        if let Some((old, _)) = self.open[stream][chip.0 as usize].take() {
+            self.state[old.0 as usize] = BlockState::Full;
+        }
+        self.opened += 1;
+        self.opened_at[block.0 as usize] = self.opened;
+        if next_page >= self.geometry.pages_per_block {
+            self.state[block.0 as usize] = BlockState::Full;
+        } else {
+            self.state[block.0 as usize] = BlockState::Open(stream as u8);
+            self.open[stream][chip.0 as usize] = Some((block, next_page));
+        }
+    }
+
+    /// Marks a free block full without opening it (recovery: a block found programmed).
+    pub fn mark_full(&mut self, block: BlockId) {
+        let chip = self.geometry.chip_of_block(block);
+        let q = &mut self.free[chip.0 as usize];
+        if let Some(pos) = q.iter().position(|&b| b == block) {
+            q.remove(pos);
+            self.free_total -= 1;
+        }
+        for stream in self.open.iter_mut() {
+            if stream[chip.0 as usize].is_some_and(|(b, _)| b == block) {
+                stream[chip.0 as usize] = None;
+            }
+        }
+        self.state[block.0 as usize] = BlockState::Full;
+    }
+
+    /// Closes every open block of `stream` (the rest of each block is skipped).
+    pub fn close_stream(&mut self, stream: usize) {
+        for slot in self.open[stream].iter_mut() {
+            if let Some((block, _)) = slot.take() {
+                self.state[block.0 as usize] = BlockState::Full;
+            }
+        }
+    }
+
+    /// Returns an erased block to its chip's free queue.
+    pub fn release(&mut self, block: BlockId) {
+        let i = block.0 as usize;
+        assert!(
+            matches!(self.state[i], BlockState::Full),
+            "only a full block can be released after erase (state {:?})",
+            self.state[i]
+        );
+        self.state[i] = BlockState::Free;
+        self.free[self.geometry.chip_of_block(block).0 as usize].push_back(block);
+        self.free_total += 1;
+    }
+
+    /// Invariant: free queues hold exactly the free blocks, each once.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut seen = vec![false; self.state.len()];
+        let mut n = 0;
+        for q in &self.free {
+            for b in q {
+                if seen[b.0 as usize] || self.state[b.0 as usize] != BlockState::Free {
+                    return Err(format!(
+                        "{b} is queued as free twice or in state {:?}",
+                        self.state[b.0 as usize]
+                    ));
+                }
+                seen[b.0 as usize] = true;
+                n += 1;
+            }
+        }
+        if n != self.free_total {
+            return Err(format!(
+                "free count {} differs from queued {n}",
+                self.free_total
+            ));
+        }
+        let free_states = self
+            .state
+            .iter()
+            .filter(|s| **s == BlockState::Free)
+            .count() as u32;
+        if free_states != n {
+            return Err(format!("{free_states} blocks are free but {n} are queued"));
+        }
+        Ok(())
+    }
+}
+
+/// Host-visible logical pages for a device of `geometry` once `reserved_blocks` are set aside
+/// and `over_provisioning` of the rest is hidden. At least two blocks per chip stay hidden so GC
+/// always has somewhere to copy to.
+pub fn logical_pages(geometry: &Geometry, reserved_blocks: u32, over_provisioning: f64) -> u32 {
+    let usable =
+        geometry.blocks().saturating_sub(reserved_blocks) as u64 * geometry.pages_per_block as u64;
+    let by_op = (usable as f64 * (1.0 - over_provisioning)).floor() as u64;
+    let min_spare = 2 * geometry.chips() as u64 * geometry.pages_per_block as u64;
+    by_op.min(usable.saturating_sub(min_spare)) as u32
+}

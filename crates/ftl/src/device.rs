@@ -1,0 +1,270 @@
+//! The interfaces every design implements.
+//!
+//! Time model: the host calls the device in arrival order (arrivals never go back in time); each
+//! call issues its flash operations at once on the chips' timelines and returns the simulated
+//! instant at which the host is told the request is done (`ack_ns`). RAM state changes at call
+//! time; what survives a power cut is decided by the flash operations' spans alone (see
+//! `flash::oplog`), so an FTL that needs "B after A" on flash must pass A's end as B's
+//! `not_before`. The crash checker holds every design to exactly that.
+
+use crate::error::{FtlError, TxUuid};
+use crate::promise::Promise;
+use flash::{Content, Flash, Geometry, Lpn};
+use std::collections::BTreeMap;
+
+/// When a request arrived and when the host was told it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Completion {
+    pub arrival_ns: u64,
+    pub ack_ns: u64,
+}
+
+/// What a read of one logical page returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PageOutcome {
+    Data(Content),
+    /// Never written (or trimmed): reads as zeros.
+    Unwritten,
+    /// The page holding the data failed ECC.
+    Uncorrectable,
+}
+
+/// A plain block device: every design implements it.
+pub trait BlockDevice: Send {
+    /// The design's `--ftl` name.
+    fn design(&self) -> &'static str;
+    /// What the design promises about power cuts.
+    fn promise(&self) -> Promise;
+    /// Logical pages the host may address (capacity after over-provisioning and reserved areas).
+    fn logical_pages(&self) -> u32;
+    /// Writes a run of consecutive logical pages as one request.
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError>;
+    /// Reads `count` consecutive logical pages into `out` (cleared first).
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError>;
+    /// Makes every write acknowledged before it durable.
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError>;
+    /// Forgets a run of logical pages (they read as unwritten, or — after a power cut — as
+    /// unwritten or their last data).
+    fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError>;
+    fn flash(&self) -> &Flash;
+    fn flash_mut(&mut self) -> &mut Flash;
+    /// Power cut: RAM state is dropped, the flash is kept.
+    fn into_flash(self: Box<Self>) -> Flash;
+    /// Checks the design's internal invariants (called after every step in tests).
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Design-specific figures for `mobius bench --json` (e.g. `("cmt_hit_ratio", 0.93)`).
+    fn metrics(&self) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+    /// The transactional interface, for designs that offer one.
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        None
+    }
+}
+
+/// Static transaction acknowledgement mode (Möbius SWRITE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum SwriteMode {
+    /// Acknowledged when every page is on flash.
+    Sync,
+    /// Acknowledged when the transaction's metadata is on flash; durable later (`durable_ns`).
+    Async,
+}
+
+/// Position of a page in a dynamic transaction (Möbius DWRITE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum DwriteFlag {
+    Head,
+    Body,
+    Rear,
+    /// A one-page dynamic transaction (HEAD|REAR).
+    Single,
+}
+
+/// Acknowledgement of a transactional request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub struct TxCompletion {
+    pub arrival_ns: u64,
+    /// When the host is told the request is done.
+    pub ack_ns: u64,
+    /// For a request that ends a transaction (SWRITE, REAR, Single): the instant from which the
+    /// transaction survives any power cut. Equal to `ack_ns` for synchronous acknowledgement;
+    /// later for Möbius async SWRITE, which promises atomicity at once and durability only here.
+    /// `None` for HEAD/BODY pages.
+    pub durable_ns: Option<u64>,
+}
+
+/// What a transactional design offers; the workload generator and the checker read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+pub struct TxCapabilities {
+    pub static_tx: bool,
+    pub async_swrite: bool,
+    pub dynamic_tx: bool,
+    /// More than one static transaction may be in flight.
+    pub concurrent_static: bool,
+    /// More than one dynamic transaction may be open.
+    pub concurrent_dynamic: bool,
+    pub sread: bool,
+    pub abort: bool,
+    /// Largest transaction the design keeps atomic, in pages.
+    pub max_tx_pages: u64,
+}
+
+/// The transactional interface (Möbius Table I; TxFlash WriteAtomic/Abort; LightTx; Atomic-Write).
+pub trait Transactional {
+    fn capabilities(&self) -> TxCapabilities;
+    /// Static transaction: the whole page set is known up front.
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError>;
+    /// One page of a dynamic transaction.
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError>;
+    /// Aborts a running transaction; `TxUuid(0)` aborts the running dynamic transaction.
+    fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError>;
+    /// Serializable read: returns after every static transaction that arrived before it committed.
+    fn sread(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError>;
+}
+
+/// Design parameters given on the command line (`--param key=value`), checked by the design.
+#[derive(Clone, Debug, Default)]
+pub struct DesignOptions {
+    pub params: BTreeMap<String, String>,
+}
+
+impl DesignOptions {
+    pub fn from_pairs(pairs: &[String]) -> Result<DesignOptions, FtlError> {
+        let mut params = BTreeMap::new();
+        for pair in pairs {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| FtlError::InvalidOption(format!("'{pair}' is not key=value")))?;
+            params.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        Ok(DesignOptions { params })
+    }
+
+    pub fn with(mut self, key: &str, value: impl ToString) -> Self {
+        self.params.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Parses `key` as a `T`, or returns `default` when absent.
+    pub fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T, FtlError> {
+        match self.params.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| FtlError::InvalidOption(format!("{key}={v} is not a valid value"))),
+        }
+    }
+
+    /// Rejects keys the design does not know (a misspelt parameter must not pass silently).
+    pub fn check_known(&self, design: &str, known: &[&str]) -> Result<(), FtlError> {
+        for k in self.params.keys() {
+            if !known.contains(&k.as_str()) {
+                return Err(FtlError::InvalidOption(format!(
+                    "{design} has no parameter '{k}'; known: {}",
+                    known.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a recovery cost: reads from the crash instant until the device is ready.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RecoveryReport {
+    pub flash_reads: u64,
+    pub flash_programs: u64,
+    pub flash_erases: u64,
+    /// Simulated time from power-on to ready.
+    pub sim_ns: u64,
+    /// Design-specific details (e.g. `("ala_pages_scanned", 312.0)`).
+    pub details: Vec<(String, f64)>,
+}
+
+impl RecoveryReport {
+    /// Measures a recovery that started at `start_ns` with `before` as the flash counters.
+    pub fn measure(flash: &Flash, before: &flash::FlashStats, start_ns: u64) -> RecoveryReport {
+        let d = flash.stats().since(before);
+        RecoveryReport {
+            flash_reads: d.total_reads(),
+            flash_programs: d.total_programs(),
+            flash_erases: d.total_erases(),
+            sim_ns: flash.idle_ns().saturating_sub(start_ns),
+            details: Vec::new(),
+        }
+    }
+}
+
+pub type FormatFn = fn(Flash, &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError>;
+pub type RecoverFn =
+    fn(Flash, &DesignOptions) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError>;
+
+/// A design as the tools see it: how to build it on a fresh device and how to recover it.
+#[derive(Clone)]
+pub struct DesignSpec {
+    /// `--ftl` name.
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub promise: Promise,
+    /// OOB bytes per page the design uses (the store keeps only these).
+    pub oob_record_bytes: fn(&Geometry) -> u32,
+    /// Builds the design on an erased device.
+    pub format: FormatFn,
+    /// Rebuilds the design from what is on flash alone (its clock already at the crash instant).
+    pub recover: RecoverFn,
+    /// Name of the workload that exercises the design's whole interface.
+    pub default_workload: &'static str,
+}
+
+/// Checks that `[start, start+count)` lies inside the device and is not empty.
+pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), FtlError> {
+    if count == 0 {
+        return Err(FtlError::EmptyRequest);
+    }
+    let end = start.0 as u64 + count;
+    if end > logical_pages as u64 {
+        let bad = if start.0 >= logical_pages {
+            start.0
+        } else {
+            logical_pages
+        };
+        return Err(FtlError::LpnOutOfRange {
+            lpn: Lpn(bad),
+            logical_pages,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! Typed errors of every FTL: each says what was wrong and what to do about it.
+
+use flash::{FlashError, Lpn};
+
+/// Host-generated transaction identifier (the paper's `uuid`). `TxUuid(0)` is reserved: in
+/// `ABORT(0)` it names the running dynamic transaction (Möbius Table I).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct TxUuid(pub u64);
+
+impl std::fmt::Display for TxUuid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tx {}", self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FtlError {
+    #[error("{lpn} is outside the device's {logical_pages} logical pages")]
+    LpnOutOfRange { lpn: Lpn, logical_pages: u32 },
+    #[error("empty request: a request must name at least one page")]
+    EmptyRequest,
+    #[error("request of {pages} pages exceeds the largest this design accepts ({max})")]
+    RequestTooLarge { pages: u64, max: u64 },
+    #[error("device full: garbage collection cannot free a block (utilisation too high for the over-provisioning)")]
+    NoSpace,
+    #[error("request arrived at {arrival_ns} ns, before the previous one ({previous_ns} ns): arrivals must not go back in time")]
+    TimeWentBackwards { arrival_ns: u64, previous_ns: u64 },
+    #[error("{0}: this design does not offer that operation")]
+    Unsupported(&'static str),
+    #[error("unknown {0}: no such transaction is running")]
+    UnknownTx(TxUuid),
+    #[error("{0} is already in use: a uuid names one transaction")]
+    DuplicateTx(TxUuid),
+    #[error("{0} is reserved")]
+    ReservedTx(TxUuid),
+    #[error("a transaction must write at least {min} pages (got {got})")]
+    TxTooSmall { got: usize, min: usize },
+    #[error("transaction of {pages} pages exceeds the largest this design can keep atomic ({max}); split it into several transactions")]
+    TxTooLarge { pages: u64, max: u64 },
+    #[error("{lpn} appears twice in one transaction")]
+    DuplicatePage { lpn: Lpn },
+    #[error("no dynamic transaction is running: start one with HEAD")]
+    NoDynamicTx,
+    #[error("dynamic {0} is running: wait for its REAR or ABORT")]
+    DynamicTxRunning(TxUuid),
+    #[error("too many transactions in flight ({limit}); wait for one to finish")]
+    TooManyTx { limit: usize },
+    #[error("{lpn} is being written by running {holder}; retry after it commits or aborts")]
+    Conflict { lpn: Lpn, holder: TxUuid },
+    #[error("{0} already committed: it can no longer be aborted")]
+    AlreadyCommitted(TxUuid),
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+    #[error("flash metadata is damaged beyond what recovery can repair: {0}")]
+    Corrupt(String),
+    #[error("flash rule broken (an FTL bug): {0}")]
+    Flash(#[from] FlashError),
+}

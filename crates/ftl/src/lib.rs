@@ -1,0 +1,25 @@
+//! # mobius-ftl: what every design shares
+//!
+//! - [`device`]: the block-device interface every design implements, the transactional
+//!   interface (static and dynamic transactions, abort, serializable read), design options,
+//!   recovery reports and the [`DesignSpec`] the tools use to build and recover a design;
+//! - [`promise`]: the crash promises a design can declare;
+//! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
+//!   cost-benefit GC, static wear leveling, over-provisioning.
+
+pub mod alloc;
+pub mod device;
+pub mod error;
+pub mod promise;
+pub mod space;
+pub mod validity;
+
+pub use alloc::{logical_pages, BlockPool, BlockState};
+pub use device::{
+    check_range, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
+    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
+};
+pub use error::{FtlError, TxUuid};
+pub use promise::Promise;
+pub use space::{GcPolicy, Moved, Space};
+pub use validity::{Validity, NO_OWNER};

@@ -1,0 +1,241 @@
+//! [`Space`]: the allocator, page validity and garbage collection working together — the part
+//! of a page-level FTL every design shares (greedy and cost-benefit GC, static wear leveling).
+//!
+//! GC copies every live page of a victim block to a fresh page of the GC stream (a read, then a
+//! program that may start only after the read), lets the design rewrite the OOB record and update
+//! its mapping through callbacks, and erases the victim only after (a) every copy is on flash and
+//! (b) every newer version of the victim's stale pages is on flash — otherwise a power cut between
+//! the erase and those programs would lose a page that was acknowledged.
+
+use crate::alloc::{BlockPool, BlockState};
+use crate::error::FtlError;
+use crate::validity::Validity;
+use flash::{BlockId, Flash, OpCause, Ppn, ReadStatus};
+
+/// How GC chooses its victim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// Fewest live pages.
+    Greedy,
+    /// Largest (1 − u) · age / (2u), u = utilisation of the block (Rosenblum & Ousterhout).
+    CostBenefit,
+}
+
+impl std::str::FromStr for GcPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "greedy" => Ok(GcPolicy::Greedy),
+            "cost-benefit" => Ok(GcPolicy::CostBenefit),
+            _ => Err(format!("unknown GC policy '{s}' (greedy, cost-benefit)")),
+        }
+    }
+}
+
+/// One page moved by GC or wear leveling.
+#[derive(Clone, Copy, Debug)]
+pub struct Moved {
+    pub owner: u32,
+    pub from: Ppn,
+    pub to: Ppn,
+    /// When the copy is on flash.
+    pub end_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Space {
+    pub pool: BlockPool,
+    pub validity: Validity,
+    pub policy: GcPolicy,
+    /// Static wear leveling moves a cold block when max − min erase count exceeds this.
+    pub wear_threshold: u32,
+    erases_since_wear_check: u32,
+}
+
+impl Space {
+    pub fn new(
+        pool: BlockPool,
+        validity: Validity,
+        policy: GcPolicy,
+        wear_threshold: u32,
+    ) -> Space {
+        Space {
+            pool,
+            validity,
+            policy,
+            wear_threshold,
+            erases_since_wear_check: 0,
+        }
+    }
+
+    /// Allocates the next page of `stream`; a block that becomes full joins the GC index.
+    pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
+        let ppn = self.pool.allocate(stream, flash)?;
+        self.note_if_full(flash.geometry().block_of(ppn));
+        Some(ppn)
+    }
+
+    pub fn allocate_on(
+        &mut self,
+        stream: usize,
+        chip: flash::ChipId,
+        flash: &Flash,
+    ) -> Option<Ppn> {
+        let ppn = self.pool.allocate_on(stream, chip)?;
+        self.note_if_full(flash.geometry().block_of(ppn));
+        Some(ppn)
+    }
+
+    fn note_if_full(&mut self, block: BlockId) {
+        if self.pool.state(block) == BlockState::Full {
+            self.validity.index_block(block);
+        }
+    }
+
+    /// Closes a stream's open blocks early (they become GC candidates).
+    pub fn close_stream(&mut self, stream: usize, flash: &Flash) {
+        let chips = flash.geometry().chips();
+        let open: Vec<BlockId> = (0..chips)
+            .filter_map(|c| {
+                self.pool
+                    .open_block(stream, flash::ChipId(c))
+                    .map(|(b, _)| b)
+            })
+            .collect();
+        self.pool.close_stream(stream);
+        for b in open {
+            self.validity.index_block(b);
+        }
+    }
+
+    /// The victim GC would take now, among blocks `eligible` allows.
+    pub fn pick_victim(
+        &self,
+        flash: &Flash,
+        mut eligible: impl FnMut(BlockId) -> bool,
+    ) -> Option<BlockId> {
+        let ppb = flash.geometry().pages_per_block;
+        match self.policy {
+            GcPolicy::Greedy => self
+                .validity
+                .greedy_victim(|b| eligible(b) && self.validity.valid_count(b) < ppb),
+            GcPolicy::CostBenefit => {
+                let newest = self.pool.blocks_opened();
+                self.validity
+                    .indexed_blocks()
+                    .filter(|&b| eligible(b) && self.validity.valid_count(b) < ppb)
+                    .max_by(|&a, &b| {
+                        let score = |blk: BlockId| {
+                            let u = self.validity.valid_count(blk) as f64 / ppb as f64;
+                            let age = (newest - self.pool.opened_at(blk)) as f64 + 1.0;
+                            if u == 0.0 {
+                                f64::INFINITY
+                            } else {
+                                (1.0 - u) * age / (2.0 * u)
+                            }
+                        };
+                        score(a).total_cmp(&score(b)).then(b.0.cmp(&a.0))
+                    })
+            }
+        }
+    }
+
+    /// Copies the live pages of `victim` to `stream` and erases it. `rewrite_oob` may change
+    /// each copy's OOB record (given the owner); `on_move` updates the design's mapping;
+    /// `erase_after_ns` adds a design-specific dependency for the erase (e.g. a mapping page
+    /// that must be on flash first). Returns when the victim is erased.
+    #[allow(clippy::too_many_arguments)]
+    pub fn collect(
+        &mut self,
+        flash: &mut Flash,
+        victim: BlockId,
+        stream: usize,
+        not_before: u64,
+        cause: OpCause,
+        mut rewrite_oob: impl FnMut(u32, &mut [u8]),
+        mut on_move: impl FnMut(Moved),
+        erase_after_ns: impl FnOnce(&[Moved]) -> u64,
+    ) -> Result<u64, FtlError> {
+        assert_eq!(
+            self.pool.state(victim),
+            BlockState::Full,
+            "GC victim must be a full block"
+        );
+        self.validity.unindex_block(victim);
+        let live: Vec<(Ppn, u32)> = self.validity.valid_pages(victim).collect();
+        let mut oob = vec![0u8; flash.oob_record_bytes() as usize];
+        let mut moves = Vec::with_capacity(live.len());
+        let mut last = not_before;
+        for (from, owner) in live {
+            let (status, read) = flash.read(from, &mut oob, not_before, cause)?;
+            let ReadStatus::Data(content) = status else {
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} did not read back ({status:?})"
+                )));
+            };
+            let to = self.allocate(stream, flash).ok_or(FtlError::NoSpace)?;
+            rewrite_oob(owner, &mut oob);
+            let span = flash.program(to, &content, &oob, read.end_ns, cause)?;
+            self.validity.set_valid(to, owner);
+            self.validity.invalidate(from, span.end_ns);
+            let m = Moved {
+                owner,
+                from,
+                to,
+                end_ns: span.end_ns,
+            };
+            on_move(m);
+            moves.push(m);
+            last = last.max(span.end_ns);
+        }
+        let after = last
+            .max(self.validity.invalidated_by_ns(victim))
+            .max(erase_after_ns(&moves));
+        let erase = flash.erase(victim, after, cause)?;
+        self.validity.erased(victim);
+        self.pool.release(victim);
+        self.erases_since_wear_check += 1;
+        Ok(erase.end_ns)
+    }
+
+    /// A cold full block to move when wear is uneven beyond the threshold (checked every 64
+    /// erases, the scan being O(blocks)).
+    pub fn wear_victim(
+        &mut self,
+        flash: &Flash,
+        mut eligible: impl FnMut(BlockId) -> bool,
+    ) -> Option<BlockId> {
+        if self.erases_since_wear_check < 64 {
+            return None;
+        }
+        self.erases_since_wear_check = 0;
+        let (min, max, _) = flash.wear_spread();
+        if max - min <= self.wear_threshold {
+            return None;
+        }
+        self.validity
+            .indexed_blocks()
+            .filter(|&b| eligible(b))
+            .min_by_key(|&b| (flash.erase_count(b), b.0))
+            .filter(|&b| max - flash.erase_count(b) > self.wear_threshold)
+    }
+
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.pool.check_invariants()?;
+        self.validity.check_invariants()?;
+        for b in 0..self.pool.blocks() {
+            let block = BlockId(b);
+            let state = self.pool.state(block);
+            if state == BlockState::Free && self.validity.valid_count(block) != 0 {
+                return Err(format!(
+                    "free {block} holds {} live pages",
+                    self.validity.valid_count(block)
+                ));
+            }
+            if self.validity.is_indexed(block) && state != BlockState::Full {
+                return Err(format!("{block} is a GC candidate but in state {state:?}"));
+            }
+        }
+        Ok(())
+    }
+}
