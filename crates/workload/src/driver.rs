@@ -1,0 +1,373 @@
+//! The driver: runs a workload against a design as a closed-loop host with `queue_depth`
+//! outstanding requests, in simulated time, recording every request in a [`HostLog`].
+//!
+//! Arrival model: the first `queue_depth` requests arrive at the start; each later request arrives
+//! when the earliest outstanding request completes (arrivals never go back in time). A flush
+//! covers every write that arrived before it.
+
+use crate::gen::{Generator, Phase, View};
+use crate::op::{HostLog, HostOp, HostRecord};
+use crate::spec::WorkloadSpec;
+use flash::{Content, ContentTag, FlashStats, Lpn};
+use ftl::{BlockDevice, FtlError, PageOutcome, TxUuid};
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+/// Figures of the measured phase, in simulated time unless named `wall`.
+#[derive(Clone, Debug)]
+pub struct RunStats {
+    pub requests: u64,
+    pub host_pages_written: u64,
+    pub host_pages_read: u64,
+    pub transactions_committed: u64,
+    pub errors: BTreeMap<String, u64>,
+    /// Reads that returned a page of another logical page, or (for plain workloads) not the last
+    /// write: functional errors.
+    pub read_mismatches: u64,
+    pub latency_ns: Histogram<u64>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Flash counters of the measured phase.
+    pub flash: FlashStats,
+    pub wall_s: f64,
+}
+
+impl RunStats {
+    pub fn sim_seconds(&self) -> f64 {
+        (self.end_ns.saturating_sub(self.start_ns)) as f64 / 1e9
+    }
+    pub fn write_amplification(&self) -> f64 {
+        if self.host_pages_written == 0 {
+            0.0
+        } else {
+            self.flash.total_programs() as f64 / self.host_pages_written as f64
+        }
+    }
+}
+
+pub struct RunResult {
+    pub stats: RunStats,
+    pub log: Option<HostLog>,
+    /// Simulated instant at which the run ended (every acknowledged request done).
+    pub end_ns: u64,
+}
+
+/// Errors that stop a run: the device is broken or full, not merely refusing a request.
+fn fatal(e: &FtlError) -> bool {
+    matches!(
+        e,
+        FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace
+    )
+}
+
+/// Runs `spec` on `dev`. `start_ns` is the instant the host starts (0 for a fresh device).
+pub fn run(
+    dev: &mut dyn BlockDevice,
+    spec: &WorkloadSpec,
+    seed: u64,
+    start_ns: u64,
+    record: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, String> {
+    let logical_pages = dev.logical_pages();
+    let caps = dev.transactional().map(|t| t.capabilities());
+    let mut generator = Generator::new(spec, logical_pages, caps)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let verify_exact = spec.name != "txmix";
+    let mut expected: Vec<u64> = if verify_exact {
+        vec![u64::MAX; logical_pages as usize]
+    } else {
+        Vec::new()
+    };
+    let mut log = HostLog {
+        design: dev.design().to_string(),
+        logical_pages,
+        ..HostLog::default()
+    };
+    let mut outstanding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let mut inflight_static: Vec<(TxUuid, u64)> = Vec::new();
+    let mut last_arrival = start_ns;
+    let mut next_write: u64 = 0;
+    let mut stats = RunStats {
+        requests: 0,
+        host_pages_written: 0,
+        host_pages_read: 0,
+        transactions_committed: 0,
+        errors: BTreeMap::new(),
+        read_mismatches: 0,
+        latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+            .expect("valid histogram bounds"),
+        start_ns,
+        end_ns: start_ns,
+        flash: FlashStats::default(),
+        wall_s: 0.0,
+    };
+    let mut measured_from: Option<(FlashStats, u64)> = None;
+    let mut end_ns = start_ns;
+    let mut reads = Vec::new();
+    let wall = std::time::Instant::now();
+    loop {
+        let arrival = if outstanding.len() >= spec.queue_depth as usize {
+            last_arrival.max(outstanding.pop().map_or(last_arrival, |r| r.0))
+        } else {
+            last_arrival
+        };
+        inflight_static.retain(|&(_, durable)| durable > arrival);
+        let view = View {
+            now_ns: arrival,
+            inflight_static: &inflight_static,
+        };
+        let Some((op, phase)) = generator.next(&mut rng, &view) else {
+            break;
+        };
+        if phase == Phase::Measured && measured_from.is_none() {
+            // The measured phase starts when the fill is done.
+            let t = dev.flash().idle_ns().max(arrival);
+            measured_from = Some((dev.flash().stats().clone(), t));
+            outstanding.clear();
+            last_arrival = t;
+            stats.start_ns = t;
+        }
+        let arrival = arrival.max(last_arrival);
+        last_arrival = arrival;
+        let first_write = next_write;
+        let written = op.written_lpns();
+        next_write += written.len() as u64;
+        let outcome = issue(dev, &op, first_write, arrival, &mut reads);
+        let (ack, durable, error) = match outcome {
+            Ok((ack, durable)) => (Some(ack), durable, None),
+            Err(e) if fatal(&e) => {
+                return Err(format!(
+                    "request {} ({}) failed: {e}",
+                    log.records.len(),
+                    op.kind()
+                ))
+            }
+            Err(e) => {
+                if let (
+                    FtlError::DynamicTxRunning(_)
+                    | FtlError::UnknownTx(_)
+                    | FtlError::Conflict { .. },
+                    HostOp::DWrite { uuid, .. },
+                ) = (&e, &op)
+                {
+                    generator.forget_dynamic(*uuid);
+                }
+                (None, None, Some(e.to_string()))
+            }
+        };
+        if let Some(ack) = ack {
+            outstanding.push(Reverse(ack));
+            end_ns = end_ns.max(ack);
+            if let HostOp::SWrite { uuid, .. } = &op {
+                inflight_static.push((*uuid, durable.unwrap_or(ack)));
+            }
+        }
+        if phase == Phase::Measured {
+            account(&mut stats, &op, arrival, ack, &error, &written);
+        }
+        if verify_exact && ack.is_some() {
+            check_reads(
+                &op,
+                &reads,
+                &mut expected,
+                first_write,
+                &mut stats.read_mismatches,
+            );
+        } else if ack.is_some() {
+            check_foreign(&op, &reads, &mut stats.read_mismatches);
+        }
+        if record {
+            log.records.push(HostRecord {
+                index: log.records.len() as u64,
+                op,
+                arrival_ns: arrival,
+                ack_ns: ack,
+                durable_ns: durable,
+                error,
+                first_write,
+            });
+        }
+        if generator.measured() % 4096 == 0 {
+            progress(generator.measured(), spec.requests);
+        }
+    }
+    let flush = dev
+        .flush(last_arrival)
+        .map_err(|e| format!("final flush failed: {e}"))?;
+    end_ns = end_ns.max(flush.ack_ns);
+    if record {
+        log.records.push(HostRecord {
+            index: log.records.len() as u64,
+            op: HostOp::Flush,
+            arrival_ns: last_arrival,
+            ack_ns: Some(flush.ack_ns),
+            durable_ns: None,
+            error: None,
+            first_write: next_write,
+        });
+    }
+    log.next_write = next_write;
+    let (before, _) = measured_from.unwrap_or_else(|| (FlashStats::default(), start_ns));
+    stats.flash = dev.flash().stats().since(&before);
+    stats.end_ns = end_ns.max(stats.start_ns);
+    stats.wall_s = wall.elapsed().as_secs_f64();
+    progress(spec.requests, spec.requests);
+    Ok(RunResult {
+        stats,
+        log: record.then_some(log),
+        end_ns,
+    })
+}
+
+fn tag_content(lpn: Lpn, write: u64) -> Content {
+    Content::Tag(ContentTag { lpn: lpn.0, write })
+}
+
+/// Sends one request; returns (ack, durable).
+fn issue(
+    dev: &mut dyn BlockDevice,
+    op: &HostOp,
+    first_write: u64,
+    arrival: u64,
+    reads: &mut Vec<PageOutcome>,
+) -> Result<(u64, Option<u64>), FtlError> {
+    reads.clear();
+    let unsupported = |what| FtlError::Unsupported(what);
+    match op {
+        HostOp::Write { start, count } => {
+            let pages: Vec<Content> = (0..*count)
+                .map(|i| tag_content(Lpn(start.0 + i), first_write + i as u64))
+                .collect();
+            dev.write(*start, &pages, arrival)
+                .map(|c| (c.ack_ns, Some(c.ack_ns)))
+        }
+        HostOp::Read { start, count } => dev
+            .read(*start, *count, arrival, reads)
+            .map(|c| (c.ack_ns, None)),
+        HostOp::Flush => dev.flush(arrival).map(|c| (c.ack_ns, None)),
+        HostOp::Trim { start, count } => {
+            dev.trim(*start, *count, arrival).map(|c| (c.ack_ns, None))
+        }
+        HostOp::SWrite { uuid, lpns, mode } => {
+            let pages: Vec<(Lpn, Content)> = lpns
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (l, tag_content(l, first_write + i as u64)))
+                .collect();
+            let tx = dev.transactional().ok_or_else(|| unsupported("SWRITE"))?;
+            tx.swrite(*uuid, &pages, *mode, arrival)
+                .map(|c| (c.ack_ns, c.durable_ns))
+        }
+        HostOp::DWrite { uuid, lpn, flag } => {
+            let tx = dev.transactional().ok_or_else(|| unsupported("DWRITE"))?;
+            tx.dwrite(*uuid, *lpn, &tag_content(*lpn, first_write), *flag, arrival)
+                .map(|c| (c.ack_ns, c.durable_ns))
+        }
+        HostOp::Abort { uuid } => {
+            let tx = dev.transactional().ok_or_else(|| unsupported("ABORT"))?;
+            tx.abort(*uuid, arrival).map(|c| (c.ack_ns, None))
+        }
+        HostOp::SRead { start, count } => {
+            let tx = dev.transactional().ok_or_else(|| unsupported("SREAD"))?;
+            tx.sread(*start, *count, arrival, reads)
+                .map(|c| (c.ack_ns, None))
+        }
+    }
+}
+
+fn account(
+    stats: &mut RunStats,
+    op: &HostOp,
+    arrival: u64,
+    ack: Option<u64>,
+    error: &Option<String>,
+    written: &[Lpn],
+) {
+    stats.requests += 1;
+    if let Some(e) = error {
+        let key = e
+            .split(':')
+            .next()
+            .unwrap_or(e)
+            .chars()
+            .take(48)
+            .collect::<String>();
+        *stats
+            .errors
+            .entry(format!("{}: {key}", op.kind()))
+            .or_insert(0) += 1;
+        return;
+    }
+    let Some(ack) = ack else { return };
+    let _ = stats.latency_ns.record((ack - arrival).max(1));
+    stats.host_pages_written += written.len() as u64;
+    match op {
+        HostOp::Read { count, .. } | HostOp::SRead { count, .. } => {
+            stats.host_pages_read += *count as u64
+        }
+        HostOp::SWrite { .. } => stats.transactions_committed += 1,
+        HostOp::DWrite {
+            flag: ftl::DwriteFlag::Rear | ftl::DwriteFlag::Single,
+            ..
+        } => stats.transactions_committed += 1,
+        _ => {}
+    }
+}
+
+/// Plain workloads: every read returns exactly the last write to the page.
+fn check_reads(
+    op: &HostOp,
+    reads: &[PageOutcome],
+    expected: &mut [u64],
+    first_write: u64,
+    mismatches: &mut u64,
+) {
+    match op {
+        HostOp::Write { start, count } => {
+            for i in 0..*count {
+                expected[(start.0 + i) as usize] = first_write + i as u64;
+            }
+        }
+        HostOp::Trim { start, count } => {
+            for i in 0..*count {
+                expected[(start.0 + i) as usize] = u64::MAX;
+            }
+        }
+        HostOp::Read { start, .. } | HostOp::SRead { start, .. } => {
+            for (i, r) in reads.iter().enumerate() {
+                let lpn = start.0 + i as u32;
+                let want = expected[lpn as usize];
+                let ok = match r {
+                    PageOutcome::Data(c) => c.tag() == Some(ContentTag { lpn, write: want }),
+                    PageOutcome::Unwritten => want == u64::MAX,
+                    PageOutcome::Uncorrectable => false,
+                };
+                if !ok {
+                    *mismatches += 1;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Transactional workloads: reads never return another page's data or garbage.
+fn check_foreign(op: &HostOp, reads: &[PageOutcome], mismatches: &mut u64) {
+    if let HostOp::Read { start, .. } | HostOp::SRead { start, .. } = op {
+        for (i, r) in reads.iter().enumerate() {
+            let lpn = start.0 + i as u32;
+            let ok = match r {
+                PageOutcome::Data(c) => c.tag().is_some_and(|t| t.lpn == lpn),
+                PageOutcome::Unwritten => true,
+                PageOutcome::Uncorrectable => false,
+            };
+            if !ok {
+                *mismatches += 1;
+            }
+        }
+    }
+}

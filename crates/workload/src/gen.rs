@@ -1,0 +1,312 @@
+//! The seeded request generator behind every workload.
+
+use crate::op::HostOp;
+use crate::spec::WorkloadSpec;
+use flash::Lpn;
+use ftl::{DwriteFlag, SwriteMode, TxCapabilities, TxUuid};
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+
+/// Which phase a request belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Sequential fill to the target utilisation; not measured.
+    Fill,
+    Measured,
+}
+
+/// What the generator may know about the device while choosing the next request.
+pub struct View<'a> {
+    pub now_ns: u64,
+    /// Static transactions acknowledged or running whose durability instant is still ahead.
+    pub inflight_static: &'a [(TxUuid, u64)],
+}
+
+struct Dynamic {
+    uuid: TxUuid,
+    remaining: u32,
+    lpns: Vec<Lpn>,
+}
+
+pub struct Generator {
+    spec: WorkloadSpec,
+    range: u32,
+    caps: Option<TxCapabilities>,
+    fill_pages: u32,
+    fill_cursor: u32,
+    measured: u64,
+    writes_since_flush: u64,
+    seq_cursor: u32,
+    hot_base: u32,
+    next_uuid: u64,
+    dynamic: Vec<Dynamic>,
+}
+
+impl Generator {
+    pub fn new(
+        spec: &WorkloadSpec,
+        logical_pages: u32,
+        caps: Option<TxCapabilities>,
+    ) -> Result<Generator, String> {
+        spec.validate(logical_pages)?;
+        if spec.name == "txmix" && caps.is_none() {
+            return Err(
+                "workload txmix needs a transactional design (use randwrite, randrw, ...)".into(),
+            );
+        }
+        let range = spec.range(logical_pages);
+        Ok(Generator {
+            spec: spec.clone(),
+            range,
+            caps,
+            fill_pages: (spec.fill * logical_pages as f64) as u32,
+            fill_cursor: 0,
+            measured: 0,
+            writes_since_flush: 0,
+            seq_cursor: 0,
+            hot_base: 0,
+            next_uuid: 1,
+            dynamic: Vec::new(),
+        })
+    }
+
+    /// Requests of the measured phase issued so far.
+    pub fn measured(&self) -> u64 {
+        self.measured
+    }
+
+    /// The next request, or `None` when the workload is over.
+    pub fn next(&mut self, rng: &mut ChaCha8Rng, view: &View) -> Option<(HostOp, Phase)> {
+        if self.fill_cursor < self.fill_pages {
+            let count = (self.fill_pages - self.fill_cursor).min(64);
+            let op = HostOp::Write {
+                start: Lpn(self.fill_cursor),
+                count,
+            };
+            self.fill_cursor += count;
+            return Some((op, Phase::Fill));
+        }
+        if self.measured >= self.spec.requests && self.dynamic.is_empty() {
+            return None;
+        }
+        self.measured += 1;
+        let op = self.measured_op(rng, view);
+        if matches!(op, HostOp::Write { .. } | HostOp::SWrite { .. }) {
+            self.writes_since_flush += 1;
+        }
+        Some((op, Phase::Measured))
+    }
+
+    fn random_start(&self, rng: &mut ChaCha8Rng, pages: u32) -> Lpn {
+        Lpn(rng.random_range(0..=self.range - pages))
+    }
+
+    fn flush_due(&mut self) -> bool {
+        if self.spec.flush_every > 0 && self.writes_since_flush >= self.spec.flush_every {
+            self.writes_since_flush = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn measured_op(&mut self, rng: &mut ChaCha8Rng, view: &View) -> HostOp {
+        if self.spec.name != "txmix" && self.flush_due() {
+            return HostOp::Flush;
+        }
+        let pages = self.spec.request_pages;
+        match self.spec.name.as_str() {
+            "seqwrite" => {
+                if self.seq_cursor + pages > self.range {
+                    self.seq_cursor = 0;
+                }
+                let start = Lpn(self.seq_cursor);
+                self.seq_cursor += pages;
+                HostOp::Write {
+                    start,
+                    count: pages,
+                }
+            }
+            "randrw" => {
+                let start = self.random_start(rng, pages);
+                if rng.random_bool(self.spec.read_fraction) {
+                    HostOp::Read {
+                        start,
+                        count: pages,
+                    }
+                } else {
+                    HostOp::Write {
+                        start,
+                        count: pages,
+                    }
+                }
+            }
+            "locality" => {
+                let window = self.spec.locality_pages.clamp(pages, self.range);
+                if rng.random_ratio(1, 256) {
+                    self.hot_base = rng.random_range(0..=self.range - window);
+                }
+                let start = self.hot_base + rng.random_range(0..=window - pages);
+                HostOp::Write {
+                    start: Lpn(start),
+                    count: pages,
+                }
+            }
+            "txmix" => self.txmix_op(rng, view),
+            _ => HostOp::Write {
+                start: self.random_start(rng, pages),
+                count: pages,
+            },
+        }
+    }
+
+    fn distinct_lpns(&self, rng: &mut ChaCha8Rng, n: u32, hot: bool) -> Vec<Lpn> {
+        let span = if hot {
+            self.range.min(64).max(n)
+        } else {
+            self.range
+        };
+        let mut out: Vec<Lpn> = Vec::with_capacity(n as usize);
+        while out.len() < n as usize {
+            let l = Lpn(rng.random_range(0..span));
+            if !out.contains(&l) {
+                out.push(l);
+            }
+        }
+        out
+    }
+
+    fn txmix_op(&mut self, rng: &mut ChaCha8Rng, view: &View) -> HostOp {
+        let caps = self.caps.expect("txmix requires capabilities");
+        // An open dynamic transaction continues (reads may interleave).
+        if !self.dynamic.is_empty() && !rng.random_bool(self.spec.read_fraction / 2.0) {
+            let i = rng.random_range(0..self.dynamic.len());
+            return self.continue_dynamic(rng, i, caps);
+        }
+        if rng.random_bool(self.spec.read_fraction) {
+            let count = rng.random_range(1..=4u32.min(self.range));
+            let start = self.random_start(rng, count);
+            return if caps.sread && self.dynamic.is_empty() && rng.random_bool(0.5) {
+                HostOp::SRead { start, count }
+            } else {
+                HostOp::Read { start, count }
+            };
+        }
+        if !self.dynamic.is_empty() {
+            let i = rng.random_range(0..self.dynamic.len());
+            return self.continue_dynamic(rng, i, caps);
+        }
+        if self.flush_due() {
+            return HostOp::Flush;
+        }
+        if caps.abort
+            && !view.inflight_static.is_empty()
+            && rng.random_bool(self.spec.abort_fraction)
+        {
+            let (uuid, _) = view.inflight_static[rng.random_range(0..view.inflight_static.len())];
+            return HostOp::Abort { uuid };
+        }
+        let max_pages = self
+            .spec
+            .request_pages
+            .min(caps.max_tx_pages.max(1) as u32)
+            .min(self.range)
+            .max(1);
+        let min_pages = self.spec.min_tx_pages.min(max_pages);
+        let mut choices: Vec<(u32, u8)> = vec![(2, 0)];
+        if caps.static_tx {
+            choices.push((4, 1));
+            if caps.async_swrite {
+                choices.push((3, 2));
+            }
+        }
+        if caps.dynamic_tx {
+            choices.push((2, 3));
+        }
+        let total: u32 = choices.iter().map(|c| c.0).sum();
+        let mut pick = rng.random_range(0..total);
+        let kind = choices.iter().find(|c| {
+            if pick < c.0 {
+                true
+            } else {
+                pick -= c.0;
+                false
+            }
+        });
+        match kind.map(|c| c.1).unwrap_or(0) {
+            1 | 2 => {
+                let n = rng.random_range(min_pages.max(1)..=max_pages.max(min_pages.max(1)));
+                let hot = rng.random_bool(0.3);
+                let lpns = self.distinct_lpns(rng, n, hot);
+                let mode = if kind.map(|c| c.1) == Some(2) {
+                    SwriteMode::Async
+                } else {
+                    SwriteMode::Sync
+                };
+                let uuid = self.fresh_uuid();
+                HostOp::SWrite { uuid, lpns, mode }
+            }
+            3 => {
+                let n = rng.random_range(1..=max_pages);
+                let hot = rng.random_bool(0.3);
+                let lpns = self.distinct_lpns(rng, n, hot);
+                let uuid = self.fresh_uuid();
+                self.dynamic.push(Dynamic {
+                    uuid,
+                    remaining: n,
+                    lpns,
+                });
+                let i = self.dynamic.len() - 1;
+                self.continue_dynamic(rng, i, caps)
+            }
+            _ => {
+                let count = rng.random_range(1..=4u32.min(self.range));
+                HostOp::Write {
+                    start: self.random_start(rng, count),
+                    count,
+                }
+            }
+        }
+    }
+
+    fn fresh_uuid(&mut self) -> TxUuid {
+        let u = TxUuid(self.next_uuid);
+        self.next_uuid += 1;
+        u
+    }
+
+    fn continue_dynamic(&mut self, rng: &mut ChaCha8Rng, i: usize, caps: TxCapabilities) -> HostOp {
+        let d = &mut self.dynamic[i];
+        let total = d.lpns.len() as u32;
+        let written = total - d.remaining;
+        // Abort part-way through, sometimes.
+        if caps.abort && written > 0 && rng.random_bool(self.spec.abort_fraction / 2.0) {
+            let uuid = d.uuid;
+            self.dynamic.swap_remove(i);
+            return HostOp::Abort { uuid };
+        }
+        let lpn = d.lpns[written as usize];
+        d.remaining -= 1;
+        let flag = match (written, d.remaining) {
+            (0, 0) => DwriteFlag::Single,
+            (0, _) => DwriteFlag::Head,
+            (_, 0) => DwriteFlag::Rear,
+            _ => DwriteFlag::Body,
+        };
+        let uuid = d.uuid;
+        if d.remaining == 0 {
+            self.dynamic.swap_remove(i);
+        }
+        HostOp::DWrite { uuid, lpn, flag }
+    }
+
+    /// Called when a dynamic page was refused: the transaction is dropped from the generator.
+    pub fn forget_dynamic(&mut self, uuid: TxUuid) {
+        self.dynamic.retain(|d| d.uuid != uuid);
+    }
+
+    /// Whether the generator may open more than one dynamic transaction at once.
+    pub fn allows_concurrent_dynamic(&self) -> bool {
+        self.caps.is_some_and(|c| c.concurrent_dynamic)
+    }
+}

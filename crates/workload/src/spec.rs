@@ -1,0 +1,129 @@
+//! Workload specifications: a name plus knobs, all with defaults, all seeded.
+//!
+//! | name | what it does |
+//! |---|---|
+//! | `randwrite` | random writes of `request_pages` pages within `range_pages` |
+//! | `seqwrite` | sequential writes of `request_pages`, wrapping at `range_pages` |
+//! | `randrw` | random reads and writes (`read_fraction` reads) |
+//! | `randwrite-flush` | `randwrite` with a flush every `flush_every` writes |
+//! | `locality` | writes within a hot window of `locality_pages`, moving slowly (coalescing) |
+//! | `txmix` | every primitive the design offers: plain writes, sync/async SWRITE (some overlapping), DWRITE chains, ABORT, SREAD, reads, flushes |
+//!
+//! Every workload may start with a sequential `fill` phase to a target utilisation so that GC runs
+//! during the measured phase.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub name: String,
+    /// Requests in the measured phase.
+    pub requests: u64,
+    /// Pages per write request (max for transactional workloads' transaction size).
+    pub request_pages: u32,
+    /// Logical pages the workload touches (0 = the whole device).
+    pub range_pages: u32,
+    /// Outstanding requests (closed loop).
+    pub queue_depth: u32,
+    /// Fraction of requests that are reads (randrw, txmix).
+    pub read_fraction: f64,
+    /// Flush after this many write requests (0 = never; randwrite-flush default 64).
+    pub flush_every: u64,
+    /// Hot window of the locality workload.
+    pub locality_pages: u32,
+    /// Fraction of the logical space written sequentially before the measured phase.
+    pub fill: f64,
+    /// txmix: fraction of transactions aborted by the host.
+    pub abort_fraction: f64,
+    /// txmix: smallest transaction, in pages.
+    pub min_tx_pages: u32,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec {
+            name: "randwrite".into(),
+            requests: 100_000,
+            request_pages: 1,
+            range_pages: 0,
+            queue_depth: 8,
+            read_fraction: 0.3,
+            flush_every: 0,
+            locality_pages: 2048,
+            fill: 0.0,
+            abort_fraction: 0.1,
+            min_tx_pages: 2,
+        }
+    }
+}
+
+pub const WORKLOAD_NAMES: [&str; 6] = [
+    "randwrite",
+    "seqwrite",
+    "randrw",
+    "randwrite-flush",
+    "locality",
+    "txmix",
+];
+
+impl WorkloadSpec {
+    pub fn named(name: &str) -> Result<WorkloadSpec, String> {
+        if !WORKLOAD_NAMES.contains(&name) {
+            return Err(format!(
+                "unknown workload '{name}'; known: {}",
+                WORKLOAD_NAMES.join(", ")
+            ));
+        }
+        let mut s = WorkloadSpec {
+            name: name.to_string(),
+            ..WorkloadSpec::default()
+        };
+        match name {
+            "randwrite-flush" => s.flush_every = 64,
+            "txmix" => {
+                s.request_pages = 16;
+                s.flush_every = 200;
+                s.read_fraction = 0.15;
+            }
+            "locality" => s.flush_every = 0,
+            _ => {}
+        }
+        Ok(s)
+    }
+
+    pub fn validate(&self, logical_pages: u32) -> Result<(), String> {
+        if self.request_pages == 0 {
+            return Err("request_pages must be at least 1".into());
+        }
+        if self.queue_depth == 0 {
+            return Err("queue_depth must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.fill)
+            || !(0.0..=1.0).contains(&self.read_fraction)
+            || !(0.0..=1.0).contains(&self.abort_fraction)
+        {
+            return Err("fill, read_fraction and abort_fraction must be within [0, 1]".into());
+        }
+        let range = self.range(logical_pages);
+        if range < self.request_pages {
+            return Err(format!(
+                "range of {range} pages is smaller than a request of {} pages",
+                self.request_pages
+            ));
+        }
+        if self.min_tx_pages == 0 || self.min_tx_pages > self.request_pages.max(2) {
+            return Err("min_tx_pages must be within 1..=request_pages".into());
+        }
+        Ok(())
+    }
+
+    /// The logical range actually used.
+    pub fn range(&self, logical_pages: u32) -> u32 {
+        if self.range_pages == 0 {
+            logical_pages
+        } else {
+            self.range_pages.min(logical_pages)
+        }
+    }
+}
