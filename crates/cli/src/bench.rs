@@ -1,0 +1,166 @@
+//! `mobius bench`: run a seeded workload on a design and report simulated-time figures.
+
+use crate::device_args::DeviceArgs;
+use clap::Args;
+use flash::{Flash, OpCause};
+use ftl::DesignOptions;
+use workload::WorkloadSpec;
+
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Workload name (randwrite, seqwrite, randrw, randwrite-flush, locality, txmix); default: the design's.
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Requests in the measured phase.
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Pages per write request (largest transaction for txmix).
+    #[arg(long)]
+    pub request_pages: Option<u32>,
+    /// Logical pages touched (0 = whole device).
+    #[arg(long)]
+    pub range_pages: Option<u32>,
+    /// Outstanding requests.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Fill this fraction of the device sequentially first (so GC runs).
+    #[arg(long)]
+    pub fill: Option<f64>,
+    /// Flush every N write requests.
+    #[arg(long)]
+    pub flush_every: Option<u64>,
+    /// Fraction of reads (randrw, txmix).
+    #[arg(long)]
+    pub read_fraction: Option<f64>,
+    /// Fraction of transactions aborted (txmix).
+    #[arg(long)]
+    pub abort_fraction: Option<f64>,
+    /// Hot window in pages (locality).
+    #[arg(long)]
+    pub locality_pages: Option<u32>,
+}
+
+impl WorkloadArgs {
+    pub fn resolve(&self, default_name: &str) -> anyhow::Result<WorkloadSpec> {
+        let mut s = WorkloadSpec::named(self.workload.as_deref().unwrap_or(default_name)).map_err(anyhow::Error::msg)?;
+        if let Some(v) = self.requests { s.requests = v; }
+        if let Some(v) = self.request_pages { s.request_pages = v; }
+        if let Some(v) = self.range_pages { s.range_pages = v; }
+        if let Some(v) = self.qd { s.queue_depth = v; }
+        if let Some(v) = self.fill { s.fill = v; }
+        if let Some(v) = self.flush_every { s.flush_every = v; }
+        if let Some(v) = self.read_fraction { s.read_fraction = v; }
+        if let Some(v) = self.abort_fraction { s.abort_fraction = v; }
+        if let Some(v) = self.locality_pages { s.locality_pages = v; }
+        Ok(s)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Design (`mobius info --list`).
+    #[arg(long)]
+    pub ftl: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Design parameter, `--param key=value` (repeatable).
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Keep full page data instead of content tags (slower, more memory).
+    #[arg(long)]
+    pub full_data: bool,
+    /// Skip the power cut + recovery measured after the run.
+    #[arg(long)]
+    pub no_recovery: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let design = crate::designs::find(&args.ftl)?;
+    let config = args.device.resolve()?;
+    let spec = args.workload.resolve(design.default_workload)?;
+    let options = DesignOptions::from_pairs(&args.params)?;
+    let oob = (design.oob_record_bytes)(&config.geometry);
+    let flash = Flash::in_memory(config.clone(), oob, !args.full_data);
+    let mut dev = (design.format)(flash, &options)?;
+    let bar = crate::progress::bar(spec.requests, "bench");
+    let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| bar.set_position(done))
+        .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    let s = &result.stats;
+    let metrics = dev.metrics();
+    let (wear_min, wear_max, wear_mean) = dev.flash().wear_spread();
+    let total_programs_all = dev.flash().stats().total_programs();
+    let recovery = if args.no_recovery {
+        None
+    } else {
+        let mut flash = dev.into_flash();
+        flash.start_clock_at(result.end_ns);
+        let (_dev, report) = (design.recover)(flash, &options)?;
+        Some(report)
+    };
+    let sim_s = s.sim_seconds().max(1e-12);
+    let lat = |q: f64| s.latency_ns.value_at_quantile(q) as f64 / 1e3;
+    let bytes = s.host_pages_written as f64 * config.geometry.page_bytes as f64;
+    let mut out = serde_json::json!({
+        "ftl": design.name,
+        "preset": config.preset,
+        "workload": spec.name,
+        "seed": args.seed,
+        "requests": s.requests,
+        "host_pages_written": s.host_pages_written,
+        "host_pages_read": s.host_pages_read,
+        "flash_programs": s.flash.total_programs(),
+        "flash_reads": s.flash.total_reads(),
+        "flash_erases": s.flash.total_erases(),
+        "programs_by_cause": OpCause::ALL.iter().map(|c| (c.name(), s.flash.programs_for(*c))).filter(|(_, v)| *v > 0).collect::<std::collections::BTreeMap<_, _>>(),
+        "write_amplification": s.write_amplification(),
+        "latency_us": { "mean": s.latency_ns.mean() / 1e3, "p50": lat(0.5), "p99": lat(0.99), "max": s.latency_ns.max() as f64 / 1e3 },
+        "iops": s.requests as f64 / sim_s,
+        "bandwidth_mb_s": bytes / sim_s / 1e6,
+        "tps": s.transactions_committed as f64 / sim_s,
+        "sim_seconds": sim_s,
+        "errors": s.errors,
+        "read_mismatches": s.read_mismatches,
+        "erase_count": { "min": wear_min, "max": wear_max, "mean": wear_mean },
+        "wall_s": s.wall_s,
+        "sim_page_programs_per_s": total_programs_all as f64 / s.wall_s.max(1e-9),
+    });
+    let obj = out.as_object_mut().expect("object");
+    for (k, v) in metrics {
+        obj.insert(k, serde_json::json!(v));
+    }
+    if let Some(r) = &recovery {
+        obj.insert("recovery_flash_reads".into(), serde_json::json!(r.flash_reads));
+        obj.insert("recovery_sim_ms".into(), serde_json::json!(r.sim_ns as f64 / 1e6));
+        for (k, v) in &r.details {
+            obj.insert(format!("recovery_{k}"), serde_json::json!(v));
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print_human(&out);
+    }
+    if s.read_mismatches > 0 {
+        anyhow::bail!("{} reads returned data other than the last write", s.read_mismatches);
+    }
+    Ok(())
+}
+
+fn print_human(v: &serde_json::Value) {
+    let obj = v.as_object().expect("object");
+    for (k, val) in obj {
+        match val {
+            serde_json::Value::Number(n) if n.is_f64() => println!("{k:<28} {:.3}", n.as_f64().unwrap_or(0.0)),
+            serde_json::Value::Object(_) | serde_json::Value::Array(_) => println!("{k:<28} {val}"),
+            other => println!("{k:<28} {}", other.to_string().trim_matches('"')),
+        }
+    }
+}

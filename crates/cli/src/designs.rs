@@ -1,0 +1,16 @@
+//! The designs built so far, by `--ftl` name.
+
+use ftl::DesignSpec;
+
+/// Every design this build knows, in the order `mobius info --list` prints them.
+pub fn all() -> Vec<DesignSpec> {
+    vec![]
+}
+
+pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
+    let designs = all();
+    designs.iter().find(|d| d.name == name).cloned().ok_or_else(|| {
+        let names: Vec<&str> = designs.iter().map(|d| d.name).collect();
+        anyhow::anyhow!("unknown design '{name}'; built so far: {}", names.join(", "))
+    })
+}

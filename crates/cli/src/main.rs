@@ -1,0 +1,38 @@
+//! `mobius`: a transactional flash SSD built in software.
+//!
+//! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time).
+
+mod bench;
+mod designs;
+mod device_args;
+mod info;
+mod progress;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "mobius", version, about = "A transactional flash SSD built in software: emulated NAND, Möbius and its peers, crash checking")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Geometry, capacity and timing of a device preset; `--list` the designs.
+    Info(info::InfoArgs),
+    /// Run a seeded workload on a design and report latency, bandwidth, IOPS, write amplification.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Info(a) => info::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("mobius: error: {e:#}");
+        std::process::exit(1);
+    }
+}
