@@ -2,6 +2,94 @@
 //!
 //! `mobius compare` runs each experiment on every design it applies to, with the same seeds, and
 //! writes `report.md` (tables, and beside every figure the paper's claim with our measured number),
-//! one SVG per figure and `results.json`. Every number in the report is measured in that run.
+//! one SVG per figure and `results.json`. Every number in the report is measured in that run; the
+//! papers' values are quoted as the papers', with section and figure.
 
+pub mod micro;
+pub mod report;
 pub mod svg;
+
+use ftl::DesignSpec;
+pub use report::{write_report, Claim, ExperimentResult, Figure, Table};
+
+/// How big the experiments are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// Minutes on a 2-core machine: fewer iterations, smaller devices where the figure allows.
+    Quick,
+    /// The papers' device sizes and run lengths.
+    Paper,
+}
+
+impl Scale {
+    pub fn parse(s: &str) -> Result<Scale, String> {
+        match s {
+            "quick" => Ok(Scale::Quick),
+            "paper" => Ok(Scale::Paper),
+            _ => Err(format!("unknown scale '{s}' (quick, paper)")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Quick => "quick",
+            Scale::Paper => "paper",
+        }
+    }
+    /// Iterations per point of the micro benchmark (the paper: 50).
+    pub fn micro_iterations(self) -> u32 {
+        match self {
+            Scale::Quick => 10,
+            Scale::Paper => 50,
+        }
+    }
+}
+
+/// What every experiment gets.
+pub struct Context<'a> {
+    pub designs: Vec<DesignSpec>,
+    pub scale: Scale,
+    pub seed: u64,
+    pub progress: &'a (dyn Fn(&str, u64, u64) + Sync),
+}
+
+impl Context<'_> {
+    pub fn design(&self, name: &str) -> Option<&DesignSpec> {
+        self.designs.iter().find(|d| d.name == name)
+    }
+    pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, String> {
+        flash::DeviceConfig::preset(preset)
+    }
+}
+
+/// An experiment: id (for `--only`), and the function that runs it.
+pub struct Experiment {
+    pub id: &'static str,
+    pub run: fn(&Context) -> ExperimentResult,
+}
+
+/// Every experiment, in report order.
+pub fn experiments() -> Vec<Experiment> {
+    vec![Experiment {
+        id: "micro",
+        run: micro::run,
+    }]
+}
+
+/// Runs the experiments (all, or those named in `only`).
+pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ExperimentResult>, String> {
+    let all = experiments();
+    for o in only {
+        if !all.iter().any(|e| e.id == o) {
+            let ids: Vec<&str> = all.iter().map(|e| e.id).collect();
+            return Err(format!(
+                "unknown experiment '{o}'; known: {}",
+                ids.join(", ")
+            ));
+        }
+    }
+    Ok(all
+        .iter()
+        .filter(|e| only.is_empty() || only.iter().any(|o| o == e.id))
+        .map(|e| (e.run)(ctx))
+        .collect())
+}

@@ -10,7 +10,10 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 170.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
-const PALETTE: [&str; 10] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+const PALETTE: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf",
+];
 const MARKERS: [&str; 5] = ["circle", "square", "triangle", "diamond", "cross"];
 
 /// One named series of (x, y) points.
@@ -42,7 +45,10 @@ pub struct BarChart {
 }
 
 pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn header(out: &mut String, title: &str) {
@@ -64,7 +70,11 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     }
     let raw = (hi - lo) / n as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
     let start = (lo / step).floor() * step;
     let mut v = Vec::new();
     let mut t = start;
@@ -85,7 +95,10 @@ fn fmt_num(v: f64) -> String {
     } else if v.fract().abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        format!("{v:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+        format!("{v:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
     }
 }
 
@@ -97,7 +110,9 @@ struct Axis {
 
 impl Axis {
     fn new(values: impl Iterator<Item = f64>, log: bool, zero: bool) -> Axis {
-        let vals: Vec<f64> = values.filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
+        let vals: Vec<f64> = values
+            .filter(|v| v.is_finite() && (!log || *v > 0.0))
+            .collect();
         let mut lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let mut hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if !lo.is_finite() {
@@ -197,11 +212,44 @@ fn legend(out: &mut String, names: &[String]) {
 
 fn marker(out: &mut String, kind: &str, x: f64, y: f64, color: &str) {
     let _ = match kind {
-        "square" => writeln!(out, r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}"/>"#, x - 3.5, y - 3.5),
-        "triangle" => writeln!(out, r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}"/>"#, x, y - 4.5, x - 4.0, y + 3.5, x + 4.0, y + 3.5),
-        "diamond" => writeln!(out, r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}"/>"#, x, y - 5.0, x + 4.0, y, x, y + 5.0, x - 4.0, y),
-        "cross" => writeln!(out, r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#, x - 4.0, y - 4.0),
-        _ => writeln!(out, r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"/>"#),
+        "square" => writeln!(
+            out,
+            r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}"/>"#,
+            x - 3.5,
+            y - 3.5
+        ),
+        "triangle" => writeln!(
+            out,
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}"/>"#,
+            x,
+            y - 4.5,
+            x - 4.0,
+            y + 3.5,
+            x + 4.0,
+            y + 3.5
+        ),
+        "diamond" => writeln!(
+            out,
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}"/>"#,
+            x,
+            y - 5.0,
+            x + 4.0,
+            y,
+            x,
+            y + 5.0,
+            x - 4.0,
+            y
+        ),
+        "cross" => writeln!(
+            out,
+            r#"<path d="M{:.1},{:.1}l8,8m0,-8l-8,8" stroke="{color}" stroke-width="2"/>"#,
+            x - 4.0,
+            y - 4.0
+        ),
+        _ => writeln!(
+            out,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"/>"#
+        ),
     };
 }
 
@@ -209,12 +257,29 @@ impl LineChart {
     pub fn to_svg(&self) -> String {
         let mut out = String::new();
         header(&mut out, &self.title);
-        let xs = Axis::new(self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), self.log_x, false);
-        let ys = Axis::new(self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), self.log_y, true);
+        let xs = Axis::new(
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0)),
+            self.log_x,
+            false,
+        );
+        let ys = Axis::new(
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1)),
+            self.log_y,
+            true,
+        );
         y_ticks(&mut out, &ys);
         for t in xs.ticks() {
             let x = plot_x(xs.frac(t));
-            let _ = writeln!(out, r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, H - BOTTOM + 16.0, fmt_num(t));
+            let _ = writeln!(
+                out,
+                r#"<text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                H - BOTTOM + 16.0,
+                fmt_num(t)
+            );
         }
         frame(&mut out, &self.x_label, &self.y_label);
         for (i, s) in self.series.iter().enumerate() {
@@ -225,12 +290,33 @@ impl LineChart {
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
                 .map(|p| format!("{:.1},{:.1}", plot_x(xs.frac(p.0)), plot_y(ys.frac(p.1))))
                 .collect();
-            let _ = writeln!(out, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#, pts.join(" "));
-            for p in s.points.iter().filter(|p| p.0.is_finite() && p.1.is_finite()) {
-                marker(&mut out, MARKERS[i % MARKERS.len()], plot_x(xs.frac(p.0)), plot_y(ys.frac(p.1)), color);
+            let _ = writeln!(
+                out,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+                pts.join(" ")
+            );
+            for p in s
+                .points
+                .iter()
+                .filter(|p| p.0.is_finite() && p.1.is_finite())
+            {
+                marker(
+                    &mut out,
+                    MARKERS[i % MARKERS.len()],
+                    plot_x(xs.frac(p.0)),
+                    plot_y(ys.frac(p.1)),
+                    color,
+                );
             }
         }
-        legend(&mut out, &self.series.iter().map(|s| s.name.clone()).collect::<Vec<_>>());
+        legend(
+            &mut out,
+            &self
+                .series
+                .iter()
+                .map(|s| s.name.clone())
+                .collect::<Vec<_>>(),
+        );
         out.push_str("</svg>\n");
         out
     }
@@ -267,7 +353,13 @@ impl BarChart {
                     fmt_num(v)
                 );
             }
-            let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, gx + group_w * 0.4, H - BOTTOM + 16.0, escape(cat));
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                gx + group_w * 0.4,
+                H - BOTTOM + 16.0,
+                escape(cat)
+            );
         }
         legend(&mut out, &self.series);
         out.push_str("</svg>\n");
@@ -288,8 +380,14 @@ mod tests {
             log_x: true,
             log_y: false,
             series: vec![
-                Series { name: "A".into(), points: vec![(32.0, 1.0), (64.0, 2.0), (256.0, 7.5)] },
-                Series { name: "B&C".into(), points: vec![(32.0, 0.5), (256.0, f64::NAN)] },
+                Series {
+                    name: "A".into(),
+                    points: vec![(32.0, 1.0), (64.0, 2.0), (256.0, 7.5)],
+                },
+                Series {
+                    name: "B&C".into(),
+                    points: vec![(32.0, 0.5), (256.0, f64::NAN)],
+                },
             ],
         };
         let svg = chart.to_svg();
@@ -305,13 +403,21 @@ mod tests {
             values: vec![vec![1.5, 1.2], vec![1.0, f64::NAN]],
         };
         let svg = bars.to_svg();
-        assert_eq!(svg.matches("<rect x=").count(), 3 + 1 + 2, "3 bars + plot frame + 2 legend swatches");
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            3 + 1 + 2,
+            "3 bars + plot frame + 2 legend swatches"
+        );
     }
 
     #[test]
     fn ticks_cover_the_range() {
         let t = ticks(0.0, 97.0, 6);
-        assert_eq!(t, vec![0.0, 20.0, 40.0, 60.0, 80.0], "nice steps inside the range");
+        assert_eq!(
+            t,
+            vec![0.0, 20.0, 40.0, 60.0, 80.0],
+            "nice steps inside the range"
+        );
         assert!(ticks(0.5, 0.5, 6).len() == 1);
     }
 }
