@@ -5,9 +5,11 @@
 //! one SVG per figure and `results.json`. Every number in the report is measured in that run; the
 //! papers' values are quoted as the papers', with section and figure.
 
+pub mod macro_tx;
 pub mod micro;
 pub mod report;
 pub mod svg;
+pub mod tpcc;
 
 use ftl::DesignSpec;
 pub use report::{write_report, Claim, ExperimentResult, Figure, Table};

@@ -49,6 +49,22 @@ pub struct ExperimentResult {
     pub skipped: Vec<String>,
 }
 
+impl ExperimentResult {
+    /// An experiment that could not run at all, with the reason.
+    pub fn failed(id: &'static str, title: &str, why: String) -> ExperimentResult {
+        ExperimentResult {
+            id,
+            title: title.to_string(),
+            description: String::new(),
+            tables: Vec::new(),
+            figures: Vec::new(),
+            claims: Vec::new(),
+            data: serde_json::Value::Null,
+            skipped: vec![why],
+        }
+    }
+}
+
 pub fn fmt(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
