@@ -42,16 +42,35 @@ pub struct WorkloadArgs {
 
 impl WorkloadArgs {
     pub fn resolve(&self, default_name: &str) -> anyhow::Result<WorkloadSpec> {
-        let mut s = WorkloadSpec::named(self.workload.as_deref().unwrap_or(default_name)).map_err(anyhow::Error::msg)?;
-        if let Some(v) = self.requests { s.requests = v; }
-        if let Some(v) = self.request_pages { s.request_pages = v; }
-        if let Some(v) = self.range_pages { s.range_pages = v; }
-        if let Some(v) = self.qd { s.queue_depth = v; }
-        if let Some(v) = self.fill { s.fill = v; }
-        if let Some(v) = self.flush_every { s.flush_every = v; }
-        if let Some(v) = self.read_fraction { s.read_fraction = v; }
-        if let Some(v) = self.abort_fraction { s.abort_fraction = v; }
-        if let Some(v) = self.locality_pages { s.locality_pages = v; }
+        let mut s = WorkloadSpec::named(self.workload.as_deref().unwrap_or(default_name))
+            .map_err(anyhow::Error::msg)?;
+        if let Some(v) = self.requests {
+            s.requests = v;
+        }
+        if let Some(v) = self.request_pages {
+            s.request_pages = v;
+        }
+        if let Some(v) = self.range_pages {
+            s.range_pages = v;
+        }
+        if let Some(v) = self.qd {
+            s.queue_depth = v;
+        }
+        if let Some(v) = self.fill {
+            s.fill = v;
+        }
+        if let Some(v) = self.flush_every {
+            s.flush_every = v;
+        }
+        if let Some(v) = self.read_fraction {
+            s.read_fraction = v;
+        }
+        if let Some(v) = self.abort_fraction {
+            s.abort_fraction = v;
+        }
+        if let Some(v) = self.locality_pages {
+            s.locality_pages = v;
+        }
         Ok(s)
     }
 }
@@ -90,8 +109,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let flash = Flash::in_memory(config.clone(), oob, !args.full_data);
     let mut dev = (design.format)(flash, &options)?;
     let bar = crate::progress::bar(spec.requests, "bench");
-    let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| bar.set_position(done))
-        .map_err(anyhow::Error::msg)?;
+    let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
+        bar.set_position(done)
+    })
+    .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
     let s = &result.stats;
     let metrics = dev.metrics();
@@ -137,8 +158,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         obj.insert(k, serde_json::json!(v));
     }
     if let Some(r) = &recovery {
-        obj.insert("recovery_flash_reads".into(), serde_json::json!(r.flash_reads));
-        obj.insert("recovery_sim_ms".into(), serde_json::json!(r.sim_ns as f64 / 1e6));
+        obj.insert(
+            "recovery_flash_reads".into(),
+            serde_json::json!(r.flash_reads),
+        );
+        obj.insert(
+            "recovery_sim_ms".into(),
+            serde_json::json!(r.sim_ns as f64 / 1e6),
+        );
         for (k, v) in &r.details {
             obj.insert(format!("recovery_{k}"), serde_json::json!(v));
         }
@@ -149,7 +176,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         print_human(&out);
     }
     if s.read_mismatches > 0 {
-        anyhow::bail!("{} reads returned data other than the last write", s.read_mismatches);
+        anyhow::bail!(
+            "{} reads returned data other than the last write",
+            s.read_mismatches
+        );
     }
     Ok(())
 }
@@ -158,7 +188,9 @@ fn print_human(v: &serde_json::Value) {
     let obj = v.as_object().expect("object");
     for (k, val) in obj {
         match val {
-            serde_json::Value::Number(n) if n.is_f64() => println!("{k:<28} {:.3}", n.as_f64().unwrap_or(0.0)),
+            serde_json::Value::Number(n) if n.is_f64() => {
+                println!("{k:<28} {:.3}", n.as_f64().unwrap_or(0.0))
+            }
             serde_json::Value::Object(_) | serde_json::Value::Array(_) => println!("{k:<28} {val}"),
             other => println!("{k:<28} {}", other.to_string().trim_matches('"')),
         }

@@ -9,8 +9,15 @@ pub fn all() -> Vec<DesignSpec> {
 
 pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
     let designs = all();
-    designs.iter().find(|d| d.name == name).cloned().ok_or_else(|| {
-        let names: Vec<&str> = designs.iter().map(|d| d.name).collect();
-        anyhow::anyhow!("unknown design '{name}'; built so far: {}", names.join(", "))
-    })
+    designs
+        .iter()
+        .find(|d| d.name == name)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = designs.iter().map(|d| d.name).collect();
+            anyhow::anyhow!(
+                "unknown design '{name}'; built so far: {}",
+                names.join(", ")
+            )
+        })
 }

@@ -20,9 +20,13 @@ impl DeviceArgs {
     pub fn resolve(&self) -> anyhow::Result<DeviceConfig> {
         let base = DeviceConfig::preset(&self.preset).map_err(anyhow::Error::msg)?;
         let text = match &self.config {
-            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?),
+            Some(p) => Some(
+                std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", p.display()))?,
+            ),
             None => None,
         };
-        base.with_overrides(text.as_deref(), &self.overrides).map_err(anyhow::Error::msg)
+        base.with_overrides(text.as_deref(), &self.overrides)
+            .map_err(anyhow::Error::msg)
     }
 }

@@ -1,8 +1,10 @@
 //! `mobius`: a transactional flash SSD built in software.
 //!
-//! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time).
+//! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time),
+//! `compare` (the papers' experiments side by side).
 
 mod bench;
+mod compare_cmd;
 mod designs;
 mod device_args;
 mod info;
@@ -11,7 +13,11 @@ mod progress;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "mobius", version, about = "A transactional flash SSD built in software: emulated NAND, Möbius and its peers, crash checking")]
+#[command(
+    name = "mobius",
+    version,
+    about = "A transactional flash SSD built in software: emulated NAND, Möbius and its peers, crash checking"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,6 +29,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Run a seeded workload on a design and report latency, bandwidth, IOPS, write amplification.
     Bench(bench::BenchArgs),
+    /// Rerun the papers' experiments side by side: report.md, SVG figures, results.json.
+    Compare(compare_cmd::CompareArgs),
 }
 
 fn main() {
@@ -30,6 +38,7 @@ fn main() {
     let result = match &cli.command {
         Command::Info(a) => info::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Compare(a) => compare_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("mobius: error: {e:#}");

@@ -7,6 +7,7 @@
 
 pub mod macro_tx;
 pub mod micro;
+pub mod recovery;
 pub mod report;
 pub mod svg;
 pub mod tpcc;

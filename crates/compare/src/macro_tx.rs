@@ -81,13 +81,13 @@ pub struct Outcome {
     pub errors: u64,
 }
 
-struct Host {
-    write: u64,
-    uuid: u64,
+pub(crate) struct Host {
+    pub(crate) write: u64,
+    pub(crate) uuid: u64,
 }
 
 impl Host {
-    fn page(&mut self, l: Lpn) -> Content {
+    pub(crate) fn page(&mut self, l: Lpn) -> Content {
         self.write += 1;
         Content::Tag(ContentTag {
             lpn: l.0,
@@ -96,7 +96,7 @@ impl Host {
     }
 }
 
-fn commit(
+pub(crate) fn commit(
     dev: &mut dyn BlockDevice,
     mode: &Mode,
     writes: &[Lpn],

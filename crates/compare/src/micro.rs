@@ -213,6 +213,9 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         let mut lat_series = Vec::new();
         let mut bw_series = Vec::new();
         for (m, mode) in Mode::ALL.into_iter().enumerate() {
+            if latency[p][m].iter().all(|v| !v.is_finite()) {
+                continue;
+            }
             let lat_ms: Vec<f64> = latency[p][m].iter().map(|ns| ns / 1e6).collect();
             let bw: Vec<f64> = SIZES
                 .iter()
@@ -282,7 +285,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             .to_svg(),
         });
     }
-    let claims = claims(&latency, page_bytes);
+    let claims = claims(&latency, page_bytes)
+        .into_iter()
+        .filter(|c| c.agrees.is_some() || !c.ours.contains('–'))
+        .collect();
     ExperimentResult {
         id: "micro",
         title: "1. Möbius vs DFTL, micro (Möbius Figs. 7 and 8)".into(),
