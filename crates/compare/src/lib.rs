@@ -5,6 +5,7 @@
 //! one SVG per figure and `results.json`. Every number in the report is measured in that run; the
 //! papers' values are quoted as the papers', with section and figure.
 
+pub mod commit_protocols;
 pub mod macro_tx;
 pub mod micro;
 pub mod recovery;
