@@ -4,7 +4,7 @@ use ftl::DesignSpec;
 
 /// Every design this build knows, in the order `mobius info --list` prints them.
 pub fn all() -> Vec<DesignSpec> {
-    vec![]
+    vec![dftl::spec()]
 }
 
 pub fn find(name: &str) -> anyhow::Result<DesignSpec> {

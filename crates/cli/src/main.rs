@@ -41,7 +41,7 @@ fn main() {
         Command::Compare(a) => compare_cmd::run(a),
     };
     if let Err(e) = result {
-        eprintln!("mobius: error: {e:#}");
+        eprintln!("mobius: error: {e}");
         std::process::exit(1);
     }
 }

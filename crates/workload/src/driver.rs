@@ -91,6 +91,7 @@ pub fn run(
     let mut inflight_static: Vec<(TxUuid, u64)> = Vec::new();
     let mut last_arrival = start_ns;
     let mut next_write: u64 = 0;
+    let mut issued: u64 = 0;
     let mut stats = RunStats {
         requests: 0,
         host_pages_written: 0,
@@ -133,6 +134,7 @@ pub fn run(
         }
         let arrival = arrival.max(last_arrival);
         last_arrival = arrival;
+        issued += 1;
         let first_write = next_write;
         let written = op.written_lpns();
         next_write += written.len() as u64;

@@ -1,0 +1,344 @@
+//! On-flash formats of DFTL, each with its byte layout (all integers little-endian).
+//!
+//! **OOB record** (16 bytes, every page DFTL programs outside its reserved areas):
+//! ```text
+//! 0  kind  u8   1 = host data, 2 = translation page
+//! 1  pad   [u8; 3]
+//! 4  id    u32  LPN (data) or translation virtual page number (translation)
+//! 8  seq   u64  global sequence number (data copies made by GC get a fresh one;
+//!               translation copies keep theirs: a copy is still a snapshot as of its seq)
+//! ```
+//! **Translation page**: `page_bytes / 4` entries, entry *i* = PPN of LPN `tvpn * entries + i`
+//! (`u32::MAX` = unmapped).
+//!
+//! **Reservation page** (the block-reservation log): the blocks each chip will open next, written
+//! before any of them is programmed, so recovery knows every block opened since a checkpoint:
+//! ```text
+//! 0  magic     [u8; 8] = "DFTLRESV"
+//! 8  log_seq   u64     consecutive across the log
+//! 16 chips     u32
+//! 20 per chip: count u32, then count × block u32
+//! .. crc32c    u32     of everything before it
+//! ```
+//! **Checkpoint payload** (spread over the pages of a checkpoint slot, then a seal page):
+//! ```text
+//! 0  magic        [u8; 8] = "DFTLCKPT"
+//! 8  ckpt_seq     u64
+//! 16 seq          u64   next sequence number at checkpoint time
+//! 24 log_seq      u64   log_seq of the next reservation page
+//! 32 log_block    u32   index in the log ring of the next reservation page
+//! 36 log_page     u32
+//! 40 tvpns        u32
+//! 44 chips        u32
+//! 48 n_open       u32
+//! 52 gtd          tvpns × (ppn u32, seq u64)
+//! .. reserved     per chip: count u32, count × block u32   (reserved, not yet opened)
+//! .. open blocks  n_open × (block u32, next_page u32)       (pages from next_page on are newer)
+//! ```
+//! **Seal page**: `"DFTLSEAL"`, ckpt_seq u64, payload_bytes u64, payload crc32c u32, crc32c u32
+//! of the 28 bytes before it. A slot counts only if its seal and payload checksums hold.
+
+use flash::{BlockId, Ppn};
+
+pub const OOB_BYTES: u32 = 16;
+pub const KIND_DATA: u8 = 1;
+pub const KIND_TRANSLATION: u8 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OobRecord {
+    pub kind: u8,
+    pub id: u32,
+    pub seq: u64,
+}
+
+impl OobRecord {
+    pub fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[0] = self.kind;
+        b[4..8].copy_from_slice(&self.id.to_le_bytes());
+        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b
+    }
+    pub fn decode(b: &[u8]) -> Option<OobRecord> {
+        let kind = *b.first()?;
+        if kind != KIND_DATA && kind != KIND_TRANSLATION {
+            return None;
+        }
+        Some(OobRecord {
+            kind,
+            id: u32::from_le_bytes(b.get(4..8)?.try_into().ok()?),
+            seq: u64::from_le_bytes(b.get(8..16)?.try_into().ok()?),
+        })
+    }
+}
+
+pub fn encode_translation(entries: &[Ppn], page_bytes: usize) -> Box<[u8]> {
+    let mut page = vec![0xFFu8; page_bytes].into_boxed_slice();
+    for (i, p) in entries.iter().enumerate() {
+        page[4 * i..4 * i + 4].copy_from_slice(&p.0.to_le_bytes());
+    }
+    page
+}
+
+pub fn decode_translation(page: &[u8], out: &mut [Ppn]) {
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = Ppn(u32::from_le_bytes(
+            page[4 * i..4 * i + 4].try_into().expect("4 bytes"),
+        ));
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn u32(&mut self) -> Option<u32> {
+        let v = u32::from_le_bytes(self.b.get(self.at..self.at + 4)?.try_into().ok()?);
+        self.at += 4;
+        Some(v)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
+        self.at += 8;
+        Some(v)
+    }
+    fn magic(&mut self, m: &[u8; 8]) -> Option<()> {
+        (self.b.get(self.at..self.at + 8)? == m).then(|| self.at += 8)
+    }
+}
+
+fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
+    for l in lists {
+        out.extend((l.len() as u32).to_le_bytes());
+        for b in l {
+            out.extend(b.0.to_le_bytes());
+        }
+    }
+}
+
+fn get_lists(r: &mut Reader, chips: u32, blocks: u32) -> Option<Vec<Vec<BlockId>>> {
+    let mut lists = Vec::with_capacity(chips as usize);
+    for _ in 0..chips {
+        let n = r.u32()?;
+        if n > blocks {
+            return None;
+        }
+        let mut l = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let b = r.u32()?;
+            if b >= blocks {
+                return None;
+            }
+            l.push(BlockId(b));
+        }
+        lists.push(l);
+    }
+    Some(lists)
+}
+
+/// One page of the block-reservation log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub log_seq: u64,
+    pub per_chip: Vec<Vec<BlockId>>,
+}
+
+impl Reservation {
+    pub fn encode(&self, page_bytes: usize) -> Box<[u8]> {
+        let mut out = Vec::with_capacity(page_bytes);
+        out.extend(b"DFTLRESV");
+        out.extend(self.log_seq.to_le_bytes());
+        out.extend((self.per_chip.len() as u32).to_le_bytes());
+        put_lists(&mut out, &self.per_chip);
+        let crc = crc32c::crc32c(&out);
+        out.extend(crc.to_le_bytes());
+        assert!(out.len() <= page_bytes, "reservation page overflows");
+        out.resize(page_bytes, 0);
+        out.into_boxed_slice()
+    }
+    pub fn decode(page: &[u8], blocks: u32) -> Option<Reservation> {
+        let mut r = Reader { b: page, at: 0 };
+        r.magic(b"DFTLRESV")?;
+        let log_seq = r.u64()?;
+        let chips = r.u32()?;
+        let per_chip = get_lists(&mut r, chips, blocks)?;
+        let end = r.at;
+        let crc = r.u32()?;
+        (crc == crc32c::crc32c(&page[..end])).then_some(Reservation { log_seq, per_chip })
+    }
+}
+
+/// Everything a checkpoint persists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub ckpt_seq: u64,
+    pub seq: u64,
+    pub log_seq: u64,
+    pub log_block: u32,
+    pub log_page: u32,
+    pub gtd: Vec<(Ppn, u64)>,
+    pub reserved: Vec<Vec<BlockId>>,
+    pub open: Vec<(BlockId, u32)>,
+}
+
+impl Checkpoint {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.gtd.len() * 12);
+        out.extend(b"DFTLCKPT");
+        for v in [self.ckpt_seq, self.seq, self.log_seq] {
+            out.extend(v.to_le_bytes());
+        }
+        for v in [
+            self.log_block,
+            self.log_page,
+            self.gtd.len() as u32,
+            self.reserved.len() as u32,
+            self.open.len() as u32,
+        ] {
+            out.extend(v.to_le_bytes());
+        }
+        for (p, s) in &self.gtd {
+            out.extend(p.0.to_le_bytes());
+            out.extend(s.to_le_bytes());
+        }
+        put_lists(&mut out, &self.reserved);
+        for (b, n) in &self.open {
+            out.extend(b.0.to_le_bytes());
+            out.extend(n.to_le_bytes());
+        }
+        out
+    }
+    pub fn decode(b: &[u8], blocks: u32) -> Option<Checkpoint> {
+        let mut r = Reader { b, at: 0 };
+        r.magic(b"DFTLCKPT")?;
+        let (ckpt_seq, seq, log_seq) = (r.u64()?, r.u64()?, r.u64()?);
+        let (log_block, log_page, tvpns, chips, n_open) =
+            (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+        let mut gtd = Vec::with_capacity(tvpns as usize);
+        for _ in 0..tvpns {
+            gtd.push((Ppn(r.u32()?), r.u64()?));
+        }
+        let reserved = get_lists(&mut r, chips, blocks)?;
+        let mut open = Vec::with_capacity(n_open as usize);
+        for _ in 0..n_open {
+            let block = r.u32()?;
+            if block >= blocks {
+                return None;
+            }
+            open.push((BlockId(block), r.u32()?));
+        }
+        Some(Checkpoint {
+            ckpt_seq,
+            seq,
+            log_seq,
+            log_block,
+            log_page,
+            gtd,
+            reserved,
+            open,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seal {
+    pub ckpt_seq: u64,
+    pub payload_bytes: u64,
+    pub payload_crc: u32,
+}
+
+impl Seal {
+    pub fn encode(&self, page_bytes: usize) -> Box<[u8]> {
+        let mut out = Vec::with_capacity(page_bytes);
+        out.extend(b"DFTLSEAL");
+        out.extend(self.ckpt_seq.to_le_bytes());
+        out.extend(self.payload_bytes.to_le_bytes());
+        out.extend(self.payload_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&out);
+        out.extend(crc.to_le_bytes());
+        out.resize(page_bytes, 0);
+        out.into_boxed_slice()
+    }
+    pub fn decode(page: &[u8]) -> Option<Seal> {
+        let mut r = Reader { b: page, at: 0 };
+        r.magic(b"DFTLSEAL")?;
+        let (ckpt_seq, payload_bytes) = (r.u64()?, r.u64()?);
+        let payload_crc = r.u32()?;
+        let crc = r.u32()?;
+        (crc == crc32c::crc32c(&page[..28])).then_some(Seal {
+            ckpt_seq,
+            payload_bytes,
+            payload_crc,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oob_round_trip_and_rejects_blank() {
+        let r = OobRecord {
+            kind: KIND_DATA,
+            id: 77,
+            seq: 1 << 40,
+        };
+        assert_eq!(OobRecord::decode(&r.encode()), Some(r));
+        assert_eq!(OobRecord::decode(&[0u8; 16]), None);
+    }
+
+    #[test]
+    fn translation_round_trip() {
+        let e = vec![Ppn(3), Ppn::NONE, Ppn(1 << 20)];
+        let page = encode_translation(&e, 4096);
+        let mut out = vec![Ppn(0); 3];
+        decode_translation(&page, &mut out);
+        assert_eq!(out, e);
+    }
+
+    #[test]
+    fn reservation_round_trip_and_crc() {
+        let r = Reservation {
+            log_seq: 9,
+            per_chip: vec![vec![BlockId(1), BlockId(5)], vec![], vec![BlockId(7)]],
+        };
+        let mut page = r.encode(4096);
+        assert_eq!(Reservation::decode(&page, 100), Some(r.clone()));
+        assert_eq!(
+            Reservation::decode(&page, 6),
+            None,
+            "block ids beyond the device are rejected"
+        );
+        page[20] ^= 1;
+        assert_eq!(Reservation::decode(&page, 100), None);
+    }
+
+    #[test]
+    fn checkpoint_and_seal_round_trip() {
+        let c = Checkpoint {
+            ckpt_seq: 4,
+            seq: 1000,
+            log_seq: 12,
+            log_block: 1,
+            log_page: 3,
+            gtd: vec![(Ppn(9), 5), (Ppn::NONE, 0)],
+            reserved: vec![vec![BlockId(2)], vec![BlockId(3), BlockId(4)]],
+            open: vec![(BlockId(8), 17)],
+        };
+        let bytes = c.encode();
+        assert_eq!(Checkpoint::decode(&bytes, 64), Some(c));
+        assert_eq!(Checkpoint::decode(&bytes[..bytes.len() - 1], 64), None);
+        let s = Seal {
+            ckpt_seq: 4,
+            payload_bytes: bytes.len() as u64,
+            payload_crc: crc32c::crc32c(&bytes),
+        };
+        let mut page = s.encode(4096);
+        assert_eq!(Seal::decode(&page), Some(s));
+        page[9] ^= 0x80;
+        assert_eq!(Seal::decode(&page), None);
+    }
+}
