@@ -142,11 +142,7 @@ pub fn run(
         let (ack, durable, error) = match outcome {
             Ok((ack, durable)) => (Some(ack), durable, None),
             Err(e) if fatal(&e) => {
-                return Err(format!(
-                    "request {} ({}) failed: {e}",
-                    log.records.len(),
-                    op.kind()
-                ))
+                return Err(format!("request {} ({}) failed: {e}", issued - 1, op.kind()))
             }
             Err(e) => {
                 if let (
