@@ -5,6 +5,7 @@
 
 mod bench;
 mod compare_cmd;
+mod crashtest_cmd;
 mod designs;
 mod device_args;
 mod info;
@@ -29,6 +30,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Run a seeded workload on a design and report latency, bandwidth, IOPS, write amplification.
     Bench(bench::BenchArgs),
+    /// Recover every crash image of a seeded run and judge it against the design's promise.
+    Crashtest(crashtest_cmd::CrashtestArgs),
     /// Rerun the papers' experiments side by side: report.md, SVG figures, results.json.
     Compare(compare_cmd::CompareArgs),
 }
@@ -39,6 +42,7 @@ fn main() {
         Command::Info(a) => info::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare_cmd::run(a),
+        Command::Crashtest(a) => crashtest_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("mobius: error: {e}");

@@ -880,10 +880,16 @@ impl Dftl {
                 (lb, lp)
             };
             let ppn = g.ppn(layout.log[nb as usize], np);
-            let (ReadStatus::Data(c), _) =
-                flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?
-            else {
-                break;
+            let c = match flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)? {
+                (ReadStatus::Data(c), _) => c,
+                (ReadStatus::Uncorrectable, _) => {
+                    // A torn reservation page ends the log; its blocks were never opened
+                    // (programs into them wait for it). The log continues after it.
+                    lb = nb;
+                    lp = np + 1;
+                    break;
+                }
+                (ReadStatus::Erased, _) => break,
             };
             let Some(r) = c
                 .as_bytes()
@@ -898,6 +904,19 @@ impl Dftl {
             seq += 1;
             lb = nb;
             lp = np + 1;
+        }
+        // The next log page must be erased; if the tail is followed by anything else (a stale
+        // ring block), the log moves on to a fresh block.
+        if lp < g.pages_per_block {
+            let (state, _) = flash.read_oob(
+                g.ppn(layout.log[lb as usize], lp),
+                &mut oob_buf,
+                start,
+                OpCause::Recovery,
+            )?;
+            if state != PageState::Erased {
+                lp = g.pages_per_block;
+            }
         }
         let mut seen = FxHashMap::default();
         list.retain(|(b, from)| {

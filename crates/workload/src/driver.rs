@@ -89,6 +89,8 @@ pub fn run(
     };
     let mut outstanding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
     let mut inflight_static: Vec<(TxUuid, u64)> = Vec::new();
+    // The host starts once the device is ready (a fresh design may still be writing its format).
+    let start_ns = start_ns.max(dev.flash().idle_ns());
     let mut last_arrival = start_ns;
     let mut next_write: u64 = 0;
     let mut issued: u64 = 0;
@@ -142,7 +144,11 @@ pub fn run(
         let (ack, durable, error) = match outcome {
             Ok((ack, durable)) => (Some(ack), durable, None),
             Err(e) if fatal(&e) => {
-                return Err(format!("request {} ({}) failed: {e}", issued - 1, op.kind()))
+                return Err(format!(
+                    "request {} ({}) failed: {e}",
+                    issued - 1,
+                    op.kind()
+                ))
             }
             Err(e) => {
                 if let (

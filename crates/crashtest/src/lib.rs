@@ -1,0 +1,352 @@
+//! # mobius-crashtest: every crash image recovered and judged
+//!
+//! Our version of the VST method of the OPTR paper (§5, SPEC.md §5.9), taken further: crashes
+//! land between any two flash operations of a parallel device and may tear the operation in flight.
+//! A campaign runs a seeded workload once with the flash operation log and the host log recorded,
+//! chooses crash instants ([`points`]), builds each image incrementally from the log, runs the
+//! design's recovery on the image alone, reads every logical page and lets the [`oracle`] judge
+//! the result against a promise — the design's own, or a stronger one for negative controls.
+
+pub mod oracle;
+pub mod points;
+
+use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
+use ftl::{DesignOptions, DesignSpec, Promise};
+use oracle::{Model, Seen};
+use points::{CrashPoint, ImageBuilder, PointKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use workload::{HostLog, WorkloadSpec};
+
+/// What to run.
+#[derive(Clone)]
+pub struct CampaignConfig {
+    pub design: DesignSpec,
+    pub options: DesignOptions,
+    pub device: DeviceConfig,
+    pub workload: WorkloadSpec,
+    pub seed: u64,
+    pub crash_points: usize,
+    pub torn: bool,
+    pub exhaustive: bool,
+    pub promise: Promise,
+    pub threads: usize,
+    pub tag_only: bool,
+}
+
+/// One broken rule in one crash image.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub instant_ns: u64,
+    pub torn: bool,
+    pub lpn: Option<u32>,
+    pub what: String,
+    /// The command that replays exactly this crash image.
+    pub replay: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub mean: f64,
+    pub p50: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    fn of(mut v: Vec<f64>) -> Summary {
+        if v.is_empty() {
+            return Summary::default();
+        }
+        v.sort_by(f64::total_cmp);
+        Summary {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: v[v.len() / 2],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CampaignReport {
+    pub ftl: String,
+    pub promise: String,
+    pub preset: String,
+    pub workload: String,
+    pub seed: u64,
+    pub torn: bool,
+    /// Crash instants tried.
+    pub crash_points: usize,
+    /// Images the design recovered (a failed recovery is a violation).
+    pub recovered: usize,
+    /// Crash images with at least one violation.
+    pub violating_points: usize,
+    pub violations: Vec<Violation>,
+    pub points_by_kind: BTreeMap<String, usize>,
+    pub recovery_flash_reads: Summary,
+    pub recovery_sim_ms: Summary,
+    pub flash_ops_recorded: usize,
+    pub host_requests: usize,
+    pub wall_s: f64,
+}
+
+impl CampaignReport {
+    /// One JSON object; `violations` is the count, `violation_details` the first 20.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("report serialises");
+        let obj = v.as_object_mut().expect("object");
+        obj.insert(
+            "violations".into(),
+            serde_json::json!(self.violations.len()),
+        );
+        obj.insert(
+            "violation_details".into(),
+            serde_json::to_value(self.violations.iter().take(20).collect::<Vec<_>>())
+                .expect("violations"),
+        );
+        obj.insert(
+            "crash_points_per_s".into(),
+            serde_json::json!(self.crash_points as f64 / self.wall_s.max(1e-9)),
+        );
+        v
+    }
+}
+
+/// The recorded run every crash image is built from.
+pub struct Recording {
+    pub base: Box<dyn Store>,
+    pub ops: OpLog,
+    pub host: HostLog,
+    /// When the freshly formatted device was ready (crashes before it are crashes of the format).
+    pub ready_ns: u64,
+}
+
+/// Runs the workload once with both logs on.
+pub fn record(cfg: &CampaignConfig) -> Result<Recording, String> {
+    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
+    let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
+    let base = flash.start_recording();
+    let mut dev = (cfg.design.format)(flash, &cfg.options).map_err(|e| format!("format: {e}"))?;
+    let ready_ns = dev.flash().idle_ns();
+    let run = workload::run(
+        dev.as_mut(),
+        &cfg.workload,
+        cfg.seed,
+        ready_ns,
+        true,
+        &mut |_, _| {},
+    )?;
+    let ops = dev
+        .flash_mut()
+        .take_log()
+        .ok_or("recording was switched off")?;
+    Ok(Recording {
+        base,
+        ops,
+        host: run.log.ok_or("host log missing")?,
+        ready_ns,
+    })
+}
+
+pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String {
+    let mut c = format!(
+        "mobius crashtest --ftl {} --preset {} --workload {} --requests {} --seed {} --promise {} --replay-instant {instant}",
+        cfg.design.name, cfg.device.preset, cfg.workload.name, cfg.workload.requests, cfg.seed, cfg.promise.name()
+    );
+    for (k, v) in &cfg.options.params {
+        c.push_str(&format!(" --param {k}={v}"));
+    }
+    if torn {
+        c.push_str(" --torn");
+    }
+    c
+}
+
+struct Outcome {
+    violations: Vec<Violation>,
+    recovery: Option<(u64, u64)>,
+}
+
+/// Recovers one image and judges it.
+fn check_image(
+    cfg: &CampaignConfig,
+    model: &Model,
+    image: Box<dyn Store>,
+    p: CrashPoint,
+) -> Outcome {
+    let mut flash = Flash::new(cfg.device.clone(), image);
+    flash.start_clock_at(p.instant_ns);
+    let violation = |lpn: Option<Lpn>, what: String| Violation {
+        instant_ns: p.instant_ns,
+        torn: p.torn,
+        lpn: lpn.map(|l| l.0),
+        what,
+        replay: replay_command(cfg, p.instant_ns, p.torn),
+    };
+    let (mut dev, report) = match (cfg.design.recover)(flash, &cfg.options) {
+        Ok(x) => x,
+        Err(e) => {
+            return Outcome {
+                violations: vec![violation(None, format!("recovery failed: {e}"))],
+                recovery: None,
+            }
+        }
+    };
+    let n = dev.logical_pages();
+    let mut seen = Vec::with_capacity(n as usize);
+    let mut out = Vec::new();
+    let mut at = dev.flash().idle_ns().max(p.instant_ns);
+    let mut start = 0;
+    while start < n {
+        let k = 64.min(n - start);
+        match dev.read(Lpn(start), k, at, &mut out) {
+            Ok(c) => at = at.max(c.ack_ns),
+            Err(e) => {
+                return Outcome {
+                    violations: vec![violation(
+                        Some(Lpn(start)),
+                        format!("read after recovery failed: {e}"),
+                    )],
+                    recovery: Some((report.flash_reads, report.sim_ns)),
+                }
+            }
+        }
+        seen.extend(
+            out.iter()
+                .enumerate()
+                .map(|(i, o)| Seen::of(start + i as u32, o)),
+        );
+        start += k;
+    }
+    if n != model_pages(model) {
+        return Outcome {
+            violations: vec![violation(
+                None,
+                format!(
+                    "recovered device has {n} logical pages, the run had {}",
+                    model_pages(model)
+                ),
+            )],
+            recovery: Some((report.flash_reads, report.sim_ns)),
+        };
+    }
+    let violations = model
+        .judge(cfg.promise, p.instant_ns, &seen)
+        .into_iter()
+        .map(|(l, w)| violation(l, w))
+        .collect();
+    Outcome {
+        violations,
+        recovery: Some((report.flash_reads, report.sim_ns)),
+    }
+}
+
+fn model_pages(m: &Model) -> u32 {
+    m.logical_pages()
+}
+
+/// Runs a whole campaign.
+pub fn run_campaign(
+    cfg: &CampaignConfig,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<CampaignReport, String> {
+    let wall = std::time::Instant::now();
+    let rec = record(cfg)?;
+    let mut points = if cfg.exhaustive {
+        points::exhaustive(&rec.ops, cfg.torn)
+    } else {
+        points::sample(&rec.ops, &rec.host, cfg.crash_points, cfg.torn, cfg.seed)
+    };
+    points.retain(|p| p.instant_ns >= rec.ready_ns);
+    let model = Model::new(&rec.host);
+    let threads = cfg.threads.max(1).min(points.len().max(1));
+    let chunk = points.len().div_ceil(threads).max(1);
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let total = points.len() as u64;
+    let results: Vec<Vec<Outcome>> = std::thread::scope(|s| {
+        let handles: Vec<_> = points
+            .chunks(chunk)
+            .map(|part| {
+                let base = rec.base.snapshot();
+                let (model, ops, done) = (&model, &rec.ops, &done);
+                s.spawn(move || {
+                    let mut builder = ImageBuilder::new(base.as_ref(), ops);
+                    part.iter()
+                        .map(|&p| {
+                            let image = builder.image_at(p.instant_ns, p.torn);
+                            let o = check_image(cfg, model, image, p);
+                            let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                            if d % 64 == 0 || d == total {
+                                progress(d, total);
+                            }
+                            o
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("crash-check worker panicked"))
+            .collect()
+    });
+    let outcomes: Vec<Outcome> = results.into_iter().flatten().collect();
+    let mut by_kind = BTreeMap::new();
+    for p in &points {
+        *by_kind
+            .entry(format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" }).to_lowercase())
+            .or_insert(0) += 1;
+    }
+    let recovered = outcomes.iter().filter(|o| o.recovery.is_some()).count();
+    let reads = outcomes
+        .iter()
+        .filter_map(|o| o.recovery.map(|r| r.0 as f64))
+        .collect();
+    let ms = outcomes
+        .iter()
+        .filter_map(|o| o.recovery.map(|r| r.1 as f64 / 1e6))
+        .collect();
+    let violating_points = outcomes.iter().filter(|o| !o.violations.is_empty()).count();
+    let violations = outcomes.into_iter().flat_map(|o| o.violations).collect();
+    let _ = PointKind::Spread;
+    Ok(CampaignReport {
+        ftl: cfg.design.name.to_string(),
+        promise: cfg.promise.name().to_string(),
+        preset: cfg.device.preset.clone(),
+        workload: cfg.workload.name.clone(),
+        seed: cfg.seed,
+        torn: cfg.torn,
+        crash_points: points.len(),
+        recovered,
+        violating_points,
+        violations,
+        points_by_kind: by_kind,
+        recovery_flash_reads: Summary::of(reads),
+        recovery_sim_ms: Summary::of(ms),
+        flash_ops_recorded: rec.ops.ops.len(),
+        host_requests: rec.host.records.len(),
+        wall_s: wall.elapsed().as_secs_f64(),
+    })
+}
+
+/// Rebuilds and judges the single crash image at `instant` (for `--replay-instant`).
+pub fn replay_one(
+    cfg: &CampaignConfig,
+    instant: u64,
+    torn: bool,
+) -> Result<Vec<Violation>, String> {
+    let rec = record(cfg)?;
+    let model = Model::new(&rec.host);
+    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
+    let image = builder.image_at(instant, torn);
+    Ok(check_image(
+        cfg,
+        &model,
+        image,
+        CrashPoint {
+            instant_ns: instant,
+            torn,
+            kind: PointKind::Spread,
+        },
+    )
+    .violations)
+}

@@ -1,0 +1,438 @@
+//! The oracle: what may a logical page hold after a power cut at instant T, given the host log?
+//!
+//! It never trusts the design's account of what it recovered: visibility is inferred from the
+//! content tags read back (each names the page write that produced it). Rules per promise
+//! (docs/crashtest.md states them in full):
+//! - every page: its content is a write *to that page*, by a request that succeeded and arrived by
+//!   T, or the page was never written; never garbage, never an ECC error;
+//! - durable-writes: a page shows its last write acknowledged by T, or a later one;
+//! - flush-only: a page shows its last write that arrived before a flush acknowledged by T, or a
+//!   later one;
+//! - atomic-transactions: units are transactions (SWRITE; a DWRITE chain by uuid) and single pages
+//!   of plain writes. With P the units seen on any page plus the units that must be there (durable
+//!   by T), each page shows the latest unit of P that writes it (all-or-nothing, durability, and no
+//!   older version resurfacing); a unit seen must have been able to commit (not aborted, chain
+//!   finished, no error); and a transaction seen whose page was also written by an earlier
+//!   transaction requires that earlier one too, unless it was aborted, failed or never finished;
+//! - ordered: the image equals the state after a prefix of the write requests in arrival order
+//!   (each request all-or-nothing), and that prefix covers every write that arrived before a flush
+//!   acknowledged by T.
+
+use flash::{ContentTag, Lpn};
+use ftl::{DwriteFlag, PageOutcome, Promise, TxUuid};
+use rustc_hash::FxHashMap;
+use workload::{HostLog, HostOp, HostRecord};
+
+/// What one logical page read back as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    Unwritten,
+    Write(u64),
+    Foreign(ContentTag),
+    Garbage,
+    Uncorrectable,
+}
+
+impl Seen {
+    pub fn of(lpn: u32, outcome: &PageOutcome) -> Seen {
+        match outcome {
+            PageOutcome::Unwritten => Seen::Unwritten,
+            PageOutcome::Uncorrectable => Seen::Uncorrectable,
+            PageOutcome::Data(c) => match c.tag() {
+                Some(t) if t.lpn == lpn => Seen::Write(t.write),
+                Some(t) => Seen::Foreign(t),
+                None => Seen::Garbage,
+            },
+        }
+    }
+}
+
+/// A unit of atomicity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Unit {
+    /// One page of a plain write request (write number).
+    Page(u64),
+    /// A static transaction (record index).
+    Static(usize),
+    /// A dynamic transaction (uuid).
+    Dynamic(u64),
+}
+
+struct DynTx {
+    /// Record of the REAR/Single page, if it succeeded.
+    rear: Option<usize>,
+    failed: bool,
+}
+
+/// The host log, indexed for judging many crash images.
+pub struct Model<'a> {
+    log: &'a HostLog,
+    /// Per LPN: write numbers in arrival order.
+    writes: Vec<Vec<u64>>,
+    /// Per uuid: first abort request (record index).
+    aborts: FxHashMap<u64, usize>,
+    dynamic: FxHashMap<u64, DynTx>,
+    flushes: Vec<(u64, u64)>,
+}
+
+impl<'a> Model<'a> {
+    pub fn new(log: &'a HostLog) -> Model<'a> {
+        let mut writes = vec![Vec::new(); log.logical_pages as usize];
+        let mut aborts = FxHashMap::default();
+        let mut dynamic: FxHashMap<u64, DynTx> = FxHashMap::default();
+        let mut flushes = Vec::new();
+        for (i, r) in log.records.iter().enumerate() {
+            if r.succeeded() {
+                for (lpn, w) in r.writes() {
+                    writes[lpn.0 as usize].push(w);
+                }
+            }
+            match &r.op {
+                HostOp::Abort { uuid } => {
+                    aborts.entry(uuid.0).or_insert(i);
+                }
+                HostOp::Flush => {
+                    if let Some(ack) = r.ack_ns {
+                        flushes.push((r.arrival_ns, ack));
+                    }
+                }
+                HostOp::DWrite { uuid, flag, .. } => {
+                    let d = dynamic.entry(uuid.0).or_insert(DynTx {
+                        rear: None,
+                        failed: false,
+                    });
+                    if !r.succeeded() {
+                        d.failed = true;
+                    } else if matches!(flag, DwriteFlag::Rear | DwriteFlag::Single) {
+                        d.rear = Some(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Model {
+            log,
+            writes,
+            aborts,
+            dynamic,
+            flushes,
+        }
+    }
+
+    pub fn logical_pages(&self) -> u32 {
+        self.log.logical_pages
+    }
+
+    fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
+        let r = self.log.record_of_write(write)?;
+        Some((r.index as usize, r))
+    }
+
+    fn unit_of(&self, write: u64) -> Option<Unit> {
+        let (i, r) = self.record(write)?;
+        Some(match &r.op {
+            HostOp::SWrite { .. } => Unit::Static(i),
+            HostOp::DWrite { uuid, .. } => Unit::Dynamic(uuid.0),
+            _ => Unit::Page(write),
+        })
+    }
+
+    fn abort_arrived(&self, uuid: u64, t: u64) -> bool {
+        self.aborts
+            .get(&uuid)
+            .is_some_and(|&i| self.log.records[i].arrival_ns <= t)
+    }
+    fn abort_acked(&self, uuid: u64, t: u64) -> bool {
+        self.aborts
+            .get(&uuid)
+            .is_some_and(|&i| self.log.records[i].ack_ns.is_some_and(|a| a <= t))
+    }
+
+    /// May `u` be visible after a crash at `t`?
+    fn committable(&self, u: Unit, t: u64) -> Result<(), String> {
+        match u {
+            Unit::Page(w) => {
+                let (_, r) = self.record(w).ok_or("unknown write")?;
+                (r.arrival_ns <= t)
+                    .then_some(())
+                    .ok_or_else(|| "its request arrived after the crash".into())
+            }
+            Unit::Static(i) => {
+                let r = &self.log.records[i];
+                let HostOp::SWrite { uuid, .. } = &r.op else {
+                    unreachable!()
+                };
+                if r.arrival_ns > t {
+                    Err("it arrived after the crash".into())
+                } else if self.abort_acked(uuid.0, t) {
+                    Err(format!(
+                        "the host's ABORT of {} was acknowledged before the crash",
+                        TxUuid(uuid.0)
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Unit::Dynamic(uuid) => {
+                let d = &self.dynamic[&uuid];
+                match d.rear {
+                    _ if self.abort_acked(uuid, t) => Err(format!(
+                        "the host's ABORT of {} was acknowledged before the crash",
+                        TxUuid(uuid)
+                    )),
+                    Some(i) if self.log.records[i].arrival_ns <= t => Ok(()),
+                    _ => Err("its REAR had not arrived by the crash".into()),
+                }
+            }
+        }
+    }
+
+    /// Must `u` be visible after a crash at `t`?
+    fn durable(&self, u: Unit, t: u64) -> bool {
+        let done =
+            |r: &HostRecord| r.succeeded() && r.durable_ns.or(r.ack_ns).is_some_and(|d| d <= t);
+        match u {
+            Unit::Page(w) => self
+                .record(w)
+                .is_some_and(|(_, r)| r.ack_ns.is_some_and(|a| a <= t)),
+            Unit::Static(i) => {
+                let r = &self.log.records[i];
+                let HostOp::SWrite { uuid, .. } = &r.op else {
+                    unreachable!()
+                };
+                done(r) && !self.abort_acked(uuid.0, t)
+            }
+            Unit::Dynamic(uuid) => {
+                self.dynamic[&uuid]
+                    .rear
+                    .is_some_and(|i| done(&self.log.records[i]))
+                    && !self.abort_acked(uuid, t)
+            }
+        }
+    }
+
+    /// Was `u` aborted, failed, or unfinished at `t` (so later transactions may survive without it)?
+    fn exempt(&self, u: Unit, t: u64) -> bool {
+        match u {
+            Unit::Page(_) => true,
+            Unit::Static(i) => {
+                let HostOp::SWrite { uuid, .. } = &self.log.records[i].op else {
+                    unreachable!()
+                };
+                self.abort_arrived(uuid.0, t)
+            }
+            Unit::Dynamic(uuid) => {
+                let d = &self.dynamic[&uuid];
+                d.failed
+                    || self.abort_arrived(uuid, t)
+                    || !d.rear.is_some_and(|i| self.log.records[i].arrival_ns <= t)
+            }
+        }
+    }
+
+    /// Checks one crash image; returns (lpn, message) for every rule broken.
+    pub fn judge(&self, promise: Promise, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
+        let mut v = Vec::new();
+        // Rules that hold for every promise.
+        for (lpn, s) in seen.iter().enumerate() {
+            let bad = match *s {
+                Seen::Unwritten => None,
+                Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
+                Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
+                Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
+                Seen::Write(w) => match self.record(w) {
+                    None => Some(format!("holds write {w}, which the host never issued")),
+                    Some((_, r)) if !self.writes[lpn].contains(&w) => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
+                    Some((_, r)) if r.arrival_ns > t => Some(format!("holds write {w} of request {}, which arrived after the crash", r.index)),
+                    _ => None,
+                },
+            };
+            if let Some(msg) = bad {
+                v.push((Some(Lpn(lpn as u32)), msg));
+            }
+        }
+        if !v.is_empty() {
+            return v;
+        }
+        match promise {
+            Promise::DurableWrites => {
+                self.judge_per_page(t, seen, |r| r.ack_ns.is_some_and(|a| a <= t), &mut v)
+            }
+            Promise::FlushOnly => {
+                let covered_before = self
+                    .flushes
+                    .iter()
+                    .filter(|(_, ack)| *ack <= t)
+                    .map(|(arr, _)| *arr)
+                    .max();
+                self.judge_per_page(
+                    t,
+                    seen,
+                    |r| covered_before.is_some_and(|f| r.arrival_ns < f),
+                    &mut v,
+                )
+            }
+            Promise::AtomicTransactions => self.judge_atomic(t, seen, &mut v),
+            Promise::Ordered => self.judge_ordered(t, seen, &mut v),
+        }
+        v
+    }
+
+    fn judge_per_page(
+        &self,
+        t: u64,
+        seen: &[Seen],
+        covered: impl Fn(&HostRecord) -> bool,
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
+        for (lpn, s) in seen.iter().enumerate() {
+            let ws = &self.writes[lpn];
+            let last_covered = ws
+                .iter()
+                .rposition(|&w| self.record(w).is_some_and(|(_, r)| covered(r)));
+            let ok = match (*s, last_covered) {
+                (Seen::Unwritten, None) => true,
+                (Seen::Unwritten, Some(i)) => {
+                    v.push((
+                        Some(Lpn(lpn as u32)),
+                        format!(
+                            "reads as never written, but write {} (request {}) must have survived",
+                            ws[i],
+                            self.record(ws[i]).map_or(0, |(_, r)| r.index)
+                        ),
+                    ));
+                    continue;
+                }
+                (Seen::Write(w), None) => self.record(w).is_some_and(|(_, r)| r.arrival_ns <= t),
+                (Seen::Write(w), Some(i)) => ws[i..].contains(&w),
+                _ => true,
+            };
+            if !ok {
+                let i = last_covered.expect("covered write exists when the check can fail");
+                v.push((Some(Lpn(lpn as u32)), format!("holds write {} but write {} (request {}) must have survived, or a later one", match *s { Seen::Write(w) => w, _ => 0 }, ws[i], self.record(ws[i]).map_or(0, |(_, r)| r.index))));
+            }
+        }
+    }
+
+    fn judge_atomic(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+        use std::collections::BTreeSet;
+        let mut present: BTreeSet<Unit> = BTreeSet::new();
+        for s in seen {
+            if let Seen::Write(w) = *s {
+                if let Some(u) = self.unit_of(w) {
+                    present.insert(u);
+                }
+            }
+        }
+        for &u in &present {
+            if let Err(why) = self.committable(u, t) {
+                v.push((None, format!("{u:?} is visible although {why}")));
+            }
+        }
+        // P ∪ units that must be there.
+        let mut p: BTreeSet<Unit> = present.clone();
+        for ws in &self.writes {
+            for &w in ws {
+                if let Some(u) = self.unit_of(w) {
+                    if !p.contains(&u) && self.durable(u, t) {
+                        p.insert(u);
+                    }
+                }
+            }
+        }
+        for (lpn, s) in seen.iter().enumerate() {
+            let ws = &self.writes[lpn];
+            let expected = ws
+                .iter()
+                .rev()
+                .find(|&&w| self.unit_of(w).is_some_and(|u| p.contains(&u)))
+                .copied();
+            let found = match *s {
+                Seen::Write(w) => Some(w),
+                _ => None,
+            };
+            if expected != found {
+                let describe = |w: Option<u64>| match w {
+                    None => "never written".to_string(),
+                    Some(w) => format!("write {w} of {:?}", self.unit_of(w)),
+                };
+                let why = match expected.and_then(|w| self.unit_of(w)) {
+                    Some(u) if !present.contains(&u) => " (it was durable before the crash)",
+                    Some(_) => " (its unit is visible elsewhere: all or nothing)",
+                    None => "",
+                };
+                v.push((
+                    Some(Lpn(lpn as u32)),
+                    format!(
+                        "holds {} but should hold {}{why}",
+                        describe(found),
+                        describe(expected)
+                    ),
+                ));
+            }
+        }
+        // A later transaction cannot survive without an earlier one that wrote a common page.
+        for (lpn, ws) in self.writes.iter().enumerate() {
+            let mut missing: Option<Unit> = None;
+            for &w in ws {
+                let Some(u) = self.unit_of(w) else { continue };
+                if matches!(u, Unit::Page(_)) {
+                    continue;
+                }
+                if p.contains(&u) {
+                    if let Some(a) = missing.filter(|a| *a != u) {
+                        v.push((Some(Lpn(lpn as u32)), format!("{u:?} survived without the earlier {a:?}, which also wrote this page and was neither aborted nor unfinished")));
+                        break;
+                    }
+                } else if missing.is_none() && !self.exempt(u, t) {
+                    missing = Some(u);
+                }
+            }
+        }
+    }
+
+    fn judge_ordered(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+        let covered_before = self
+            .flushes
+            .iter()
+            .filter(|(_, ack)| *ack <= t)
+            .map(|(arr, _)| *arr)
+            .max();
+        let mut prefix: Option<usize> = None;
+        for s in seen {
+            if let Seen::Write(w) = *s {
+                if let Some((i, _)) = self.record(w) {
+                    prefix = prefix.max(Some(i));
+                }
+            }
+        }
+        if let Some(f) = covered_before {
+            let last_flushed = self.log.records.iter().rposition(|r| {
+                r.arrival_ns < f && r.succeeded() && !r.op.written_lpns().is_empty()
+            });
+            prefix = prefix.max(last_flushed);
+        }
+        for (lpn, s) in seen.iter().enumerate() {
+            let expected = self.writes[lpn]
+                .iter()
+                .rev()
+                .find(|&&w| {
+                    self.record(w)
+                        .is_some_and(|(i, _)| prefix.is_some_and(|p| i <= p))
+                })
+                .copied();
+            let found = match *s {
+                Seen::Write(w) => Some(w),
+                _ => None,
+            };
+            if expected != found {
+                v.push((Some(Lpn(lpn as u32)), format!(
+                    "holds {} but the recovered state must be the prefix up to request {:?}, which gives {} (prefix, request atomicity or flush semantics broken)",
+                    found.map_or("never written".into(), |w| format!("write {w}")),
+                    prefix,
+                    expected.map_or("never written".into(), |w| format!("write {w}")),
+                )));
+            }
+        }
+    }
+}

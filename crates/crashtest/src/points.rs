@@ -1,0 +1,232 @@
+//! Choosing crash instants and building the flash image at each, incrementally.
+//!
+//! A crash instant T keeps the operations that ended by T, tears (when asked) the one running on
+//! each chip at T, and drops the rest (`flash::oplog`). Instants come from the recorded run:
+//! spread evenly over the completions, aimed at dangerous moments (metadata programs — mapping,
+//! transaction metadata, checkpoints, summaries, records —, GC copies and erases, host
+//! acknowledgements of flushes and commits), and in the middle of operations for tearing.
+
+use flash::{LoggedOp, OpCause, OpKind, OpLog, Store};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use workload::HostLog;
+
+/// Why a crash instant was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub enum PointKind {
+    Spread,
+    Metadata,
+    Gc,
+    Acknowledgement,
+    Exhaustive,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CrashPoint {
+    pub instant_ns: u64,
+    pub torn: bool,
+    pub kind: PointKind,
+}
+
+/// Every instant right after a completion (and, with `torn`, the middle of every mutating op).
+pub fn exhaustive(log: &OpLog, torn: bool) -> Vec<CrashPoint> {
+    let mut v: Vec<CrashPoint> = log
+        .completion_order()
+        .iter()
+        .map(|&i| CrashPoint {
+            instant_ns: log.ops[i].span.end_ns,
+            torn: false,
+            kind: PointKind::Exhaustive,
+        })
+        .collect();
+    v.push(CrashPoint {
+        instant_ns: 0,
+        torn: false,
+        kind: PointKind::Exhaustive,
+    });
+    if torn {
+        v.extend(log.ops.iter().filter(|o| o.mutates()).map(|o| CrashPoint {
+            instant_ns: mid(o),
+            torn: true,
+            kind: PointKind::Exhaustive,
+        }));
+    }
+    v.sort();
+    v.dedup_by_key(|p| (p.instant_ns, p.torn));
+    v
+}
+
+fn mid(o: &LoggedOp) -> u64 {
+    o.span.start_ns + (o.span.end_ns - o.span.start_ns) / 2
+}
+
+/// `n` instants: a third spread evenly, the rest aimed, half of all torn when `torn`.
+pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> Vec<CrashPoint> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c4a5);
+    let order = log.completion_order();
+    let mut out = Vec::with_capacity(n);
+    if order.is_empty() || n == 0 {
+        return vec![CrashPoint {
+            instant_ns: 0,
+            torn: false,
+            kind: PointKind::Spread,
+        }];
+    }
+    let metadata: Vec<&LoggedOp> = log
+        .ops
+        .iter()
+        .filter(|o| {
+            o.mutates()
+                && !matches!(
+                    o.cause,
+                    OpCause::HostData | OpCause::GcCopy | OpCause::WearLevel
+                )
+        })
+        .collect();
+    let gc: Vec<&LoggedOp> = log
+        .ops
+        .iter()
+        .filter(|o| {
+            o.mutates()
+                && (matches!(o.cause, OpCause::GcCopy | OpCause::WearLevel)
+                    || matches!(o.kind, OpKind::Erase { .. }))
+        })
+        .collect();
+    let acks: Vec<u64> = host
+        .records
+        .iter()
+        .filter(|r| r.succeeded())
+        .flat_map(|r| [r.ack_ns, r.durable_ns])
+        .flatten()
+        .collect();
+    let spread = n.div_ceil(3);
+    for k in 0..spread {
+        let i = order[(k * order.len() / spread).min(order.len() - 1)];
+        out.push(CrashPoint {
+            instant_ns: log.ops[i].span.end_ns,
+            torn: false,
+            kind: PointKind::Spread,
+        });
+    }
+    while out.len() < n {
+        let tear = torn && rng.random_bool(0.5);
+        let pick = rng.random_range(0..3u32);
+        let p = match pick {
+            0 if !metadata.is_empty() => aimed(
+                metadata[rng.random_range(0..metadata.len())],
+                tear,
+                PointKind::Metadata,
+                &mut rng,
+            ),
+            1 if !gc.is_empty() => aimed(
+                gc[rng.random_range(0..gc.len())],
+                tear,
+                PointKind::Gc,
+                &mut rng,
+            ),
+            _ if !acks.is_empty() => {
+                let a = acks[rng.random_range(0..acks.len())];
+                // Just before or at an acknowledgement.
+                let at = if rng.random_bool(0.5) {
+                    a.saturating_sub(1)
+                } else {
+                    a
+                };
+                CrashPoint {
+                    instant_ns: at,
+                    torn: tear,
+                    kind: PointKind::Acknowledgement,
+                }
+            }
+            _ => {
+                let i = order[rng.random_range(0..order.len())];
+                aimed(&log.ops[i], tear, PointKind::Spread, &mut rng)
+            }
+        };
+        out.push(p);
+    }
+    out.sort();
+    out
+}
+
+fn aimed(o: &LoggedOp, tear: bool, kind: PointKind, rng: &mut ChaCha8Rng) -> CrashPoint {
+    if tear {
+        let len = (o.span.end_ns - o.span.start_ns).max(2);
+        CrashPoint {
+            instant_ns: o.span.start_ns + 1 + rng.random_range(0..len - 1),
+            torn: true,
+            kind,
+        }
+    } else if rng.random_bool(0.5) {
+        CrashPoint {
+            instant_ns: o.span.end_ns,
+            torn: false,
+            kind,
+        }
+    } else {
+        CrashPoint {
+            instant_ns: o.span.end_ns.saturating_sub(1),
+            torn: false,
+            kind,
+        }
+    }
+}
+
+/// Builds images for ascending instants by applying completed operations to one working store.
+pub struct ImageBuilder<'a> {
+    log: &'a OpLog,
+    order: Vec<usize>,
+    next: usize,
+    working: Box<dyn Store>,
+    /// Per chip: mutating ops in issue order (their spans are disjoint and ascending).
+    per_chip: Vec<Vec<usize>>,
+    chip_cursor: Vec<usize>,
+}
+
+impl<'a> ImageBuilder<'a> {
+    pub fn new(base: &dyn Store, log: &'a OpLog) -> ImageBuilder<'a> {
+        let g = base.geometry().clone();
+        let mut per_chip = vec![Vec::new(); g.chips() as usize];
+        for (i, o) in log.ops.iter().enumerate() {
+            let chip = match &o.kind {
+                OpKind::Program { ppn, .. } => g.chip_of(*ppn),
+                OpKind::Erase { block } => g.chip_of_block(*block),
+                _ => continue,
+            };
+            per_chip[chip.0 as usize].push(i);
+        }
+        ImageBuilder {
+            log,
+            order: log.completion_order(),
+            next: 0,
+            working: base.snapshot(),
+            per_chip,
+            chip_cursor: vec![0; g.chips() as usize],
+        }
+    }
+
+    /// The image at `instant` (instants must not decrease between calls).
+    pub fn image_at(&mut self, instant: u64, torn: bool) -> Box<dyn Store> {
+        while self.next < self.order.len()
+            && self.log.ops[self.order[self.next]].span.end_ns <= instant
+        {
+            self.log.ops[self.order[self.next]].apply(self.working.as_mut());
+            self.next += 1;
+        }
+        let mut image = self.working.snapshot();
+        if torn {
+            for (chip, ops) in self.per_chip.iter().enumerate() {
+                let cur = &mut self.chip_cursor[chip];
+                while *cur < ops.len() && self.log.ops[ops[*cur]].span.end_ns <= instant {
+                    *cur += 1;
+                }
+                if let Some(&i) = ops.get(*cur) {
+                    if self.log.ops[i].in_flight_at(instant) {
+                        self.log.ops[i].tear(image.as_mut());
+                    }
+                }
+            }
+        }
+        image
+    }
+}
