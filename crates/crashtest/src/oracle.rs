@@ -436,3 +436,264 @@ impl<'a> Model<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ftl::SwriteMode;
+
+    fn rec(
+        op: HostOp,
+        arrival: u64,
+        ack: Option<u64>,
+        durable: Option<u64>,
+        first_write: u64,
+    ) -> HostRecord {
+        HostRecord {
+            index: 0,
+            op,
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: durable,
+            error: None,
+            first_write,
+        }
+    }
+
+    fn log(records: Vec<HostRecord>, pages: u32) -> HostLog {
+        let mut records = records;
+        let mut next = 0;
+        for (i, r) in records.iter_mut().enumerate() {
+            r.index = i as u64;
+            r.first_write = next;
+            next += r.op.written_lpns().len() as u64;
+        }
+        HostLog {
+            design: "test".into(),
+            logical_pages: pages,
+            records,
+            next_write: next,
+        }
+    }
+
+    fn sw(uuid: u64, lpns: &[u32]) -> HostOp {
+        HostOp::SWrite {
+            uuid: TxUuid(uuid),
+            lpns: lpns.iter().map(|&l| Lpn(l)).collect(),
+            mode: SwriteMode::Async,
+        }
+    }
+
+    use Seen::{Unwritten as U, Write as W};
+
+    /// w0,w1: tx1 {0,1} durable at 10; w2,w3: tx2 {1,2} durable at 40; w4: plain write lpn 3 acked
+    /// at 60; w5,w6: dynamic tx3 lpn 4 (HEAD) and 5 (REAR, durable 100); w7: tx4 {6} aborted at 130.
+    fn txlog() -> HostLog {
+        log(
+            vec![
+                rec(sw(1, &[0, 1]), 0, Some(5), Some(10), 0),
+                rec(sw(2, &[1, 2]), 20, Some(30), Some(40), 0),
+                rec(
+                    HostOp::Write {
+                        start: Lpn(3),
+                        count: 1,
+                    },
+                    50,
+                    Some(60),
+                    Some(60),
+                    0,
+                ),
+                rec(
+                    HostOp::DWrite {
+                        uuid: TxUuid(3),
+                        lpn: Lpn(4),
+                        flag: DwriteFlag::Head,
+                    },
+                    70,
+                    Some(80),
+                    None,
+                    0,
+                ),
+                rec(
+                    HostOp::DWrite {
+                        uuid: TxUuid(3),
+                        lpn: Lpn(5),
+                        flag: DwriteFlag::Rear,
+                    },
+                    90,
+                    Some(100),
+                    Some(100),
+                    0,
+                ),
+                rec(sw(4, &[6]), 110, Some(115), Some(200), 0),
+                rec(HostOp::Abort { uuid: TxUuid(4) }, 120, Some(130), None, 0),
+            ],
+            8,
+        )
+    }
+
+    fn judge(l: &HostLog, p: Promise, t: u64, seen: &[Seen]) -> usize {
+        Model::new(l).judge(p, t, seen).len()
+    }
+
+    #[test]
+    fn atomic_transactions_all_or_nothing_and_durability() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        assert_eq!(
+            judge(&l, a, 35, &[W(0), W(1), U, U, U, U, U, U]),
+            0,
+            "tx2 not yet durable may be absent"
+        );
+        assert_eq!(
+            judge(&l, a, 35, &[W(0), W(2), W(3), U, U, U, U, U]),
+            0,
+            "tx2 may be present whole"
+        );
+        assert!(
+            judge(&l, a, 35, &[W(0), W(2), U, U, U, U, U, U]) > 0,
+            "tx2 half present"
+        );
+        assert!(
+            judge(&l, a, 35, &[U, W(1), U, U, U, U, U, U]) > 0,
+            "tx1 was durable at 10"
+        );
+        assert!(
+            judge(&l, a, 45, &[W(0), W(1), U, U, U, U, U, U]) > 0,
+            "tx2 durable at 40 lost"
+        );
+        assert!(
+            judge(&l, a, 45, &[W(0), W(1), W(3), U, U, U, U, U]) > 0,
+            "older version resurfaced over tx2"
+        );
+    }
+
+    #[test]
+    fn a_later_transaction_cannot_survive_without_an_earlier_overlapping_one() {
+        // tx1 not durable until 100 this time.
+        let mut l = txlog();
+        l.records[0].durable_ns = Some(100);
+        let a = Promise::AtomicTransactions;
+        assert!(
+            judge(&l, a, 45, &[U, W(2), W(3), U, U, U, U, U]) > 0,
+            "tx2 without tx1 (Tx(A)/Tx(B))"
+        );
+        // Once tx1 is aborted by the host, tx2 may survive alone.
+        l.records.push(HostRecord {
+            index: 7,
+            op: HostOp::Abort { uuid: TxUuid(1) },
+            arrival_ns: 15,
+            ack_ns: Some(16),
+            durable_ns: None,
+            error: None,
+            first_write: 8,
+        });
+        assert_eq!(judge(&l, a, 45, &[U, W(2), W(3), U, U, U, U, U]), 0);
+    }
+
+    #[test]
+    fn dynamic_transactions_and_aborts() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        let base = [W(0), W(2), W(3), W(4)];
+        let with = |rest: [Seen; 4]| -> Vec<Seen> { base.iter().copied().chain(rest).collect() };
+        assert!(
+            judge(&l, a, 85, &with([W(5), U, U, U])) > 0,
+            "HEAD visible before REAR arrived"
+        );
+        assert_eq!(judge(&l, a, 85, &with([U, U, U, U])), 0);
+        assert_eq!(judge(&l, a, 105, &with([W(5), W(6), U, U])), 0);
+        assert!(
+            judge(&l, a, 105, &with([U, U, U, U])) > 0,
+            "dynamic tx durable at 100 lost"
+        );
+        assert!(
+            judge(&l, a, 105, &with([W(5), U, U, U])) > 0,
+            "dynamic tx half present"
+        );
+        assert!(
+            judge(&l, a, 135, &with([W(5), W(6), W(7), U])) > 0,
+            "aborted tx4 visible"
+        );
+        assert_eq!(
+            judge(&l, a, 125, &with([W(5), W(6), W(7), U])),
+            0,
+            "abort not yet acknowledged: either way"
+        );
+    }
+
+    #[test]
+    fn foreign_garbage_and_future_data_are_always_violations() {
+        let l = txlog();
+        for p in Promise::ALL {
+            assert!(
+                judge(
+                    &l,
+                    p,
+                    45,
+                    &[
+                        Seen::Foreign(ContentTag { lpn: 1, write: 1 }),
+                        W(2),
+                        W(3),
+                        U,
+                        U,
+                        U,
+                        U,
+                        U
+                    ]
+                ) > 0
+            );
+            assert!(judge(&l, p, 45, &[Seen::Garbage, W(2), W(3), U, U, U, U, U]) > 0);
+            assert!(judge(&l, p, 45, &[Seen::Uncorrectable, W(2), W(3), U, U, U, U, U]) > 0);
+            assert!(
+                judge(&l, p, 45, &[W(0), W(2), W(3), W(4), U, U, U, U]) > 0,
+                "write 4 arrived at 50"
+            );
+            assert!(
+                judge(&l, p, 45, &[W(1), W(2), W(3), U, U, U, U, U]) > 0,
+                "write 1 is of lpn 1"
+            );
+        }
+    }
+
+    #[test]
+    fn ordered_is_prefix_semantics_with_flushes() {
+        let w = |lpn, count| HostOp::Write {
+            start: Lpn(lpn),
+            count,
+        };
+        let l = log(
+            vec![
+                rec(w(0, 1), 0, Some(1), None, 0),
+                rec(w(1, 2), 2, Some(3), None, 0),
+                rec(HostOp::Flush, 4, Some(50), None, 0),
+                rec(w(0, 1), 60, Some(61), None, 0),
+            ],
+            4,
+        );
+        let o = Promise::Ordered;
+        assert_eq!(judge(&l, o, 40, &[U, U, U, U]), 0, "nothing flushed yet");
+        assert_eq!(
+            judge(&l, o, 40, &[W(0), U, U, U]),
+            0,
+            "prefix of one request"
+        );
+        assert!(
+            judge(&l, o, 40, &[U, W(1), W(2), U]) > 0,
+            "request 1 without request 0"
+        );
+        assert!(judge(&l, o, 40, &[W(0), W(1), U, U]) > 0, "request 1 torn");
+        assert!(
+            judge(&l, o, 55, &[W(0), U, U, U]) > 0,
+            "flush acknowledged: requests 0 and 1 must be there"
+        );
+        assert_eq!(judge(&l, o, 65, &[W(3), W(1), W(2), U]), 0);
+        // The same images under flush-only: page by page, so the torn request is fine.
+        assert_eq!(judge(&l, Promise::FlushOnly, 40, &[W(0), W(1), U, U]), 0);
+        assert!(judge(&l, Promise::FlushOnly, 55, &[W(0), U, W(2), U]) > 0);
+        assert!(
+            judge(&l, Promise::DurableWrites, 40, &[W(0), W(1), U, U]) > 0,
+            "request 1 acknowledged at 3"
+        );
+    }
+}
