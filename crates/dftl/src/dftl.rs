@@ -704,22 +704,37 @@ impl BlockDevice for Dftl {
         })
     }
 
-    /// Unmaps pages. After a power cut a trimmed page may read as its old data until the next
-    /// checkpoint has persisted the unmapping (the promise covers writes, not trims).
+    /// Unmaps pages. The covering translation pages are written back at once and the trimmed
+    /// pages become erasable only when those are on flash: otherwise GC could erase (and reuse)
+    /// a trimmed page while the persisted mapping still points to it, and a power cut would
+    /// resurrect a mapping to an erased page or to another page's data. After a power cut a
+    /// trimmed page reads as unwritten once the trim is acknowledged; before that it may read as
+    /// its old data (allowed by `BlockDevice::trim`).
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         self.check_request(start, count as u64)?;
         self.check_arrival(arrival_ns)?;
+        self.gc_if_needed(arrival_ns)?;
         self.maybe_checkpoint(arrival_ns)?;
         let mut loaded = None;
         let mut ack = arrival_ns;
+        let mut stale: Vec<Ppn> = Vec::new();
+        let mut tvpns: Vec<usize> = Vec::new();
         for i in 0..count {
             let lpn = start.0 + i;
             let (old, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
             ack = ack.max(known);
             if !old.is_none() {
-                self.space.validity.invalidate(old, known);
                 self.cmt.update(lpn, Ppn::NONE, true);
+                stale.push(old);
+                tvpns.push(self.tvpn(lpn));
             }
+        }
+        tvpns.dedup();
+        for t in tvpns {
+            ack = ack.max(self.write_translation(t, arrival_ns, OpCause::Mapping)?);
+        }
+        for old in stale {
+            self.space.validity.invalidate(old, ack);
         }
         Ok(Completion {
             arrival_ns,
