@@ -17,8 +17,8 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation, encode_translation, Checkpoint, OobRecord, Reservation, Seal, KIND_DATA,
-    KIND_TRANSLATION,
+    decode_translation_checked, encode_translation, translation_crc, Checkpoint, OobRecord, Reservation, Seal, KIND_DATA,
+    KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, LOG_BLOCKS, RESERVE_AHEAD};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
@@ -95,6 +95,8 @@ pub struct Dftl {
     gtd: Vec<(Ppn, u64)>,
     /// Per tvpn: end of the newest data program its entries may point to.
     tvpn_data_end: Vec<u64>,
+    /// Translation pages whose mirror holds GC moves not yet written back.
+    pending: Vec<bool>,
     cmt: Cmt,
     space: Space,
     seq: u64,
@@ -128,8 +130,8 @@ struct Counters {
     wear_moves: u64,
 }
 
-fn oob(kind: u8, id: u32, seq: u64) -> [u8; 16] {
-    OobRecord { kind, id, seq }.encode()
+fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
+    OobRecord { kind, id, seq, crc }.encode()
 }
 
 impl Dftl {
@@ -137,8 +139,11 @@ impl Dftl {
         let g = flash.geometry().clone();
         let layout = Layout::new(&g, g.pages());
         // Besides over-provisioning, keep back what the design itself needs free at all times:
-        // one open block per stream and chip, and the GC low-water mark.
-        let gc_low_blocks = 2 * g.chips() + 4;
+        // one open block per stream and chip, and the GC low-water mark, which must leave room
+        // for a checkpoint writing back every dirty translation page at once.
+        let max_tvpns = g.pages().div_ceil(g.page_bytes / 4);
+        let checkpoint_room = cfg.cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips();
+        let gc_low_blocks = 2 * g.chips() + 4 + checkpoint_room;
         let working = STREAMS as u32 * g.chips() + gc_low_blocks;
         let logical_pages = ftl::logical_pages(
             &g,
@@ -159,6 +164,7 @@ impl Dftl {
             gmt: vec![Ppn::NONE; logical_pages as usize],
             gtd: vec![(Ppn::NONE, 0); tvpns],
             tvpn_data_end: vec![0; tvpns],
+            pending: vec![false; tvpns],
             cmt,
             space,
             seq: 1,
@@ -361,35 +367,34 @@ impl Dftl {
                 if owner & TRANSLATION == 0 {
                     // A data copy is the current version as of now: fresh sequence number.
                     seq += 1;
-                    oob_buf[..16].copy_from_slice(&oob(KIND_DATA, owner, seq));
+                    oob_buf[..OOB_BYTES as usize].copy_from_slice(&oob(KIND_DATA, owner, seq, 0));
                 }
             },
             |m| moves.push(m),
             |_| reservation_end,
         )?;
         self.seq = seq;
-        let mut touched: Vec<usize> = Vec::new();
+        // Moved data pages: the new mapping goes into the CMT as a dirty entry, written back
+        // lazily with the rest of its translation page (DFTL's batch update). Until then the copy
+        // is found by recovery's scan: it carries a fresh sequence number in a scanned block.
         for m in &moves {
             if m.owner & TRANSLATION != 0 {
                 let t = (m.owner & !TRANSLATION) as usize;
                 self.gtd[t].0 = m.to;
-            } else {
-                let lpn = m.owner;
-                let t = self.tvpn(lpn);
-                self.tvpn_data_end[t] = self.tvpn_data_end[t].max(m.end_ns);
-                self.stats.gc_copies += 1;
-                if self.cmt.contains(lpn) {
-                    self.cmt.update(lpn, m.to, true);
-                } else {
-                    self.gmt[lpn as usize] = m.to;
-                    touched.push(t);
-                }
+                continue;
             }
-        }
-        touched.sort_unstable();
-        touched.dedup();
-        for t in touched {
-            self.write_translation(t, now, cause)?;
+            let lpn = m.owner;
+            let t = self.tvpn(lpn);
+            self.tvpn_data_end[t] = self.tvpn_data_end[t].max(m.end_ns);
+            self.stats.gc_copies += 1;
+            if self.cmt.contains(lpn) {
+                self.cmt.update(lpn, m.to, true);
+            } else {
+                // Not cached: the mirror takes the new location at once and the translation page
+                // is marked pending, so whichever write-back of it comes next carries the move.
+                self.gmt[lpn as usize] = m.to;
+                self.pending[t] = true;
+            }
         }
         Ok(())
     }
@@ -407,12 +412,12 @@ impl Dftl {
                 self.cmt.mark_clean(lpn);
             }
         }
+        self.pending[t] = false;
         let mut not_before = now.max(self.tvpn_data_end[t]);
         let old = self.gtd[t].0;
         if !old.is_none() {
             // Read-modify-write of the old translation page.
-            let mut buf = [0u8; 16];
-            let (_, read) = self.flash.read(old, &mut buf, now, cause)?;
+            let (_, read) = self.flash.sense(old, now, cause)?;
             not_before = not_before.max(read.end_ns);
             self.stats.translation_reads += 1;
         }
@@ -424,10 +429,11 @@ impl Dftl {
         let not_before =
             not_before.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
         let seq = self.next_seq();
+        let crc = translation_crc(&page);
         let span = self.flash.program(
             ppn,
             &Content::Bytes(page),
-            &oob(KIND_TRANSLATION, t as u32, seq),
+            &oob(KIND_TRANSLATION, t as u32, seq, crc),
             not_before,
             cause,
         )?;
@@ -472,8 +478,7 @@ impl Dftl {
             match loaded {
                 Some((lt, end)) if *lt == t => ready = *end,
                 _ => {
-                    let mut buf = [0u8; 16];
-                    let (_, span) = self.flash.read(tpage, &mut buf, now, OpCause::Mapping)?;
+                    let (_, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
                     self.stats.translation_reads += 1;
                     ready = span.end_ns;
                     *loaded = Some((t, ready));
@@ -528,6 +533,8 @@ impl Dftl {
             .into_iter()
             .map(|l| self.tvpn(l))
             .collect();
+        dirty.extend((0..self.pending.len()).filter(|&t| self.pending[t]));
+        dirty.sort_unstable();
         dirty.dedup();
         for t in dirty {
             after = after.max(self.write_translation(t, now, OpCause::Checkpoint)?);
@@ -555,6 +562,15 @@ impl Dftl {
                 .map(|q| q.iter().copied().collect())
                 .collect(),
             open,
+            used: Checkpoint::bitmap(
+                g.blocks(),
+                (0..g.blocks()).map(BlockId).filter(|&b| {
+                    !matches!(
+                        self.space.pool.state(b),
+                        BlockState::Free | BlockState::Reserved
+                    )
+                }),
+            ),
         };
         let payload = ck.encode();
         let slot = (self.ckpt_seq % 2) as usize;
@@ -638,7 +654,7 @@ impl BlockDevice for Dftl {
             let span = self.flash.program(
                 ppn,
                 content,
-                &oob(KIND_DATA, lpn, seq),
+                &oob(KIND_DATA, lpn, seq, 0),
                 ready,
                 OpCause::HostData,
             )?;
@@ -670,7 +686,7 @@ impl BlockDevice for Dftl {
         self.maybe_checkpoint(arrival_ns)?;
         let mut ack = arrival_ns;
         let mut loaded = None;
-        let mut oob_buf = [0u8; 16];
+        let mut oob_buf = [0u8; OOB_BYTES as usize];
         for i in 0..count {
             let lpn = start.0 + i;
             let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
@@ -803,6 +819,22 @@ struct Found {
     max_seq: u64,
     pages: u64,
     blocks: u64,
+    /// Per scanned block: the first page that is not programmed (`pages_per_block` if none)
+    /// and whether that page is torn (then the block must be erased before reuse).
+    ends: Vec<(BlockId, u32, bool)>,
+}
+
+impl Found {
+    fn empty() -> Found {
+        Found {
+            data: FxHashMap::default(),
+            translation: FxHashMap::default(),
+            max_seq: 0,
+            pages: 0,
+            blocks: 0,
+            ends: Vec::new(),
+        }
+    }
 }
 
 impl Dftl {
@@ -813,7 +845,7 @@ impl Dftl {
     ) -> Result<Option<Checkpoint>, FtlError> {
         let g = flash.geometry().clone();
         let mut best: Option<(Seal, usize)> = None;
-        let mut oob_buf = [0u8; 16];
+        let mut oob_buf = [0u8; OOB_BYTES as usize];
         for slot in 0..2 {
             let ppn = layout.slot_page(&g, slot, layout.payload_pages);
             if let (ReadStatus::Data(c), _) =
@@ -885,7 +917,7 @@ impl Dftl {
         let mut list: Vec<(BlockId, u32)> = ck.open.clone();
         list.extend(ck.reserved.iter().flatten().map(|&b| (b, 0)));
         let (mut lb, mut lp, mut seq) = (ck.log_block, ck.log_page, ck.log_seq);
-        let mut oob_buf = [0u8; 16];
+        let mut oob_buf = [0u8; OOB_BYTES as usize];
         for _ in 0..LOG_BLOCKS as u32 * g.pages_per_block {
             // The next page of the log; a position at a block's end moves on only if the next
             // block really continues the log (otherwise it is a stale, unerased ring block).
@@ -948,21 +980,17 @@ impl Dftl {
 
     fn scan(flash: &mut Flash, list: &[(BlockId, u32)], start: u64) -> Result<Found, FtlError> {
         let g = flash.geometry().clone();
-        let mut found = Found {
-            data: FxHashMap::default(),
-            translation: FxHashMap::default(),
-            max_seq: 0,
-            pages: 0,
-            blocks: 0,
-        };
-        let mut buf = [0u8; 16];
+        let mut found = Found::empty();
+        let mut buf = [0u8; OOB_BYTES as usize];
         for &(block, from) in list {
             found.blocks += 1;
+            let mut end = (block, g.pages_per_block, false);
             for p in from..g.pages_per_block {
                 let ppn = g.ppn(block, p);
                 let (state, _) = flash.read_oob(ppn, &mut buf, start, OpCause::Recovery)?;
                 found.pages += 1;
                 if state != PageState::Programmed {
+                    end = (block, p, state == PageState::Torn);
                     break;
                 }
                 let Some(r) = OobRecord::decode(&buf) else {
@@ -979,6 +1007,7 @@ impl Dftl {
                     *e = (r.seq, ppn);
                 }
             }
+            found.ends.push(end);
         }
         Ok(found)
     }
@@ -1004,13 +1033,7 @@ impl Dftl {
         let found = if cfg.oob_scan {
             Dftl::scan(&mut flash, &list, start)?
         } else {
-            Found {
-                data: FxHashMap::default(),
-                translation: FxHashMap::default(),
-                max_seq: 0,
-                pages: 0,
-                blocks: 0,
-            }
+            Found::empty()
         };
         let mut d = Dftl::build(flash, cfg);
         if ck.gtd.len() != d.gtd.len() {
@@ -1026,21 +1049,17 @@ impl Dftl {
                 d.gtd[t as usize] = (ppn, seq);
             }
         }
-        // The translation pages' contents become the mapping mirror. These are the pages a running
-        // DFTL reads on demand; loading the mirror is the simulator's, not charged as recovery.
-        let per = d.per_tpage as usize;
-        for t in 0..d.gtd.len() {
-            let ppn = d.gtd[t].0;
-            if ppn.is_none() {
-                continue;
-            }
-            let c = d.flash.store().data(ppn);
-            let bytes = c.as_bytes().ok_or_else(|| {
-                FtlError::Corrupt(format!("translation page {t} at {ppn} holds no bytes"))
-            })?;
-            let first = t * per;
-            let last = (first + per).min(d.logical_pages as usize);
-            decode_translation(bytes, &mut d.gmt[first..last]);
+        // Read every translation page the directory names (charged to recovery): the mapping
+        // they hold is needed to rebuild the per-block valid counts GC relies on. Cost: one page
+        // read per translation page (logical pages / (page_bytes / 4)), constant in the scan zone.
+        let translation_reads = d.load_translation_pages(start)?;
+        if let Ok(l) = std::env::var("DFTL_DEBUG_LPN") {
+            let l: u32 = l.parse().unwrap();
+            let t = d.tvpn(l);
+            eprintln!(
+                "ckpt {} seq {} gtd[{t}] ck {:?} now {:?} found tpage {:?} found data {:?} gmt {:?} list {:?}",
+                ck.ckpt_seq, ck.seq, ck.gtd[t], d.gtd[t], found.translation.get(&(t as u32)), found.data.get(&l), d.gmt[l as usize], list
+            );
         }
         let mut dirty_tvpns: Vec<usize> = Vec::new();
         for (&lpn, &(seq, ppn)) in &found.data {
@@ -1062,7 +1081,7 @@ impl Dftl {
         d.log_seq = log_seq;
         d.ckpt_log = (ck.log_block, ck.log_page);
         d.log_pages_since_ckpt = log_seq - ck.log_seq;
-        d.rebuild_space()?;
+        d.rebuild_space(&ck, &list, &found)?;
         let now = d.flash.idle_ns();
         d.last_arrival = start;
         // Persist what the scan found, then a fresh checkpoint, before serving.
@@ -1076,31 +1095,92 @@ impl Dftl {
             ("blocks_scanned".into(), found.blocks as f64),
             ("pages_scanned".into(), found.pages as f64),
             ("scan_list_blocks".into(), list.len() as f64),
+            ("translation_pages_read".into(), translation_reads as f64),
             ("checkpoint_blocks".into(), d.cfg.checkpoint_blocks as f64),
         ];
         Ok((d, report))
     }
 
-    /// Rebuilds allocator and validity from the recovered mapping and what the blocks hold.
-    fn rebuild_space(&mut self) -> Result<(), FtlError> {
+    /// Reads the translation page of every tvpn into the mapping mirror, checking each against
+    /// the crc in its OOB record. Returns the number of pages read.
+    fn load_translation_pages(&mut self, start: u64) -> Result<u64, FtlError> {
+        let per = self.per_tpage as usize;
+        let mut oob_buf = [0u8; OOB_BYTES as usize];
+        let mut reads = 0;
+        for t in 0..self.gtd.len() {
+            let ppn = self.gtd[t].0;
+            if ppn.is_none() {
+                continue;
+            }
+            let (status, _) = self.flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?;
+            reads += 1;
+            let first = t * per;
+            let last = (first + per).min(self.logical_pages as usize);
+            let ok = match (&status, OobRecord::decode(&oob_buf)) {
+                (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => c
+                    .as_bytes()
+                    .is_some_and(|b| decode_translation_checked(b, r.crc, &mut self.gmt[first..last])),
+                _ => false,
+            };
+            if !ok {
+                return Err(FtlError::Corrupt(format!(
+                    "translation page {t} at {ppn} does not read back intact ({status:?})"
+                )));
+            }
+        }
+        Ok(reads)
+    }
+
+    /// Rebuilds allocator and validity without reading the device: block states come from the
+    /// checkpoint's used-block bitmap, corrected by what the scan found in the blocks opened
+    /// since; valid counts from the recovered mapping (every LPN and every translation page).
+    /// A block in use at the checkpoint and not opened since is taken as full even if GC erased
+    /// it after the checkpoint (its valid count is then 0 and GC erases it again before reuse).
+    fn rebuild_space(
+        &mut self,
+        ck: &Checkpoint,
+        list: &[(BlockId, u32)],
+        found: &Found,
+    ) -> Result<(), FtlError> {
         let g = self.flash.geometry().clone();
         let reserved: Vec<BlockId> = self.layout.reserved_blocks().collect();
         let mut pool = BlockPool::new(&g, STREAMS, |b| reserved.contains(&b));
+        let mut in_list = vec![false; g.blocks() as usize];
+        for &(b, _) in list {
+            in_list[b.0 as usize] = true;
+        }
         for b in 0..g.blocks() {
             let block = BlockId(b);
-            if pool.state(block) == BlockState::Reserved {
-                continue;
+            if pool.state(block) != BlockState::Reserved && ck.was_used(block) && !in_list[b as usize]
+            {
+                pool.mark_full(block);
             }
-            if self.flash.write_pointer(block) > 0 || self.flash.block_erase_torn(block) {
+        }
+        if self.cfg.oob_scan {
+            for &(block, end, torn) in &found.ends {
+                if end > 0 || torn {
+                    pool.mark_full(block);
+                }
+            }
+        } else {
+            // Negative control: nothing is known about the blocks opened since the checkpoint.
+            for &(block, _) in list {
                 pool.mark_full(block);
             }
         }
         let mut validity = Validity::new(&g);
         for (lpn, &ppn) in self.gmt.iter().enumerate() {
             if !ppn.is_none() {
-                if self.flash.peek_state(ppn) != PageState::Programmed || validity.is_valid(ppn) {
+                // Consistency check of the rebuilt mapping (no flash operation, no information
+                // used for recovery decisions).
+                let block = g.block_of(ppn);
+                if self.flash.peek_state(ppn) != PageState::Programmed
+                    || self.flash.block_erase_torn(block)
+                    || validity.is_valid(ppn)
+                {
                     return Err(FtlError::Corrupt(format!(
-                        "lpn {lpn} recovered to unusable {ppn}"
+                        "lpn {lpn} recovered to unusable {ppn} (state {:?}, erase torn {}, in scan list {}, used at checkpoint {})",
+                        self.flash.peek_state(ppn), self.flash.block_erase_torn(block), in_list[block.0 as usize], ck.was_used(block)
                     )));
                 }
                 validity.set_valid(ppn, lpn as u32);

@@ -1,12 +1,14 @@
 //! On-flash formats of DFTL, each with its byte layout (all integers little-endian).
 //!
-//! **OOB record** (16 bytes, every page DFTL programs outside its reserved areas):
+//! **OOB record** (20 bytes, every page DFTL programs outside its reserved areas):
 //! ```text
 //! 0  kind  u8   1 = host data, 2 = translation page
 //! 1  pad   [u8; 3]
 //! 4  id    u32  LPN (data) or translation virtual page number (translation)
 //! 8  seq   u64  global sequence number (data copies made by GC get a fresh one;
 //!               translation copies keep theirs: a copy is still a snapshot as of its seq)
+//! 16 crc   u32  translation page: crc32c of its data area (a translation page fills its
+//!               whole data area with entries, so its checksum lives here); data page: 0
 //! ```
 //! **Translation page**: `page_bytes / 4` entries, entry *i* = PPN of LPN `tvpn * entries + i`
 //! (`u32::MAX` = unmapped).
@@ -34,13 +36,15 @@
 //! 52 gtd          tvpns × (ppn u32, seq u64)
 //! .. reserved     per chip: count u32, count × block u32   (reserved, not yet opened)
 //! .. open blocks  n_open × (block u32, next_page u32)       (pages from next_page on are newer)
+//! .. blocks       u32
+//! .. used bitmap  ceil(blocks / 8) bytes, bit b = block b was not free at checkpoint time
 //! ```
 //! **Seal page**: `"DFTLSEAL"`, ckpt_seq u64, payload_bytes u64, payload crc32c u32, crc32c u32
 //! of the 28 bytes before it. A slot counts only if its seal and payload checksums hold.
 
 use flash::{BlockId, Ppn};
 
-pub const OOB_BYTES: u32 = 16;
+pub const OOB_BYTES: u32 = 20;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_TRANSLATION: u8 = 2;
 
@@ -49,14 +53,16 @@ pub struct OobRecord {
     pub kind: u8,
     pub id: u32,
     pub seq: u64,
+    pub crc: u32,
 }
 
 impl OobRecord {
-    pub fn encode(&self) -> [u8; 16] {
-        let mut b = [0u8; 16];
+    pub fn encode(&self) -> [u8; OOB_BYTES as usize] {
+        let mut b = [0u8; OOB_BYTES as usize];
         b[0] = self.kind;
         b[4..8].copy_from_slice(&self.id.to_le_bytes());
         b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..20].copy_from_slice(&self.crc.to_le_bytes());
         b
     }
     pub fn decode(b: &[u8]) -> Option<OobRecord> {
@@ -68,6 +74,7 @@ impl OobRecord {
             kind,
             id: u32::from_le_bytes(b.get(4..8)?.try_into().ok()?),
             seq: u64::from_le_bytes(b.get(8..16)?.try_into().ok()?),
+            crc: u32::from_le_bytes(b.get(16..20)?.try_into().ok()?),
         })
     }
 }
@@ -78,6 +85,20 @@ pub fn encode_translation(entries: &[Ppn], page_bytes: usize) -> Box<[u8]> {
         page[4 * i..4 * i + 4].copy_from_slice(&p.0.to_le_bytes());
     }
     page
+}
+
+/// Checksum a translation page carries in its OOB record.
+pub fn translation_crc(page: &[u8]) -> u32 {
+    crc32c::crc32c(page)
+}
+
+/// Decodes a translation page after checking it against the crc of its OOB record.
+pub fn decode_translation_checked(page: &[u8], crc: u32, out: &mut [Ppn]) -> bool {
+    if translation_crc(page) != crc || page.len() < 4 * out.len() {
+        return false;
+    }
+    decode_translation(page, out);
+    true
 }
 
 pub fn decode_translation(page: &[u8], out: &mut [Ppn]) {
@@ -181,9 +202,27 @@ pub struct Checkpoint {
     pub gtd: Vec<(Ppn, u64)>,
     pub reserved: Vec<Vec<BlockId>>,
     pub open: Vec<(BlockId, u32)>,
+    /// Bit `b` set: block `b` held (or was receiving) pages at checkpoint time.
+    pub used: Vec<u8>,
 }
 
 impl Checkpoint {
+    /// Whether block `b` was in use (not free) at checkpoint time.
+    pub fn was_used(&self, b: BlockId) -> bool {
+        self.used
+            .get((b.0 / 8) as usize)
+            .is_some_and(|byte| byte & (1 << (b.0 % 8)) != 0)
+    }
+
+    /// A bitmap over `blocks` blocks with the bits of `used` set.
+    pub fn bitmap(blocks: u32, used: impl Iterator<Item = BlockId>) -> Vec<u8> {
+        let mut v = vec![0u8; blocks.div_ceil(8) as usize];
+        for b in used {
+            v[(b.0 / 8) as usize] |= 1 << (b.0 % 8);
+        }
+        v
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.gtd.len() * 12);
         out.extend(b"DFTLCKPT");
@@ -208,6 +247,8 @@ impl Checkpoint {
             out.extend(b.0.to_le_bytes());
             out.extend(n.to_le_bytes());
         }
+        out.extend((self.used.len() as u32 * 8).to_le_bytes());
+        out.extend(&self.used);
         out
     }
     pub fn decode(b: &[u8], blocks: u32) -> Option<Checkpoint> {
@@ -229,6 +270,11 @@ impl Checkpoint {
             }
             open.push((BlockId(block), r.u32()?));
         }
+        let bits = r.u32()?;
+        if bits != blocks.div_ceil(8) * 8 {
+            return None;
+        }
+        let used = r.b.get(r.at..r.at + (bits / 8) as usize)?.to_vec();
         Some(Checkpoint {
             ckpt_seq,
             seq,
@@ -238,6 +284,7 @@ impl Checkpoint {
             gtd,
             reserved,
             open,
+            used,
         })
     }
 }
@@ -285,9 +332,11 @@ mod tests {
             kind: KIND_DATA,
             id: 77,
             seq: 1 << 40,
+            crc: 0xDEAD_BEEF,
         };
         assert_eq!(OobRecord::decode(&r.encode()), Some(r));
-        assert_eq!(OobRecord::decode(&[0u8; 16]), None);
+        assert_eq!(OobRecord::decode(&[0u8; OOB_BYTES as usize]), None);
+        assert_eq!(OobRecord::decode(&r.encode()[..12]), None, "short record");
     }
 
     #[test]
@@ -295,8 +344,12 @@ mod tests {
         let e = vec![Ppn(3), Ppn::NONE, Ppn(1 << 20)];
         let page = encode_translation(&e, 4096);
         let mut out = vec![Ppn(0); 3];
-        decode_translation(&page, &mut out);
+        let crc = translation_crc(&page);
+        assert!(decode_translation_checked(&page, crc, &mut out));
         assert_eq!(out, e);
+        let mut damaged = page.to_vec();
+        damaged[4095] ^= 4;
+        assert!(!decode_translation_checked(&damaged, crc, &mut out));
     }
 
     #[test]
@@ -327,7 +380,9 @@ mod tests {
             gtd: vec![(Ppn(9), 5), (Ppn::NONE, 0)],
             reserved: vec![vec![BlockId(2)], vec![BlockId(3), BlockId(4)]],
             open: vec![(BlockId(8), 17)],
+            used: Checkpoint::bitmap(64, [BlockId(8), BlockId(63)].into_iter()),
         };
+        assert!(c.was_used(BlockId(63)) && c.was_used(BlockId(8)) && !c.was_used(BlockId(9)));
         let bytes = c.encode();
         assert_eq!(Checkpoint::decode(&bytes, 64), Some(c));
         assert_eq!(Checkpoint::decode(&bytes[..bytes.len() - 1], 64), None);

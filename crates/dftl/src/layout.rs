@@ -31,6 +31,7 @@ impl Layout {
             gtd: vec![(Ppn(0), 0); tvpns as usize],
             reserved: vec![vec![BlockId(0); RESERVE_AHEAD]; chips as usize],
             open: vec![(BlockId(0), 0); 3 * chips as usize],
+            used: Checkpoint::bitmap(g.blocks(), std::iter::empty()),
         };
         let payload_pages = (probe.encode().len() as u32).div_ceil(g.page_bytes);
         let slot_blocks = (payload_pages + 1).div_ceil(g.pages_per_block) as usize;

@@ -23,7 +23,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn device(cmt: u32) -> dftl::Dftl {
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, true);
+    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
     dftl::Dftl::format(
         flash,
         &DesignOptions::default()
@@ -111,7 +111,7 @@ fn bad_input_is_a_typed_error() {
         Err(FtlError::TimeWentBackwards { .. })
     ));
     let o = DesignOptions::default().with("cmt_entires", 5);
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, true);
+    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
     assert!(matches!(
         dftl::Dftl::format(flash, &o),
         Err(FtlError::InvalidOption(_))
@@ -120,7 +120,7 @@ fn bad_input_is_a_typed_error() {
 
 #[test]
 fn an_unformatted_device_is_refused_by_recovery() {
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, true);
+    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
     assert!(matches!(
         dftl::Dftl::recover(flash, &DesignOptions::default()),
         Err(FtlError::Corrupt(_))

@@ -265,3 +265,48 @@ fn without_the_oob_scan_acknowledged_writes_are_lost() {
     eprintln!("negative control: {violations} of {n} cuts break the promise");
     assert!(violations > 0, "the checker must catch oob_scan=off");
 }
+
+#[test]
+#[ignore]
+fn debug_dump() {
+    let r = run(1, 260, true);
+    let lpn: u32 = std::env::var("LPN").unwrap().parse().unwrap();
+    let ppn: u32 = std::env::var("PPN").unwrap().parse().unwrap();
+    let block = ppn / 32;
+    for op in &r.log.ops {
+        let show = match &op.kind {
+            flash::OpKind::Program { ppn: p, content, oob } => {
+                p.0 / 32 == block
+                    || content.tag().is_some_and(|t| t.lpn == lpn)
+                    || (oob.len() >= 16 && oob[0] == 2 && u32::from_le_bytes(oob[4..8].try_into().unwrap()) == lpn / 1024)
+                    || op.cause == flash::OpCause::Checkpoint
+            }
+            flash::OpKind::Erase { block: b } => b.0 == block,
+            _ => false,
+        };
+        if show {
+            let desc = match &op.kind {
+                flash::OpKind::Program { ppn, .. } if op.cause == flash::OpCause::Checkpoint => format!("checkpoint program {}", ppn.0),
+                flash::OpKind::Program { ppn, content, oob } => format!(
+                    "program {} {:?} oob kind {} id {} seq {}",
+                    ppn.0,
+                    content.tag(),
+                    oob[0],
+                    u32::from_le_bytes(oob[4..8].try_into().unwrap()),
+                    u64::from_le_bytes(oob[8..16].try_into().unwrap())
+                ),
+                k => format!("{k:?}"),
+            };
+            eprintln!("#{} {}..{} {:?} {}", op.seq, op.span.start_ns, op.span.end_ns, op.cause, desc);
+        }
+    }
+    eprintln!("history {:?}", r.history[lpn as usize]);
+    if let Ok(at) = std::env::var("AT") {
+        let at: u64 = at.parse().unwrap();
+        let image = r.log.image_at(r.base.as_ref(), at, true);
+        let mut flash = Flash::new(r.config.clone(), image);
+        flash.start_clock_at(at);
+        let e = dftl::Dftl::recover(flash, &r.options).err();
+        eprintln!("{e:?}");
+    }
+}
