@@ -5,6 +5,7 @@
 //! one SVG per figure and `results.json`. Every number in the report is measured in that run; the
 //! papers' values are quoted as the papers', with section and figure.
 
+pub mod campaigns;
 pub mod commit_protocols;
 pub mod macro_tx;
 pub mod micro;
@@ -73,10 +74,28 @@ pub struct Experiment {
 
 /// Every experiment, in report order.
 pub fn experiments() -> Vec<Experiment> {
-    vec![Experiment {
-        id: "micro",
-        run: micro::run,
-    }]
+    vec![
+        Experiment {
+            id: "micro",
+            run: micro::run,
+        },
+        Experiment {
+            id: "macro",
+            run: macro_tx::run,
+        },
+        Experiment {
+            id: "recovery",
+            run: recovery::run,
+        },
+        Experiment {
+            id: "commit",
+            run: commit_protocols::run,
+        },
+        Experiment {
+            id: "campaigns",
+            run: campaigns::run,
+        },
+    ]
 }
 
 /// Runs the experiments (all, or those named in `only`).

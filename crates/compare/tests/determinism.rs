@@ -1,0 +1,52 @@
+//! Simulated-time results are deterministic for a seed: two runs give identical results.json.
+
+use compare::{run, write_report, Context, Scale};
+
+#[test]
+fn same_seed_same_results_json() {
+    let designs = vec![dftl::spec()];
+    let progress = |_: &str, _: u64, _: u64| {};
+    let only = vec!["micro".to_string(), "campaigns".to_string()];
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let ctx = Context {
+            designs: designs.clone(),
+            scale: Scale::Quick,
+            seed: 3,
+            progress: &progress,
+        };
+        let results = run(&ctx, &only).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write_report(dir.path(), "# test", &results).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        // Wall-clock figures are the only ones allowed to differ.
+        if let Some(c) = json.pointer_mut("/campaigns/data/dftl") {
+            let o = c.as_object_mut().unwrap();
+            o.remove("wall_s");
+            o.remove("crash_points_per_s");
+        }
+        assert!(dir.path().join("report.md").exists());
+        assert!(dir.path().join("fig7_latency_random.svg").exists());
+        outputs.push(json);
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    let dftl = outputs[0]
+        .pointer("/micro/data/random~1DFTL (single)/latency_ms")
+        .unwrap();
+    assert!(
+        dftl.as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v.as_f64().unwrap() > 0.0),
+        "measured latencies: {dftl}"
+    );
+    assert_eq!(
+        outputs[0]
+            .pointer("/campaigns/data/dftl/violations")
+            .unwrap(),
+        0
+    );
+}
