@@ -17,8 +17,8 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation_checked, encode_translation, translation_crc, Checkpoint, OobRecord, Reservation, Seal, KIND_DATA,
-    KIND_TRANSLATION, OOB_BYTES,
+    decode_translation_checked, encode_translation, translation_crc, Checkpoint, OobRecord,
+    Reservation, Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, LOG_BLOCKS, RESERVE_AHEAD};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
@@ -142,7 +142,8 @@ impl Dftl {
         // one open block per stream and chip, and the GC low-water mark, which must leave room
         // for a checkpoint writing back every dirty translation page at once.
         let max_tvpns = g.pages().div_ceil(g.page_bytes / 4);
-        let checkpoint_room = cfg.cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips();
+        let checkpoint_room =
+            cfg.cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips();
         let gc_low_blocks = 2 * g.chips() + 4 + checkpoint_room;
         let working = STREAMS as u32 * g.chips() + gc_low_blocks;
         let logical_pages = ftl::logical_pages(
@@ -545,7 +546,7 @@ impl Dftl {
         let log_pos = (self.log_block, self.log_page);
         let g = self.flash.geometry().clone();
         let open: Vec<(BlockId, u32)> = (0..STREAMS)
-            .flat_map(|s| (0..g.chips()).filter_map(move |c| Some((s, c))))
+            .flat_map(|s| (0..g.chips()).map(move |c| (s, c)))
             .filter_map(|(s, c)| self.space.pool.open_block(s, ChipId(c)))
             .collect();
         self.ckpt_seq += 1;
@@ -1053,14 +1054,6 @@ impl Dftl {
         // they hold is needed to rebuild the per-block valid counts GC relies on. Cost: one page
         // read per translation page (logical pages / (page_bytes / 4)), constant in the scan zone.
         let translation_reads = d.load_translation_pages(start)?;
-        if let Ok(l) = std::env::var("DFTL_DEBUG_LPN") {
-            let l: u32 = l.parse().unwrap();
-            let t = d.tvpn(l);
-            eprintln!(
-                "ckpt {} seq {} gtd[{t}] ck {:?} now {:?} found tpage {:?} found data {:?} gmt {:?} list {:?}",
-                ck.ckpt_seq, ck.seq, ck.gtd[t], d.gtd[t], found.translation.get(&(t as u32)), found.data.get(&l), d.gmt[l as usize], list
-            );
-        }
         let mut dirty_tvpns: Vec<usize> = Vec::new();
         for (&lpn, &(seq, ppn)) in &found.data {
             if lpn >= d.logical_pages {
@@ -1112,14 +1105,18 @@ impl Dftl {
             if ppn.is_none() {
                 continue;
             }
-            let (status, _) = self.flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?;
+            let (status, _) = self
+                .flash
+                .read(ppn, &mut oob_buf, start, OpCause::Recovery)?;
             reads += 1;
             let first = t * per;
             let last = (first + per).min(self.logical_pages as usize);
             let ok = match (&status, OobRecord::decode(&oob_buf)) {
-                (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => c
-                    .as_bytes()
-                    .is_some_and(|b| decode_translation_checked(b, r.crc, &mut self.gmt[first..last])),
+                (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => {
+                    c.as_bytes().is_some_and(|b| {
+                        decode_translation_checked(b, r.crc, &mut self.gmt[first..last])
+                    })
+                }
                 _ => false,
             };
             if !ok {
@@ -1151,7 +1148,9 @@ impl Dftl {
         }
         for b in 0..g.blocks() {
             let block = BlockId(b);
-            if pool.state(block) != BlockState::Reserved && ck.was_used(block) && !in_list[b as usize]
+            if pool.state(block) != BlockState::Reserved
+                && ck.was_used(block)
+                && !in_list[b as usize]
             {
                 pool.mark_full(block);
             }

@@ -23,7 +23,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn device(cmt: u32) -> dftl::Dftl {
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
+    let flash = Flash::in_memory(
+        DeviceConfig::preset("small").unwrap(),
+        dftl::format::OOB_BYTES,
+        true,
+    );
     dftl::Dftl::format(
         flash,
         &DesignOptions::default()
@@ -111,7 +115,11 @@ fn bad_input_is_a_typed_error() {
         Err(FtlError::TimeWentBackwards { .. })
     ));
     let o = DesignOptions::default().with("cmt_entires", 5);
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
+    let flash = Flash::in_memory(
+        DeviceConfig::preset("small").unwrap(),
+        dftl::format::OOB_BYTES,
+        true,
+    );
     assert!(matches!(
         dftl::Dftl::format(flash, &o),
         Err(FtlError::InvalidOption(_))
@@ -120,7 +128,11 @@ fn bad_input_is_a_typed_error() {
 
 #[test]
 fn an_unformatted_device_is_refused_by_recovery() {
-    let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), dftl::format::OOB_BYTES, true);
+    let flash = Flash::in_memory(
+        DeviceConfig::preset("small").unwrap(),
+        dftl::format::OOB_BYTES,
+        true,
+    );
     assert!(matches!(
         dftl::Dftl::recover(flash, &DesignOptions::default()),
         Err(FtlError::Corrupt(_))
@@ -157,6 +169,129 @@ fn full_data_and_file_backed_devices_round_trip() {
             panic!("page {i}: {r:?}")
         };
         assert_eq!(c.as_bytes().unwrap(), &vec![i as u8; 4096][..]);
+    }
+    d.check_invariants().unwrap();
+}
+
+/// Writes `pages` random single pages after a fill, then cuts power (drained) and recovers.
+fn recovery_after(checkpoint_blocks: u32, pages: u32) -> ftl::RecoveryReport {
+    let config = DeviceConfig::preset("small").unwrap();
+    let flash = Flash::in_memory(config.clone(), dftl::format::OOB_BYTES, true);
+    let o = DesignOptions::default()
+        .with("checkpoint_blocks", checkpoint_blocks)
+        .with("cmt_entries", 4096);
+    let mut d = dftl::Dftl::format(flash, &o).unwrap();
+    let n = d.logical_pages();
+    let mut t = 0;
+    let mut w = 0;
+    let mut x = 12345u32;
+    for _ in 0..pages {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let lpn = (x >> 8) % n;
+        w += 1;
+        t = d
+            .write(Lpn(lpn), &[Content::Tag(ContentTag { lpn, write: w })], t)
+            .unwrap()
+            .ack_ns;
+    }
+    let at = d.flash().idle_ns();
+    let mut flash = Box::new(d).into_flash();
+    flash.start_clock_at(at);
+    let (d, report) = dftl::Dftl::recover(flash, &o).unwrap();
+    d.check_invariants().unwrap();
+    report
+}
+
+fn detail(r: &ftl::RecoveryReport, key: &str) -> f64 {
+    r.details.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+#[test]
+fn recovery_cost_grows_with_the_scan_zone_not_the_device() {
+    // The same workload with checkpoints every 2, 8 and 32 blocks opened: recovery scans more.
+    let reports: Vec<_> = [2u32, 8, 32]
+        .iter()
+        .map(|&c| recovery_after(c, 600))
+        .collect();
+    for w in reports.windows(2) {
+        assert!(
+            detail(&w[1], "pages_scanned") > detail(&w[0], "pages_scanned"),
+            "{reports:#?}"
+        );
+        assert!(w[1].flash_reads > w[0].flash_reads, "{reports:#?}");
+        assert!(w[1].sim_ns > w[0].sim_ns, "{reports:#?}");
+    }
+    // A scan zone never exceeds what checkpoint_blocks allows plus the reserved look-ahead.
+    assert!(detail(&reports[0], "blocks_scanned") < 64.0, "{reports:#?}");
+}
+
+#[test]
+fn a_full_data_device_in_memory_survives_a_power_cut() {
+    let config = DeviceConfig::preset("small").unwrap();
+    let flash = Flash::in_memory(config, dftl::format::OOB_BYTES, false);
+    let o = DesignOptions::default().with("cmt_entries", 32);
+    let mut d = dftl::Dftl::format(flash, &o).unwrap();
+    let n = d.logical_pages();
+    let mut t = 0;
+    let mut w = 0;
+    let mut last = vec![0u64; n as usize];
+    // Three passes over 90 % of the device: GC and translation-page write-backs run.
+    for pass in 0..3 {
+        for start in (0..n * 9 / 10).step_by(7) {
+            let k = 7.min(n * 9 / 10 - start);
+            let pages: Vec<Content> = (0..k)
+                .map(|i| {
+                    w += 1;
+                    last[(start + i) as usize] = w;
+                    Content::Bytes(
+                        ContentTag {
+                            lpn: start + i,
+                            write: w,
+                        }
+                        .to_bytes(4096),
+                    )
+                })
+                .collect();
+            t = d.write(Lpn(start), &pages, t + pass).unwrap().ack_ns;
+        }
+    }
+    let mut flash = Box::new(d).into_flash();
+    flash.start_clock_at(t);
+    let (mut d, report) = dftl::Dftl::recover(flash, &o).unwrap();
+    d.check_invariants().unwrap();
+    let mut out = Vec::new();
+    d.read(Lpn(0), n, t + report.sim_ns, &mut out).unwrap();
+    for (lpn, r) in out.iter().enumerate() {
+        let expected = last[lpn];
+        match r {
+            PageOutcome::Unwritten => assert_eq!(expected, 0, "lpn {lpn}"),
+            PageOutcome::Data(c) => assert_eq!(
+                c.tag(),
+                Some(ContentTag {
+                    lpn: lpn as u32,
+                    write: expected
+                }),
+                "lpn {lpn}"
+            ),
+            PageOutcome::Uncorrectable => panic!("lpn {lpn} uncorrectable"),
+        }
+    }
+}
+
+#[test]
+fn overwriting_the_whole_logical_space_keeps_working() {
+    // Logical capacity leaves GC its reserve, so a device written full, over and over, never
+    // runs out of space (FtlError::NoSpace is for a pool that GC cannot refill).
+    let config = DeviceConfig::preset("small").unwrap();
+    let flash = Flash::in_memory(config, dftl::format::OOB_BYTES, true);
+    let mut d = dftl::Dftl::format(flash, &DesignOptions::default()).unwrap();
+    let n = d.logical_pages();
+    let mut t = 0;
+    for round in 0..4u64 {
+        for lpn in 0..n {
+            let page = [Content::Tag(ContentTag { lpn, write: round })];
+            t = d.write(Lpn(lpn), &page, t).unwrap().ack_ns;
+        }
     }
     d.check_invariants().unwrap();
 }
