@@ -18,6 +18,23 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use workload::{HostLog, WorkloadSpec};
 
+/// Why a campaign could not run (a crash image the design fails to recover is a [`Violation`],
+/// not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignError {
+    #[error("formatting a fresh {design} failed: {source}")]
+    Format {
+        design: &'static str,
+        source: ftl::FtlError,
+    },
+    #[error("the recorded run failed: {0}")]
+    Workload(String),
+    #[error("flash recording was switched off during the run")]
+    NoLog,
+    #[error("the oracle cannot judge host logs with {0} requests")]
+    Unsupported(&'static str),
+}
+
 /// What to run.
 #[derive(Clone)]
 pub struct CampaignConfig {
@@ -121,11 +138,15 @@ pub struct Recording {
 }
 
 /// Runs the workload once with both logs on.
-pub fn record(cfg: &CampaignConfig) -> Result<Recording, String> {
+pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
     let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
     let base = flash.start_recording();
-    let mut dev = (cfg.design.format)(flash, &cfg.options).map_err(|e| format!("format: {e}"))?;
+    let mut dev =
+        (cfg.design.format)(flash, &cfg.options).map_err(|source| CampaignError::Format {
+            design: cfg.design.name,
+            source,
+        })?;
     let ready_ns = dev.flash().idle_ns();
     let run = workload::run(
         dev.as_mut(),
@@ -134,15 +155,19 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, String> {
         ready_ns,
         true,
         &mut |_, _| {},
-    )?;
-    let ops = dev
-        .flash_mut()
-        .take_log()
-        .ok_or("recording was switched off")?;
+    )
+    .map_err(CampaignError::Workload)?;
+    let ops = dev.flash_mut().take_log().ok_or(CampaignError::NoLog)?;
+    let host = run
+        .log
+        .ok_or_else(|| CampaignError::Workload("the driver kept no host log".into()))?;
+    if let Some(what) = Model::new(&host).unsupported() {
+        return Err(CampaignError::Unsupported(what));
+    }
     Ok(Recording {
         base,
         ops,
-        host: run.log.ok_or("host log missing")?,
+        host,
         ready_ns,
     })
 }
@@ -248,7 +273,7 @@ fn model_pages(m: &Model) -> u32 {
 pub fn run_campaign(
     cfg: &CampaignConfig,
     progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<CampaignReport, String> {
+) -> Result<CampaignReport, CampaignError> {
     let wall = std::time::Instant::now();
     let rec = record(cfg)?;
     let mut points = if cfg.exhaustive {
@@ -333,7 +358,7 @@ pub fn replay_one(
     cfg: &CampaignConfig,
     instant: u64,
     torn: bool,
-) -> Result<Vec<Violation>, String> {
+) -> Result<Vec<Violation>, CampaignError> {
     let rec = record(cfg)?;
     let model = Model::new(&rec.host);
     let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);

@@ -69,10 +69,15 @@ pub struct Model<'a> {
     log: &'a HostLog,
     /// Per LPN: write numbers in arrival order.
     writes: Vec<Vec<u64>>,
-    /// Per uuid: first abort request (record index).
+    /// Per uuid: first abort request the device accepted (record index).
     aborts: FxHashMap<u64, usize>,
     dynamic: FxHashMap<u64, DynTx>,
-    flushes: Vec<(u64, u64)>,
+    /// Acknowledged flushes: (record index, ack instant), in arrival order.
+    flushes: Vec<(usize, u64)>,
+    /// Per record: from when its writes must survive under durable-writes — `durable_ns` when the
+    /// device gave one (async SWRITE is durable after its ack), the REAR's for DWRITE HEAD/BODY
+    /// pages (acknowledged at once, durable only with their transaction), else the ack.
+    durable_at: Vec<Option<u64>>,
 }
 
 impl<'a> Model<'a> {
@@ -88,12 +93,13 @@ impl<'a> Model<'a> {
                 }
             }
             match &r.op {
-                HostOp::Abort { uuid } => {
+                // A refused ABORT (e.g. AlreadyCommitted) exempts nothing.
+                HostOp::Abort { uuid } if r.succeeded() => {
                     aborts.entry(uuid.0).or_insert(i);
                 }
                 HostOp::Flush => {
                     if let Some(ack) = r.ack_ns {
-                        flushes.push((r.arrival_ns, ack));
+                        flushes.push((i, ack));
                     }
                 }
                 HostOp::DWrite { uuid, flag, .. } => {
@@ -110,8 +116,25 @@ impl<'a> Model<'a> {
                 _ => {}
             }
         }
+        let durable_at = log
+            .records
+            .iter()
+            .map(|r| {
+                if !r.succeeded() {
+                    return None;
+                }
+                match &r.op {
+                    HostOp::DWrite { uuid, .. } => dynamic
+                        .get(&uuid.0)
+                        .and_then(|d| d.rear)
+                        .and_then(|i| log.records[i].durable_ns.or(log.records[i].ack_ns)),
+                    _ => r.durable_ns.or(r.ack_ns),
+                }
+            })
+            .collect();
         Model {
             log,
+            durable_at,
             writes,
             aborts,
             dynamic,
@@ -225,9 +248,28 @@ impl<'a> Model<'a> {
                 let d = &self.dynamic[&uuid];
                 d.failed
                     || self.abort_arrived(uuid, t)
-                    || !d.rear.is_some_and(|i| self.log.records[i].arrival_ns <= t)
+                    || d.rear.is_none_or(|i| self.log.records[i].arrival_ns > t)
             }
         }
+    }
+
+    /// Record index of the latest flush acknowledged by `t`: every request before it is covered
+    /// (a flush covers every request the host sent before it, whatever their arrival instants).
+    fn flushed_before(&self, t: u64) -> Option<usize> {
+        self.flushes
+            .iter()
+            .filter(|(_, ack)| *ack <= t)
+            .map(|(i, _)| *i)
+            .max()
+    }
+
+    /// Host requests the oracle cannot judge (trims: nothing the workloads issue yet).
+    pub fn unsupported(&self) -> Option<&'static str> {
+        self.log
+            .records
+            .iter()
+            .any(|r| matches!(r.op, HostOp::Trim { .. }) && r.succeeded())
+            .then_some("TRIM")
     }
 
     /// Checks one crash image; returns (lpn, message) for every rule broken.
@@ -255,20 +297,18 @@ impl<'a> Model<'a> {
             return v;
         }
         match promise {
-            Promise::DurableWrites => {
-                self.judge_per_page(t, seen, |r| r.ack_ns.is_some_and(|a| a <= t), &mut v)
-            }
+            Promise::DurableWrites => self.judge_per_page(
+                t,
+                seen,
+                |r| self.durable_at[r.index as usize].is_some_and(|d| d <= t),
+                &mut v,
+            ),
             Promise::FlushOnly => {
-                let covered_before = self
-                    .flushes
-                    .iter()
-                    .filter(|(_, ack)| *ack <= t)
-                    .map(|(arr, _)| *arr)
-                    .max();
+                let covered_before = self.flushed_before(t);
                 self.judge_per_page(
                     t,
                     seen,
-                    |r| covered_before.is_some_and(|f| r.arrival_ns < f),
+                    |r| covered_before.is_some_and(|f| (r.index as usize) < f),
                     &mut v,
                 )
             }
@@ -371,7 +411,10 @@ impl<'a> Model<'a> {
                 ));
             }
         }
-        // A later transaction cannot survive without an earlier one that wrote a common page.
+        // A later transaction cannot survive without an earlier one that wrote a common page
+        // (Möbius Tx(A)/Tx(B)). The earlier one counts as missing only when the image proves it
+        // absent: one of its pages shows something older than its own write (all its pages may
+        // otherwise have been overwritten by later survivors, which hides whether it survived).
         for (lpn, ws) in self.writes.iter().enumerate() {
             let mut missing: Option<Unit> = None;
             for &w in ws {
@@ -381,23 +424,50 @@ impl<'a> Model<'a> {
                 }
                 if p.contains(&u) {
                     if let Some(a) = missing.filter(|a| *a != u) {
-                        v.push((Some(Lpn(lpn as u32)), format!("{u:?} survived without the earlier {a:?}, which also wrote this page and was neither aborted nor unfinished")));
+                        v.push((Some(Lpn(lpn as u32)), format!("{u:?} survived without the earlier {a:?}, which also wrote this page and was neither aborted nor unfinished (a later transaction cannot survive without an earlier one)")));
                         break;
                     }
-                } else if missing.is_none() && !self.exempt(u, t) {
+                } else if missing.is_none() && !self.exempt(u, t) && self.proven_absent(u, seen) {
                     missing = Some(u);
                 }
             }
         }
     }
 
+    /// Does the image show, on some page of `u`, a state older than `u`'s write of it?
+    fn proven_absent(&self, u: Unit, seen: &[Seen]) -> bool {
+        let writes: Vec<(Lpn, u64)> = match u {
+            Unit::Page(w) => self
+                .record(w)
+                .map(|(_, r)| r.writes().filter(|x| x.1 == w).collect())
+                .unwrap_or_default(),
+            Unit::Static(i) => self.log.records[i].writes().collect(),
+            Unit::Dynamic(uuid) => self
+                .log
+                .records
+                .iter()
+                .filter(|r| {
+                    r.succeeded() && matches!(&r.op, HostOp::DWrite { uuid: x, .. } if x.0 == uuid)
+                })
+                .flat_map(|r| r.writes())
+                .collect(),
+        };
+        writes.iter().any(|&(lpn, w)| {
+            let ws = &self.writes[lpn.0 as usize];
+            let mine = ws.iter().position(|&x| x == w);
+            match seen[lpn.0 as usize] {
+                Seen::Write(x) => match (ws.iter().position(|&y| y == x), mine) {
+                    (Some(a), Some(b)) => a < b,
+                    _ => false,
+                },
+                Seen::Unwritten => true,
+                _ => false,
+            }
+        })
+    }
+
     fn judge_ordered(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
-        let covered_before = self
-            .flushes
-            .iter()
-            .filter(|(_, ack)| *ack <= t)
-            .map(|(arr, _)| *arr)
-            .max();
+        let covered_before = self.flushed_before(t);
         let mut prefix: Option<usize> = None;
         for s in seen {
             if let Seen::Write(w) = *s {
@@ -407,9 +477,9 @@ impl<'a> Model<'a> {
             }
         }
         if let Some(f) = covered_before {
-            let last_flushed = self.log.records.iter().rposition(|r| {
-                r.arrival_ns < f && r.succeeded() && !r.op.written_lpns().is_empty()
-            });
+            let last_flushed = self.log.records[..f]
+                .iter()
+                .rposition(|r| r.succeeded() && !r.op.written_lpns().is_empty());
             prefix = prefix.max(last_flushed);
         }
         for (lpn, s) in seen.iter().enumerate() {

@@ -18,6 +18,8 @@ pub enum PointKind {
     Metadata,
     Gc,
     Acknowledgement,
+    /// Between the flash operations of one multi-page request or transaction.
+    Transaction,
     Exhaustive,
 }
 
@@ -28,7 +30,9 @@ pub struct CrashPoint {
     pub kind: PointKind,
 }
 
-/// Every instant right after a completion (and, with `torn`, the middle of every mutating op).
+/// Every instant right after a completion; with `torn` also, for every interval between two
+/// completions, the instant just before the later one with everything in flight torn, and the
+/// middle of every mutating op.
 pub fn exhaustive(log: &OpLog, torn: bool) -> Vec<CrashPoint> {
     let mut v: Vec<CrashPoint> = log
         .completion_order()
@@ -45,10 +49,12 @@ pub fn exhaustive(log: &OpLog, torn: bool) -> Vec<CrashPoint> {
         kind: PointKind::Exhaustive,
     });
     if torn {
-        v.extend(log.ops.iter().filter(|o| o.mutates()).map(|o| CrashPoint {
-            instant_ns: mid(o),
-            torn: true,
-            kind: PointKind::Exhaustive,
+        v.extend(log.ops.iter().filter(|o| o.mutates()).flat_map(|o| {
+            [mid(o), o.span.end_ns.saturating_sub(1)].map(|at| CrashPoint {
+                instant_ns: at,
+                torn: true,
+                kind: PointKind::Exhaustive,
+            })
         }));
     }
     v.sort();
@@ -99,6 +105,8 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
         .flat_map(|r| [r.ack_ns, r.durable_ns])
         .flatten()
         .collect();
+    let windows = transaction_windows(host);
+    let ends: Vec<u64> = order.iter().map(|&i| log.ops[i].span.end_ns).collect();
     let spread = n.div_ceil(3);
     for k in 0..spread {
         let i = order[(k * order.len() / spread).min(order.len() - 1)];
@@ -110,7 +118,7 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
     }
     while out.len() < n {
         let tear = torn && rng.random_bool(0.5);
-        let pick = rng.random_range(0..3u32);
+        let pick = rng.random_range(0..4u32);
         let p = match pick {
             0 if !metadata.is_empty() => aimed(
                 metadata[rng.random_range(0..metadata.len())],
@@ -124,6 +132,23 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
                 PointKind::Gc,
                 &mut rng,
             ),
+            2 if !windows.is_empty() => {
+                // A completion inside the window of one multi-page request or transaction: the
+                // crash lands between its pages (tearing the op that was about to complete).
+                let (from, to) = windows[rng.random_range(0..windows.len())];
+                let lo = ends.partition_point(|&e| e <= from);
+                let hi = ends.partition_point(|&e| e <= to);
+                let at = if hi > lo {
+                    ends[rng.random_range(lo..hi)]
+                } else {
+                    from + (to - from) / 2
+                };
+                CrashPoint {
+                    instant_ns: if tear { at.saturating_sub(1) } else { at },
+                    torn: tear,
+                    kind: PointKind::Transaction,
+                }
+            }
             _ if !acks.is_empty() => {
                 let a = acks[rng.random_range(0..acks.len())];
                 // Just before or at an acknowledgement.
@@ -146,6 +171,31 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
         out.push(p);
     }
     out.sort();
+    out
+}
+
+/// (arrival, durable-or-ack) of every multi-page write or static transaction, and (HEAD arrival,
+/// REAR durable-or-ack) of every dynamic transaction.
+fn transaction_windows(host: &HostLog) -> Vec<(u64, u64)> {
+    use workload::HostOp;
+    let mut out = Vec::new();
+    let mut heads: rustc_hash::FxHashMap<u64, u64> = Default::default();
+    for r in host.records.iter().filter(|r| r.succeeded()) {
+        let end = r.durable_ns.or(r.ack_ns).unwrap_or(r.arrival_ns);
+        match &r.op {
+            HostOp::Write { count, .. } if *count > 1 => out.push((r.arrival_ns, end)),
+            HostOp::SWrite { .. } => out.push((r.arrival_ns, end)),
+            HostOp::DWrite { uuid, flag, .. } => {
+                let head = *heads.entry(uuid.0).or_insert(r.arrival_ns);
+                if matches!(flag, ftl::DwriteFlag::Rear | ftl::DwriteFlag::Single) {
+                    out.push((head, end));
+                    heads.remove(&uuid.0);
+                }
+            }
+            _ => {}
+        }
+    }
+    out.retain(|&(a, b)| b > a);
     out
 }
 

@@ -1,0 +1,481 @@
+//! The checker proven both ways on every promise with tiny test-only designs: a correct
+//! log-structured FTL that keeps durable-writes, ordered and atomic-transactions, and three
+//! deliberately broken builds of it that must be caught under the promise they break while still
+//! passing the weaker one they keep.
+//!
+//! `tinylog` writes every request (a plain write, a static transaction, or a whole dynamic
+//! transaction at its REAR) as one run of pages round-robin over the chips' logs; each page's OOB
+//! names its LPN, a global page sequence number, its request number and the request's page count.
+//! The map lives only in RAM; recovery scans every chip's log and applies, in sequence order, the
+//! pages of the requests found complete. Correct build: pages are programmed strictly one after
+//! another (each `not_before` the previous end), so every crash image holds a prefix of pages.
+//! Broken builds (`--param bug=...`):
+//! - `forget_chip`: recovery skips chip 1 (acknowledged writes lost: breaks durable-writes);
+//! - `no_commit`: recovery also applies incomplete requests (breaks request/transaction atomicity,
+//!   keeps durable-writes because a request is acknowledged only when all its pages are on flash);
+//! - `parallel`: pages are programmed on all chips in parallel (requests stay atomic thanks to the
+//!   completeness rule, and pages go to the chip their LPN hashes to, so a later request can survive
+//!   without an earlier one: breaks ordered and
+//!   the Tx(A)/Tx(B) rule of atomic-transactions, keeps durable-writes).
+
+use crashtest::{run_campaign, CampaignConfig, CampaignReport};
+use flash::{Content, DeviceConfig, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::{
+    BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, Promise,
+    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
+};
+use workload::WorkloadSpec;
+
+const LOGICAL: u32 = 256;
+const OOB: usize = 14;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bug {
+    None,
+    ForgetChip,
+    NoCommit,
+    Parallel,
+}
+
+impl Bug {
+    fn of(o: &DesignOptions) -> Result<Bug, FtlError> {
+        o.check_known("tinylog", &["bug"])?;
+        Ok(match o.params.get("bug").map(String::as_str) {
+            None | Some("none") => Bug::None,
+            Some("forget_chip") => Bug::ForgetChip,
+            Some("no_commit") => Bug::NoCommit,
+            Some("parallel") => Bug::Parallel,
+            Some(x) => return Err(FtlError::InvalidOption(format!("bug={x}"))),
+        })
+    }
+}
+
+struct TinyLog {
+    flash: Flash,
+    bug: Bug,
+    map: Vec<Option<Ppn>>,
+    /// Per chip: next page of its log.
+    cursor: Vec<u32>,
+    next_chip: u32,
+    page_seq: u32,
+    req_seq: u32,
+    /// End of the latest program (the serial chain, and what a flush waits for).
+    last_end: u64,
+    dynamic: Option<(TxUuid, Vec<(Lpn, Content)>)>,
+    committed: Vec<TxUuid>,
+}
+
+fn oob(lpn: Lpn, seq: u32, req: u32, count: u16) -> [u8; OOB] {
+    let mut b = [0u8; OOB];
+    b[0..4].copy_from_slice(&lpn.0.to_le_bytes());
+    b[4..8].copy_from_slice(&seq.to_le_bytes());
+    b[8..12].copy_from_slice(&req.to_le_bytes());
+    b[12..14].copy_from_slice(&count.to_le_bytes());
+    b
+}
+
+fn parse(b: &[u8; OOB]) -> (Lpn, u32, u32, u16) {
+    let u = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    (Lpn(u(0)), u(4), u(8), u16::from_le_bytes([b[12], b[13]]))
+}
+
+impl TinyLog {
+    fn new(flash: Flash, bug: Bug) -> TinyLog {
+        let chips = flash.geometry().chips() as usize;
+        TinyLog {
+            flash,
+            bug,
+            map: vec![None; LOGICAL as usize],
+            cursor: vec![0; chips],
+            next_chip: 0,
+            page_seq: 0,
+            req_seq: 0,
+            last_end: 0,
+            dynamic: None,
+            committed: Vec::new(),
+        }
+    }
+
+    /// Programs one request; returns when its last page is on flash.
+    fn program_request(&mut self, pages: &[(Lpn, Content)], arrival: u64) -> Result<u64, FtlError> {
+        for (lpn, _) in pages {
+            ftl::check_range(*lpn, 1, LOGICAL)?;
+        }
+        let g = self.flash.geometry().clone();
+        let req = self.req_seq;
+        self.req_seq += 1;
+        let mut end = arrival;
+        for (lpn, content) in pages {
+            // The broken parallel build places a page on the chip its LPN hashes to, so a later
+            // request can land on an idle chip and finish before an earlier one.
+            let chip = match self.bug {
+                Bug::Parallel => lpn.0 % g.chips(),
+                _ => self.next_chip,
+            };
+            self.next_chip = (chip + 1) % g.chips();
+            if self.cursor[chip as usize] >= g.pages_per_chip() {
+                return Err(FtlError::NoSpace);
+            }
+            let ppn = Ppn(chip * g.pages_per_chip() + self.cursor[chip as usize]);
+            self.cursor[chip as usize] += 1;
+            let not_before = match self.bug {
+                Bug::Parallel => arrival,
+                _ => arrival.max(self.last_end),
+            };
+            let o = oob(*lpn, self.page_seq, req, pages.len() as u16);
+            self.page_seq += 1;
+            let span = self
+                .flash
+                .program(ppn, content, &o, not_before, OpCause::HostData)?;
+            self.last_end = self.last_end.max(span.end_ns);
+            end = end.max(span.end_ns);
+            self.map[lpn.0 as usize] = Some(ppn);
+        }
+        Ok(end)
+    }
+}
+
+impl BlockDevice for TinyLog {
+    fn design(&self) -> &'static str {
+        "tinylog"
+    }
+    fn promise(&self) -> Promise {
+        Promise::AtomicTransactions
+    }
+    fn logical_pages(&self) -> u32 {
+        LOGICAL
+    }
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        ftl::check_range(start, pages.len() as u64, LOGICAL)?;
+        let run: Vec<(Lpn, Content)> = pages
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (Lpn(start.0 + i as u32), c.clone()))
+            .collect();
+        let ack_ns = self.program_request(&run, arrival_ns)?;
+        Ok(Completion { arrival_ns, ack_ns })
+    }
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        ftl::check_range(start, count as u64, LOGICAL)?;
+        out.clear();
+        let mut ack_ns = arrival_ns;
+        let mut o = [0u8; OOB];
+        for i in 0..count {
+            out.push(match self.map[(start.0 + i) as usize] {
+                None => PageOutcome::Unwritten,
+                Some(p) => {
+                    let (status, span) =
+                        self.flash.read(p, &mut o, arrival_ns, OpCause::HostData)?;
+                    ack_ns = ack_ns.max(span.end_ns);
+                    match status {
+                        ReadStatus::Data(c) => PageOutcome::Data(c),
+                        ReadStatus::Erased => PageOutcome::Unwritten,
+                        ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
+                    }
+                }
+            });
+        }
+        Ok(Completion { arrival_ns, ack_ns })
+    }
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns.max(self.last_end),
+        })
+    }
+    fn trim(&mut self, _: Lpn, _: u32, _: u64) -> Result<Completion, FtlError> {
+        Err(FtlError::Unsupported("TRIM"))
+    }
+    fn flash(&self) -> &Flash {
+        &self.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.flash
+    }
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        Some(self)
+    }
+}
+
+impl Transactional for TinyLog {
+    fn capabilities(&self) -> TxCapabilities {
+        TxCapabilities {
+            static_tx: true,
+            async_swrite: false,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: false,
+            sread: false,
+            abort: true,
+            max_tx_pages: 64,
+        }
+    }
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        if mode == SwriteMode::Async {
+            return Err(FtlError::Unsupported("async SWRITE"));
+        }
+        let end = self.program_request(pages, arrival_ns)?;
+        self.committed.push(uuid);
+        Ok(TxCompletion {
+            arrival_ns,
+            ack_ns: end,
+            durable_ns: Some(end),
+        })
+    }
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        ftl::check_range(lpn, 1, LOGICAL)?;
+        match (&mut self.dynamic, flag) {
+            (None, DwriteFlag::Head | DwriteFlag::Single) => {
+                self.dynamic = Some((uuid, Vec::new()))
+            }
+            (Some((u, _)), _) if *u != uuid => return Err(FtlError::DynamicTxRunning(*u)),
+            (Some(_), DwriteFlag::Body | DwriteFlag::Rear) => {}
+            (Some((u, _)), _) => return Err(FtlError::DynamicTxRunning(*u)),
+            (None, _) => return Err(FtlError::NoDynamicTx),
+        }
+        let (_, pages) = self.dynamic.as_mut().expect("opened above");
+        pages.push((lpn, content.clone()));
+        if matches!(flag, DwriteFlag::Head | DwriteFlag::Body) {
+            return Ok(TxCompletion {
+                arrival_ns,
+                ack_ns: arrival_ns,
+                durable_ns: None,
+            });
+        }
+        let (_, pages) = self.dynamic.take().expect("opened above");
+        let end = self.program_request(&pages, arrival_ns)?;
+        self.committed.push(uuid);
+        Ok(TxCompletion {
+            arrival_ns,
+            ack_ns: end,
+            durable_ns: Some(end),
+        })
+    }
+    fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError> {
+        match &self.dynamic {
+            Some((u, _)) if *u == uuid || uuid == TxUuid(0) => {
+                self.dynamic = None;
+                Ok(Completion {
+                    arrival_ns,
+                    ack_ns: arrival_ns,
+                })
+            }
+            _ if self.committed.contains(&uuid) => Err(FtlError::AlreadyCommitted(uuid)),
+            _ => Err(FtlError::UnknownTx(uuid)),
+        }
+    }
+    fn sread(
+        &mut self,
+        _: Lpn,
+        _: u32,
+        _: u64,
+        _: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        Err(FtlError::Unsupported("SREAD"))
+    }
+}
+
+fn tiny_format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    Ok(Box::new(TinyLog::new(flash, Bug::of(o)?)))
+}
+
+fn tiny_recover(
+    flash: Flash,
+    o: &DesignOptions,
+) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
+    let bug = Bug::of(o)?;
+    let before = flash.stats().clone();
+    let start = flash.idle_ns();
+    let g = flash.geometry().clone();
+    let mut dev = TinyLog::new(flash, bug);
+    // (seq, req, count, lpn, ppn) of every page found.
+    let mut found = Vec::new();
+    let mut b = [0u8; OOB];
+    for chip in 0..g.chips() {
+        if bug == Bug::ForgetChip && chip == 1 {
+            continue;
+        }
+        for k in 0..g.pages_per_chip() {
+            let ppn = Ppn(chip * g.pages_per_chip() + k);
+            let (state, _) = dev.flash.read_oob(ppn, &mut b, start, OpCause::Recovery)?;
+            dev.cursor[chip as usize] = k + (state != PageState::Erased) as u32;
+            if state != PageState::Programmed {
+                break;
+            }
+            let (lpn, seq, req, count) = parse(&b);
+            found.push((seq, req, count, lpn, ppn));
+        }
+    }
+    found.sort_unstable();
+    let mut pages_of_req: rustc_hash::FxHashMap<u32, u16> = Default::default();
+    for f in &found {
+        *pages_of_req.entry(f.1).or_default() += 1;
+    }
+    for &(seq, req, count, lpn, ppn) in &found {
+        if bug == Bug::NoCommit || pages_of_req[&req] == count {
+            dev.map[lpn.0 as usize] = Some(ppn);
+        }
+        dev.page_seq = dev.page_seq.max(seq + 1);
+        dev.req_seq = dev.req_seq.max(req + 1);
+    }
+    dev.last_end = dev.flash.idle_ns();
+    let report = RecoveryReport::measure(&dev.flash, &before, start);
+    Ok((Box::new(dev), report))
+}
+
+fn tiny_spec() -> DesignSpec {
+    DesignSpec {
+        name: "tinylog",
+        summary: "test-only log-structured FTL with deliberately injectable bugs",
+        promise: Promise::AtomicTransactions,
+        oob_record_bytes: |_| OOB as u32,
+        format: tiny_format,
+        recover: tiny_recover,
+        default_workload: "txmix",
+    }
+}
+
+fn campaign(bug: &str, workload: &str, promise: Promise, seed: u64) -> CampaignReport {
+    let mut w = WorkloadSpec::named(workload).unwrap();
+    w.requests = 500;
+    // Chips and channels serve their operations in issue order, so parallel programs reorder
+    // only requests on disjoint channels: that build gets single-page plain writes.
+    w.request_pages = if bug == "parallel" && workload != "txmix" {
+        1
+    } else {
+        6
+    };
+    w.queue_depth = 4;
+    if workload == "randwrite-flush" {
+        w.flush_every = 16;
+    }
+    let cfg = CampaignConfig {
+        design: tiny_spec(),
+        options: DesignOptions::default().with("bug", bug),
+        device: DeviceConfig::preset("small").unwrap(),
+        workload: w,
+        seed,
+        crash_points: 600,
+        torn: true,
+        exhaustive: false,
+        promise,
+        threads: 2,
+        tag_only: true,
+    };
+    run_campaign(&cfg, &|_, _| {}).unwrap()
+}
+
+fn assert_clean(r: &CampaignReport) {
+    assert!(r.crash_points >= 500, "{} crash points", r.crash_points);
+    assert_eq!(r.recovered, r.crash_points);
+    assert!(
+        r.violations.is_empty(),
+        "{} under {}: {:#?}",
+        r.ftl,
+        r.promise,
+        &r.violations[..r.violations.len().min(3)]
+    );
+}
+
+fn assert_caught(r: &CampaignReport, rule: &str) {
+    assert!(
+        !r.violations.is_empty(),
+        "a broken build passed {} — the checker proved nothing",
+        r.promise
+    );
+    assert!(
+        r.violations.iter().any(|v| v.what.contains(rule)),
+        "expected a violation mentioning '{rule}', got {:#?}",
+        &r.violations[..r.violations.len().min(3)]
+    );
+    assert!(r.violations[0].replay.contains("--param bug="));
+}
+
+#[test]
+fn the_correct_build_keeps_every_promise() {
+    for (workload, promise) in [
+        ("txmix", Promise::AtomicTransactions),
+        ("randwrite-flush", Promise::Ordered),
+        ("randwrite-flush", Promise::DurableWrites),
+        ("randwrite-flush", Promise::FlushOnly),
+        ("txmix", Promise::DurableWrites),
+    ] {
+        assert_clean(&campaign("none", workload, promise, 1));
+    }
+}
+
+#[test]
+fn forgetting_a_chip_is_caught_under_durable_writes_and_flush_only() {
+    assert_caught(
+        &campaign("forget_chip", "randwrite-flush", Promise::DurableWrites, 2),
+        "must have survived",
+    );
+    assert_caught(
+        &campaign("forget_chip", "randwrite-flush", Promise::FlushOnly, 2),
+        "must have survived",
+    );
+}
+
+#[test]
+fn applying_incomplete_requests_keeps_durable_writes_but_breaks_atomicity() {
+    assert_clean(&campaign(
+        "no_commit",
+        "randwrite-flush",
+        Promise::DurableWrites,
+        3,
+    ));
+    assert_caught(
+        &campaign("no_commit", "txmix", Promise::AtomicTransactions, 3),
+        "all or nothing",
+    );
+    assert_caught(
+        &campaign("no_commit", "randwrite-flush", Promise::Ordered, 3),
+        "prefix",
+    );
+}
+
+#[test]
+fn parallel_programs_keep_durable_writes_but_break_ordering() {
+    assert_clean(&campaign(
+        "parallel",
+        "randwrite-flush",
+        Promise::DurableWrites,
+        4,
+    ));
+    assert_clean(&campaign("parallel", "txmix", Promise::DurableWrites, 4));
+    assert_caught(
+        &campaign("parallel", "randwrite-flush", Promise::Ordered, 4),
+        "prefix",
+    );
+    assert_caught(
+        &campaign("parallel", "txmix", Promise::AtomicTransactions, 4),
+        "without the earlier",
+    );
+}
