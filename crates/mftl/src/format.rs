@@ -188,7 +188,10 @@ impl Inode {
 
     pub fn encode(&self, page_bytes: u32) -> Box<[u8]> {
         let kind = self.kind();
-        assert!(self.commit_flags.len() <= MAX_FLAGS, "at most 8 commit flags");
+        assert!(
+            self.commit_flags.len() <= MAX_FLAGS,
+            "at most 8 commit flags"
+        );
         let n = if kind == InodeKind::GcReloc {
             self.relocs.len()
         } else {

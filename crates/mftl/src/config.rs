@@ -1,0 +1,144 @@
+//! Möbius parameters (SPEC.md §2.13, §8-1, §8-3) and the reserved-block layout.
+
+use flash::{BlockId, ChipId, Geometry};
+use ftl::{DesignOptions, FtlError};
+
+/// Test-only bug injection: the crash campaign must catch each of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InjectBug {
+    None,
+    /// Recovery commits unflagged inodes without reading their data pages' OOB.
+    SkipVerify,
+    /// Commit flags are emitted before the transaction's data pages are on flash.
+    FlagEarly,
+}
+
+#[derive(Clone, Debug)]
+pub struct MobiusConfig {
+    /// Inodes a tx may stay unflagged behind the ALA tail (§8-3; default 16).
+    pub s_max: u32,
+    /// Active ALA size in inodes (12 MB / page size by default; §2.4).
+    pub active_ala_pages: u64,
+    /// Blocks in the ALA ring (500 MB by default).
+    pub ala_blocks: u32,
+    /// c, % of DRAM for the cached mapping table (20).
+    pub c_percent: f64,
+    /// Controller DRAM in bytes (64 MiB).
+    pub dram_bytes: u64,
+    pub inject_bug: InjectBug,
+}
+
+pub const KNOWN: &[&str] = &[
+    "s_max",
+    "active_ala_mb",
+    "ala_mb",
+    "c_percent",
+    "dram_mb",
+    "inject_bug",
+];
+
+impl MobiusConfig {
+    /// Paper defaults; on a device too small for a 500 MB ALA (the `small` preset) the ALA is
+    /// scaled to 1/25 of the blocks (at least 4) and the active part to a third of the ring, so
+    /// that merges and ring wrap happen in tests (documented in docs/mobius.md).
+    pub fn from_options(g: &Geometry, o: &DesignOptions) -> Result<MobiusConfig, FtlError> {
+        o.check_known("mobius", KNOWN)?;
+        let page = g.page_bytes as u64;
+        let block = g.block_bytes();
+        let ala_mb: f64 = o.get("ala_mb", 500.0)?;
+        let active_mb: f64 = o.get("active_ala_mb", 12.0)?;
+        let mut ala_blocks = ((ala_mb * 1048576.0) as u64).div_ceil(block) as u32;
+        let cap = (g.blocks() / 25).max(4);
+        let scaled = ala_blocks > cap;
+        ala_blocks = ala_blocks.min(cap);
+        let mut active = (active_mb * 1048576.0) as u64 / page;
+        let ring_pages = ala_blocks as u64 * g.pages_per_block as u64;
+        if scaled {
+            active = active.min(ring_pages / 3);
+        }
+        if active + 2 * g.pages_per_block as u64 > ring_pages {
+            return Err(FtlError::InvalidOption(format!(
+                "active ALA of {active} inodes does not fit a ring of {ala_blocks} blocks with two blocks of slack"
+            )));
+        }
+        let bug = match o.params.get("inject_bug").map(String::as_str) {
+            None | Some("none") => InjectBug::None,
+            Some("skip_verify") => InjectBug::SkipVerify,
+            Some("flag_early") => InjectBug::FlagEarly,
+            Some(v) => {
+                return Err(FtlError::InvalidOption(format!(
+                    "inject_bug={v}: none, skip_verify, flag_early"
+                )))
+            }
+        };
+        let c = MobiusConfig {
+            s_max: o.get("s_max", 16)?,
+            active_ala_pages: active.max(4),
+            ala_blocks,
+            c_percent: o.get("c_percent", 20.0)?,
+            dram_bytes: (o.get("dram_mb", 64.0f64)? * 1048576.0) as u64,
+            inject_bug: bug,
+        };
+        if c.s_max < 2 {
+            return Err(FtlError::InvalidOption("s_max must be at least 2".into()));
+        }
+        // §8-1: the worst-case Resident Area must fit c % of DRAM.
+        let items = crate::format::inode_capacity(g.page_bytes, crate::format::InodeKind::Static);
+        let resident = c.active_ala_pages * items as u64 * 8;
+        let budget = c.dram_bytes as f64 * c.c_percent / 100.0;
+        if resident as f64 > budget {
+            return Err(FtlError::InvalidOption(format!(
+                "active ALA of {} inodes needs a Resident Area of {resident} B > c={}% of {} B DRAM; raise c_percent (20 MB needs c >= 31) or lower active_ala_mb",
+                c.active_ala_pages, c.c_percent, c.dram_bytes
+            )));
+        }
+        Ok(c)
+    }
+
+    /// Parts a multipart transaction may have: half the verification window, so every part of
+    /// an unflagged transaction can be verified (§8-10).
+    pub fn max_parts(&self) -> u32 {
+        (self.s_max / 2).max(1)
+    }
+}
+
+/// Reserved blocks: two GM blocks (alternating slots, §8-16) and the ALA ring striped over chips.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub gm: [BlockId; 2],
+    pub ala: Vec<BlockId>,
+    reserved: Vec<bool>,
+}
+
+impl Layout {
+    pub fn new(g: &Geometry, ala_blocks: u32) -> Layout {
+        let chips = g.chips();
+        let mut reserved = vec![false; g.blocks() as usize];
+        let gm = [
+            g.block(ChipId(0), 0),
+            g.block(ChipId(1 % chips), if chips > 1 { 0 } else { 1 }),
+        ];
+        for b in gm {
+            reserved[b.0 as usize] = true;
+        }
+        let mut ala = Vec::new();
+        let mut k = 0u32;
+        while (ala.len() as u32) < ala_blocks {
+            let chip = ChipId(k % chips);
+            let idx = 1 + k / chips;
+            let b = g.block(chip, idx);
+            if !reserved[b.0 as usize] {
+                reserved[b.0 as usize] = true;
+                ala.push(b);
+            }
+            k += 1;
+        }
+        Layout { gm, ala, reserved }
+    }
+    pub fn is_reserved(&self, b: BlockId) -> bool {
+        self.reserved[b.0 as usize]
+    }
+    pub fn reserved_count(&self) -> u32 {
+        self.reserved.iter().filter(|r| **r).count() as u32
+    }
+}

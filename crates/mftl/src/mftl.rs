@@ -1,0 +1,1521 @@
+//! The Möbius device (SPEC.md §2): static/dynamic transactions over atom inodes in the Atom Log
+//! Area, DAG commit, chained normal writes, Resident Area + translation pages, merge and GC.
+//!
+//! Time model: every call issues its flash operations at once; ordering on flash is expressed
+//! with `not_before`. The ALA is a serialized log (inode j+1 starts after inode j ended), so the
+//! boot scan never meets a hole. See docs/mobius.md for every ordering argument.
+
+use crate::config::{InjectBug, Layout, MobiusConfig};
+use crate::format::*;
+use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
+use ftl::{
+    check_range, BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy,
+    PageOutcome, Promise, Space, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
+    Validity,
+};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::VecDeque;
+
+pub(crate) const S_STATIC: usize = 0;
+pub(crate) const S_CHAIN: usize = 1;
+pub(crate) const S_MAP: usize = 2;
+pub(crate) const S_GC: usize = 3;
+/// Validity owner bit for translation pages (LPNs stay below 2^31).
+pub(crate) const TP_OWNER: u32 = 1 << 31;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TxState {
+    /// Pages issued; mapping not yet installed in RAM.
+    Pending,
+    Installed,
+    Aborted,
+}
+
+/// A static transaction until its commit flag / abort mark is on flash.
+#[derive(Clone, Debug)]
+pub(crate) struct StaticTx {
+    pub uuid: TxUuid,
+    pub tx_id: u32,
+    pub items: Vec<(u32, u32)>,
+    /// ALA index of its first inode part.
+    pub first_inode: u64,
+    pub data_end: u64,
+    /// When it takes effect in RAM (after every earlier overlapping tx).
+    pub commit_ns: u64,
+    pub durable_ns: u64,
+    pub state: TxState,
+    /// Flag or abort mark programmed (RAM knows; on flash at `resolved_end`).
+    pub resolved: bool,
+    pub observed: bool,
+    /// LPNs a later WRITE/DWRITE/TRIM rewrote while this tx was pending: not installed.
+    pub superseded: FxHashSet<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    Erased,
+    InUse(u64),
+    Stale,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Chain {
+    pub id: u32,
+    pub kind: PageKind,
+    pub uuid: TxUuid,
+    pub head: u32,
+    pub pages: Vec<(u32, u32)>,
+    /// Max end over all pages so far (acks of chain pages are monotone).
+    pub prefix_end: u64,
+    /// Dynamic: (lpn, previous resident entry, previous mapping) in write order.
+    pub undo: Vec<(u32, Option<u32>, u32)>,
+}
+
+pub struct Mobius {
+    pub(crate) flash: Flash,
+    pub(crate) cfg: MobiusConfig,
+    pub(crate) layout: Layout,
+    pub(crate) space: Space,
+    pub(crate) logical: u32,
+    pub(crate) items_per_inode: usize,
+    // Mapping: Resident Area over the translation-page view.
+    pub(crate) resident: FxHashMap<u32, u32>,
+    pub(crate) base: Vec<u32>,
+    pub(crate) tp_loaded: Vec<bool>,
+    pub(crate) gtd: Vec<u32>,
+    pub(crate) map_seq: u32,
+    // ALA.
+    pub(crate) head: u64,
+    pub(crate) tail: u64,
+    pub(crate) ala_last_end: u64,
+    pub(crate) slots: Vec<SlotState>,
+    pub(crate) gm_seq: u32,
+    pub(crate) gm_end: u64,
+    // Transactions.
+    pub(crate) next_tx_id: u32,
+    pub(crate) txs: VecDeque<StaticTx>,
+    pub(crate) used_uuids: FxHashSet<TxUuid>,
+    // Chains (normal batches and dynamic txs) and the Head List announcement.
+    pub(crate) chain: Option<Chain>,
+    pub(crate) chain_next: u32,
+    pub(crate) announced_id: u32,
+    pub(crate) announce_end: u64,
+    pub(crate) announce_written: bool,
+    // GC protection (§2.12).
+    pub(crate) pins: Vec<u32>,
+    pub(crate) unpinned_at: Vec<u64>,
+    pub(crate) last_arrival: u64,
+    pub(crate) ready_ns: u64,
+    // Metrics.
+    pub(crate) committed: u64,
+    pub(crate) aborted: u64,
+    pub(crate) merges: u64,
+    pub(crate) gc_runs: u64,
+    pub(crate) merging: bool,
+}
+
+fn err_flash(e: flash::FlashError) -> FtlError {
+    FtlError::Flash(e)
+}
+
+impl Mobius {
+    pub(crate) fn empty(flash: Flash, o: &DesignOptions) -> Result<Mobius, FtlError> {
+        let g = flash.geometry().clone();
+        if flash.oob_record_bytes() < OOB_BYTES {
+            return Err(FtlError::InvalidOption(format!(
+                "mobius needs {OOB_BYTES} OOB bytes per page"
+            )));
+        }
+        let cfg = MobiusConfig::from_options(&g, o)?;
+        let layout = Layout::new(&g, cfg.ala_blocks);
+        let lay = layout.clone();
+        let pool = ftl::BlockPool::new(&g, 4, |b| lay.is_reserved(b));
+        let space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, 64);
+        let logical = ftl::logical_pages(
+            &g,
+            layout.reserved_count(),
+            flash.config().over_provisioning,
+        )
+        .min(TP_OWNER - 1);
+        let per_tp = entries_per_page(g.page_bytes) as u32;
+        let tps = logical.div_ceil(per_tp) as usize;
+        if tps.div_ceil(entries_per_page(g.page_bytes)) + 1 > g.pages_per_block as usize {
+            return Err(FtlError::InvalidOption(
+                "GTD does not fit one GM block".into(),
+            ));
+        }
+        Ok(Mobius {
+            items_per_inode: inode_capacity(g.page_bytes, InodeKind::Static),
+            slots: vec![SlotState::Erased; layout.ala.len()],
+            pins: vec![0; g.blocks() as usize],
+            unpinned_at: vec![0; g.blocks() as usize],
+            base: vec![NO_PPN; logical as usize],
+            tp_loaded: vec![false; tps],
+            gtd: vec![NO_PPN; tps],
+            flash,
+            cfg,
+            layout,
+            space,
+            logical,
+            resident: FxHashMap::default(),
+            map_seq: 0,
+            head: 0,
+            tail: 0,
+            ala_last_end: 0,
+            gm_seq: 0,
+            gm_end: 0,
+            next_tx_id: 1,
+            txs: VecDeque::new(),
+            used_uuids: FxHashSet::default(),
+            chain: None,
+            chain_next: NO_PPN,
+            announced_id: 0,
+            announce_end: 0,
+            announce_written: false,
+            last_arrival: 0,
+            ready_ns: 0,
+            committed: 0,
+            aborted: 0,
+            merges: 0,
+            gc_runs: 0,
+            merging: false,
+        })
+    }
+
+    /// Formats an erased device: GM record, then a first inode announcing the first chain head.
+    pub fn format(flash: Flash, o: &DesignOptions) -> Result<Mobius, FtlError> {
+        let mut m = Mobius::empty(flash, o)?;
+        m.tp_loaded.iter_mut().for_each(|l| *l = true);
+        m.new_announcement()?;
+        m.write_gm(0)?;
+        let ino = m.blank_inode(InodeKind::RecoveryResolution);
+        m.append_inode(ino, 0)?;
+        Ok(m)
+    }
+
+    pub fn config(&self) -> &MobiusConfig {
+        &self.cfg
+    }
+
+    // ---------------------------------------------------------------- pins
+
+    pub(crate) fn pin(&mut self, ppn: u32) {
+        let b = self.flash.geometry().block_of(Ppn(ppn));
+        self.pins[b.0 as usize] += 1;
+    }
+    pub(crate) fn unpin(&mut self, ppn: u32, at_ns: u64) {
+        let b = self.flash.geometry().block_of(Ppn(ppn)).0 as usize;
+        assert!(self.pins[b] > 0, "unbalanced pin");
+        self.pins[b] -= 1;
+        self.unpinned_at[b] = self.unpinned_at[b].max(at_ns);
+    }
+
+    // ---------------------------------------------------------------- mapping
+
+    fn tp_of(&self, lpn: u32) -> usize {
+        lpn as usize / entries_per_page(self.flash.geometry().page_bytes)
+    }
+
+    /// Loads a translation page into the view (a CMT miss). Returns when it is usable.
+    pub(crate) fn load_tp(&mut self, tp: usize, at: u64) -> Result<u64, FtlError> {
+        if self.tp_loaded[tp] {
+            return Ok(at);
+        }
+        let per = entries_per_page(self.flash.geometry().page_bytes);
+        let start = tp * per;
+        let end = (start + per).min(self.logical as usize);
+        let mut end_ns = at;
+        if self.gtd[tp] != NO_PPN {
+            let mut oob = [0u8; OOB_BYTES as usize];
+            let (st, span) = self
+                .flash
+                .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
+                .map_err(err_flash)?;
+            end_ns = span.end_ns;
+            let ReadStatus::Data(Content::Bytes(b)) = st else {
+                return Err(FtlError::Corrupt(format!(
+                    "translation page {tp} unreadable"
+                )));
+            };
+            let (_, _, e) = decode_tp(&b)
+                .ok_or_else(|| FtlError::Corrupt(format!("translation page {tp} damaged")))?;
+            self.base[start..end].copy_from_slice(&e[..end - start]);
+        } else {
+            self.base[start..end].iter_mut().for_each(|x| *x = NO_PPN);
+        }
+        self.tp_loaded[tp] = true;
+        Ok(end_ns)
+    }
+
+    /// Current mapping of `lpn` (Resident first, then the translation view).
+    pub(crate) fn lookup(&mut self, lpn: u32, at: u64) -> Result<(u32, u64), FtlError> {
+        if let Some(&p) = self.resident.get(&lpn) {
+            return Ok((p, at));
+        }
+        let t = self.load_tp(self.tp_of(lpn), at)?;
+        Ok((self.base[lpn as usize], t))
+    }
+
+    /// Points `lpn` at `ppn`; the superseded page becomes invalid once `durable_ns` passed.
+    fn remap(&mut self, lpn: u32, ppn: u32, at: u64, durable_ns: u64) -> Result<(), FtlError> {
+        let (old, _) = self.lookup(lpn, at)?;
+        self.resident.insert(lpn, ppn);
+        if old != NO_PPN && old != ppn && self.space.validity.owner(Ppn(old)) == Some(lpn) {
+            self.space.validity.invalidate(Ppn(old), durable_ns);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- ALA
+
+    pub(crate) fn blank_inode(&self, kind: InodeKind) -> Inode {
+        Inode {
+            kind: Some(kind),
+            part_count: 1,
+            ..Inode::default()
+        }
+    }
+
+    fn ala_ppn(&self, idx: u64) -> (usize, Ppn) {
+        let ppb = self.flash.geometry().pages_per_block as u64;
+        let slot = ((idx / ppb) % self.layout.ala.len() as u64) as usize;
+        (
+            slot,
+            self.flash
+                .geometry()
+                .ppn(self.layout.ala[slot], (idx % ppb) as u32),
+        )
+    }
+
+    /// Makes the ALA slot the tail enters programmable (erase stale, or merge when the ring is full).
+    fn prepare_slot(&mut self, at: u64) -> Result<(), FtlError> {
+        let ppb = self.flash.geometry().pages_per_block as u64;
+        if !self.tail.is_multiple_of(ppb) {
+            return Ok(());
+        }
+        let (slot, _) = self.ala_ppn(self.tail);
+        for attempt in 0..2 {
+            match self.slots[slot] {
+                SlotState::Erased => break,
+                SlotState::InUse(base) if base + ppb > self.head => {
+                    if attempt == 1 {
+                        return Err(FtlError::NoSpace);
+                    }
+                    // The ring is full: stall until the txs pinning the head have committed,
+                    // then merge (§8-14).
+                    let w = self
+                        .txs
+                        .iter()
+                        .filter(|t| t.state == TxState::Pending)
+                        .map(|t| t.commit_ns)
+                        .max()
+                        .unwrap_or(at)
+                        .max(at);
+                    self.advance(w)?;
+                    self.merge(w, true)?;
+                }
+                _ => {
+                    let span = self
+                        .flash
+                        .erase(self.layout.ala[slot], at.max(self.gm_end), OpCause::TxMeta)
+                        .map_err(err_flash)?;
+                    self.ala_last_end = self.ala_last_end.max(span.end_ns);
+                    self.slots[slot] = SlotState::Erased;
+                    break;
+                }
+            }
+        }
+        if !matches!(self.slots[slot], SlotState::Erased) {
+            return Err(FtlError::NoSpace);
+        }
+        self.slots[slot] = SlotState::InUse(self.tail);
+        Ok(())
+    }
+
+    /// Appends an inode to the ALA, attaching commit flags / abort marks (DAG commit, §2.6) and
+    /// enforcing the S_max window (§8-3). Returns the inode's end.
+    pub(crate) fn append_inode(&mut self, ino: Inode, not_before: u64) -> Result<u64, FtlError> {
+        let mut wait = not_before;
+        loop {
+            let nb = wait.max(self.ala_last_end).max(self.ready_ns);
+            let room = MAX_FLAGS - ino.commit_flags.len();
+            let (chosen, forced_left, stall) = self.choose_flags(nb, room);
+            if forced_left == 0 {
+                return self.program_inode(ino, nb, chosen);
+            }
+            if stall > nb {
+                // A tx about to leave the S_max window is not on flash yet: stall (§8-3).
+                wait = stall;
+                continue;
+            }
+            // More forced flags than fit: a FlagOnly inode first.
+            let fo = self.blank_inode(InodeKind::FlagOnly);
+            let (c, _, _) = self.choose_flags(nb, MAX_FLAGS);
+            self.program_inode(fo, nb, c)?;
+        }
+    }
+
+    /// Picks up to `room` flags/marks for an inode starting at `start`. Returns (chosen tx
+    /// indices, forced txs left unflagged, the instant the forced ones become flaggable).
+    fn choose_flags(&self, start: u64, room: usize) -> (Vec<usize>, usize, u64) {
+        let next_idx = self.tail;
+        let mut blocked: FxHashSet<u32> = FxHashSet::default();
+        let mut chosen = Vec::new();
+        let mut forced_left = 0;
+        let mut stall = start;
+        let early = self.cfg.inject_bug == InjectBug::FlagEarly;
+        for (i, t) in self.txs.iter().enumerate() {
+            if t.resolved {
+                continue;
+            }
+            let forced = t.first_inode + self.cfg.s_max as u64 <= next_idx;
+            let ok = match t.state {
+                TxState::Aborted => true,
+                _ => {
+                    (early || t.data_end <= start)
+                        && !t.items.iter().any(|(l, _)| blocked.contains(l))
+                }
+            };
+            if ok && chosen.len() < room {
+                chosen.push(i);
+                continue;
+            }
+            if forced {
+                forced_left += 1;
+                stall = stall.max(t.data_end);
+            }
+            if t.state != TxState::Aborted {
+                blocked.extend(t.items.iter().map(|(l, _)| *l));
+            }
+        }
+        (chosen, forced_left, stall)
+    }
+
+    fn program_inode(
+        &mut self,
+        mut ino: Inode,
+        nb: u64,
+        chosen: Vec<usize>,
+    ) -> Result<u64, FtlError> {
+        let chosen_ids: Vec<u32> = chosen.iter().map(|&i| self.txs[i].tx_id).collect();
+        loop {
+            let t = self.tail;
+            self.prepare_slot(nb)?;
+            if self.tail == t {
+                break;
+            }
+        }
+        // prepare_slot may have merged (and trimmed the tx table): find the txs again.
+        let chosen: Vec<usize> = chosen_ids
+            .iter()
+            .filter_map(|id| self.txs.iter().position(|t| t.tx_id == *id))
+            .filter(|&i| !self.txs[i].resolved)
+            .collect();
+        for &i in &chosen {
+            let t = &self.txs[i];
+            ino.commit_flags.push(if t.state == TxState::Aborted {
+                ABORT_MARK | t.tx_id
+            } else {
+                t.tx_id
+            });
+        }
+        let nb = nb.max(self.ala_last_end);
+        ino.ala_seq = self.tail;
+        ino.head_ppn = self.chain.as_ref().map_or(self.chain_next, |c| c.head);
+        ino.chain_id = self.chain.as_ref().map_or(self.announced_id, |c| c.id);
+        let bytes = ino.encode(self.flash.geometry().page_bytes);
+        let oob = PageOob {
+            tx_id: ino.tx_id,
+            lpn: 0,
+            next: NO_PPN,
+            seq: 0,
+            kind: PageKind::Inode,
+        }
+        .encode();
+        let (_, ppn) = self.ala_ppn(self.tail);
+        let span = self
+            .flash
+            .program(ppn, &Content::Bytes(bytes), &oob, nb, OpCause::TxMeta)
+            .map_err(err_flash)?;
+        self.tail += 1;
+        self.ala_last_end = span.end_ns;
+        if !self.announce_written {
+            self.announce_written = true;
+            self.announce_end = span.end_ns;
+        }
+        for &i in &chosen {
+            self.txs[i].resolved = true;
+            let items: Vec<u32> = self.txs[i].items.iter().map(|x| x.1).collect();
+            for p in items {
+                self.unpin(p, span.end_ns);
+            }
+        }
+        Ok(span.end_ns)
+    }
+
+    /// Drops resolved, settled txs from the front of the table.
+    fn trim_txs(&mut self) {
+        while self
+            .txs
+            .front()
+            .is_some_and(|t| t.resolved && t.state != TxState::Pending)
+        {
+            self.txs.pop_front();
+        }
+    }
+
+    // ---------------------------------------------------------------- RAM commit
+
+    /// Installs, in arrival order, every static tx committed by `now` (§2.5 step 4, §2.10).
+    pub(crate) fn advance(&mut self, now: u64) -> Result<(), FtlError> {
+        let mut blocked: FxHashSet<u32> = FxHashSet::default();
+        for i in 0..self.txs.len() {
+            let t = &self.txs[i];
+            if t.state != TxState::Pending {
+                continue;
+            }
+            if t.commit_ns <= now && !t.items.iter().any(|(l, _)| blocked.contains(l)) {
+                let items = t.items.clone();
+                let durable = t.durable_ns;
+                let sup = std::mem::take(&mut self.txs[i].superseded);
+                for (l, p) in items {
+                    if sup.contains(&l) {
+                        // A later normal/dynamic write already took effect (it waited for us).
+                        self.space.validity.invalidate(Ppn(p), durable.max(now));
+                    } else {
+                        self.remap(l, p, now, durable)?;
+                    }
+                }
+                self.txs[i].state = TxState::Installed;
+                self.committed += 1;
+            } else {
+                let l: Vec<u32> = t.items.iter().map(|x| x.0).collect();
+                blocked.extend(l);
+            }
+        }
+        self.trim_txs();
+        Ok(())
+    }
+
+    /// A WRITE/DWRITE/TRIM of `lpn` takes effect after every pending static tx (it waits for
+    /// them), so their later install must not overwrite it.
+    fn supersede_pending(&mut self, lpn: u32) {
+        for t in self.txs.iter_mut() {
+            if t.state == TxState::Pending && t.items.iter().any(|x| x.0 == lpn) {
+                t.superseded.insert(lpn);
+            }
+        }
+    }
+
+    /// Latest commit instant of pending static txs (WRITE never overlaps them, §2.2).
+    fn pending_static_end(&self) -> u64 {
+        self.txs
+            .iter()
+            .filter(|t| t.state == TxState::Pending)
+            .map(|t| t.commit_ns)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn check_arrival(&mut self, arrival: u64) -> Result<u64, FtlError> {
+        if arrival < self.last_arrival {
+            return Err(FtlError::TimeWentBackwards {
+                arrival_ns: arrival,
+                previous_ns: self.last_arrival,
+            });
+        }
+        self.last_arrival = arrival;
+        Ok(arrival.max(self.ready_ns))
+    }
+
+    // ---------------------------------------------------------------- chains
+
+    /// Pre-allocates the next chain page and announces a new chain id (Head List entry).
+    pub(crate) fn new_announcement(&mut self) -> Result<(), FtlError> {
+        if self.chain_next == NO_PPN {
+            self.chain_next = self.alloc(S_CHAIN)?;
+            self.pin(self.chain_next);
+        }
+        self.announced_id = self.next_tx_id;
+        self.next_tx_id += 1;
+        self.announce_written = false;
+        Ok(())
+    }
+
+    fn alloc(&mut self, stream: usize) -> Result<u32, FtlError> {
+        self.space
+            .allocate(stream, &self.flash)
+            .map(|p| p.0)
+            .ok_or(FtlError::NoSpace)
+    }
+
+    /// Programs one chain page at the pre-allocated slot; returns (ppn, end).
+    fn chain_page(
+        &mut self,
+        lpn: u32,
+        content: &Content,
+        last: bool,
+        nb: u64,
+    ) -> Result<(u32, u64), FtlError> {
+        let ppn = self.chain_next;
+        let c = self.chain.as_ref().expect("open chain");
+        let (id, kind, head, seq) = (c.id, c.kind, c.head, c.pages.len() as u32);
+        let next = if last {
+            head
+        } else {
+            let n = self.alloc(S_CHAIN)?;
+            self.pin(n);
+            n
+        };
+        let oob = PageOob {
+            tx_id: id,
+            lpn,
+            next,
+            seq,
+            kind,
+        }
+        .encode();
+        let span = self
+            .flash
+            .program(Ppn(ppn), content, &oob, nb, OpCause::HostData)
+            .map_err(err_flash)?;
+        self.chain_next = if last { NO_PPN } else { next };
+        self.space.validity.set_valid(Ppn(ppn), lpn);
+        let c = self.chain.as_mut().unwrap();
+        c.pages.push((lpn, ppn));
+        c.prefix_end = c.prefix_end.max(span.end_ns);
+        Ok((ppn, span.end_ns))
+    }
+
+    fn open_chain(&mut self, kind: PageKind, uuid: TxUuid) {
+        assert!(self.chain.is_none());
+        self.chain = Some(Chain {
+            id: self.announced_id,
+            kind,
+            uuid,
+            head: self.chain_next,
+            pages: Vec::new(),
+            prefix_end: self.announce_end,
+            undo: Vec::new(),
+        });
+    }
+
+    /// Closes the open normal batch with a NormalBatch inode (§2.8).
+    fn close_normal(&mut self, at: u64) -> Result<u64, FtlError> {
+        let Some(c) = self.chain.as_ref() else {
+            return Ok(at);
+        };
+        assert_eq!(c.kind, PageKind::Normal);
+        let items = c.pages.clone();
+        let nb = c.prefix_end;
+        let c = self.chain.take().unwrap();
+        self.new_announcement()?;
+        let mut ino = self.blank_inode(InodeKind::NormalBatch);
+        ino.tx_id = c.id;
+        ino.items = items;
+        let end = self.append_inode(ino, nb.max(at))?;
+        for (_, p) in c.pages {
+            self.unpin(p, end);
+        }
+        Ok(end)
+    }
+
+    // ---------------------------------------------------------------- GM, merge
+
+    /// Writes a GM record (GTD chunks + seal) into the other GM block (§8-16).
+    pub(crate) fn write_gm(&mut self, not_before: u64) -> Result<u64, FtlError> {
+        let pb = self.flash.geometry().page_bytes;
+        self.gm_seq += 1;
+        let blk = self.layout.gm[(self.gm_seq % 2) as usize];
+        let er = self
+            .flash
+            .erase(blk, not_before.max(self.gm_end), OpCause::Checkpoint)
+            .map_err(err_flash)?;
+        let per = entries_per_page(pb);
+        let mut end = er.end_ns;
+        let mut ppns = Vec::new();
+        for (i, chunk) in self.gtd.chunks(per).enumerate() {
+            let ppn = self.flash.geometry().ppn(blk, i as u32);
+            let oob = PageOob {
+                tx_id: 0,
+                lpn: i as u32,
+                next: NO_PPN,
+                seq: self.gm_seq,
+                kind: PageKind::GmGtd,
+            }
+            .encode();
+            let s = self
+                .flash
+                .program(
+                    ppn,
+                    &Content::Bytes(encode_gtd(i as u32, self.gm_seq, chunk, pb)),
+                    &oob,
+                    er.end_ns,
+                    OpCause::Checkpoint,
+                )
+                .map_err(err_flash)?;
+            end = end.max(s.end_ns);
+            ppns.push(ppn.0);
+        }
+        let (head_ppn, chain_id) = self
+            .chain
+            .as_ref()
+            .map_or((self.chain_next, self.announced_id), |c| (c.head, c.id));
+        let seal = GmSeal {
+            gm_seq: self.gm_seq,
+            ala_head: self.head,
+            next_tx_id: self.next_tx_id,
+            head_ppn,
+            chain_id,
+            gtd_ppns: ppns.clone(),
+        };
+        let ppn = self.flash.geometry().ppn(blk, ppns.len() as u32);
+        let oob = PageOob {
+            tx_id: 0,
+            lpn: 0,
+            next: NO_PPN,
+            seq: self.gm_seq,
+            kind: PageKind::GmSeal,
+        }
+        .encode();
+        let s = self
+            .flash
+            .program(
+                ppn,
+                &Content::Bytes(seal.encode(pb)),
+                &oob,
+                end,
+                OpCause::Checkpoint,
+            )
+            .map_err(err_flash)?;
+        self.gm_end = s.end_ns;
+        Ok(s.end_ns)
+    }
+
+    /// ALA merge (§2.4): Resident Area → translation pages, GM with the new head, erase stale
+    /// ALA blocks. The head never passes the inode of a tx not yet installed (§8-15).
+    pub(crate) fn merge(&mut self, at: u64, forced: bool) -> Result<(), FtlError> {
+        if self.merging {
+            return Ok(());
+        }
+        self.merging = true;
+        let r = self.merge_inner(at, forced);
+        self.merging = false;
+        r
+    }
+
+    fn merge_inner(&mut self, at: u64, forced: bool) -> Result<(), FtlError> {
+        let mut new_head = self.tail;
+        for t in &self.txs {
+            if t.state == TxState::Pending {
+                new_head = new_head.min(t.first_inode);
+            }
+        }
+        if new_head <= self.head
+            || (!forced && new_head - self.head < self.cfg.active_ala_pages / 4)
+        {
+            return Ok(());
+        }
+        self.merges += 1;
+        let pb = self.flash.geometry().page_bytes;
+        // Uncommitted dynamic mappings stay out of the translation pages.
+        let undo: FxHashMap<u32, u32> = self
+            .chain
+            .as_ref()
+            .map(|c| c.undo.iter().rev().map(|&(l, _, old)| (l, old)).collect())
+            .unwrap_or_default();
+        let entries: Vec<(u32, u32)> = self.resident.iter().map(|(&l, &p)| (l, p)).collect();
+        let mut dirty: Vec<usize> = Vec::new();
+        let mut end = at;
+        for (l, p) in entries {
+            let tp = self.tp_of(l);
+            end = end.max(self.load_tp(tp, at)?);
+            self.base[l as usize] = *undo.get(&l).unwrap_or(&p);
+            dirty.push(tp);
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        self.map_seq += 1;
+        let per = entries_per_page(pb);
+        let mut tp_end = end;
+        let mut old_tps = Vec::new();
+        for tp in dirty {
+            self.gc_if_needed(at)?;
+            let ppn = self.alloc(S_MAP)?;
+            let s0 = tp * per;
+            let s1 = (s0 + per).min(self.logical as usize);
+            let bytes = encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb);
+            let oob = PageOob {
+                tx_id: 0,
+                lpn: tp as u32,
+                next: NO_PPN,
+                seq: self.map_seq,
+                kind: PageKind::Translation,
+            }
+            .encode();
+            let s = self
+                .flash
+                .program(
+                    Ppn(ppn),
+                    &Content::Bytes(bytes),
+                    &oob,
+                    end,
+                    OpCause::Mapping,
+                )
+                .map_err(err_flash)?;
+            tp_end = tp_end.max(s.end_ns);
+            self.space
+                .validity
+                .set_valid(Ppn(ppn), TP_OWNER | tp as u32);
+            if self.gtd[tp] != NO_PPN {
+                old_tps.push(self.gtd[tp]);
+            }
+            self.gtd[tp] = ppn;
+        }
+        self.head = new_head;
+        let gm = self.write_gm(tp_end)?;
+        for p in old_tps {
+            self.space.validity.invalidate(Ppn(p), gm);
+        }
+        self.resident.retain(|l, _| undo.contains_key(l));
+        // Stale ALA blocks are erased in the background once the head is durable.
+        let ppb = self.flash.geometry().pages_per_block as u64;
+        for s in 0..self.slots.len() {
+            if let SlotState::InUse(b) = self.slots[s] {
+                if b + ppb <= self.head {
+                    self.flash
+                        .erase(self.layout.ala[s], gm, OpCause::TxMeta)
+                        .map_err(err_flash)?;
+                    self.slots[s] = SlotState::Erased;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn maybe_merge(&mut self, at: u64) -> Result<(), FtlError> {
+        if self.tail - self.head > self.cfg.active_ala_pages {
+            self.merge(at, false)?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- GC
+
+    fn gc_eligible(&self, b: BlockId) -> bool {
+        !self.layout.is_reserved(b) && self.pins[b.0 as usize] == 0
+    }
+
+    pub(crate) fn gc_if_needed(&mut self, at: u64) -> Result<(), FtlError> {
+        let low = self.flash.geometry().chips() + 2;
+        let mut rounds = 0;
+        while self.space.pool.free_blocks() < low {
+            let Some(v) = self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) else {
+                if self.space.pool.free_blocks() == 0 {
+                    return Err(FtlError::NoSpace);
+                }
+                return Ok(());
+            };
+            self.collect(v, at, OpCause::GcCopy)?;
+            rounds += 1;
+            if rounds > self.space.pool.blocks() {
+                return Err(FtlError::NoSpace);
+            }
+        }
+        if let Some(v) = self
+            .space
+            .wear_victim(&self.flash, |b| self.pins[b.0 as usize] == 0)
+        {
+            if !self.layout.is_reserved(v) {
+                self.collect(v, at, OpCause::WearLevel)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a victim's live pages, logs the moves of data pages in a GcReloc inode and of
+    /// translation pages in a GM record, then erases the victim after both (§8-12).
+    fn collect(&mut self, victim: BlockId, at: u64, cause: OpCause) -> Result<(), FtlError> {
+        self.gc_runs += 1;
+        self.space.validity.unindex_block(victim);
+        let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut relocs = Vec::new();
+        let mut tp_moved = false;
+        let mut last = at;
+        for (from, owner) in live {
+            let (st, rd) = self
+                .flash
+                .read(from, &mut oob, at, cause)
+                .map_err(err_flash)?;
+            let ReadStatus::Data(content) = st else {
+                return Err(FtlError::Corrupt(format!("live {from} unreadable")));
+            };
+            let to = self
+                .space
+                .allocate(S_GC, &self.flash)
+                .ok_or(FtlError::NoSpace)?;
+            let span = self
+                .flash
+                .program(to, &content, &oob, rd.end_ns, cause)
+                .map_err(err_flash)?;
+            last = last.max(span.end_ns);
+            self.space.validity.invalidate(from, span.end_ns);
+            self.space.validity.set_valid(to, owner);
+            if owner & TP_OWNER != 0 {
+                self.gtd[(owner & !TP_OWNER) as usize] = to.0;
+                tp_moved = true;
+            } else {
+                let (cur, _) = self.lookup(owner, at)?;
+                if cur != from.0 {
+                    return Err(FtlError::Corrupt(format!(
+                        "GC: live {from} is not the mapping of lpn {owner} ({cur})"
+                    )));
+                }
+                self.resident.insert(owner, to.0);
+                relocs.push((owner, from.0, to.0));
+            }
+        }
+        let mut after = last
+            .max(self.space.validity.invalidated_by_ns(victim))
+            .max(self.unpinned_at[victim.0 as usize]);
+        let cap = inode_capacity(self.flash.geometry().page_bytes, InodeKind::GcReloc);
+        for chunk in relocs.chunks(cap) {
+            let mut ino = self.blank_inode(InodeKind::GcReloc);
+            ino.relocs = chunk.to_vec();
+            after = after.max(self.append_inode(ino, last)?);
+        }
+        if tp_moved {
+            after = after.max(self.write_gm(last)?);
+        }
+        self.flash.erase(victim, after, cause).map_err(err_flash)?;
+        self.space.validity.erased(victim);
+        self.space.pool.release(victim);
+        self.unpinned_at[victim.0 as usize] = 0;
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- static txs
+
+    fn check_uuid(&self, uuid: TxUuid) -> Result<(), FtlError> {
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        if self.used_uuids.contains(&uuid) {
+            return Err(FtlError::DuplicateTx(uuid));
+        }
+        if let Some(c) = &self.chain {
+            if c.kind == PageKind::Dynamic {
+                return Err(FtlError::DynamicTxRunning(c.uuid));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn max_tx_pages(&self) -> u64 {
+        self.items_per_inode as u64 * self.cfg.max_parts() as u64
+    }
+
+    fn do_swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.check_uuid(uuid)?;
+        if pages.is_empty() {
+            return Err(FtlError::EmptyRequest);
+        }
+        let max = self.max_tx_pages().min(self.logical as u64 / 4);
+        if pages.len() as u64 > max {
+            return Err(FtlError::TxTooLarge {
+                pages: pages.len() as u64,
+                max,
+            });
+        }
+        let mut seen = FxHashSet::default();
+        for (l, _) in pages {
+            check_range(*l, 1, self.logical)?;
+            if !seen.insert(l.0) {
+                return Err(FtlError::DuplicatePage { lpn: *l });
+            }
+        }
+        let now = self.check_arrival(arrival)?;
+        self.advance(now)?;
+        self.close_normal(now)?;
+        self.used_uuids.insert(uuid);
+        let tx_id = self.next_tx_id;
+        self.next_tx_id += 1;
+        // Pre-allocate every page (spread over chips by the allocator, §2.5 step 1).
+        let mut items = Vec::with_capacity(pages.len());
+        for (l, _) in pages {
+            self.gc_if_needed(now)?;
+            let p = self.alloc(S_STATIC)?;
+            self.pin(p);
+            items.push((l.0, p));
+        }
+        // Inode part(s) first (paper order), then the data pages in parallel.
+        let parts: Vec<&[(u32, u32)]> = items.chunks(self.items_per_inode).collect();
+        let first_inode = self.tail;
+        let mut inode_end = now;
+        let n = parts.len() as u16;
+        for (k, part) in parts.iter().enumerate() {
+            let mut ino = self.blank_inode(InodeKind::Static);
+            ino.tx_id = tx_id;
+            ino.uuid = uuid.0 as u128;
+            ino.items = part.to_vec();
+            ino.part_index = k as u16;
+            ino.part_count = n;
+            if n > 1 {
+                ino.flags |= FLAG_MULTIPART;
+            }
+            inode_end = self.append_inode(ino, now)?;
+        }
+        let mut data_end = now;
+        for ((l, c), &(_, p)) in pages.iter().zip(&items) {
+            let oob = PageOob {
+                tx_id,
+                lpn: l.0,
+                next: NO_PPN,
+                seq: 0,
+                kind: PageKind::Static,
+            }
+            .encode();
+            let s = self
+                .flash
+                .program(Ppn(p), c, &oob, now, OpCause::HostData)
+                .map_err(err_flash)?;
+            data_end = data_end.max(s.end_ns);
+            self.space.validity.set_valid(Ppn(p), l.0);
+        }
+        // Ordering (§2.10): after every earlier overlapping tx that is still unsettled.
+        let mut commit = data_end;
+        let mut durable = data_end.max(inode_end);
+        for t in &self.txs {
+            if t.state == TxState::Aborted || (t.state == TxState::Installed && t.resolved) {
+                continue;
+            }
+            if t.items.iter().any(|(l, _)| seen.contains(l)) {
+                commit = commit.max(t.commit_ns);
+                durable = durable.max(t.durable_ns);
+            }
+        }
+        self.txs.push_back(StaticTx {
+            uuid,
+            tx_id,
+            items,
+            first_inode,
+            data_end,
+            commit_ns: commit,
+            durable_ns: durable,
+            state: TxState::Pending,
+            resolved: false,
+            observed: false,
+            superseded: FxHashSet::default(),
+        });
+        self.maybe_merge(now)?;
+        let ack = match mode {
+            SwriteMode::Sync => durable,
+            SwriteMode::Async => inode_end,
+        };
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: Some(durable),
+        })
+    }
+
+    fn do_abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
+        let now = self.check_arrival(arrival)?;
+        if uuid.0 == 0
+            || self
+                .chain
+                .as_ref()
+                .is_some_and(|c| c.kind == PageKind::Dynamic && c.uuid == uuid)
+        {
+            return self.abort_dynamic(now, arrival);
+        }
+        self.advance(now)?;
+        let Some(i) = self.txs.iter().position(|t| t.uuid == uuid) else {
+            return Err(if self.used_uuids.contains(&uuid) {
+                FtlError::AlreadyCommitted(uuid)
+            } else {
+                FtlError::UnknownTx(uuid)
+            });
+        };
+        let t = &self.txs[i];
+        if t.state == TxState::Aborted {
+            return Err(FtlError::UnknownTx(uuid));
+        }
+        if t.state == TxState::Installed || t.data_end <= now || t.observed || t.resolved {
+            return Err(FtlError::AlreadyCommitted(uuid));
+        }
+        // Later overlapping pending txs no longer wait for it.
+        self.txs[i].state = TxState::Aborted;
+        self.aborted += 1;
+        let items = self.txs[i].items.clone();
+        // A persistent abort mark (in a FlagOnly inode), acknowledged when on flash.
+        let mut end = now;
+        while !self.txs[i].resolved {
+            let ino = self.blank_inode(InodeKind::FlagOnly);
+            end = self.append_inode(ino, now)?;
+        }
+        for (_, p) in items {
+            self.space.validity.invalidate(Ppn(p), end);
+        }
+        self.recompute_commit_times();
+        self.advance(now)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: end,
+        })
+    }
+
+    /// After an abort, pending txs need not wait for the aborted one.
+    fn recompute_commit_times(&mut self) {
+        for i in 0..self.txs.len() {
+            if self.txs[i].state != TxState::Pending {
+                continue;
+            }
+            let mut c = self.txs[i].data_end;
+            for j in 0..i {
+                let (a, b) = (&self.txs[j], &self.txs[i]);
+                if a.state == TxState::Pending
+                    && a.items.iter().any(|x| b.items.iter().any(|y| y.0 == x.0))
+                {
+                    c = c.max(a.commit_ns);
+                }
+            }
+            self.txs[i].commit_ns = c;
+        }
+    }
+
+    // ---------------------------------------------------------------- dynamic txs
+
+    fn do_dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        check_range(lpn, 1, self.logical)?;
+        let running = self
+            .chain
+            .as_ref()
+            .filter(|c| c.kind == PageKind::Dynamic)
+            .map(|c| c.uuid);
+        match flag {
+            DwriteFlag::Head | DwriteFlag::Single => {
+                if let Some(r) = running {
+                    return Err(FtlError::DynamicTxRunning(r));
+                }
+                if uuid.0 == 0 {
+                    return Err(FtlError::ReservedTx(uuid));
+                }
+                if self.used_uuids.contains(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+            }
+            DwriteFlag::Body | DwriteFlag::Rear => match running {
+                None => return Err(FtlError::NoDynamicTx),
+                Some(r) if r != uuid => return Err(FtlError::UnknownTx(uuid)),
+                _ => {}
+            },
+        }
+        let now = self.check_arrival(arrival)?;
+        self.advance(now)?;
+        let mut nb = now;
+        if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
+            // HEAD waits for in-flight static txs (§8-19) and closes the normal batch.
+            nb = nb.max(self.pending_static_end());
+            self.close_normal(now)?;
+            self.used_uuids.insert(uuid);
+            self.open_chain(PageKind::Dynamic, uuid);
+        } else if self.chain.as_ref().unwrap().pages.len() + 1 > self.items_per_inode {
+            return Err(FtlError::TxTooLarge {
+                pages: self.items_per_inode as u64 + 1,
+                max: self.items_per_inode as u64,
+            });
+        }
+        self.gc_if_needed(now)?;
+        let last = matches!(flag, DwriteFlag::Rear | DwriteFlag::Single);
+        self.supersede_pending(lpn.0);
+        let (ppn, end) = self.chain_page(lpn.0, content, last, nb)?;
+        // Per-page mapping update (§2.7) with an undo record; the old page stays pinned.
+        let (old, _) = self.lookup(lpn.0, now)?;
+        let prev_res = self.resident.insert(lpn.0, ppn);
+        if old != NO_PPN {
+            self.pin(old);
+        }
+        self.chain
+            .as_mut()
+            .unwrap()
+            .undo
+            .push((lpn.0, prev_res, old));
+        if !last {
+            return Ok(TxCompletion {
+                arrival_ns: arrival,
+                ack_ns: end,
+                durable_ns: None,
+            });
+        }
+        // REAR: the ring is closed; write the Dynamic inode, ack when it is on flash.
+        let c = self.chain.take().unwrap();
+        self.new_announcement()?;
+        let mut ino = self.blank_inode(InodeKind::Dynamic);
+        ino.tx_id = c.id;
+        ino.uuid = uuid.0 as u128;
+        ino.items = c.pages.clone();
+        let end = self.append_inode(ino, c.prefix_end.max(now))?;
+        for &(_, p) in &c.pages {
+            self.unpin(p, end);
+        }
+        let mut last_of: FxHashMap<u32, u32> = FxHashMap::default();
+        for &(l, p) in &c.pages {
+            last_of.insert(l, p);
+        }
+        for &(l, _, old) in &c.undo {
+            if old != NO_PPN {
+                self.unpin(old, end);
+            }
+            let _ = l;
+        }
+        // Superseded pages: the pre-tx ones and pages rewritten inside the tx.
+        let mut first_old: FxHashMap<u32, u32> = FxHashMap::default();
+        for &(l, _, old) in &c.undo {
+            first_old.entry(l).or_insert(old);
+        }
+        for &(l, p) in &c.pages {
+            if last_of[&l] != p {
+                self.space.validity.invalidate(Ppn(p), end);
+            }
+        }
+        for (l, old) in first_old {
+            if old != NO_PPN && self.space.validity.owner(Ppn(old)) == Some(l) {
+                self.space.validity.invalidate(Ppn(old), end);
+            }
+        }
+        self.committed += 1;
+        self.maybe_merge(now)?;
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: end,
+            durable_ns: Some(end),
+        })
+    }
+
+    fn abort_dynamic(&mut self, now: u64, arrival: u64) -> Result<Completion, FtlError> {
+        let Some(c) = self.chain.as_ref().filter(|c| c.kind == PageKind::Dynamic) else {
+            return Err(FtlError::NoDynamicTx);
+        };
+        let _ = c;
+        let c = self.chain.take().unwrap();
+        for &(l, prev, _) in c.undo.iter().rev() {
+            match prev {
+                Some(p) => self.resident.insert(l, p),
+                None => self.resident.remove(&l),
+            };
+        }
+        self.new_announcement()?;
+        let mut ino = self.blank_inode(InodeKind::DynAbort);
+        ino.tx_id = c.id;
+        let end = self.append_inode(ino, now)?;
+        for &(_, p) in &c.pages {
+            self.unpin(p, end);
+            self.space.validity.invalidate(Ppn(p), end);
+        }
+        for &(_, _, old) in &c.undo {
+            if old != NO_PPN {
+                self.unpin(old, end);
+            }
+        }
+        self.aborted += 1;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: end,
+        })
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    fn read_pages(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        at: u64,
+        overlay: bool,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<u64, FtlError> {
+        out.clear();
+        let mut ack = at;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for i in 0..count {
+            let lpn = start.0 + i;
+            let (mut ppn, t) = self.lookup(lpn, at)?;
+            if overlay {
+                for tx in &self.txs {
+                    if tx.state == TxState::Pending && !tx.superseded.contains(&lpn) {
+                        if let Some(&(_, p)) = tx.items.iter().find(|x| x.0 == lpn) {
+                            ppn = p;
+                        }
+                    }
+                }
+            }
+            if ppn == NO_PPN {
+                out.push(PageOutcome::Unwritten);
+                ack = ack.max(t);
+                continue;
+            }
+            let (st, span) = self
+                .flash
+                .read(Ppn(ppn), &mut oob, t, OpCause::HostData)
+                .map_err(err_flash)?;
+            ack = ack.max(span.end_ns);
+            out.push(match st {
+                ReadStatus::Data(c) => PageOutcome::Data(c),
+                _ => PageOutcome::Uncorrectable,
+            });
+        }
+        Ok(ack)
+    }
+
+    pub(crate) fn state_check(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        if self.resident.len() as u64
+            > self.cfg.active_ala_pages * self.items_per_inode as u64
+                + self.flash.geometry().pages() as u64
+        {
+            return Err("Resident Area exceeds its bound".into());
+        }
+        for (l, p) in &self.resident {
+            if *p != NO_PPN && self.space.validity.owner(Ppn(*p)) != Some(*l) {
+                return Err(format!("lpn {l} maps to {p}, which is not live for it"));
+            }
+        }
+        if self.tail < self.head {
+            return Err("ALA tail behind head".into());
+        }
+        Ok(())
+    }
+}
+
+impl BlockDevice for Mobius {
+    fn design(&self) -> &'static str {
+        "mobius"
+    }
+    fn promise(&self) -> Promise {
+        Promise::AtomicTransactions
+    }
+    fn logical_pages(&self) -> u32 {
+        self.logical
+    }
+
+    /// Normal WRITE (§2.8): chained pages, per-page mapping update; acked when the page and
+    /// every earlier page of its chain are on flash (so the boot walk reaches it).
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        check_range(start, pages.len() as u64, self.logical)?;
+        if let Some(c) = self.chain.as_ref().filter(|c| c.kind == PageKind::Dynamic) {
+            return Err(FtlError::DynamicTxRunning(c.uuid));
+        }
+        let now = self.check_arrival(arrival_ns)?;
+        self.advance(now)?;
+        let nb = now.max(self.pending_static_end());
+        let mut written = Vec::with_capacity(pages.len());
+        let mut ack = now;
+        for (i, c) in pages.iter().enumerate() {
+            if self.chain.is_none() {
+                if !self.announce_written {
+                    let ino = self.blank_inode(InodeKind::FlagOnly);
+                    self.append_inode(ino, now)?;
+                }
+                self.open_chain(PageKind::Normal, TxUuid(0));
+            }
+            self.gc_if_needed(now)?;
+            let lpn = start.0 + i as u32;
+            self.supersede_pending(lpn);
+            let (ppn, _) = self.chain_page(lpn, c, false, nb)?;
+            written.push((lpn, ppn));
+            if self.chain.as_ref().unwrap().pages.len() >= self.items_per_inode {
+                ack = ack
+                    .max(self.chain.as_ref().unwrap().prefix_end)
+                    .max(self.announce_end);
+                for &(l, p) in &written {
+                    self.remap(l, p, now, ack)?;
+                }
+                written.clear();
+                self.close_normal(now)?;
+            }
+        }
+        let ack = ack
+            .max(self.chain.as_ref().map_or(now, |c| c.prefix_end))
+            .max(self.announce_end);
+        for &(l, p) in &written {
+            self.remap(l, p, now, ack)?;
+        }
+        self.maybe_merge(now)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        check_range(start, count as u64, self.logical)?;
+        let now = self.check_arrival(arrival_ns)?;
+        self.advance(now)?;
+        let ack = self.read_pages(start, count, now, false, out)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        let now = self.check_arrival(arrival_ns)?;
+        self.advance(now)?;
+        let mut ack = now;
+        for t in &self.txs {
+            if t.state != TxState::Aborted {
+                ack = ack.max(t.durable_ns);
+            }
+        }
+        if let Some(c) = &self.chain {
+            if c.kind == PageKind::Normal {
+                ack = ack.max(c.prefix_end).max(self.announce_end);
+            }
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    /// TRIM persists as a NormalBatch inode of unmappings.
+    fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
+        check_range(start, count as u64, self.logical)?;
+        if let Some(c) = self.chain.as_ref().filter(|c| c.kind == PageKind::Dynamic) {
+            return Err(FtlError::DynamicTxRunning(c.uuid));
+        }
+        let now = self.check_arrival(arrival_ns)?;
+        self.advance(now)?;
+        let nb = now.max(self.pending_static_end());
+        let nb = nb.max(self.close_normal(now)?);
+        let lpns: Vec<u32> = (start.0..start.0 + count).collect();
+        let mut end = nb;
+        for chunk in lpns.chunks(self.items_per_inode) {
+            let mut ino = self.blank_inode(InodeKind::NormalBatch);
+            ino.items = chunk.iter().map(|&l| (l, NO_PPN)).collect();
+            end = self.append_inode(ino, nb)?;
+        }
+        for l in lpns {
+            self.supersede_pending(l);
+            self.remap(l, NO_PPN, now, end)?;
+        }
+        self.maybe_merge(now)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: end,
+        })
+    }
+
+    fn flash(&self) -> &Flash {
+        &self.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.flash
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.state_check()
+    }
+    fn metrics(&self) -> Vec<(String, f64)> {
+        vec![
+            ("tx_committed".into(), self.committed as f64),
+            ("tx_aborted".into(), self.aborted as f64),
+            ("ala_merges".into(), self.merges as f64),
+            ("gc_runs".into(), self.gc_runs as f64),
+            ("ala_active_inodes".into(), (self.tail - self.head) as f64),
+            ("resident_entries".into(), self.resident.len() as f64),
+        ]
+    }
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        Some(self)
+    }
+}
+
+impl Transactional for Mobius {
+    fn capabilities(&self) -> TxCapabilities {
+        TxCapabilities {
+            static_tx: true,
+            async_swrite: true,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: false,
+            sread: true,
+            abort: true,
+            max_tx_pages: self.max_tx_pages().min(self.logical as u64 / 4),
+        }
+    }
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.do_swrite(uuid, pages, mode, arrival_ns)
+    }
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.do_dwrite(uuid, lpn, content, flag, arrival_ns)
+    }
+    fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError> {
+        self.do_abort(uuid, arrival_ns)
+    }
+    /// SREAD (§2.10): served once every static tx that arrived before it has committed.
+    fn sread(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        check_range(start, count as u64, self.logical)?;
+        let now = self.check_arrival(arrival_ns)?;
+        self.advance(now)?;
+        let mut wait = now;
+        for t in self.txs.iter_mut() {
+            if t.state == TxState::Pending {
+                wait = wait.max(t.commit_ns);
+                t.observed = true;
+            }
+        }
+        let ack = self.read_pages(start, count, wait, true, out)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+}
