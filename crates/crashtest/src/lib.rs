@@ -279,7 +279,14 @@ pub fn run_campaign(
     let mut points = if cfg.exhaustive {
         points::exhaustive(&rec.ops, cfg.torn)
     } else {
-        points::sample(&rec.ops, &rec.host, cfg.crash_points, cfg.torn, cfg.seed)
+        points::sample(
+            &rec.ops,
+            &rec.host,
+            cfg.crash_points,
+            cfg.torn,
+            cfg.seed,
+            rec.ready_ns,
+        )
     };
     points.retain(|p| p.instant_ns >= rec.ready_ns);
     let model = Model::new(&rec.host);

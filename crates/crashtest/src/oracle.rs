@@ -766,4 +766,49 @@ mod tests {
             "request 1 acknowledged at 3"
         );
     }
+
+    #[test]
+    fn an_earlier_transaction_hidden_by_later_survivors_is_not_presumed_lost() {
+        // tx1 {0,1} (w0,w1), tx2 {0} (w2), tx3 {1} (w3); none durable yet at 50.
+        let l = log(
+            vec![
+                rec(sw(1, &[0, 1]), 0, Some(5), Some(100), 0),
+                rec(sw(2, &[0]), 10, Some(15), Some(100), 0),
+                rec(sw(3, &[1]), 20, Some(25), Some(100), 0),
+            ],
+            2,
+        );
+        let a = Promise::AtomicTransactions;
+        // tx2 and tx3 hide both pages of tx1: it may have survived, so no Tx(A)/Tx(B) violation.
+        assert_eq!(judge(&l, a, 50, &[W(2), W(3)]), 0);
+        // Page 1 shows the state before tx1 while tx2 (which overwrote tx1's page 0) survived.
+        assert!(judge(&l, a, 50, &[W(2), U]) > 0);
+    }
+
+    #[test]
+    fn a_flush_covers_requests_sent_before_it_at_the_same_instant() {
+        let w = |lpn| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(100), None, 0),
+                rec(HostOp::Flush, 0, Some(150), None, 0),
+                rec(w(1), 0, Some(120), None, 0),
+            ],
+            2,
+        );
+        let f = Promise::FlushOnly;
+        assert!(
+            judge(&l, f, 160, &[U, U]) > 0,
+            "write 0 was sent before the flush"
+        );
+        assert_eq!(
+            judge(&l, f, 160, &[W(0), U]),
+            0,
+            "write 1 was sent after it"
+        );
+        assert_eq!(judge(&l, f, 140, &[U, U]), 0, "flush not yet acknowledged");
+    }
 }

@@ -66,14 +66,27 @@ fn mid(o: &LoggedOp) -> u64 {
     o.span.start_ns + (o.span.end_ns - o.span.start_ns) / 2
 }
 
-/// `n` instants: a third spread evenly, the rest aimed, half of all torn when `torn`.
-pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> Vec<CrashPoint> {
+/// `n` distinct instants at or after `from_ns` (when the formatted device was ready): a third
+/// spread evenly over the completions, the rest aimed at dangerous moments, half of the aimed ones
+/// torn when `torn`. Fewer only if the run has fewer distinct instants to offer.
+pub fn sample(
+    log: &OpLog,
+    host: &HostLog,
+    n: usize,
+    torn: bool,
+    seed: u64,
+    from_ns: u64,
+) -> Vec<CrashPoint> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c4a5);
-    let order = log.completion_order();
+    let mut order = log.completion_order();
+    order.retain(|&i| log.ops[i].span.end_ns >= from_ns);
     let mut out = Vec::with_capacity(n);
-    if order.is_empty() || n == 0 {
+    if n == 0 {
+        return Vec::new();
+    }
+    if order.is_empty() {
         return vec![CrashPoint {
-            instant_ns: 0,
+            instant_ns: from_ns,
             torn: false,
             kind: PointKind::Spread,
         }];
@@ -83,6 +96,7 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
         .iter()
         .filter(|o| {
             o.mutates()
+                && o.span.end_ns > from_ns
                 && !matches!(
                     o.cause,
                     OpCause::HostData | OpCause::GcCopy | OpCause::WearLevel
@@ -94,6 +108,7 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
         .iter()
         .filter(|o| {
             o.mutates()
+                && o.span.end_ns > from_ns
                 && (matches!(o.cause, OpCause::GcCopy | OpCause::WearLevel)
                     || matches!(o.kind, OpKind::Erase { .. }))
         })
@@ -104,19 +119,26 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
         .filter(|r| r.succeeded())
         .flat_map(|r| [r.ack_ns, r.durable_ns])
         .flatten()
+        .filter(|&a| a > from_ns)
         .collect();
+    let mut taken: rustc_hash::FxHashSet<(u64, bool)> = Default::default();
     let windows = transaction_windows(host);
     let ends: Vec<u64> = order.iter().map(|&i| log.ops[i].span.end_ns).collect();
     let spread = n.div_ceil(3);
     for k in 0..spread {
         let i = order[(k * order.len() / spread).min(order.len() - 1)];
-        out.push(CrashPoint {
+        let p = CrashPoint {
             instant_ns: log.ops[i].span.end_ns,
             torn: false,
             kind: PointKind::Spread,
-        });
+        };
+        if taken.insert((p.instant_ns, p.torn)) {
+            out.push(p);
+        }
     }
-    while out.len() < n {
+    let mut attempts = 0usize;
+    while out.len() < n && attempts < 50 * n {
+        attempts += 1;
         let tear = torn && rng.random_bool(0.5);
         let pick = rng.random_range(0..4u32);
         let p = match pick {
@@ -168,7 +190,9 @@ pub fn sample(log: &OpLog, host: &HostLog, n: usize, torn: bool, seed: u64) -> V
                 aimed(&log.ops[i], tear, PointKind::Spread, &mut rng)
             }
         };
-        out.push(p);
+        if p.instant_ns >= from_ns && taken.insert((p.instant_ns, p.torn)) {
+            out.push(p);
+        }
     }
     out.sort();
     out
