@@ -104,6 +104,8 @@ pub struct Dftl {
     block_ready_ns: Vec<u64>,
     /// Per chip: reserved blocks not yet opened (the front of the chip's free queue).
     reserved: Vec<VecDeque<BlockId>>,
+    /// (blocks opened, free blocks) when the reserved lists were last checked.
+    reserve_checked: (u64, u32),
     log_block: u32,
     log_page: u32,
     log_seq: u64,
@@ -171,6 +173,7 @@ impl Dftl {
             seq: 1,
             block_ready_ns: vec![0; g.blocks() as usize],
             reserved: vec![VecDeque::new(); g.chips() as usize],
+            reserve_checked: (u64::MAX, u32::MAX),
             log_block: 0,
             log_page: 0,
             log_seq: 1,
@@ -227,7 +230,17 @@ impl Dftl {
     }
 
     /// Makes sure every chip has enough durably reserved blocks for the next allocations.
+    /// Reserved lists only run short when a block is opened or the free pool changes, so the
+    /// per-chip check runs only then (this is on every allocation's path).
     fn ensure_reserved(&mut self, now: u64) -> Result<(), FtlError> {
+        let key = (
+            self.space.pool.blocks_opened(),
+            self.space.pool.free_blocks(),
+        );
+        if key == self.reserve_checked {
+            return Ok(());
+        }
+        self.reserve_checked = key;
         self.sync_reserved();
         let chips = self.flash.geometry().chips();
         let short = (0..chips).any(|c| {
@@ -1197,6 +1210,7 @@ impl Dftl {
         }
         self.space = Space::new(pool, validity, self.cfg.gc, self.cfg.wear_threshold);
         self.reserved = vec![VecDeque::new(); g.chips() as usize];
+        self.reserve_checked = (u64::MAX, u32::MAX);
         Ok(())
     }
 }
