@@ -1,0 +1,786 @@
+//! The connection engine: handshake, then a reader thread and a writer thread per connection.
+//!
+//! ## Simulated time
+//!
+//! Sim time 0 is the moment [`Server::new`] ran. A request's simulated arrival time is
+//!
+//! ```text
+//! arrival_i = max(arrival_{i-1}, wall-clock ns since server start, taken when its header was read)
+//! ```
+//!
+//! computed under the backend lock, so the backend sees non-decreasing arrivals across all
+//! connections. The formula is the same with and without pacing; what pacing changes is
+//! when the reply leaves:
+//!
+//! - **pacing on**: the reply is held until wall-clock ns since start >= the completion time
+//!   the backend returned. A slow simulated device therefore looks slow to the client, which
+//!   throttles itself, and arrival times reflect a real closed loop.
+//! - **pacing off**: the reply leaves as soon as the backend returns. If the simulated device is
+//!   slower than the host, its completion times run ahead of wall-clock time and simulated
+//!   queues grow; use pacing when the simulated latencies matter.
+//!
+//! ## Threads and bounds
+//!
+//! The calling thread reads requests and runs them against the backend in arrival order; a
+//! scoped writer thread sends the replies. With pacing, replies leave in order of completion
+//! time (ties in arrival order); NBD clients match replies by handle, so this is allowed. At most
+//! [`PENDING_REPLIES_MAX`] replies and [`PENDING_REPLY_BYTES_MAX`] bytes of read data wait in the
+//! writer; beyond that the reader blocks, which stops reading from the client.
+
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::protocol::*;
+use crate::trace::{TraceRecord, TraceWriter};
+use crate::NbdBackend;
+
+/// Replies that may wait in the writer thread (pacing holds them).
+pub const PENDING_REPLIES_MAX: usize = 1024;
+/// Read data that may wait in the writer thread.
+pub const PENDING_REPLY_BYTES_MAX: usize = 128 << 20;
+/// Options a client may send before the transmission phase.
+pub const OPTIONS_PER_HANDSHAKE_MAX: u32 = 256;
+/// How long a read may block before the shutdown flag is looked at again (sockets get this as
+/// their read timeout; stdin is polled with it).
+pub const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
+/// After shutdown is requested, how long a half-received request may take to complete.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Capacity of the reader -> writer channel.
+const REPLY_CHANNEL_CAPACITY: usize = 8;
+/// Chunk used to discard an oversize write payload without holding it.
+const DISCARD_CHUNK_BYTES: usize = 64 << 10;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Name listed by NBD_OPT_LIST. The empty name (the clients' default) is accepted too.
+    pub export_name: String,
+    /// Description listed by NBD_OPT_LIST and sent for NBD_INFO_DESCRIPTION.
+    pub description: String,
+    /// Hold each reply until wall-clock time since server start reaches its simulated
+    /// completion time.
+    pub pacing: bool,
+    /// Concurrent connections the accept loops allow; more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            export_name: "mobius".to_string(),
+            description: "mobius emulated flash SSD".to_string(),
+            pacing: false,
+            max_connections: 16,
+        }
+    }
+}
+
+/// Why a connection or a server loop ended abnormally.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("NBD protocol error: {0}")]
+    Protocol(#[from] ProtocolError),
+    #[error("I/O error on the connection: {0}")]
+    Io(#[from] io::Error),
+    #[error("backend flush at shutdown failed: {0}")]
+    FinalFlush(crate::BackendError),
+}
+
+/// How a connection ended without error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionEnd {
+    /// The client sent NBD_CMD_DISC.
+    Disconnected,
+    /// The client closed the stream at a request or option boundary.
+    ClientClosed,
+    /// The client sent NBD_OPT_ABORT during the handshake.
+    Aborted,
+    /// The shutdown flag was set.
+    Shutdown,
+}
+
+/// What a connection negotiated for the transmission phase.
+#[derive(Debug, Clone, Copy)]
+struct Negotiated;
+
+struct DeviceState<B> {
+    backend: B,
+    last_arrival_ns: u64,
+    trace: Option<TraceWriter>,
+}
+
+/// An NBD server for one backend. Every connection shares the backend through a mutex.
+pub struct Server<B: NbdBackend> {
+    config: ServerConfig,
+    start: Instant,
+    shutdown: Arc<AtomicBool>,
+    size_bytes: u64,
+    preferred_block_bytes: u32,
+    transmission_flags: u16,
+    device: Mutex<DeviceState<B>>,
+}
+
+/// One reply on its way to the writer thread.
+struct Reply {
+    /// Wall-clock ns since server start before which the reply must not leave (0 = at once).
+    due_ns: u64,
+    seq: u64,
+    handle: u64,
+    error: u32,
+    data: Option<Vec<u8>>,
+}
+
+impl Reply {
+    fn data_bytes(&self) -> usize {
+        self.data.as_ref().map_or(0, Vec::len)
+    }
+}
+
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due_ns, self.seq) == (other.due_ns, other.seq)
+    }
+}
+impl Eq for Reply {}
+impl PartialOrd for Reply {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Reply {
+    /// Reversed, so the max-heap pops the earliest (due, seq) first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.due_ns, other.seq).cmp(&(self.due_ns, self.seq))
+    }
+}
+
+enum Fill {
+    Full,
+    /// Clean end of stream before the first byte.
+    Eof,
+    /// Shutdown requested before the first byte.
+    Shutdown,
+}
+
+/// The preferred block size as advertised: a power of two in [512 B, 32 MiB].
+fn advertised_preferred(backend_preferred: u32) -> u32 {
+    let clamped = backend_preferred.clamp(BLOCK_SIZE_MIN_BYTES, BLOCK_SIZE_MAX_BYTES);
+    // Round down to a power of two (the protocol requires one).
+    1u32 << (31 - clamped.leading_zeros())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a backend call panicked on another connection; the state is as
+    // consistent as the backend left it, and refusing all further service helps nobody.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<B: NbdBackend> Server<B> {
+    /// Creates a server; sim time 0 is now.
+    pub fn new(backend: B, config: ServerConfig) -> Self {
+        let mut flags = NBD_FLAG_HAS_FLAGS
+            | NBD_FLAG_SEND_FLUSH
+            | NBD_FLAG_SEND_FUA
+            | NBD_FLAG_SEND_TRIM
+            | NBD_FLAG_SEND_WRITE_ZEROES;
+        if backend.multi_conn_safe() {
+            flags |= NBD_FLAG_CAN_MULTI_CONN;
+        }
+        Server {
+            start: Instant::now(),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            size_bytes: backend.size_bytes(),
+            preferred_block_bytes: advertised_preferred(backend.preferred_block_size()),
+            transmission_flags: flags,
+            device: Mutex::new(DeviceState {
+                backend,
+                last_arrival_ns: 0,
+                trace: None,
+            }),
+            config,
+        }
+    }
+
+    /// Records every request handed to the backend (format in [`crate::trace`]).
+    pub fn with_trace(self, trace: TraceWriter) -> Self {
+        lock(&self.device).trace = Some(trace);
+        self
+    }
+
+    /// Uses an existing flag (for example one already registered with signal handlers).
+    pub fn with_shutdown_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.shutdown = flag;
+        self
+    }
+
+    /// Set it to make the accept loops and connections wind down; see
+    /// [`crate::install_signal_handlers`].
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shutdown)
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Transmission flags sent to clients.
+    pub fn transmission_flags(&self) -> u16 {
+        self.transmission_flags
+    }
+
+    /// Runs `f` on the backend under the lock (for tests and for the caller's reports).
+    pub fn with_backend<R>(&self, f: impl FnOnce(&mut B) -> R) -> R {
+        f(&mut lock(&self.device).backend)
+    }
+
+    /// Takes the backend back, for example to save the device state after serving.
+    pub fn into_backend(self) -> B {
+        self.device
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .backend
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Flushes the backend and the trace. Every `serve_*` entry point calls this before it
+    /// returns.
+    pub fn flush_backend(&self) -> Result<(), ServerError> {
+        let now_ns = self.elapsed_ns();
+        let mut dev = lock(&self.device);
+        let arrival = dev.last_arrival_ns.max(now_ns);
+        dev.last_arrival_ns = arrival;
+        if let Some(trace) = dev.trace.as_mut() {
+            trace.flush()?;
+        }
+        dev.backend
+            .flush(arrival)
+            .map(|_| ())
+            .map_err(ServerError::FinalFlush)
+    }
+
+    fn flush_trace(&self) {
+        if let Some(trace) = lock(&self.device).trace.as_mut() {
+            if let Err(e) = trace.flush() {
+                eprintln!("mobius-nbd: flushing the trace failed: {e}");
+            }
+        }
+    }
+
+    /// Serves one connection over a pair of stream halves until the client disconnects, a
+    /// protocol error occurs, or shutdown is requested. Does not flush the backend (the
+    /// `serve_*` entry points do, once, when the server stops).
+    ///
+    /// `reader` may return `WouldBlock`/`TimedOut` errors (a socket read timeout); they are
+    /// used to look at the shutdown flag and are otherwise retried.
+    pub fn serve_connection<R: Read, W: Write + Send>(
+        &self,
+        mut reader: R,
+        mut writer: W,
+    ) -> Result<ConnectionEnd, ServerError> {
+        let result = match self.handshake(&mut reader, &mut writer) {
+            Ok(Ok(Negotiated)) => self.transmission(reader, writer),
+            Ok(Err(end)) => Ok(end),
+            Err(e) => Err(e),
+        };
+        self.flush_trace();
+        result
+    }
+
+    // ---- Reading with shutdown checks ---------------------------------------------------------
+
+    /// Fills `buf`. `boundary` says a clean EOF or a shutdown before the first byte is a normal
+    /// end rather than a truncation.
+    fn read_full(
+        &self,
+        reader: &mut impl Read,
+        buf: &mut [u8],
+        boundary: bool,
+        context: &'static str,
+    ) -> Result<Fill, ServerError> {
+        let mut got = 0;
+        let mut grace_deadline: Option<Instant> = None;
+        while got < buf.len() {
+            match reader.read(&mut buf[got..]) {
+                Ok(0) if got == 0 && boundary => return Ok(Fill::Eof),
+                Ok(0) => return Err(ProtocolError::Truncated { context }.into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if !self.is_shutting_down() {
+                        continue;
+                    }
+                    if got == 0 && boundary {
+                        return Ok(Fill::Shutdown);
+                    }
+                    let deadline =
+                        *grace_deadline.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
+                    if Instant::now() >= deadline {
+                        return Err(ProtocolError::Truncated { context }.into());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    return Err(ProtocolError::Truncated { context }.into())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Fill::Full)
+    }
+
+    /// Reads and drops `len` bytes, holding at most one chunk.
+    fn discard(&self, reader: &mut impl Read, len: u64) -> Result<(), ServerError> {
+        let mut chunk = vec![0u8; DISCARD_CHUNK_BYTES.min(len as usize)];
+        let mut left = len;
+        while left > 0 {
+            let n = (chunk.len() as u64).min(left) as usize;
+            self.read_full(reader, &mut chunk[..n], false, "an oversize write payload")?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+
+    // ---- Handshake ---------------------------------------------------------------------------
+
+    /// Returns `Ok(Ok(Negotiated))` to enter transmission, `Ok(Err(end))` when the client left.
+    fn handshake(
+        &self,
+        reader: &mut impl Read,
+        writer: &mut impl Write,
+    ) -> Result<Result<Negotiated, ConnectionEnd>, ServerError> {
+        writer.write_all(&encode_greeting())?;
+        writer.flush()?;
+        let mut flag_bytes = [0u8; 4];
+        match self.read_full(reader, &mut flag_bytes, true, "the client flags")? {
+            Fill::Full => {}
+            Fill::Eof => return Ok(Err(ConnectionEnd::ClientClosed)),
+            Fill::Shutdown => return Ok(Err(ConnectionEnd::Shutdown)),
+        }
+        let client = parse_client_flags(&flag_bytes)?;
+        for _ in 0..OPTIONS_PER_HANDSHAKE_MAX {
+            let mut header_bytes = [0u8; OPTION_HEADER_BYTES];
+            match self.read_full(reader, &mut header_bytes, true, "an option header")? {
+                Fill::Full => {}
+                Fill::Eof => return Ok(Err(ConnectionEnd::ClientClosed)),
+                Fill::Shutdown => return Ok(Err(ConnectionEnd::Shutdown)),
+            }
+            let header = parse_option_header(&header_bytes)?;
+            if header.length > OPTION_DATA_MAX_BYTES {
+                return Err(ProtocolError::OptionTooLong {
+                    option: header.option,
+                    length: header.length,
+                    max: OPTION_DATA_MAX_BYTES,
+                }
+                .into());
+            }
+            let mut data = vec![0u8; header.length as usize];
+            self.read_full(reader, &mut data, false, "option data")?;
+            let outcome = self.answer_option(writer, header.option, &data, client.no_zeroes)?;
+            writer.flush()?;
+            if let Some(outcome) = outcome {
+                return Ok(outcome);
+            }
+        }
+        Err(ProtocolError::TooManyOptions {
+            max: OPTIONS_PER_HANDSHAKE_MAX,
+        }
+        .into())
+    }
+
+    fn export_known(&self, name: &[u8]) -> bool {
+        name.is_empty() || name == self.config.export_name.as_bytes()
+    }
+
+    /// Answers one option. `Some` ends the handshake.
+    fn answer_option(
+        &self,
+        w: &mut impl Write,
+        option: u32,
+        data: &[u8],
+        no_zeroes: bool,
+    ) -> Result<Option<Result<Negotiated, ConnectionEnd>>, ServerError> {
+        match option {
+            NBD_OPT_EXPORT_NAME => {
+                if !self.export_known(data) {
+                    return Err(ProtocolError::UnknownExport {
+                        name: String::from_utf8_lossy(data).into_owned(),
+                    }
+                    .into());
+                }
+                let reply =
+                    encode_export_name_reply(self.size_bytes, self.transmission_flags, no_zeroes);
+                w.write_all(&reply)?;
+                Ok(Some(Ok(Negotiated)))
+            }
+            NBD_OPT_ABORT => {
+                // The client may already have closed; an error here changes nothing.
+                let _ = w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]));
+                Ok(Some(Err(ConnectionEnd::Aborted)))
+            }
+            NBD_OPT_LIST => {
+                if !data.is_empty() {
+                    let msg = OptionDataError::ListWithData {
+                        length: data.len() as u32,
+                    };
+                    w.write_all(&encode_option_reply(
+                        option,
+                        NBD_REP_ERR_INVALID,
+                        msg.to_string().as_bytes(),
+                    ))?;
+                    return Ok(None);
+                }
+                let server = encode_rep_server(
+                    self.config.export_name.as_bytes(),
+                    self.config.description.as_bytes(),
+                );
+                w.write_all(&encode_option_reply(option, NBD_REP_SERVER, &server))?;
+                w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]))?;
+                Ok(None)
+            }
+            NBD_OPT_INFO | NBD_OPT_GO => self.answer_info(w, option, data),
+            _ => {
+                let msg = format!("option {option} is not supported by this server");
+                w.write_all(&encode_option_reply(
+                    option,
+                    NBD_REP_ERR_UNSUP,
+                    msg.as_bytes(),
+                ))?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn answer_info(
+        &self,
+        w: &mut impl Write,
+        option: u32,
+        data: &[u8],
+    ) -> Result<Option<Result<Negotiated, ConnectionEnd>>, ServerError> {
+        let request = match parse_info_request(data) {
+            Ok(r) => r,
+            Err(e) => {
+                let reply =
+                    encode_option_reply(option, NBD_REP_ERR_INVALID, e.to_string().as_bytes());
+                w.write_all(&reply)?;
+                return Ok(None);
+            }
+        };
+        if !self.export_known(&request.name) {
+            let msg = format!(
+                "unknown export {:?}; this server exports {:?}",
+                String::from_utf8_lossy(&request.name),
+                self.config.export_name
+            );
+            w.write_all(&encode_option_reply(
+                option,
+                NBD_REP_ERR_UNKNOWN,
+                msg.as_bytes(),
+            ))?;
+            return Ok(None);
+        }
+        let export = encode_info_export(self.size_bytes, self.transmission_flags);
+        w.write_all(&encode_option_reply(option, NBD_REP_INFO, &export))?;
+        let block = encode_info_block_size(
+            BLOCK_SIZE_MIN_BYTES,
+            self.preferred_block_bytes,
+            BLOCK_SIZE_MAX_BYTES,
+        );
+        w.write_all(&encode_option_reply(option, NBD_REP_INFO, &block))?;
+        if request.requested.contains(&NBD_INFO_NAME) {
+            let name = encode_info_string(NBD_INFO_NAME, self.config.export_name.as_bytes());
+            w.write_all(&encode_option_reply(option, NBD_REP_INFO, &name))?;
+        }
+        if request.requested.contains(&NBD_INFO_DESCRIPTION) && !self.config.description.is_empty()
+        {
+            let d = encode_info_string(NBD_INFO_DESCRIPTION, self.config.description.as_bytes());
+            w.write_all(&encode_option_reply(option, NBD_REP_INFO, &d))?;
+        }
+        w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]))?;
+        if option == NBD_OPT_GO {
+            Ok(Some(Ok(Negotiated)))
+        } else {
+            Ok(None)
+        }
+    }
+
+    // ---- Transmission ------------------------------------------------------------------------
+
+    fn transmission<R: Read, W: Write + Send>(
+        &self,
+        mut reader: R,
+        writer: W,
+    ) -> Result<ConnectionEnd, ServerError> {
+        let writer_failed = AtomicBool::new(false);
+        let (tx, rx) = mpsc::sync_channel::<Reply>(REPLY_CHANNEL_CAPACITY);
+        std::thread::scope(|scope| {
+            let writer_thread = scope.spawn(|| {
+                let result = self.write_replies(writer, rx);
+                if result.is_err() {
+                    writer_failed.store(true, Ordering::Relaxed);
+                }
+                result
+            });
+            let read_result = self.read_requests(&mut reader, tx, &writer_failed);
+            // `tx` was moved into `read_requests` and is dropped by now, so the writer drains
+            // what is pending and ends.
+            let write_result = writer_thread
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("reply writer thread panicked")));
+            match (read_result, write_result) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(e.into()),
+                (Ok(end), Ok(())) => Ok(end),
+            }
+        })
+    }
+
+    fn read_requests(
+        &self,
+        reader: &mut impl Read,
+        tx: SyncSender<Reply>,
+        writer_failed: &AtomicBool,
+    ) -> Result<ConnectionEnd, ServerError> {
+        let mut seq: u64 = 0;
+        loop {
+            if writer_failed.load(Ordering::Relaxed) {
+                // The writer's error is what gets reported.
+                return Ok(ConnectionEnd::ClientClosed);
+            }
+            if self.is_shutting_down() {
+                return Ok(ConnectionEnd::Shutdown);
+            }
+            let mut header = [0u8; REQUEST_BYTES];
+            match self.read_full(reader, &mut header, true, "a request header")? {
+                Fill::Full => {}
+                Fill::Eof => return Ok(ConnectionEnd::ClientClosed),
+                Fill::Shutdown => return Ok(ConnectionEnd::Shutdown),
+            }
+            let header_ns = self.elapsed_ns();
+            let request = parse_request(&header)?;
+            let payload = self.read_payload(reader, &request)?;
+            seq += 1;
+            if request.command == Command::Disc {
+                // No reply; the writer sends what is pending and the connection closes.
+                self.record_disc(&request, header_ns);
+                return Ok(ConnectionEnd::Disconnected);
+            }
+            let reply = self.execute(&request, payload, header_ns, seq);
+            if tx.send(reply).is_err() {
+                return Ok(ConnectionEnd::ClientClosed);
+            }
+        }
+    }
+
+    /// Reads a WRITE payload. An oversize one is discarded chunk by chunk (never held) and
+    /// `None` is returned; [`check_request`] then refuses the request with EINVAL.
+    fn read_payload(
+        &self,
+        reader: &mut impl Read,
+        request: &Request,
+    ) -> Result<Option<Vec<u8>>, ServerError> {
+        let len = request.payload_bytes();
+        if len == 0 {
+            return Ok(None);
+        }
+        if len > BLOCK_SIZE_MAX_BYTES {
+            self.discard(reader, u64::from(len))?;
+            return Ok(None);
+        }
+        let mut payload = vec![0u8; len as usize];
+        self.read_full(reader, &mut payload, false, "a write payload")?;
+        Ok(Some(payload))
+    }
+
+    fn record_disc(&self, request: &Request, header_ns: u64) {
+        let mut dev = lock(&self.device);
+        let arrival = dev.last_arrival_ns.max(header_ns);
+        dev.last_arrival_ns = arrival;
+        if let Some(record) = TraceRecord::from_request(request, arrival) {
+            Self::trace(&mut dev, &record);
+        }
+    }
+
+    fn trace(dev: &mut DeviceState<B>, record: &TraceRecord) {
+        if let Some(trace) = dev.trace.as_mut() {
+            if let Err(e) = trace.record(record) {
+                eprintln!("mobius-nbd: trace write failed, tracing stops: {e}");
+                dev.trace = None;
+            }
+        }
+    }
+
+    /// Validates and runs one request; returns the reply to send.
+    fn execute(
+        &self,
+        request: &Request,
+        payload: Option<Vec<u8>>,
+        header_ns: u64,
+        seq: u64,
+    ) -> Reply {
+        let mut reply = Reply {
+            due_ns: 0,
+            seq,
+            handle: request.handle,
+            error: 0,
+            data: None,
+        };
+        if let Err(errno) = check_request(request, self.size_bytes) {
+            reply.error = errno.code();
+            return reply;
+        }
+        let mut dev = lock(&self.device);
+        let arrival = dev.last_arrival_ns.max(header_ns);
+        dev.last_arrival_ns = arrival;
+        if let Some(record) = TraceRecord::from_request(request, arrival) {
+            Self::trace(&mut dev, &record);
+        }
+        let (offset, len, fua) = (request.offset, u64::from(request.length), request.fua());
+        let backend = &mut dev.backend;
+        let result = match request.command {
+            Command::Read => {
+                let mut buf = vec![0u8; request.length as usize];
+                let r = backend.read(offset, &mut buf, arrival);
+                reply.data = Some(buf);
+                r
+            }
+            Command::Write => {
+                let data = payload.expect("a checked WRITE has its payload");
+                debug_assert_eq!(data.len() as u64, len);
+                backend.write(offset, &data, fua, arrival)
+            }
+            Command::Flush => backend.flush(arrival),
+            Command::Trim => backend.trim(offset, len, arrival),
+            Command::WriteZeroes => backend.write_zeroes(offset, len, fua, arrival),
+            Command::Disc | Command::Unsupported(_) | Command::Unknown(_) => {
+                unreachable!("refused by check_request or handled by the reader")
+            }
+        };
+        drop(dev);
+        match result {
+            Ok(completion_ns) => {
+                if self.config.pacing {
+                    reply.due_ns = completion_ns.max(arrival);
+                }
+            }
+            Err(e) => {
+                reply.error = e.errno().code();
+                reply.data = None;
+            }
+        }
+        reply
+    }
+
+    /// The writer thread: sends replies when they are due, batching flushes.
+    fn write_replies<W: Write>(&self, mut writer: W, rx: Receiver<Reply>) -> io::Result<()> {
+        let mut pending: BinaryHeap<Reply> = BinaryHeap::new();
+        let mut pending_bytes = 0usize;
+        let mut disconnected = false;
+        loop {
+            let room = |pending: &BinaryHeap<Reply>, bytes: usize| {
+                pending.is_empty()
+                    || (pending.len() < PENDING_REPLIES_MAX && bytes < PENDING_REPLY_BYTES_MAX)
+            };
+            // 1. Take everything that is ready without blocking.
+            while !disconnected && room(&pending, pending_bytes) {
+                match rx.try_recv() {
+                    Ok(r) => {
+                        pending_bytes += r.data_bytes();
+                        pending.push(r);
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => disconnected = true,
+                }
+            }
+            // 2. Send every reply that is due.
+            let now_ns = self.elapsed_ns();
+            let hurry = self.is_shutting_down();
+            let mut wrote = false;
+            while pending.peek().is_some_and(|r| hurry || r.due_ns <= now_ns) {
+                let r = pending.pop().expect("peeked");
+                pending_bytes -= r.data_bytes();
+                writer.write_all(&encode_simple_reply(r.error, r.handle))?;
+                if let Some(data) = &r.data {
+                    writer.write_all(data)?;
+                }
+                wrote = true;
+            }
+            if wrote {
+                writer.flush()?;
+                continue;
+            }
+            if pending.is_empty() && disconnected {
+                return Ok(());
+            }
+            // 3. Wait for the next reply or for the earliest pending one to fall due.
+            let wait = pending
+                .peek()
+                .map(|r| Duration::from_nanos(r.due_ns.saturating_sub(now_ns)).min(SHUTDOWN_POLL));
+            match wait {
+                None => match rx.recv() {
+                    Ok(r) => {
+                        pending_bytes += r.data_bytes();
+                        pending.push(r);
+                    }
+                    Err(_) => disconnected = true,
+                },
+                Some(wait) if !disconnected && room(&pending, pending_bytes) => {
+                    match rx.recv_timeout(wait) {
+                        Ok(r) => {
+                            pending_bytes += r.data_bytes();
+                            pending.push(r);
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => disconnected = true,
+                    }
+                }
+                Some(wait) => std::thread::sleep(wait),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preferred_block_size_is_clamped_to_a_power_of_two() {
+        assert_eq!(advertised_preferred(0), 512);
+        assert_eq!(advertised_preferred(4096), 4096);
+        assert_eq!(advertised_preferred(6000), 4096);
+        assert_eq!(advertised_preferred(u32::MAX), 32 << 20);
+    }
+
+    #[test]
+    fn reply_heap_pops_earliest_due_then_arrival_order() {
+        let r = |due_ns, seq| Reply {
+            due_ns,
+            seq,
+            handle: seq,
+            error: 0,
+            data: None,
+        };
+        let mut heap: BinaryHeap<Reply> = [r(50, 1), r(10, 2), r(10, 3), r(0, 4)]
+            .into_iter()
+            .collect();
+        let order: Vec<u64> = std::iter::from_fn(|| heap.pop().map(|r| r.seq)).collect();
+        assert_eq!(order, vec![4, 2, 3, 1]);
+    }
+}

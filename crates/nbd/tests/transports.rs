@@ -1,0 +1,173 @@
+//! The three transports and clean shutdown: TCP in-process, stdio and SIGTERM through the
+//! example binary.
+
+mod common;
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nbd::protocol::*;
+use nbd::{MemoryBackend, Server, ServerConfig};
+
+fn example_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let path = exe
+        .parent()?
+        .parent()?
+        .join("examples")
+        .join("nbd_mem_server");
+    if path.is_file() {
+        Some(path)
+    } else {
+        println!(
+            "SKIP: example binary {} not built (plain `cargo test -p mobius-nbd` builds it)",
+            path.display()
+        );
+        None
+    }
+}
+
+/// Kills the child on drop if a test fails before it exits.
+struct Reap(Child);
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn tcp_transport_serves_and_shutdown_flushes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = Server::new(MemoryBackend::new(1 << 20), ServerConfig::default());
+    let flag = server.shutdown_flag();
+    let thread = std::thread::spawn(move || {
+        let r = server.serve_tcp_listener(listener);
+        (r, server)
+    });
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (mut c, n) = Client::connect_on(Client { stream });
+    assert_eq!(n.size, 1 << 20);
+    assert_eq!(c.write(1, 512, &[5; 512], 0), 0);
+    assert_eq!(c.read(2, 512, 512).unwrap(), vec![5; 512]);
+    // Leave the connection idle and open: shutdown must still end it.
+    let t = Instant::now();
+    flag.store(true, Ordering::Relaxed);
+    let (r, server) = thread.join().unwrap();
+    r.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(server.with_backend(|b| b.flush_count), 1);
+    assert!(c.closed());
+}
+
+#[test]
+fn stdio_transport_over_pipes() {
+    let Some(bin) = example_binary() else {
+        return;
+    };
+    let mut child = Command::new(&bin)
+        .args(["--stdio", "--size", "65536"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pipes = ChildPipes {
+        stdin: child.stdin.take().unwrap(),
+        stdout: child.stdout.take().unwrap(),
+    };
+    let mut reap = Reap(child);
+    let (mut c, n) = Client::connect_on(Client { stream: pipes });
+    assert_eq!(n.size, 65536);
+    assert_eq!(c.write(1, 0, &[9; 4096], NBD_CMD_FLAG_FUA), 0);
+    assert_eq!(c.read(2, 0, 4096).unwrap(), vec![9; 4096]);
+    assert_eq!(c.read(3, 65536, 512), Err(Errno::Inval.code()));
+    c.disconnect();
+    drop(c);
+    let status = wait_exit(&mut reap.0, Duration::from_secs(10)).expect("server exits after DISC");
+    let mut err = String::new();
+    reap.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("backend flushed"), "{err}");
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly_with_a_client_connected() {
+    let Some(bin) = example_binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("s.sock");
+    let trace = dir.path().join("trace.txt");
+    let child = Command::new(&bin)
+        .arg("--unix")
+        .arg(&socket)
+        .arg("--trace")
+        .arg(&trace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reap = Reap(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (mut c, _) = Client::connect(UnixStream::connect(&socket).unwrap());
+    assert_eq!(c.write(1, 0, &[1; 512], 0), 0);
+    let status = Command::new("kill")
+        .args(["-TERM", &reap.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = wait_exit(&mut reap.0, Duration::from_secs(5)).expect("SIGTERM stops the server");
+    let mut err = String::new();
+    reap.0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(
+        err.contains("stopped cleanly, backend flushed (1 flushes)"),
+        "{err}"
+    );
+    assert!(!socket.exists(), "the socket file is removed on exit");
+    let records = nbd::trace::read_trace(std::fs::read(&trace).unwrap().as_slice()).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        records[0].to_string().split_once(' ').unwrap().1,
+        "WRITE 0 512 -"
+    );
+    assert!(c.closed());
+}
