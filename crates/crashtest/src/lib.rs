@@ -172,13 +172,62 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     })
 }
 
+/// The `mobius crashtest` command that rebuilds and judges exactly one crash image: every
+/// workload knob that differs from the named workload's defaults is spelt out (`--requests` and
+/// `--fill` always, since the CLI has its own defaults for them).
 pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String {
+    let w = &cfg.workload;
     let mut c = format!(
-        "mobius crashtest --ftl {} --preset {} --workload {} --requests {} --seed {} --promise {} --replay-instant {instant}",
-        cfg.design.name, cfg.device.preset, cfg.workload.name, cfg.workload.requests, cfg.seed, cfg.promise.name()
+        "mobius crashtest --ftl {} --preset {} --workload {} --requests {} --fill {} --seed {} --promise {} --replay-instant {instant}",
+        cfg.design.name, cfg.device.preset, w.name, w.requests, w.fill, cfg.seed, cfg.promise.name()
     );
+    if let Ok(d) = WorkloadSpec::named(&w.name) {
+        let mut knob = |flag: &str, differs: bool, value: String| {
+            if differs {
+                c.push_str(&format!(" --{flag} {value}"));
+            }
+        };
+        knob(
+            "request-pages",
+            w.request_pages != d.request_pages,
+            w.request_pages.to_string(),
+        );
+        knob(
+            "range-pages",
+            w.range_pages != d.range_pages,
+            w.range_pages.to_string(),
+        );
+        knob(
+            "qd",
+            w.queue_depth != d.queue_depth,
+            w.queue_depth.to_string(),
+        );
+        knob(
+            "flush-every",
+            w.flush_every != d.flush_every,
+            w.flush_every.to_string(),
+        );
+        knob(
+            "read-fraction",
+            w.read_fraction != d.read_fraction,
+            w.read_fraction.to_string(),
+        );
+        knob(
+            "abort-fraction",
+            w.abort_fraction != d.abort_fraction,
+            w.abort_fraction.to_string(),
+        );
+        knob(
+            "locality-pages",
+            w.locality_pages != d.locality_pages,
+            w.locality_pages.to_string(),
+        );
+    }
     for (k, v) in &cfg.options.params {
         c.push_str(&format!(" --param {k}={v}"));
+    }
+    if !cfg.tag_only {
+        c.push_str(" --full-data");
     }
     if torn {
         c.push_str(" --torn");

@@ -106,6 +106,9 @@ fn dftl_without_its_oob_scan_is_caught() {
         v.replay
     );
     assert!(v.what.contains("must have survived"), "{}", v.what);
+    // The replay rebuilds exactly that image and finds the same violation.
+    let again = crashtest::replay_one(&cfg, v.instant_ns, v.torn).unwrap();
+    assert!(again.iter().any(|x| x.what == v.what && x.lpn == v.lpn));
 }
 
 #[test]
