@@ -2,9 +2,9 @@
 //! flash page programs simulated per wall-clock second (one thread).
 //!
 //! ```text
-//! cargo run --release -p mobius-dftl --example speed -- [preset] [random_writes]
+//! cargo run --release -p mobius-dftl --example speed -- [preset] [random_writes] [cmt_entries]
 //! ```
-//! Defaults: `jasmine` (64 GB, 16 M pages) and 8 M random page writes. The device is first
+//! Defaults: `jasmine` (64 GB, 16 M pages), 8 M random page writes, DFTL's default CMT. The device is first
 //! filled to 90 % with sequential 256-page requests (timed separately), then overwritten at
 //! random so GC, translation-page write-backs and checkpoints all run.
 
@@ -18,9 +18,13 @@ fn main() {
     let writes: u64 = args
         .get(2)
         .map_or(8_000_000, |s| s.parse().expect("writes"));
+    let mut options = DesignOptions::default();
+    if let Some(c) = args.get(3) {
+        options = options.with("cmt_entries", c);
+    }
     let config = DeviceConfig::preset(preset).expect("preset");
     let flash = Flash::in_memory(config, dftl::format::OOB_BYTES, true);
-    let mut d = dftl::Dftl::format(flash, &DesignOptions::default()).expect("format");
+    let mut d = dftl::Dftl::format(flash, &options).expect("format");
     let n = d.logical_pages();
     let hot = (n as u64 * 9 / 10) as u32;
     println!("{preset}: {n} logical pages, filling {hot}");

@@ -12,6 +12,10 @@ pub struct Cmt {
     lpn: Vec<u32>,
     ppn: Vec<Ppn>,
     dirty: Vec<bool>,
+    /// LPNs per translation page, and the number of dirty entries of each translation page
+    /// (a checkpoint finds the pages to write back in O(translation pages), not O(capacity)).
+    per_tpage: u32,
+    dirty_in: Vec<u32>,
     prev: Vec<u32>,
     next: Vec<u32>,
     /// Most recently used.
@@ -24,8 +28,8 @@ pub struct Cmt {
 }
 
 impl Cmt {
-    pub fn new(capacity: u32, logical_pages: u32) -> Cmt {
-        assert!(capacity >= 1);
+    pub fn new(capacity: u32, logical_pages: u32, per_tpage: u32) -> Cmt {
+        assert!(capacity >= 1 && per_tpage >= 1);
         let c = capacity as usize;
         Cmt {
             capacity,
@@ -33,6 +37,8 @@ impl Cmt {
             lpn: vec![0; c],
             ppn: vec![Ppn::NONE; c],
             dirty: vec![false; c],
+            per_tpage,
+            dirty_in: vec![0; logical_pages.div_ceil(per_tpage) as usize],
             prev: vec![NIL; c],
             next: vec![NIL; c],
             head: NIL,
@@ -81,6 +87,29 @@ impl Cmt {
         }
     }
 
+    /// Sets slot `s`'s dirty flag, keeping the per-translation-page counts.
+    fn set_dirty(&mut self, s: u32, dirty: bool) {
+        let was = std::mem::replace(&mut self.dirty[s as usize], dirty);
+        let t = (self.lpn[s as usize] / self.per_tpage) as usize;
+        match (was, dirty) {
+            (false, true) => self.dirty_in[t] += 1,
+            (true, false) => self.dirty_in[t] -= 1,
+            _ => {}
+        }
+    }
+
+    /// Dirty entries of translation page `t`.
+    pub fn dirty_in(&self, t: usize) -> u32 {
+        self.dirty_in[t]
+    }
+
+    /// Translation pages with at least one dirty entry, in order.
+    pub fn dirty_tvpns(&self) -> Vec<usize> {
+        (0..self.dirty_in.len())
+            .filter(|&t| self.dirty_in[t] > 0)
+            .collect()
+    }
+
     /// Looks an entry up, making it most recently used.
     pub fn get(&mut self, lpn: u32) -> Option<Ppn> {
         let s = self.slot_of[lpn as usize];
@@ -105,7 +134,9 @@ impl Cmt {
         let s = self.slot_of[lpn as usize];
         assert_ne!(s, NIL, "lpn {lpn} is not cached");
         self.ppn[s as usize] = ppn;
-        self.dirty[s as usize] |= dirty;
+        if dirty {
+            self.set_dirty(s, true);
+        }
         self.unlink(s);
         self.push_front(s);
     }
@@ -120,7 +151,8 @@ impl Cmt {
         self.slot_of[lpn as usize] = s;
         self.lpn[s as usize] = lpn;
         self.ppn[s as usize] = ppn;
-        self.dirty[s as usize] = dirty;
+        self.dirty[s as usize] = false;
+        self.set_dirty(s, dirty);
         self.push_front(s);
     }
 
@@ -138,6 +170,7 @@ impl Cmt {
             return;
         }
         self.unlink(s);
+        self.set_dirty(s, false);
         self.slot_of[lpn as usize] = NIL;
         self.free.push(s);
     }
@@ -145,7 +178,7 @@ impl Cmt {
     pub fn mark_clean(&mut self, lpn: u32) {
         let s = self.slot_of[lpn as usize];
         if s != NIL {
-            self.dirty[s as usize] = false;
+            self.set_dirty(s, false);
         }
     }
 
@@ -162,8 +195,12 @@ impl Cmt {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut n = 0;
         let mut s = self.head;
+        let mut dirty_in = vec![0u32; self.dirty_in.len()];
         while s != NIL {
             n += 1;
+            if self.dirty[s as usize] {
+                dirty_in[(self.lpn[s as usize] / self.per_tpage) as usize] += 1;
+            }
             if self.slot_of[self.lpn[s as usize] as usize] != s {
                 return Err(format!(
                     "CMT slot {s} is linked but its lpn points elsewhere"
@@ -180,6 +217,9 @@ impl Cmt {
                 self.len()
             ));
         }
+        if dirty_in != self.dirty_in {
+            return Err("CMT per-translation-page dirty counts disagree with the entries".into());
+        }
         Ok(())
     }
 }
@@ -190,7 +230,7 @@ mod tests {
 
     #[test]
     fn lru_order_and_dirty_tracking() {
-        let mut c = Cmt::new(2, 10);
+        let mut c = Cmt::new(2, 10, 4);
         c.insert(1, Ppn(10), false);
         c.insert(2, Ppn(20), true);
         assert_eq!(c.lru(), Some((1, Ppn(10), false)));
@@ -200,8 +240,11 @@ mod tests {
         c.remove(2);
         c.insert(3, Ppn(30), true);
         assert_eq!(c.dirty_lpns(), vec![3]);
+        assert_eq!(c.dirty_tvpns(), vec![0]);
+        assert_eq!(c.dirty_in(0), 1);
         c.mark_clean(3);
         assert!(c.dirty_lpns().is_empty());
+        assert!(c.dirty_tvpns().is_empty());
         assert_eq!(c.get(2), None);
         assert_eq!((c.hits, c.misses), (1, 1));
         c.check_invariants().unwrap();

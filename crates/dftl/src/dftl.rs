@@ -158,7 +158,11 @@ impl Dftl {
         let reserved_set: Vec<BlockId> = layout.reserved_blocks().collect();
         let pool = BlockPool::new(&g, STREAMS, |b| reserved_set.contains(&b));
         let space = Space::new(pool, Validity::new(&g), cfg.gc, cfg.wear_threshold);
-        let cmt = Cmt::new(cfg.cmt_entries.min(logical_pages.max(1)), logical_pages);
+        let cmt = Cmt::new(
+            cfg.cmt_entries.min(logical_pages.max(1)),
+            logical_pages,
+            per_tpage,
+        );
         Dftl {
             cfg,
             logical_pages,
@@ -420,12 +424,15 @@ impl Dftl {
     fn write_translation(&mut self, t: usize, now: u64, cause: OpCause) -> Result<u64, FtlError> {
         let first = t as u32 * self.per_tpage;
         let last = (first + self.per_tpage).min(self.logical_pages);
-        for lpn in first..last {
-            if let Some((ppn, true)) = self.cmt.peek(lpn) {
-                self.gmt[lpn as usize] = ppn;
-                self.cmt.mark_clean(lpn);
+        if self.cmt.dirty_in(t) > 0 {
+            for lpn in first..last {
+                if let Some((ppn, true)) = self.cmt.peek(lpn) {
+                    self.gmt[lpn as usize] = ppn;
+                    self.cmt.mark_clean(lpn);
+                }
             }
         }
+        debug_assert_eq!(self.cmt.dirty_in(t), 0);
         self.pending[t] = false;
         let mut not_before = now.max(self.tvpn_data_end[t]);
         let old = self.gtd[t].0;
@@ -541,12 +548,7 @@ impl Dftl {
     /// will go, taken together with its sequence number once the write-backs are done.
     fn checkpoint_inner(&mut self, now: u64) -> Result<u64, FtlError> {
         let mut after = now;
-        let mut dirty: Vec<usize> = self
-            .cmt
-            .dirty_lpns()
-            .into_iter()
-            .map(|l| self.tvpn(l))
-            .collect();
+        let mut dirty: Vec<usize> = self.cmt.dirty_tvpns();
         dirty.extend((0..self.pending.len()).filter(|&t| self.pending[t]));
         dirty.sort_unstable();
         dirty.dedup();
