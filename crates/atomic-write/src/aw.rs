@@ -1,0 +1,429 @@
+//! Atomic-Write (Ouyang et al., HPCA 2011, as the Möbius paper describes it; SPEC.md §3.2).
+//!
+//! A log-structured FTL: every host page goes to the log head with a one-bit commit flag in its
+//! OOB. Pages of a transaction carry 0 except the last, which carries 1 and is programmed only
+//! after all the others are on flash; plain writes are one-page transactions (bit 1). At each
+//! commit the dirty mappings are persisted (translation pages, GTD pages, root — the extra writes
+//! the Möbius paper counts) together with a fresh, small reservation of blocks; recovery scans the
+//! log tail since that root and drops trailing pages not closed by a bit-1 page.
+//!
+//! At most one transaction runs device-wide. A static transaction (`swrite`) is written whole in
+//! one call, so static transactions are serialised in arrival order. While a dynamic transaction
+//! is open, any other write — a second HEAD, an SWRITE, a plain write or a trim — is refused with
+//! [`FtlError::DynamicTxRunning`]: an interleaved page would sit inside the open run of bit-0 pages
+//! and the single bit could no longer tell whose run a bit-1 page closes. Reads inside the
+//! transaction ([`AtomicWrite::tx_read`]) see the transaction's own pages; every other read sees
+//! committed data.
+
+use crate::engine::{Engine, EngineConfig, Scheme, Tx, WindowPolicy};
+use flash::{Content, Flash, Geometry, Lpn};
+use ftl::{
+    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy, PageOutcome, Promise,
+    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
+};
+
+pub const PARAMS: [&str; 4] = [
+    "over_provisioning",
+    "reserve_blocks",
+    "max_tx_pages",
+    "gc_policy",
+];
+
+/// Engine configuration from `--param`s: `over_provisioning` (0.2), `reserve_blocks` per chip
+/// announced in each root (2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device),
+/// `gc_policy` (greedy).
+pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError> {
+    o.check_known("atomic-write", &PARAMS)?;
+    let op: f64 = o.get("over_provisioning", 0.2)?;
+    if !(0.05..=0.9).contains(&op) {
+        return Err(FtlError::InvalidOption(
+            "over_provisioning must be within 0.05..=0.9".into(),
+        ));
+    }
+    let reserve: u32 = o.get("reserve_blocks", 2)?;
+    if reserve == 0 || reserve > g.blocks_per_chip / 4 {
+        return Err(FtlError::InvalidOption(format!(
+            "reserve_blocks must be within 1..={}",
+            g.blocks_per_chip / 4
+        )));
+    }
+    let cap = (g.pages() / 16).max(1);
+    let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
+    if max_tx == 0 || max_tx > cap {
+        return Err(FtlError::InvalidOption(format!(
+            "max_tx_pages must be within 1..={cap}"
+        )));
+    }
+    let policy: GcPolicy = o
+        .get::<String>("gc_policy", "greedy".into())?
+        .parse()
+        .map_err(FtlError::InvalidOption)?;
+    Ok(EngineConfig {
+        design: "atomic-write",
+        scheme: Scheme::CommitBit,
+        window: WindowPolicy::PerChip(reserve),
+        over_provisioning: op,
+        max_tx_pages: max_tx,
+        gc_policy: policy,
+    })
+}
+
+pub struct AtomicWrite {
+    e: Engine,
+}
+
+impl AtomicWrite {
+    pub fn format(flash: Flash, o: &DesignOptions) -> Result<AtomicWrite, FtlError> {
+        let cfg = config(o, flash.geometry())?;
+        Ok(AtomicWrite {
+            e: Engine::format(flash, cfg)?,
+        })
+    }
+
+    pub fn recover(
+        flash: Flash,
+        o: &DesignOptions,
+    ) -> Result<(AtomicWrite, RecoveryReport), FtlError> {
+        let cfg = config(o, flash.geometry())?;
+        let (e, r) = Engine::recover(flash, cfg)?;
+        Ok((AtomicWrite { e }, r))
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.e
+    }
+
+    fn running_dynamic(&self) -> Option<TxUuid> {
+        self.e.txs.iter().find(|t| t.dynamic).map(|t| t.uuid)
+    }
+
+    fn refuse_if_dynamic(&self) -> Result<(), FtlError> {
+        match self.running_dynamic() {
+            Some(u) => Err(FtlError::DynamicTxRunning(u)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads as transaction `uuid` sees the device: its own pages, committed data elsewhere.
+    pub fn tx_read(
+        &mut self,
+        uuid: TxUuid,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        let idx = self.e.tx_index(uuid).ok_or(FtlError::UnknownTx(uuid))?;
+        read_view(&mut self.e, Some(idx), start, count, arrival_ns, out)
+    }
+
+    fn start_tx(&mut self, uuid: TxUuid, dynamic: bool) -> Result<usize, FtlError> {
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        if self.e.committed_uuids.contains(&uuid.0) {
+            return Err(FtlError::DuplicateTx(uuid));
+        }
+        if let Some(t) = self.e.txs.first() {
+            return Err(if t.uuid == uuid {
+                FtlError::DuplicateTx(uuid)
+            } else {
+                FtlError::DynamicTxRunning(t.uuid)
+            });
+        }
+        self.e.txs.push(Tx {
+            uuid,
+            id: 0,
+            first_seq: self.e.next_seq,
+            pages: Vec::new(),
+            end_ns: 0,
+            dynamic,
+        });
+        Ok(self.e.txs.len() - 1)
+    }
+
+    /// Writes one page of the running transaction; `close` writes it with bit 1 after every
+    /// earlier page is on flash and commits. Returns the page's end.
+    fn tx_page(
+        &mut self,
+        idx: usize,
+        lpn: Lpn,
+        content: &Content,
+        close: bool,
+        arrival: u64,
+    ) -> Result<u64, FtlError> {
+        self.e.make_room(arrival)?;
+        let nb = if close {
+            arrival.max(self.e.txs[idx].end_ns)
+        } else {
+            arrival
+        };
+        let (ppn, _, end) = self
+            .e
+            .program_data(lpn.0, content, u8::from(close), 0, nb)?;
+        let tx = &mut self.e.txs[idx];
+        tx.pages.push((lpn.0, ppn));
+        tx.end_ns = tx.end_ns.max(end);
+        if close {
+            self.e.commit_apply(idx, end);
+            // Mapping persisted at commit (in the background: the bit-1 page already commits).
+            self.e.flush_root(end, false)?;
+        }
+        Ok(end)
+    }
+}
+
+/// Reads through the committed map, or through transaction `tx`'s pages first.
+pub fn read_view(
+    e: &mut Engine,
+    tx: Option<usize>,
+    start: Lpn,
+    count: u32,
+    arrival: u64,
+    out: &mut Vec<PageOutcome>,
+) -> Result<Completion, FtlError> {
+    e.check_arrival(arrival)?;
+    ftl::check_range(start, count as u64, e.logical_pages())?;
+    out.clear();
+    let mut ack = arrival;
+    for i in 0..count {
+        let lpn = start.0 + i;
+        let own = tx.and_then(|k| {
+            e.txs[k]
+                .pages
+                .iter()
+                .rev()
+                .find(|p| p.0 == lpn)
+                .map(|p| p.1 .0)
+        });
+        let ppn = own.unwrap_or(e.map[lpn as usize]);
+        let (o, end) = e.read_ppn(ppn, arrival)?;
+        out.push(o);
+        ack = ack.max(end);
+    }
+    Ok(Completion {
+        arrival_ns: arrival,
+        ack_ns: ack,
+    })
+}
+
+impl BlockDevice for AtomicWrite {
+    fn design(&self) -> &'static str {
+        "atomic-write"
+    }
+    fn promise(&self) -> Promise {
+        Promise::AtomicTransactions
+    }
+    fn logical_pages(&self) -> u32 {
+        self.e.logical_pages()
+    }
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        ftl::check_range(start, pages.len() as u64, self.e.logical_pages())?;
+        self.refuse_if_dynamic()?;
+        let mut ack = arrival_ns;
+        for (i, c) in pages.iter().enumerate() {
+            self.e.make_room(arrival_ns)?;
+            let end = self
+                .e
+                .write_plain_page(start.0 + i as u32, c, 1, arrival_ns)?;
+            ack = ack.max(end);
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        read_view(&mut self.e, None, start, count, arrival_ns, out)
+    }
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns.max(self.e.data_end_ns()),
+        })
+    }
+    fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        ftl::check_range(start, count as u64, self.e.logical_pages())?;
+        self.refuse_if_dynamic()?;
+        for i in 0..count {
+            self.e.trim_page(start.0 + i, arrival_ns);
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns,
+        })
+    }
+    fn flash(&self) -> &Flash {
+        &self.e.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.e.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.e.flash
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.e.check_invariants()
+    }
+    fn metrics(&self) -> Vec<(String, f64)> {
+        self.e.metrics()
+    }
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        Some(self)
+    }
+}
+
+impl Transactional for AtomicWrite {
+    fn capabilities(&self) -> TxCapabilities {
+        TxCapabilities {
+            static_tx: true,
+            async_swrite: false,
+            dynamic_tx: true,
+            concurrent_static: false,
+            concurrent_dynamic: false,
+            sread: true,
+            abort: true,
+            max_tx_pages: self.e.cfg.max_tx_pages as u64,
+        }
+    }
+
+    /// A static transaction; `Async` is served as `Sync` (Atomic-Write has no asynchronous mode).
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        _mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        if pages.is_empty() {
+            return Err(FtlError::EmptyRequest);
+        }
+        let max = self.e.cfg.max_tx_pages as u64;
+        if pages.len() as u64 > max {
+            return Err(FtlError::TxTooLarge {
+                pages: pages.len() as u64,
+                max,
+            });
+        }
+        for (i, (l, _)) in pages.iter().enumerate() {
+            self.e.check_lpn(*l)?;
+            if pages[..i].iter().any(|(m, _)| m == l) {
+                return Err(FtlError::DuplicatePage { lpn: *l });
+            }
+        }
+        let idx = self.start_tx(uuid, false)?;
+        let mut end = arrival_ns;
+        for (i, (lpn, c)) in pages.iter().enumerate() {
+            let close = i + 1 == pages.len();
+            match self.tx_page(idx, *lpn, c, close, arrival_ns) {
+                Ok(t) => end = end.max(t),
+                Err(err) => {
+                    if let Some(k) = self.e.tx_index(uuid) {
+                        self.e.abort_drop(k, arrival_ns);
+                    }
+                    return Err(err);
+                }
+            }
+        }
+        Ok(TxCompletion {
+            arrival_ns,
+            ack_ns: end,
+            durable_ns: Some(end),
+        })
+    }
+
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        self.e.check_lpn(lpn)?;
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        let idx = match flag {
+            DwriteFlag::Head | DwriteFlag::Single => self.start_tx(uuid, true)?,
+            DwriteFlag::Body | DwriteFlag::Rear => {
+                self.e.tx_index(uuid).ok_or(FtlError::UnknownTx(uuid))?
+            }
+        };
+        let max = self.e.cfg.max_tx_pages as u64;
+        if self.e.txs[idx].pages.len() as u64 + 1 > max {
+            return Err(FtlError::TxTooLarge {
+                pages: self.e.txs[idx].pages.len() as u64 + 1,
+                max,
+            });
+        }
+        let close = matches!(flag, DwriteFlag::Rear | DwriteFlag::Single);
+        let end = match self.tx_page(idx, lpn, content, close, arrival_ns) {
+            Ok(t) => t,
+            Err(err) => {
+                if flag == DwriteFlag::Single {
+                    if let Some(k) = self.e.tx_index(uuid) {
+                        self.e.abort_drop(k, arrival_ns);
+                    }
+                }
+                return Err(err);
+            }
+        };
+        Ok(TxCompletion {
+            arrival_ns,
+            ack_ns: end,
+            durable_ns: close.then_some(end),
+        })
+    }
+
+    /// Drops the running transaction and writes a root whose tail starts after its pages, so
+    /// that no later bit-1 page can ever be read as closing them; later pages wait for it.
+    fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError> {
+        self.e.check_arrival(arrival_ns)?;
+        let uuid = if uuid.0 == 0 {
+            self.running_dynamic().ok_or(FtlError::NoDynamicTx)?
+        } else {
+            uuid
+        };
+        let Some(idx) = self.e.tx_index(uuid) else {
+            return Err(if self.e.committed_uuids.contains(&uuid.0) {
+                FtlError::AlreadyCommitted(uuid)
+            } else {
+                FtlError::UnknownTx(uuid)
+            });
+        };
+        self.e.abort_drop(idx, arrival_ns);
+        let end = self.e.flush_root(arrival_ns, false)?;
+        self.e.barrier_ns = self.e.barrier_ns.max(end);
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: end,
+        })
+    }
+
+    fn sread(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        read_view(&mut self.e, None, start, count, arrival_ns, out)
+    }
+}

@@ -1,0 +1,1195 @@
+//! The log engine Atomic-Write and LightTx share (SPEC.md §3.2, §3.3): a log-structured,
+//! page-mapped FTL whose mapping is persisted as a copy-on-write tree (translation pages → GTD
+//! pages → a root page in a two-block root ring), and whose log tail — the data pages written
+//! since the tree last covered them — is found again after a power cut by scanning a bounded set
+//! of blocks named in the root.
+//!
+//! The two designs differ in exactly the parts the papers differ in:
+//! - how a transaction's commit is recognised in the log ([`Scheme`]): Atomic-Write's one-bit
+//!   commit flag (pages carry 0, the last page 1) or LightTx's transaction id in every page's OOB
+//!   plus a commit record;
+//! - which blocks recovery scans ([`WindowPolicy`]): Atomic-Write re-persists the mapping and a
+//!   fresh, small reservation at every commit ("scan zone fixed and small"); LightTx keeps a
+//!   sliding window of `zone` blocks (available + unavailable zones) that only slides when its
+//!   available part is used up, and recovery scans the whole window.
+//!
+//! Power-cut discipline (each rule is a `not_before` dependency):
+//! - a root is programmed only after every data page it maps, every tree page it points to and
+//!   every erase issued before it are on flash; the tree pages it supersedes are invalidated as
+//!   of the root's end, so GC cannot erase them earlier;
+//! - a block is erased by GC only after a root that no longer needs it;
+//! - a transaction's closing page (Atomic-Write) or commit record (LightTx) starts only after all
+//!   its pages (and GC copies of them) are on flash;
+//! - a page written to an LPN after a commit starts after that commit is on flash (per-LPN
+//!   barrier), so a later write never survives without the transaction it overwrote.
+
+use crate::format::{
+    decode_entries, encode_entries, OobRecord, Root, KIND_COMMIT, KIND_DATA, KIND_GTD, KIND_ROOT,
+    KIND_TRANSLATION, OOB_BYTES,
+};
+use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::{
+    BlockPool, BlockState, FtlError, GcPolicy, PageOutcome, RecoveryReport, Space, TxUuid, Validity,
+};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub const STREAM_DATA: usize = 0;
+pub const STREAM_GC: usize = 1;
+pub const STREAM_MAP: usize = 2;
+const STREAMS: usize = 3;
+pub const NONE: u32 = u32::MAX;
+
+const OWNER_MASK: u32 = 0xC000_0000;
+const OWNER_TRANSLATION: u32 = 0x8000_0000;
+const OWNER_GTD: u32 = 0x4000_0000;
+const OWNER_COMMIT: u32 = 0xC000_0000;
+
+/// How a transaction's commit is recorded in the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// Atomic-Write: one commit bit per page; 0 on every page of a transaction but the last.
+    CommitBit,
+    /// LightTx: transaction id in every page's OOB, a commit record page per transaction.
+    CommitRecord,
+}
+
+/// Which free blocks may be opened between two roots, i.e. what recovery must scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowPolicy {
+    /// Atomic-Write: every root reserves the next `n` free blocks of each chip.
+    PerChip(u32),
+    /// LightTx: a window of this many blocks (available + unavailable zones).
+    Zone(u32),
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub design: &'static str,
+    pub scheme: Scheme,
+    pub window: WindowPolicy,
+    pub over_provisioning: f64,
+    pub max_tx_pages: u32,
+    pub gc_policy: GcPolicy,
+}
+
+/// A running transaction.
+#[derive(Clone, Debug)]
+pub struct Tx {
+    pub uuid: TxUuid,
+    /// LightTx on-flash id (0 for Atomic-Write, whose pages carry no id).
+    pub id: u32,
+    pub first_seq: u64,
+    /// Pages written so far, in order (an LPN may repeat; the last one wins).
+    pub pages: Vec<(u32, Ppn)>,
+    /// When every page (and every GC copy of one) is on flash.
+    pub end_ns: u64,
+    pub dynamic: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    pub roots: u64,
+    pub tree_pages: u64,
+    pub commit_records: u64,
+    pub gc_victims: u64,
+    pub window_refreshes: u64,
+    pub commits: u64,
+    pub aborts: u64,
+}
+
+pub struct Engine {
+    pub flash: Flash,
+    pub cfg: EngineConfig,
+    pub space: Space,
+    ring: [BlockId; 2],
+    ring_cur: usize,
+    ring_next: u32,
+    last_root_end: u64,
+    root_seq: u64,
+    meta_seq: u64,
+    logical: u32,
+    entries: u32,
+    /// Committed mapping LPN → PPN (`NONE` = unmapped).
+    pub map: Vec<u32>,
+    tpage: Vec<u32>,
+    tdirty: Vec<bool>,
+    gpage: Vec<u32>,
+    gdirty: Vec<bool>,
+    old_tree: Vec<Ppn>,
+    pub next_seq: u64,
+    pub next_tx: u32,
+    /// Highest data/commit sequence number programmed in each block since its erase (0 = none).
+    max_seq: Vec<u64>,
+    in_scan: Vec<bool>,
+    scan_list: Vec<BlockId>,
+    reserved: Vec<bool>,
+    reserved_list: Vec<BlockId>,
+    data_end_ns: u64,
+    erase_end_ns: u64,
+    /// No data page starts before this (Atomic-Write: after an abort's root).
+    pub barrier_ns: u64,
+    lpn_barrier: Vec<u64>,
+    /// Live LightTx commit records: ppn → seq (kept until the tail passes them).
+    commits: FxHashMap<u32, u64>,
+    pub txs: Vec<Tx>,
+    /// Recently resolved uuids (to tell AlreadyCommitted from UnknownTx).
+    pub committed_uuids: FxHashSet<u64>,
+    pub stats: EngineStats,
+    last_arrival: u64,
+}
+
+fn gc_low(chips: u32) -> u32 {
+    2 * chips + 2
+}
+
+impl Engine {
+    fn build(flash: Flash, cfg: EngineConfig) -> Result<Engine, FtlError> {
+        let g = flash.geometry().clone();
+        if g.chips() < 1 || g.blocks_per_chip < 8 {
+            return Err(FtlError::InvalidOption(format!(
+                "{}: device too small",
+                cfg.design
+            )));
+        }
+        if g.oob_bytes < OOB_BYTES {
+            return Err(FtlError::InvalidOption(format!(
+                "{} needs {OOB_BYTES} OOB bytes per page, the device has {}",
+                cfg.design, g.oob_bytes
+            )));
+        }
+        let ring = if g.chips() > 1 {
+            [g.block(ChipId(0), 0), g.block(ChipId(1), 0)]
+        } else {
+            [g.block(ChipId(0), 0), g.block(ChipId(0), 1)]
+        };
+        let pool = BlockPool::new(&g, STREAMS, |b| ring.contains(&b));
+        let space = Space::new(pool, Validity::new(&g), cfg.gc_policy, 1000);
+        let logical = ftl::logical_pages(&g, 2, cfg.over_provisioning);
+        assert!(
+            logical < OWNER_GTD,
+            "LPNs must leave the owner tag bits free"
+        );
+        let entries = g.page_bytes / 4;
+        let tvpns = logical.div_ceil(entries);
+        let gtds = tvpns.div_ceil(entries);
+        let blocks = g.blocks() as usize;
+        // Worst-case root: every GTD pointer, the window, open blocks and a maximal transaction.
+        let window_blocks = match cfg.window {
+            WindowPolicy::PerChip(n) => n * g.chips(),
+            WindowPolicy::Zone(z) => z + g.chips(),
+        };
+        let worst_scan = window_blocks
+            + 2 * g.chips()
+            + cfg.max_tx_pages.div_ceil(g.pages_per_block)
+            + g.chips();
+        let worst = 48 + 4 * gtds as usize + 12 * worst_scan as usize + 4;
+        if worst > g.page_bytes as usize {
+            return Err(FtlError::InvalidOption(format!(
+                "{}: the root page cannot hold the window and transaction limits ({worst} > {} bytes); lower the zone or max_tx_pages",
+                cfg.design, g.page_bytes
+            )));
+        }
+        Ok(Engine {
+            ring,
+            ring_cur: 0,
+            ring_next: 0,
+            last_root_end: 0,
+            root_seq: 0,
+            meta_seq: 1,
+            logical,
+            entries,
+            map: vec![NONE; logical as usize],
+            tpage: vec![NONE; tvpns as usize],
+            tdirty: vec![false; tvpns as usize],
+            gpage: vec![NONE; gtds as usize],
+            gdirty: vec![false; gtds as usize],
+            old_tree: Vec::new(),
+            next_seq: 1,
+            next_tx: 1,
+            max_seq: vec![0; blocks],
+            in_scan: vec![false; blocks],
+            scan_list: Vec::new(),
+            reserved: vec![false; blocks],
+            reserved_list: Vec::new(),
+            data_end_ns: 0,
+            erase_end_ns: 0,
+            barrier_ns: 0,
+            lpn_barrier: vec![0; logical as usize],
+            commits: FxHashMap::default(),
+            txs: Vec::new(),
+            committed_uuids: FxHashSet::default(),
+            stats: EngineStats::default(),
+            last_arrival: 0,
+            space,
+            flash,
+            cfg,
+        })
+    }
+
+    /// Builds the engine on an erased device and writes its first root.
+    pub fn format(flash: Flash, cfg: EngineConfig) -> Result<Engine, FtlError> {
+        let mut e = Engine::build(flash, cfg)?;
+        let now = e.flash.idle_ns();
+        e.flush_root(now, true)?;
+        Ok(e)
+    }
+
+    pub fn logical_pages(&self) -> u32 {
+        self.logical
+    }
+
+    fn tvpn(&self, lpn: u32) -> usize {
+        (lpn / self.entries) as usize
+    }
+
+    pub fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
+        if arrival < self.last_arrival {
+            return Err(FtlError::TimeWentBackwards {
+                arrival_ns: arrival,
+                previous_ns: self.last_arrival,
+            });
+        }
+        self.last_arrival = arrival;
+        Ok(())
+    }
+
+    pub fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
+        ftl::check_range(lpn, 1, self.logical)
+    }
+
+    /// Oldest data sequence number not yet covered by the tree (the log tail starts here).
+    pub fn tail_seq(&self) -> u64 {
+        self.txs
+            .iter()
+            .map(|t| t.first_seq)
+            .min()
+            .unwrap_or(self.next_seq)
+            .min(self.next_seq)
+    }
+
+    // ----- allocation and the window -------------------------------------------------------
+
+    /// True when `stream` would have to open a block the current root does not announce.
+    fn window_exhausted(&self, stream: usize) -> bool {
+        let chips = self.flash.geometry().chips();
+        (0..chips).any(|c| {
+            let chip = ChipId(c);
+            self.space.pool.open_block(stream, chip).is_none()
+                && self
+                    .space
+                    .pool
+                    .free_queue(chip)
+                    .next()
+                    .is_some_and(|b| !self.reserved[b.0 as usize])
+        })
+    }
+
+    fn alloc(&mut self, stream: usize, now: u64) -> Result<Ppn, FtlError> {
+        if stream != STREAM_MAP && self.window_exhausted(stream) {
+            self.stats.window_refreshes += 1;
+            self.flush_root(now, true)?;
+        }
+        let ppn = self
+            .space
+            .allocate(stream, &self.flash)
+            .ok_or(FtlError::NoSpace)?;
+        let g = self.flash.geometry();
+        if g.page_in_block(ppn) == 0 {
+            let b = g.block_of(ppn);
+            self.reserved[b.0 as usize] = false;
+            if stream != STREAM_MAP && !self.in_scan[b.0 as usize] {
+                debug_assert!(
+                    self.reserved_list.contains(&b),
+                    "{b} opened for data without being announced in the root"
+                );
+                self.in_scan[b.0 as usize] = true;
+                self.scan_list.push(b);
+            }
+        }
+        Ok(ppn)
+    }
+
+    fn note_data(&mut self, ppn: Ppn, seq: u64, end_ns: u64) {
+        let b = self.flash.geometry().block_of(ppn).0 as usize;
+        self.max_seq[b] = self.max_seq[b].max(seq);
+        self.data_end_ns = self.data_end_ns.max(end_ns);
+    }
+
+    /// Programs one host page at the log head. Returns (ppn, seq, end).
+    pub fn program_data(
+        &mut self,
+        lpn: u32,
+        content: &Content,
+        flag: u8,
+        tx: u32,
+        not_before: u64,
+    ) -> Result<(Ppn, u64, u64), FtlError> {
+        let ppn = self.alloc(STREAM_DATA, not_before)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let oob = OobRecord {
+            kind: KIND_DATA,
+            flag,
+            id: lpn,
+            seq,
+            tx,
+            data_crc: 0,
+        }
+        .encode();
+        let nb = not_before
+            .max(self.barrier_ns)
+            .max(self.lpn_barrier[lpn as usize]);
+        let span = self
+            .flash
+            .program(ppn, content, &oob, nb, OpCause::HostData)?;
+        self.space.validity.set_valid(ppn, lpn);
+        self.note_data(ppn, seq, span.end_ns);
+        Ok((ppn, seq, span.end_ns))
+    }
+
+    /// Programs a LightTx commit record for transaction `tx` after `not_before`.
+    pub fn program_commit(
+        &mut self,
+        rec: crate::format::CommitRecord,
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
+        let ppn = self.alloc(STREAM_DATA, not_before)?;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let bytes = rec.encode();
+        let oob = OobRecord {
+            kind: KIND_COMMIT,
+            flag: 1,
+            id: rec.tx,
+            seq,
+            tx: rec.tx,
+            data_crc: crc32c::crc32c(&bytes),
+        }
+        .encode();
+        let span = self.flash.program(
+            ppn,
+            &Content::Bytes(bytes),
+            &oob,
+            not_before,
+            OpCause::TxMeta,
+        )?;
+        self.space.validity.set_valid(ppn, OWNER_COMMIT);
+        self.commits.insert(ppn.0, seq);
+        self.note_data(ppn, seq, span.end_ns);
+        self.stats.commit_records += 1;
+        Ok(span.end_ns)
+    }
+
+    // ----- the mapping tree and the root ---------------------------------------------------
+
+    fn write_tree_page(
+        &mut self,
+        kind: u8,
+        id: u32,
+        bytes: Box<[u8]>,
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
+        let ppn = self.alloc(STREAM_MAP, not_before)?;
+        let oob = OobRecord {
+            kind,
+            flag: 0,
+            id,
+            seq: self.meta_seq,
+            tx: 0,
+            data_crc: crc32c::crc32c(&bytes),
+        }
+        .encode();
+        self.meta_seq += 1;
+        let span = self.flash.program(
+            ppn,
+            &Content::Bytes(bytes),
+            &oob,
+            not_before,
+            OpCause::Mapping,
+        )?;
+        let (owner, slot) = if kind == KIND_TRANSLATION {
+            self.gdirty[(id / self.entries) as usize] = true;
+            self.tdirty[id as usize] = false;
+            (OWNER_TRANSLATION | id, &mut self.tpage[id as usize])
+        } else {
+            self.gdirty[id as usize] = false;
+            (OWNER_GTD | id, &mut self.gpage[id as usize])
+        };
+        let old = std::mem::replace(slot, ppn.0);
+        if old != NONE {
+            self.old_tree.push(Ppn(old));
+        }
+        self.space.validity.set_valid(ppn, owner);
+        self.stats.tree_pages += 1;
+        Ok(span.end_ns)
+    }
+
+    /// Persists the mapping (dirty translation pages, dirty GTD pages, then a root) and, when
+    /// `slide` is set or the policy asks for it, a new window. Returns when the root is on flash.
+    pub fn flush_root(&mut self, now: u64, slide: bool) -> Result<u64, FtlError> {
+        let nb = now.max(self.data_end_ns).max(self.erase_end_ns);
+        let mut end = nb;
+        let dirty: Vec<u32> = (0..self.tdirty.len() as u32)
+            .filter(|&t| self.tdirty[t as usize])
+            .collect();
+        for t in dirty {
+            let lo = (t * self.entries) as usize;
+            let hi = (lo + self.entries as usize).min(self.logical as usize);
+            let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
+            end = end.max(self.write_tree_page(KIND_TRANSLATION, t, bytes, nb)?);
+        }
+        let dirty: Vec<u32> = (0..self.gdirty.len() as u32)
+            .filter(|&g| self.gdirty[g as usize])
+            .collect();
+        for gi in dirty {
+            let lo = (gi * self.entries) as usize;
+            let hi = (lo + self.entries as usize).min(self.tpage.len());
+            let bytes = encode_entries(&self.tpage[lo..hi], self.flash.geometry().page_bytes);
+            end = end.max(self.write_tree_page(KIND_GTD, gi, bytes, nb)?);
+        }
+        let tail = self.tail_seq();
+        let refresh = slide || matches!(self.cfg.window, WindowPolicy::PerChip(_));
+        if refresh {
+            self.refresh_window(tail);
+        }
+        let g = self.flash.geometry().clone();
+        let scan = self
+            .scan_list
+            .iter()
+            .map(|&b| {
+                let from = match self.cfg.window {
+                    WindowPolicy::PerChip(_) if self.max_seq[b.0 as usize] < tail => {
+                        self.flash.write_pointer(b)
+                    }
+                    _ => 0,
+                };
+                (b, from)
+            })
+            .collect();
+        self.root_seq += 1;
+        let root = Root {
+            root_seq: self.root_seq,
+            tail_seq: tail,
+            next_seq: self.next_seq,
+            next_tx: self.next_tx,
+            gtd: self.gpage.iter().map(|&p| Ppn(p)).collect(),
+            scan,
+            window: self.reserved_list.clone(),
+        };
+        let bytes = root.encode(g.page_bytes).ok_or_else(|| {
+            FtlError::InvalidOption(format!(
+                "{}: root of {} bytes does not fit a page",
+                self.cfg.design,
+                root.encoded_len()
+            ))
+        })?;
+        let root_end = self.program_root(bytes, end)?;
+        for old in std::mem::take(&mut self.old_tree) {
+            self.space.validity.invalidate(old, root_end);
+        }
+        let stale: Vec<u32> = self
+            .commits
+            .iter()
+            .filter(|&(_, &s)| s < tail)
+            .map(|(&p, _)| p)
+            .collect();
+        for p in stale {
+            self.commits.remove(&p);
+            self.space.validity.invalidate(Ppn(p), root_end);
+        }
+        self.last_root_end = root_end;
+        self.stats.roots += 1;
+        Ok(root_end)
+    }
+
+    fn refresh_window(&mut self, tail: u64) {
+        let g = self.flash.geometry().clone();
+        // Blocks leave the scan set once full and wholly below the tail (checkpointed zone).
+        let pool = &self.space.pool;
+        let max_seq = &self.max_seq;
+        let in_scan = &mut self.in_scan;
+        self.scan_list.retain(|&b| {
+            let keep = match pool.state(b) {
+                BlockState::Open(s) => s as usize != STREAM_MAP,
+                BlockState::Full => max_seq[b.0 as usize] >= tail,
+                _ => false,
+            };
+            if !keep {
+                in_scan[b.0 as usize] = false;
+            }
+            keep
+        });
+        for b in self.reserved_list.drain(..) {
+            self.reserved[b.0 as usize] = false;
+        }
+        let per_chip = match self.cfg.window {
+            WindowPolicy::PerChip(n) => n.max(1),
+            WindowPolicy::Zone(z) => {
+                let left = z.saturating_sub(self.scan_list.len() as u32);
+                left.div_ceil(g.chips()).max(1)
+            }
+        };
+        for c in 0..g.chips() {
+            let take: Vec<BlockId> = self
+                .space
+                .pool
+                .free_queue(ChipId(c))
+                .take(per_chip as usize)
+                .collect();
+            for b in take {
+                self.reserved[b.0 as usize] = true;
+                self.reserved_list.push(b);
+            }
+        }
+    }
+
+    fn program_root(&mut self, bytes: Box<[u8]>, not_before: u64) -> Result<u64, FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut nb = not_before;
+        if self.ring_next >= g.pages_per_block {
+            // The newest root lives in the current block; the other one holds only older roots.
+            let other = 1 - self.ring_cur;
+            let e = self.flash.erase(
+                self.ring[other],
+                self.last_root_end.max(nb),
+                OpCause::Checkpoint,
+            )?;
+            self.ring_cur = other;
+            self.ring_next = 0;
+            nb = nb.max(e.end_ns);
+        }
+        let ppn = g.ppn(self.ring[self.ring_cur], self.ring_next);
+        self.ring_next += 1;
+        let oob = OobRecord {
+            kind: KIND_ROOT,
+            flag: 0,
+            id: 0,
+            seq: self.root_seq,
+            tx: 0,
+            data_crc: crc32c::crc32c(&bytes),
+        }
+        .encode();
+        let span =
+            self.flash
+                .program(ppn, &Content::Bytes(bytes), &oob, nb, OpCause::Checkpoint)?;
+        Ok(span.end_ns)
+    }
+
+    // ----- transactions --------------------------------------------------------------------
+
+    pub fn tx_index(&self, uuid: TxUuid) -> Option<usize> {
+        self.txs.iter().position(|t| t.uuid == uuid)
+    }
+
+    /// Which running transaction holds `lpn`, if any.
+    pub fn holder(&self, lpn: u32) -> Option<TxUuid> {
+        self.txs
+            .iter()
+            .find(|t| t.pages.iter().any(|&(l, _)| l == lpn))
+            .map(|t| t.uuid)
+    }
+
+    /// Makes a transaction's pages the committed mapping; `commit_end` is when its commit is on
+    /// flash. The transaction's LPNs get a barrier so later writes land after the commit.
+    pub fn commit_apply(&mut self, idx: usize, commit_end: u64) {
+        let tx = self.txs.swap_remove(idx);
+        for &(lpn, ppn) in &tx.pages {
+            let old = self.map[lpn as usize];
+            if old != NONE && old != ppn.0 {
+                self.space.validity.invalidate(Ppn(old), commit_end);
+            }
+            self.map[lpn as usize] = ppn.0;
+            let t = self.tvpn(lpn);
+            self.tdirty[t] = true;
+            self.lpn_barrier[lpn as usize] = commit_end;
+        }
+        self.committed_uuids.insert(tx.uuid.0);
+        self.stats.commits += 1;
+    }
+
+    /// Drops a running transaction's pages.
+    pub fn abort_drop(&mut self, idx: usize, now: u64) {
+        let tx = self.txs.swap_remove(idx);
+        for &(_, ppn) in &tx.pages {
+            self.space.validity.invalidate(ppn, now);
+        }
+        self.stats.aborts += 1;
+    }
+
+    // ----- plain host operations -----------------------------------------------------------
+
+    /// A committed (non-transactional) page write: mapped at once.
+    pub fn write_plain_page(
+        &mut self,
+        lpn: u32,
+        content: &Content,
+        flag: u8,
+        arrival: u64,
+    ) -> Result<u64, FtlError> {
+        let (ppn, _, end) = self.program_data(lpn, content, flag, 0, arrival)?;
+        let old = std::mem::replace(&mut self.map[lpn as usize], ppn.0);
+        if old != NONE {
+            self.space.validity.invalidate(Ppn(old), end);
+        }
+        let t = self.tvpn(lpn);
+        self.tdirty[t] = true;
+        Ok(end)
+    }
+
+    /// Reads the page at `ppn` (NONE = unwritten).
+    pub fn read_ppn(&mut self, ppn: u32, not_before: u64) -> Result<(PageOutcome, u64), FtlError> {
+        if ppn == NONE {
+            return Ok((PageOutcome::Unwritten, not_before));
+        }
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let (st, span) = self
+            .flash
+            .read(Ppn(ppn), &mut oob, not_before, OpCause::HostData)?;
+        let out = match st {
+            ReadStatus::Data(c) => PageOutcome::Data(c),
+            ReadStatus::Erased | ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
+        };
+        Ok((out, span.end_ns))
+    }
+
+    /// Unmaps a committed page (RAM; persisted with the next root).
+    pub fn trim_page(&mut self, lpn: u32, now: u64) {
+        let old = std::mem::replace(&mut self.map[lpn as usize], NONE);
+        if old != NONE {
+            self.space.validity.invalidate(Ppn(old), now);
+            let t = self.tvpn(lpn);
+            self.tdirty[t] = true;
+        }
+    }
+
+    /// Instant at which every data page programmed so far is on flash.
+    pub fn data_end_ns(&self) -> u64 {
+        self.data_end_ns
+    }
+
+    // ----- garbage collection --------------------------------------------------------------
+
+    /// Collects victims until enough blocks are free.
+    pub fn make_room(&mut self, now: u64) -> Result<(), FtlError> {
+        let low = gc_low(self.flash.geometry().chips());
+        let mut rounds = 0;
+        while self.space.pool.free_blocks() < low {
+            let victim = self
+                .space
+                .pick_victim(&self.flash, |_| true)
+                .ok_or(FtlError::NoSpace)?;
+            self.collect(victim, now)?;
+            rounds += 1;
+            if rounds > self.flash.geometry().blocks() {
+                return Err(FtlError::NoSpace);
+            }
+        }
+        Ok(())
+    }
+
+    fn collect(&mut self, victim: BlockId, now: u64) -> Result<(), FtlError> {
+        assert_eq!(self.space.pool.state(victim), BlockState::Full);
+        self.space.validity.unindex_block(victim);
+        let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut last = now;
+        for (from, owner) in live {
+            if self.space.validity.owner(from) != Some(owner) {
+                continue; // superseded by a root written while this victim was being copied
+            }
+            let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
+            let ReadStatus::Data(content) = status else {
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} did not read back ({status:?})"
+                )));
+            };
+            let to = self.alloc(STREAM_GC, now)?;
+            if self.space.validity.owner(from) != Some(owner) {
+                continue; // the allocation wrote a root that made it stale; `to` stays unused
+            }
+            let span = self
+                .flash
+                .program(to, &content, &oob, read.end_ns, OpCause::GcCopy)?;
+            self.space.validity.set_valid(to, owner);
+            self.space.validity.invalidate(from, span.end_ns);
+            let rec = OobRecord::decode(&oob);
+            if let Some(r) = rec.filter(|r| r.kind == KIND_DATA || r.kind == KIND_COMMIT) {
+                self.note_data(to, r.seq, span.end_ns);
+            }
+            self.on_move(owner, from, to, span.end_ns);
+            last = last.max(span.end_ns);
+        }
+        if self.in_scan[victim.0 as usize] {
+            self.in_scan[victim.0 as usize] = false;
+            self.scan_list.retain(|&b| b != victim);
+        }
+        let root_end = self.flush_root(last, false)?;
+        let nb = root_end.max(self.space.validity.invalidated_by_ns(victim));
+        let e = self.flash.erase(victim, nb, OpCause::GcCopy)?;
+        self.erase_end_ns = self.erase_end_ns.max(e.end_ns);
+        self.space.validity.erased(victim);
+        self.space.pool.release(victim);
+        self.max_seq[victim.0 as usize] = 0;
+        self.stats.gc_victims += 1;
+        Ok(())
+    }
+
+    fn on_move(&mut self, owner: u32, from: Ppn, to: Ppn, end: u64) {
+        let id = owner & !OWNER_MASK;
+        match owner & OWNER_MASK {
+            0 => {
+                if self.map[id as usize] == from.0 {
+                    self.map[id as usize] = to.0;
+                    let t = self.tvpn(id);
+                    self.tdirty[t] = true;
+                    return;
+                }
+                for tx in &mut self.txs {
+                    if let Some(p) = tx.pages.iter_mut().find(|p| p.1 == from) {
+                        p.1 = to;
+                        tx.end_ns = tx.end_ns.max(end);
+                        return;
+                    }
+                }
+                panic!("GC moved {from} (lpn {id}) that nothing maps");
+            }
+            OWNER_TRANSLATION => {
+                debug_assert_eq!(self.tpage[id as usize], from.0);
+                self.tpage[id as usize] = to.0;
+                self.gdirty[(id / self.entries) as usize] = true;
+            }
+            OWNER_GTD => {
+                debug_assert_eq!(self.gpage[id as usize], from.0);
+                self.gpage[id as usize] = to.0;
+            }
+            _ => {
+                let seq = self.commits.remove(&from.0).expect("live commit record");
+                self.commits.insert(to.0, seq);
+            }
+        }
+    }
+
+    // ----- invariants and metrics ----------------------------------------------------------
+
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        let v = &self.space.validity;
+        for (lpn, &p) in self.map.iter().enumerate() {
+            if p != NONE && v.owner(Ppn(p)) != Some(lpn as u32) {
+                return Err(format!(
+                    "lpn {lpn} maps to {p} whose owner is {:?}",
+                    v.owner(Ppn(p))
+                ));
+            }
+        }
+        for (t, &p) in self.tpage.iter().enumerate() {
+            if p != NONE && v.owner(Ppn(p)) != Some(OWNER_TRANSLATION | t as u32) {
+                return Err(format!("translation page {t} at {p} is not live"));
+            }
+        }
+        for tx in &self.txs {
+            for &(lpn, p) in &tx.pages {
+                if v.owner(p) != Some(lpn) {
+                    return Err(format!("{} page {p} (lpn {lpn}) is not live", tx.uuid));
+                }
+            }
+        }
+        for &b in &self.scan_list {
+            if !self.in_scan[b.0 as usize] {
+                return Err(format!("{b} listed for scanning but not flagged"));
+            }
+        }
+        if self.txs.len() > 1 && self.cfg.scheme == Scheme::CommitBit {
+            return Err("Atomic-Write runs at most one transaction".into());
+        }
+        Ok(())
+    }
+
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        let s = &self.stats;
+        vec![
+            ("roots_written".into(), s.roots as f64),
+            ("tree_pages_written".into(), s.tree_pages as f64),
+            ("commit_records_written".into(), s.commit_records as f64),
+            ("gc_victims".into(), s.gc_victims as f64),
+            ("window_refreshes".into(), s.window_refreshes as f64),
+            ("tx_committed".into(), s.commits as f64),
+            ("tx_aborted".into(), s.aborts as f64),
+            ("scan_blocks".into(), self.scan_list.len() as f64),
+            ("window_free_blocks".into(), self.reserved_list.len() as f64),
+        ]
+    }
+
+    // ----- recovery ------------------------------------------------------------------------
+
+    /// Rebuilds the engine from flash alone: newest valid root, the tree it points to, then the
+    /// log tail found in the root's scan blocks and window, resolved by the design's scheme.
+    pub fn recover(flash: Flash, cfg: EngineConfig) -> Result<(Engine, RecoveryReport), FtlError> {
+        let start = flash.idle_ns();
+        let before = flash.stats().clone();
+        let mut e = Engine::build(flash, cfg)?;
+        let g = e.flash.geometry().clone();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        // 1. Root ring.
+        let mut roots = Vec::new();
+        let mut used = [0u32; 2];
+        let mut t = start;
+        for (i, &b) in e.ring.iter().enumerate() {
+            for p in 0..g.pages_per_block {
+                let ppn = g.ppn(b, p);
+                let (st, span) = e.flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                t = t.max(span.end_ns);
+                match st {
+                    PageState::Erased => break,
+                    PageState::Torn => used[i] = p + 1,
+                    PageState::Programmed => {
+                        used[i] = p + 1;
+                        if let Some(r) = OobRecord::decode(&oob).filter(|r| r.kind == KIND_ROOT) {
+                            roots.push((r.seq, ppn, i));
+                        }
+                    }
+                }
+            }
+        }
+        let ring_pages_read = e.flash.stats().since(&before).total_reads();
+        roots.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let mut found = None;
+        for &(seq, ppn, i) in &roots {
+            let (st, span) = e.flash.read(ppn, &mut oob, t, OpCause::Recovery)?;
+            t = t.max(span.end_ns);
+            if let ReadStatus::Data(Content::Bytes(b)) = st {
+                if let Some(r) = Root::decode(&b).filter(|r| r.root_seq == seq) {
+                    found = Some((r, i));
+                    break;
+                }
+            }
+        }
+        let (root, ring_i) =
+            found.ok_or_else(|| FtlError::Corrupt("no valid root in the root ring".into()))?;
+        e.ring_cur = ring_i;
+        e.ring_next = used[ring_i];
+        e.root_seq = root.root_seq;
+        if root.gtd.len() != e.gpage.len() {
+            return Err(FtlError::Corrupt(format!(
+                "root names {} GTD pages, this geometry needs {}",
+                root.gtd.len(),
+                e.gpage.len()
+            )));
+        }
+        // 2. The tree.
+        let mut tree_reads = 0u64;
+        let t_tree = t;
+        for (gi, p) in root.gtd.iter().enumerate() {
+            e.gpage[gi] = p.0;
+            if p.0 == NONE {
+                continue;
+            }
+            let entries = e.read_meta(*p, KIND_GTD, t_tree, &mut t)?;
+            tree_reads += 1;
+            let lo = gi * e.entries as usize;
+            for (k, &tp) in entries.iter().enumerate() {
+                if lo + k < e.tpage.len() {
+                    e.tpage[lo + k] = tp;
+                }
+            }
+        }
+        let t_map = t;
+        for tv in 0..e.tpage.len() {
+            let p = e.tpage[tv];
+            if p == NONE {
+                continue;
+            }
+            let entries = e.read_meta(Ppn(p), KIND_TRANSLATION, t_map, &mut t)?;
+            tree_reads += 1;
+            let lo = tv * e.entries as usize;
+            for (k, &dp) in entries.iter().enumerate() {
+                if lo + k < e.map.len() {
+                    e.map[lo + k] = dp;
+                }
+            }
+        }
+        // 3. Scan the log tail.
+        let mut scan_blocks: Vec<(BlockId, u32)> = root.scan.clone();
+        scan_blocks.extend(root.window.iter().map(|&b| (b, 0)));
+        let mut scanned = Vec::new();
+        let mut block_used = vec![false; g.blocks() as usize];
+        let mut known_free = vec![false; g.blocks() as usize];
+        let mut in_scan_set = vec![false; g.blocks() as usize];
+        let mut pages_scanned = 0u64;
+        let t_scan = t;
+        for &(b, from) in &scan_blocks {
+            if !g.contains_block(b) || e.ring.contains(&b) {
+                return Err(FtlError::Corrupt(format!("root names impossible {b}")));
+            }
+            in_scan_set[b.0 as usize] = true;
+            if from > 0 {
+                block_used[b.0 as usize] = true;
+            }
+            for p in from..g.pages_per_block {
+                let ppn = g.ppn(b, p);
+                let (st, span) = e.flash.read_oob(ppn, &mut oob, t_scan, OpCause::Recovery)?;
+                pages_scanned += 1;
+                t = t.max(span.end_ns);
+                match st {
+                    PageState::Erased => {
+                        if p == 0 {
+                            known_free[b.0 as usize] = true;
+                        }
+                        break;
+                    }
+                    PageState::Torn => block_used[b.0 as usize] = true,
+                    PageState::Programmed => {
+                        block_used[b.0 as usize] = true;
+                        if let Some(r) = OobRecord::decode(&oob) {
+                            if r.kind == KIND_DATA || r.kind == KIND_COMMIT {
+                                let bi = b.0 as usize;
+                                e.max_seq[bi] = e.max_seq[bi].max(r.seq);
+                                scanned.push((r, ppn));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // 4. Resolve the tail.
+        let tail = root.tail_seq;
+        let mut next_seq = root.next_seq;
+        let mut next_tx = root.next_tx;
+        for (r, _) in &scanned {
+            next_seq = next_seq.max(r.seq + 1);
+            next_tx = next_tx.max(r.tx.saturating_add(1));
+        }
+        let applied = resolve(e.cfg.scheme, tail, &mut scanned, e.logical);
+        let tail_pages = scanned.iter().filter(|(r, _)| r.seq >= tail).count();
+        for &(lpn, ppn) in &applied {
+            e.map[lpn as usize] = ppn.0;
+            let tv = e.tvpn(lpn);
+            e.tdirty[tv] = true;
+        }
+        e.next_seq = next_seq;
+        e.next_tx = next_tx;
+        // 5. Validity and block states.
+        for (lpn, &p) in e.map.iter().enumerate() {
+            if p != NONE {
+                if e.space.validity.is_valid(Ppn(p)) || !g.contains_ppn(Ppn(p)) {
+                    return Err(FtlError::Corrupt(format!(
+                        "{p} mapped twice or out of range"
+                    )));
+                }
+                e.space.validity.set_valid(Ppn(p), lpn as u32);
+                block_used[g.block_of(Ppn(p)).0 as usize] = true;
+            }
+        }
+        for (tv, &p) in e.tpage.iter().enumerate() {
+            if p != NONE {
+                e.space
+                    .validity
+                    .set_valid(Ppn(p), OWNER_TRANSLATION | tv as u32);
+                block_used[g.block_of(Ppn(p)).0 as usize] = true;
+            }
+        }
+        for (gi, &p) in e.gpage.iter().enumerate() {
+            if p != NONE {
+                e.space.validity.set_valid(Ppn(p), OWNER_GTD | gi as u32);
+                block_used[g.block_of(Ppn(p)).0 as usize] = true;
+            }
+        }
+        // Free blocks are not recorded: any block not seen erased in the window is treated as
+        // used, and the 0-valid ones are erased before reuse.
+        let mut unknown_empty = Vec::new();
+        for b in 0..g.blocks() {
+            let blk = BlockId(b);
+            if e.ring.contains(&blk) || (known_free[b as usize] && !block_used[b as usize]) {
+                continue;
+            }
+            e.space.pool.mark_full(blk);
+            e.space.validity.index_block(blk);
+            if !in_scan_set[b as usize] && e.space.validity.valid_count(blk) == 0 {
+                unknown_empty.push(blk);
+            }
+        }
+        // 6. Make room for the recovery root: erase blocks nothing can need (outside the scan set,
+        // no live page), spread over chips.
+        unknown_empty.sort_by_key(|b| (b.0 % g.chips(), b.0));
+        let low = gc_low(g.chips()) as usize;
+        let mut erased = 0u64;
+        let mut per_chip = vec![0usize; g.chips() as usize];
+        for b in unknown_empty {
+            if e.space.pool.free_blocks() as usize >= low {
+                break;
+            }
+            let c = g.chip_of_block(b).0 as usize;
+            if per_chip[c] * g.chips() as usize > low {
+                continue;
+            }
+            per_chip[c] += 1;
+            e.space.validity.unindex_block(b);
+            let span = e.flash.erase(b, t, OpCause::Recovery)?;
+            e.erase_end_ns = e.erase_end_ns.max(span.end_ns);
+            e.space.validity.erased(b);
+            e.space.pool.release(b);
+            e.max_seq[b.0 as usize] = 0;
+            erased += 1;
+        }
+        e.last_root_end = t;
+        let root_end = e.flush_root(t, true)?;
+        e.barrier_ns = root_end;
+        e.make_room(root_end)?;
+        e.last_arrival = 0;
+        let mut report = RecoveryReport::measure(&e.flash, &before, start);
+        report.details = vec![
+            ("ring_pages_read".into(), ring_pages_read as f64),
+            ("tree_pages_read".into(), tree_reads as f64),
+            ("scan_blocks".into(), scan_blocks.len() as f64),
+            ("scan_pages_read".into(), pages_scanned as f64),
+            ("tail_pages_found".into(), tail_pages as f64),
+            ("tail_pages_applied".into(), applied.len() as f64),
+            ("blocks_erased".into(), erased as f64),
+        ];
+        Ok((e, report))
+    }
+
+    fn read_meta(
+        &mut self,
+        ppn: Ppn,
+        kind: u8,
+        not_before: u64,
+        t: &mut u64,
+    ) -> Result<Vec<u32>, FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let (st, span) = self
+            .flash
+            .read(ppn, &mut oob, not_before, OpCause::Recovery)?;
+        *t = (*t).max(span.end_ns);
+        let rec = OobRecord::decode(&oob).filter(|r| r.kind == kind);
+        match (st, rec) {
+            (ReadStatus::Data(Content::Bytes(b)), Some(r)) if crc32c::crc32c(&b) == r.data_crc => {
+                Ok(decode_entries(&b))
+            }
+            (st, _) => Err(FtlError::Corrupt(format!(
+                "tree page {ppn} (kind {kind}) named by the root is unreadable ({st:?})"
+            ))),
+        }
+    }
+}
+
+/// Decides which tail pages (seq >= tail) become the mapping, returned in sequence order
+/// (later entries override earlier ones).
+///
+/// - [`Scheme::CommitBit`]: walk the tail in sequence order; pages with bit 0 wait; a bit-1
+///   page whose sequence number continues the waiting run without a gap closes the run and
+///   every page in it is applied; a gap or the end of the log drops the waiting run (Ouyang et
+///   al.: trailing pages not closed by a bit-1 page belong to an unfinished atomic write).
+/// - [`Scheme::CommitRecord`]: a page counts if it is a plain write (tx 0) or its transaction
+///   has a commit record in the scanned region.
+pub fn resolve(
+    scheme: Scheme,
+    tail: u64,
+    scanned: &mut [(OobRecord, Ppn)],
+    logical: u32,
+) -> Vec<(u32, Ppn)> {
+    scanned.sort_by_key(|(r, p)| (r.seq, p.0));
+    let mut out = Vec::new();
+    match scheme {
+        Scheme::CommitBit => {
+            let mut pending: Vec<(u32, Ppn)> = Vec::new();
+            let mut last: Option<u64> = None;
+            for &(r, p) in scanned.iter() {
+                if r.kind != KIND_DATA || r.seq < tail || r.id >= logical {
+                    continue;
+                }
+                if last == Some(r.seq) {
+                    continue; // a GC copy of the same page
+                }
+                if last.is_some_and(|l| r.seq != l + 1) {
+                    pending.clear();
+                }
+                last = Some(r.seq);
+                pending.push((r.id, p));
+                if r.flag == 1 {
+                    out.append(&mut pending);
+                }
+            }
+        }
+        Scheme::CommitRecord => {
+            let committed: FxHashSet<u32> = scanned
+                .iter()
+                .filter(|(r, _)| r.kind == KIND_COMMIT)
+                .map(|(r, _)| r.id)
+                .collect();
+            let mut last: Option<u64> = None;
+            for &(r, p) in scanned.iter() {
+                if r.kind != KIND_DATA || r.seq < tail || r.id >= logical {
+                    continue;
+                }
+                if last == Some(r.seq) {
+                    continue;
+                }
+                last = Some(r.seq);
+                if r.tx == 0 || committed.contains(&r.tx) {
+                    out.push((r.id, p));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64, lpn: u32, flag: u8, tx: u32) -> (OobRecord, Ppn) {
+        (
+            OobRecord {
+                kind: KIND_DATA,
+                flag,
+                id: lpn,
+                seq,
+                tx,
+                data_crc: 0,
+            },
+            Ppn(seq as u32 + 1000),
+        )
+    }
+
+    #[test]
+    fn commit_bit_walk_keeps_closed_runs_and_drops_the_rest() {
+        // plain 10; tx 11,12 closed by 13; gap at 14; tx 15,16 unclosed.
+        let mut s = vec![
+            rec(16, 6, 0, 0),
+            rec(10, 1, 1, 0),
+            rec(12, 3, 0, 0),
+            rec(11, 2, 0, 0),
+            rec(13, 4, 1, 0),
+            rec(15, 5, 0, 0),
+            rec(12, 3, 0, 0), // GC copy
+            rec(9, 9, 1, 0),  // below the tail
+        ];
+        let out = resolve(Scheme::CommitBit, 10, &mut s, 100);
+        let lpns: Vec<u32> = out.iter().map(|x| x.0).collect();
+        assert_eq!(lpns, vec![1, 2, 3, 4]);
+        // A bit-1 page after a gap does not close the run before the gap.
+        let mut s = vec![rec(20, 1, 0, 0), rec(22, 2, 1, 0)];
+        let out = resolve(Scheme::CommitBit, 20, &mut s, 100);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2]);
+    }
+
+    #[test]
+    fn commit_record_filter_needs_the_record() {
+        let mut s = vec![rec(10, 1, 0, 7), rec(11, 2, 0, 8), rec(12, 3, 0, 0)];
+        s.push((
+            OobRecord {
+                kind: KIND_COMMIT,
+                flag: 1,
+                id: 7,
+                seq: 13,
+                tx: 7,
+                data_crc: 0,
+            },
+            Ppn(5),
+        ));
+        let out = resolve(Scheme::CommitRecord, 10, &mut s, 100);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3]);
+    }
+}
