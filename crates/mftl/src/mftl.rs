@@ -46,9 +46,13 @@ pub(crate) struct StaticTx {
     pub state: TxState,
     /// Flag or abort mark programmed (RAM knows; on flash at `resolved_end`).
     pub resolved: bool,
+    /// End of the inode carrying its flag or mark.
+    pub resolved_end: u64,
     pub observed: bool,
     /// LPNs a later WRITE/DWRITE/TRIM rewrote while this tx was pending: not installed.
     pub superseded: FxHashSet<u32>,
+    /// LPNs the running dynamic tx rewrote while this tx was pending (settled at REAR/ABORT).
+    pub superseded_dyn: FxHashSet<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +263,9 @@ impl Mobius {
     /// Points `lpn` at `ppn`; the superseded page becomes invalid once `durable_ns` passed.
     fn remap(&mut self, lpn: u32, ppn: u32, at: u64, durable_ns: u64) -> Result<(), FtlError> {
         let (old, _) = self.lookup(lpn, at)?;
+        if lpn == 2 && std::env::var("MOBIUS_TRACE").is_ok() {
+            eprintln!("T remap 2: {old} -> {ppn} at {at}");
+        }
         self.resident.insert(lpn, ppn);
         if old != NO_PPN && old != ppn && self.space.validity.owner(Ppn(old)) == Some(lpn) {
             self.space.validity.invalidate(Ppn(old), durable_ns);
@@ -445,9 +452,13 @@ impl Mobius {
         }
         for &i in &chosen {
             self.txs[i].resolved = true;
-            let items: Vec<u32> = self.txs[i].items.iter().map(|x| x.1).collect();
-            for p in items {
-                self.unpin(p, span.end_ns);
+            self.txs[i].resolved_end = span.end_ns;
+            // Pages stay pinned until the tx is both flagged and settled in RAM.
+            if self.txs[i].state != TxState::Pending {
+                let items: Vec<u32> = self.txs[i].items.iter().map(|x| x.1).collect();
+                for p in items {
+                    self.unpin(p, span.end_ns);
+                }
             }
         }
         Ok(span.end_ns)
@@ -478,15 +489,46 @@ impl Mobius {
                 let items = t.items.clone();
                 let durable = t.durable_ns;
                 let sup = std::mem::take(&mut self.txs[i].superseded);
+                let sup_dyn = std::mem::take(&mut self.txs[i].superseded_dyn);
                 for (l, p) in items {
+                    let dyn_undo = if sup_dyn.contains(&l) {
+                        let c = self
+                            .chain
+                            .as_ref()
+                            .expect("dynamic supersession needs the running tx");
+                        Some(c.undo.iter().position(|u| u.0 == l).expect("undo entry"))
+                    } else {
+                        None
+                    };
                     if sup.contains(&l) {
-                        // A later normal/dynamic write already took effect (it waited for us).
+                        // A later normal write already took effect (it waited for us).
                         self.space.validity.invalidate(Ppn(p), durable.max(now));
+                    } else if let Some(k) = dyn_undo {
+                        // The running dynamic tx wrote `l` after us: we become the value its
+                        // ABORT restores (the earlier pre-image is superseded by us).
+                        let u = &mut self.chain.as_mut().unwrap().undo[k];
+                        let old = u.2;
+                        u.1 = Some(p);
+                        u.2 = p;
+                        self.pin(p);
+                        if old != NO_PPN {
+                            self.unpin(old, now);
+                            if self.space.validity.owner(Ppn(old)) == Some(l) {
+                                self.space.validity.invalidate(Ppn(old), durable.max(now));
+                            }
+                        }
                     } else {
                         self.remap(l, p, now, durable)?;
                     }
                 }
                 self.txs[i].state = TxState::Installed;
+                if self.txs[i].resolved {
+                    let at = self.txs[i].resolved_end;
+                    let items: Vec<u32> = self.txs[i].items.iter().map(|x| x.1).collect();
+                    for p in items {
+                        self.unpin(p, at);
+                    }
+                }
                 self.committed += 1;
             } else {
                 let l: Vec<u32> = t.items.iter().map(|x| x.0).collect();
@@ -499,10 +541,25 @@ impl Mobius {
 
     /// A WRITE/DWRITE/TRIM of `lpn` takes effect after every pending static tx (it waits for
     /// them), so their later install must not overwrite it.
-    fn supersede_pending(&mut self, lpn: u32) {
+    fn supersede_pending(&mut self, lpn: u32, by_dynamic: bool) {
         for t in self.txs.iter_mut() {
             if t.state == TxState::Pending && t.items.iter().any(|x| x.0 == lpn) {
-                t.superseded.insert(lpn);
+                if by_dynamic {
+                    t.superseded_dyn.insert(lpn);
+                } else {
+                    t.superseded.insert(lpn);
+                }
+            }
+        }
+    }
+
+    /// The dynamic tx ended: its supersessions of pending txs become final (REAR) or vanish
+    /// (ABORT).
+    fn settle_dynamic_supersessions(&mut self, committed: bool) {
+        for t in self.txs.iter_mut() {
+            let d = std::mem::take(&mut t.superseded_dyn);
+            if committed {
+                t.superseded.extend(d);
             }
         }
     }
@@ -773,6 +830,18 @@ impl Mobius {
             self.gtd[tp] = ppn;
         }
         self.head = new_head;
+        if std::env::var("MOBIUS_TRACE").is_ok() {
+            eprintln!(
+                "T merge at {at} head {new_head} base2 {} undo {:?} pending {:?}",
+                self.base[2],
+                undo.get(&2),
+                self.txs
+                    .iter()
+                    .filter(|t| t.state == TxState::Pending)
+                    .map(|t| (t.tx_id, t.first_inode, t.items.iter().any(|x| x.0 == 2)))
+                    .collect::<Vec<_>>()
+            );
+        }
         let gm = self.write_gm(tp_end)?;
         for p in old_tps {
             self.space.validity.invalidate(Ppn(p), gm);
@@ -873,6 +942,10 @@ impl Mobius {
                     )));
                 }
                 self.resident.insert(owner, to.0);
+                if self.merging {
+                    // The merge folded the Resident Area already and drops it at the end.
+                    self.base[owner as usize] = to.0;
+                }
                 relocs.push((owner, from.0, to.0));
             }
         }
@@ -912,8 +985,15 @@ impl Mobius {
         Ok(())
     }
 
+    /// Largest atomic transaction: `max_parts` inodes (§8-10), and at most half the spare
+    /// (over-provisioned) pages, because every page of a pending tx coexists with the page it
+    /// replaces until the tx settles.
     pub fn max_tx_pages(&self) -> u64 {
-        self.items_per_inode as u64 * self.cfg.max_parts() as u64
+        let g = self.flash.geometry();
+        let data_pages =
+            (g.blocks() - self.layout.reserved_count()) as u64 * g.pages_per_block as u64;
+        let spare = data_pages.saturating_sub(self.logical as u64) / 2;
+        (self.items_per_inode as u64 * self.cfg.max_parts() as u64).min(spare)
     }
 
     fn do_swrite(
@@ -927,7 +1007,7 @@ impl Mobius {
         if pages.is_empty() {
             return Err(FtlError::EmptyRequest);
         }
-        let max = self.max_tx_pages().min(self.logical as u64 / 4);
+        let max = self.max_tx_pages();
         if pages.len() as u64 > max {
             return Err(FtlError::TxTooLarge {
                 pages: pages.len() as u64,
@@ -1011,8 +1091,10 @@ impl Mobius {
             durable_ns: durable,
             state: TxState::Pending,
             resolved: false,
+            resolved_end: 0,
             observed: false,
             superseded: FxHashSet::default(),
+            superseded_dyn: FxHashSet::default(),
         });
         self.maybe_merge(now)?;
         let ack = match mode {
@@ -1142,7 +1224,7 @@ impl Mobius {
         }
         self.gc_if_needed(now)?;
         let last = matches!(flag, DwriteFlag::Rear | DwriteFlag::Single);
-        self.supersede_pending(lpn.0);
+        self.supersede_pending(lpn.0, true);
         let (ppn, end) = self.chain_page(lpn.0, content, last, nb)?;
         // Per-page mapping update (§2.7) with an undo record; the old page stays pinned.
         let (old, _) = self.lookup(lpn.0, now)?;
@@ -1164,6 +1246,7 @@ impl Mobius {
         }
         // REAR: the ring is closed; write the Dynamic inode, ack when it is on flash.
         let c = self.chain.take().unwrap();
+        self.settle_dynamic_supersessions(true);
         self.new_announcement()?;
         let mut ino = self.blank_inode(InodeKind::Dynamic);
         ino.tx_id = c.id;
@@ -1213,6 +1296,7 @@ impl Mobius {
         };
         let _ = c;
         let c = self.chain.take().unwrap();
+        self.settle_dynamic_supersessions(false);
         for &(l, prev, _) in c.undo.iter().rev() {
             match prev {
                 Some(p) => self.resident.insert(l, p),
@@ -1257,7 +1341,11 @@ impl Mobius {
             let (mut ppn, t) = self.lookup(lpn, at)?;
             if overlay {
                 for tx in &self.txs {
-                    if tx.state == TxState::Pending && !tx.superseded.contains(&lpn) {
+                    let dyn_wrote = self
+                        .chain
+                        .as_ref()
+                        .is_some_and(|c| c.undo.iter().any(|u| u.0 == lpn));
+                    if tx.state == TxState::Pending && !tx.superseded.contains(&lpn) && !dyn_wrote {
                         if let Some(&(_, p)) = tx.items.iter().find(|x| x.0 == lpn) {
                             ppn = p;
                         }
@@ -1340,7 +1428,7 @@ impl BlockDevice for Mobius {
             }
             self.gc_if_needed(now)?;
             let lpn = start.0 + i as u32;
-            self.supersede_pending(lpn);
+            self.supersede_pending(lpn, false);
             let (ppn, _) = self.chain_page(lpn, c, false, nb)?;
             written.push((lpn, ppn));
             if self.chain.as_ref().unwrap().pages.len() >= self.items_per_inode {
@@ -1422,7 +1510,7 @@ impl BlockDevice for Mobius {
             end = self.append_inode(ino, nb)?;
         }
         for l in lpns {
-            self.supersede_pending(l);
+            self.supersede_pending(l, false);
             self.remap(l, NO_PPN, now, end)?;
         }
         self.maybe_merge(now)?;
@@ -1469,7 +1557,7 @@ impl Transactional for Mobius {
             concurrent_dynamic: false,
             sread: true,
             abort: true,
-            max_tx_pages: self.max_tx_pages().min(self.logical as u64 / 4),
+            max_tx_pages: self.max_tx_pages(),
         }
     }
     fn swrite(

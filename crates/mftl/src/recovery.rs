@@ -205,6 +205,25 @@ impl Mobius {
                 committed.insert(id);
             }
         }
+        if std::env::var("MOBIUS_DEBUG").is_ok() {
+            for ino in &scan.inodes {
+                eprintln!(
+                    "inode {} {:?} tx {} flags {:?} items {:?} relocs {:?} committed {}",
+                    ino.ala_seq,
+                    ino.kind(),
+                    ino.tx_id,
+                    ino.commit_flags,
+                    ino.items.iter().filter(|x| x.0 == 2).collect::<Vec<_>>(),
+                    ino.relocs.iter().filter(|x| x.0 == 2).collect::<Vec<_>>(),
+                    committed.contains(&ino.tx_id)
+                );
+            }
+            let b97 = m.lookup(2, start);
+            eprintln!(
+                "head {} base97 {b97:?} verified {verified:?} rejected {rejected:?}",
+                m.head
+            );
+        }
         // 5. Replay committed mappings in ALA order (later wins).
         for k in 0..scan.inodes.len() {
             let kind = scan.inodes[k].kind();

@@ -119,9 +119,17 @@ impl Model {
                 }
             }
             if present[k] && absent[k] {
+                let detail: Vec<String> = tx
+                    .pages
+                    .iter()
+                    .map(|&(l, i)| {
+                        let o = idx[l as usize];
+                        format!("lpn {l} want {i} saw {o} {:?}", self.versions[l as usize])
+                    })
+                    .collect();
                 return Err(format!(
-                    "tx #{k} is partially present at {t}: {:?}",
-                    tx.pages
+                    "tx #{k} ({:?}) is partially present at {t}: {detail:?}",
+                    (tx.durable, tx.abort_ack, tx.aborted_arrival)
                 ));
             }
             if tx.abort_ack.is_some_and(|a| a <= t) && present[k] {
@@ -195,7 +203,7 @@ fn workload(d: &mut Mobius, seed: u64, requests: usize, lpns: u32, large: bool) 
             write += n as u64;
         } else if r < 75 || (large && r < 77) {
             let n = if r >= 75 {
-                rng.random_range(500..800u32)
+                rng.random_range(100..d.max_tx_pages() as u32)
             } else {
                 rng.random_range(2..12u32)
             };
@@ -422,4 +430,31 @@ fn debug_live() {
         .map(|l| read1(&mut d2, l, at + 100_000_000))
         .collect();
     eprintln!("recovered: {:?}", run.model.check(&seen, at));
+}
+
+#[test]
+#[ignore]
+fn debug_nospace() {
+    let mut d = fresh(&DesignOptions::default());
+    let lpns = (d.logical_pages() * 9 / 10).min(3000);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        workload(&mut d, 101, 900, lpns, true)
+    }));
+    eprintln!(
+        "free {} head {} tail {} pins {} txs {} metrics {:?}",
+        d.space.pool.free_blocks(),
+        d.head,
+        d.tail,
+        d.pins.iter().sum::<u32>(),
+        d.txs.len(),
+        d.metrics()
+    );
+    let full: Vec<(u32, u32, u32)> = d
+        .space
+        .pool
+        .full_blocks()
+        .map(|b| (b.0, d.space.validity.valid_count(b), d.pins[b.0 as usize]))
+        .collect();
+    eprintln!("full blocks (id, valid, pins): {full:?}");
+    let _ = r;
 }
