@@ -66,7 +66,15 @@ impl DftlConfig {
             cmt_entries: o.get("cmt_entries", 262_144u32)?,
             checkpoint_blocks: o
                 .get("checkpoint_blocks", (g.blocks() as u64 / 8).clamp(16, 1024))?,
-            oob_scan: o.get::<String>("oob_scan", "on".into())? != "off",
+            oob_scan: match o.get::<String>("oob_scan", "on".into())?.as_str() {
+                "on" => true,
+                "off" => false,
+                v => {
+                    return Err(FtlError::InvalidOption(format!(
+                        "oob_scan={v}: use on or off"
+                    )))
+                }
+            },
             gc: o
                 .get::<String>("gc", "greedy".into())?
                 .parse()

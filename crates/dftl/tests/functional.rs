@@ -114,6 +114,15 @@ fn bad_input_is_a_typed_error() {
         d.write(Lpn(0), &page, 50),
         Err(FtlError::TimeWentBackwards { .. })
     ));
+    let flash = Flash::in_memory(
+        DeviceConfig::preset("small").unwrap(),
+        dftl::format::OOB_BYTES,
+        true,
+    );
+    assert!(matches!(
+        dftl::Dftl::format(flash, &DesignOptions::default().with("oob_scan", "of")),
+        Err(FtlError::InvalidOption(_))
+    ));
     let o = DesignOptions::default().with("cmt_entires", 5);
     let flash = Flash::in_memory(
         DeviceConfig::preset("small").unwrap(),
