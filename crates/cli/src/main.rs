@@ -9,7 +9,9 @@ mod crashtest_cmd;
 mod designs;
 mod device_args;
 mod info;
+mod nbd_backend;
 mod progress;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +34,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Recover every crash image of a seeded run and judge it against the design's promise.
     Crashtest(crashtest_cmd::CrashtestArgs),
+    /// Serve a design over NBD on a file-backed flash image (kill -9 = power cut; restart recovers).
+    Serve(serve::ServeArgs),
     /// Rerun the papers' experiments side by side: report.md, SVG figures, results.json.
     Compare(compare_cmd::CompareArgs),
 }
@@ -43,6 +47,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Compare(a) => compare_cmd::run(a),
         Command::Crashtest(a) => crashtest_cmd::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     if let Err(e) = result {
         eprintln!("mobius: error: {e}");

@@ -1,0 +1,202 @@
+//! [`FtlBackend`]: any design as an NBD export.
+//!
+//! Each NBD request becomes exactly one host request to the FTL (issue #7), so a design's request
+//! atomicity (OPTR) is NBD request atomicity. Requests are 512-byte aligned, not page aligned: a
+//! write that covers part of a page reads the page first and writes it back whole, still as one
+//! request. FLUSH is the FTL's flush; FUA is the write followed by a flush.
+
+use flash::{Content, Lpn};
+use ftl::{BlockDevice, FtlError, PageOutcome};
+use nbd::{BackendError, NbdBackend};
+
+pub struct FtlBackend {
+    dev: Box<dyn BlockDevice>,
+    page_bytes: u64,
+    last_arrival_ns: u64,
+    pages: Vec<PageOutcome>,
+}
+
+fn backend_error(e: FtlError) -> BackendError {
+    match e {
+        FtlError::LpnOutOfRange { .. } => BackendError::OutOfRange,
+        FtlError::NoSpace => BackendError::NoSpace,
+        FtlError::Flash(_) | FtlError::Corrupt(_) => BackendError::Io(e.to_string()),
+        other => BackendError::Invalid(other.to_string()),
+    }
+}
+
+impl FtlBackend {
+    pub fn new(dev: Box<dyn BlockDevice>, start_ns: u64) -> FtlBackend {
+        let page_bytes = dev.flash().geometry().page_bytes as u64;
+        FtlBackend {
+            dev,
+            page_bytes,
+            last_arrival_ns: start_ns,
+            pages: Vec::new(),
+        }
+    }
+
+    pub fn into_device(self) -> Box<dyn BlockDevice> {
+        self.dev
+    }
+
+    /// Arrivals handed to the FTL never go back in time.
+    fn arrival(&mut self, arrival_ns: u64) -> u64 {
+        self.last_arrival_ns = self.last_arrival_ns.max(arrival_ns);
+        self.last_arrival_ns
+    }
+
+    /// Logical pages covering `[offset, offset + len)`.
+    fn span(&self, offset: u64, len: u64) -> Result<(Lpn, u32), BackendError> {
+        let end = offset.checked_add(len).ok_or(BackendError::OutOfRange)?;
+        if end > self.size_bytes() {
+            return Err(BackendError::OutOfRange);
+        }
+        let first = offset / self.page_bytes;
+        let last = end.div_ceil(self.page_bytes);
+        Ok((Lpn(first as u32), (last - first) as u32))
+    }
+
+    fn page_bytes_of(&self, outcome: &PageOutcome) -> Result<Box<[u8]>, BackendError> {
+        match outcome {
+            PageOutcome::Data(c) => Ok(c.to_page_bytes(self.page_bytes as usize)),
+            PageOutcome::Unwritten => Ok(vec![0u8; self.page_bytes as usize].into_boxed_slice()),
+            PageOutcome::Uncorrectable => Err(BackendError::Io("uncorrectable flash page".into())),
+        }
+    }
+
+    /// Writes `data` at byte `offset` as one FTL request, filling partial pages from the device.
+    fn write_bytes(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        arrival: u64,
+    ) -> Result<u64, BackendError> {
+        let (start, count) = self.span(offset, data.len() as u64)?;
+        if count == 0 {
+            return Ok(arrival);
+        }
+        let pb = self.page_bytes as usize;
+        let head = (offset % self.page_bytes) as usize;
+        let mut buf = vec![0u8; count as usize * pb];
+        let mut ready = arrival;
+        let partial_first = head != 0 || data.len() < pb;
+        let partial_last = (head + data.len()) % pb != 0;
+        if partial_first || partial_last {
+            // Read-modify-write of the edge pages (read as part of this request).
+            let mut pages = std::mem::take(&mut self.pages);
+            for (i, lpn) in [(0usize, start.0), (count as usize - 1, start.0 + count - 1)] {
+                if (i == 0 && !partial_first) || (i != 0 && !partial_last) {
+                    continue;
+                }
+                let c = self
+                    .dev
+                    .read(Lpn(lpn), 1, arrival, &mut pages)
+                    .map_err(backend_error)?;
+                ready = ready.max(c.ack_ns);
+                let bytes = self.page_bytes_of(&pages[0])?;
+                buf[i * pb..(i + 1) * pb].copy_from_slice(&bytes);
+            }
+            self.pages = pages;
+        }
+        buf[head..head + data.len()].copy_from_slice(data);
+        let contents: Vec<Content> = buf.chunks(pb).map(|c| Content::Bytes(c.into())).collect();
+        let done = self
+            .dev
+            .write(start, &contents, ready)
+            .map_err(backend_error)?;
+        let mut ack = done.ack_ns;
+        if fua {
+            ack = ack.max(self.dev.flush(ack).map_err(backend_error)?.ack_ns);
+        }
+        Ok(ack)
+    }
+}
+
+impl NbdBackend for FtlBackend {
+    fn size_bytes(&self) -> u64 {
+        self.dev.logical_pages() as u64 * self.page_bytes
+    }
+    fn preferred_block_size(&self) -> u32 {
+        self.page_bytes as u32
+    }
+    /// No design keeps its ordering promise across connections: nbdfuse would spread requests
+    /// over connections at random and destroy the arrival order OPTR relies on.
+    fn multi_conn_safe(&self) -> bool {
+        false
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8], arrival_ns: u64) -> Result<u64, BackendError> {
+        let arrival = self.arrival(arrival_ns);
+        let (start, count) = self.span(offset, buf.len() as u64)?;
+        if count == 0 {
+            return Ok(arrival);
+        }
+        let mut pages = std::mem::take(&mut self.pages);
+        let done = self
+            .dev
+            .read(start, count, arrival, &mut pages)
+            .map_err(backend_error);
+        let result = done.and_then(|done| {
+            let head = (offset % self.page_bytes) as usize;
+            let mut at = 0usize;
+            for (i, p) in pages.iter().enumerate() {
+                let bytes = self.page_bytes_of(p)?;
+                let from = if i == 0 { head } else { 0 };
+                let n = (bytes.len() - from).min(buf.len() - at);
+                buf[at..at + n].copy_from_slice(&bytes[from..from + n]);
+                at += n;
+            }
+            Ok(done.ack_ns)
+        });
+        self.pages = pages;
+        result
+    }
+    fn write(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, BackendError> {
+        let arrival = self.arrival(arrival_ns);
+        self.write_bytes(offset, data, fua, arrival)
+    }
+    fn flush(&mut self, arrival_ns: u64) -> Result<u64, BackendError> {
+        let arrival = self.arrival(arrival_ns);
+        let ack = self.dev.flush(arrival).map_err(backend_error)?.ack_ns;
+        self.dev
+            .flash_mut()
+            .sync()
+            .map_err(|e| BackendError::Io(e.to_string()))?;
+        Ok(ack)
+    }
+    /// Trims the whole pages inside the range; partial pages at its edges are left as they are
+    /// (TRIM is advisory).
+    fn trim(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, BackendError> {
+        let arrival = self.arrival(arrival_ns);
+        self.span(offset, len)?;
+        let first = offset.div_ceil(self.page_bytes);
+        let end = (offset + len) / self.page_bytes;
+        if end <= first {
+            return Ok(arrival);
+        }
+        let done = self
+            .dev
+            .trim(Lpn(first as u32), (end - first) as u32, arrival)
+            .map_err(backend_error)?;
+        Ok(done.ack_ns)
+    }
+    fn write_zeroes(
+        &mut self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, BackendError> {
+        let arrival = self.arrival(arrival_ns);
+        self.span(offset, len)?;
+        let zeros = vec![0u8; len as usize];
+        self.write_bytes(offset, &zeros, fua, arrival)
+    }
+}

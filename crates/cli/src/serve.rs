@@ -1,0 +1,150 @@
+//! `mobius serve`: any design as an NBD export over a file-backed, full-data flash image.
+//!
+//! The image outlives the server: `kill -9` is a power cut (what reached the file survives, RAM
+//! does not), and starting again on the same image runs the design's recovery and serves the
+//! recovered state. SIGINT/SIGTERM shut down cleanly: flush, sync, close.
+
+use crate::device_args::DeviceArgs;
+use crate::nbd_backend::FtlBackend;
+use clap::Args;
+use flash::{FileStore, Flash};
+use ftl::DesignOptions;
+use nbd::server::{Server, ServerConfig};
+use nbd::transport::{install_signal_handlers, Listen};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Design (`mobius info --list`).
+    #[arg(long)]
+    pub ftl: String,
+    /// Flash image file: created (and formatted) if absent, recovered if present.
+    #[arg(long)]
+    pub image: PathBuf,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole blocks).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// TCP address to listen on (default 127.0.0.1:10809 unless --socket or --stdio).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Unix socket path to listen on.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Serve one connection on standard input/output (for `nbdfuse --command`).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Hold each reply until its simulated completion time.
+    #[arg(long)]
+    pub pace: bool,
+    /// Record every request in FILE (one line per request: time op offset length flags).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Design parameter, `--param key=value` (repeatable).
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+}
+
+fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("--size {s}: expected a number with an optional K/M/G/T suffix")
+    })?;
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow::anyhow!("--size {s} is too large"))
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let design = crate::designs::find(&args.ftl)?;
+    let mut config = args.device.resolve()?;
+    if let Some(size) = &args.size {
+        let bytes = parse_size(size)?;
+        let g = &mut config.geometry;
+        let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
+        if per_chip < 8 {
+            anyhow::bail!(
+                "--size {size} is too small for {} chips of {} KiB blocks",
+                g.chips(),
+                g.block_bytes() / 1024
+            );
+        }
+        g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
+        config.validate().map_err(anyhow::Error::msg)?;
+    }
+    let options = DesignOptions::from_pairs(&args.params)?;
+    let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
+    let dev = if args.image.exists() {
+        let store = FileStore::open(&args.image, &config.geometry, oob)?;
+        let flash = Flash::new(config.clone(), Box::new(store));
+        let (dev, report) = (design.recover)(flash, &options)?;
+        eprintln!(
+            "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
+            design.name,
+            args.image.display(),
+            report.flash_reads,
+            report.sim_ns as f64 / 1e6
+        );
+        dev
+    } else {
+        let store = FileStore::create(&args.image, &config.geometry, oob)?;
+        let flash = Flash::new(config.clone(), Box::new(store));
+        let mut dev = (design.format)(flash, &options)?;
+        dev.flash_mut().sync()?;
+        eprintln!(
+            "mobius serve: formatted {} on new image {}",
+            design.name,
+            args.image.display()
+        );
+        dev
+    };
+    let start = dev.flash().idle_ns();
+    let backend = FtlBackend::new(dev, start);
+    let listen = match (&args.socket, args.stdio, &args.listen) {
+        (Some(p), false, None) => Listen::Unix(p.clone()),
+        (None, true, None) => Listen::Stdio,
+        (None, false, l) => Listen::Tcp(l.clone().unwrap_or_else(|| "127.0.0.1:10809".into())),
+        _ => anyhow::bail!("choose one of --listen, --socket, --stdio"),
+    };
+    let flag = Arc::new(AtomicBool::new(false));
+    install_signal_handlers(&flag)?;
+    let mut server = Server::new(
+        backend,
+        ServerConfig {
+            pacing: args.pace,
+            ..ServerConfig::default()
+        },
+    )
+    .with_shutdown_flag(flag);
+    if let Some(t) = &args.trace {
+        server = server.with_trace(nbd::trace::TraceWriter::create(t)?);
+    }
+    let result = server.serve(&listen);
+    let mut backend = server.into_backend();
+    let flushed = nbd::NbdBackend::flush(&mut backend, 0);
+    let mut dev = backend.into_device();
+    dev.flash_mut().sync()?;
+    result?;
+    flushed.map_err(|e| anyhow::anyhow!("final flush: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(super::parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(super::parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(super::parse_size("4096").unwrap(), 4096);
+        assert!(super::parse_size("lots").is_err());
+    }
+}
