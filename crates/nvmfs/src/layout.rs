@@ -1,0 +1,606 @@
+//! The NVRAM layout of NVMFS (paper §III-E, SPEC §6.5), written down once.
+//!
+//! All integers are little-endian and fixed width. The NVRAM file is divided into 4 KB pages:
+//! ```text
+//! page 0                superblock (below)
+//! inode_table_at        inode_count x 128 B inodes, indexed by inode number (0 unused, 1 = root)
+//! nvram_bitmap_at       1 bit per NVRAM data page (1 = used)
+//! ssd_bitmap_at         1 bit per SSD block (1 = holds a valid copy)
+//! page_records_at       32 B per NVRAM data page: LRU list, LRU stamp, owner, page_info
+//! ssd_owners_at         8 B per SSD block: owning (inode, file block) — the extent info of §III-C
+//! extent_flags_at       4 B per SSD extent: bit 0 = fragmented
+//! redo_at               one page: the cleaning redo log (SPEC §8-35)
+//! data_at               data_pages x 4 KB: file data, directory data, indirect blocks
+//! ```
+//! Superblock (page 0):
+//! ```text
+//!   0  magic            8  b"NVMFS\0\0\x01"
+//!   8  format_version   u32 (= 1)
+//!  12  page_bytes       u32 (= 4096)
+//!  16  nvram_bytes      u64
+//!  24  ssd_blocks       u64  (multiple of 128)
+//!  32  inode_count      u32
+//!  36  data_pages       u32
+//!  40  inode_table_at   u32  (page numbers of each region)
+//!  44  nvram_bitmap_at  u32
+//!  48  ssd_bitmap_at    u32
+//!  52  page_records_at  u32
+//!  56  ssd_owners_at    u32
+//!  60  extent_flags_at  u32
+//!  64  redo_at          u32
+//!  68  data_at          u32
+//!  72  dirty_capacity   u32  (pages the dirty list may hold, SPEC §8-33)
+//!  76  crc32c of bytes 0..76
+//! 128  clean_unmount    u32  (1 after an orderly unmount; 0 while mounted)
+//! 132  lists_state      u32  (0 consistent, 1 an LRU/page_info update is in progress)
+//! ```
+
+use crate::error::{NvmfsError, Result};
+
+pub const PAGE_BYTES: u64 = 4096;
+pub const INODE_BYTES: u64 = 128;
+pub const PAGE_RECORD_BYTES: u64 = 32;
+pub const SSD_OWNER_BYTES: u64 = 8;
+/// Blocks per SSD extent: 128 x 4 KB = 512 KB, the minimum flush unit (§III-C).
+pub const EXTENT_BLOCKS: u64 = 128;
+pub const ROOT_INO: u32 = 1;
+/// Direct block pointers per inode.
+pub const DIRECT_POINTERS: usize = 8;
+/// Block pointers per indirect block.
+pub const POINTERS_PER_BLOCK: u64 = PAGE_BYTES / 8;
+pub const MAX_FILE_BLOCKS: u64 =
+    DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
+
+const MAGIC: [u8; 8] = *b"NVMFS\0\0\x01";
+const FORMAT_VERSION: u32 = 1;
+pub const SB_CLEAN_UNMOUNT: u64 = 128;
+pub const SB_LISTS_STATE: u64 = 132;
+
+pub fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+pub fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+pub fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+pub fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// A 64-bit block address: NVRAM and SSD addresses are distinct (§III-A). 0 is a hole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct BlockAddr(pub u64);
+
+const NVRAM_TAG: u64 = 1 << 63;
+const SSD_TAG: u64 = 1 << 62;
+const TAG_MASK: u64 = NVRAM_TAG | SSD_TAG;
+
+impl BlockAddr {
+    pub const HOLE: BlockAddr = BlockAddr(0);
+    pub fn nvram(page: u32) -> BlockAddr {
+        BlockAddr(NVRAM_TAG | page as u64)
+    }
+    pub fn ssd(lba: u64) -> BlockAddr {
+        assert!(lba < SSD_TAG);
+        BlockAddr(SSD_TAG | lba)
+    }
+    pub fn is_hole(self) -> bool {
+        self.0 == 0
+    }
+    /// The NVRAM data page, when the block lives on NVRAM.
+    pub fn as_nvram(self) -> Option<u32> {
+        (self.0 & TAG_MASK == NVRAM_TAG).then_some((self.0 & !TAG_MASK) as u32)
+    }
+    /// The SSD block (logical page of the SSD), when the block lives on SSD.
+    pub fn as_ssd(self) -> Option<u64> {
+        (self.0 & TAG_MASK == SSD_TAG).then_some(self.0 & !TAG_MASK)
+    }
+    pub fn is_valid_encoding(self) -> bool {
+        self.is_hole() || self.as_nvram().is_some() || self.as_ssd().is_some()
+    }
+}
+
+/// Where every region starts, in NVRAM pages, and how big the file system is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub nvram_bytes: u64,
+    pub ssd_blocks: u64,
+    pub inode_count: u32,
+    pub data_pages: u32,
+    pub inode_table_at: u32,
+    pub nvram_bitmap_at: u32,
+    pub ssd_bitmap_at: u32,
+    pub page_records_at: u32,
+    pub ssd_owners_at: u32,
+    pub extent_flags_at: u32,
+    pub redo_at: u32,
+    pub data_at: u32,
+    pub dirty_capacity: u32,
+}
+
+fn pages_for(bytes: u64) -> u32 {
+    bytes.div_ceil(PAGE_BYTES) as u32
+}
+
+impl Superblock {
+    /// Plans the layout of an NVRAM of `nvram_bytes` over an SSD of `ssd_blocks` blocks.
+    /// `dirty_share` is the fraction of data pages the dirty list may hold (SPEC §8-33).
+    pub fn plan(
+        nvram_bytes: u64,
+        ssd_blocks: u64,
+        inode_count: u32,
+        dirty_share: f64,
+    ) -> Result<Superblock> {
+        let ssd_blocks = ssd_blocks / EXTENT_BLOCKS * EXTENT_BLOCKS;
+        if ssd_blocks == 0 {
+            return Err(NvmfsError::InvalidArgument(
+                "the SSD holds less than one 512 KB extent".into(),
+            ));
+        }
+        if !(dirty_share > 0.0 && dirty_share <= 1.0) {
+            return Err(NvmfsError::InvalidArgument(format!(
+                "dirty share {dirty_share} is not in (0, 1]"
+            )));
+        }
+        let total_pages = (nvram_bytes / PAGE_BYTES) as u32;
+        let inode_table_at = 1;
+        let nvram_bitmap_at = inode_table_at + pages_for(inode_count as u64 * INODE_BYTES);
+        // Data pages and the per-page regions depend on each other: solve by bounding with
+        // the whole NVRAM, then taking what remains.
+        let bound = total_pages as u64;
+        let ssd_bitmap_at = nvram_bitmap_at + pages_for(bound.div_ceil(8));
+        let page_records_at = ssd_bitmap_at + pages_for(ssd_blocks.div_ceil(8));
+        let ssd_owners_at = page_records_at + pages_for(bound * PAGE_RECORD_BYTES);
+        let extent_flags_at = ssd_owners_at + pages_for(ssd_blocks * SSD_OWNER_BYTES);
+        let redo_at = extent_flags_at + pages_for(ssd_blocks / EXTENT_BLOCKS * 4);
+        let data_at = redo_at + 1;
+        if total_pages < data_at + 16 {
+            return Err(NvmfsError::InvalidArgument(format!(
+                "NVRAM of {nvram_bytes} bytes leaves fewer than 16 data pages after {data_at} metadata pages"
+            )));
+        }
+        let data_pages = total_pages - data_at;
+        let dirty_capacity = ((data_pages as f64 * dirty_share) as u32).max(4);
+        Ok(Superblock {
+            nvram_bytes: total_pages as u64 * PAGE_BYTES,
+            ssd_blocks,
+            inode_count,
+            data_pages,
+            inode_table_at,
+            nvram_bitmap_at,
+            ssd_bitmap_at,
+            page_records_at,
+            ssd_owners_at,
+            extent_flags_at,
+            redo_at,
+            data_at,
+            dirty_capacity,
+        })
+    }
+
+    pub fn extents(&self) -> u64 {
+        self.ssd_blocks / EXTENT_BLOCKS
+    }
+
+    pub fn encode(&self, b: &mut [u8]) {
+        b[0..8].copy_from_slice(&MAGIC);
+        put_u32(b, 8, FORMAT_VERSION);
+        put_u32(b, 12, PAGE_BYTES as u32);
+        put_u64(b, 16, self.nvram_bytes);
+        put_u64(b, 24, self.ssd_blocks);
+        let fields = [
+            self.inode_count,
+            self.data_pages,
+            self.inode_table_at,
+            self.nvram_bitmap_at,
+            self.ssd_bitmap_at,
+            self.page_records_at,
+            self.ssd_owners_at,
+            self.extent_flags_at,
+            self.redo_at,
+            self.data_at,
+            self.dirty_capacity,
+        ];
+        for (i, v) in fields.iter().enumerate() {
+            put_u32(b, 32 + 4 * i, *v);
+        }
+        let crc = crc32c::crc32c(&b[0..76]);
+        put_u32(b, 76, crc);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Superblock> {
+        if b[0..8] != MAGIC {
+            return Err(NvmfsError::Corrupt("not an NVMFS NVRAM image (bad magic)".into()));
+        }
+        if get_u32(b, 76) != crc32c::crc32c(&b[0..76]) {
+            return Err(NvmfsError::Corrupt("superblock checksum mismatch".into()));
+        }
+        if get_u32(b, 8) != FORMAT_VERSION || get_u32(b, 12) as u64 != PAGE_BYTES {
+            return Err(NvmfsError::Corrupt(format!(
+                "format version {} / page size {} unsupported",
+                get_u32(b, 8),
+                get_u32(b, 12)
+            )));
+        }
+        let f = |i: usize| get_u32(b, 32 + 4 * i);
+        Ok(Superblock {
+            nvram_bytes: get_u64(b, 16),
+            ssd_blocks: get_u64(b, 24),
+            inode_count: f(0),
+            data_pages: f(1),
+            inode_table_at: f(2),
+            nvram_bitmap_at: f(3),
+            ssd_bitmap_at: f(4),
+            page_records_at: f(5),
+            ssd_owners_at: f(6),
+            extent_flags_at: f(7),
+            redo_at: f(8),
+            data_at: f(9),
+            dirty_capacity: f(10),
+        })
+    }
+}
+
+/// File type bits of `Inode::mode` (POSIX values).
+pub const S_IFMT: u32 = 0o170000;
+pub const S_IFREG: u32 = 0o100000;
+pub const S_IFDIR: u32 = 0o040000;
+
+/// A fixed 128-byte inode (§III-E).
+/// ```text
+///   0 mode u32 (0 = free)   4 nlink u32        8 size u64
+///  16 nvram_blocks u32     20 ssd_blocks u32   24 mtime_ns u64   32 ctime_ns u64
+///  40 direct[8] u64 (BlockAddr)               104 single indirect u64 (NVRAM)
+/// 112 double indirect u64 (NVRAM)             120 uid u32       124 gid u32
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Inode {
+    pub mode: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub nvram_blocks: u32,
+    pub ssd_blocks: u32,
+    pub mtime_ns: u64,
+    pub ctime_ns: u64,
+    pub direct: [BlockAddr; DIRECT_POINTERS],
+    pub indirect: BlockAddr,
+    pub double_indirect: BlockAddr,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+pub const INODE_SIZE_AT: usize = 8;
+pub const INODE_NVRAM_BLOCKS_AT: usize = 16;
+pub const INODE_SSD_BLOCKS_AT: usize = 20;
+pub const INODE_DIRECT_AT: usize = 40;
+pub const INODE_INDIRECT_AT: usize = 104;
+pub const INODE_DOUBLE_AT: usize = 112;
+
+impl Inode {
+    pub fn is_dir(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR
+    }
+    pub fn encode(&self, b: &mut [u8]) {
+        put_u32(b, 0, self.mode);
+        put_u32(b, 4, self.nlink);
+        put_u64(b, 8, self.size);
+        put_u32(b, 16, self.nvram_blocks);
+        put_u32(b, 20, self.ssd_blocks);
+        put_u64(b, 24, self.mtime_ns);
+        put_u64(b, 32, self.ctime_ns);
+        for (i, a) in self.direct.iter().enumerate() {
+            put_u64(b, 40 + 8 * i, a.0);
+        }
+        put_u64(b, 104, self.indirect.0);
+        put_u64(b, 112, self.double_indirect.0);
+        put_u32(b, 120, self.uid);
+        put_u32(b, 124, self.gid);
+    }
+    pub fn decode(b: &[u8]) -> Inode {
+        let mut direct = [BlockAddr::HOLE; DIRECT_POINTERS];
+        for (i, a) in direct.iter_mut().enumerate() {
+            *a = BlockAddr(get_u64(b, 40 + 8 * i));
+        }
+        Inode {
+            mode: get_u32(b, 0),
+            nlink: get_u32(b, 4),
+            size: get_u64(b, 8),
+            nvram_blocks: get_u32(b, 16),
+            ssd_blocks: get_u32(b, 20),
+            mtime_ns: get_u64(b, 24),
+            ctime_ns: get_u64(b, 32),
+            direct,
+            indirect: BlockAddr(get_u64(b, 104)),
+            double_indirect: BlockAddr(get_u64(b, 112)),
+            uid: get_u32(b, 120),
+            gid: get_u32(b, 124),
+        }
+    }
+}
+
+/// Which list an NVRAM data page is on (§III-B).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PageList {
+    Free = 0,
+    Dirty = 1,
+    Clean = 2,
+    /// An indirect block: metadata, always on NVRAM, never on an LRU list.
+    Indirect = 3,
+}
+
+impl PageList {
+    pub fn from_u8(v: u8) -> Option<PageList> {
+        Some(match v {
+            0 => PageList::Free,
+            1 => PageList::Dirty,
+            2 => PageList::Clean,
+            3 => PageList::Indirect,
+            _ => return None,
+        })
+    }
+}
+
+/// Per NVRAM data page record (32 B): the persistent LRU lists and `page_info` (§III-B).
+/// ```text
+///  0 list u8   1..4 reserved   4 owner_ino u32   8 owner_block u32   12 reserved u32
+/// 16 stamp u64 (LRU order within the list: larger = more recently used)
+/// 24 page_info u64 (BlockAddr of the second valid copy on SSD, 0 = none)
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRecord {
+    pub list: PageList,
+    pub owner_ino: u32,
+    pub owner_block: u32,
+    pub stamp: u64,
+    pub page_info: BlockAddr,
+}
+
+impl PageRecord {
+    pub const FREE: PageRecord = PageRecord {
+        list: PageList::Free,
+        owner_ino: 0,
+        owner_block: 0,
+        stamp: 0,
+        page_info: BlockAddr::HOLE,
+    };
+    pub fn encode(&self, b: &mut [u8]) {
+        b[0] = self.list as u8;
+        b[1..4].fill(0);
+        put_u32(b, 4, self.owner_ino);
+        put_u32(b, 8, self.owner_block);
+        put_u32(b, 12, 0);
+        put_u64(b, 16, self.stamp);
+        put_u64(b, 24, self.page_info.0);
+    }
+    pub fn decode(b: &[u8]) -> Option<PageRecord> {
+        Some(PageRecord {
+            list: PageList::from_u8(b[0])?,
+            owner_ino: get_u32(b, 4),
+            owner_block: get_u32(b, 8),
+            stamp: get_u64(b, 16),
+            page_info: BlockAddr(get_u64(b, 24)),
+        })
+    }
+}
+
+/// A directory entry (128 B) inside a directory file (directories are ordinary files, §III-E).
+/// ```text
+///  0 ino u32 (0 = empty slot)   4 name_len u16   6 kind u8 (1 file, 2 dir)   7 reserved
+///  8 name [120]
+/// ```
+pub const DIRENT_BYTES: u64 = 128;
+pub const NAME_MAX: usize = 120;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: u32,
+    pub kind_dir: bool,
+    pub name: Vec<u8>,
+}
+
+impl DirEntry {
+    pub fn encode(&self, b: &mut [u8]) {
+        assert!(self.name.len() <= NAME_MAX);
+        put_u32(b, 0, self.ino);
+        b[4..6].copy_from_slice(&(self.name.len() as u16).to_le_bytes());
+        b[6] = if self.kind_dir { 2 } else { 1 };
+        b[7] = 0;
+        b[8..8 + self.name.len()].copy_from_slice(&self.name);
+        b[8 + self.name.len()..128].fill(0);
+    }
+    /// `None` for an empty slot.
+    pub fn decode(b: &[u8]) -> Option<DirEntry> {
+        let ino = get_u32(b, 0);
+        if ino == 0 {
+            return None;
+        }
+        let len = (u16::from_le_bytes([b[4], b[5]]) as usize).min(NAME_MAX);
+        Some(DirEntry {
+            ino,
+            kind_dir: b[6] == 2,
+            name: b[8..8 + len].to_vec(),
+        })
+    }
+}
+
+/// The cleaning redo log (SPEC §8-35), one page at `redo_at`:
+/// ```text
+///  0 state u32 (0 empty, 1 committed)   4 count u32   8 extent u64
+/// 16 crc32c of bytes 20..20+16*count, then of bytes 0..16   (u32)
+/// 20 entries: count x { ino u32, block u32, new_addr u64 }
+/// ```
+/// A committed log is applied idempotently at mount: every entry repoints (ino, block) to
+/// `new_addr`, then every SSD block of `extent` is released.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedoLog {
+    pub extent: u64,
+    pub entries: Vec<RedoEntry>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedoEntry {
+    pub ino: u32,
+    pub block: u32,
+    pub new_addr: BlockAddr,
+}
+
+pub const REDO_MAX_ENTRIES: usize = EXTENT_BLOCKS as usize;
+pub const REDO_STATE_AT: usize = 0;
+
+impl RedoLog {
+    fn crc(b: &[u8], count: usize) -> u32 {
+        let body = crc32c::crc32c(&b[20..20 + 16 * count]);
+        crc32c::crc32c_append(body, &b[4..16])
+    }
+    /// Writes everything but the state word (the commit point is written separately, last).
+    pub fn encode_body(&self, b: &mut [u8]) {
+        assert!(self.entries.len() <= REDO_MAX_ENTRIES);
+        put_u32(b, 4, self.entries.len() as u32);
+        put_u64(b, 8, self.extent);
+        for (i, e) in self.entries.iter().enumerate() {
+            let at = 20 + 16 * i;
+            put_u32(b, at, e.ino);
+            put_u32(b, at + 4, e.block);
+            put_u64(b, at + 8, e.new_addr.0);
+        }
+        let crc = Self::crc(b, self.entries.len());
+        put_u32(b, 16, crc);
+    }
+    /// The committed log, or `None` when the log is empty or was never committed intact.
+    pub fn decode(b: &[u8]) -> Option<RedoLog> {
+        if get_u32(b, REDO_STATE_AT) != 1 {
+            return None;
+        }
+        let count = get_u32(b, 4) as usize;
+        if count > REDO_MAX_ENTRIES || get_u32(b, 16) != Self::crc(b, count) {
+            return None;
+        }
+        let entries = (0..count)
+            .map(|i| {
+                let at = 20 + 16 * i;
+                RedoEntry {
+                    ino: get_u32(b, at),
+                    block: get_u32(b, at + 4),
+                    new_addr: BlockAddr(get_u64(b, at + 8)),
+                }
+            })
+            .collect();
+        Some(RedoLog {
+            extent: get_u64(b, 8),
+            entries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn superblock_round_trip_and_checksum() {
+        let sb = Superblock::plan(64 << 20, 3500, 1024, 1.0).unwrap();
+        assert_eq!(sb.ssd_blocks, 3456);
+        assert!(sb.data_at > sb.redo_at && sb.redo_at > sb.extent_flags_at);
+        let mut b = vec![0u8; 4096];
+        sb.encode(&mut b);
+        assert_eq!(Superblock::decode(&b).unwrap(), sb);
+        b[20] ^= 1;
+        assert!(matches!(Superblock::decode(&b), Err(NvmfsError::Corrupt(_))));
+    }
+
+    #[test]
+    fn inode_is_128_bytes_and_round_trips() {
+        let mut i = Inode {
+            mode: S_IFREG | 0o644,
+            nlink: 1,
+            size: 123_456_789,
+            nvram_blocks: 7,
+            ssd_blocks: 9,
+            mtime_ns: 11,
+            ctime_ns: 12,
+            indirect: BlockAddr::nvram(5),
+            double_indirect: BlockAddr::nvram(6),
+            uid: 1000,
+            gid: 100,
+            ..Default::default()
+        };
+        i.direct[0] = BlockAddr::ssd(77);
+        i.direct[7] = BlockAddr::nvram(3);
+        let mut b = [0u8; INODE_BYTES as usize];
+        i.encode(&mut b);
+        assert_eq!(Inode::decode(&b), i);
+        assert_eq!(get_u64(&b, INODE_DIRECT_AT), BlockAddr::ssd(77).0);
+        assert_eq!(get_u64(&b, INODE_SIZE_AT), 123_456_789);
+    }
+
+    #[test]
+    fn addresses_are_distinct() {
+        let n = BlockAddr::nvram(42);
+        let s = BlockAddr::ssd(42);
+        assert_ne!(n, s);
+        assert_eq!(n.as_nvram(), Some(42));
+        assert_eq!(n.as_ssd(), None);
+        assert_eq!(s.as_ssd(), Some(42));
+        assert_eq!(s.as_nvram(), None);
+        assert!(BlockAddr::HOLE.is_hole() && BlockAddr::HOLE.is_valid_encoding());
+        assert!(!BlockAddr(3).is_valid_encoding());
+    }
+
+    #[test]
+    fn page_record_round_trip() {
+        let r = PageRecord {
+            list: PageList::Clean,
+            owner_ino: 9,
+            owner_block: 513,
+            stamp: 1 << 40,
+            page_info: BlockAddr::ssd(1000),
+        };
+        let mut b = [0u8; PAGE_RECORD_BYTES as usize];
+        r.encode(&mut b);
+        assert_eq!(PageRecord::decode(&b), Some(r));
+        b[0] = 9;
+        assert_eq!(PageRecord::decode(&b), None);
+    }
+
+    #[test]
+    fn dirent_round_trip() {
+        let e = DirEntry {
+            ino: 17,
+            kind_dir: true,
+            name: b"hello.txt".to_vec(),
+        };
+        let mut b = [0xffu8; DIRENT_BYTES as usize];
+        e.encode(&mut b);
+        assert_eq!(DirEntry::decode(&b), Some(e));
+        assert_eq!(DirEntry::decode(&[0u8; 128]), None);
+    }
+
+    #[test]
+    fn redo_log_round_trip_commit_and_damage() {
+        let log = RedoLog {
+            extent: 3,
+            entries: vec![
+                RedoEntry {
+                    ino: 2,
+                    block: 0,
+                    new_addr: BlockAddr::nvram(1),
+                },
+                RedoEntry {
+                    ino: 5,
+                    block: 600,
+                    new_addr: BlockAddr::nvram(2),
+                },
+            ],
+        };
+        let mut b = vec![0u8; 4096];
+        log.encode_body(&mut b);
+        assert_eq!(RedoLog::decode(&b), None, "not committed yet");
+        put_u32(&mut b, REDO_STATE_AT, 1);
+        assert_eq!(RedoLog::decode(&b), Some(log));
+        b[30] ^= 1;
+        assert_eq!(RedoLog::decode(&b), None);
+    }
+}
