@@ -9,6 +9,9 @@ use flash::{Content, Lpn};
 use ftl::{BlockDevice, FtlError, PageOutcome};
 use nbd::{BackendError, NbdBackend};
 
+/// Pages per FTL trim request when a discard is split.
+const TRIM_CHUNK_PAGES: u64 = 1024;
+
 pub struct FtlBackend {
     dev: Box<dyn BlockDevice>,
     page_bytes: u64,
@@ -102,13 +105,16 @@ impl FtlBackend {
         }
         buf[head..head + data.len()].copy_from_slice(data);
         let contents: Vec<Content> = buf.chunks(pb).map(|c| Content::Bytes(c.into())).collect();
+        // The write is issued once its edge pages are read; the FTL's clock never goes back.
+        let at = self.arrival(ready);
         let done = self
             .dev
-            .write(start, &contents, ready)
+            .write(start, &contents, at)
             .map_err(backend_error)?;
         let mut ack = done.ack_ns;
         if fua {
-            ack = ack.max(self.dev.flush(ack).map_err(backend_error)?.ack_ns);
+            let at = self.arrival(ack);
+            ack = ack.max(self.dev.flush(at).map_err(backend_error)?.ack_ns);
         }
         Ok(ack)
     }
@@ -181,11 +187,20 @@ impl NbdBackend for FtlBackend {
         if end <= first {
             return Ok(arrival);
         }
-        let done = self
-            .dev
-            .trim(Lpn(first as u32), (end - first) as u32, arrival)
-            .map_err(backend_error)?;
-        Ok(done.ack_ns)
+        // A discard of the whole device is fine for NBD; FTLs bound one request, so split it.
+        let mut ack = arrival;
+        let mut lpn = first;
+        while lpn < end {
+            let n = (end - lpn).min(TRIM_CHUNK_PAGES);
+            ack = ack.max(
+                self.dev
+                    .trim(Lpn(lpn as u32), n as u32, arrival)
+                    .map_err(backend_error)?
+                    .ack_ns,
+            );
+            lpn += n;
+        }
+        Ok(ack)
     }
     fn write_zeroes(
         &mut self,
