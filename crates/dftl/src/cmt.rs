@@ -1,28 +1,51 @@
-//! The cached mapping table (CMT): a bounded LRU of (LPN → PPN, dirty) entries over a dense slot
-//! array with an intrusive doubly linked list — no allocation per access (DFTL §3).
+//! The cached mapping table (CMT): a bounded LRU of (LPN → PPN, dirty) entries (DFTL §3).
+//!
+//! Layout for the hot path: a dense slot array (one 24-byte slot per entry, so an access touches
+//! one cache line plus its list neighbours), an intrusive doubly linked LRU list through the
+//! slots, and an index `slot_of[lpn]`. No allocation per access. Dirty entries are also chained
+//! per translation page (singly linked), so a write-back finds the dirty entries of its page in
+//! O(dirty entries) and a checkpoint finds the dirty pages in O(translation pages).
 
 use flash::Ppn;
 
 const NIL: u32 = u32::MAX;
 
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    lpn: u32,
+    ppn: Ppn,
+    /// LRU neighbours (towards most / least recently used).
+    prev: u32,
+    next: u32,
+    /// Next dirty slot of the same translation page, when dirty.
+    dirty_next: u32,
+    dirty: bool,
+}
+
+const EMPTY: Slot = Slot {
+    lpn: 0,
+    ppn: Ppn::NONE,
+    prev: NIL,
+    next: NIL,
+    dirty_next: NIL,
+    dirty: false,
+};
+
 pub struct Cmt {
     capacity: u32,
     /// Slot of each LPN, or NIL.
     slot_of: Vec<u32>,
-    lpn: Vec<u32>,
-    ppn: Vec<Ppn>,
-    dirty: Vec<bool>,
-    /// LPNs per translation page, and the number of dirty entries of each translation page
-    /// (a checkpoint finds the pages to write back in O(translation pages), not O(capacity)).
-    per_tpage: u32,
-    dirty_in: Vec<u32>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
+    slots: Vec<Slot>,
     /// Most recently used.
     head: u32,
     /// Least recently used.
     tail: u32,
     free: Vec<u32>,
+    /// LPNs per translation page.
+    per_tpage: u32,
+    /// Per translation page: first dirty slot and number of dirty entries.
+    dirty_head: Vec<u32>,
+    dirty_count: Vec<u32>,
     pub hits: u64,
     pub misses: u64,
 }
@@ -30,25 +53,25 @@ pub struct Cmt {
 impl Cmt {
     pub fn new(capacity: u32, logical_pages: u32, per_tpage: u32) -> Cmt {
         assert!(capacity >= 1 && per_tpage >= 1);
-        let c = capacity as usize;
+        let tpages = logical_pages.div_ceil(per_tpage) as usize;
         Cmt {
             capacity,
             slot_of: vec![NIL; logical_pages as usize],
-            lpn: vec![0; c],
-            ppn: vec![Ppn::NONE; c],
-            dirty: vec![false; c],
-            per_tpage,
-            dirty_in: vec![0; logical_pages.div_ceil(per_tpage) as usize],
-            prev: vec![NIL; c],
-            next: vec![NIL; c],
+            slots: vec![EMPTY; capacity as usize],
             head: NIL,
             tail: NIL,
             free: (0..capacity).rev().collect(),
+            per_tpage,
+            dirty_head: vec![NIL; tpages],
+            dirty_count: vec![0; tpages],
             hits: 0,
             misses: 0,
         }
     }
 
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
     pub fn len(&self) -> u32 {
         self.capacity - self.free.len() as u32
     }
@@ -63,51 +86,98 @@ impl Cmt {
     }
 
     fn unlink(&mut self, s: u32) {
-        let (p, n) = (self.prev[s as usize], self.next[s as usize]);
-        if p != NIL {
-            self.next[p as usize] = n
+        let Slot { prev, next, .. } = self.slots[s as usize];
+        if prev != NIL {
+            self.slots[prev as usize].next = next
         } else {
-            self.head = n
+            self.head = next
         }
-        if n != NIL {
-            self.prev[n as usize] = p
+        if next != NIL {
+            self.slots[next as usize].prev = prev
         } else {
-            self.tail = p
+            self.tail = prev
         }
     }
     fn push_front(&mut self, s: u32) {
-        self.prev[s as usize] = NIL;
-        self.next[s as usize] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = s;
+        let head = self.head;
+        let slot = &mut self.slots[s as usize];
+        slot.prev = NIL;
+        slot.next = head;
+        if head != NIL {
+            self.slots[head as usize].prev = s;
         }
         self.head = s;
         if self.tail == NIL {
             self.tail = s;
         }
     }
-
-    /// Sets slot `s`'s dirty flag, keeping the per-translation-page counts.
-    fn set_dirty(&mut self, s: u32, dirty: bool) {
-        let was = std::mem::replace(&mut self.dirty[s as usize], dirty);
-        let t = (self.lpn[s as usize] / self.per_tpage) as usize;
-        match (was, dirty) {
-            (false, true) => self.dirty_in[t] += 1,
-            (true, false) => self.dirty_in[t] -= 1,
-            _ => {}
+    fn touch(&mut self, s: u32) {
+        if self.head != s {
+            self.unlink(s);
+            self.push_front(s);
         }
+    }
+
+    /// Makes slot `s` dirty (chaining it to its translation page's dirty list).
+    fn make_dirty(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if slot.dirty {
+            return;
+        }
+        let t = (slot.lpn / self.per_tpage) as usize;
+        slot.dirty = true;
+        slot.dirty_next = self.dirty_head[t];
+        self.dirty_head[t] = s;
+        self.dirty_count[t] += 1;
+    }
+
+    /// Takes slot `s` off its page's dirty list (O(dirty entries of that page); only used when
+    /// a dirty entry is dropped without a write-back).
+    fn unchain_dirty(&mut self, s: u32) {
+        if !self.slots[s as usize].dirty {
+            return;
+        }
+        let t = (self.slots[s as usize].lpn / self.per_tpage) as usize;
+        let next = self.slots[s as usize].dirty_next;
+        if self.dirty_head[t] == s {
+            self.dirty_head[t] = next;
+        } else {
+            let mut p = self.dirty_head[t];
+            while self.slots[p as usize].dirty_next != s {
+                p = self.slots[p as usize].dirty_next;
+                assert_ne!(p, NIL, "dirty slot {s} missing from its page's list");
+            }
+            self.slots[p as usize].dirty_next = next;
+        }
+        self.slots[s as usize].dirty = false;
+        self.slots[s as usize].dirty_next = NIL;
+        self.dirty_count[t] -= 1;
     }
 
     /// Dirty entries of translation page `t`.
     pub fn dirty_in(&self, t: usize) -> u32 {
-        self.dirty_in[t]
+        self.dirty_count[t]
     }
 
     /// Translation pages with at least one dirty entry, in order.
     pub fn dirty_tvpns(&self) -> Vec<usize> {
-        (0..self.dirty_in.len())
-            .filter(|&t| self.dirty_in[t] > 0)
+        (0..self.dirty_count.len())
+            .filter(|&t| self.dirty_count[t] > 0)
             .collect()
+    }
+
+    /// Hands every dirty entry of translation page `t` to `f` (lpn, ppn) and marks it clean:
+    /// the batch of one write-back.
+    pub fn take_dirty(&mut self, t: usize, mut f: impl FnMut(u32, Ppn)) {
+        let mut s = std::mem::replace(&mut self.dirty_head[t], NIL);
+        while s != NIL {
+            let slot = &mut self.slots[s as usize];
+            debug_assert!(slot.dirty && (slot.lpn / self.per_tpage) as usize == t);
+            f(slot.lpn, slot.ppn);
+            slot.dirty = false;
+            s = std::mem::replace(&mut slot.dirty_next, NIL);
+        }
+        self.dirty_count[t] = 0;
     }
 
     /// Looks an entry up, making it most recently used.
@@ -118,27 +188,25 @@ impl Cmt {
             return None;
         }
         self.hits += 1;
-        self.unlink(s);
-        self.push_front(s);
-        Some(self.ppn[s as usize])
+        self.touch(s);
+        Some(self.slots[s as usize].ppn)
     }
 
     /// Entry without touching recency or counters.
     pub fn peek(&self, lpn: u32) -> Option<(Ppn, bool)> {
         let s = self.slot_of[lpn as usize];
-        (s != NIL).then(|| (self.ppn[s as usize], self.dirty[s as usize]))
+        (s != NIL).then(|| (self.slots[s as usize].ppn, self.slots[s as usize].dirty))
     }
 
     /// Updates a cached entry (it must be cached).
     pub fn update(&mut self, lpn: u32, ppn: Ppn, dirty: bool) {
         let s = self.slot_of[lpn as usize];
         assert_ne!(s, NIL, "lpn {lpn} is not cached");
-        self.ppn[s as usize] = ppn;
+        self.slots[s as usize].ppn = ppn;
         if dirty {
-            self.set_dirty(s, true);
+            self.make_dirty(s);
         }
-        self.unlink(s);
-        self.push_front(s);
+        self.touch(s);
     }
 
     /// Inserts an entry (the CMT must not be full and the LPN not cached).
@@ -149,44 +217,42 @@ impl Cmt {
             .pop()
             .expect("insert into a full CMT: evict first");
         self.slot_of[lpn as usize] = s;
-        self.lpn[s as usize] = lpn;
-        self.ppn[s as usize] = ppn;
-        self.dirty[s as usize] = false;
-        self.set_dirty(s, dirty);
+        self.slots[s as usize] = Slot { lpn, ppn, ..EMPTY };
+        if dirty {
+            self.make_dirty(s);
+        }
         self.push_front(s);
     }
 
     /// The least recently used entry: (lpn, ppn, dirty).
     pub fn lru(&self) -> Option<(u32, Ppn, bool)> {
         (self.tail != NIL).then(|| {
-            let s = self.tail as usize;
-            (self.lpn[s], self.ppn[s], self.dirty[s])
+            let s = &self.slots[self.tail as usize];
+            (s.lpn, s.ppn, s.dirty)
         })
     }
 
+    /// Drops an entry (a dirty one loses its pending update: write it back first).
     pub fn remove(&mut self, lpn: u32) {
         let s = self.slot_of[lpn as usize];
         if s == NIL {
             return;
         }
+        self.unchain_dirty(s);
         self.unlink(s);
-        self.set_dirty(s, false);
         self.slot_of[lpn as usize] = NIL;
         self.free.push(s);
     }
 
-    pub fn mark_clean(&mut self, lpn: u32) {
-        let s = self.slot_of[lpn as usize];
-        if s != NIL {
-            self.set_dirty(s, false);
-        }
-    }
-
-    /// Every dirty entry, in slot order.
+    /// Every dirty entry's LPN, sorted (tests and invariant checks).
     pub fn dirty_lpns(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = (0..self.capacity)
-            .filter(|&s| self.dirty[s as usize] && self.slot_of[self.lpn[s as usize] as usize] == s)
-            .map(|s| self.lpn[s as usize])
+        let mut v: Vec<u32> = (0..self.dirty_head.len())
+            .flat_map(|t| {
+                std::iter::successors(Some(self.dirty_head[t]).filter(|&s| s != NIL), |&s| {
+                    Some(self.slots[s as usize].dirty_next).filter(|&n| n != NIL)
+                })
+            })
+            .map(|s| self.slots[s as usize].lpn)
             .collect();
         v.sort_unstable();
         v
@@ -195,13 +261,11 @@ impl Cmt {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut n = 0;
         let mut s = self.head;
-        let mut dirty_in = vec![0u32; self.dirty_in.len()];
+        let mut dirty = Vec::new();
         while s != NIL {
             n += 1;
-            if self.dirty[s as usize] {
-                dirty_in[(self.lpn[s as usize] / self.per_tpage) as usize] += 1;
-            }
-            if self.slot_of[self.lpn[s as usize] as usize] != s {
+            let slot = &self.slots[s as usize];
+            if self.slot_of[slot.lpn as usize] != s {
                 return Err(format!(
                     "CMT slot {s} is linked but its lpn points elsewhere"
                 ));
@@ -209,16 +273,28 @@ impl Cmt {
             if n > self.capacity {
                 return Err("CMT list has a cycle".into());
             }
-            s = self.next[s as usize];
+            if slot.dirty {
+                dirty.push(slot.lpn);
+            }
+            s = slot.next;
         }
-        if n != self.len() {
+        if n != self.len() || n > self.capacity {
             return Err(format!(
-                "CMT list holds {n} entries, counters say {}",
-                self.len()
+                "CMT list holds {n} entries, counters say {} (capacity {})",
+                self.len(),
+                self.capacity
             ));
         }
-        if dirty_in != self.dirty_in {
-            return Err("CMT per-translation-page dirty counts disagree with the entries".into());
+        dirty.sort_unstable();
+        if dirty != self.dirty_lpns() {
+            return Err("CMT per-translation-page dirty lists disagree with the entries".into());
+        }
+        let counted: u32 = self.dirty_count.iter().sum();
+        if counted as usize != dirty.len() {
+            return Err(format!(
+                "CMT dirty counts sum to {counted}, {} entries are dirty",
+                dirty.len()
+            ));
         }
         Ok(())
     }
@@ -242,11 +318,36 @@ mod tests {
         assert_eq!(c.dirty_lpns(), vec![3]);
         assert_eq!(c.dirty_tvpns(), vec![0]);
         assert_eq!(c.dirty_in(0), 1);
-        c.mark_clean(3);
+        c.check_invariants().unwrap();
+        let mut taken = Vec::new();
+        c.take_dirty(0, |l, p| taken.push((l, p)));
+        assert_eq!(taken, vec![(3, Ppn(30))]);
         assert!(c.dirty_lpns().is_empty());
         assert!(c.dirty_tvpns().is_empty());
         assert_eq!(c.get(2), None);
         assert_eq!((c.hits, c.misses), (1, 1));
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn dirty_lists_follow_updates_and_removals() {
+        let mut c = Cmt::new(8, 16, 4);
+        for l in [0u32, 1, 2, 5, 6, 9] {
+            c.insert(l, Ppn(l), l % 2 == 0);
+        }
+        c.update(1, Ppn(100), true);
+        c.update(5, Ppn(105), true);
+        assert_eq!(c.dirty_lpns(), vec![0, 1, 2, 5, 6]);
+        assert_eq!(c.dirty_tvpns(), vec![0, 1]);
+        // Dropping a dirty entry unchains it from the middle of its page's list.
+        c.remove(1);
+        assert_eq!(c.dirty_in(0), 2);
+        c.check_invariants().unwrap();
+        let mut taken = Vec::new();
+        c.take_dirty(1, |l, p| taken.push((l, p)));
+        taken.sort_unstable();
+        assert_eq!(taken, vec![(5, Ppn(105)), (6, Ppn(6))]);
+        assert_eq!(c.dirty_tvpns(), vec![0]);
         c.check_invariants().unwrap();
     }
 }

@@ -432,14 +432,8 @@ impl Dftl {
     fn write_translation(&mut self, t: usize, now: u64, cause: OpCause) -> Result<u64, FtlError> {
         let first = t as u32 * self.per_tpage;
         let last = (first + self.per_tpage).min(self.logical_pages);
-        if self.cmt.dirty_in(t) > 0 {
-            for lpn in first..last {
-                if let Some((ppn, true)) = self.cmt.peek(lpn) {
-                    self.gmt[lpn as usize] = ppn;
-                    self.cmt.mark_clean(lpn);
-                }
-            }
-        }
+        let gmt = &mut self.gmt;
+        self.cmt.take_dirty(t, |lpn, ppn| gmt[lpn as usize] = ppn);
         debug_assert_eq!(self.cmt.dirty_in(t), 0);
         self.pending[t] = false;
         let mut not_before = now.max(self.tvpn_data_end[t]);
