@@ -25,7 +25,7 @@
 
 use crate::format::{
     decode_entries, encode_entries, OobRecord, Root, KIND_COMMIT, KIND_DATA, KIND_GTD, KIND_ROOT,
-    KIND_TRANSLATION, OOB_BYTES,
+    KIND_TRANSLATION, KIND_ZONE, OOB_BYTES,
 };
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
@@ -43,6 +43,8 @@ const OWNER_MASK: u32 = 0xC000_0000;
 const OWNER_TRANSLATION: u32 = 0x8000_0000;
 const OWNER_GTD: u32 = 0x4000_0000;
 const OWNER_COMMIT: u32 = 0xC000_0000;
+/// Zone-record pieces share the commit-record tag space, told apart by bit 29.
+const OWNER_ZONE: u32 = 0xE000_0000;
 
 /// How a transaction's commit is recorded in the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +118,8 @@ pub struct Engine {
     gpage: Vec<u32>,
     gdirty: Vec<bool>,
     old_tree: Vec<Ppn>,
+    zone_pages: Vec<u32>,
+    zone_dirty: bool,
     pub next_seq: u64,
     pub next_tx: u32,
     /// Highest data/commit sequence number programmed in each block since its erase (0 = none).
@@ -128,7 +132,8 @@ pub struct Engine {
     erase_end_ns: u64,
     /// No data page starts before this (Atomic-Write: after an abort's root).
     pub barrier_ns: u64,
-    lpn_barrier: Vec<u64>,
+    /// Per-LPN barrier: later pages of the LPN start after this commit end (sparse).
+    lpn_barrier: FxHashMap<u32, u64>,
     /// Live LightTx commit records: ppn → seq (kept until the tail passes them).
     commits: FxHashMap<u32, u64>,
     pub txs: Vec<Tx>,
@@ -182,7 +187,8 @@ impl Engine {
             + 2 * g.chips()
             + cfg.max_tx_pages.div_ceil(g.pages_per_block)
             + g.chips();
-        let worst = 48 + 4 * gtds as usize + 12 * worst_scan as usize + 4;
+        let zone_pieces = (56 + 12 * worst_scan as usize).div_ceil(g.page_bytes as usize);
+        let worst = 56 + 4 * gtds as usize + 4 * zone_pieces;
         if worst > g.page_bytes as usize {
             return Err(FtlError::InvalidOption(format!(
                 "{}: the root page cannot hold the window and transaction limits ({worst} > {} bytes); lower the zone or max_tx_pages",
@@ -204,6 +210,8 @@ impl Engine {
             gpage: vec![NONE; gtds as usize],
             gdirty: vec![false; gtds as usize],
             old_tree: Vec::new(),
+            zone_pages: Vec::new(),
+            zone_dirty: true,
             next_seq: 1,
             next_tx: 1,
             max_seq: vec![0; blocks],
@@ -214,7 +222,7 @@ impl Engine {
             data_end_ns: 0,
             erase_end_ns: 0,
             barrier_ns: 0,
-            lpn_barrier: vec![0; logical as usize],
+            lpn_barrier: FxHashMap::default(),
             commits: FxHashMap::default(),
             txs: Vec::new(),
             committed_uuids: FxHashSet::default(),
@@ -338,7 +346,7 @@ impl Engine {
         .encode();
         let nb = not_before
             .max(self.barrier_ns)
-            .max(self.lpn_barrier[lpn as usize]);
+            .max(self.lpn_barrier.get(&lpn).copied().unwrap_or(0));
         let span = self
             .flash
             .program(ppn, content, &oob, nb, OpCause::HostData)?;
@@ -453,7 +461,7 @@ impl Engine {
             self.refresh_window(tail);
         }
         let g = self.flash.geometry().clone();
-        let scan = self
+        let scan: Vec<(BlockId, u32)> = self
             .scan_list
             .iter()
             .map(|&b| {
@@ -466,16 +474,38 @@ impl Engine {
                 (b, from)
             })
             .collect();
-        self.root_seq += 1;
-        let root = Root {
-            root_seq: self.root_seq,
+        let mut root = Root {
+            root_seq: self.root_seq + 1,
             tail_seq: tail,
             next_seq: self.next_seq,
             next_tx: self.next_tx,
             gtd: self.gpage.iter().map(|&p| Ppn(p)).collect(),
             scan,
             window: self.reserved_list.clone(),
+            zone: Vec::new(),
         };
+        if refresh {
+            self.zone_dirty = true;
+        }
+        if root.encoded_len() > g.page_bytes as usize {
+            // Too many blocks for one page: the scan region goes to a zone record.
+            if self.zone_dirty || self.zone_pages.is_empty() {
+                end = end.max(self.write_zone_record(&root, nb)?);
+            }
+            root.scan.clear();
+            root.window.clear();
+            root.zone = self.zone_pages.iter().map(|&p| Ppn(p)).collect();
+        } else if !self.zone_pages.is_empty() {
+            for (k, p) in std::mem::take(&mut self.zone_pages).into_iter().enumerate() {
+                debug_assert_eq!(
+                    self.space.validity.owner(Ppn(p)),
+                    Some(OWNER_ZONE | k as u32)
+                );
+                self.old_tree.push(Ppn(p));
+            }
+        }
+        self.zone_dirty = false;
+        self.root_seq += 1;
         let bytes = root.encode(g.page_bytes).ok_or_else(|| {
             FtlError::InvalidOption(format!(
                 "{}: root of {} bytes does not fit a page",
@@ -500,6 +530,46 @@ impl Engine {
         self.last_root_end = root_end;
         self.stats.roots += 1;
         Ok(root_end)
+    }
+
+    /// Writes `root`'s scan and window as a zone record (page-sized pieces in the map stream).
+    fn write_zone_record(&mut self, root: &Root, not_before: u64) -> Result<u64, FtlError> {
+        let page = self.flash.geometry().page_bytes as usize;
+        let list = Root {
+            scan: root.scan.clone(),
+            window: root.window.clone(),
+            ..Root::default()
+        };
+        let bytes = list.encode(u32::MAX).expect("no size limit");
+        let old = std::mem::take(&mut self.zone_pages);
+        self.old_tree.extend(old.into_iter().map(Ppn));
+        let mut end = not_before;
+        for (k, chunk) in bytes.chunks(page).enumerate() {
+            let ppn = self.alloc(STREAM_MAP, not_before)?;
+            let data: Box<[u8]> = chunk.into();
+            let oob = OobRecord {
+                kind: KIND_ZONE,
+                flag: 0,
+                id: k as u32,
+                seq: self.meta_seq,
+                tx: 0,
+                data_crc: crc32c::crc32c(&data),
+            }
+            .encode();
+            self.meta_seq += 1;
+            let span = self.flash.program(
+                ppn,
+                &Content::Bytes(data),
+                &oob,
+                not_before,
+                OpCause::Checkpoint,
+            )?;
+            self.space.validity.set_valid(ppn, OWNER_ZONE | k as u32);
+            self.zone_pages.push(ppn.0);
+            self.stats.tree_pages += 1;
+            end = end.max(span.end_ns);
+        }
+        Ok(end)
     }
 
     fn refresh_window(&mut self, tail: u64) {
@@ -601,7 +671,12 @@ impl Engine {
             self.map[lpn as usize] = ppn.0;
             let t = self.tvpn(lpn);
             self.tdirty[t] = true;
-            self.lpn_barrier[lpn as usize] = commit_end;
+            self.lpn_barrier.insert(lpn, commit_end);
+        }
+        if self.lpn_barrier.len() > 1 << 16 {
+            // Barriers already passed by every later arrival are no longer needed.
+            let now = self.last_arrival;
+            self.lpn_barrier.retain(|_, &mut end| end > now);
         }
         self.committed_uuids.insert(tx.uuid.0);
         self.stats.commits += 1;
@@ -762,6 +837,11 @@ impl Engine {
                 debug_assert_eq!(self.gpage[id as usize], from.0);
                 self.gpage[id as usize] = to.0;
             }
+            _ if owner & OWNER_ZONE == OWNER_ZONE => {
+                let k = (owner & !OWNER_ZONE) as usize;
+                debug_assert_eq!(self.zone_pages[k], from.0);
+                self.zone_pages[k] = to.0;
+            }
             _ => {
                 let seq = self.commits.remove(&from.0).expect("live commit record");
                 self.commits.insert(to.0, seq);
@@ -908,9 +988,39 @@ impl Engine {
                 }
             }
         }
-        // 3. Scan the log tail.
-        let mut scan_blocks: Vec<(BlockId, u32)> = root.scan.clone();
-        scan_blocks.extend(root.window.iter().map(|&b| (b, 0)));
+        // 3. Scan the log tail (the region is in the root or in its zone record).
+        let mut region = root.clone();
+        if !root.zone.is_empty() {
+            let mut bytes = Vec::new();
+            for (k, &p) in root.zone.iter().enumerate() {
+                let mut oob = [0u8; OOB_BYTES as usize];
+                let (st, span) = e.flash.read(p, &mut oob, t_map, OpCause::Recovery)?;
+                t = t.max(span.end_ns);
+                tree_reads += 1;
+                let rec =
+                    OobRecord::decode(&oob).filter(|r| r.kind == KIND_ZONE && r.id == k as u32);
+                match (st, rec) {
+                    (ReadStatus::Data(Content::Bytes(b)), Some(r))
+                        if crc32c::crc32c(&b) == r.data_crc =>
+                    {
+                        bytes.extend_from_slice(&b)
+                    }
+                    (st, _) => {
+                        return Err(FtlError::Corrupt(format!(
+                            "zone record piece {k} at {p} is unreadable ({st:?})"
+                        )))
+                    }
+                }
+                e.space.validity.set_valid(p, OWNER_ZONE | k as u32);
+                e.zone_pages.push(p.0);
+            }
+            let list = Root::decode(&bytes)
+                .ok_or_else(|| FtlError::Corrupt("zone record does not decode".into()))?;
+            region.scan = list.scan;
+            region.window = list.window;
+        }
+        let mut scan_blocks: Vec<(BlockId, u32)> = region.scan.clone();
+        scan_blocks.extend(region.window.iter().map(|&b| (b, 0)));
         let mut scanned = Vec::new();
         let mut block_used = vec![false; g.blocks() as usize];
         let mut known_free = vec![false; g.blocks() as usize];
@@ -993,6 +1103,9 @@ impl Engine {
                 e.space.validity.set_valid(Ppn(p), OWNER_GTD | gi as u32);
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
+        }
+        for &p in &e.zone_pages {
+            block_used[g.block_of(Ppn(p)).0 as usize] = true;
         }
         // Free blocks are not recorded: any block not seen erased in the window is treated as
         // used, and the 0-valid ones are erased before reuse.

@@ -25,11 +25,17 @@
 //! 36 n_gtd     u32
 //! 40 n_scan    u32
 //! 44 n_window  u32
-//! 48 gtd       n_gtd × ppn u32
+//! 48 n_zone    u32
+//! 52 gtd       n_gtd × ppn u32
 //! .. scan      n_scan × (block u32, from_page u32)   blocks holding pages to scan
 //! .. window    n_window × block u32                  free blocks that may be opened before the next root
+//! .. zone      n_zone × ppn u32                      zone-record pages (see below)
 //! .. crc32c    u32 of everything before
 //! ```
+//! When scan + window do not fit in one page (LightTx with a zone of thousands of blocks), they are
+//! written as a **zone record**: a `Root` encoding holding only `scan` and `window`, cut into
+//! page-sized pieces (OOB kind 6, id = piece index), and the root names the pieces in `zone`
+//! (its own `scan` and `window` then empty). The record is rewritten only when the window changes.
 //! **Commit record** (LightTx; a data-area page): `"MOBLTXCR"`, tx id u32, pages u32,
 //! uuid u64, crc32c u32 of the 24 bytes before it.
 
@@ -42,6 +48,7 @@ pub const KIND_TRANSLATION: u8 = 2;
 pub const KIND_GTD: u8 = 3;
 pub const KIND_ROOT: u8 = 4;
 pub const KIND_COMMIT: u8 = 5;
+pub const KIND_ZONE: u8 = 6;
 
 /// The per-page record in the OOB area.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -78,7 +85,7 @@ impl OobRecord {
             return None;
         }
         let kind = b[0];
-        if !(KIND_DATA..=KIND_COMMIT).contains(&kind) {
+        if !(KIND_DATA..=KIND_ZONE).contains(&kind) {
             return None;
         }
         Some(OobRecord {
@@ -110,7 +117,7 @@ pub fn decode_entries(b: &[u8]) -> Vec<u32> {
 }
 
 const ROOT_MAGIC: [u8; 8] = *b"MOBLOGRT";
-const ROOT_HEADER: usize = 48;
+const ROOT_HEADER: usize = 52;
 
 /// The root of the mapping tree plus the scan region of the log tail (§ module doc).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -122,11 +129,17 @@ pub struct Root {
     pub gtd: Vec<Ppn>,
     pub scan: Vec<(BlockId, u32)>,
     pub window: Vec<BlockId>,
+    pub zone: Vec<Ppn>,
 }
 
 impl Root {
     pub fn encoded_len(&self) -> usize {
-        ROOT_HEADER + 4 * self.gtd.len() + 8 * self.scan.len() + 4 * self.window.len() + 4
+        ROOT_HEADER
+            + 4 * self.gtd.len()
+            + 8 * self.scan.len()
+            + 4 * self.window.len()
+            + 4 * self.zone.len()
+            + 4
     }
 
     /// `None` when the root does not fit in a page of `page_bytes`.
@@ -143,6 +156,7 @@ impl Root {
         b.extend_from_slice(&(self.gtd.len() as u32).to_le_bytes());
         b.extend_from_slice(&(self.scan.len() as u32).to_le_bytes());
         b.extend_from_slice(&(self.window.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.zone.len() as u32).to_le_bytes());
         for p in &self.gtd {
             b.extend_from_slice(&p.0.to_le_bytes());
         }
@@ -152,6 +166,9 @@ impl Root {
         }
         for blk in &self.window {
             b.extend_from_slice(&blk.0.to_le_bytes());
+        }
+        for p in &self.zone {
+            b.extend_from_slice(&p.0.to_le_bytes());
         }
         let crc = crc32c::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
@@ -168,12 +185,16 @@ impl Root {
         let u64_at = |o: usize| -> Option<u64> {
             Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
         };
-        let (n_gtd, n_scan, n_window) = (
+        let (n_gtd, n_scan, n_window, n_zone) = (
             u32_at(36)? as usize,
             u32_at(40)? as usize,
             u32_at(44)? as usize,
+            u32_at(48)? as usize,
         );
-        let len = ROOT_HEADER + 4 * n_gtd + 8 * n_scan + 4 * n_window;
+        if n_gtd.max(n_scan).max(n_window).max(n_zone) > b.len() {
+            return None;
+        }
+        let len = ROOT_HEADER + 4 * n_gtd + 8 * n_scan + 4 * n_window + 4 * n_zone;
         if len + 4 > b.len() || crc32c::crc32c(&b[..len]) != u32_at(len)? {
             return None;
         }
@@ -193,6 +214,11 @@ impl Root {
             window.push(BlockId(u32_at(o)?));
             o += 4;
         }
+        let mut zone = Vec::with_capacity(n_zone);
+        for _ in 0..n_zone {
+            zone.push(Ppn(u32_at(o)?));
+            o += 4;
+        }
         Some(Root {
             root_seq: u64_at(8)?,
             tail_seq: u64_at(16)?,
@@ -201,6 +227,7 @@ impl Root {
             gtd,
             scan,
             window,
+            zone,
         })
     }
 }
@@ -283,6 +310,7 @@ mod tests {
             gtd: vec![Ppn(10), Ppn(11)],
             scan: vec![(BlockId(4), 0), (BlockId(9), 17)],
             window: vec![BlockId(20), BlockId(21), BlockId(22)],
+            zone: vec![Ppn(3)],
         };
         let mut b = r.encode(4096).unwrap().to_vec();
         assert_eq!(Root::decode(&b), Some(r.clone()));
