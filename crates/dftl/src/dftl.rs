@@ -789,11 +789,15 @@ impl BlockDevice for Dftl {
     fn check_invariants(&self) -> Result<(), String> {
         self.space.check_invariants()?;
         self.cmt.check_invariants()?;
+        // Forward map → owners; together with the count below, owners → forward map too (every
+        // live page is the current location of exactly one LPN or translation page).
+        let mut mapped = 0u64;
         for lpn in 0..self.logical_pages {
             let ppn = self
                 .cmt
                 .peek(lpn)
                 .map_or(self.gmt[lpn as usize], |(p, _)| p);
+            mapped += u64::from(!ppn.is_none());
             if !ppn.is_none() && self.space.validity.owner(ppn) != Some(lpn) {
                 return Err(format!(
                     "lpn {lpn} maps to {ppn} but that page's owner is {:?}",
@@ -805,6 +809,15 @@ impl BlockDevice for Dftl {
             if !ppn.is_none() && self.space.validity.owner(*ppn) != Some(TRANSLATION | t as u32) {
                 return Err(format!("translation page {t} at {ppn} is not owned by it"));
             }
+            mapped += u64::from(!ppn.is_none());
+        }
+        let live: u64 = (0..self.flash.geometry().blocks())
+            .map(|b| u64::from(self.space.validity.valid_count(BlockId(b))))
+            .sum();
+        if live != mapped {
+            return Err(format!(
+                "{live} live pages but {mapped} mapped LPNs and translation pages"
+            ));
         }
         Ok(())
     }
