@@ -41,9 +41,12 @@ fn options(scan: bool) -> DesignOptions {
 /// A seeded workload: fill to ~90 %, then start recording and run random writes (1..8 pages),
 /// reads, trims and flushes with overlapping arrivals.
 fn run(seed: u64, ops: usize, scan: bool) -> Run {
+    run_with(seed, ops, options(scan))
+}
+
+fn run_with(seed: u64, ops: usize, options: DesignOptions) -> Run {
     let config = DeviceConfig::preset("small").unwrap();
     let flash = Flash::in_memory(config.clone(), dftl::format::OOB_BYTES, true);
-    let options = options(scan);
     let mut d = dftl::Dftl::format(flash, &options).unwrap();
     let n = d.logical_pages();
     let hot = n * 9 / 10;
@@ -264,4 +267,29 @@ fn without_the_oob_scan_acknowledged_writes_are_lost() {
     let (n, violations, _) = check_run(&r);
     eprintln!("negative control: {violations} of {n} cuts break the promise");
     assert!(violations > 0, "the checker must catch oob_scan=off");
+}
+
+/// Long campaign (`MOBIUS_LONG=1`, best with `--release`): many seeds over a grid of CMT sizes
+/// and checkpoint intervals.
+#[test]
+fn long_power_cut_campaign() {
+    if std::env::var("MOBIUS_LONG").is_err() {
+        return;
+    }
+    let mut total = 0;
+    for seed in 100..130u64 {
+        let cmt = [16u32, 48, 512][(seed % 3) as usize];
+        let ckpt = [3u32, 12, 40][((seed / 3) % 3) as usize];
+        let o = DesignOptions::default()
+            .with("cmt_entries", cmt)
+            .with("checkpoint_blocks", ckpt);
+        let r = run_with(seed, 400, o);
+        let (n, violations, messages) = check_run(&r);
+        assert_eq!(
+            violations, 0,
+            "seed {seed} cmt {cmt} checkpoint_blocks {ckpt}: {messages:#?}"
+        );
+        total += n;
+    }
+    eprintln!("long campaign: {total} crash instants checked");
 }
