@@ -6,6 +6,7 @@
 //! - a transaction with one page visible has all its pages visible (or newer writes over them);
 //! - every write acknowledged durable before the crash is visible (or a newer one);
 //! - a visible write implies every earlier transaction on that page is wholly visible.
+//!
 //! Also: recovery reads grow with the zone size.
 
 use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn, OpLog, Store};
@@ -24,10 +25,13 @@ struct TxModel {
     commit_ns: Option<u64>,
 }
 
+/// One write that took effect: (write id, arrival, tx index or None, plain-write ack).
+type Effect = (u64, u64, Option<usize>, Option<u64>);
+
 #[derive(Default)]
 struct Model {
-    /// Per LPN: the writes that took effect, in order: (write id, arrival, tx index or None, plain ack).
-    writes: Vec<Vec<(u64, u64, Option<usize>, Option<u64>)>>,
+    /// Per LPN: the writes that took effect, in order.
+    writes: Vec<Vec<Effect>>,
     txs: Vec<TxModel>,
 }
 
@@ -370,4 +374,49 @@ fn recovery_reads_grow_with_the_zone() {
         "{reads:?}"
     );
     assert!(reads[0].1 < reads[2].1, "{reads:?}");
+}
+
+/// The Möbius §V-D sweep on the 64 GB `jasmine` device (0.5 and 1 GB zones): recovery reads
+/// and time grow with the zone. Slow in debug builds: MOBIUS_LONG=1 (use --release).
+#[test]
+fn jasmine_zone_sweep() {
+    if !long() {
+        return;
+    }
+    let config = DeviceConfig::preset("jasmine").unwrap();
+    let g = config.geometry.clone();
+    let mut last = (0u64, 0u64);
+    for gb in [0.5f64, 1.0] {
+        let zone = ((gb * (1u64 << 30) as f64) as u64 / g.block_bytes()) as u32;
+        let flash = Flash::in_memory(config.clone(), atomic_write::format::OOB_BYTES, true);
+        let o = DesignOptions::default().with("zone_blocks", zone);
+        let mut d = LightTx::format(flash, &o).unwrap();
+        let n = d.logical_pages();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let pages = (zone as u64 - 16) * g.pages_per_block as u64;
+        let mut t = d.flash().idle_ns();
+        for i in 0..pages / 32 {
+            let lpns: Vec<u32> = (0..32).map(|_| rng.random_range(0..n)).collect();
+            let mut uniq = lpns.clone();
+            uniq.sort_unstable();
+            uniq.dedup();
+            let p: Vec<(Lpn, Content)> = uniq.iter().map(|&x| (Lpn(x), tag(x, i))).collect();
+            t = d
+                .swrite(TxUuid(i + 1), &p, SwriteMode::Sync, t)
+                .unwrap()
+                .ack_ns;
+        }
+        let end = d.flash().idle_ns();
+        let mut flash = Box::new(d).into_flash();
+        flash.start_clock_at(end);
+        let (_, rep) = LightTx::recover(flash, &o).unwrap();
+        eprintln!(
+            "jasmine zone {gb} GB ({zone} blocks): {} reads, {:.1} ms, details {:?}",
+            rep.flash_reads,
+            rep.sim_ns as f64 / 1e6,
+            rep.details
+        );
+        assert!(rep.flash_reads > last.0 && rep.sim_ns > last.1);
+        last = (rep.flash_reads, rep.sim_ns);
+    }
 }
