@@ -843,6 +843,10 @@ impl BlockDevice for Dftl {
 
 // ----- recovery -------------------------------------------------------------------------------
 
+/// Blocks to scan (each from a first page), and where the reservation log ends: block index in
+/// the ring, page, next log sequence number.
+type LogTail = (Vec<(BlockId, u32)>, u32, u32, u64);
+
 /// What the scan of one page's OOB found.
 struct Found {
     data: FxHashMap<u32, (u64, Ppn)>,
@@ -943,7 +947,7 @@ impl Dftl {
         layout: &Layout,
         ck: &Checkpoint,
         start: u64,
-    ) -> Result<(Vec<(BlockId, u32)>, u32, u32, u64), FtlError> {
+    ) -> Result<LogTail, FtlError> {
         let g = flash.geometry().clone();
         let mut list: Vec<(BlockId, u32)> = ck.open.clone();
         list.extend(ck.reserved.iter().flatten().map(|&b| (b, 0)));

@@ -182,7 +182,7 @@ fn full_data_and_file_backed_devices_round_trip() {
     d.check_invariants().unwrap();
 }
 
-/// Writes `pages` random single pages after a fill, then cuts power (drained) and recovers.
+/// Writes `pages` random single pages on a fresh device, then cuts power (drained) and recovers.
 fn recovery_after(checkpoint_blocks: u32, pages: u32) -> ftl::RecoveryReport {
     let config = DeviceConfig::preset("small").unwrap();
     let flash = Flash::in_memory(config.clone(), dftl::format::OOB_BYTES, true);
@@ -192,12 +192,10 @@ fn recovery_after(checkpoint_blocks: u32, pages: u32) -> ftl::RecoveryReport {
     let mut d = dftl::Dftl::format(flash, &o).unwrap();
     let n = d.logical_pages();
     let mut t = 0;
-    let mut w = 0;
     let mut x = 12345u32;
-    for _ in 0..pages {
+    for w in 1..=u64::from(pages) {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
         let lpn = (x >> 8) % n;
-        w += 1;
         t = d
             .write(Lpn(lpn), &[Content::Tag(ContentTag { lpn, write: w })], t)
             .unwrap()
