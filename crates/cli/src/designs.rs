@@ -4,7 +4,7 @@ use ftl::DesignSpec;
 
 /// Every design this build knows, in the order `mobius info --list` prints them.
 pub fn all() -> Vec<DesignSpec> {
-    vec![dftl::spec()]
+    vec![mftl::spec(), dftl::spec(), atomic_write::spec(), lighttx::spec()]
 }
 
 pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
