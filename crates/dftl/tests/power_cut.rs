@@ -293,3 +293,39 @@ fn long_power_cut_campaign() {
     }
     eprintln!("long campaign: {total} crash instants checked");
 }
+
+/// Power cuts during recovery itself (while it writes back translation pages, its reservation
+/// page and its new checkpoint): a second recovery must still keep the promise as of the first cut.
+#[test]
+fn a_power_cut_during_recovery_is_survived() {
+    let r = run(5, 200, true);
+    let first_cuts = instants(&r.log);
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for &(at, tear) in first_cuts.iter().step_by(29) {
+        let image = r.log.image_at(r.base.as_ref(), at, tear);
+        let mut flash = Flash::new(r.config.clone(), image);
+        flash.start_clock_at(at);
+        let base = flash.start_recording();
+        let (mut d, _) = dftl::Dftl::recover(flash, &r.options).unwrap();
+        let log = d.flash_mut().take_log().unwrap();
+        for (at2, tear2) in instants(&log) {
+            let image = log.image_at(base.as_ref(), at2, tear2);
+            let mut flash = Flash::new(r.config.clone(), image);
+            flash.start_clock_at(at2);
+            let (mut d, report) = dftl::Dftl::recover(flash, &r.options)
+                .unwrap_or_else(|e| panic!("cut at {at}, then at {at2} in recovery: {e}"));
+            d.check_invariants().unwrap();
+            d.read(Lpn(0), r.logical_pages, at2 + report.sim_ns, &mut out)
+                .unwrap();
+            for (lpn, got) in out.iter().enumerate() {
+                if let Err(m) = check_page(&r.history[lpn], lpn as u32, at, got) {
+                    panic!("cut at {at}, then at {at2} in recovery: {m}");
+                }
+            }
+            checked += 1;
+        }
+    }
+    eprintln!("cuts during recovery checked: {checked}");
+    assert!(checked >= 200, "only {checked} cuts during recovery");
+}
