@@ -20,7 +20,7 @@ use crate::format::{
     decode_translation_checked, encode_translation, translation_crc, Checkpoint, OobRecord,
     Reservation, Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
-use crate::layout::{Layout, LOG_BLOCKS, RESERVE_AHEAD};
+use crate::layout::{Layout, RESERVE_AHEAD};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
@@ -308,7 +308,7 @@ impl Dftl {
     /// Moves the reservation log to its next ring block, erasing it. The block never holds pages
     /// the latest checkpoint needs: `maybe_checkpoint` checkpoints well before the log could wrap.
     fn advance_log(&mut self, now: u64) -> Result<(), FtlError> {
-        let next = (self.log_block + 1) % LOG_BLOCKS as u32;
+        let next = (self.log_block + 1) % self.layout.log.len() as u32;
         let ppb = self.flash.geometry().pages_per_block;
         if self.ckpt_log.0 == next && self.ckpt_log.1 < ppb && self.log_pages_since_ckpt > 0 {
             return Err(FtlError::Corrupt(
@@ -327,7 +327,7 @@ impl Dftl {
     /// Whether the reservation log is filling up since the last checkpoint.
     fn log_nearly_full(&self) -> bool {
         let ppb = self.flash.geometry().pages_per_block as u64;
-        self.log_pages_since_ckpt + ppb >= (LOG_BLOCKS as u64 - 2) * ppb
+        self.log_pages_since_ckpt + ppb >= (self.layout.log.len() as u64 - 2) * ppb
     }
 
     // ----- allocation and GC --------------------------------------------------------------
@@ -953,11 +953,12 @@ impl Dftl {
         list.extend(ck.reserved.iter().flatten().map(|&b| (b, 0)));
         let (mut lb, mut lp, mut seq) = (ck.log_block, ck.log_page, ck.log_seq);
         let mut oob_buf = [0u8; OOB_BYTES as usize];
-        for _ in 0..LOG_BLOCKS as u32 * g.pages_per_block {
+        let ring = layout.log.len() as u32;
+        for _ in 0..ring * g.pages_per_block {
             // The next page of the log; a position at a block's end moves on only if the next
             // block really continues the log (otherwise it is a stale, unerased ring block).
             let (nb, np) = if lp == g.pages_per_block {
-                ((lb + 1) % LOG_BLOCKS as u32, 0)
+                ((lb + 1) % ring, 0)
             } else {
                 (lb, lp)
             };

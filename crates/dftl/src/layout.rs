@@ -4,8 +4,17 @@
 use crate::format::Checkpoint;
 use flash::{BlockId, ChipId, Geometry, Ppn};
 
-/// Blocks of the reservation-log ring.
-pub const LOG_BLOCKS: usize = 4;
+/// Fewest blocks of the reservation-log ring.
+pub const LOG_BLOCKS_MIN: usize = 4;
+
+/// Blocks of the reservation-log ring for a device: room for one reservation page per block
+/// opening over a scan zone of 1/16 of the device (4 GB on `jasmine`, the top of the Möbius
+/// recovery sweep) plus the three blocks the ring keeps in hand (`Dftl::log_nearly_full`).
+/// At steady state GC keeps only a few blocks per chip free, so a reservation page covers only
+/// about two block openings; a smaller ring would force checkpoints before `checkpoint_blocks`.
+pub fn log_blocks(g: &Geometry) -> usize {
+    LOG_BLOCKS_MIN.max((g.blocks() / 16).div_ceil(g.pages_per_block) as usize + 3)
+}
 /// Blocks each chip reserves ahead in one reservation page.
 pub const RESERVE_AHEAD: usize = 8;
 
@@ -47,7 +56,7 @@ impl Layout {
         };
         let a = take(slot_blocks);
         let b = take(slot_blocks);
-        let log = take(LOG_BLOCKS);
+        let log = take(log_blocks(g));
         Layout {
             slots: [a, b],
             log,
