@@ -833,6 +833,10 @@ impl BlockDevice for Dftl {
             ),
             ("translation_page_reads".into(), s.translation_reads as f64),
             ("checkpoints".into(), s.checkpoints as f64),
+            (
+                "blocks_opened".into(),
+                self.space.pool.blocks_opened() as f64,
+            ),
             ("reservation_pages".into(), s.reservation_pages as f64),
             ("gc_runs".into(), s.gc_runs as f64),
             ("gc_copies".into(), s.gc_copies as f64),

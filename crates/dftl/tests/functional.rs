@@ -302,3 +302,32 @@ fn overwriting_the_whole_logical_space_keeps_working() {
     }
     d.check_invariants().unwrap();
 }
+
+#[test]
+fn checkpoints_follow_checkpoint_blocks() {
+    // The reservation log must not force checkpoints earlier than the scan-zone knob asks.
+    for cb in [4u32, 24] {
+        let flash = Flash::in_memory(
+            DeviceConfig::preset("small").unwrap(),
+            dftl::format::OOB_BYTES,
+            true,
+        );
+        let o = DesignOptions::default().with("checkpoint_blocks", cb);
+        let mut d = dftl::Dftl::format(flash, &o).unwrap();
+        let n = d.logical_pages() * 9 / 10;
+        let mut t = 0;
+        let mut x = 7u32;
+        for w in 0..20_000u64 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let lpn = (x >> 8) % n;
+            let page = [Content::Tag(ContentTag { lpn, write: w })];
+            t = d.write(Lpn(lpn), &page, t).unwrap().ack_ns;
+        }
+        let m: std::collections::BTreeMap<String, f64> = d.metrics().into_iter().collect();
+        let per = m["blocks_opened"] / m["checkpoints"];
+        assert!(
+            per >= cb as f64 * 0.9 && per <= cb as f64 * 1.5,
+            "checkpoint_blocks {cb}: one checkpoint per {per:.1} blocks opened ({m:?})"
+        );
+    }
+}
