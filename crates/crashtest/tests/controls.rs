@@ -112,10 +112,12 @@ fn dftl_without_its_oob_scan_is_caught() {
 }
 
 #[test]
-fn same_seed_same_report() {
-    let cfg = config(dftl::spec(), DesignOptions::default(), 200, 9);
+fn same_seed_same_report_whatever_the_thread_count() {
+    let mut cfg = config(dftl::spec(), DesignOptions::default(), 200, 9);
     let a = run_campaign(&cfg, &|_, _| {}).unwrap();
     let b = run_campaign(&cfg, &|_, _| {}).unwrap();
+    cfg.threads = 1;
+    let c = run_campaign(&cfg, &|_, _| {}).unwrap();
     let strip = |r: &crashtest::CampaignReport| {
         let mut j = r.to_json();
         j.as_object_mut().unwrap().remove("wall_s");
@@ -123,6 +125,31 @@ fn same_seed_same_report() {
         j
     };
     assert_eq!(strip(&a), strip(&b));
+    assert_eq!(strip(&a), strip(&c));
+    let json = a.to_json();
+    for key in ["ftl", "crash_points", "violations", "recovered"] {
+        assert!(json.get(key).is_some(), "JSON key {key}");
+    }
+    assert_eq!(json["violations"], 0);
+}
+
+#[test]
+fn full_data_pages_are_decoded_and_judged() {
+    let mut cfg = config(dftl::spec(), DesignOptions::default(), 150, 6);
+    cfg.tag_only = false;
+    cfg.workload.requests = 800;
+    let r = run_campaign(&cfg, &|_, _| {}).unwrap();
+    assert_eq!(r.recovered, r.crash_points);
+    assert!(
+        r.violations.is_empty(),
+        "{:#?}",
+        &r.violations[..r.violations.len().min(3)]
+    );
+    let mut bad = cfg.clone();
+    bad.options = DesignOptions::default().with("oob_scan", "off");
+    let r = run_campaign(&bad, &|_, _| {}).unwrap();
+    assert!(!r.violations.is_empty());
+    assert!(r.violations[0].replay.contains("--full-data"));
 }
 
 /// A test-only write-back cache: acknowledges a write at once and programs it only on flush or
