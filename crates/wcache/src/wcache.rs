@@ -1,0 +1,409 @@
+//! The write-cached page-level FTL and its recovery.
+//!
+//! Writes land in the [`WriteCache`]; a write that finds the cache full evicts the least recently
+//! used page, writing it back if dirty. `flush` writes back every dirty page and is acknowledged
+//! when all those programs (and every earlier write-back) have ended. Write-backs go to whichever
+//! chip is idle soonest, so they complete in no particular order — by design: this drive keeps no
+//! order between writes, only the flush promise.
+//!
+//! OOB record (16 bytes, little-endian): `lpn u32 | seq u64 | crc32c(lpn..seq) u32`. `seq` grows
+//! with every write-back; recovery scans every OOB and keeps, per LPN, the page with the largest
+//! `seq` (a GC copy keeps its source's `seq`). GC erases a victim only after its copies and every
+//! newer version of its stale pages are on flash ([`ftl::Space::collect`]), so a scan always finds
+//! the newest flushed version.
+//!
+//! Trim: the trimmed page's flash copy stays live as a *tombstone* (owner with [`TOMB`] set) until
+//! the LPN is written back again, so no older version of the page can resurface after a power cut
+//! (after a cut the page reads as unwritten or its last data, as flush-only allows).
+
+use crate::cache::{CachedPage, PageTags, WriteCache};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::{
+    check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
+    PageOutcome, Promise, RecoveryReport, Space, Validity,
+};
+
+/// OOB record bytes per page.
+pub const OOB_BYTES: u32 = 16;
+/// Owner bit of a tombstone (a trimmed page kept until its LPN is written back).
+pub const TOMB: u32 = 1 << 31;
+const HOST: usize = 0;
+const GC: usize = 1;
+const PARAMS: [&str; 4] = ["cache_mb", "op", "gc_free_blocks", "gc_policy"];
+
+/// Encodes the OOB record of a data page.
+pub fn encode_oob(lpn: u32, seq: u64) -> [u8; OOB_BYTES as usize] {
+    let mut b = [0u8; OOB_BYTES as usize];
+    b[0..4].copy_from_slice(&lpn.to_le_bytes());
+    b[4..12].copy_from_slice(&seq.to_le_bytes());
+    let crc = crc32c::crc32c(&b[0..12]);
+    b[12..16].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// Decodes an OOB record; `None` when the checksum fails.
+pub fn decode_oob(b: &[u8]) -> Option<(u32, u64)> {
+    if b.len() < OOB_BYTES as usize {
+        return None;
+    }
+    let crc = u32::from_le_bytes(b[12..16].try_into().ok()?);
+    (crc32c::crc32c(&b[0..12]) == crc).then(|| {
+        (
+            u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            u64::from_le_bytes(b[4..12].try_into().unwrap()),
+        )
+    })
+}
+
+/// Design parameters.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// DRAM write cache in MB (OPTR §5.8: 8).
+    pub cache_mb: f64,
+    /// Over-provisioning share.
+    pub op: f64,
+    /// GC runs when fewer free blocks remain.
+    pub gc_free_blocks: u32,
+    pub gc_policy: GcPolicy,
+}
+
+impl Params {
+    pub fn parse(o: &DesignOptions, flash: &Flash) -> Result<Params, FtlError> {
+        o.check_known("wcache", &PARAMS)?;
+        let g = flash.geometry();
+        let policy: String = o.get("gc_policy", "greedy".to_string())?;
+        Ok(Params {
+            cache_mb: o.get("cache_mb", 8.0)?,
+            op: o.get("op", 0.07)?,
+            gc_free_blocks: o.get("gc_free_blocks", g.chips() * 2)?,
+            gc_policy: policy.parse().map_err(FtlError::InvalidOption)?,
+        })
+    }
+    pub fn cache_pages(&self, flash: &Flash) -> u32 {
+        ((self.cache_mb * 1024.0 * 1024.0) / flash.geometry().page_bytes as f64).max(1.0) as u32
+    }
+}
+
+pub struct WCache {
+    flash: Flash,
+    space: Space,
+    params: Params,
+    logical: u32,
+    l2p: Vec<Ppn>,
+    /// Flash copy of a trimmed LPN kept as a tombstone.
+    tomb: Vec<Ppn>,
+    cache: WriteCache,
+    seq: u64,
+    /// Latest end of any write-back (what a flush waits for).
+    programs_end_ns: u64,
+    scratch: Vec<CachedPage>,
+    coalesced: u64,
+    cache_hits: u64,
+}
+
+/// Builds the design on an erased device.
+pub fn format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+    Ok(Box::new(WCache::new(flash, o)?))
+}
+
+impl WCache {
+    pub fn new(flash: Flash, o: &DesignOptions) -> Result<WCache, FtlError> {
+        let params = Params::parse(o, &flash)?;
+        let g = flash.geometry().clone();
+        let logical = ftl::logical_pages(&g, 0, params.op);
+        let pool = BlockPool::new(&g, 2, |_| false);
+        let space = Space::new(pool, Validity::new(&g), params.gc_policy, u32::MAX);
+        let cache = WriteCache::new(params.cache_pages(&flash), logical);
+        Ok(WCache {
+            flash,
+            space,
+            params,
+            logical,
+            l2p: vec![Ppn::NONE; logical as usize],
+            tomb: vec![Ppn::NONE; logical as usize],
+            cache,
+            seq: 1,
+            programs_end_ns: 0,
+            scratch: Vec::new(),
+            coalesced: 0,
+            cache_hits: 0,
+        })
+    }
+
+    /// Writes one cached page back to flash; returns the program's span.
+    fn write_back(&mut self, page: &CachedPage, not_before: u64) -> Result<flash::Span, FtlError> {
+        self.gc_if_needed(not_before)?;
+        let ppn = self
+            .space
+            .allocate(HOST, &self.flash)
+            .ok_or(FtlError::NoSpace)?;
+        let oob = encode_oob(page.lpn, self.seq);
+        self.seq += 1;
+        let span = self
+            .flash
+            .program(ppn, &page.content, &oob, not_before, OpCause::HostData)?;
+        let i = page.lpn as usize;
+        for old in [self.l2p[i], self.tomb[i]] {
+            if !old.is_none() {
+                self.space.validity.invalidate(old, span.end_ns);
+            }
+        }
+        self.tomb[i] = Ppn::NONE;
+        self.l2p[i] = ppn;
+        self.space.validity.set_valid(ppn, page.lpn);
+        self.programs_end_ns = self.programs_end_ns.max(span.end_ns);
+        Ok(span)
+    }
+
+    fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+        let mut rounds = 0;
+        while self.space.pool.free_blocks() < self.params.gc_free_blocks {
+            rounds += 1;
+            assert!(
+                rounds <= self.flash.geometry().blocks(),
+                "GC makes no progress"
+            );
+            let Some(victim) = self.space.pick_victim(&self.flash, |_| true) else {
+                return if self.space.pool.free_blocks() > 0 {
+                    Ok(())
+                } else {
+                    Err(FtlError::NoSpace)
+                };
+            };
+            let (l2p, tomb) = (&mut self.l2p, &mut self.tomb);
+            self.space.collect(
+                &mut self.flash,
+                victim,
+                GC,
+                now,
+                OpCause::GcCopy,
+                |_, _| {},
+                |m| {
+                    let lpn = (m.owner & !TOMB) as usize;
+                    if m.owner & TOMB != 0 {
+                        tomb[lpn] = m.to;
+                    } else {
+                        l2p[lpn] = m.to;
+                    }
+                },
+                |_| 0,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn evict_one(&mut self, now: u64) -> Result<u64, FtlError> {
+        let page = self.cache.pop_lru().expect("a full cache has an LRU page");
+        if page.dirty {
+            // the host waits until the page has left the cache for the chip
+            Ok(self.write_back(&page, now)?.start_ns)
+        } else {
+            Ok(now)
+        }
+    }
+}
+
+impl BlockDevice for WCache {
+    fn design(&self) -> &'static str {
+        "wcache"
+    }
+    fn promise(&self) -> Promise {
+        Promise::FlushOnly
+    }
+    fn logical_pages(&self) -> u32 {
+        self.logical
+    }
+
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        check_range(start, pages.len() as u64, self.logical)?;
+        let mut ack = arrival_ns;
+        for (k, content) in pages.iter().enumerate() {
+            let lpn = start.0 + k as u32;
+            if self.cache.needs_eviction(lpn) {
+                ack = ack.max(self.evict_one(arrival_ns)?);
+            }
+            let tags = PageTags {
+                wid: self.seq,
+                size: pages.len() as u32,
+            };
+            if self.cache.insert(lpn, content.clone(), tags).is_some() {
+                self.coalesced += 1;
+            }
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        check_range(start, count as u64, self.logical)?;
+        out.clear();
+        let mut ack = arrival_ns;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for lpn in start.0..start.0 + count {
+            if let Some(c) = self.cache.get(lpn) {
+                self.cache_hits += 1;
+                out.push(PageOutcome::Data(c.clone()));
+                continue;
+            }
+            let ppn = self.l2p[lpn as usize];
+            if ppn.is_none() {
+                out.push(PageOutcome::Unwritten);
+                continue;
+            }
+            let (status, span) = self
+                .flash
+                .read(ppn, &mut oob, arrival_ns, OpCause::HostData)?;
+            ack = ack.max(span.end_ns);
+            out.push(match status {
+                ReadStatus::Data(c) => PageOutcome::Data(c),
+                ReadStatus::Erased => PageOutcome::Unwritten,
+                ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
+            });
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        let mut pages = std::mem::take(&mut self.scratch);
+        self.cache.clean_all(&mut pages);
+        for page in &pages {
+            self.write_back(page, arrival_ns)?;
+        }
+        self.scratch = pages;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns.max(self.programs_end_ns),
+        })
+    }
+
+    fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
+        check_range(start, count as u64, self.logical)?;
+        for lpn in start.0..start.0 + count {
+            self.cache.remove(lpn);
+            let i = lpn as usize;
+            let ppn = std::mem::replace(&mut self.l2p[i], Ppn::NONE);
+            if !ppn.is_none() {
+                if !self.tomb[i].is_none() {
+                    self.space.validity.invalidate(self.tomb[i], 0);
+                }
+                // keep the flash copy live as a tombstone (see module doc)
+                self.space.validity.invalidate(ppn, 0);
+                self.space.validity.set_valid(ppn, lpn | TOMB);
+                self.tomb[i] = ppn;
+            }
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns,
+        })
+    }
+
+    fn flash(&self) -> &Flash {
+        &self.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.flash
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        self.cache.check_invariants()?;
+        for (lpn, (&p, &t)) in self.l2p.iter().zip(&self.tomb).enumerate() {
+            if !p.is_none() && self.space.validity.owner(p) != Some(lpn as u32) {
+                return Err(format!("lpn {lpn} maps to {p} which it does not own"));
+            }
+            if !t.is_none() && self.space.validity.owner(t) != Some(lpn as u32 | TOMB) {
+                return Err(format!("tombstone of lpn {lpn} at {t} is not owned"));
+            }
+        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> Vec<(String, f64)> {
+        vec![
+            ("coalesced_pages".into(), self.coalesced as f64),
+            ("cache_read_hits".into(), self.cache_hits as f64),
+            ("cache_pages".into(), self.cache.capacity() as f64),
+        ]
+    }
+}
+
+/// Rebuilds the mapping by scanning every page's OOB (newest `seq` per LPN wins).
+pub fn recover(
+    flash: Flash,
+    o: &DesignOptions,
+) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
+    let before = flash.stats().clone();
+    let start = flash.idle_ns();
+    let g = flash.geometry().clone();
+    let mut dev = WCache::new(flash, o)?;
+    let mut best: Vec<(u64, Ppn)> = vec![(0, Ppn::NONE); dev.logical as usize];
+    let mut used = vec![false; g.blocks() as usize];
+    let mut oob = [0u8; OOB_BYTES as usize];
+    let mut max_seq = 0;
+    for b in 0..g.blocks() {
+        let block = BlockId(b);
+        used[b as usize] = dev.flash.block_erase_torn(block);
+        for p in 0..g.pages_per_block {
+            let ppn = g.ppn(block, p);
+            let (state, _) = dev
+                .flash
+                .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+            match state {
+                PageState::Erased => break,
+                PageState::Torn => used[b as usize] = true,
+                PageState::Programmed => {
+                    used[b as usize] = true;
+                    if let Some((lpn, seq)) = decode_oob(&oob) {
+                        max_seq = max_seq.max(seq);
+                        if lpn < dev.logical && seq >= best[lpn as usize].0 {
+                            best[lpn as usize] = (seq, ppn);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (lpn, &(_, ppn)) in best.iter().enumerate() {
+        if !ppn.is_none() {
+            dev.l2p[lpn] = ppn;
+            dev.space.validity.set_valid(ppn, lpn as u32);
+        }
+    }
+    for b in 0..g.blocks() {
+        if used[b as usize] {
+            dev.space.pool.mark_full(BlockId(b));
+            dev.space.validity.index_block(BlockId(b));
+        }
+    }
+    debug_assert!(dev
+        .space
+        .pool
+        .full_blocks()
+        .all(|b| dev.space.pool.state(b) == BlockState::Full));
+    dev.seq = max_seq + 1;
+    let report = RecoveryReport::measure(&dev.flash, &before, start);
+    Ok((Box::new(dev), report))
+}
+
+#[cfg(test)]
+mod tests;

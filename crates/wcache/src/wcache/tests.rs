@@ -1,0 +1,58 @@
+use super::*;
+use crate::testkit::{run_campaign, stress, Campaign};
+
+#[test]
+fn oob_round_trip() {
+    let b = encode_oob(77, 0x0123_4567_89ab);
+    assert_eq!(decode_oob(&b), Some((77, 0x0123_4567_89ab)));
+    let mut bad = b;
+    bad[3] ^= 1;
+    assert_eq!(decode_oob(&bad), None);
+}
+
+fn small_campaign(seed: u64, flush_every: u32) -> Campaign {
+    let mut c = Campaign::small(seed, flush_every, true);
+    c.params = vec![("cache_mb".into(), "0.25".into())];
+    c
+}
+
+/// Flush-only holds on every crash image (torn and clean cuts, GC running).
+#[test]
+fn crash_campaign_flush_only_holds() {
+    let c = small_campaign(11, 50);
+    let o = run_campaign(&c, format, recover, OOB_BYTES);
+    assert!(o.gc_erases > 0, "the workload must make GC run");
+    assert_eq!(o.flush_violations, 0, "{:?}", o.first_flush_violation);
+    assert!(o.images >= 200);
+}
+
+/// The negative control: with no ordering between write-backs, some images are no prefix of the
+/// request sequence.
+#[test]
+fn crash_campaign_violates_prefix_semantics() {
+    for (seed, flush_every) in [(12, 0), (13, 50)] {
+        let o = run_campaign(
+            &small_campaign(seed, flush_every),
+            format,
+            recover,
+            OOB_BYTES,
+        );
+        assert_eq!(o.flush_violations, 0, "{:?}", o.first_flush_violation);
+        assert!(
+            o.prefix_violations > 0,
+            "wcache must be caught violating prefix semantics (flush_every {flush_every})"
+        );
+    }
+}
+
+#[test]
+fn stress_reads_back_everything() {
+    let multiple = if std::env::var("MOBIUS_LONG").is_ok() {
+        100
+    } else {
+        5
+    };
+    let (errors, dev) = stress(format, OOB_BYTES, &[("cache_mb", "0.5")], multiple, 3);
+    assert_eq!(errors, 0);
+    assert!(dev.flash().stats().total_erases() > 0);
+}
