@@ -1,0 +1,250 @@
+//! On-flash layouts of TxFlash (TC): the per-page OOB record, the commit record page and the
+//! per-block summary page. Every integer is little-endian and fixed width; every record carries
+//! a crc32c so a torn or foreign page is never mistaken for metadata (SPEC §1.4, §8-21, §8-25).
+
+/// Bytes of OOB each page uses (SPEC §1.4: LPN 8 + version 4 + tx id 4, plus kind/flag bytes and
+/// a crc32c; the paper's 16-byte simulator checksum is replaced by the crc32c, see docs).
+pub const OOB_BYTES: u32 = 24;
+
+/// What a page holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// An intention record: host data of one logical page (TxFlash §4.1).
+    Data = 1,
+    /// A commit record page (TC, TxFlash §4.1).
+    Commit = 2,
+    /// The per-block summary page (TxFlash §5, "summary page").
+    Summary = 3,
+    /// An intention that unmaps the page (our trim; reads as unwritten).
+    Tombstone = 4,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        match v {
+            1 => Some(Kind::Data),
+            2 => Some(Kind::Commit),
+            3 => Some(Kind::Summary),
+            4 => Some(Kind::Tombstone),
+            _ => None,
+        }
+    }
+}
+
+/// Flag bit: a single-page transaction, committed by its own intention (no commit record).
+pub const FLAG_SINGLE: u8 = 1;
+
+/// The OOB record of one page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Oob {
+    pub kind: Kind,
+    pub flags: u8,
+    /// Logical page (intentions); 0 for commit and summary pages.
+    pub lpn: u64,
+    /// Version of the logical page (intentions).
+    pub version: u32,
+    /// Device transaction id (intentions and commit records).
+    pub txid: u32,
+}
+
+impl Oob {
+    pub fn single(&self) -> bool {
+        self.flags & FLAG_SINGLE != 0
+    }
+
+    /// Layout: kind u8 | flags u8 | 0 u16 | lpn u64 | version u32 | txid u32 | crc32c u32.
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(out.len() >= OOB_BYTES as usize);
+        out[0] = self.kind as u8;
+        out[1] = self.flags;
+        out[2..4].fill(0);
+        out[4..12].copy_from_slice(&self.lpn.to_le_bytes());
+        out[12..16].copy_from_slice(&self.version.to_le_bytes());
+        out[16..20].copy_from_slice(&self.txid.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..20]);
+        out[20..24].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// `None` when the record is blank, torn or foreign.
+    pub fn decode(b: &[u8]) -> Option<Oob> {
+        if b.len() < OOB_BYTES as usize {
+            return None;
+        }
+        let crc = u32::from_le_bytes(b[20..24].try_into().unwrap());
+        if crc != crc32c::crc32c(&b[..20]) {
+            return None;
+        }
+        Some(Oob {
+            kind: Kind::from_u8(b[0])?,
+            flags: b[1],
+            lpn: u64::from_le_bytes(b[4..12].try_into().unwrap()),
+            version: u32::from_le_bytes(b[12..16].try_into().unwrap()),
+            txid: u32::from_le_bytes(b[16..20].try_into().unwrap()),
+        })
+    }
+}
+
+/// One summary entry: kind u8 | flags u8 | lpn u32 | version u32 | txid u32 (14 bytes; the LPN
+/// is narrowed to 32 bits in the summary — a device has < 2^32 logical pages).
+pub const ENTRY_BYTES: usize = 14;
+
+/// An entry of a page never programmed (kind 0).
+pub const EMPTY_ENTRY: [u8; ENTRY_BYTES] = [0; ENTRY_BYTES];
+
+pub fn encode_entry(o: &Oob) -> [u8; ENTRY_BYTES] {
+    let mut e = [0u8; ENTRY_BYTES];
+    e[0] = o.kind as u8;
+    e[1] = o.flags;
+    e[2..6].copy_from_slice(&(o.lpn as u32).to_le_bytes());
+    e[6..10].copy_from_slice(&o.version.to_le_bytes());
+    e[10..14].copy_from_slice(&o.txid.to_le_bytes());
+    e
+}
+
+pub fn decode_entry(e: &[u8]) -> Option<Oob> {
+    Some(Oob {
+        kind: Kind::from_u8(e[0])?,
+        flags: e[1],
+        lpn: u32::from_le_bytes(e[2..6].try_into().unwrap()) as u64,
+        version: u32::from_le_bytes(e[6..10].try_into().unwrap()),
+        txid: u32::from_le_bytes(e[10..14].try_into().unwrap()),
+    })
+}
+
+const SUMMARY_MAGIC: u32 = 0x4D53_5854; // "TXSM"
+const COMMIT_MAGIC: u32 = 0x5243_5854; // "TXCR"
+
+/// Summary page: magic u32 | block u32 | count u32 | count × entry | crc32c u32 over all before.
+pub fn encode_summary(block: u32, entries: &[[u8; ENTRY_BYTES]], page_bytes: usize) -> Box<[u8]> {
+    let len = 12 + entries.len() * ENTRY_BYTES + 4;
+    assert!(
+        len <= page_bytes,
+        "summary of {} entries does not fit a page",
+        entries.len()
+    );
+    let mut b = vec![0u8; len];
+    b[0..4].copy_from_slice(&SUMMARY_MAGIC.to_le_bytes());
+    b[4..8].copy_from_slice(&block.to_le_bytes());
+    b[8..12].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        b[12 + i * ENTRY_BYTES..12 + (i + 1) * ENTRY_BYTES].copy_from_slice(e);
+    }
+    let crc = crc32c::crc32c(&b[..len - 4]);
+    b[len - 4..].copy_from_slice(&crc.to_le_bytes());
+    b.into_boxed_slice()
+}
+
+/// Entries of a summary page of `block`, `None` if damaged or of another block.
+pub fn decode_summary(b: &[u8], block: u32) -> Option<Vec<Option<Oob>>> {
+    if b.len() < 16 || u32::from_le_bytes(b[0..4].try_into().unwrap()) != SUMMARY_MAGIC {
+        return None;
+    }
+    if u32::from_le_bytes(b[4..8].try_into().unwrap()) != block {
+        return None;
+    }
+    let n = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+    let len = 12 + n.checked_mul(ENTRY_BYTES)? + 4;
+    if b.len() < len {
+        return None;
+    }
+    let crc = u32::from_le_bytes(b[len - 4..len].try_into().unwrap());
+    if crc != crc32c::crc32c(&b[..len - 4]) {
+        return None;
+    }
+    Some(
+        (0..n)
+            .map(|i| decode_entry(&b[12 + i * ENTRY_BYTES..12 + (i + 1) * ENTRY_BYTES]))
+            .collect(),
+    )
+}
+
+/// Commit record page: magic u32 | txid u32 | pages u32 | crc32c u32 (TxFlash §4.1: it fills a
+/// whole page on flash; the rest of the page is left zero).
+pub fn encode_commit(txid: u32, pages: u32) -> Box<[u8]> {
+    let mut b = vec![0u8; 16];
+    b[0..4].copy_from_slice(&COMMIT_MAGIC.to_le_bytes());
+    b[4..8].copy_from_slice(&txid.to_le_bytes());
+    b[8..12].copy_from_slice(&pages.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..12]);
+    b[12..16].copy_from_slice(&crc.to_le_bytes());
+    b.into_boxed_slice()
+}
+
+/// `(txid, pages)` of a commit record page.
+pub fn decode_commit(b: &[u8]) -> Option<(u32, u32)> {
+    if b.len() < 16 || u32::from_le_bytes(b[0..4].try_into().unwrap()) != COMMIT_MAGIC {
+        return None;
+    }
+    if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[..12]) {
+        return None;
+    }
+    Some((
+        u32::from_le_bytes(b[4..8].try_into().unwrap()),
+        u32::from_le_bytes(b[8..12].try_into().unwrap()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oob_round_trip_and_damage() {
+        let o = Oob {
+            kind: Kind::Data,
+            flags: FLAG_SINGLE,
+            lpn: 0x1234_5678_9abc,
+            version: 77,
+            txid: 0xdead_beef,
+        };
+        let mut b = [0u8; OOB_BYTES as usize];
+        o.encode(&mut b);
+        assert_eq!(Oob::decode(&b), Some(o));
+        assert!(Oob::decode(&b).unwrap().single());
+        b[13] ^= 1;
+        assert_eq!(Oob::decode(&b), None);
+        assert_eq!(Oob::decode(&[0u8; 24]), None);
+        assert_eq!(Oob::decode(&[0xffu8; 24]), None);
+    }
+
+    #[test]
+    fn summary_round_trip() {
+        let mk = |i: u32| Oob {
+            kind: if i.is_multiple_of(3) { Kind::Commit } else { Kind::Data },
+            flags: (i % 2) as u8,
+            lpn: i as u64 * 3,
+            version: i + 1,
+            txid: i * 7,
+        };
+        let mut entries: Vec<_> = (0..31).map(|i| encode_entry(&mk(i))).collect();
+        entries[5] = EMPTY_ENTRY;
+        let page = encode_summary(9, &entries, 4096);
+        let back = decode_summary(&page, 9).unwrap();
+        assert_eq!(back.len(), 31);
+        for (i, e) in back.iter().enumerate() {
+            if i == 5 {
+                assert_eq!(*e, None);
+            } else {
+                assert_eq!(*e, Some(mk(i as u32)));
+            }
+        }
+        assert!(
+            decode_summary(&page, 8).is_none(),
+            "summary of another block"
+        );
+        let mut bad = page.to_vec();
+        bad[20] ^= 4;
+        assert!(decode_summary(&bad, 9).is_none());
+    }
+
+    #[test]
+    fn commit_round_trip() {
+        let c = encode_commit(42, 17);
+        assert_eq!(decode_commit(&c), Some((42, 17)));
+        let mut bad = c.to_vec();
+        bad[5] ^= 1;
+        assert_eq!(decode_commit(&bad), None);
+        assert_eq!(decode_commit(&[0u8; 16]), None);
+    }
+}

@@ -1,0 +1,1134 @@
+//! TxFlash with the Traditional Commit protocol (Prabhakaran et al., OSDI'08 §4.1; SPEC §4.3).
+//!
+//! Every new version of a logical page is an *intention record* (data + OOB {LPN, version,
+//! tx id}). A transaction of more than one page commits when its *commit record* page is on
+//! flash; the commit record is programmed only after every intention has ended (its
+//! `not_before` is the last intention's end). A one-page transaction sets `FLAG_SINGLE` in its
+//! OOB and needs no commit record. Recovery picks, per logical page, the highest version backed
+//! by a commit record or the single-page flag. Commit records stay live until every page they
+//! cover is obsolete (a newer committed version is on flash).
+//!
+//! The last page of every block is a summary page holding the OOB records of the block's other
+//! pages (TxFlash §5 / SPEC §4.7), so recovery reads one page per full block and scans only the
+//! blocks that were open, page by page.
+
+use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::{
+    check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
+    FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, SwriteMode, Transactional,
+    TxCapabilities, TxCompletion, TxUuid, Validity,
+};
+use rustc_hash::FxHashMap;
+
+const NONE: u32 = u32::MAX;
+const HOST: usize = 0;
+const GC: usize = 1;
+
+/// Parameters (`--param`): see docs/txflash.md.
+pub const PARAMS: &[&str] = &[
+    "max_tx_bytes",
+    "over_provisioning",
+    "gc_policy",
+    "wear_threshold",
+    "isolation",
+    "commit_reserve",
+];
+
+/// What a write to a page of an in-flight transaction does (TxFlash §4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Delay it (in simulated time) until the owner has committed.
+    Wait,
+    /// Refuse it with `FtlError::Conflict`.
+    Refuse,
+}
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub max_tx_pages: u32,
+    pub over_provisioning: f64,
+    /// Fraction of the data pages hidden to hold live commit records.
+    pub commit_reserve: f64,
+    pub gc_policy: GcPolicy,
+    pub wear_threshold: u32,
+    pub isolation: Isolation,
+}
+
+impl Params {
+    pub fn parse(o: &DesignOptions, page_bytes: u32) -> Result<Params, FtlError> {
+        o.check_known("txflash", PARAMS)?;
+        let max_bytes: u64 = o.get("max_tx_bytes", 4u64 << 20)?;
+        let max_tx_pages = (max_bytes / page_bytes as u64).max(1) as u32;
+        let over_provisioning: f64 = o.get("over_provisioning", 0.15)?;
+        if !(0.0..0.9).contains(&over_provisioning) {
+            return Err(FtlError::InvalidOption(
+                "over_provisioning must be in [0, 0.9)".into(),
+            ));
+        }
+        let commit_reserve: f64 = o.get("commit_reserve", 0.10)?;
+        if !(0.0..0.5).contains(&commit_reserve) || over_provisioning + commit_reserve >= 0.9 {
+            return Err(FtlError::InvalidOption(
+                "commit_reserve must be in [0, 0.5) and leave 10 % of the device".into(),
+            ));
+        }
+        let gc_policy = match o.params.get("gc_policy") {
+            None => GcPolicy::Greedy,
+            Some(v) => v.parse().map_err(FtlError::InvalidOption)?,
+        };
+        let isolation = match o.params.get("isolation").map(String::as_str) {
+            None | Some("wait") => Isolation::Wait,
+            Some("refuse") => Isolation::Refuse,
+            Some(v) => {
+                return Err(FtlError::InvalidOption(format!(
+                    "isolation={v}: expected wait or refuse"
+                )))
+            }
+        };
+        Ok(Params {
+            max_tx_pages,
+            over_provisioning,
+            commit_reserve,
+            gc_policy,
+            wear_threshold: o.get("wear_threshold", 64)?,
+            isolation,
+        })
+    }
+}
+
+/// An intention of a transaction that has not committed yet.
+#[derive(Clone, Debug)]
+struct PendPage {
+    lpn: Lpn,
+    ppn: Ppn,
+    end_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    uuid: TxUuid,
+    txid: u32,
+    pages: Vec<PendPage>,
+    /// Earliest instant its intentions may start (isolation wait).
+    start_ns: u64,
+    dynamic: bool,
+}
+
+/// Owner records for pages that are not a committed version of a logical page.
+#[derive(Clone, Copy, Debug)]
+enum Rec {
+    Free,
+    Commit { txid: u32 },
+    Pending { slot: u32, idx: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CommitLive {
+    ppn: Ppn,
+    rec: u32,
+    /// Committed pages of the tx that are still the current version.
+    live: u32,
+    /// When the newest superseding commit is on flash.
+    obsolete_ns: u64,
+}
+
+pub struct TxFlashTc {
+    flash: Flash,
+    space: Space,
+    p: Params,
+    logical: u32,
+    ppb: u32,
+    /// lpn -> ppn of the committed version (or NONE).
+    map: Vec<u32>,
+    /// lpn -> txid of the committed version when it has a commit record, else NONE.
+    map_tx: Vec<u32>,
+    /// lpn -> highest version ever used (SPEC §8-22).
+    version: Vec<u32>,
+    /// lpn -> when the last transaction that wrote it is committed on flash.
+    busy_until: Vec<u64>,
+    /// lpn -> pending slot of the running dynamic transaction that holds it, else NONE.
+    locked: Vec<u32>,
+    next_txid: u32,
+    commits: FxHashMap<u32, CommitLive>,
+    recs: Vec<Rec>,
+    free_recs: Vec<u32>,
+    pending: Vec<Option<Pending>>,
+    free_pending: Vec<u32>,
+    by_uuid: FxHashMap<TxUuid, u32>,
+    /// Transactions acknowledged at or after the latest arrival (uuid -> ack), for
+    /// AlreadyCommitted / DuplicateTx answers.
+    recent: FxHashMap<TxUuid, u64>,
+    /// Summary entry of every page, written at program time.
+    summ: Vec<[u8; ENTRY_BYTES]>,
+    block_last_end: Vec<u64>,
+    last_arrival: u64,
+    commit_records: u64,
+    txs: u64,
+    gc_runs: u64,
+}
+
+fn oob_bytes(g: &flash::Geometry) -> u32 {
+    OOB_BYTES.min(g.oob_bytes)
+}
+
+pub fn spec() -> ftl::DesignSpec {
+    ftl::DesignSpec {
+        name: "txflash-tc",
+        summary: "TxFlash, Traditional Commit: intention records + a commit record per multi-page transaction",
+        promise: Promise::AtomicTransactions,
+        oob_record_bytes: oob_bytes,
+        format: |flash, o| Ok(Box::new(TxFlashTc::format(flash, o)?)),
+        recover: |flash, o| {
+            let (d, r) = TxFlashTc::recover(flash, o)?;
+            Ok((Box::new(d), r))
+        },
+        default_workload: "txmix",
+    }
+}
+
+impl TxFlashTc {
+    fn empty(flash: Flash, o: &DesignOptions) -> Result<TxFlashTc, FtlError> {
+        let g = flash.geometry().clone();
+        let p = Params::parse(o, g.page_bytes)?;
+        if flash.oob_record_bytes() < OOB_BYTES {
+            return Err(FtlError::InvalidOption(format!(
+                "txflash needs {OOB_BYTES} OOB bytes per page, the device keeps {}",
+                flash.oob_record_bytes()
+            )));
+        }
+        if g.pages_per_block < 4
+            || 12 + (g.pages_per_block as usize - 1) * ENTRY_BYTES + 4 > g.page_bytes as usize
+        {
+            return Err(FtlError::InvalidOption(
+                "block summary does not fit in one page for this geometry".into(),
+            ));
+        }
+        // Summary pages take one page per block; `commit_reserve` of the rest holds live commit
+        // records (each stays until every page it covers is obsolete), `over_provisioning` is
+        // GC headroom; at least the GC reserve plus two blocks per chip stay hidden.
+        let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
+        let by_op = (data_pages as f64 * (1.0 - p.over_provisioning - p.commit_reserve)) as u64;
+        let spare = (4 * g.chips() as u64 + 2) * (g.pages_per_block as u64 - 1);
+        let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
+        if logical == 0 {
+            return Err(FtlError::InvalidOption(
+                "no logical pages left after over-provisioning and commit reserve".into(),
+            ));
+        }
+        let pool = BlockPool::new(&g, 2, |_| false);
+        let space = Space::new(pool, Validity::new(&g), p.gc_policy, p.wear_threshold);
+        let n = logical as usize;
+        Ok(TxFlashTc {
+            space,
+            logical,
+            ppb: g.pages_per_block,
+            map: vec![NONE; n],
+            map_tx: vec![NONE; n],
+            version: vec![0; n],
+            busy_until: vec![0; n],
+            locked: vec![NONE; n],
+            next_txid: 1,
+            commits: FxHashMap::default(),
+            recs: Vec::new(),
+            free_recs: Vec::new(),
+            pending: Vec::new(),
+            free_pending: Vec::new(),
+            by_uuid: FxHashMap::default(),
+            recent: FxHashMap::default(),
+            summ: vec![format::EMPTY_ENTRY; g.pages() as usize],
+            block_last_end: vec![0; g.blocks() as usize],
+            last_arrival: flash.idle_ns(),
+            commit_records: 0,
+            txs: 0,
+            gc_runs: 0,
+            flash,
+            p,
+        })
+    }
+
+    /// A fresh device (every block erased).
+    pub fn format(flash: Flash, o: &DesignOptions) -> Result<TxFlashTc, FtlError> {
+        TxFlashTc::empty(flash, o)
+    }
+
+    fn max_tx_pages(&self) -> u32 {
+        self.p.max_tx_pages
+    }
+
+    fn new_rec(&mut self, r: Rec) -> u32 {
+        if let Some(i) = self.free_recs.pop() {
+            self.recs[i as usize] = r;
+            i
+        } else {
+            self.recs.push(r);
+            self.recs.len() as u32 - 1
+        }
+    }
+
+    fn free_rec(&mut self, i: u32) {
+        self.recs[i as usize] = Rec::Free;
+        self.free_recs.push(i);
+    }
+
+    fn owner_of_rec(&self, rec: u32) -> u32 {
+        self.logical + rec
+    }
+
+    /// Programs one page and records its summary entry.
+    fn program(
+        &mut self,
+        ppn: Ppn,
+        content: &Content,
+        oob: &Oob,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<u64, FtlError> {
+        let mut b = [0u8; OOB_BYTES as usize];
+        oob.encode(&mut b);
+        let span = self.flash.program(ppn, content, &b, not_before, cause)?;
+        self.summ[ppn.0 as usize] = format::encode_entry(oob);
+        let blk = self.flash.geometry().block_of(ppn).0 as usize;
+        self.block_last_end[blk] = self.block_last_end[blk].max(span.end_ns);
+        Ok(span.end_ns)
+    }
+
+    /// Next page of `stream`; writes the summary page when the block's last page comes up.
+    fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
+        if stream == HOST {
+            self.gc_if_needed(self.last_arrival)?;
+        }
+        loop {
+            let ppn = self
+                .space
+                .allocate(stream, &self.flash)
+                .ok_or(FtlError::NoSpace)?;
+            let g = self.flash.geometry();
+            if g.page_in_block(ppn) + 1 < self.ppb {
+                return Ok(ppn);
+            }
+            let block = g.block_of(ppn);
+            let first = g.first_page(block).0 as usize;
+            let page = format::encode_summary(
+                block.0,
+                &self.summ[first..first + self.ppb as usize - 1],
+                g.page_bytes as usize,
+            );
+            let oob = Oob {
+                kind: Kind::Summary,
+                flags: 0,
+                lpn: 0,
+                version: 0,
+                txid: 0,
+            };
+            let nb = self.block_last_end[block.0 as usize];
+            self.program(ppn, &Content::Bytes(page), &oob, nb, OpCause::Summary)?;
+        }
+    }
+
+    fn reserve_blocks(&self) -> u32 {
+        2 * self.flash.geometry().chips() + 2
+    }
+
+    /// Garbage collection (and static wear leveling) until enough blocks are free.
+    fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+        let mut rounds = 0;
+        while self.space.pool.free_blocks() < self.reserve_blocks() {
+            // A victim must free at least one page (full blocks hold ppb − 1 data pages).
+            let ppb = self.ppb;
+            let validity = &self.space.validity;
+            let victim = self
+                .space
+                .pick_victim(&self.flash, |b| validity.valid_count(b) + 1 < ppb)
+                .ok_or(FtlError::NoSpace)?;
+            self.collect(victim, now, OpCause::GcCopy)?;
+            rounds += 1;
+            if rounds > self.space.pool.blocks() {
+                return Err(FtlError::NoSpace);
+            }
+        }
+        if let Some(v) = self.space.wear_victim(&self.flash, |_| true) {
+            self.collect(v, now, OpCause::WearLevel)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the live pages of `victim` (OOB verbatim: same LPN, version and tx id, so a copy
+    /// is exactly as committed as its original) and erases it once every copy and every newer
+    /// version of its stale pages is on flash.
+    fn collect(&mut self, victim: BlockId, now: u64, cause: OpCause) -> Result<(), FtlError> {
+        assert_eq!(self.space.pool.state(victim), BlockState::Full);
+        self.gc_runs += 1;
+        self.space.validity.unindex_block(victim);
+        let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut last = now;
+        for (from, owner) in live {
+            let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
+            let ReadStatus::Data(content) = status else {
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} did not read back ({status:?})"
+                )));
+            };
+            let rec = Oob::decode(&oob)
+                .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
+            let to = self.alloc(GC)?;
+            let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+            self.space.validity.set_valid(to, owner);
+            self.space.validity.invalidate(from, end);
+            last = last.max(end);
+            if owner < self.logical {
+                debug_assert_eq!(self.map[owner as usize], from.0);
+                self.map[owner as usize] = to.0;
+            } else {
+                match self.recs[(owner - self.logical) as usize] {
+                    Rec::Commit { txid } => {
+                        self.commits.get_mut(&txid).expect("live commit").ppn = to;
+                    }
+                    Rec::Pending { slot, idx } => {
+                        let p = self.pending[slot as usize].as_mut().expect("pending");
+                        let pp = &mut p.pages[idx as usize];
+                        pp.ppn = to;
+                        pp.end_ns = pp.end_ns.max(end);
+                    }
+                    Rec::Free => unreachable!("a free record owns no page"),
+                }
+            }
+        }
+        let after = last.max(self.space.validity.invalidated_by_ns(victim));
+        self.flash.erase(victim, after, cause)?;
+        self.space.validity.erased(victim);
+        self.space.pool.release(victim);
+        self.block_last_end[victim.0 as usize] = 0;
+        Ok(())
+    }
+
+    fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
+        if arrival < self.last_arrival {
+            return Err(FtlError::TimeWentBackwards {
+                arrival_ns: arrival,
+                previous_ns: self.last_arrival,
+            });
+        }
+        self.last_arrival = arrival;
+        self.recent.retain(|_, ack| *ack > arrival);
+        Ok(())
+    }
+
+    fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
+        check_range(lpn, 1, self.logical)
+    }
+
+    /// Isolation for the pages of a new transaction: conflicts with running dynamic
+    /// transactions are refused; overlap in time with committed-but-not-yet-durable ones waits
+    /// (or is refused with `isolation=refuse`). Returns the instant the intentions may start.
+    fn isolate(
+        &self,
+        lpns: impl Iterator<Item = Lpn>,
+        arrival: u64,
+        own: u32,
+    ) -> Result<u64, FtlError> {
+        let mut start = arrival;
+        for l in lpns {
+            let i = l.0 as usize;
+            let holder = self.locked[i];
+            if holder != NONE && holder != own {
+                let uuid = self.pending[holder as usize].as_ref().unwrap().uuid;
+                return Err(FtlError::Conflict {
+                    lpn: l,
+                    holder: uuid,
+                });
+            }
+            if self.busy_until[i] > arrival && self.p.isolation == Isolation::Refuse {
+                return Err(FtlError::Conflict {
+                    lpn: l,
+                    holder: TxUuid(0),
+                });
+            }
+            start = start.max(self.busy_until[i]);
+        }
+        Ok(start)
+    }
+
+    fn open_pending(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
+        let p = Pending {
+            uuid,
+            txid: self.next_txid,
+            pages: Vec::new(),
+            start_ns,
+            dynamic,
+        };
+        self.next_txid += 1;
+        let slot = if let Some(s) = self.free_pending.pop() {
+            self.pending[s as usize] = Some(p);
+            s
+        } else {
+            self.pending.push(Some(p));
+            self.pending.len() as u32 - 1
+        };
+        if uuid.0 != 0 || dynamic {
+            self.by_uuid.insert(uuid, slot);
+        }
+        slot
+    }
+
+    /// Writes one intention of pending transaction `slot`.
+    fn write_intention(
+        &mut self,
+        slot: u32,
+        lpn: Lpn,
+        content: &Content,
+        kind: Kind,
+        single: bool,
+        not_before: u64,
+    ) -> Result<(), FtlError> {
+        let txid = self.pending[slot as usize].as_ref().unwrap().txid;
+        let i = lpn.0 as usize;
+        self.version[i] += 1;
+        let oob = Oob {
+            kind,
+            flags: if single { format::FLAG_SINGLE } else { 0 },
+            lpn: lpn.0 as u64,
+            version: self.version[i],
+            txid,
+        };
+        let ppn = self.alloc(HOST)?;
+        let end = self.program(ppn, content, &oob, not_before, OpCause::HostData)?;
+        let p = self.pending[slot as usize].as_mut().unwrap();
+        let idx = p.pages.len() as u32;
+        p.pages.push(PendPage {
+            lpn,
+            ppn,
+            end_ns: end,
+        });
+        let rec = self.new_rec(Rec::Pending { slot, idx });
+        let owner = self.owner_of_rec(rec);
+        self.space.validity.set_valid(ppn, owner);
+        Ok(())
+    }
+
+    fn release_pending_recs(&mut self, slot: u32) -> Pending {
+        let p = self.pending[slot as usize].take().expect("pending slot");
+        self.free_pending.push(slot);
+        self.by_uuid.remove(&p.uuid);
+        for pp in &p.pages {
+            if self.locked[pp.lpn.0 as usize] == slot {
+                self.locked[pp.lpn.0 as usize] = NONE;
+            }
+            let owner = self
+                .space
+                .validity
+                .owner(pp.ppn)
+                .expect("pending page live");
+            let rec = owner - self.logical;
+            self.free_rec(rec);
+        }
+        p
+    }
+
+    /// Commits pending transaction `slot`: the commit record (multi-page) after every
+    /// intention, then the mapping. Returns the commit instant (the ack).
+    fn commit(&mut self, slot: u32) -> Result<u64, FtlError> {
+        let n = self.pending[slot as usize].as_ref().unwrap().pages.len();
+        assert!(n >= 1);
+        let single = n == 1
+            && !self.pending[slot as usize]
+                .as_ref()
+                .unwrap()
+                .dynamic_multi();
+        let (txid, intentions_end, start) = {
+            let p = self.pending[slot as usize].as_ref().unwrap();
+            (
+                p.txid,
+                p.pages.iter().map(|x| x.end_ns).max().unwrap(),
+                p.start_ns,
+            )
+        };
+        let mut commit_end = intentions_end;
+        let mut commit_rec = None;
+        if !single {
+            let ppn = self.alloc(HOST)?;
+            let oob = Oob {
+                kind: Kind::Commit,
+                flags: 0,
+                lpn: 0,
+                version: 0,
+                txid,
+            };
+            let page = Content::Bytes(format::encode_commit(txid, n as u32));
+            commit_end =
+                self.program(ppn, &page, &oob, intentions_end.max(start), OpCause::TxMeta)?;
+            self.commit_records += 1;
+            let rec = self.new_rec(Rec::Commit { txid });
+            self.space.validity.set_valid(ppn, self.logical + rec);
+            commit_rec = Some((ppn, rec));
+        }
+        let p = self.release_pending_recs(slot);
+        if let Some((ppn, rec)) = commit_rec {
+            self.commits.insert(
+                txid,
+                CommitLive {
+                    ppn,
+                    rec,
+                    live: n as u32,
+                    obsolete_ns: 0,
+                },
+            );
+        }
+        for pp in &p.pages {
+            let i = pp.lpn.0 as usize;
+            self.supersede(i, commit_end);
+            // Ownership moves from the pending record to the logical page.
+            self.space.validity.invalidate(pp.ppn, 0);
+            self.space.validity.set_valid(pp.ppn, i as u32);
+            self.map[i] = pp.ppn.0;
+            self.map_tx[i] = if single { NONE } else { txid };
+            self.busy_until[i] = self.busy_until[i].max(commit_end);
+        }
+        self.txs += 1;
+        Ok(commit_end)
+    }
+
+    /// The committed version of `lpn` becomes obsolete once the commit at `commit_end` is on
+    /// flash; its commit record dies with its last live page.
+    fn supersede(&mut self, i: usize, commit_end: u64) {
+        let old = self.map[i];
+        if old == NONE {
+            return;
+        }
+        self.space.validity.invalidate(Ppn(old), commit_end);
+        let t = self.map_tx[i];
+        if t != NONE {
+            let c = self.commits.get_mut(&t).expect("commit of a mapped page");
+            c.live -= 1;
+            c.obsolete_ns = c.obsolete_ns.max(commit_end);
+            if c.live == 0 {
+                let c = self.commits.remove(&t).unwrap();
+                self.space.validity.invalidate(c.ppn, c.obsolete_ns);
+                self.free_rec(c.rec);
+            }
+        }
+        self.map[i] = NONE;
+        self.map_tx[i] = NONE;
+    }
+
+    fn abort_slot(&mut self, slot: u32) {
+        let p = self.release_pending_recs(slot);
+        // Aborted intentions are left on flash without a commit record (TC): garbage at once.
+        for pp in &p.pages {
+            self.space.validity.invalidate(pp.ppn, 0);
+        }
+    }
+
+    /// A static transaction (`WriteAtomic`), also used for plain writes and trims.
+    fn write_atomic(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, &Content)],
+        kind: Kind,
+        arrival: u64,
+    ) -> Result<u64, FtlError> {
+        if pages.is_empty() {
+            return Err(FtlError::EmptyRequest);
+        }
+        if pages.len() as u64 > self.max_tx_pages() as u64 {
+            return Err(FtlError::TxTooLarge {
+                pages: pages.len() as u64,
+                max: self.max_tx_pages() as u64,
+            });
+        }
+        for (k, (l, _)) in pages.iter().enumerate() {
+            self.check_lpn(*l)?;
+            if pages[..k].iter().any(|(m, _)| m == l) {
+                return Err(FtlError::DuplicatePage { lpn: *l });
+            }
+        }
+        let start = self.isolate(pages.iter().map(|x| x.0), arrival, NONE)?;
+        self.gc_if_needed(arrival)?;
+        let slot = self.open_pending(uuid, start, false);
+        let single = pages.len() == 1;
+        for (l, c) in pages {
+            if let Err(e) = self.write_intention(slot, *l, c, kind, single, start) {
+                self.abort_slot(slot);
+                return Err(e);
+            }
+        }
+        self.commit(slot)
+    }
+
+    /// Consistency of RAM state (tests call it after every step).
+    pub fn check(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        for (l, &ppn) in self.map.iter().enumerate() {
+            if ppn != NONE && self.space.validity.owner(Ppn(ppn)) != Some(l as u32) {
+                return Err(format!("lpn {l} maps to {ppn} which it does not own"));
+            }
+        }
+        let mut live: FxHashMap<u32, u32> = FxHashMap::default();
+        for &t in &self.map_tx {
+            if t != NONE {
+                *live.entry(t).or_default() += 1;
+            }
+        }
+        for (t, c) in &self.commits {
+            if live.get(t).copied().unwrap_or(0) != c.live {
+                return Err(format!("commit of tx {t}: live {} vs mapped", c.live));
+            }
+            if self.space.validity.owner(c.ppn) != Some(self.logical + c.rec) {
+                return Err(format!("commit record of tx {t} is not live"));
+            }
+        }
+        if live.len() != self.commits.len() {
+            return Err("a mapped page's commit record is missing".into());
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the device from flash alone (SPEC §4.3, §4.7, §8-22, §8-25, §8-26).
+    pub fn recover(
+        mut flash: Flash,
+        o: &DesignOptions,
+    ) -> Result<(TxFlashTc, RecoveryReport), FtlError> {
+        let before = flash.stats().clone();
+        let start = flash.idle_ns();
+        let g = flash.geometry().clone();
+        let ppb = g.pages_per_block;
+        let mut found: Vec<(Ppn, Oob)> = Vec::new();
+        let mut used = vec![false; g.blocks() as usize];
+        let mut torn_erases = Vec::new();
+        let mut summaries = 0u64;
+        let mut scanned = 0u64;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for b in 0..g.blocks() {
+            let block = BlockId(b);
+            if flash.block_erase_torn(block) {
+                torn_erases.push(block);
+                continue;
+            }
+            let last = g.ppn(block, ppb - 1);
+            let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
+            if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
+                if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Summary) {
+                    if let Some(entries) = format::decode_summary(bytes, b) {
+                        summaries += 1;
+                        used[b as usize] = true;
+                        for (k, e) in entries.into_iter().enumerate() {
+                            if let Some(r) = e {
+                                found.push((g.ppn(block, k as u32), r));
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            if !matches!(status, ReadStatus::Erased) {
+                used[b as usize] = true;
+            }
+            // An open block (or a damaged summary): page by page to the first blank.
+            for k in 0..ppb - 1 {
+                let ppn = g.ppn(block, k);
+                let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                scanned += 1;
+                match state {
+                    PageState::Erased => break,
+                    PageState::Torn => used[b as usize] = true,
+                    PageState::Programmed => {
+                        used[b as usize] = true;
+                        if let Some(r) = Oob::decode(&oob) {
+                            found.push((ppn, r));
+                        }
+                    }
+                }
+            }
+        }
+        for block in torn_erases {
+            flash.erase(block, start, OpCause::Recovery)?;
+        }
+        let mut dev = TxFlashTc::empty(flash, o)?;
+        let logical = dev.logical as u64;
+        // Committed transactions (duplicates after a GC crash: the lowest PPN wins, §8-26).
+        let mut commit_at: FxHashMap<u32, Ppn> = FxHashMap::default();
+        let mut max_txid = 0u32;
+        for (ppn, r) in &found {
+            max_txid = max_txid.max(r.txid);
+            if r.kind == Kind::Commit {
+                let e = commit_at.entry(r.txid).or_insert(*ppn);
+                if ppn.0 < e.0 {
+                    *e = *ppn;
+                }
+            }
+        }
+        // Per page: the highest committed version (lowest PPN among duplicates).
+        let mut best: Vec<(u32, u32, u32)> = vec![(0, NONE, NONE); dev.logical as usize];
+        for (ppn, r) in &found {
+            if !matches!(r.kind, Kind::Data | Kind::Tombstone) || r.lpn >= logical {
+                continue;
+            }
+            let i = r.lpn as usize;
+            dev.version[i] = dev.version[i].max(r.version);
+            let committed = r.single() || commit_at.contains_key(&r.txid);
+            if !committed {
+                continue;
+            }
+            let (v, p, _) = best[i];
+            if p == NONE || r.version > v || (r.version == v && ppn.0 < p) {
+                best[i] = (r.version, ppn.0, if r.single() { NONE } else { r.txid });
+            }
+        }
+        for b in 0..g.blocks() {
+            if used[b as usize] {
+                dev.space.pool.mark_full(BlockId(b));
+            }
+        }
+        let mut live: FxHashMap<u32, u32> = FxHashMap::default();
+        for (i, &(_, p, t)) in best.iter().enumerate() {
+            if p == NONE {
+                continue;
+            }
+            dev.map[i] = p;
+            dev.map_tx[i] = t;
+            dev.space.validity.set_valid(Ppn(p), i as u32);
+            if t != NONE {
+                *live.entry(t).or_default() += 1;
+            }
+        }
+        for (t, n) in live {
+            let ppn = commit_at[&t];
+            let rec = dev.new_rec(Rec::Commit { txid: t });
+            dev.space.validity.set_valid(ppn, dev.logical + rec);
+            dev.commits.insert(
+                t,
+                CommitLive {
+                    ppn,
+                    rec,
+                    live: n,
+                    obsolete_ns: 0,
+                },
+            );
+        }
+        for b in 0..g.blocks() {
+            if used[b as usize] {
+                dev.space.validity.index_block(BlockId(b));
+            }
+        }
+        dev.next_txid = max_txid + 1;
+        dev.last_arrival = dev.flash.idle_ns();
+        let mut report = RecoveryReport::measure(&dev.flash, &before, start);
+        report
+            .details
+            .push(("summary_pages_read".into(), summaries as f64));
+        report
+            .details
+            .push(("pages_scanned".into(), scanned as f64));
+        report
+            .details
+            .push(("records_found".into(), found.len() as f64));
+        Ok((dev, report))
+    }
+}
+
+impl Pending {
+    /// A dynamic transaction opened with HEAD is multi-page even if it ends after one page
+    /// (its intention was written without the single-page flag).
+    fn dynamic_multi(&self) -> bool {
+        self.dynamic
+    }
+}
+
+impl BlockDevice for TxFlashTc {
+    fn design(&self) -> &'static str {
+        "txflash-tc"
+    }
+    fn promise(&self) -> Promise {
+        Promise::AtomicTransactions
+    }
+    fn logical_pages(&self) -> u32 {
+        self.logical
+    }
+
+    /// A plain write is a transaction: one page = single-page tx, several = one WriteAtomic.
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival: u64,
+    ) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, pages.len() as u64, self.logical)?;
+        let list: Vec<(Lpn, &Content)> = pages
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (Lpn(start.0 + k as u32), c))
+            .collect();
+        let ack = self.write_atomic(TxUuid(0), &list, Kind::Data, arrival)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, count as u64, self.logical)?;
+        out.clear();
+        let mut ack = arrival;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for k in 0..count {
+            let ppn = self.map[(start.0 + k) as usize];
+            if ppn == NONE {
+                out.push(PageOutcome::Unwritten);
+                continue;
+            }
+            let (status, span) = self
+                .flash
+                .read(Ppn(ppn), &mut oob, arrival, OpCause::HostData)?;
+            ack = ack.max(span.end_ns);
+            out.push(match status {
+                ReadStatus::Data(c) => {
+                    if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Tombstone) {
+                        PageOutcome::Unwritten
+                    } else {
+                        PageOutcome::Data(c)
+                    }
+                }
+                _ => PageOutcome::Uncorrectable,
+            });
+        }
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    /// Every acknowledged transaction is already durable.
+    fn flush(&mut self, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: arrival,
+        })
+    }
+
+    /// Trim writes tombstone intentions (atomically per chunk of `max_tx_bytes`), so a trim
+    /// survives like a write and an older version can never reappear.
+    fn trim(&mut self, start: Lpn, count: u32, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, count as u64, self.logical)?;
+        let tomb = Content::Bytes(vec![0u8; 8].into_boxed_slice());
+        let lpns: Vec<Lpn> = (start.0..start.0 + count)
+            .map(Lpn)
+            .filter(|l| self.map[l.0 as usize] != NONE)
+            .collect();
+        let mut ack = arrival;
+        for chunk in lpns.chunks(self.max_tx_pages() as usize) {
+            let list: Vec<(Lpn, &Content)> = chunk.iter().map(|&l| (l, &tomb)).collect();
+            ack = ack.max(self.write_atomic(TxUuid(0), &list, Kind::Tombstone, arrival)?);
+        }
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    fn flash(&self) -> &Flash {
+        &self.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.flash
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.check()
+    }
+    fn metrics(&self) -> Vec<(String, f64)> {
+        vec![
+            ("transactions".into(), self.txs as f64),
+            ("commit_records".into(), self.commit_records as f64),
+            ("gc_blocks".into(), self.gc_runs as f64),
+            ("live_commit_records".into(), self.commits.len() as f64),
+        ]
+    }
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        Some(self)
+    }
+}
+
+impl Transactional for TxFlashTc {
+    fn capabilities(&self) -> TxCapabilities {
+        TxCapabilities {
+            static_tx: true,
+            async_swrite: false,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: true,
+            sread: false,
+            abort: true,
+            max_tx_pages: self.max_tx_pages() as u64,
+        }
+    }
+
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.check_arrival(arrival)?;
+        if mode == SwriteMode::Async {
+            return Err(FtlError::Unsupported(
+                "asynchronous SWRITE (TxFlash acknowledges on commit)",
+            ));
+        }
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+            return Err(FtlError::DuplicateTx(uuid));
+        }
+        let list: Vec<(Lpn, &Content)> = pages.iter().map(|(l, c)| (*l, c)).collect();
+        let ack = self.write_atomic(uuid, &list, Kind::Data, arrival)?;
+        self.recent.insert(uuid, ack);
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: Some(ack),
+        })
+    }
+
+    /// Dynamic transactions: each page is written as an intention at once (TC needs no
+    /// next-link, so nothing is held back); REAR writes the commit record. The pages of a running
+    /// dynamic transaction are locked: other writes to them get `Conflict`.
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.check_arrival(arrival)?;
+        self.check_lpn(lpn)?;
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        let slot = match flag {
+            DwriteFlag::Single => {
+                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+                let ack = self.write_atomic(uuid, &[(lpn, content)], Kind::Data, arrival)?;
+                self.recent.insert(uuid, ack);
+                return Ok(TxCompletion {
+                    arrival_ns: arrival,
+                    ack_ns: ack,
+                    durable_ns: Some(ack),
+                });
+            }
+            DwriteFlag::Head => {
+                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+                let start = self.isolate(std::iter::once(lpn), arrival, NONE)?;
+                self.open_pending(uuid, start, true)
+            }
+            DwriteFlag::Body | DwriteFlag::Rear => {
+                *self.by_uuid.get(&uuid).ok_or(FtlError::UnknownTx(uuid))?
+            }
+        };
+        let p = self.pending[slot as usize].as_ref().unwrap();
+        if p.pages.iter().any(|x| x.lpn == lpn) {
+            if flag == DwriteFlag::Head {
+                self.abort_slot(slot);
+            }
+            return Err(FtlError::DuplicatePage { lpn });
+        }
+        if p.pages.len() as u32 >= self.max_tx_pages() {
+            return Err(FtlError::TxTooLarge {
+                pages: p.pages.len() as u64 + 1,
+                max: self.max_tx_pages() as u64,
+            });
+        }
+        let start = match self.isolate(std::iter::once(lpn), arrival, slot) {
+            Ok(s) => s,
+            Err(e) => {
+                if flag == DwriteFlag::Head {
+                    self.abort_slot(slot);
+                }
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.gc_if_needed(arrival) {
+            if flag == DwriteFlag::Head {
+                self.abort_slot(slot);
+            }
+            return Err(e);
+        }
+        let nb = start.max(self.pending[slot as usize].as_ref().unwrap().start_ns);
+        self.write_intention(slot, lpn, content, Kind::Data, false, nb)?;
+        self.locked[lpn.0 as usize] = slot;
+        let end = self.pending[slot as usize]
+            .as_ref()
+            .unwrap()
+            .pages
+            .last()
+            .unwrap()
+            .end_ns;
+        if flag == DwriteFlag::Rear {
+            let ack = self.commit(slot)?;
+            self.recent.insert(uuid, ack);
+            return Ok(TxCompletion {
+                arrival_ns: arrival,
+                ack_ns: ack,
+                durable_ns: Some(ack),
+            });
+        }
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: end,
+            durable_ns: None,
+        })
+    }
+
+    fn abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        let slot = if uuid.0 == 0 {
+            let dynamic: Vec<u32> = self.by_uuid.values().copied().collect();
+            match dynamic.as_slice() {
+                [s] => *s,
+                [] => return Err(FtlError::NoDynamicTx),
+                _ => return Err(FtlError::UnknownTx(uuid)),
+            }
+        } else if let Some(&s) = self.by_uuid.get(&uuid) {
+            s
+        } else if self.recent.contains_key(&uuid) {
+            return Err(FtlError::AlreadyCommitted(uuid));
+        } else {
+            return Err(FtlError::UnknownTx(uuid));
+        };
+        self.abort_slot(slot);
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: arrival,
+        })
+    }
+
+    fn sread(
+        &mut self,
+        _start: Lpn,
+        _count: u32,
+        _arrival: u64,
+        _out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        Err(FtlError::Unsupported(
+            "serializable read (TxFlash leaves read-inside-transaction out of scope)",
+        ))
+    }
+}
