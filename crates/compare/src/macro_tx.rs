@@ -130,7 +130,9 @@ pub(crate) fn commit(
             _ => DwriteFlag::Body,
         };
         let c = host.page(l);
-        t = tx.dwrite(uuid, l, &c, flag, t)?.ack_ns;
+        // The pages of a dynamic transaction are sent back to back (arrival `at`), so other
+        // clients' requests are still issued in time order.
+        t = t.max(tx.dwrite(uuid, l, &c, flag, at)?.ack_ns);
     }
     Ok(t)
 }
@@ -176,50 +178,77 @@ pub fn run_mode(
         .unwrap_or(true);
     let mut page_busy = vec![0u64; wl.logical_pages_needed as usize];
     let mut tx_busy = start_ns;
-    let mut ready: BinaryHeap<Reverse<(u64, usize)>> =
-        (0..clients).map(|c| Reverse((start_ns, c))).collect();
+    // Events in time order, so the device sees arrivals that never go back in time:
+    // (time, client, transaction index, phase 0 = reads, 1 = commit).
+    let mut events: BinaryHeap<Reverse<(u64, usize, usize, u8)>> = BinaryHeap::new();
+    let mut next_txn = 0usize;
+    for c in 0..clients.min(wl.txns.len()) {
+        events.push(Reverse((start_ns, c, next_txn, 0)));
+        next_txn += 1;
+    }
     let mut out = Outcome::default();
     let mut end = start_ns;
     let mut reads = Vec::new();
-    for txn in &wl.txns {
-        let Reverse((at, client)) = ready.pop().expect("clients");
-        let mut t = at;
-        for &l in &txn.reads {
-            t = t.max(
-                dev.read(l, 1, at, &mut reads)
-                    .map_err(|e| e.to_string())?
-                    .ack_ns,
-            );
-        }
-        if !txn.writes.is_empty() {
-            t = txn
+    while let Some(Reverse((at, client, i, phase))) = events.pop() {
+        let txn = &wl.txns[i];
+        let done = if phase == 0 {
+            let mut t = at;
+            for &l in &txn.reads {
+                t = t.max(
+                    dev.read(l, 1, at, &mut reads)
+                        .map_err(|e| e.to_string())?
+                        .ack_ns,
+                );
+            }
+            if txn.writes.is_empty() {
+                out.committed += 1;
+                Some(t)
+            } else {
+                events.push(Reverse((t, client, i, 1)));
+                None
+            }
+        } else {
+            // The host's lock manager: wait for earlier transactions on the same pages (and for
+            // the running one where the design takes one at a time).
+            let mut ready = txn
                 .writes
                 .iter()
                 .map(|l| page_busy[l.0 as usize])
-                .fold(t, u64::max);
+                .fold(at, u64::max);
             if !concurrent {
-                t = t.max(tx_busy);
+                ready = ready.max(tx_busy);
             }
-            match commit(dev.as_mut(), mode, &txn.writes, t, &mut host) {
-                Ok(ack) => {
-                    for l in &txn.writes {
-                        page_busy[l.0 as usize] = ack;
+            if ready > at {
+                events.push(Reverse((ready, client, i, 1)));
+                None
+            } else {
+                match commit(dev.as_mut(), mode, &txn.writes, at, &mut host) {
+                    Ok(ack) => {
+                        for l in &txn.writes {
+                            page_busy[l.0 as usize] = ack;
+                        }
+                        tx_busy = ack;
+                        out.committed += 1;
+                        out.host_pages_written += txn.writes.len() as u64;
+                        Some(ack)
                     }
-                    tx_busy = ack;
-                    t = ack;
-                    out.committed += 1;
-                    out.host_pages_written += txn.writes.len() as u64;
+                    Err(e @ (FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace)) => {
+                        return Err(e.to_string())
+                    }
+                    Err(_) => {
+                        out.errors += 1;
+                        Some(at)
+                    }
                 }
-                Err(e @ (FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace)) => {
-                    return Err(e.to_string())
-                }
-                Err(_) => out.errors += 1,
             }
-        } else {
-            out.committed += 1;
+        };
+        if let Some(t) = done {
+            end = end.max(t);
+            if next_txn < wl.txns.len() {
+                events.push(Reverse((t, client, next_txn, 0)));
+                next_txn += 1;
+            }
         }
-        end = end.max(t);
-        ready.push(Reverse((t, client)));
     }
     let d = dev.flash().stats().since(&before);
     out.sim_s = (end - start_ns) as f64 / 1e9;
