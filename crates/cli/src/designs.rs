@@ -4,7 +4,14 @@ use ftl::DesignSpec;
 
 /// Every design this build knows, in the order `mobius info --list` prints them.
 pub fn all() -> Vec<DesignSpec> {
-    vec![mftl::spec(), dftl::spec(), atomic_write::spec(), lighttx::spec()]
+    vec![
+        mftl::spec(),
+        dftl::spec(),
+        atomic_write::spec(),
+        lighttx::spec(),
+        txflash::spec_tc(),
+        wcache::spec(),
+    ]
 }
 
 pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
