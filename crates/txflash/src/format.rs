@@ -211,7 +211,11 @@ mod tests {
     #[test]
     fn summary_round_trip() {
         let mk = |i: u32| Oob {
-            kind: if i.is_multiple_of(3) { Kind::Commit } else { Kind::Data },
+            kind: if i.is_multiple_of(3) {
+                Kind::Commit
+            } else {
+                Kind::Data
+            },
             flags: (i % 2) as u8,
             lpn: i as u64 * 3,
             version: i + 1,

@@ -1132,3 +1132,232 @@ impl Transactional for TxFlashTc {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::{ContentTag, DeviceConfig};
+
+    fn dev(o: DesignOptions) -> TxFlashTc {
+        let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+        TxFlashTc::format(flash, &o).unwrap()
+    }
+
+    fn tag(lpn: u32, write: u64) -> Content {
+        Content::Tag(ContentTag { lpn, write })
+    }
+
+    fn read1(d: &mut TxFlashTc, lpn: u32, at: u64) -> PageOutcome {
+        let mut out = Vec::new();
+        d.read(Lpn(lpn), 1, at, &mut out).unwrap();
+        out.pop().unwrap()
+    }
+
+    #[test]
+    fn misuse_is_typed() {
+        let mut d = dev(DesignOptions::default());
+        let n = d.logical_pages();
+        let c = tag(0, 1);
+        assert!(matches!(
+            d.swrite(TxUuid(1), &[], SwriteMode::Sync, 0),
+            Err(FtlError::EmptyRequest)
+        ));
+        assert!(matches!(
+            d.swrite(TxUuid(1), &[(Lpn(n), c.clone())], SwriteMode::Sync, 0),
+            Err(FtlError::LpnOutOfRange { .. })
+        ));
+        assert!(matches!(
+            d.swrite(TxUuid(1), &[(Lpn(0), c.clone())], SwriteMode::Async, 0),
+            Err(FtlError::Unsupported(_))
+        ));
+        assert!(matches!(
+            d.swrite(
+                TxUuid(1),
+                &[(Lpn(0), c.clone()), (Lpn(0), c.clone())],
+                SwriteMode::Sync,
+                0
+            ),
+            Err(FtlError::DuplicatePage { .. })
+        ));
+        let big: Vec<(Lpn, Content)> = (0..5).map(|i| (Lpn(i), tag(i, 1))).collect();
+        let mut small = dev(DesignOptions::default().with("max_tx_bytes", 4 * 4096));
+        assert!(matches!(
+            small.swrite(TxUuid(1), &big, SwriteMode::Sync, 0),
+            Err(FtlError::TxTooLarge { pages: 5, max: 4 })
+        ));
+        assert!(matches!(d.abort(TxUuid(9), 0), Err(FtlError::UnknownTx(_))));
+        d.dwrite(TxUuid(7), Lpn(3), &c, DwriteFlag::Head, 0)
+            .unwrap();
+        assert!(matches!(
+            d.dwrite(TxUuid(7), Lpn(4), &c, DwriteFlag::Head, 0),
+            Err(FtlError::DuplicateTx(_))
+        ));
+        assert!(matches!(
+            d.dwrite(TxUuid(8), Lpn(4), &c, DwriteFlag::Body, 0),
+            Err(FtlError::UnknownTx(_))
+        ));
+        let ack = d
+            .swrite(TxUuid(2), &[(Lpn(9), c.clone())], SwriteMode::Sync, 0)
+            .unwrap()
+            .ack_ns;
+        assert!(matches!(
+            d.swrite(TxUuid(2), &[(Lpn(10), c.clone())], SwriteMode::Sync, 1),
+            Err(FtlError::DuplicateTx(_))
+        ));
+        assert!(matches!(
+            d.abort(TxUuid(2), 1),
+            Err(FtlError::AlreadyCommitted(_))
+        ));
+        assert!(ack > 0);
+        assert!(matches!(
+            DesignOptions::default()
+                .with("isolaton", "wait")
+                .check_known("txflash", PARAMS),
+            Err(FtlError::InvalidOption(_))
+        ));
+        d.check().unwrap();
+    }
+
+    #[test]
+    fn pages_of_a_running_dynamic_tx_conflict_and_abort_releases_them() {
+        let mut d = dev(DesignOptions::default());
+        d.dwrite(TxUuid(1), Lpn(5), &tag(5, 1), DwriteFlag::Head, 0)
+            .unwrap();
+        let e = d.write(Lpn(5), &[tag(5, 2)], 10).unwrap_err();
+        assert_eq!(
+            e,
+            FtlError::Conflict {
+                lpn: Lpn(5),
+                holder: TxUuid(1)
+            }
+        );
+        // Uncommitted data is not visible.
+        assert_eq!(read1(&mut d, 5, 20), PageOutcome::Unwritten);
+        d.abort(TxUuid(1), 30).unwrap();
+        d.write(Lpn(5), &[tag(5, 3)], 40).unwrap();
+        assert_eq!(read1(&mut d, 5, 50_000_000), PageOutcome::Data(tag(5, 3)));
+        d.check().unwrap();
+    }
+
+    #[test]
+    fn overlapping_transactions_wait_or_are_refused() {
+        let mut d = dev(DesignOptions::default());
+        let a = d
+            .swrite(
+                TxUuid(1),
+                &[(Lpn(1), tag(1, 1)), (Lpn(2), tag(2, 1))],
+                SwriteMode::Sync,
+                0,
+            )
+            .unwrap();
+        // B arrives before A's commit is on flash: its intention starts after A's commit.
+        let b = d.write(Lpn(2), &[tag(2, 2)], 1).unwrap();
+        assert!(
+            b.ack_ns > a.ack_ns,
+            "B must commit after A ({b:?} vs {a:?})"
+        );
+        let mut r = dev(DesignOptions::default().with("isolation", "refuse"));
+        r.swrite(
+            TxUuid(1),
+            &[(Lpn(1), tag(1, 1)), (Lpn(2), tag(2, 1))],
+            SwriteMode::Sync,
+            0,
+        )
+        .unwrap();
+        assert!(matches!(
+            r.write(Lpn(2), &[tag(2, 2)], 1),
+            Err(FtlError::Conflict { lpn: Lpn(2), .. })
+        ));
+        // A non-overlapping write proceeds at once.
+        let c = r.write(Lpn(7), &[tag(7, 1)], 2).unwrap();
+        assert!(c.ack_ns < a.ack_ns + 1_000_000);
+    }
+
+    #[test]
+    fn commit_records_live_until_every_covered_page_is_obsolete() {
+        let mut d = dev(DesignOptions::default());
+        d.swrite(
+            TxUuid(1),
+            &[(Lpn(1), tag(1, 1)), (Lpn(2), tag(2, 1))],
+            SwriteMode::Sync,
+            0,
+        )
+        .unwrap();
+        assert_eq!(d.commits.len(), 1);
+        d.write(Lpn(1), &[tag(1, 2)], 10).unwrap();
+        assert_eq!(d.commits.len(), 1, "page 2 still needs the commit record");
+        d.write(Lpn(2), &[tag(2, 2)], 20).unwrap();
+        assert_eq!(
+            d.commits.len(),
+            0,
+            "single-page writes need no commit record"
+        );
+        d.check().unwrap();
+    }
+
+    #[test]
+    fn recovery_reads_summaries_and_keeps_only_committed_transactions() {
+        let mut d = dev(DesignOptions::default());
+        let mut t = 0;
+        for i in 0..600u32 {
+            t += 1000;
+            let l = i % 200;
+            d.swrite(
+                TxUuid(i as u64 + 1),
+                &[
+                    (Lpn(l), tag(l, i as u64)),
+                    (Lpn(l + 200), tag(l + 200, i as u64)),
+                ],
+                SwriteMode::Sync,
+                t,
+            )
+            .unwrap();
+        }
+        // A dynamic transaction left open at the power cut must vanish.
+        t += 1000;
+        d.dwrite(TxUuid(9999), Lpn(0), &tag(0, 7777), DwriteFlag::Head, t)
+            .unwrap();
+        d.dwrite(TxUuid(9999), Lpn(1), &tag(1, 7777), DwriteFlag::Body, t + 1)
+            .unwrap();
+        let mut flash = Box::new(d).into_flash();
+        let at = flash.idle_ns() + 1;
+        flash.start_clock_at(at);
+        let full_blocks = (0..flash.geometry().blocks())
+            .filter(|&b| flash.write_pointer(BlockId(b)) == flash.geometry().pages_per_block)
+            .count();
+        let (mut r, report) = TxFlashTc::recover(flash, &DesignOptions::default()).unwrap();
+        r.check().unwrap();
+        let summaries = report.details[0].1 as usize;
+        assert_eq!(summaries, full_blocks);
+        assert!(report.flash_reads < 3 * 128 + 4 * 32, "{report:?}");
+        assert!(report.sim_ns > 0);
+        for l in 0..200u32 {
+            let last = (400 + l) as u64; // i = 400 + l is the last tx writing l (i % 200 == l)
+            assert_eq!(
+                read1(&mut r, l, u64::MAX / 2),
+                PageOutcome::Data(tag(l, last))
+            );
+            assert_eq!(
+                read1(&mut r, l + 200, u64::MAX / 2),
+                PageOutcome::Data(tag(l + 200, last))
+            );
+        }
+        // Versions continue above everything on flash (SPEC §8-22).
+        assert!(r.version[0] >= 4);
+    }
+
+    #[test]
+    fn trim_is_persistent() {
+        let mut d = dev(DesignOptions::default());
+        d.write(Lpn(3), &[tag(3, 1), tag(4, 1)], 0).unwrap();
+        d.trim(Lpn(3), 1, 10).unwrap();
+        assert_eq!(read1(&mut d, 3, 20), PageOutcome::Unwritten);
+        let mut flash = Box::new(d).into_flash();
+        let at = flash.idle_ns() + 1;
+        flash.start_clock_at(at);
+        let (mut r, _) = TxFlashTc::recover(flash, &DesignOptions::default()).unwrap();
+        let t = r.flash().idle_ns();
+        assert_eq!(read1(&mut r, 3, t), PageOutcome::Unwritten);
+        assert_eq!(read1(&mut r, 4, t + 1), PageOutcome::Data(tag(4, 1)));
+    }
+}
