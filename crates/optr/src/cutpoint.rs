@@ -44,7 +44,7 @@ pub fn first_incomplete(seal_wid: u64, pages: &[(u64, u32)], records: &[(Coalesc
 /// with a larger `x` can never cross a cut that has moved below it).
 pub fn algorithm1(wid_incomplete: u64, records: &[Coalescing]) -> u64 {
     let mut sorted: Vec<Coalescing> = records.to_vec();
-    sorted.sort_by(|a, b| b.earlier.cmp(&a.earlier));
+    sorted.sort_by_key(|r| std::cmp::Reverse(r.earlier));
     let mut bound = wid_incomplete;
     for r in sorted {
         if r.earlier < bound && r.later >= bound {
