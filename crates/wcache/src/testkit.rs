@@ -401,3 +401,55 @@ pub fn stress(
     let errors = state.iter().zip(&model).filter(|(a, b)| a != b).count() as u64;
     (errors, dev)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(start: u32, pages: u32, first_write: u64, t: u64) -> HostOp {
+        HostOp::Write {
+            start,
+            pages,
+            first_write,
+            arrival_ns: t,
+            ack_ns: t,
+        }
+    }
+
+    /// The oracles accept exactly the states they should (positive and negative cases).
+    #[test]
+    fn oracles_on_a_hand_built_log() {
+        // writes: A = lpns 0,1 (writes 1,2); B = lpn 1 (write 3); flush acked at 30; C = lpn 2 (4)
+        let log = [
+            w(0, 2, 1, 10),
+            w(1, 1, 3, 20),
+            HostOp::Flush {
+                arrival_ns: 25,
+                ack_ns: 30,
+            },
+            w(2, 1, 4, 40),
+        ];
+        let (none, some) = (None, Some);
+        // before the flush is acked, an empty device is a valid prefix
+        assert_eq!(check_prefix(&log, 29, &[none, none, none, none]), Ok(0));
+        // A half done is not a prefix (request atomicity), but is flush-only-valid
+        assert!(check_prefix(&log, 29, &[some(1), none, none, none]).is_err());
+        assert!(check_flush_only(&log, 29, &[some(1), none, none, none]).is_ok());
+        // B without A violates prefix
+        assert!(check_prefix(&log, 29, &[none, some(3), none, none]).is_err());
+        // after the flush: A and B must be there; C optional
+        assert_eq!(
+            check_prefix(&log, 50, &[some(1), some(3), none, none]),
+            Ok(2)
+        );
+        assert_eq!(
+            check_prefix(&log, 50, &[some(1), some(3), some(4), none]),
+            Ok(3)
+        );
+        assert!(check_prefix(&log, 50, &[some(1), some(2), none, none]).is_err());
+        assert!(check_flush_only(&log, 50, &[some(1), some(2), none, none]).is_err());
+        assert!(check_flush_only(&log, 50, &[some(1), some(3), some(4), none]).is_ok());
+        // a write that arrived after the crash cannot be there
+        assert!(check_flush_only(&log, 35, &[some(1), some(3), some(4), none]).is_err());
+    }
+}

@@ -21,6 +21,7 @@ fn small_campaign(seed: u64, flush_every: u32) -> Campaign {
 fn crash_campaign_flush_only_holds() {
     let c = small_campaign(11, 50);
     let o = run_campaign(&c, format, recover, OOB_BYTES);
+    eprintln!("wcache flush-only campaign: {o:?}");
     assert!(o.gc_erases > 0, "the workload must make GC run");
     assert_eq!(o.flush_violations, 0, "{:?}", o.first_flush_violation);
     assert!(o.images >= 200);
@@ -37,6 +38,7 @@ fn crash_campaign_violates_prefix_semantics() {
             recover,
             OOB_BYTES,
         );
+        eprintln!("wcache negative control (flush_every {flush_every}): {o:?}");
         assert_eq!(o.flush_violations, 0, "{:?}", o.first_flush_violation);
         assert!(
             o.prefix_violations > 0,
