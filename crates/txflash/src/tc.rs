@@ -1005,7 +1005,8 @@ impl Transactional for TxFlashTc {
 
     /// Dynamic transactions: each page is written as an intention at once (TC needs no
     /// next-link, so nothing is held back); REAR writes the commit record. The pages of a running
-    /// dynamic transaction are locked: other writes to them get `Conflict`.
+    /// dynamic transaction are locked: other writes to them get `Conflict`. A page that is
+    /// refused (conflict, duplicate page, too large) aborts its whole transaction.
     fn dwrite(
         &mut self,
         uuid: TxUuid,
@@ -1045,30 +1046,26 @@ impl Transactional for TxFlashTc {
         };
         let p = self.pending[slot as usize].as_ref().unwrap();
         if p.pages.iter().any(|x| x.lpn == lpn) {
-            if flag == DwriteFlag::Head {
-                self.abort_slot(slot);
-            }
+            self.abort_slot(slot);
             return Err(FtlError::DuplicatePage { lpn });
         }
-        if p.pages.len() as u32 >= self.max_tx_pages() {
+        let have = p.pages.len() as u64;
+        if have >= self.max_tx_pages() as u64 {
+            self.abort_slot(slot);
             return Err(FtlError::TxTooLarge {
-                pages: p.pages.len() as u64 + 1,
+                pages: have + 1,
                 max: self.max_tx_pages() as u64,
             });
         }
         let start = match self.isolate(std::iter::once(lpn), arrival, slot) {
             Ok(s) => s,
             Err(e) => {
-                if flag == DwriteFlag::Head {
-                    self.abort_slot(slot);
-                }
+                self.abort_slot(slot);
                 return Err(e);
             }
         };
         if let Err(e) = self.gc_if_needed(arrival) {
-            if flag == DwriteFlag::Head {
-                self.abort_slot(slot);
-            }
+            self.abort_slot(slot);
             return Err(e);
         }
         let nb = start.max(self.pending[slot as usize].as_ref().unwrap().start_ns);
@@ -1233,6 +1230,18 @@ mod tests {
         );
         // Uncommitted data is not visible.
         assert_eq!(read1(&mut d, 5, 20), PageOutcome::Unwritten);
+        // A refused page aborts its own transaction (and releases its locks).
+        d.dwrite(TxUuid(2), Lpn(6), &tag(6, 1), DwriteFlag::Head, 21)
+            .unwrap();
+        assert!(matches!(
+            d.dwrite(TxUuid(2), Lpn(5), &tag(5, 9), DwriteFlag::Body, 22),
+            Err(FtlError::Conflict { .. })
+        ));
+        assert!(matches!(
+            d.abort(TxUuid(2), 23),
+            Err(FtlError::UnknownTx(_))
+        ));
+        d.write(Lpn(6), &[tag(6, 2)], 24).unwrap();
         d.abort(TxUuid(1), 30).unwrap();
         d.write(Lpn(5), &[tag(5, 3)], 40).unwrap();
         assert_eq!(read1(&mut d, 5, 50_000_000), PageOutcome::Data(tag(5, 3)));
