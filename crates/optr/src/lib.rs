@@ -6,9 +6,27 @@
 //! - [`cutpoint`]: the optimal recovery point — Algorithm 1 and the naive flow-network search;
 //! - [`format`]: OOB record, summary page, seal, incremental diff, full-checkpoint chunk and
 //!   coalescing-record pages, with round-trip tests.
-//!
-//! Status: see docs/optr.md — the device itself (write path, checkpoints, GC, five-phase
-//! recovery) is not in this crate yet.
+//! - [`device`]: the device (write path, coalescing records, checkpoints, constrained GC,
+//!   internal flushes) and its five-phase recovery.
 
 pub mod cutpoint;
+pub mod device;
 pub mod format;
+
+use ftl::{DesignSpec, Promise};
+
+pub use device::{format, recover, Optr, Overhead};
+pub use format::OOB_BYTES;
+
+pub fn spec() -> DesignSpec {
+    DesignSpec {
+        name: "optr",
+        summary:
+            "OPTR: write-cached FTL with prefix semantics, request atomicity and flush semantics",
+        promise: Promise::Ordered,
+        oob_record_bytes: |_| OOB_BYTES,
+        format,
+        recover,
+        default_workload: "randwrite-flush",
+    }
+}

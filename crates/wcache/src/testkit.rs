@@ -94,6 +94,8 @@ pub struct Outcome {
     pub gc_erases: u64,
     pub recovery_reads_max: u64,
     pub recovery_ns_max: u64,
+    /// The design's metrics at the end of the workload.
+    pub metrics: Vec<(String, f64)>,
 }
 
 /// Runs the workload on a fresh device; returns the device and the host log.
@@ -285,6 +287,7 @@ pub fn run_campaign(c: &Campaign, format: FormatFn, recover: RecoverFn, oob_byte
     let mut outcome = Outcome {
         host_pages_written: writes(&log).map(|w| w.1 as u64).sum(),
         gc_erases: dev.flash().stats().total_erases(),
+        metrics: dev.metrics(),
         ..Outcome::default()
     };
     let oplog = dev.flash_mut().take_log().expect("recording was on");
