@@ -473,12 +473,14 @@ impl Optr {
     /// Incremental checkpoint (the default, §5.4); a full one when the area is too full.
     fn checkpoint(&mut self, now: u64) -> Result<u64, FtlError> {
         let per = entries_per_page(self.flash.geometry().page_bytes, DIFF_ENTRY, 0) as usize;
+        // the internal flush adds mapping changes, so size the checkpoint after it
+        let flushed = self.internal_flush(now, false, true)?;
         let diff_pages = self.diff_list.len().div_ceil(per) as u32;
         if self.record_pages_needed() + diff_pages + 1 > self.inc_room() {
             return self.full_checkpoint(now);
         }
         let before = self.inc_pos;
-        let end = self.internal_flush(now, true, true)?;
+        let end = flushed.max(self.program_records(now, false)?);
         let mut pairs = Vec::with_capacity(per);
         let list = std::mem::take(&mut self.diff_list);
         for chunk in list.chunks(per) {

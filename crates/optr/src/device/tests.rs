@@ -44,3 +44,111 @@ fn stress_reads_back_everything() {
     assert_eq!(errors, 0);
     assert!(dev.flash().stats().total_erases() > 0);
 }
+
+/// The paper's Table 1 campaigns: 2,400 images without flushes and 2,400 with a flush every
+/// 1,000 writes (behind MOBIUS_LONG=1).
+#[test]
+fn long_campaigns_table1() {
+    if std::env::var("MOBIUS_LONG").is_err() {
+        return;
+    }
+    for (seed, flush_every) in [(31, 0), (32, 1000)] {
+        let mut c = campaign(seed, flush_every, 5000);
+        c.requests = 12_000;
+        c.images = 2400;
+        check(&c);
+    }
+}
+
+/// Runs the same write/flush sequence on a design; returns (programs by cause, design metrics).
+fn run_point(
+    format: ftl::device::FormatFn,
+    oob: u32,
+    hot_pages: u32,
+    size: (u32, u32),
+    flush_every: u32,
+) -> (flash::FlashStats, Vec<(String, f64)>) {
+    use rand::{RngExt, SeedableRng};
+    let config = flash::DeviceConfig::preset("small").unwrap();
+    let flash = Flash::in_memory(config, oob, true);
+    let o = DesignOptions::default().with("cache_mb", "1");
+    let mut dev = format(flash, &o).unwrap();
+    // same host volume and address range for both designs (OPTR exposes fewer logical pages)
+    let logical = 2600;
+    assert!(dev.logical_pages() >= logical);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let (mut now, mut written, mut n) = (0u64, 0u64, 0u32);
+    let mut contents = Vec::new();
+    while written < 8 * logical as u64 {
+        let pages = if rng.random_bool(0.5) { size.0 } else { size.1 };
+        let region = hot_pages.min(logical);
+        let start = rng.random_range(0..=region - pages);
+        contents.clear();
+        contents.extend((0..pages).map(|k| {
+            Content::Tag(flash::ContentTag {
+                lpn: start + k,
+                write: written + k as u64,
+            })
+        }));
+        now = dev.write(Lpn(start), &contents, now).unwrap().ack_ns + 1_000;
+        written += pages as u64;
+        n += 1;
+        if n % flush_every == 0 {
+            now = dev.flush(now).unwrap().ack_ns;
+        }
+    }
+    (dev.flash().stats().clone(), dev.metrics())
+}
+
+/// OPTR's extra programs against the baseline on points of the paper's synthetic grid
+/// (locality × request size × flush interval), scaled to `small` (docs/optr.md).
+#[test]
+fn overhead_against_wcache() {
+    let localities = [
+        ("hot 64 pages", 64u32),
+        ("hot 1/4", 950),
+        ("whole device", u32::MAX),
+    ];
+    let sizes = [
+        ("1 page", (1, 1)),
+        ("16 pages", (16, 16)),
+        ("half-and-half", (1, 16)),
+    ];
+    eprintln!("| locality | size | flush every | wcache programs | optr programs | overhead | inc ckpt | records | full ckpt | internal flush | summaries | gc copies wcache/optr |");
+    let mut worst: f64 = 0.0;
+    for (lname, hot) in localities {
+        for (sname, size) in sizes {
+            for flush_every in [1u32, 64, 1024] {
+                let (w, _) = run_point(wcache::format, wcache::OOB_BYTES, hot, size, flush_every);
+                let (p, m) = run_point(format, OOB_BYTES, hot, size, flush_every);
+                let get = |k: &str| m.iter().find(|(n, _)| n == k).map_or(0.0, |x| x.1);
+                let (wp, pp) = (w.total_programs() as f64, p.total_programs() as f64);
+                let overhead = (pp - wp) / wp;
+                if std::env::var("OPTR_CAUSES").is_ok() {
+                    for c in flash::OpCause::ALL {
+                        eprintln!(
+                            "  {}: wcache {} optr {}",
+                            c.name(),
+                            w.programs_for(c),
+                            p.programs_for(c)
+                        );
+                    }
+                }
+                worst = worst.max(overhead);
+                eprintln!(
+                    "| {lname} | {sname} | {flush_every} | {wp} | {pp} | {:.1} % | {} | {} | {} | {} | {} | {}/{} |",
+                    overhead * 100.0,
+                    get("extra_incremental_checkpoint_pages"),
+                    get("extra_record_pages"),
+                    get("extra_full_checkpoint_pages"),
+                    get("extra_internal_flush_pages"),
+                    get("summary_pages"),
+                    w.programs_for(flash::OpCause::GcCopy),
+                    p.programs_for(flash::OpCause::GcCopy),
+                );
+                assert!(pp > 0.0 && wp > 0.0);
+            }
+        }
+    }
+    eprintln!("worst overhead {:.1} %", worst * 100.0);
+}
