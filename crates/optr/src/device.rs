@@ -260,7 +260,21 @@ impl Optr {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(Ppn, u64, u64), FtlError> {
-        let ppn = self.alloc(stream).ok_or(FtlError::NoSpace)?;
+        let Some(ppn) = self.alloc(stream) else {
+            if std::env::var("OPTR_DEBUG").is_ok() {
+                let chips = self.flash.geometry().chips();
+                eprintln!(
+                    "alloc({stream}) failed: free {} per chip {:?} epoch {} full {}",
+                    self.pool.free_blocks(),
+                    (0..chips)
+                        .map(|c| self.pool.free_blocks_on(ChipId(c)))
+                        .collect::<Vec<_>>(),
+                    self.epoch,
+                    self.pool.full_blocks().count()
+                );
+            }
+            return Err(FtlError::NoSpace);
+        };
         let oob = PageOob {
             kind: PageKind::Data,
             relocated,
@@ -299,12 +313,27 @@ impl Optr {
             .ok_or(FtlError::NoSpace)?;
         debug_assert_eq!(self.flash.geometry().block_of(sum_ppn), block);
         let slot = stream * chips + chip.0 as usize;
-        let next = if self.pool.free_blocks_on(chip) > 0 {
-            let p = self.pool.allocate_on(stream, chip).expect("a free block");
-            self.pending[slot] = Some(p);
-            self.flash.geometry().block_of(p).0
+        // the next block: on the same chip, else on a chip where this stream's chain has
+        // ended (the summary re-links that chip's chain), else none until the next checkpoint
+        let target = if self.pool.free_blocks_on(chip) > 0 {
+            Some(chip.0 as usize)
         } else {
-            NONE
+            (0..chips).find(|&c| {
+                self.pending[stream * chips + c].is_none()
+                    && self.pool.open_block(stream, ChipId(c as u32)).is_none()
+                    && self.pool.free_blocks_on(ChipId(c as u32)) > 0
+            })
+        };
+        let next = match target {
+            Some(c) => {
+                let p = self
+                    .pool
+                    .allocate_on(stream, ChipId(c as u32))
+                    .expect("a free block");
+                self.pending[stream * chips + c] = Some(p);
+                self.flash.geometry().block_of(p).0
+            }
+            None => NONE,
         };
         let page = encode_summary(&self.summary[slot], next, self.page_bytes());
         let oob = PageOob {
@@ -612,6 +641,12 @@ impl Optr {
             }) else {
                 break;
             };
+            // victims are erased only after the batch's checkpoint: their copies must fit in
+            // the free blocks left (one block per chip kept for the chains and the summaries)
+            let room = self.pool.free_blocks().saturating_sub(g.chips()) * data_max;
+            if self.validity.valid_count(v) > room {
+                break;
+            }
             self.validity.unindex_block(v);
             let live: Vec<(Ppn, u32)> = self.validity.valid_pages(v).collect();
             for (from, lpn) in live {
@@ -636,6 +671,13 @@ impl Optr {
             victims.push(v);
         }
         if victims.is_empty() {
+            if std::env::var("OPTR_DEBUG").is_ok() {
+                eprintln!(
+                    "gc: no victim; free {} full {}",
+                    self.pool.free_blocks(),
+                    self.pool.full_blocks().count()
+                );
+            }
             return if self.pool.free_blocks() > 0 {
                 Ok(())
             } else {
