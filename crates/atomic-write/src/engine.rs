@@ -779,12 +779,15 @@ impl Engine {
                 )));
             };
             let to = self.alloc(STREAM_GC, now)?;
-            if self.space.validity.owner(from) != Some(owner) {
-                continue; // the allocation wrote a root that made it stale; `to` stays unused
-            }
             let span = self
                 .flash
                 .program(to, &content, &oob, read.end_ns, OpCause::GcCopy)?;
+            if self.space.validity.owner(from) != Some(owner) {
+                // The allocation wrote a root that made the page stale. The copy is still
+                // programmed (and left dead): a skipped page would end recovery's block scan
+                // early and hide the pages after it.
+                continue;
+            }
             self.space.validity.set_valid(to, owner);
             self.space.validity.invalidate(from, span.end_ns);
             let rec = OobRecord::decode(&oob);
