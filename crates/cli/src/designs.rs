@@ -11,6 +11,7 @@ pub fn all() -> Vec<DesignSpec> {
         lighttx::spec(),
         txflash::spec_tc(),
         wcache::spec(),
+        optr::spec(),
     ]
 }
 

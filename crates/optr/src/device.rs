@@ -111,7 +111,9 @@ impl Params {
     fn parse(o: &DesignOptions, flash: &Flash) -> Result<Params, FtlError> {
         o.check_known("optr", &PARAMS)?;
         let g = flash.geometry();
-        let cache_mb: f64 = o.get("cache_mb", 8.0)?;
+        // The paper's 8 MB cache on its 128 GB device; at most 1/64 of a smaller device.
+        let cache_default = 8.0f64.min(g.capacity_bytes() as f64 / 64.0 / 1048576.0);
+        let cache_mb: f64 = o.get("cache_mb", cache_default)?;
         let cache_pages = ((cache_mb * 1048576.0) / g.page_bytes as f64).max(1.0) as u32;
         let op: f64 = o.get("op", 0.07)?;
         let logical_guess = (g.pages() as f64 * (1.0 - op)) as u64;
@@ -171,7 +173,13 @@ impl Optr {
             l2p_pages: logical.div_ceil(l2p_per_page),
             l2p_per_page,
         };
-        if (layout.l2p_pages + 1) > half as u32 * g.pages_per_block || logical == 0 {
+        if logical == 0 {
+            return Err(FtlError::InvalidOption(format!(
+                "no logical pages left: {data_blocks} data blocks cannot keep 2 × gc_free_blocks = {} free (lower cache_mb or gc_free_blocks)",
+                2 * params.gc_free_blocks
+            )));
+        }
+        if (layout.l2p_pages + 1) > half as u32 * g.pages_per_block {
             return Err(FtlError::InvalidOption(format!(
                 "a full checkpoint needs {} pages but a slot holds {}",
                 layout.l2p_pages + 1,
