@@ -66,7 +66,7 @@ impl Params {
                 "over_provisioning must be in [0, 0.9)".into(),
             ));
         }
-        let commit_reserve: f64 = o.get("commit_reserve", 0.10)?;
+        let commit_reserve: f64 = o.get("commit_reserve", 0.25)?;
         if !(0.0..0.5).contains(&commit_reserve) || over_provisioning + commit_reserve >= 0.9 {
             return Err(FtlError::InvalidOption(
                 "commit_reserve must be in [0, 0.5) and leave 10 % of the device".into(),
