@@ -116,6 +116,8 @@ pub struct Mobius {
     pub(crate) merges: u64,
     pub(crate) gc_runs: u64,
     pub(crate) merging: bool,
+    /// Pages of the running dynamic tx start after this instant.
+    pub(crate) dyn_not_before: u64,
 }
 
 fn err_flash(e: flash::FlashError) -> FtlError {
@@ -183,6 +185,7 @@ impl Mobius {
             merges: 0,
             gc_runs: 0,
             merging: false,
+            dyn_not_before: 0,
         })
     }
 
@@ -283,7 +286,7 @@ impl Mobius {
         }
     }
 
-    fn ala_ppn(&self, idx: u64) -> (usize, Ppn) {
+    pub(crate) fn ala_ppn(&self, idx: u64) -> (usize, Ppn) {
         let ppb = self.flash.geometry().pages_per_block as u64;
         let slot = ((idx / ppb) % self.layout.ala.len() as u64) as usize;
         (
@@ -1211,8 +1214,11 @@ impl Mobius {
         self.advance(now)?;
         let mut nb = now;
         if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
-            // HEAD waits for in-flight static txs (§8-19) and closes the normal batch.
+            // HEAD waits for in-flight static txs (§8-19) and closes the normal batch. Every page
+            // of the dynamic tx starts after their data ended, so a closed ring can never
+            // survive a crash that rejects an earlier overlapping static tx.
             nb = nb.max(self.pending_static_end());
+            self.dyn_not_before = nb;
             self.close_normal(now)?;
             self.used_uuids.insert(uuid);
             self.open_chain(PageKind::Dynamic, uuid);
@@ -1223,6 +1229,7 @@ impl Mobius {
             });
         }
         self.gc_if_needed(now)?;
+        let nb = nb.max(self.dyn_not_before);
         let last = matches!(flag, DwriteFlag::Rear | DwriteFlag::Single);
         self.supersede_pending(lpn.0, true);
         let (ppn, end) = self.chain_page(lpn.0, content, last, nb)?;

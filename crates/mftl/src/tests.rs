@@ -6,7 +6,7 @@
 
 use crate::format::OOB_BYTES;
 use crate::Mobius;
-use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn, Store};
+use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn, OpCause, Store};
 use ftl::{
     BlockDevice, DesignOptions, DwriteFlag, FtlError, PageOutcome, SwriteMode, Transactional,
     TxUuid,
@@ -327,7 +327,17 @@ fn campaign(
     o: &DesignOptions,
     large: bool,
 ) -> Result<usize, String> {
-    let cfg = small();
+    campaign_on(small(), seed, requests, points, o, large)
+}
+
+fn campaign_on(
+    cfg: DeviceConfig,
+    seed: u64,
+    requests: usize,
+    points: usize,
+    o: &DesignOptions,
+    large: bool,
+) -> Result<usize, String> {
     let mut d = Mobius::format(Flash::in_memory(cfg.clone(), OOB_BYTES, true), o).unwrap();
     let lpns = (d.logical_pages() * 9 / 10).min(3000);
     let base: Box<dyn Store> = d.flash_mut().start_recording();
@@ -336,12 +346,28 @@ fn campaign(
     let order = log.completion_order();
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xC0FFEE);
     let mut checked = 0;
+    // Aimed points: merges (translation pages, GM records) and every erase.
+    let aimed: Vec<usize> = order
+        .iter()
+        .enumerate()
+        .filter(|(_, &i)| {
+            let op = &log.ops[i];
+            matches!(
+                op.cause,
+                OpCause::Mapping | OpCause::Checkpoint | OpCause::GcCopy
+            ) || matches!(op.kind, flash::OpKind::Erase { .. })
+        })
+        .map(|(k, _)| k)
+        .collect();
     for p in 0..points {
         let n = if p == 0 {
             order.len()
+        } else if p % 4 == 2 && !aimed.is_empty() {
+            aimed[rng.random_range(0..aimed.len())] + rng.random_range(0..2usize)
         } else {
             rng.random_range(0..=order.len())
         };
+        let n = n.min(order.len());
         let mut t = log.instant_after(&order, n);
         let tear = p % 2 == 1 && n < order.len();
         if tear {
@@ -351,7 +377,25 @@ fn campaign(
         let img = log.image_at(base.as_ref(), t, tear);
         let mut f = Flash::new(cfg.clone(), img);
         f.start_clock_at(t);
-        let (mut r, rep) = Mobius::recover(f, o).map_err(|e| format!("recovery at {t}: {e}"))?;
+        let repeat = p % 8 == 3;
+        let base2 = repeat.then(|| f.start_recording());
+        let (mut r, mut rep) =
+            Mobius::recover(f, o).map_err(|e| format!("recovery at {t}: {e}"))?;
+        if let Some(base2) = base2 {
+            // A second power cut in the middle of recovery's own writes (§8-20).
+            let log2 = r.flash_mut().take_log().unwrap();
+            let o2 = log2.completion_order();
+            if !o2.is_empty() {
+                let op = &log2.ops[o2[rng.random_range(0..o2.len())]];
+                let t2 = (op.span.start_ns + op.span.end_ns) / 2;
+                let mut f2 = Flash::new(cfg.clone(), log2.image_at(base2.as_ref(), t2, true));
+                f2.start_clock_at(t2);
+                let (r2, rep2) =
+                    Mobius::recover(f2, o).map_err(|e| format!("second recovery at {t2}: {e}"))?;
+                r = r2;
+                rep = rep2;
+            }
+        }
         r.check_invariants()
             .map_err(|e| format!("after recovery at {t}: {e}"))?;
         let mut seen = Vec::with_capacity(run.lpns as usize);
@@ -457,4 +501,506 @@ fn debug_nospace() {
         .collect();
     eprintln!("full blocks (id, valid, pins): {full:?}");
     let _ = r;
+}
+
+// ------------------------------------------------------------------ pointed unit tests
+
+fn opts() -> DesignOptions {
+    DesignOptions::default()
+}
+
+fn recording(o: &DesignOptions) -> (Mobius, Box<dyn Store>) {
+    let mut d = fresh(o);
+    let b = d.flash_mut().start_recording();
+    (d, b)
+}
+
+fn crash_at(
+    d: &Mobius,
+    base: &dyn Store,
+    t: u64,
+    tear: bool,
+    o: &DesignOptions,
+) -> (Mobius, ftl::RecoveryReport) {
+    let img = d.flash().log().unwrap().image_at(base, t, tear);
+    let mut f = Flash::new(d.flash().config().clone(), img);
+    f.start_clock_at(t);
+    let (r, rep) = Mobius::recover(f, o).unwrap();
+    r.check_invariants().unwrap();
+    (r, rep)
+}
+
+fn detail(rep: &ftl::RecoveryReport, key: &str) -> f64 {
+    rep.details.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+fn tx_pages(lpns: &[u32], write: u64) -> Vec<(Lpn, Content)> {
+    lpns.iter()
+        .enumerate()
+        .map(|(i, &l)| (Lpn(l), tag(l, write + i as u64)))
+        .collect()
+}
+
+/// All inodes of the active ALA of a live device.
+fn ala_inodes(d: &mut Mobius) -> Vec<crate::format::Inode> {
+    let mut v = Vec::new();
+    let mut oob = [0u8; OOB_BYTES as usize];
+    for idx in d.head..d.tail {
+        let (_, ppn) = d.ala_ppn(idx);
+        let (st, _) = d.flash.read(ppn, &mut oob, 0, OpCause::Recovery).unwrap();
+        if let flash::ReadStatus::Data(Content::Bytes(b)) = st {
+            if let Some(i) = crate::format::Inode::decode(&b) {
+                v.push(i);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn pointed_inode_is_committed_by_its_flag() {
+    let o = opts();
+    let (mut d, base) = recording(&o);
+    let c = d
+        .swrite(TxUuid(1), &tx_pages(&[1, 2, 3], 10), SwriteMode::Sync, 1000)
+        .unwrap();
+    let mut t = c.ack_ns;
+    for k in 0..3u64 {
+        t += 10;
+        let c = d
+            .swrite(
+                TxUuid(10 + k),
+                &tx_pages(&[100 + k as u32, 200 + k as u32], 100 + 10 * k),
+                SwriteMode::Sync,
+                t,
+            )
+            .unwrap();
+        t = c.ack_ns;
+    }
+    let inodes = ala_inodes(&mut d);
+    let id = inodes.iter().find(|i| i.uuid == 1).unwrap().tx_id;
+    assert!(
+        inodes.iter().any(|i| i.commit_flags.contains(&id)),
+        "a later inode points to tx 1"
+    );
+    let (mut r, rep) = crash_at(&d, base.as_ref(), t, false, &o);
+    assert_eq!(read1(&mut r, 2, u64::MAX / 4), Some(11));
+    assert!(
+        detail(&rep, "verify_reads") < 6.0,
+        "pointed txs are not re-verified"
+    );
+}
+
+#[test]
+fn unpointed_complete_inode_is_verified_and_committed() {
+    let o = opts();
+    let (mut d, base) = recording(&o);
+    let c = d
+        .swrite(
+            TxUuid(1),
+            &tx_pages(&[5, 6, 7, 8], 10),
+            SwriteMode::Sync,
+            1000,
+        )
+        .unwrap();
+    assert_eq!(c.durable_ns, Some(c.ack_ns));
+    let (mut r, rep) = crash_at(&d, base.as_ref(), c.ack_ns, false, &o);
+    assert_eq!(detail(&rep, "tx_verified"), 1.0);
+    assert_eq!(detail(&rep, "verify_reads"), 4.0);
+    let at = r.flash().idle_ns();
+    for (i, l) in [5, 6, 7, 8].iter().enumerate() {
+        assert_eq!(read1(&mut r, *l, at), Some(10 + i as u64));
+    }
+    // Idempotent: the RecoveryResolution inode now points to it.
+    let t = r.flash().idle_ns();
+    let f = Box::new(r).into_flash();
+    let mut f2 = Flash::new(f.config().clone(), f.store().snapshot());
+    f2.start_clock_at(t);
+    let (mut r2, rep2) = Mobius::recover(f2, &o).unwrap();
+    assert_eq!(detail(&rep2, "verify_reads"), 0.0);
+    assert_eq!(read1(&mut r2, 7, t + 10_000_000), Some(12));
+}
+
+#[test]
+fn unpointed_incomplete_inode_is_aborted() {
+    let o = opts();
+    let (mut d, base) = recording(&o);
+    d.write(Lpn(3), &[tag(3, 1)], 500).unwrap();
+    let lpns: Vec<u32> = (0..12).collect();
+    let c = d
+        .swrite(TxUuid(1), &tx_pages(&lpns, 100), SwriteMode::Async, 1000)
+        .unwrap();
+    let durable = c.durable_ns.unwrap();
+    assert!(durable > c.ack_ns, "data still in flight at the async ack");
+    let (mut r, rep) = crash_at(&d, base.as_ref(), c.ack_ns, false, &o);
+    assert_eq!(detail(&rep, "tx_rejected"), 1.0);
+    let at = r.flash().idle_ns();
+    assert_eq!(read1(&mut r, 3, at), Some(1), "pre-tx data");
+    assert_eq!(read1(&mut r, 0, at), None);
+    // After durable_ns it is always committed.
+    let (mut r, _) = crash_at(&d, base.as_ref(), durable, false, &o);
+    assert_eq!(read1(&mut r, 3, u64::MAX / 4), Some(103));
+}
+
+fn dyn_tx(
+    d: &mut Mobius,
+    uuid: u64,
+    lpns: &[u32],
+    write: u64,
+    mut t: u64,
+    rear: bool,
+) -> (u64, Vec<u64>) {
+    let mut acks = Vec::new();
+    for (i, &l) in lpns.iter().enumerate() {
+        let flag = match (i, i + 1 == lpns.len() && rear) {
+            (0, true) => DwriteFlag::Single,
+            (0, false) => DwriteFlag::Head,
+            (_, true) => DwriteFlag::Rear,
+            _ => DwriteFlag::Body,
+        };
+        let c = d
+            .dwrite(TxUuid(uuid), Lpn(l), &tag(l, write + i as u64), flag, t)
+            .unwrap();
+        acks.push(c.ack_ns);
+        t = c.ack_ns + 1;
+    }
+    (t, acks)
+}
+
+#[test]
+fn dynamic_committed_unfinished_and_aborted() {
+    let o = opts();
+    // Committed: present after REAR; also when only the closed ring (no inode yet) is on flash.
+    let (mut d, base) = recording(&o);
+    d.write(Lpn(1), &[tag(1, 1)], 100).unwrap();
+    let (_, acks) = dyn_tx(&mut d, 7, &[1, 2, 3], 10, 1000, true);
+    let rear = *acks.last().unwrap();
+    let (mut r, _) = crash_at(&d, base.as_ref(), rear, false, &o);
+    assert_eq!(read1(&mut r, 1, u64::MAX / 4), Some(10));
+    let (mut r, rep) = crash_at(&d, base.as_ref(), rear - 1, false, &o);
+    assert!(detail(&rep, "chain_reads") >= 3.0);
+    assert_eq!(
+        read1(&mut r, 3, u64::MAX / 4),
+        Some(12),
+        "closed ring commits"
+    );
+    // Unfinished: HEAD + BODY, no REAR.
+    let (mut d, base) = recording(&o);
+    d.write(Lpn(1), &[tag(1, 1)], 100).unwrap();
+    let (t, _) = dyn_tx(&mut d, 8, &[1, 2], 10, 1000, false);
+    let mut out = Vec::new();
+    d.read(Lpn(1), 1, t, &mut out).unwrap();
+    assert_eq!(
+        out[0],
+        PageOutcome::Data(tag(1, 10)),
+        "reads see the running tx"
+    );
+    let (mut r, _) = crash_at(&d, base.as_ref(), t, false, &o);
+    let at = r.flash().idle_ns();
+    assert_eq!(read1(&mut r, 1, at), Some(1));
+    assert_eq!(read1(&mut r, 2, at), None);
+    // Aborted: ABORT(0) restores the mapping at once and after a crash.
+    let (mut d, base) = recording(&o);
+    d.write(Lpn(1), &[tag(1, 1)], 100).unwrap();
+    let (t, _) = dyn_tx(&mut d, 9, &[1, 2], 10, 1000, false);
+    let a = d.abort(TxUuid(0), t).unwrap();
+    assert_eq!(read1(&mut d, 1, a.ack_ns), Some(1));
+    let (mut r, _) = crash_at(&d, base.as_ref(), a.ack_ns, false, &o);
+    let at = r.flash().idle_ns();
+    assert_eq!(read1(&mut r, 1, at), Some(1));
+    assert_eq!(read1(&mut r, 2, at), None);
+}
+
+#[test]
+fn s_max_bounds_how_long_a_tx_stays_unflagged() {
+    let o = opts().with("s_max", 4);
+    let mut d = fresh(&o);
+    let mut t = 1000;
+    for k in 0..40u64 {
+        let n = 2 + (k % 7) as u32;
+        let l: Vec<u32> = (0..n).map(|i| (k as u32 * 13 + i * 7) % 500).collect();
+        let c = d
+            .swrite(TxUuid(k + 1), &tx_pages(&l, k * 100), SwriteMode::Async, t)
+            .unwrap();
+        t = c.ack_ns + 1;
+    }
+    let inodes = ala_inodes(&mut d);
+    let pending: Vec<u32> = d
+        .txs
+        .iter()
+        .filter(|t| !t.resolved)
+        .map(|t| t.tx_id)
+        .collect();
+    let mut checked = 0;
+    for (i, ino) in inodes.iter().enumerate() {
+        if ino.kind() != crate::format::InodeKind::Static || pending.contains(&ino.tx_id) {
+            continue;
+        }
+        let j = inodes
+            .iter()
+            .position(|x| x.commit_flags.contains(&ino.tx_id))
+            .expect("flagged");
+        assert!(
+            j > i && j - i <= 4,
+            "tx {} at {i} flagged at {j}",
+            ino.tx_id
+        );
+        checked += 1;
+    }
+    assert!(checked > 10);
+}
+
+#[test]
+fn tx_a_tx_b_ordering_survives_every_crash() {
+    // Tx(A) = {A, B, C}, Tx(B) = {D, E, C} (the paper's example), A before B, both async.
+    let o = opts();
+    let (mut d, base) = recording(&o);
+    let a_pages: Vec<u32> = (0..20).chain([500]).collect(); // slow A
+    let ca = d
+        .swrite(
+            TxUuid(1),
+            &tx_pages(&a_pages, 1000),
+            SwriteMode::Async,
+            1000,
+        )
+        .unwrap();
+    let cb = d
+        .swrite(
+            TxUuid(2),
+            &tx_pages(&[600, 601, 500], 2000),
+            SwriteMode::Async,
+            1001,
+        )
+        .unwrap();
+    assert!(cb.durable_ns >= ca.durable_ns, "B is not durable before A");
+    let log = d.flash().log().unwrap();
+    let order = log.completion_order();
+    let end = cb.durable_ns.unwrap().max(ca.durable_ns.unwrap());
+    let mut checked = 0;
+    for n in 0..=order.len() {
+        let t = log.instant_after(&order, n);
+        if t > end + 1 {
+            break;
+        }
+        let (mut r, _) = crash_at(&d, base.as_ref(), t, false, &o);
+        let at = r.flash().idle_ns();
+        let b = read1(&mut r, 600, at) == Some(2000);
+        let a = read1(&mut r, 0, at) == Some(1000);
+        assert!(!b || a, "Tx(B) survived without Tx(A) at {t}");
+        if t >= ca.durable_ns.unwrap() {
+            assert!(a);
+        }
+        assert_eq!(
+            read1(&mut r, 500, at),
+            if b {
+                Some(2002)
+            } else if a {
+                Some(1020)
+            } else {
+                None
+            }
+        );
+        checked += 1;
+    }
+    assert!(checked > 5);
+}
+
+#[test]
+fn acknowledged_abort_survives_crash() {
+    let o = opts();
+    let (mut d, base) = recording(&o);
+    let lpns: Vec<u32> = (0..12).collect();
+    let c = d
+        .swrite(TxUuid(1), &tx_pages(&lpns, 100), SwriteMode::Async, 1000)
+        .unwrap();
+    let a = d.abort(TxUuid(1), c.ack_ns).unwrap();
+    assert!(a.ack_ns < c.durable_ns.unwrap() || a.ack_ns >= c.ack_ns);
+    assert!(
+        d.abort(TxUuid(1), a.ack_ns).is_err(),
+        "a second abort is refused"
+    );
+    let end = d.flash().idle_ns();
+    for t in [a.ack_ns, c.durable_ns.unwrap(), end] {
+        let t = t.max(a.ack_ns);
+        let (mut r, _) = crash_at(&d, base.as_ref(), t, false, &o);
+        assert_eq!(
+            read1(&mut r, 4, u64::MAX / 4),
+            None,
+            "aborted tx present at {t}"
+        );
+    }
+    // Abort after every page is on flash: too late.
+    let c = d
+        .swrite(TxUuid(2), &tx_pages(&[1, 2], 500), SwriteMode::Sync, end)
+        .unwrap();
+    assert_eq!(
+        d.abort(TxUuid(2), c.ack_ns + 1),
+        Err(FtlError::AlreadyCommitted(TxUuid(2)))
+    );
+}
+
+#[test]
+fn multipart_transactions_are_atomic() {
+    let cfg = small()
+        .with_overrides(None, &["geometry.page_bytes=1024".into()])
+        .unwrap();
+    let o = opts();
+    let mut d = Mobius::format(Flash::in_memory(cfg.clone(), OOB_BYTES, true), &o).unwrap();
+    assert!(
+        d.max_tx_pages() > d.items_per_inode as u64,
+        "multipart possible"
+    );
+    let base = d.flash_mut().start_recording();
+    let n = (d.items_per_inode as u32) * 2 + 10;
+    let lpns: Vec<u32> = (0..n).collect();
+    let c = d
+        .swrite(TxUuid(1), &tx_pages(&lpns, 1), SwriteMode::Async, 1000)
+        .unwrap();
+    let inodes = ala_inodes(&mut d);
+    assert_eq!(inodes.iter().filter(|i| i.uuid == 1).count(), 3);
+    let too = d.max_tx_pages() + 1;
+    let big: Vec<u32> = (0..too as u32).collect();
+    assert!(matches!(
+        d.swrite(TxUuid(2), &tx_pages(&big, 1), SwriteMode::Sync, c.ack_ns),
+        Err(FtlError::TxTooLarge { .. })
+    ));
+    let log = d.flash().log().unwrap();
+    let order = log.completion_order();
+    for k in 0..=order.len() {
+        let t = log.instant_after(&order, k);
+        for tear in [false, true] {
+            let t = if tear { t + 1 } else { t };
+            let (mut r, _) = crash_at(&d, base.as_ref(), t, tear, &o);
+            let at = r.flash().idle_ns();
+            let first = read1(&mut r, 0, at);
+            for l in (0..n).step_by(17) {
+                assert_eq!(
+                    read1(&mut r, l, at).is_some(),
+                    first.is_some(),
+                    "partial multipart tx at {t}"
+                );
+            }
+            if t >= c.durable_ns.unwrap() {
+                assert!(first.is_some());
+            }
+        }
+    }
+}
+
+#[test]
+fn misuse_is_a_typed_error() {
+    let mut d = fresh(&opts());
+    let lp = d.logical_pages();
+    let t = 1000;
+    assert_eq!(
+        d.dwrite(TxUuid(1), Lpn(1), &tag(1, 1), DwriteFlag::Body, t),
+        Err(FtlError::NoDynamicTx)
+    );
+    assert_eq!(
+        d.swrite(TxUuid(0), &tx_pages(&[1], 1), SwriteMode::Sync, t),
+        Err(FtlError::ReservedTx(TxUuid(0)))
+    );
+    assert_eq!(
+        d.swrite(TxUuid(3), &[], SwriteMode::Sync, t),
+        Err(FtlError::EmptyRequest)
+    );
+    assert!(matches!(
+        d.swrite(TxUuid(3), &tx_pages(&[lp], 1), SwriteMode::Sync, t),
+        Err(FtlError::LpnOutOfRange { .. })
+    ));
+    assert!(matches!(
+        d.swrite(TxUuid(3), &tx_pages(&[4, 4], 1), SwriteMode::Sync, t),
+        Err(FtlError::DuplicatePage { .. })
+    ));
+    assert_eq!(d.abort(TxUuid(77), t), Err(FtlError::UnknownTx(TxUuid(77))));
+    d.swrite(TxUuid(3), &tx_pages(&[4, 5], 1), SwriteMode::Sync, t)
+        .unwrap();
+    assert_eq!(
+        d.swrite(TxUuid(3), &tx_pages(&[6], 1), SwriteMode::Sync, t),
+        Err(FtlError::DuplicateTx(TxUuid(3)))
+    );
+    d.dwrite(TxUuid(5), Lpn(1), &tag(1, 1), DwriteFlag::Head, t)
+        .unwrap();
+    assert_eq!(
+        d.dwrite(TxUuid(6), Lpn(1), &tag(1, 1), DwriteFlag::Head, t),
+        Err(FtlError::DynamicTxRunning(TxUuid(5)))
+    );
+    assert_eq!(
+        d.dwrite(TxUuid(6), Lpn(1), &tag(1, 1), DwriteFlag::Body, t),
+        Err(FtlError::UnknownTx(TxUuid(6)))
+    );
+    assert_eq!(
+        d.write(Lpn(9), &[tag(9, 1)], t),
+        Err(FtlError::DynamicTxRunning(TxUuid(5)))
+    );
+    assert_eq!(
+        d.swrite(TxUuid(8), &tx_pages(&[9], 1), SwriteMode::Sync, t),
+        Err(FtlError::DynamicTxRunning(TxUuid(5)))
+    );
+    assert!(matches!(
+        d.dwrite(TxUuid(5), Lpn(lp), &tag(1, 1), DwriteFlag::Body, t),
+        Err(FtlError::LpnOutOfRange { .. })
+    ));
+    d.dwrite(TxUuid(5), Lpn(2), &tag(2, 1), DwriteFlag::Rear, t)
+        .unwrap();
+    assert_eq!(
+        d.dwrite(TxUuid(5), Lpn(1), &tag(1, 1), DwriteFlag::Head, t),
+        Err(FtlError::DuplicateTx(TxUuid(5)))
+    );
+    assert_eq!(d.abort(TxUuid(0), t), Err(FtlError::NoDynamicTx));
+    assert!(matches!(
+        d.write(Lpn(0), &[tag(0, 1)], t - 1),
+        Err(FtlError::TimeWentBackwards { .. })
+    ));
+}
+
+#[test]
+fn parameters_follow_the_paper_and_are_validated() {
+    let g = DeviceConfig::preset("jasmine").unwrap().geometry;
+    let c = crate::MobiusConfig::from_options(&g, &opts()).unwrap();
+    assert_eq!((c.s_max, c.active_ala_pages, c.c_percent), (16, 3072, 20.0));
+    assert_eq!(c.ala_blocks, 1000);
+    let twenty = opts().with("active_ala_mb", 20);
+    assert!(matches!(
+        crate::MobiusConfig::from_options(&g, &twenty),
+        Err(FtlError::InvalidOption(_))
+    ));
+    assert!(crate::MobiusConfig::from_options(&g, &twenty.with("c_percent", 31)).is_ok());
+    assert!(matches!(
+        crate::MobiusConfig::from_options(&g, &opts().with("s_maxx", 3)),
+        Err(FtlError::InvalidOption(_))
+    ));
+}
+
+#[test]
+fn sread_waits_for_earlier_static_txs() {
+    let mut d = fresh(&opts());
+    let lpns: Vec<u32> = (0..12).collect();
+    let c = d
+        .swrite(TxUuid(1), &tx_pages(&lpns, 100), SwriteMode::Async, 1000)
+        .unwrap();
+    let mut out = Vec::new();
+    let r = d.read(Lpn(11), 1, c.ack_ns, &mut out).unwrap();
+    assert!(r.ack_ns < c.durable_ns.unwrap());
+    assert_eq!(out[0], PageOutcome::Unwritten, "READ is read-committed");
+    let s = d.sread(Lpn(11), 1, c.ack_ns, &mut out).unwrap();
+    assert!(s.ack_ns >= c.durable_ns.unwrap());
+    assert_eq!(out[0], PageOutcome::Data(tag(11, 111)));
+    assert_eq!(
+        d.abort(TxUuid(1), c.ack_ns + 1),
+        Err(FtlError::AlreadyCommitted(TxUuid(1)))
+    );
+}
+
+/// KNOWN FAILURE (see docs/mobius.md): on 1 KB pages with large txs a page is invalidated twice
+/// (validity assertion); not yet diagnosed.
+#[test]
+#[ignore]
+fn multipart_crash_campaign() {
+    let cfg = small()
+        .with_overrides(None, &["geometry.page_bytes=1024".into()])
+        .unwrap();
+    let pts = if long() { 1500 } else { 80 };
+    let n = campaign_on(cfg, 42, if long() { 2000 } else { 600 }, pts, &opts(), true).unwrap();
+    eprintln!("multipart campaign: {n} crash points");
 }
