@@ -158,7 +158,11 @@ impl Nvmfs {
     }
 
     /// Mounts an existing file system, recovering from a crash if there was one (§III-D).
-    pub fn open(nvram_path: &Path, dev: Box<dyn BlockDevice>, params: NvmfsParams) -> Result<Nvmfs> {
+    pub fn open(
+        nvram_path: &Path,
+        dev: Box<dyn BlockDevice>,
+        params: NvmfsParams,
+    ) -> Result<Nvmfs> {
         let nv = Nvram::open(nvram_path, params.strict_persist)?;
         Self::open_with(nv, dev, params)
     }
@@ -394,8 +398,16 @@ impl Nvmfs {
         let n = get_u32(b, at as usize + INODE_NVRAM_BLOCKS_AT) as i64 + nvram;
         let s = get_u32(b, at as usize + INODE_SSD_BLOCKS_AT) as i64 + ssd;
         debug_assert!(n >= 0 && s >= 0, "inode {ino} block counts went negative");
-        put_u32(self.nv.bytes_mut(), at as usize + INODE_NVRAM_BLOCKS_AT, n.max(0) as u32);
-        put_u32(self.nv.bytes_mut(), at as usize + INODE_SSD_BLOCKS_AT, s.max(0) as u32);
+        put_u32(
+            self.nv.bytes_mut(),
+            at as usize + INODE_NVRAM_BLOCKS_AT,
+            n.max(0) as u32,
+        );
+        put_u32(
+            self.nv.bytes_mut(),
+            at as usize + INODE_SSD_BLOCKS_AT,
+            s.max(0) as u32,
+        );
         self.persist(at + INODE_NVRAM_BLOCKS_AT as u64, 8)
     }
     fn next_mru_stamp(&mut self) -> u64 {
@@ -435,7 +447,10 @@ impl Nvmfs {
 
     /// Releases one SSD block (its copy is no longer valid).
     fn release_ssd(&mut self, lba: u64) -> Result<()> {
-        debug_assert!(self.bit(self.sb.ssd_bitmap_at, lba), "releasing free SSD block {lba}");
+        debug_assert!(
+            self.bit(self.sb.ssd_bitmap_at, lba),
+            "releasing free SSD block {lba}"
+        );
         self.set_bit(self.sb.ssd_bitmap_at, lba, false)?;
         self.set64(self.owner_at(lba), 0)?;
         let e = (lba / EXTENT_BLOCKS) as usize;
@@ -445,7 +460,10 @@ impl Nvmfs {
     }
 
     fn claim_ssd(&mut self, lba: u64, ino: u32, block: u32) -> Result<()> {
-        debug_assert!(!self.bit(self.sb.ssd_bitmap_at, lba), "SSD block {lba} claimed twice");
+        debug_assert!(
+            !self.bit(self.sb.ssd_bitmap_at, lba),
+            "SSD block {lba} claimed twice"
+        );
         self.set_bit(self.sb.ssd_bitmap_at, lba, true)?;
         self.set64(self.owner_at(lba), ino as u64 | (block as u64) << 32)?;
         self.ext_valid[(lba / EXTENT_BLOCKS) as usize] += 1;
@@ -531,7 +549,9 @@ impl Nvmfs {
                 self.stats.sync_flush_rounds += 1;
                 continue;
             }
-            return Err(NvmfsError::NoSpace("NVRAM is full of dirty pages and the SSD has no free extent"));
+            return Err(NvmfsError::NoSpace(
+                "NVRAM is full of dirty pages and the SSD has no free extent",
+            ));
         }
     }
 
@@ -546,7 +566,10 @@ impl Nvmfs {
     /// Replaces a clean page: the inode is repointed to the SSD copy, the page freed (§III-B).
     fn evict(&mut self, p: u32) -> Result<()> {
         let rec = self.read_record(p);
-        let lba = rec.page_info.as_ssd().expect("a clean page has an SSD copy");
+        let lba = rec
+            .page_info
+            .as_ssd()
+            .expect("a clean page has an SSD copy");
         let slot = self
             .slot(rec.owner_ino, rec.owner_block as u64, false)?
             .expect("a clean page's owner has the pointer");
@@ -621,7 +644,12 @@ impl Nvmfs {
             let in_off = pos % PAGE_BYTES;
             let n = (PAGE_BYTES - in_off).min(end - pos);
             let from = (pos - offset) as usize;
-            self.write_block(ino, pos / PAGE_BYTES, in_off, &data[from..from + n as usize])?;
+            self.write_block(
+                ino,
+                pos / PAGE_BYTES,
+                in_off,
+                &data[from..from + n as usize],
+            )?;
             pos += n;
         }
         let at = self.inode_at(ino);
@@ -690,7 +718,12 @@ impl Nvmfs {
             let in_off = pos % PAGE_BYTES;
             let n = (PAGE_BYTES - in_off).min(end - pos);
             let from = (pos - offset) as usize;
-            self.read_block(ino, pos / PAGE_BYTES, in_off, &mut buf[from..from + n as usize])?;
+            self.read_block(
+                ino,
+                pos / PAGE_BYTES,
+                in_off,
+                &mut buf[from..from + n as usize],
+            )?;
             pos += n;
         }
         Ok(end.saturating_sub(offset) as usize)
@@ -768,7 +801,10 @@ impl Nvmfs {
     }
 
     fn free_extent(&self) -> Option<u64> {
-        self.ext_valid.iter().position(|&v| v == 0).map(|e| e as u64)
+        self.ext_valid
+            .iter()
+            .position(|&v| v == 0)
+            .map(|e| e as u64)
     }
 
     /// One flush round: up to 128 of the coldest dirty pages, in one write, to a fresh extent;
@@ -777,7 +813,8 @@ impl Nvmfs {
     pub fn flush_round(&mut self) -> Result<bool> {
         self.live()?;
         let mut cold = std::mem::take(&mut self.cold);
-        self.lru.coldest(PageList::Dirty, EXTENT_BLOCKS as usize, &mut cold);
+        self.lru
+            .coldest(PageList::Dirty, EXTENT_BLOCKS as usize, &mut cold);
         if cold.is_empty() {
             self.cold = cold;
             return Ok(false);
@@ -856,7 +893,9 @@ impl Nvmfs {
         self.live()?;
         let _ = force;
         let Some(extent) = (0..self.sb.extents())
-            .filter(|&e| self.ext_valid[e as usize] > 0 && self.ext_valid[e as usize] < EXTENT_BLOCKS as u32)
+            .filter(|&e| {
+                self.ext_valid[e as usize] > 0 && self.ext_valid[e as usize] < EXTENT_BLOCKS as u32
+            })
             .min_by_key(|&e| self.ext_valid[e as usize])
         else {
             return Ok(false);
@@ -868,7 +907,9 @@ impl Nvmfs {
         for lba in start..start + EXTENT_BLOCKS {
             if self.bit(self.sb.ssd_bitmap_at, lba) {
                 let (ino, block) = self.ssd_owner(lba);
-                let slot = self.slot(ino, block as u64, false)?.expect("owner pointer exists");
+                let slot = self
+                    .slot(ino, block as u64, false)?
+                    .expect("owner pointer exists");
                 if BlockAddr(self.get64(slot)).as_ssd() == Some(lba) {
                     need += 1;
                 }
@@ -883,7 +924,9 @@ impl Nvmfs {
                 continue;
             }
             let (ino, block) = self.ssd_owner(lba);
-            let slot = self.slot(ino, block as u64, false)?.expect("owner pointer exists");
+            let slot = self
+                .slot(ino, block as u64, false)?
+                .expect("owner pointer exists");
             let cur = BlockAddr(self.get64(slot));
             if cur.as_ssd() == Some(lba) {
                 // Migrate: the data goes to a fresh NVRAM page; the inode still points to SSD.
@@ -921,7 +964,9 @@ impl Nvmfs {
         // whose owner entry is in the log are moved; the rest stays (retry later).
         let log = RedoLog { extent, entries };
         let redo_at = self.sb.redo_at as u64 * PAGE_BYTES;
-        log.encode_body(&mut self.nv.bytes_mut()[redo_at as usize..(redo_at + PAGE_BYTES) as usize]);
+        log.encode_body(
+            &mut self.nv.bytes_mut()[redo_at as usize..(redo_at + PAGE_BYTES) as usize],
+        );
         self.persist(redo_at, PAGE_BYTES)?;
         self.set32(redo_at, 1)?; // commit point
         self.apply_redo(&log)?;
@@ -936,9 +981,14 @@ impl Nvmfs {
     fn apply_redo(&mut self, log: &RedoLog) -> Result<()> {
         self.begin_lists()?;
         for e in &log.entries {
-            let slot = self.slot(e.ino, e.block as u64, false)?.expect("owner pointer exists");
+            let slot = self
+                .slot(e.ino, e.block as u64, false)?
+                .expect("owner pointer exists");
             let old = BlockAddr(self.get64(slot));
-            let p = e.new_addr.as_nvram().expect("cleaning moves blocks to NVRAM");
+            let p = e
+                .new_addr
+                .as_nvram()
+                .expect("cleaning moves blocks to NVRAM");
             let rec = PageRecord {
                 list: PageList::Dirty,
                 owner_ino: e.ino,
@@ -974,7 +1024,6 @@ impl Nvmfs {
     fn recover(&mut self) -> Result<()> {
         recovery::recover(self)
     }
-
 
     // ---------------------------------------------------------------- namespace
 
@@ -1060,11 +1109,16 @@ impl Nvmfs {
     pub fn lookup(&mut self, dir: u32, name: &[u8]) -> Result<u32> {
         self.live()?;
         self.dir_checked(dir)?;
-        self.find(dir, name)?.map(|(_, e)| e.ino).ok_or(NvmfsError::NotFound)
+        self.find(dir, name)?
+            .map(|(_, e)| e.ino)
+            .ok_or(NvmfsError::NotFound)
     }
 
     fn find(&mut self, dir: u32, name: &[u8]) -> Result<Option<(u64, DirEntry)>> {
-        Ok(self.dir_entries(dir)?.into_iter().find(|(_, e)| e.name == name))
+        Ok(self
+            .dir_entries(dir)?
+            .into_iter()
+            .find(|(_, e)| e.name == name))
     }
 
     /// Entries of a directory (without "." and "..").
@@ -1075,7 +1129,9 @@ impl Nvmfs {
     }
 
     fn alloc_inode(&mut self) -> Result<u32> {
-        self.inode_free.pop().ok_or(NvmfsError::NoSpace("inode table full"))
+        self.inode_free
+            .pop()
+            .ok_or(NvmfsError::NoSpace("inode table full"))
     }
 
     fn add_entry(&mut self, dir: u32, entry: &DirEntry) -> Result<()> {
@@ -1093,7 +1149,14 @@ impl Nvmfs {
         self.write_inner(dir, slot * DIRENT_BYTES, &b[..4])
     }
 
-    fn create_node(&mut self, dir: u32, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+    fn create_node(
+        &mut self,
+        dir: u32,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
         self.live()?;
         Self::check_name(name)?;
         self.dir_checked(dir)?;
@@ -1136,7 +1199,14 @@ impl Nvmfs {
     }
 
     /// Creates a regular file.
-    pub fn create_file(&mut self, dir: u32, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
+    pub fn create_file(
+        &mut self,
+        dir: u32,
+        name: &[u8],
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
         self.create_node(dir, name, S_IFREG | (perm & 0o7777), uid, gid)
     }
 
@@ -1153,7 +1223,11 @@ impl Nvmfs {
 
     fn drop_link(&mut self, ino: u32) -> Result<()> {
         let i = self.read_inode(ino);
-        let left = if i.is_dir() { 0 } else { i.nlink.saturating_sub(1) };
+        let left = if i.is_dir() {
+            0
+        } else {
+            i.nlink.saturating_sub(1)
+        };
         if left > 0 {
             return self.set32(self.inode_at(ino) + 4, left);
         }
@@ -1207,7 +1281,9 @@ impl Nvmfs {
         }
         let moving_dir = self.read_inode(e.ino).is_dir();
         if moving_dir && self.is_ancestor(e.ino, new_dir)? {
-            return Err(NvmfsError::InvalidArgument("cannot move a directory into itself".into()));
+            return Err(NvmfsError::InvalidArgument(
+                "cannot move a directory into itself".into(),
+            ));
         }
         match self.find(new_dir, new_name)? {
             Some((tslot, t)) => {
@@ -1388,13 +1464,19 @@ impl Nvmfs {
             return Err("list lengths do not add up to the NVRAM data pages".into());
         }
         if d > self.sb.dirty_capacity {
-            return Err(format!("dirty list {d} exceeds its capacity {}", self.sb.dirty_capacity));
+            return Err(format!(
+                "dirty list {d} exceeds its capacity {}",
+                self.sb.dirty_capacity
+            ));
         }
         for p in 0..self.sb.data_pages {
             let rec = self.read_record(p);
             let list = self.lru.list_of(p);
             if rec.list != list {
-                return Err(format!("page {p}: record says {:?}, RAM says {list:?}", rec.list));
+                return Err(format!(
+                    "page {p}: record says {:?}, RAM says {list:?}",
+                    rec.list
+                ));
             }
             if self.bit(self.sb.nvram_bitmap_at, p as u64) != (list != PageList::Free) {
                 return Err(format!("page {p}: bitmap disagrees with list {list:?}"));
@@ -1428,10 +1510,12 @@ impl Nvmfs {
                 .filter(|&l| self.bit(self.sb.ssd_bitmap_at, l))
                 .count() as u32;
             if n != self.ext_valid[e as usize] {
-                return Err(format!("extent {e}: {n} valid blocks, count says {}", self.ext_valid[e as usize]));
+                return Err(format!(
+                    "extent {e}: {n} valid blocks, count says {}",
+                    self.ext_valid[e as usize]
+                ));
             }
         }
         self.dev.check_invariants()
     }
 }
-

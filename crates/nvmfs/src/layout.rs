@@ -212,7 +212,9 @@ impl Superblock {
 
     pub fn decode(b: &[u8]) -> Result<Superblock> {
         if b[0..8] != MAGIC {
-            return Err(NvmfsError::Corrupt("not an NVMFS NVRAM image (bad magic)".into()));
+            return Err(NvmfsError::Corrupt(
+                "not an NVMFS NVRAM image (bad magic)".into(),
+            ));
         }
         if get_u32(b, 76) != crc32c::crc32c(&b[0..76]) {
             return Err(NvmfsError::Corrupt("superblock checksum mismatch".into()));
@@ -508,7 +510,10 @@ mod tests {
         sb.encode(&mut b);
         assert_eq!(Superblock::decode(&b).unwrap(), sb);
         b[20] ^= 1;
-        assert!(matches!(Superblock::decode(&b), Err(NvmfsError::Corrupt(_))));
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(NvmfsError::Corrupt(_))
+        ));
     }
 
     #[test]

@@ -143,7 +143,11 @@ impl Lru {
         for list in [PageList::Dirty, PageList::Clean] {
             let pages: Vec<u32> = self.iter(list).collect();
             if pages.len() as u32 != self.len(list) {
-                return Err(format!("{list:?} list walks {} pages, len says {}", pages.len(), self.len(list)));
+                return Err(format!(
+                    "{list:?} list walks {} pages, len says {}",
+                    pages.len(),
+                    self.len(list)
+                ));
             }
             for w in pages.windows(2) {
                 if self.prev[w[1] as usize] != w[0] {
@@ -168,7 +172,10 @@ mod tests {
         for p in 0..4 {
             l.push_mru(PageList::Dirty, p);
         }
-        assert_eq!(l.iter(PageList::Dirty).collect::<Vec<_>>(), vec![3, 2, 1, 0]);
+        assert_eq!(
+            l.iter(PageList::Dirty).collect::<Vec<_>>(),
+            vec![3, 2, 1, 0]
+        );
         l.push_mru(PageList::Dirty, 0);
         assert_eq!(l.lru_end(PageList::Dirty), Some(1));
         l.push_lru(PageList::Clean, 1);

@@ -38,7 +38,11 @@ pub(crate) fn for_each_block(fs: &Nvmfs, ino: u32, mut f: impl FnMut(u64, u64, B
     if let Some(d) = inode.double_indirect.as_nvram() {
         for j in 0..POINTERS_PER_BLOCK {
             if let Some(ind) = BlockAddr(fs.get64(fs.data_at(d) + 8 * j)).as_nvram() {
-                walk(ind, DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK * (1 + j), &mut f);
+                walk(
+                    ind,
+                    DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK * (1 + j),
+                    &mut f,
+                );
             }
         }
     }
@@ -52,7 +56,9 @@ fn indirect_pages(fs: &Nvmfs, ino: u32) -> Result<Vec<u32>> {
         match a.as_nvram() {
             Some(p) if p < fs.sb.data_pages => Ok(Some(p)),
             None if a.is_hole() => Ok(None),
-            _ => Err(NvmfsError::Corrupt(format!("inode {ino}: bad indirect pointer {a:?}"))),
+            _ => Err(NvmfsError::Corrupt(format!(
+                "inode {ino}: bad indirect pointer {a:?}"
+            ))),
         }
     };
     if let Some(p) = ok(inode.indirect)? {
@@ -108,11 +114,15 @@ fn reachable_inodes(fs: &mut Nvmfs) -> Result<Vec<bool>> {
             } else if let Some(lba) = a.as_ssd().filter(|&l| l < fs.sb.ssd_blocks) {
                 fs.ssd_read(lba, &mut page)?;
             } else {
-                return Err(NvmfsError::Corrupt(format!("directory {dir}: bad pointer {a:?}")));
+                return Err(NvmfsError::Corrupt(format!(
+                    "directory {dir}: bad pointer {a:?}"
+                )));
             }
             let valid = ((size - b * PAGE_BYTES).min(PAGE_BYTES) / DIRENT_BYTES) as usize;
             for c in page.chunks_exact(DIRENT_BYTES as usize).take(valid) {
-                let Some(e) = DirEntry::decode(c) else { continue };
+                let Some(e) = DirEntry::decode(c) else {
+                    continue;
+                };
                 if e.ino == 0 || e.ino >= count || live[e.ino as usize] {
                     continue;
                 }
@@ -149,7 +159,9 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
         }
         for p in indirect_pages(fs, ino)? {
             if indirect[p as usize] || nv_owner[p as usize].is_some() {
-                return Err(NvmfsError::Corrupt(format!("NVRAM page {p} referenced twice")));
+                return Err(NvmfsError::Corrupt(format!(
+                    "NVRAM page {p} referenced twice"
+                )));
             }
             indirect[p as usize] = true;
         }
@@ -166,18 +178,24 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
             let owner = Some((ino, b as u32));
             if let Some(p) = a.as_nvram().filter(|&p| (p as usize) < data_pages) {
                 if indirect[p as usize] || nv_owner[p as usize].is_some() {
-                    return Err(NvmfsError::Corrupt(format!("NVRAM page {p} referenced twice")));
+                    return Err(NvmfsError::Corrupt(format!(
+                        "NVRAM page {p} referenced twice"
+                    )));
                 }
                 nv_owner[p as usize] = owner;
                 n_nv += 1;
             } else if let Some(l) = a.as_ssd().filter(|&l| l < sb.ssd_blocks) {
                 if ssd_owner[l as usize].is_some() {
-                    return Err(NvmfsError::Corrupt(format!("SSD block {l} referenced twice")));
+                    return Err(NvmfsError::Corrupt(format!(
+                        "SSD block {l} referenced twice"
+                    )));
                 }
                 ssd_owner[l as usize] = owner;
                 n_ssd += 1;
             } else {
-                return Err(NvmfsError::Corrupt(format!("inode {ino}: bad pointer {a:?}")));
+                return Err(NvmfsError::Corrupt(format!(
+                    "inode {ino}: bad pointer {a:?}"
+                )));
             }
         }
         let at = fs.inode_at(ino) as usize;
@@ -194,11 +212,15 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
             let rec = fs.read_record(p as u32);
             let ok = match nv_owner[p] {
                 Some(o) => match rec.list {
-                    PageList::Dirty => rec.page_info.is_hole() && (rec.owner_ino, rec.owner_block) == o,
+                    PageList::Dirty => {
+                        rec.page_info.is_hole() && (rec.owner_ino, rec.owner_block) == o
+                    }
                     PageList::Clean => {
                         let l = rec.page_info.as_ssd().filter(|&l| l < sb.ssd_blocks);
                         let fine = (rec.owner_ino, rec.owner_block) == o
-                            && l.is_some_and(|l| ssd_owner[l as usize].is_none() && !claimed[l as usize]);
+                            && l.is_some_and(|l| {
+                                ssd_owner[l as usize].is_none() && !claimed[l as usize]
+                            });
                         if fine {
                             claimed[l.unwrap() as usize] = true;
                             second_copy[p] = l;
@@ -263,7 +285,11 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
                 list: lru.list_of(p),
                 owner_ino: ino,
                 owner_block: b,
-                stamp: if consistent { fs.read_record(p).stamp } else { stamps[i] },
+                stamp: if consistent {
+                    fs.read_record(p).stamp
+                } else {
+                    stamps[i]
+                },
                 page_info: second_copy[i].map_or(BlockAddr::HOLE, BlockAddr::ssd),
             }
         } else if indirect[i] {
@@ -279,7 +305,12 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
         };
         let at = fs.record_at(p) as usize;
         rec.encode(&mut fs.nv.bytes_mut()[at..at + PAGE_RECORD_BYTES as usize]);
-        set_bit_raw(fs, sb.nvram_bitmap_at, p as u64, nv_owner[i].is_some() || indirect[i]);
+        set_bit_raw(
+            fs,
+            sb.nvram_bitmap_at,
+            p as u64,
+            nv_owner[i].is_some() || indirect[i],
+        );
     }
     let mut ext_valid = vec![0u32; sb.extents() as usize];
     for l in 0..sb.ssd_blocks {
@@ -292,7 +323,11 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
     }
     for (e, v) in ext_valid.iter().enumerate() {
         let at = sb.extent_flags_at as usize * PAGE_BYTES as usize + 4 * e;
-        put_u32(fs.nv.bytes_mut(), at, (*v > 0 && *v < EXTENT_BLOCKS as u32) as u32);
+        put_u32(
+            fs.nv.bytes_mut(),
+            at,
+            (*v > 0 && *v < EXTENT_BLOCKS as u32) as u32,
+        );
     }
     put_u32(fs.nv.bytes_mut(), SB_LISTS_STATE as usize, 0);
     put_u32(fs.nv.bytes_mut(), SB_CLEAN_UNMOUNT as usize, 0);

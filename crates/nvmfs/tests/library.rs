@@ -22,7 +22,10 @@ fn many_small_files_survive_remount() {
         model.push((name, data));
     }
     fs.check_invariants().unwrap();
-    assert!(fs.stats().flush_rounds > 0, "2 MB of NVRAM must have flushed");
+    assert!(
+        fs.stats().flush_rounds > 0,
+        "2 MB of NVRAM must have flushed"
+    );
     for (name, data) in &model {
         let ino = fs.lookup(d, name.as_bytes()).unwrap();
         assert_eq!(&read_all(&mut fs, ino), data);
@@ -30,7 +33,10 @@ fn many_small_files_survive_remount() {
     let dev = fs.unmount().unwrap();
     drop(dev);
     let mut fs = env.open(NvmfsParams::default());
-    assert!(!fs.stats().lists_reset_at_mount, "clean unmount keeps the lists");
+    assert!(
+        !fs.stats().lists_reset_at_mount,
+        "clean unmount keeps the lists"
+    );
     fs.check_invariants().unwrap();
     assert_eq!(fs.readdir(d).unwrap().len(), 300);
     for (name, data) in &model {
@@ -42,7 +48,8 @@ fn many_small_files_survive_remount() {
         if i % 2 == 0 {
             fs.unlink(d, name.as_bytes()).unwrap();
         } else if i % 3 == 0 {
-            fs.rename(d, name.as_bytes(), ROOT_INO, format!("r{i}").as_bytes()).unwrap();
+            fs.rename(d, name.as_bytes(), ROOT_INO, format!("r{i}").as_bytes())
+                .unwrap();
         }
     }
     fs.check_invariants().unwrap();
@@ -50,7 +57,10 @@ fn many_small_files_survive_remount() {
     let ino = fs.lookup(ROOT_INO, b"r3").unwrap();
     assert_eq!(read_all(&mut fs, ino), model[3].1);
     fs.truncate(ino, 100).unwrap();
-    assert_eq!(read_all(&mut fs, ino), model[3].1[..100.min(model[3].1.len())]);
+    assert_eq!(
+        read_all(&mut fs, ino),
+        model[3].1[..100.min(model[3].1.len())]
+    );
     fs.check_invariants().unwrap();
 }
 
@@ -91,7 +101,11 @@ fn lru_rules_and_page_info() {
     let (_, _, free0, _) = fs.list_lengths();
     fs.write(ino, 0, &[1u8; 4096 * 4]).unwrap();
     let (d, c, f, _) = fs.list_lengths();
-    assert_eq!((d, c), (5, 0), "4 data pages + the root directory's page are dirty");
+    assert_eq!(
+        (d, c),
+        (5, 0),
+        "4 data pages + the root directory's page are dirty"
+    );
     assert_eq!(f, free0 - 4);
     let dirty = fs.dirty_pages();
     // Block 3 was written last: MRU. Touching block 0 moves it to MRU.
@@ -104,9 +118,16 @@ fn lru_rules_and_page_info() {
     let (d, c, _, _) = fs.list_lengths();
     assert_eq!((d, c), (0, 5));
     for p in fs.clean_pages() {
-        assert!(fs.page_info(p).is_some(), "flushed page {p} keeps its SSD copy in page_info");
+        assert!(
+            fs.page_info(p).is_some(),
+            "flushed page {p} keeps its SSD copy in page_info"
+        );
     }
-    assert_eq!(fs.getattr(ino).unwrap().nvram_blocks, 4, "inodes still point to NVRAM");
+    assert_eq!(
+        fs.getattr(ino).unwrap().nvram_blocks,
+        4,
+        "inodes still point to NVRAM"
+    );
     assert_eq!(fs.extent_usage().1, 1);
     // Read of clean data: clean MRU.
     fs.read(ino, 4096, &mut b).unwrap();
@@ -141,9 +162,19 @@ fn flush_watermarks_80_50() {
     fs.write(ino, block * 4096, &[9u8; 4096]).unwrap();
     let (d, c, _, _) = fs.list_lengths();
     assert!(fs.stats().flush_rounds > 0);
-    assert!(d <= low, "flushing stops at or below the low watermark: {d} > {low}");
-    assert!(d > low.saturating_sub(128), "and not more than one round below it");
-    assert_eq!(c as u64, fs.stats().flushed_pages, "flushed pages are clean and still on NVRAM");
+    assert!(
+        d <= low,
+        "flushing stops at or below the low watermark: {d} > {low}"
+    );
+    assert!(
+        d > low.saturating_sub(128),
+        "and not more than one round below it"
+    );
+    assert_eq!(
+        c as u64,
+        fs.stats().flushed_pages,
+        "flushed pages are clean and still on NVRAM"
+    );
     fs.check_invariants().unwrap();
 }
 
@@ -187,10 +218,22 @@ fn namespace_errors() {
     let mut fs = env.create(1 << 20, NvmfsParams::default());
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
     fs.create_file(d, b"x", 0o644, 0, 0).unwrap();
-    assert!(matches!(fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0), Err(nvmfs::NvmfsError::Exists)));
-    assert!(matches!(fs.rmdir(ROOT_INO, b"d"), Err(nvmfs::NvmfsError::NotEmpty)));
-    assert!(matches!(fs.unlink(ROOT_INO, b"d"), Err(nvmfs::NvmfsError::IsDir)));
-    assert!(matches!(fs.lookup(ROOT_INO, b"nope"), Err(nvmfs::NvmfsError::NotFound)));
+    assert!(matches!(
+        fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0),
+        Err(nvmfs::NvmfsError::Exists)
+    ));
+    assert!(matches!(
+        fs.rmdir(ROOT_INO, b"d"),
+        Err(nvmfs::NvmfsError::NotEmpty)
+    ));
+    assert!(matches!(
+        fs.unlink(ROOT_INO, b"d"),
+        Err(nvmfs::NvmfsError::IsDir)
+    ));
+    assert!(matches!(
+        fs.lookup(ROOT_INO, b"nope"),
+        Err(nvmfs::NvmfsError::NotFound)
+    ));
     assert!(matches!(
         fs.create_file(ROOT_INO, &[b'a'; 200], 0o644, 0, 0),
         Err(nvmfs::NvmfsError::NameTooLong { .. })

@@ -34,13 +34,25 @@ impl Env {
         self.dir.path().join("ssd.img")
     }
     pub fn create(&self, nvram_bytes: u64, params: NvmfsParams) -> Nvmfs {
-        let dev = create_ssd(&self.ssd(), &self.config, &dftl::spec(), &DesignOptions::default()).unwrap();
+        let dev = create_ssd(
+            &self.ssd(),
+            &self.config,
+            &dftl::spec(),
+            &DesignOptions::default(),
+        )
+        .unwrap();
         let mut fs = Nvmfs::create(&self.nvram(), nvram_bytes, dev, params).unwrap();
         fs.set_clock(|| 7);
         fs
     }
     pub fn open(&self, params: NvmfsParams) -> Nvmfs {
-        let dev = open_ssd(&self.ssd(), &self.config, &dftl::spec(), &DesignOptions::default()).unwrap();
+        let dev = open_ssd(
+            &self.ssd(),
+            &self.config,
+            &dftl::spec(),
+            &DesignOptions::default(),
+        )
+        .unwrap();
         let mut fs = Nvmfs::open(&self.nvram(), dev, params).unwrap();
         fs.set_clock(|| 7);
         fs
