@@ -431,3 +431,61 @@ pub fn replay_one(
     )
     .violations)
 }
+
+/// Helpers for design crates' own crash-campaign tests.
+pub mod testing {
+    use super::{run_campaign, CampaignConfig};
+    use ftl::{DesignOptions, DesignSpec};
+    use workload::WorkloadSpec;
+
+    /// `MOBIUS_LONG=1` switches on the long campaigns.
+    pub fn long() -> bool {
+        std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1")
+    }
+
+    /// The transactional mix with 20 % aborts, `requests` long after a `fill`.
+    pub fn txmix(requests: u64, fill: f64) -> WorkloadSpec {
+        let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
+        w.requests = requests;
+        w.fill = fill;
+        w.abort_fraction = 0.2;
+        w
+    }
+
+    /// Runs a campaign of `design` on the `small` preset under its own promise and panics with
+    /// the first violations if any image breaks it or fails to recover.
+    pub fn assert_keeps_promise(
+        design: DesignSpec,
+        workload: WorkloadSpec,
+        options: DesignOptions,
+        points: usize,
+        seed: u64,
+        torn: bool,
+    ) {
+        let cfg = CampaignConfig {
+            promise: design.promise,
+            design,
+            options,
+            device: flash::DeviceConfig::preset("small").expect("small preset"),
+            workload,
+            seed,
+            crash_points: points,
+            torn,
+            exhaustive: false,
+            threads: 2,
+            tag_only: true,
+        };
+        let r = run_campaign(&cfg, &|_, _| {}).expect("campaign runs");
+        eprintln!(
+            "{} {} seed {seed} torn {torn}: {} points, {} recovered, {} violating, reads mean {:.0}",
+            cfg.design.name, cfg.workload.name, r.crash_points, r.recovered, r.violating_points, r.recovery_flash_reads.mean
+        );
+        assert!(
+            r.violations.is_empty(),
+            "{} violations, first: {:#?}",
+            r.violations.len(),
+            &r.violations[..r.violations.len().min(5)]
+        );
+        assert_eq!(r.recovered, r.crash_points);
+    }
+}

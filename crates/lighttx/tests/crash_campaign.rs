@@ -1,49 +1,12 @@
 //! Crash campaigns on the `small` preset through the project-wide checker: every crash image
 //! (including torn programs and erases) is recovered and judged against atomic-transactions.
 
-use crashtest::{run_campaign, CampaignConfig};
-use flash::DeviceConfig;
-use ftl::{DesignOptions, Promise};
+use crashtest::testing::{assert_keeps_promise, long, txmix};
+use ftl::DesignOptions;
 use workload::WorkloadSpec;
 
-fn long() -> bool {
-    std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1")
-}
-
 fn campaign(workload: WorkloadSpec, options: DesignOptions, points: usize, seed: u64, torn: bool) {
-    let cfg = CampaignConfig {
-        design: lighttx::spec(),
-        options,
-        device: DeviceConfig::preset("small").unwrap(),
-        workload,
-        seed,
-        crash_points: points,
-        torn,
-        exhaustive: false,
-        promise: Promise::AtomicTransactions,
-        threads: 2,
-        tag_only: true,
-    };
-    let r = run_campaign(&cfg, &|_, _| {}).expect("campaign runs");
-    eprintln!(
-        "lighttx {} seed {seed} torn {torn}: {} points, {} recovered, {} violating, reads mean {:.0}",
-        cfg.workload.name, r.crash_points, r.recovered, r.violating_points, r.recovery_flash_reads.mean
-    );
-    assert!(
-        r.violations.is_empty(),
-        "{} violations, first: {:#?}",
-        r.violations.len(),
-        &r.violations[..r.violations.len().min(5)]
-    );
-    assert_eq!(r.recovered, r.crash_points);
-}
-
-fn txmix(requests: u64, fill: f64) -> WorkloadSpec {
-    let mut w = WorkloadSpec::named("txmix").unwrap();
-    w.requests = requests;
-    w.fill = fill;
-    w.abort_fraction = 0.2;
-    w
+    assert_keeps_promise(lighttx::spec(), workload, options, points, seed, torn);
 }
 
 #[test]
