@@ -359,8 +359,15 @@ fn a_write_back_cache_is_caught_under_durable_writes_and_ordered() {
 fn the_write_cached_baseline_is_caught_under_ordered() {
     let mut cfg = config(wcache::spec(), DesignOptions::default(), 300, 2);
     let own = run_campaign(&cfg, &|_, _| {}).unwrap();
-    assert!(own.violations.is_empty(), "wcache keeps flush-only: {:#?}", &own.violations[..own.violations.len().min(3)]);
+    assert!(
+        own.violations.is_empty(),
+        "wcache keeps flush-only: {:#?}",
+        &own.violations[..own.violations.len().min(3)]
+    );
     cfg.promise = Promise::Ordered;
     let r = run_campaign(&cfg, &|_, _| {}).unwrap();
-    assert!(!r.violations.is_empty(), "wcache must be caught violating prefix semantics");
+    assert!(
+        !r.violations.is_empty(),
+        "wcache must be caught violating prefix semantics"
+    );
 }

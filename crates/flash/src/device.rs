@@ -212,11 +212,18 @@ impl Flash {
     /// Reads a page like [`read`](Self::read) — same time, same counters — but hands back only
     /// its state: for FTLs that keep a RAM mirror of the page (e.g. DFTL's translation pages)
     /// and need the read's cost, not a copy of its bytes.
-    pub fn sense(&mut self, ppn: Ppn, not_before: u64, cause: OpCause) -> Result<(PageState, Span), FlashError> {
+    pub fn sense(
+        &mut self,
+        ppn: Ppn,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(PageState, Span), FlashError> {
         self.check_page(ppn)?;
         let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
         let chip = self.config.geometry.chip_of(ppn).0;
-        let span = self.timeline.schedule_read(chip, not_before, &self.config.timing, bytes);
+        let span = self
+            .timeline
+            .schedule_read(chip, not_before, &self.config.timing, bytes);
         self.stats.reads[cause as usize] += 1;
         self.record(span, cause, || OpKind::Read { ppn });
         let state = match self.read_status(ppn) {

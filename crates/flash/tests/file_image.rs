@@ -1,7 +1,10 @@
 //! The file-backed image: survives the process, refuses another geometry or a damaged header,
 //! and turns an interrupted program into a torn page.
 
-use flash::{BlockId, Content, ContentTag, DeviceConfig, FileStore, Flash, FlashError, OpCause, PageState, Ppn, ReadStatus, Store};
+use flash::{
+    BlockId, Content, ContentTag, DeviceConfig, FileStore, Flash, FlashError, OpCause, PageState,
+    Ppn, ReadStatus, Store,
+};
 
 fn config() -> DeviceConfig {
     DeviceConfig::preset("small").unwrap()
@@ -19,22 +22,41 @@ fn contents_outlive_the_store() {
     {
         let store = FileStore::create(&path, &c.geometry, 16).unwrap();
         let mut f = Flash::new(c.clone(), Box::new(store));
-        f.program(Ppn(0), &tag(3, 9), &[7; 16], 0, OpCause::HostData).unwrap();
-        f.program(Ppn(1), &Content::Bytes(vec![0xAB; 4096].into_boxed_slice()), &[1], 0, OpCause::Mapping).unwrap();
+        f.program(Ppn(0), &tag(3, 9), &[7; 16], 0, OpCause::HostData)
+            .unwrap();
+        f.program(
+            Ppn(1),
+            &Content::Bytes(vec![0xAB; 4096].into_boxed_slice()),
+            &[1],
+            0,
+            OpCause::Mapping,
+        )
+        .unwrap();
         f.erase(BlockId(5), 0, OpCause::GcCopy).unwrap();
         f.sync().unwrap();
     }
     let store = FileStore::open(&path, &c.geometry, 16).unwrap();
     let mut f = Flash::new(c, Box::new(store));
     let mut oob = [0u8; 16];
-    let ReadStatus::Data(d) = f.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0 else { panic!("page 0 lost") };
+    let ReadStatus::Data(d) = f.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0 else {
+        panic!("page 0 lost")
+    };
     assert_eq!(d.tag(), Some(ContentTag { lpn: 3, write: 9 }));
     assert_eq!(oob, [7; 16]);
-    let ReadStatus::Data(d) = f.read(Ppn(1), &mut oob, 0, OpCause::Recovery).unwrap().0 else { panic!("page 1 lost") };
+    let ReadStatus::Data(d) = f.read(Ppn(1), &mut oob, 0, OpCause::Recovery).unwrap().0 else {
+        panic!("page 1 lost")
+    };
     assert_eq!(d.as_bytes().unwrap(), &[0xAB; 4096][..]);
     assert_eq!(f.erase_count(BlockId(5)), 1);
-    assert_eq!(f.write_pointer(BlockId(0)), 2, "write pointer is rebuilt from the image");
-    assert!(matches!(f.program(Ppn(0), &tag(0, 0), &[], 0, OpCause::HostData), Err(FlashError::ProgramNotErased { .. })));
+    assert_eq!(
+        f.write_pointer(BlockId(0)),
+        2,
+        "write pointer is rebuilt from the image"
+    );
+    assert!(matches!(
+        f.program(Ppn(0), &tag(0, 0), &[], 0, OpCause::HostData),
+        Err(FlashError::ProgramNotErased { .. })
+    ));
 }
 
 #[test]
@@ -45,10 +67,20 @@ fn another_geometry_is_refused() {
     FileStore::create(&path, &c.geometry, 16).unwrap();
     let mut other = c.geometry.clone();
     other.blocks_per_chip *= 2;
-    let err = FileStore::open(&path, &other, 16).err().expect("must refuse");
-    assert!(matches!(err, FlashError::ImageGeometryMismatch { .. }), "{err}");
-    let err = FileStore::open(&path, &c.geometry, 32).err().expect("must refuse another OOB record size");
-    assert!(matches!(err, FlashError::ImageGeometryMismatch { .. }), "{err}");
+    let err = FileStore::open(&path, &other, 16)
+        .err()
+        .expect("must refuse");
+    assert!(
+        matches!(err, FlashError::ImageGeometryMismatch { .. }),
+        "{err}"
+    );
+    let err = FileStore::open(&path, &c.geometry, 32)
+        .err()
+        .expect("must refuse another OOB record size");
+    assert!(
+        matches!(err, FlashError::ImageGeometryMismatch { .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -66,7 +98,9 @@ fn damaged_or_foreign_files_are_clear_errors() {
     std::fs::write(&junk, b"hello").unwrap();
     let err = FileStore::open(&junk, &c.geometry, 16).err().unwrap();
     assert!(matches!(err, FlashError::Image { .. }), "{err}");
-    let missing = FileStore::open(&dir.path().join("none.img"), &c.geometry, 16).err().unwrap();
+    let missing = FileStore::open(&dir.path().join("none.img"), &c.geometry, 16)
+        .err()
+        .unwrap();
     assert!(matches!(missing, FlashError::Io(_)), "{missing}");
 }
 
@@ -83,7 +117,10 @@ fn a_program_cut_short_in_the_file_is_a_torn_page() {
     assert_eq!(store.page_state(Ppn(4)), PageState::Torn);
     let mut f = Flash::new(c, Box::new(store));
     let mut oob = [0u8; 16];
-    assert_eq!(f.read(Ppn(4), &mut oob, 0, OpCause::Recovery).unwrap().0, ReadStatus::Uncorrectable);
+    assert_eq!(
+        f.read(Ppn(4), &mut oob, 0, OpCause::Recovery).unwrap().0,
+        ReadStatus::Uncorrectable
+    );
     assert_eq!(f.write_pointer(BlockId(0)), 5);
 }
 
@@ -92,11 +129,18 @@ fn snapshot_of_a_file_image_is_an_equal_memory_image() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    let mut f = Flash::new(c.clone(), Box::new(FileStore::create(&path, &c.geometry, 16).unwrap()));
-    f.program(Ppn(0), &tag(1, 1), &[5], 0, OpCause::HostData).unwrap();
+    let mut f = Flash::new(
+        c.clone(),
+        Box::new(FileStore::create(&path, &c.geometry, 16).unwrap()),
+    );
+    f.program(Ppn(0), &tag(1, 1), &[5], 0, OpCause::HostData)
+        .unwrap();
     f.erase(BlockId(2), 0, OpCause::GcCopy).unwrap();
     let snap = f.store().snapshot();
     assert_eq!(snap.page_state(Ppn(0)), PageState::Programmed);
-    assert_eq!(snap.data(Ppn(0)).tag(), Some(ContentTag { lpn: 1, write: 1 }));
+    assert_eq!(
+        snap.data(Ppn(0)).tag(),
+        Some(ContentTag { lpn: 1, write: 1 })
+    );
     assert_eq!(snap.erase_count(BlockId(2)), 1);
 }

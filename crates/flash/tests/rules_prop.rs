@@ -1,7 +1,9 @@
 //! Property: whatever sequence of operations is attempted, the device accepts exactly the legal
 //! ones, and every page reads back what was last programmed into it since its block's erase.
 
-use flash::{BlockId, Content, ContentTag, DeviceConfig, Flash, FlashError, OpCause, Ppn, ReadStatus};
+use flash::{
+    BlockId, Content, ContentTag, DeviceConfig, Flash, FlashError, OpCause, Ppn, ReadStatus,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
