@@ -16,10 +16,16 @@ use ftl::{
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
 
+/// Write streams (one open block per chip each). Static transaction pages are pre-allocated
+/// and chain pages point at their successor before it is programmed, so each needs its own
+/// stream; translation pages and GC copies are programmed as soon as they are allocated and
+/// share one, which keeps the open blocks (12 on the 4-chip `small` preset) well below its
+/// over-provisioning.
 pub(crate) const S_STATIC: usize = 0;
 pub(crate) const S_CHAIN: usize = 1;
-pub(crate) const S_MAP: usize = 2;
-pub(crate) const S_GC: usize = 3;
+pub(crate) const S_GC: usize = 2;
+pub(crate) const S_MAP: usize = S_GC;
+const STREAMS: usize = 3;
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
 
@@ -116,6 +122,11 @@ pub struct Mobius {
     pub(crate) merges: u64,
     pub(crate) gc_runs: u64,
     pub(crate) merging: bool,
+    /// Translation pages a running merge has replaced; they stay valid (the durable GM points
+    /// at them) until the merge's GM record is on flash.
+    superseded_tps: Vec<u32>,
+    /// Completion of the translation pages the running merge has written so far.
+    merge_tp_end: u64,
     /// Pages of the running dynamic tx start after this instant.
     pub(crate) dyn_not_before: u64,
 }
@@ -135,7 +146,7 @@ impl Mobius {
         let cfg = MobiusConfig::from_options(&g, o)?;
         let layout = Layout::new(&g, cfg.ala_blocks);
         let lay = layout.clone();
-        let pool = ftl::BlockPool::new(&g, 4, |b| lay.is_reserved(b));
+        let pool = ftl::BlockPool::new(&g, STREAMS, |b| lay.is_reserved(b));
         let space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, 64);
         let logical = ftl::logical_pages(
             &g,
@@ -185,6 +196,8 @@ impl Mobius {
             merges: 0,
             gc_runs: 0,
             merging: false,
+            superseded_tps: Vec::new(),
+            merge_tp_end: 0,
             dyn_not_before: 0,
         })
     }
@@ -339,6 +352,12 @@ impl Mobius {
             return Err(FtlError::NoSpace);
         }
         self.slots[slot] = SlotState::InUse(self.tail);
+        // Merge while this fresh block still has room for the inodes the merge itself appends
+        // (GC relocation records): once the ring is full, a merge that needs GC cannot finish.
+        let (next, _) = self.ala_ppn(self.tail + ppb);
+        if !self.merging && matches!(self.slots[next], SlotState::InUse(b) if b + ppb > self.head) {
+            self.merge(at, true)?;
+        }
         Ok(())
     }
 
@@ -798,9 +817,13 @@ impl Mobius {
         self.map_seq += 1;
         let per = entries_per_page(pb);
         let mut tp_end = end;
-        let mut old_tps = Vec::new();
+        debug_assert!(self.superseded_tps.is_empty());
         for tp in dirty {
-            self.gc_if_needed(at)?;
+            // The translation pages come out of the GC reserve; collecting here would append
+            // relocation inodes to a ring that may be nearly full.
+            if self.space.pool.free_blocks() <= 1 {
+                self.gc_if_needed(at)?;
+            }
             let ppn = self.alloc(S_MAP)?;
             let s0 = tp * per;
             let s1 = (s0 + per).min(self.logical as usize);
@@ -824,11 +847,12 @@ impl Mobius {
                 )
                 .map_err(err_flash)?;
             tp_end = tp_end.max(s.end_ns);
+            self.merge_tp_end = tp_end;
             self.space
                 .validity
                 .set_valid(Ppn(ppn), TP_OWNER | tp as u32);
             if self.gtd[tp] != NO_PPN {
-                old_tps.push(self.gtd[tp]);
+                self.superseded_tps.push(self.gtd[tp]);
             }
             self.gtd[tp] = ppn;
         }
@@ -846,7 +870,8 @@ impl Mobius {
             );
         }
         let gm = self.write_gm(tp_end)?;
-        for p in old_tps {
+        self.merge_tp_end = 0;
+        for p in std::mem::take(&mut self.superseded_tps) {
             self.space.validity.invalidate(Ppn(p), gm);
         }
         self.resident.retain(|l, _| undo.contains_key(l));
@@ -916,6 +941,14 @@ impl Mobius {
         let mut tp_moved = false;
         let mut last = at;
         for (from, owner) in live {
+            if owner & TP_OWNER != 0 && self.gtd[(owner & !TP_OWNER) as usize] != from.0 {
+                // A translation page the running merge has already replaced: not moved, but
+                // the GM record written below (before the erase) points at its replacement.
+                self.space.validity.invalidate(from, at);
+                self.superseded_tps.retain(|&p| p != from.0);
+                tp_moved = true;
+                continue;
+            }
             let (st, rd) = self
                 .flash
                 .read(from, &mut oob, at, cause)
@@ -962,7 +995,7 @@ impl Mobius {
             after = after.max(self.append_inode(ino, last)?);
         }
         if tp_moved {
-            after = after.max(self.write_gm(last)?);
+            after = after.max(self.write_gm(last.max(self.merge_tp_end))?);
         }
         self.flash.erase(victim, after, cause).map_err(err_flash)?;
         self.space.validity.erased(victim);
@@ -1377,6 +1410,15 @@ impl Mobius {
         Ok(ack)
     }
 
+    /// Live pages on the data blocks (host data, pending transactions, translation pages).
+    pub fn valid_pages(&self) -> u64 {
+        (0..self.flash.geometry().blocks())
+            .map(BlockId)
+            .filter(|&b| !self.layout.is_reserved(b))
+            .map(|b| self.space.validity.valid_count(b) as u64)
+            .sum()
+    }
+
     pub(crate) fn state_check(&self) -> Result<(), String> {
         self.space.check_invariants()?;
         if self.resident.len() as u64
@@ -1547,6 +1589,11 @@ impl BlockDevice for Mobius {
             ("gc_runs".into(), self.gc_runs as f64),
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
             ("resident_entries".into(), self.resident.len() as f64),
+            ("valid_pages".into(), self.valid_pages() as f64),
+            (
+                "pinned_blocks".into(),
+                self.pins.iter().filter(|&&p| p > 0).count() as f64,
+            ),
         ]
     }
     fn transactional(&mut self) -> Option<&mut dyn Transactional> {
