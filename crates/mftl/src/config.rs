@@ -25,6 +25,9 @@ pub struct MobiusConfig {
     pub c_percent: f64,
     /// Controller DRAM in bytes (64 MiB).
     pub dram_bytes: u64,
+    /// Evicting Area (§2.3): DRAM for cached translation pages, the (100 − c) % of `dram_bytes`
+    /// the Resident Area leaves (`evicting_kb` overrides it, for tests of eviction).
+    pub evicting_bytes: u64,
     pub inject_bug: InjectBug,
 }
 
@@ -34,6 +37,7 @@ pub const KNOWN: &[&str] = &[
     "ala_mb",
     "c_percent",
     "dram_mb",
+    "evicting_kb",
     "inject_bug",
 ];
 
@@ -77,8 +81,18 @@ impl MobiusConfig {
             ala_blocks,
             c_percent: o.get("c_percent", 20.0)?,
             dram_bytes: (o.get("dram_mb", 64.0f64)? * 1048576.0) as u64,
+            evicting_bytes: 0,
             inject_bug: bug,
         };
+        let mut c = c;
+        let evicting_default = c.dram_bytes as f64 * (100.0 - c.c_percent).max(0.0) / 100.0;
+        c.evicting_bytes = (o.get("evicting_kb", evicting_default / 1024.0)? * 1024.0) as u64;
+        if c.evicting_bytes < 2 * page {
+            return Err(FtlError::InvalidOption(format!(
+                "the Evicting Area ({} B) must hold at least two translation pages of {page} B",
+                c.evicting_bytes
+            )));
+        }
         if c.s_max < 2 {
             return Err(FtlError::InvalidOption("s_max must be at least 2".into()));
         }

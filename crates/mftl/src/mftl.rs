@@ -92,6 +92,17 @@ pub struct Mobius {
     pub(crate) resident: FxHashMap<u32, u32>,
     pub(crate) base: Vec<u32>,
     pub(crate) tp_loaded: Vec<bool>,
+    /// Evicting Area (§2.3): cached translation pages, least recently used first out. A cached
+    /// page is always clean (merges write every page they change), so eviction never writes.
+    pub(crate) tp_lru: std::collections::BTreeMap<u64, usize>,
+    tp_stamp: Vec<u64>,
+    lru_clock: u64,
+    pub(crate) evicting_tps: usize,
+    pub(crate) tp_misses: u64,
+    pub(crate) tp_evictions: u64,
+    /// LPNs GC relocated during a merge, after their translation page may have been written:
+    /// they stay in the Resident Area (their GcReloc inode is past the new head).
+    merge_relocated: Vec<u32>,
     pub(crate) gtd: Vec<u32>,
     pub(crate) map_seq: u32,
     // ALA.
@@ -116,6 +127,8 @@ pub struct Mobius {
     pub(crate) unpinned_at: Vec<u64>,
     pub(crate) last_arrival: u64,
     pub(crate) ready_ns: u64,
+    /// False between recovery and the rebuild of page validity from the translation pages.
+    pub(crate) validity_ready: bool,
     // Metrics.
     pub(crate) committed: u64,
     pub(crate) aborted: u64,
@@ -168,6 +181,13 @@ impl Mobius {
             unpinned_at: vec![0; g.blocks() as usize],
             base: vec![NO_PPN; logical as usize],
             tp_loaded: vec![false; tps],
+            tp_lru: Default::default(),
+            tp_stamp: vec![0; tps],
+            lru_clock: 0,
+            evicting_tps: (cfg.evicting_bytes / g.page_bytes as u64).max(2) as usize,
+            tp_misses: 0,
+            tp_evictions: 0,
+            merge_relocated: Vec::new(),
             gtd: vec![NO_PPN; tps],
             flash,
             cfg,
@@ -191,6 +211,7 @@ impl Mobius {
             announce_written: false,
             last_arrival: 0,
             ready_ns: 0,
+            validity_ready: true,
             committed: 0,
             aborted: 0,
             merges: 0,
@@ -239,6 +260,9 @@ impl Mobius {
     /// Loads a translation page into the view (a CMT miss). Returns when it is usable.
     pub(crate) fn load_tp(&mut self, tp: usize, at: u64) -> Result<u64, FtlError> {
         if self.tp_loaded[tp] {
+            if self.tp_stamp[tp] != 0 && self.tp_stamp[tp] != self.lru_clock {
+                self.touch_tp(tp);
+            }
             return Ok(at);
         }
         let per = entries_per_page(self.flash.geometry().page_bytes);
@@ -259,12 +283,83 @@ impl Mobius {
             };
             let (_, _, e) = decode_tp(&b)
                 .ok_or_else(|| FtlError::Corrupt(format!("translation page {tp} damaged")))?;
+            if self.tp_stamp[tp] == u64::MAX {
+                // Reloaded after eviction: the in-memory view must equal what is on flash.
+                assert_eq!(
+                    &self.base[start..end],
+                    &e[..end - start],
+                    "evicted translation page {tp} was dirty"
+                );
+            }
             self.base[start..end].copy_from_slice(&e[..end - start]);
+            self.tp_misses += 1;
+            self.touch_tp(tp);
         } else {
             self.base[start..end].iter_mut().for_each(|x| *x = NO_PPN);
         }
         self.tp_loaded[tp] = true;
+        self.evict_tps();
         Ok(end_ns)
+    }
+
+    /// After recovery: page validity from the recovered mapping (every translation page read
+    /// once, through the Evicting Area), then the GC index. Needed before any GC or merge.
+    pub(crate) fn rebuild_validity(&mut self, at: u64) -> Result<(), FtlError> {
+        for tp in 0..self.gtd.len() {
+            if self.gtd[tp] != NO_PPN {
+                self.load_tp(tp, at)?;
+                self.space
+                    .validity
+                    .set_valid(Ppn(self.gtd[tp]), TP_OWNER | tp as u32);
+            }
+        }
+        let g = self.flash.geometry().clone();
+        for l in 0..self.logical {
+            let p = self
+                .resident
+                .get(&l)
+                .copied()
+                .unwrap_or(self.base[l as usize]);
+            if p != NO_PPN {
+                if self.space.validity.is_valid(Ppn(p))
+                    || self.layout.is_reserved(g.block_of(Ppn(p)))
+                {
+                    return Err(FtlError::Corrupt(format!(
+                        "lpn {l} maps to {p}, already used"
+                    )));
+                }
+                self.space.validity.set_valid(Ppn(p), l);
+            }
+        }
+        for b in self.space.pool.full_blocks().collect::<Vec<_>>() {
+            self.space.validity.index_block(b);
+        }
+        self.validity_ready = true;
+        Ok(())
+    }
+
+    /// Marks a translation page most recently used in the Evicting Area.
+    fn touch_tp(&mut self, tp: usize) {
+        if self.tp_stamp[tp] != 0 && self.tp_stamp[tp] != u64::MAX {
+            self.tp_lru.remove(&self.tp_stamp[tp]);
+        }
+        self.lru_clock += 1;
+        self.tp_stamp[tp] = self.lru_clock;
+        self.tp_lru.insert(self.lru_clock, tp);
+    }
+
+    /// Drops least recently used translation pages beyond the Evicting Area's capacity (never
+    /// inside a merge, whose folded pages are written at its end).
+    pub(crate) fn evict_tps(&mut self) {
+        if self.merging {
+            return;
+        }
+        while self.tp_lru.len() > self.evicting_tps {
+            let (_, tp) = self.tp_lru.pop_first().expect("non-empty LRU");
+            self.tp_stamp[tp] = u64::MAX;
+            self.tp_loaded[tp] = false;
+            self.tp_evictions += 1;
+        }
     }
 
     /// Current mapping of `lpn` (Resident first, then the translation view).
@@ -279,9 +374,6 @@ impl Mobius {
     /// Points `lpn` at `ppn`; the superseded page becomes invalid once `durable_ns` passed.
     fn remap(&mut self, lpn: u32, ppn: u32, at: u64, durable_ns: u64) -> Result<(), FtlError> {
         let (old, _) = self.lookup(lpn, at)?;
-        if lpn == 2 && std::env::var("MOBIUS_TRACE").is_ok() {
-            eprintln!("T remap 2: {old} -> {ppn} at {at}");
-        }
         self.resident.insert(lpn, ppn);
         if old != NO_PPN && old != ppn && self.space.validity.owner(Ppn(old)) == Some(lpn) {
             self.space.validity.invalidate(Ppn(old), durable_ns);
@@ -777,9 +869,13 @@ impl Mobius {
         if self.merging {
             return Ok(());
         }
+        if !self.validity_ready {
+            self.rebuild_validity(at)?;
+        }
         self.merging = true;
         let r = self.merge_inner(at, forced);
         self.merging = false;
+        self.evict_tps();
         r
     }
 
@@ -855,26 +951,19 @@ impl Mobius {
                 self.superseded_tps.push(self.gtd[tp]);
             }
             self.gtd[tp] = ppn;
+            self.touch_tp(tp);
         }
         self.head = new_head;
-        if std::env::var("MOBIUS_TRACE").is_ok() {
-            eprintln!(
-                "T merge at {at} head {new_head} base2 {} undo {:?} pending {:?}",
-                self.base[2],
-                undo.get(&2),
-                self.txs
-                    .iter()
-                    .filter(|t| t.state == TxState::Pending)
-                    .map(|t| (t.tx_id, t.first_inode, t.items.iter().any(|x| x.0 == 2)))
-                    .collect::<Vec<_>>()
-            );
-        }
         let gm = self.write_gm(tp_end)?;
         self.merge_tp_end = 0;
         for p in std::mem::take(&mut self.superseded_tps) {
             self.space.validity.invalidate(Ppn(p), gm);
         }
-        self.resident.retain(|l, _| undo.contains_key(l));
+        let relocated: FxHashSet<u32> = std::mem::take(&mut self.merge_relocated)
+            .into_iter()
+            .collect();
+        self.resident
+            .retain(|l, _| undo.contains_key(l) || relocated.contains(l));
         // Stale ALA blocks are erased in the background once the head is durable.
         let ppb = self.flash.geometry().pages_per_block as u64;
         for s in 0..self.slots.len() {
@@ -904,6 +993,9 @@ impl Mobius {
     }
 
     pub(crate) fn gc_if_needed(&mut self, at: u64) -> Result<(), FtlError> {
+        if !self.validity_ready {
+            self.rebuild_validity(at)?;
+        }
         let low = self.flash.geometry().chips() + 2;
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
@@ -979,8 +1071,10 @@ impl Mobius {
                 }
                 self.resident.insert(owner, to.0);
                 if self.merging {
-                    // The merge folded the Resident Area already and drops it at the end.
-                    self.base[owner as usize] = to.0;
+                    // The merge folded the Resident Area already; the new mapping stays
+                    // Resident (its translation page may be written already, and the next
+                    // merge folds it).
+                    self.merge_relocated.push(owner);
                 }
                 relocs.push((owner, from.0, to.0));
             }
@@ -1589,6 +1683,8 @@ impl BlockDevice for Mobius {
             ("gc_runs".into(), self.gc_runs as f64),
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
             ("resident_entries".into(), self.resident.len() as f64),
+            ("tp_misses".into(), self.tp_misses as f64),
+            ("tp_evictions".into(), self.tp_evictions as f64),
             ("valid_pages".into(), self.valid_pages() as f64),
             (
                 "pinned_blocks".into(),

@@ -4,7 +4,7 @@
 
 use crate::config::InjectBug;
 use crate::format::*;
-use crate::mftl::{Mobius, SlotState, S_CHAIN, TP_OWNER};
+use crate::mftl::{Mobius, SlotState, S_CHAIN};
 use flash::{Content, Flash, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{DesignOptions, FtlError, RecoveryReport};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -205,25 +205,6 @@ impl Mobius {
                 committed.insert(id);
             }
         }
-        if std::env::var("MOBIUS_DEBUG").is_ok() {
-            for ino in &scan.inodes {
-                eprintln!(
-                    "inode {} {:?} tx {} flags {:?} items {:?} relocs {:?} committed {}",
-                    ino.ala_seq,
-                    ino.kind(),
-                    ino.tx_id,
-                    ino.commit_flags,
-                    ino.items.iter().filter(|x| x.0 == 2).collect::<Vec<_>>(),
-                    ino.relocs.iter().filter(|x| x.0 == 2).collect::<Vec<_>>(),
-                    committed.contains(&ino.tx_id)
-                );
-            }
-            let b97 = m.lookup(2, start);
-            eprintln!(
-                "head {} base97 {b97:?} verified {verified:?} rejected {rejected:?}",
-                m.head
-            );
-        }
         // 5. Replay committed mappings in ALA order (later wins).
         for k in 0..scan.inodes.len() {
             let kind = scan.inodes[k].kind();
@@ -298,10 +279,9 @@ impl Mobius {
                 m.resident.insert(l, p);
             }
         }
-        // 7. Block states and page validity from the recovered mapping.
-        for tp in 0..m.tp_loaded.len() {
-            m.load_tp(tp, start)?;
-        }
+        // 7. Block states from the write pointers (no reads). Page validity needs the whole
+        // mapping, i.e. every translation page: it is rebuilt after the device is ready
+        // (below), or before a merge that recovery's own inodes trigger.
         for b in 0..g.blocks() {
             let blk = flash::BlockId(b);
             if !m.layout.is_reserved(blk)
@@ -310,27 +290,7 @@ impl Mobius {
                 m.space.pool.mark_full(blk);
             }
         }
-        for tp in 0..m.gtd.len() {
-            if m.gtd[tp] != NO_PPN {
-                m.space
-                    .validity
-                    .set_valid(Ppn(m.gtd[tp]), TP_OWNER | tp as u32);
-            }
-        }
-        for l in 0..m.logical {
-            let p = m.resident.get(&l).copied().unwrap_or(m.base[l as usize]);
-            if p != NO_PPN {
-                if m.space.validity.is_valid(Ppn(p)) || m.layout.is_reserved(g.block_of(Ppn(p))) {
-                    return Err(FtlError::Corrupt(format!(
-                        "lpn {l} maps to {p}, already used"
-                    )));
-                }
-                m.space.validity.set_valid(Ppn(p), l);
-            }
-        }
-        for b in m.space.pool.full_blocks().collect::<Vec<_>>() {
-            m.space.validity.index_block(b);
-        }
+        m.validity_ready = false;
         // 8-9. New ids, a fresh chain head, and the resolution inodes.
         m.next_tx_id = max_id + 1 + 1024;
         m.chain_next = m
@@ -365,6 +325,15 @@ impl Mobius {
         m.ready_ns = end.max(m.flash.idle_ns());
         m.last_arrival = start;
         let mut r = RecoveryReport::measure(&m.flash, &before, start);
+        // Background: page validity for GC, from every translation page, issued once the
+        // device is ready (the reads occupy the chips after `ready_ns`, competing with the host).
+        let bg = m.flash.stats().clone();
+        let rebuild_reads = if m.validity_ready {
+            0.0
+        } else {
+            m.rebuild_validity(m.ready_ns)?;
+            m.flash.stats().since(&bg).total_reads() as f64
+        };
         r.details = vec![
             ("ala_pages_scanned".into(), scan.ala_pages as f64),
             ("inodes".into(), scan.inodes.len() as f64),
@@ -372,9 +341,10 @@ impl Mobius {
             ("chain_reads".into(), scan.chain_reads as f64),
             ("tx_verified".into(), verified.len() as f64),
             ("tx_rejected".into(), rejected.len() as f64),
+            ("validity_rebuild_reads".into(), rebuild_reads),
             (
-                "tp_reads".into(),
-                m.gtd.iter().filter(|p| **p != NO_PPN).count() as f64,
+                "validity_rebuild_ms".into(),
+                m.flash.idle_ns().saturating_sub(m.ready_ns) as f64 / 1e6,
             ),
         ];
         Ok((m, r))

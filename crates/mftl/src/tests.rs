@@ -429,7 +429,7 @@ fn long() -> bool {
 #[test]
 fn crash_campaign_mixed_workload() {
     let (seeds, req, pts) = if long() {
-        (8, 2500, 1500)
+        (12, 2500, 1500)
     } else {
         (2, 900, 120)
     };
@@ -438,6 +438,34 @@ fn crash_campaign_mixed_workload() {
         total += campaign(100 + s, req, pts, &DesignOptions::default(), s % 2 == 1).unwrap();
     }
     eprintln!("mobius crash campaign: {total} crash points checked");
+}
+
+/// Evicting Area of two translation pages (of four): lookups miss, pages are evicted and
+/// reloaded (each reload asserts the evicted view was clean), merges and GC run, and every
+/// crash image still recovers to a state the host model accepts.
+#[test]
+fn evicting_area_bounded_crash_campaign() {
+    let o = DesignOptions::default().with("evicting_kb", "8");
+    let (seeds, req, pts) = if long() {
+        (2, 2500, 1000)
+    } else {
+        (1, 900, 80)
+    };
+    for s in 0..seeds {
+        campaign(300 + s, req, pts, &o, s % 2 == 1).unwrap();
+    }
+    let mut d = fresh(&o);
+    let lpns = (d.logical_pages() * 9 / 10).min(3000);
+    let run = workload(&mut d, 301, 900, lpns, false);
+    let m: std::collections::HashMap<String, f64> = d.metrics().into_iter().collect();
+    assert!(
+        m["tp_evictions"] > 0.0 && m["tp_misses"] > m["tp_evictions"] / 2.0,
+        "{m:?}"
+    );
+    let at = d.flash().idle_ns();
+    let seen: Vec<Option<u64>> = (0..lpns).map(|l| read1(&mut d, l, at)).collect();
+    run.model.check(&seen, u64::MAX / 2).unwrap();
+    assert!(d.tp_lru.len() <= d.evicting_tps);
 }
 
 #[test]
