@@ -10,6 +10,8 @@ pub fn all() -> Vec<DesignSpec> {
         atomic_write::spec(),
         lighttx::spec(),
         txflash::spec_tc(),
+        txflash::spec_scc(),
+        txflash::spec_bpcc(),
         wcache::spec(),
         optr::spec(),
     ]

@@ -1,0 +1,1156 @@
+//! TxFlash with the cyclic commit protocols (Prabhakaran et al., OSDI'08 §3.2–§3.4; SPEC §4.4–§4.7):
+//! Simple Cyclic Commit (SCC, design `txflash-scc`) and Back Pointer Cyclic Commit (BPCC, design
+//! `txflash-bpcc`).
+//!
+//! Every intention record carries a *next-link* (page, version) to another intention of its
+//! transaction; the links of one transaction form a cycle, and a transaction is committed once all
+//! its intentions are on flash — there is no commit record. A one-page transaction links to
+//! itself. Every page starts at a virtual version 0 linked to itself (the initial metadata).
+//!
+//! - SCC keeps the SCC invariant (every version below one on flash is committed) by *erasing* the
+//!   intentions of an aborted transaction before any of its pages is written again: their blocks
+//!   are relocated and erased at once ([`TxFlashCyclic::erase_intentions`]), and writes to those
+//!   pages wait for the erase. Recovery erases the uncommitted intentions it finds the same way.
+//! - BPCC stores a *back pointer* (the page's last committed version) in every intention and
+//!   leaves aborted intentions on flash; a later version straddles them. GC honours the straddle
+//!   responsibility sets ([`srs`]): a superseded version is kept (copied by GC) while its set is
+//!   not empty.
+//!
+//! Recovery ([`recovery`]) reads one summary page per full block (the open blocks page by page)
+//! and classifies every page's highest version by the three cases ([`classify`]).
+
+pub mod classify;
+pub mod format;
+mod recovery;
+pub mod srs;
+
+use crate::tc::Isolation;
+use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
+use format::{CyclicOob, Kind, Protocol, Version, ENTRY_BYTES, MAX_OOB_BYTES};
+use ftl::{
+    check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
+    FtlError, GcPolicy, PageOutcome, Promise, Space, SwriteMode, Transactional, TxCapabilities,
+    TxCompletion, TxUuid, Validity,
+};
+use rustc_hash::FxHashMap;
+use srs::Srs;
+
+const NONE: u32 = u32::MAX;
+const HOST: usize = 0;
+const GC: usize = 1;
+
+/// Parameters (`--param`): see docs/txflash.md.
+pub const PARAMS: &[&str] = &[
+    "max_tx_bytes",
+    "over_provisioning",
+    "gc_policy",
+    "wear_threshold",
+    "isolation",
+];
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub max_tx_pages: u32,
+    pub over_provisioning: f64,
+    pub gc_policy: GcPolicy,
+    pub wear_threshold: u32,
+    pub isolation: Isolation,
+}
+
+impl Params {
+    pub fn parse(o: &DesignOptions, page_bytes: u32) -> Result<Params, FtlError> {
+        o.check_known("txflash", PARAMS)?;
+        let max_bytes: u64 = o.get("max_tx_bytes", 4u64 << 20)?;
+        let max_tx_pages = (max_bytes / page_bytes as u64).max(1) as u32;
+        let over_provisioning: f64 = o.get("over_provisioning", 0.15)?;
+        if !(0.0..0.9).contains(&over_provisioning) {
+            return Err(FtlError::InvalidOption(
+                "over_provisioning must be in [0, 0.9)".into(),
+            ));
+        }
+        let gc_policy = match o.params.get("gc_policy") {
+            None => GcPolicy::Greedy,
+            Some(v) => v.parse().map_err(FtlError::InvalidOption)?,
+        };
+        let isolation = match o.params.get("isolation").map(String::as_str) {
+            None | Some("wait") => Isolation::Wait,
+            Some("refuse") => Isolation::Refuse,
+            Some(v) => {
+                return Err(FtlError::InvalidOption(format!(
+                    "isolation={v}: expected wait or refuse"
+                )))
+            }
+        };
+        Ok(Params {
+            max_tx_pages,
+            over_provisioning,
+            gc_policy,
+            wear_threshold: o.get("wear_threshold", 64)?,
+            isolation,
+        })
+    }
+}
+
+/// One intention of a transaction that has not committed yet.
+#[derive(Clone, Debug)]
+struct PendPage {
+    id: Version,
+    back: u32,
+    next: Version,
+    ppn: Ppn,
+    end_ns: u64,
+    /// When the erase of every earlier copy (moved by GC) ends.
+    old_copies_gone_ns: u64,
+}
+
+/// A dynamic transaction's latest page, held in RAM until the next one names its next-link
+/// (TxFlash §3.4).
+#[derive(Clone, Debug)]
+struct Held {
+    id: Version,
+    kind: Kind,
+    back: u32,
+    content: Content,
+}
+
+#[derive(Clone, Debug)]
+struct Pending {
+    uuid: TxUuid,
+    pages: Vec<PendPage>,
+    held: Option<Held>,
+    /// First page of a dynamic transaction: the last one links back to it.
+    first: Option<Version>,
+    start_ns: u64,
+    /// Every page of the transaction, written or held (locks and erase barriers).
+    lpns: Vec<Lpn>,
+}
+
+/// Owners of live pages that are not a page's committed version.
+#[derive(Clone, Copy, Debug)]
+enum Rec {
+    Free,
+    Pending {
+        slot: u32,
+        idx: u32,
+    },
+    /// BPCC: a superseded version kept because its straddle responsibility set is not empty.
+    Pinned {
+        id: Version,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PinnedPage {
+    ppn: Ppn,
+    rec: u32,
+    superseded_ns: u64,
+}
+
+pub struct TxFlashCyclic {
+    protocol: Protocol,
+    flash: Flash,
+    space: Space,
+    p: Params,
+    logical: u32,
+    ppb: u32,
+    /// lpn → ppn of the committed version (NONE: the initial version 0).
+    map: Vec<u32>,
+    /// lpn → the committed version number (0 = initial).
+    committed: Vec<u32>,
+    /// lpn → highest version used in S ∪ R or allocated in RAM (SPEC §8-22).
+    version: Vec<u32>,
+    /// lpn → earliest instant a new intention may start: the last commit on flash (isolation)
+    /// and, for SCC, the erase of an aborted intention of the page's transaction.
+    busy_until: Vec<u64>,
+    /// lpn → pending slot of the running dynamic transaction that holds it.
+    locked: Vec<u32>,
+    recs: Vec<Rec>,
+    free_recs: Vec<u32>,
+    pending: Vec<Option<Pending>>,
+    free_pending: Vec<u32>,
+    by_uuid: FxHashMap<TxUuid, u32>,
+    recent: FxHashMap<TxUuid, u64>,
+    /// BPCC straddle responsibility sets.
+    srs: Srs,
+    pinned: FxHashMap<Version, PinnedPage>,
+    /// Summary entry of every programmed page (also tells an erase which records it removes).
+    summ: Vec<[u8; ENTRY_BYTES]>,
+    block_last_end: Vec<u64>,
+    last_arrival: u64,
+    txs: u64,
+    aborts: u64,
+    gc_runs: u64,
+    /// SCC: blocks erased to remove uncommitted intentions, and pages relocated for it.
+    abort_erases: u64,
+    abort_relocations: u64,
+}
+
+fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
+    match protocol {
+        Protocol::Scc => ftl::DesignSpec {
+            name: "txflash-scc",
+            summary: "TxFlash, Simple Cyclic Commit: next-link cycles, aborted intentions erased",
+            promise: Promise::AtomicTransactions,
+            oob_record_bytes: |g| Protocol::Scc.oob_bytes().min(g.oob_bytes),
+            format: |flash, o| Ok(Box::new(TxFlashCyclic::format(flash, Protocol::Scc, o)?)),
+            recover: |flash, o| {
+                let (d, r) = TxFlashCyclic::recover(flash, Protocol::Scc, o)?;
+                Ok((Box::new(d), r))
+            },
+            default_workload: "txmix",
+        },
+        Protocol::Bpcc => ftl::DesignSpec {
+            name: "txflash-bpcc",
+            summary: "TxFlash, Back Pointer Cyclic Commit: next-links + back pointers, straddle responsibility sets",
+            promise: Promise::AtomicTransactions,
+            oob_record_bytes: |g| Protocol::Bpcc.oob_bytes().min(g.oob_bytes),
+            format: |flash, o| Ok(Box::new(TxFlashCyclic::format(flash, Protocol::Bpcc, o)?)),
+            recover: |flash, o| {
+                let (d, r) = TxFlashCyclic::recover(flash, Protocol::Bpcc, o)?;
+                Ok((Box::new(d), r))
+            },
+            default_workload: "txmix",
+        },
+    }
+}
+
+pub fn spec_scc() -> ftl::DesignSpec {
+    spec_for(Protocol::Scc)
+}
+
+pub fn spec_bpcc() -> ftl::DesignSpec {
+    spec_for(Protocol::Bpcc)
+}
+
+impl TxFlashCyclic {
+    fn empty(
+        flash: Flash,
+        protocol: Protocol,
+        o: &DesignOptions,
+    ) -> Result<TxFlashCyclic, FtlError> {
+        let g = flash.geometry().clone();
+        let p = Params::parse(o, g.page_bytes)?;
+        if flash.oob_record_bytes() < protocol.oob_bytes() {
+            return Err(FtlError::InvalidOption(format!(
+                "txflash {protocol:?} needs {} OOB bytes per page, the device keeps {}",
+                protocol.oob_bytes(),
+                flash.oob_record_bytes()
+            )));
+        }
+        if g.pages_per_block < 4
+            || format::summary_bytes(g.pages_per_block as usize - 1) > g.page_bytes as usize
+        {
+            return Err(FtlError::InvalidOption(
+                "block summary does not fit in one page for this geometry".into(),
+            ));
+        }
+        // Summary pages take one page per block; `over_provisioning` is GC headroom; at least
+        // the GC reserve plus two blocks per chip stay hidden. No commit records: no reserve.
+        let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
+        let by_op = (data_pages as f64 * (1.0 - p.over_provisioning)) as u64;
+        let spare = (4 * g.chips() as u64 + 2) * (g.pages_per_block as u64 - 1);
+        let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
+        if logical == 0 {
+            return Err(FtlError::InvalidOption(
+                "no logical pages left after over-provisioning".into(),
+            ));
+        }
+        let pool = BlockPool::new(&g, 2, |_| false);
+        let space = Space::new(pool, Validity::new(&g), p.gc_policy, p.wear_threshold);
+        let n = logical as usize;
+        Ok(TxFlashCyclic {
+            protocol,
+            space,
+            logical,
+            ppb: g.pages_per_block,
+            map: vec![NONE; n],
+            committed: vec![0; n],
+            version: vec![0; n],
+            busy_until: vec![0; n],
+            locked: vec![NONE; n],
+            recs: Vec::new(),
+            free_recs: Vec::new(),
+            pending: Vec::new(),
+            free_pending: Vec::new(),
+            by_uuid: FxHashMap::default(),
+            recent: FxHashMap::default(),
+            srs: Srs::default(),
+            pinned: FxHashMap::default(),
+            summ: vec![format::EMPTY_ENTRY; g.pages() as usize],
+            block_last_end: vec![0; g.blocks() as usize],
+            last_arrival: flash.idle_ns(),
+            txs: 0,
+            aborts: 0,
+            gc_runs: 0,
+            abort_erases: 0,
+            abort_relocations: 0,
+            flash,
+            p,
+        })
+    }
+
+    /// A fresh device: every block erased, every page at its initial version 0 (virtual, so
+    /// nothing is written — an absent page is a committed self-linked version 0, SPEC §4.4).
+    pub fn format(
+        flash: Flash,
+        protocol: Protocol,
+        o: &DesignOptions,
+    ) -> Result<TxFlashCyclic, FtlError> {
+        TxFlashCyclic::empty(flash, protocol, o)
+    }
+
+    fn bpcc(&self) -> bool {
+        self.protocol == Protocol::Bpcc
+    }
+
+    fn new_rec(&mut self, r: Rec) -> u32 {
+        if let Some(i) = self.free_recs.pop() {
+            self.recs[i as usize] = r;
+            i
+        } else {
+            self.recs.push(r);
+            self.recs.len() as u32 - 1
+        }
+    }
+
+    fn free_rec(&mut self, i: u32) {
+        self.recs[i as usize] = Rec::Free;
+        self.free_recs.push(i);
+    }
+
+    /// Programs one page and records its summary entry.
+    fn program(
+        &mut self,
+        ppn: Ppn,
+        content: &Content,
+        oob: &CyclicOob,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<u64, FtlError> {
+        let mut b = [0u8; MAX_OOB_BYTES];
+        oob.encode(self.protocol, &mut b);
+        let n = self.protocol.oob_bytes() as usize;
+        let span = self
+            .flash
+            .program(ppn, content, &b[..n], not_before, cause)?;
+        self.summ[ppn.0 as usize] = format::encode_entry(oob);
+        let blk = self.flash.geometry().block_of(ppn).0 as usize;
+        self.block_last_end[blk] = self.block_last_end[blk].max(span.end_ns);
+        Ok(span.end_ns)
+    }
+
+    /// Next page of `stream`; writes the summary page when the block's last page comes up.
+    fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
+        if stream == HOST {
+            self.gc_if_needed(self.last_arrival)?;
+        }
+        loop {
+            let ppn = self
+                .space
+                .allocate(stream, &self.flash)
+                .ok_or(FtlError::NoSpace)?;
+            let g = self.flash.geometry();
+            if g.page_in_block(ppn) + 1 < self.ppb {
+                return Ok(ppn);
+            }
+            let block = g.block_of(ppn);
+            let first = g.first_page(block).0 as usize;
+            let page = format::encode_summary(
+                block.0,
+                &self.summ[first..first + self.ppb as usize - 1],
+                g.page_bytes as usize,
+            );
+            let nb = self.block_last_end[block.0 as usize];
+            self.program(
+                ppn,
+                &Content::Bytes(page),
+                &CyclicOob::summary(),
+                nb,
+                OpCause::Summary,
+            )?;
+        }
+    }
+
+    fn reserve_blocks(&self) -> u32 {
+        2 * self.flash.geometry().chips() + 2
+    }
+
+    /// Garbage collection (and static wear leveling) until enough blocks are free.
+    fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+        let mut rounds = 0;
+        while self.space.pool.free_blocks() < self.reserve_blocks() {
+            let ppb = self.ppb;
+            let validity = &self.space.validity;
+            let victim = self
+                .space
+                .pick_victim(&self.flash, |b| validity.valid_count(b) + 1 < ppb)
+                .ok_or(FtlError::NoSpace)?;
+            self.collect(victim, now, OpCause::GcCopy)?;
+            rounds += 1;
+            if rounds > self.space.pool.blocks() {
+                return Err(FtlError::NoSpace);
+            }
+        }
+        if let Some(v) = self.space.wear_victim(&self.flash, |_| true) {
+            self.collect(v, now, OpCause::WearLevel)?;
+        }
+        Ok(())
+    }
+
+    /// Copies the live pages of `victim` (OOB verbatim: a copy is exactly as committed as its
+    /// original, TxFlash §3.2 "SCC Garbage Collection") and erases it once every copy and every
+    /// newer version of its stale pages is on flash. Returns the erase's end.
+    fn collect(&mut self, victim: BlockId, now: u64, cause: OpCause) -> Result<u64, FtlError> {
+        assert_eq!(self.space.pool.state(victim), BlockState::Full);
+        self.gc_runs += 1;
+        self.space.validity.unindex_block(victim);
+        let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
+        let mut oob = [0u8; MAX_OOB_BYTES];
+        let mut last = now;
+        let mut moved_pending: Vec<(u32, u32)> = Vec::new();
+        for (from, owner) in live {
+            let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
+            let ReadStatus::Data(content) = status else {
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} did not read back ({status:?})"
+                )));
+            };
+            let rec = CyclicOob::decode(self.protocol, &oob)
+                .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
+            let to = self.alloc(GC)?;
+            let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+            self.space.validity.set_valid(to, owner);
+            self.space.validity.invalidate(from, end);
+            last = last.max(end);
+            if owner < self.logical {
+                debug_assert_eq!(self.map[owner as usize], from.0);
+                self.map[owner as usize] = to.0;
+            } else {
+                match self.recs[(owner - self.logical) as usize] {
+                    Rec::Pending { slot, idx } => {
+                        let p = self.pending[slot as usize].as_mut().expect("pending");
+                        let pp = &mut p.pages[idx as usize];
+                        pp.ppn = to;
+                        pp.end_ns = pp.end_ns.max(end);
+                        moved_pending.push((slot, idx));
+                    }
+                    Rec::Pinned { id } => {
+                        self.pinned.get_mut(&id).expect("pinned page").ppn = to;
+                    }
+                    Rec::Free => unreachable!("a free record owns no page"),
+                }
+            }
+        }
+        let after = last.max(self.space.validity.invalidated_by_ns(victim));
+        let erase_end = self.flash.erase(victim, after, cause)?.end_ns;
+        self.space.validity.erased(victim);
+        self.space.pool.release(victim);
+        self.block_last_end[victim.0 as usize] = 0;
+        for (slot, idx) in moved_pending {
+            let pp = &mut self.pending[slot as usize].as_mut().unwrap().pages[idx as usize];
+            pp.old_copies_gone_ns = pp.old_copies_gone_ns.max(erase_end);
+        }
+        self.forget_block(victim, erase_end);
+        Ok(erase_end)
+    }
+
+    /// The records of an erased block leave S: BPCC members leave their sets (GC precedence).
+    fn forget_block(&mut self, block: BlockId, erase_end: u64) {
+        let first = self.flash.geometry().first_page(block).0 as usize;
+        for k in first..first + self.ppb as usize {
+            let e = std::mem::replace(&mut self.summ[k], format::EMPTY_ENTRY);
+            if !self.bpcc() {
+                continue;
+            }
+            let Some(r) = format::decode_entry(&e) else {
+                continue;
+            };
+            if r.kind == Kind::Summary {
+                continue;
+            }
+            if let Some((holder, dep)) = self.srs.on_erased(r.id(), erase_end) {
+                self.release_holder(holder, dep);
+            }
+        }
+    }
+
+    /// A straddler's set is empty: if superseded it becomes garbage (erasable from `dep`).
+    fn release_holder(&mut self, holder: Version, dep: u64) {
+        if let Some(pin) = self.pinned.remove(&holder) {
+            self.space
+                .validity
+                .invalidate(pin.ppn, dep.max(pin.superseded_ns));
+            self.free_rec(pin.rec);
+        }
+    }
+
+    /// SCC (TxFlash §3.2 "Handling Uncommitted Intention Records"): erases the blocks holding
+    /// `ppns` (already invalid), relocating their live pages first. Returns when the last erase
+    /// ends (0 if nothing to do). Open blocks are closed first so no copy lands in a victim.
+    fn erase_intentions(&mut self, ppns: &[Ppn], now: u64) -> Result<u64, FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut blocks: Vec<BlockId> = ppns.iter().map(|&p| g.block_of(p)).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for &b in &blocks {
+            match self.space.pool.state(b) {
+                BlockState::Open(_) => {
+                    self.space.pool.mark_full(b);
+                }
+                BlockState::Full => {}
+                s => unreachable!("an intention lies in a {s:?} block"),
+            }
+        }
+        let mut end = 0;
+        for b in blocks {
+            self.abort_relocations += self.space.validity.valid_count(b) as u64;
+            end = end.max(self.collect(b, now, OpCause::TxMeta)?);
+            self.abort_erases += 1;
+        }
+        Ok(end)
+    }
+
+    fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
+        if arrival < self.last_arrival {
+            return Err(FtlError::TimeWentBackwards {
+                arrival_ns: arrival,
+                previous_ns: self.last_arrival,
+            });
+        }
+        self.last_arrival = arrival;
+        self.recent.retain(|_, ack| *ack > arrival);
+        Ok(())
+    }
+
+    fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
+        check_range(lpn, 1, self.logical)
+    }
+
+    /// Isolation (TxFlash §2.2): pages of running dynamic transactions are refused; overlap in
+    /// time with a committed-but-not-yet-durable transaction (or an SCC erase) waits, or is
+    /// refused with `isolation=refuse`. Returns when the intentions may start.
+    fn isolate(
+        &self,
+        lpns: impl Iterator<Item = Lpn>,
+        arrival: u64,
+        own: u32,
+    ) -> Result<u64, FtlError> {
+        let mut start = arrival;
+        for l in lpns {
+            let i = l.0 as usize;
+            let holder = self.locked[i];
+            if holder != NONE && holder != own {
+                let uuid = self.pending[holder as usize].as_ref().unwrap().uuid;
+                return Err(FtlError::Conflict {
+                    lpn: l,
+                    holder: uuid,
+                });
+            }
+            if self.busy_until[i] > arrival && self.p.isolation == Isolation::Refuse {
+                return Err(FtlError::Conflict {
+                    lpn: l,
+                    holder: TxUuid(0),
+                });
+            }
+            start = start.max(self.busy_until[i]);
+        }
+        Ok(start)
+    }
+
+    fn open_pending(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
+        let p = Pending {
+            uuid,
+            pages: Vec::new(),
+            held: None,
+            first: None,
+            start_ns,
+            lpns: Vec::new(),
+        };
+        let slot = if let Some(s) = self.free_pending.pop() {
+            self.pending[s as usize] = Some(p);
+            s
+        } else {
+            self.pending.push(Some(p));
+            self.pending.len() as u32 - 1
+        };
+        if uuid.0 != 0 || dynamic {
+            self.by_uuid.insert(uuid, slot);
+        }
+        slot
+    }
+
+    /// Gives `lpn` its next version (above everything in S ∪ R and RAM, SPEC §8-22) and, for
+    /// BPCC, the back pointer to its last committed version.
+    fn next_version(&mut self, lpn: Lpn) -> (Version, u32) {
+        let i = lpn.0 as usize;
+        self.version[i] += 1;
+        let back = if self.bpcc() { self.committed[i] } else { 0 };
+        (
+            Version {
+                lpn: lpn.0,
+                version: self.version[i],
+            },
+            back,
+        )
+    }
+
+    /// Programs one intention of pending transaction `slot`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_intention(
+        &mut self,
+        slot: u32,
+        id: Version,
+        kind: Kind,
+        back: u32,
+        next: Version,
+        content: &Content,
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
+        let oob = CyclicOob {
+            kind,
+            lpn: id.lpn as u64,
+            version: id.version,
+            next_lpn: next.lpn as u64,
+            next_version: next.version,
+            back,
+        };
+        let ppn = self.alloc(HOST)?;
+        let end = self.program(ppn, content, &oob, not_before, OpCause::HostData)?;
+        let p = self.pending[slot as usize].as_mut().unwrap();
+        let idx = p.pages.len() as u32;
+        p.pages.push(PendPage {
+            id,
+            back,
+            next,
+            ppn,
+            end_ns: end,
+            old_copies_gone_ns: 0,
+        });
+        let rec = self.new_rec(Rec::Pending { slot, idx });
+        self.space.validity.set_valid(ppn, self.logical + rec);
+        Ok(end)
+    }
+
+    fn release_pending(&mut self, slot: u32) -> Pending {
+        let p = self.pending[slot as usize].take().expect("pending slot");
+        self.free_pending.push(slot);
+        self.by_uuid.remove(&p.uuid);
+        for l in &p.lpns {
+            if self.locked[l.0 as usize] == slot {
+                self.locked[l.0 as usize] = NONE;
+            }
+        }
+        for pp in &p.pages {
+            let owner = self
+                .space
+                .validity
+                .owner(pp.ppn)
+                .expect("pending page live");
+            self.free_rec(owner - self.logical);
+        }
+        p
+    }
+
+    /// Commits pending transaction `slot` (every intention written): the transaction is
+    /// committed when the last intention is on flash. Returns that instant (the ack).
+    fn commit(&mut self, slot: u32) -> Result<u64, FtlError> {
+        let p = self.release_pending(slot);
+        assert!(!p.pages.is_empty() && p.held.is_none());
+        let commit_end = p.pages.iter().map(|x| x.end_ns).max().unwrap();
+        for pp in &p.pages {
+            let i = pp.id.lpn as usize;
+            debug_assert!(pp.id.version > self.committed[i]);
+            debug_assert!(
+                !self.bpcc() || pp.back == self.committed[i],
+                "BPCC back pointer"
+            );
+            self.supersede(i, commit_end);
+            // Ownership moves from the pending record to the logical page.
+            self.space.validity.invalidate(pp.ppn, 0);
+            self.space.validity.set_valid(pp.ppn, i as u32);
+            self.map[i] = pp.ppn.0;
+            self.committed[i] = pp.id.version;
+            self.busy_until[i] = self.busy_until[i].max(commit_end);
+            if self.bpcc() {
+                for (h, dep) in self.srs.on_commit(pp.id, pp.back, commit_end) {
+                    self.release_holder(h, dep);
+                }
+            }
+        }
+        self.txs += 1;
+        Ok(commit_end)
+    }
+
+    /// The committed version of page `i` becomes obsolete once the commit at `commit_end` is on
+    /// flash — unless (BPCC) its straddle responsibility set is not empty: then it is pinned.
+    fn supersede(&mut self, i: usize, commit_end: u64) {
+        let old = self.map[i];
+        if old == NONE {
+            return;
+        }
+        let id = Version {
+            lpn: i as u32,
+            version: self.committed[i],
+        };
+        if self.bpcc() && self.srs.holds(id) {
+            let rec = self.new_rec(Rec::Pinned { id });
+            self.space.validity.invalidate(Ppn(old), 0);
+            self.space.validity.set_valid(Ppn(old), self.logical + rec);
+            self.pinned.insert(
+                id,
+                PinnedPage {
+                    ppn: Ppn(old),
+                    rec,
+                    superseded_ns: commit_end,
+                },
+            );
+        } else {
+            self.space.validity.invalidate(Ppn(old), commit_end);
+        }
+        self.map[i] = NONE;
+    }
+
+    /// Abort (TxFlash §2.2): the held page is dropped; the written intentions are erased (SCC)
+    /// or left on flash as members of future straddle responsibility sets (BPCC). Returns when
+    /// the pages may be written again.
+    fn abort_slot(&mut self, slot: u32, now: u64) -> Result<u64, FtlError> {
+        let p = self.release_pending(slot);
+        self.aborts += 1;
+        for pp in &p.pages {
+            self.space.validity.invalidate(pp.ppn, 0);
+        }
+        let mut barrier = now;
+        match self.protocol {
+            Protocol::Scc => {
+                let ppns: Vec<Ppn> = p.pages.iter().map(|x| x.ppn).collect();
+                let gone = p
+                    .pages
+                    .iter()
+                    .map(|x| x.old_copies_gone_ns)
+                    .max()
+                    .unwrap_or(0);
+                if !ppns.is_empty() {
+                    barrier = barrier.max(gone).max(self.erase_intentions(&ppns, now)?);
+                }
+            }
+            Protocol::Bpcc => {
+                for pp in &p.pages {
+                    self.srs
+                        .add_dangling(pp.id, pp.next, 1, pp.old_copies_gone_ns, None);
+                }
+            }
+        }
+        // Nothing of the transaction may be overtaken by a newer version before its erase (SCC)
+        // or before its own programs end (both: a later straddler must land after them).
+        let ends = p.pages.iter().map(|x| x.end_ns).max().unwrap_or(0);
+        for l in &p.lpns {
+            let b = &mut self.busy_until[l.0 as usize];
+            *b = (*b).max(barrier).max(ends);
+        }
+        Ok(barrier)
+    }
+
+    /// A static transaction (`WriteAtomic`), also plain writes and trims: every intention is
+    /// programmed at once with its next-link to the following page, the last to the first.
+    fn write_atomic(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, &Content)],
+        kind: Kind,
+        arrival: u64,
+    ) -> Result<u64, FtlError> {
+        if pages.is_empty() {
+            return Err(FtlError::EmptyRequest);
+        }
+        if pages.len() as u64 > self.p.max_tx_pages as u64 {
+            return Err(FtlError::TxTooLarge {
+                pages: pages.len() as u64,
+                max: self.p.max_tx_pages as u64,
+            });
+        }
+        for (k, (l, _)) in pages.iter().enumerate() {
+            self.check_lpn(*l)?;
+            if pages[..k].iter().any(|(m, _)| m == l) {
+                return Err(FtlError::DuplicatePage { lpn: *l });
+            }
+        }
+        let start = self.isolate(pages.iter().map(|x| x.0), arrival, NONE)?;
+        self.gc_if_needed(arrival)?;
+        let slot = self.open_pending(uuid, start, false);
+        let ids: Vec<(Version, u32)> = pages.iter().map(|(l, _)| self.next_version(*l)).collect();
+        self.pending[slot as usize].as_mut().unwrap().lpns = pages.iter().map(|x| x.0).collect();
+        for (k, (_, c)) in pages.iter().enumerate() {
+            let (id, back) = ids[k];
+            let next = ids[(k + 1) % ids.len()].0;
+            if let Err(e) = self.write_intention(slot, id, kind, back, next, c, start) {
+                let _ = self.abort_slot(slot, arrival);
+                return Err(e);
+            }
+        }
+        self.commit(slot)
+    }
+
+    /// Consistency of RAM state (tests call it after every step).
+    pub fn check(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        for (l, &ppn) in self.map.iter().enumerate() {
+            if ppn != NONE && self.space.validity.owner(Ppn(ppn)) != Some(l as u32) {
+                return Err(format!("lpn {l} maps to {ppn} which it does not own"));
+            }
+            if (ppn == NONE) != (self.committed[l] == 0) && ppn == NONE {
+                return Err(format!(
+                    "lpn {l}: committed version {} unmapped",
+                    self.committed[l]
+                ));
+            }
+            if self.committed[l] > self.version[l] {
+                return Err(format!("lpn {l}: committed above the high-water mark"));
+            }
+        }
+        self.srs.check()?;
+        for (id, pin) in &self.pinned {
+            if !self.srs.holds(*id) {
+                return Err(format!("{id:?} is pinned with an empty set"));
+            }
+            if self.space.validity.owner(pin.ppn) != Some(self.logical + pin.rec) {
+                return Err(format!("pinned {id:?} does not own its page"));
+            }
+        }
+        for h in self.srs.holders() {
+            let current = self.committed[h.lpn as usize] == h.version;
+            if !current && !self.pinned.contains_key(&h) {
+                return Err(format!("holder {h:?} is neither current nor pinned"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Pinned (superseded but still responsible) versions: BPCC GC precedence at work.
+    pub fn pinned_versions(&self) -> usize {
+        self.pinned.len()
+    }
+}
+
+impl BlockDevice for TxFlashCyclic {
+    fn design(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Scc => "txflash-scc",
+            Protocol::Bpcc => "txflash-bpcc",
+        }
+    }
+    fn promise(&self) -> Promise {
+        Promise::AtomicTransactions
+    }
+    fn logical_pages(&self) -> u32 {
+        self.logical
+    }
+
+    /// A plain write is a transaction: one page = a self-linked one-page tx, several = one
+    /// WriteAtomic.
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival: u64,
+    ) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, pages.len() as u64, self.logical)?;
+        let list: Vec<(Lpn, &Content)> = pages
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (Lpn(start.0 + k as u32), c))
+            .collect();
+        let ack = self.write_atomic(TxUuid(0), &list, Kind::Data, arrival)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, count as u64, self.logical)?;
+        out.clear();
+        let mut ack = arrival;
+        let mut oob = [0u8; MAX_OOB_BYTES];
+        for k in 0..count {
+            let ppn = self.map[(start.0 + k) as usize];
+            if ppn == NONE {
+                out.push(PageOutcome::Unwritten);
+                continue;
+            }
+            let (status, span) = self
+                .flash
+                .read(Ppn(ppn), &mut oob, arrival, OpCause::HostData)?;
+            ack = ack.max(span.end_ns);
+            out.push(match status {
+                ReadStatus::Data(c) => {
+                    if CyclicOob::decode(self.protocol, &oob)
+                        .is_some_and(|r| r.kind == Kind::Tombstone)
+                    {
+                        PageOutcome::Unwritten
+                    } else {
+                        PageOutcome::Data(c)
+                    }
+                }
+                _ => PageOutcome::Uncorrectable,
+            });
+        }
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    /// Every acknowledged transaction is already durable.
+    fn flush(&mut self, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: arrival,
+        })
+    }
+
+    /// Trim writes tombstone intentions, committed like a write (atomically per
+    /// `max_tx_bytes` chunk), so an older version can never reappear.
+    fn trim(&mut self, start: Lpn, count: u32, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        check_range(start, count as u64, self.logical)?;
+        let tomb = Content::Bytes(vec![0u8; 8].into_boxed_slice());
+        let lpns: Vec<Lpn> = (start.0..start.0 + count)
+            .map(Lpn)
+            .filter(|l| self.map[l.0 as usize] != NONE)
+            .collect();
+        let mut ack = arrival;
+        for chunk in lpns.chunks(self.p.max_tx_pages as usize) {
+            let list: Vec<(Lpn, &Content)> = chunk.iter().map(|&l| (l, &tomb)).collect();
+            ack = ack.max(self.write_atomic(TxUuid(0), &list, Kind::Tombstone, arrival)?);
+        }
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
+    }
+
+    fn flash(&self) -> &Flash {
+        &self.flash
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        &mut self.flash
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.flash
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.check()
+    }
+    fn metrics(&self) -> Vec<(String, f64)> {
+        vec![
+            ("transactions".into(), self.txs as f64),
+            ("aborts".into(), self.aborts as f64),
+            ("gc_blocks".into(), self.gc_runs as f64),
+            ("abort_erases".into(), self.abort_erases as f64),
+            ("abort_relocations".into(), self.abort_relocations as f64),
+            ("pinned_versions".into(), self.pinned.len() as f64),
+            ("srs_members".into(), self.srs.dangling_count() as f64),
+        ]
+    }
+    fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+        Some(self)
+    }
+}
+
+impl Transactional for TxFlashCyclic {
+    fn capabilities(&self) -> TxCapabilities {
+        TxCapabilities {
+            static_tx: true,
+            async_swrite: false,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: true,
+            sread: false,
+            abort: true,
+            max_tx_pages: self.p.max_tx_pages as u64,
+        }
+    }
+
+    fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.check_arrival(arrival)?;
+        if mode == SwriteMode::Async {
+            return Err(FtlError::Unsupported(
+                "asynchronous SWRITE (TxFlash acknowledges on commit)",
+            ));
+        }
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+            return Err(FtlError::DuplicateTx(uuid));
+        }
+        let list: Vec<(Lpn, &Content)> = pages.iter().map(|(l, c)| (*l, c)).collect();
+        let ack = self.write_atomic(uuid, &list, Kind::Data, arrival)?;
+        self.recent.insert(uuid, ack);
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: Some(ack),
+        })
+    }
+
+    /// Dynamic transactions (TxFlash §3.4): each page is held in RAM until the next one arrives
+    /// and names its next-link; REAR writes the held page and the last one, which links back to
+    /// the first. The pages of a running dynamic transaction are locked (`Conflict`); a page
+    /// that is refused aborts its whole transaction.
+    fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        self.check_arrival(arrival)?;
+        self.check_lpn(lpn)?;
+        if uuid.0 == 0 {
+            return Err(FtlError::ReservedTx(uuid));
+        }
+        let slot = match flag {
+            DwriteFlag::Single => {
+                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+                let ack = self.write_atomic(uuid, &[(lpn, content)], Kind::Data, arrival)?;
+                self.recent.insert(uuid, ack);
+                return Ok(TxCompletion {
+                    arrival_ns: arrival,
+                    ack_ns: ack,
+                    durable_ns: Some(ack),
+                });
+            }
+            DwriteFlag::Head => {
+                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+                let start = self.isolate(std::iter::once(lpn), arrival, NONE)?;
+                self.open_pending(uuid, start, true)
+            }
+            DwriteFlag::Body | DwriteFlag::Rear => {
+                *self.by_uuid.get(&uuid).ok_or(FtlError::UnknownTx(uuid))?
+            }
+        };
+        let p = self.pending[slot as usize].as_ref().unwrap();
+        if p.lpns.contains(&lpn) {
+            self.abort_slot(slot, arrival)?;
+            return Err(FtlError::DuplicatePage { lpn });
+        }
+        let have = p.lpns.len() as u64;
+        if have >= self.p.max_tx_pages as u64 {
+            self.abort_slot(slot, arrival)?;
+            return Err(FtlError::TxTooLarge {
+                pages: have + 1,
+                max: self.p.max_tx_pages as u64,
+            });
+        }
+        let start = match self.isolate(std::iter::once(lpn), arrival, slot) {
+            Ok(s) => s,
+            Err(e) => {
+                self.abort_slot(slot, arrival)?;
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.gc_if_needed(arrival) {
+            self.abort_slot(slot, arrival)?;
+            return Err(e);
+        }
+        let (id, back) = self.next_version(lpn);
+        self.locked[lpn.0 as usize] = slot;
+        let p = self.pending[slot as usize].as_mut().unwrap();
+        p.lpns.push(lpn);
+        p.start_ns = p.start_ns.max(start);
+        let nb = p.start_ns;
+        if p.first.is_none() {
+            p.first = Some(id);
+        }
+        let first = p.first.unwrap();
+        // The held page now knows its next-link: write it.
+        let mut ack = arrival;
+        if let Some(h) = p.held.take() {
+            ack = self.write_intention(slot, h.id, h.kind, h.back, id, &h.content, nb)?;
+        }
+        if flag == DwriteFlag::Rear {
+            self.write_intention(slot, id, Kind::Data, back, first, content, nb)?;
+            let ack = self.commit(slot)?;
+            self.recent.insert(uuid, ack);
+            return Ok(TxCompletion {
+                arrival_ns: arrival,
+                ack_ns: ack,
+                durable_ns: Some(ack),
+            });
+        }
+        self.pending[slot as usize].as_mut().unwrap().held = Some(Held {
+            id,
+            kind: Kind::Data,
+            back,
+            content: content.clone(),
+        });
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: None,
+        })
+    }
+
+    fn abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        let slot = if uuid.0 == 0 {
+            let dynamic: Vec<u32> = self.by_uuid.values().copied().collect();
+            match dynamic.as_slice() {
+                [s] => *s,
+                [] => return Err(FtlError::NoDynamicTx),
+                _ => return Err(FtlError::UnknownTx(uuid)),
+            }
+        } else if let Some(&s) = self.by_uuid.get(&uuid) {
+            s
+        } else if self.recent.contains_key(&uuid) {
+            return Err(FtlError::AlreadyCommitted(uuid));
+        } else {
+            return Err(FtlError::UnknownTx(uuid));
+        };
+        self.abort_slot(slot, arrival)?;
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: arrival,
+        })
+    }
+
+    fn sread(
+        &mut self,
+        _start: Lpn,
+        _count: u32,
+        _arrival: u64,
+        _out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        Err(FtlError::Unsupported(
+            "serializable read (TxFlash leaves read-inside-transaction out of scope)",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

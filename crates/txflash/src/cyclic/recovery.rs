@@ -1,0 +1,265 @@
+//! Recovery of the cyclic protocols from flash alone (TxFlash §3.2 "SCC Recovery", §3.3 "BPCC
+//! Recovery", §4.1 summary pages; SPEC §4.4, §4.5, §4.7, §8-22, §8-25, §8-26).
+//!
+//! 1. Every block: an erase-torn block is erased; a block whose last page is a valid summary
+//!    gives all its records in one read; any other block (open at the crash, or a damaged
+//!    summary) is read OOB by OOB to the first erased page, torn pages skipped.
+//! 2. S = the intentions found (GC duplicates merged, the lowest PPN is the principal copy);
+//!    every page's highest version is classified by the three cases ([`super::classify`]).
+//! 3. The last committed version of each page becomes its mapping; versions continue above
+//!    everything in S ∪ R.
+//! 4. SCC: every uncommitted intention (necessarily a page's highest version) is erased — its
+//!    blocks relocated and erased — before the device serves a write (SCC invariant).
+//!    BPCC: uncommitted intentions stay; the straddle responsibility sets are rebuilt: each one
+//!    is a member of the set of the first committed version above its next-link target, and that
+//!    version, if superseded, stays pinned.
+
+use super::classify::{self, Record, Status};
+use super::format::{self, CyclicOob, Kind, Protocol, Version, MAX_OOB_BYTES};
+use super::{Rec, TxFlashCyclic, NONE};
+use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
+use ftl::{DesignOptions, FtlError, RecoveryReport};
+use rustc_hash::FxHashMap;
+
+/// What the scan of step 1 found.
+struct Scan {
+    found: Vec<(Ppn, CyclicOob)>,
+    used: Vec<bool>,
+    summaries: u64,
+    scanned: u64,
+}
+
+fn scan(flash: &mut Flash, protocol: Protocol, start: u64) -> Result<Scan, FtlError> {
+    let g = flash.geometry().clone();
+    let ppb = g.pages_per_block;
+    let mut s = Scan {
+        found: Vec::new(),
+        used: vec![false; g.blocks() as usize],
+        summaries: 0,
+        scanned: 0,
+    };
+    let mut torn_erases = Vec::new();
+    let mut oob = [0u8; MAX_OOB_BYTES];
+    for b in 0..g.blocks() {
+        let block = BlockId(b);
+        if flash.block_erase_torn(block) {
+            torn_erases.push(block);
+            continue;
+        }
+        let last = g.ppn(block, ppb - 1);
+        let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
+        if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
+            if CyclicOob::decode(protocol, &oob).is_some_and(|r| r.kind == Kind::Summary) {
+                if let Some(entries) = format::decode_summary(bytes, b) {
+                    s.summaries += 1;
+                    s.used[b as usize] = true;
+                    for (k, e) in entries.into_iter().enumerate() {
+                        if let Some(r) = e.filter(|r| r.kind != Kind::Summary) {
+                            s.found.push((g.ppn(block, k as u32), r));
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
+        if !matches!(status, ReadStatus::Erased) {
+            s.used[b as usize] = true;
+        }
+        for k in 0..ppb - 1 {
+            let ppn = g.ppn(block, k);
+            let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+            s.scanned += 1;
+            match state {
+                PageState::Erased => break,
+                PageState::Torn => s.used[b as usize] = true,
+                PageState::Programmed => {
+                    s.used[b as usize] = true;
+                    if let Some(r) = CyclicOob::decode(protocol, &oob) {
+                        if r.kind != Kind::Summary {
+                            s.found.push((ppn, r));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for block in torn_erases {
+        flash.erase(block, start, OpCause::Recovery)?;
+    }
+    Ok(s)
+}
+
+impl TxFlashCyclic {
+    /// Rebuilds the device from flash alone.
+    pub fn recover(
+        mut flash: Flash,
+        protocol: Protocol,
+        o: &DesignOptions,
+    ) -> Result<(TxFlashCyclic, RecoveryReport), FtlError> {
+        let before = flash.stats().clone();
+        let start = flash.idle_ns();
+        let s = scan(&mut flash, protocol, start)?;
+        let g = flash.geometry().clone();
+        let mut dev = TxFlashCyclic::empty(flash, protocol, o)?;
+        let bpcc = dev.bpcc();
+        let n = dev.logical as usize;
+        // S, one record per (page, version); every physical copy, lowest PPN first.
+        let mut copies: FxHashMap<Version, Vec<Ppn>> = FxHashMap::default();
+        let mut pages: Vec<Vec<Record>> = vec![Vec::new(); n];
+        for (ppn, r) in &s.found {
+            dev.summ[ppn.0 as usize] = format::encode_entry(r);
+            if r.lpn >= n as u64 || r.version == 0 {
+                continue; // foreign record: not an intention of this device
+            }
+            let i = r.lpn as usize;
+            dev.version[i] = dev.version[i].max(r.version);
+            if (r.next_lpn as usize) < n {
+                let j = r.next_lpn as usize;
+                dev.version[j] = dev.version[j].max(r.next_version);
+            }
+            let c = copies.entry(r.id()).or_default();
+            if c.is_empty() {
+                pages[i].push(Record {
+                    version: r.version,
+                    next: r.next(),
+                    back: r.back,
+                });
+            }
+            c.push(*ppn);
+        }
+        for c in copies.values_mut() {
+            c.sort_unstable();
+        }
+        for p in &mut pages {
+            p.sort_unstable_by(|a, b| b.version.cmp(&a.version));
+        }
+        let (status, cases) = classify::classify(&pages, bpcc);
+        for b in 0..g.blocks() {
+            if s.used[b as usize] {
+                dev.space.pool.mark_full(BlockId(b));
+            }
+        }
+        let mut uncommitted_ppns: Vec<Ppn> = Vec::new();
+        let mut uncommitted_tops = 0u64;
+        for i in 0..n {
+            let c = classify::last_committed(&pages[i], status[i], bpcc);
+            dev.committed[i] = c;
+            if status[i] == Status::Uncommitted {
+                uncommitted_tops += 1;
+                if !bpcc {
+                    let top = Version {
+                        lpn: i as u32,
+                        version: pages[i][0].version,
+                    };
+                    uncommitted_ppns.extend(copies[&top].iter().copied());
+                }
+            }
+            if c == 0 {
+                continue;
+            }
+            let id = Version {
+                lpn: i as u32,
+                version: c,
+            };
+            let ppn = copies.get(&id).and_then(|v| v.first()).ok_or_else(|| {
+                FtlError::Corrupt(format!(
+                    "page {i}: its last committed version {c} is not on flash"
+                ))
+            })?;
+            dev.map[i] = ppn.0;
+            dev.space.validity.set_valid(*ppn, i as u32);
+        }
+        let mut members = 0u64;
+        if bpcc {
+            members = dev.rebuild_srs(&pages, &copies);
+        }
+        for b in 0..g.blocks() {
+            if s.used[b as usize] {
+                dev.space.validity.index_block(BlockId(b));
+            }
+        }
+        dev.last_arrival = dev.flash.idle_ns();
+        let mut erased_blocks = 0;
+        if !uncommitted_ppns.is_empty() {
+            let before_erases = dev.abort_erases;
+            let end = dev.erase_intentions(&uncommitted_ppns, start)?;
+            erased_blocks = dev.abort_erases - before_erases;
+            for b in dev.busy_until.iter_mut() {
+                *b = (*b).max(end);
+            }
+        }
+        dev.last_arrival = dev.flash.idle_ns();
+        let mut report = RecoveryReport::measure(&dev.flash, &before, start);
+        let details = [
+            ("summary_pages_read", s.summaries as f64),
+            ("pages_scanned", s.scanned as f64),
+            ("records_found", s.found.len() as f64),
+            ("case_i", cases.case_i as f64),
+            ("case_ii", cases.case_ii as f64),
+            ("case_iii", cases.case_iii as f64),
+            ("cycles", cases.cycles as f64),
+            ("uncommitted_tops", uncommitted_tops as f64),
+            ("scc_erased_blocks", erased_blocks as f64),
+            ("srs_members", members as f64),
+            ("pinned_versions", dev.pinned.len() as f64),
+        ];
+        for (k, v) in details {
+            report.details.push((k.into(), v));
+        }
+        Ok((dev, report))
+    }
+
+    /// BPCC: rebuilds the straddle responsibility sets after recovery. Every intention above its
+    /// page's last committed version is uncommitted and a member; its holder is the first
+    /// committed version above its target (rules 2 and 3), pinned if superseded. Returns the
+    /// number of members.
+    fn rebuild_srs(&mut self, pages: &[Vec<Record>], copies: &FxHashMap<Version, Vec<Ppn>>) -> u64 {
+        let n = pages.len();
+        let mut members = 0;
+        for i in 0..n {
+            let c = self.committed[i];
+            for r in pages[i].iter().take_while(|r| r.version > c) {
+                let q = Version {
+                    lpn: i as u32,
+                    version: r.version,
+                };
+                let t = r.next;
+                let holder = pages.get(t.lpn as usize).and_then(|tp| {
+                    let ct = self.committed[t.lpn as usize];
+                    tp.iter()
+                        .rev()
+                        .find(|x| {
+                            x.version > t.version && classify::record_committed(tp, x.version, ct)
+                        })
+                        .map(|x| Version {
+                            lpn: t.lpn,
+                            version: x.version,
+                        })
+                });
+                let ncopies = copies[&q].len() as u32;
+                self.srs.add_dangling(q, t, ncopies, 0, holder);
+                members += 1;
+                let Some(h) = holder else { continue };
+                if self.committed[h.lpn as usize] == h.version || self.pinned.contains_key(&h) {
+                    continue;
+                }
+                let ppn = copies[&h][0];
+                let rec = self.new_rec(Rec::Pinned { id: h });
+                self.space.validity.set_valid(ppn, self.logical + rec);
+                self.pinned.insert(
+                    h,
+                    super::PinnedPage {
+                        ppn,
+                        rec,
+                        superseded_ns: 0,
+                    },
+                );
+            }
+        }
+        debug_assert!(self
+            .map
+            .iter()
+            .all(|&p| p == NONE || p < self.summ.len() as u32));
+        members
+    }
+}
