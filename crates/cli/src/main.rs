@@ -11,6 +11,7 @@ mod device_args;
 mod info;
 mod nbd_backend;
 mod progress;
+mod replay;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +37,8 @@ enum Command {
     Crashtest(crashtest_cmd::CrashtestArgs),
     /// Serve a design over NBD on a file-backed flash image (kill -9 = power cut; restart recovers).
     Serve(serve::ServeArgs),
+    /// Replay a block trace (ours, blkparse, MSRC CSV; plain or gzip) on a design in simulated time.
+    Replay(replay::ReplayArgs),
     /// Rerun the papers' experiments side by side: report.md, SVG figures, results.json.
     Compare(compare_cmd::CompareArgs),
 }
@@ -48,6 +51,7 @@ fn main() {
         Command::Compare(a) => compare_cmd::run(a),
         Command::Crashtest(a) => crashtest_cmd::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Replay(a) => replay::run(a),
     };
     if let Err(e) = result {
         eprintln!("mobius: error: {e}");

@@ -11,6 +11,8 @@ use nbd::{BackendError, NbdBackend};
 
 /// Pages per FTL trim request when a discard is split.
 const TRIM_CHUNK_PAGES: u64 = 1024;
+/// Pages per FTL write request when a WRITE_ZEROES is split.
+const ZERO_CHUNK_PAGES: u64 = 1024;
 
 pub struct FtlBackend {
     dev: Box<dyn BlockDevice>,
@@ -178,7 +180,7 @@ impl NbdBackend for FtlBackend {
         Ok(ack)
     }
     /// Trims the whole pages inside the range; partial pages at its edges are left as they are
-    /// (TRIM is advisory).
+    /// (TRIM is advisory, and a design without trim ignores it).
     fn trim(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, BackendError> {
         let arrival = self.arrival(arrival_ns);
         self.span(offset, len)?;
@@ -192,12 +194,12 @@ impl NbdBackend for FtlBackend {
         let mut lpn = first;
         while lpn < end {
             let n = (end - lpn).min(TRIM_CHUNK_PAGES);
-            ack = ack.max(
-                self.dev
-                    .trim(Lpn(lpn as u32), n as u32, arrival)
-                    .map_err(backend_error)?
-                    .ack_ns,
-            );
+            match self.dev.trim(Lpn(lpn as u32), n as u32, arrival) {
+                Ok(done) => ack = ack.max(done.ack_ns),
+                // A design without trim (OPTR) keeps the data; NBD lets a server ignore a TRIM.
+                Err(FtlError::Unsupported(_)) => return Ok(arrival),
+                Err(e) => return Err(backend_error(e)),
+            }
             lpn += n;
         }
         Ok(ack)
@@ -211,7 +213,83 @@ impl NbdBackend for FtlBackend {
     ) -> Result<u64, BackendError> {
         let arrival = self.arrival(arrival_ns);
         self.span(offset, len)?;
-        let zeros = vec![0u8; len as usize];
-        self.write_bytes(offset, &zeros, fua, arrival)
+        // WRITE_ZEROES may be longer than any write (up to 4 GiB): it is split into FTL write
+        // requests of at most ZERO_CHUNK_PAGES pages at page-aligned boundaries, so only each
+        // piece is atomic; FUA flushes once, after the last piece.
+        let chunk_bytes = ZERO_CHUNK_PAGES * self.page_bytes;
+        let zeros = vec![0u8; len.min(chunk_bytes) as usize];
+        let end = offset + len;
+        let mut pos = offset;
+        let mut ack = arrival;
+        while pos < end {
+            let boundary = (pos / chunk_bytes + 1) * chunk_bytes;
+            let n = boundary.min(end) - pos;
+            let last = pos + n == end;
+            let at = self.arrival(arrival);
+            ack = ack.max(self.write_bytes(pos, &zeros[..n as usize], fua && last, at)?);
+            pos += n;
+        }
+        Ok(ack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::{DeviceConfig, Flash};
+    use ftl::DesignOptions;
+
+    /// A full-data, in-memory device of 64 MiB raw ("small" with more blocks).
+    fn backend(name: &str) -> FtlBackend {
+        let mut config = DeviceConfig::preset("small").unwrap();
+        config.geometry.blocks_per_chip = 128;
+        let design = crate::designs::find(name).unwrap();
+        let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
+        let flash = Flash::in_memory(config, oob, false);
+        let dev = (design.format)(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap();
+        FtlBackend::new(dev, 0)
+    }
+
+    #[test]
+    fn write_zeroes_longer_than_a_write_is_split_and_keeps_its_edges() {
+        for name in ["dftl", "wcache", "optr"] {
+            let mut b = backend(name);
+            let size = b.size_bytes();
+            assert!(size > 36 << 20, "{name}: device of {size} bytes too small");
+            let ones = vec![0xa5u8; 8192];
+            b.write(0, &ones, false, 0).unwrap();
+            b.write(size - 8192, &ones, false, 0).unwrap();
+            // 512 bytes in, unaligned both ends, crossing several chunk boundaries.
+            let len = size - 1024;
+            b.write_zeroes(512, len, true, 0).unwrap();
+            let mut head = vec![0u8; 4096];
+            b.read(0, &mut head, 0).unwrap();
+            assert_eq!(
+                head[..512],
+                ones[..512],
+                "{name}: head before the range kept"
+            );
+            assert!(head[512..].iter().all(|x| *x == 0), "{name}: zeroed");
+            let mut tail = vec![0u8; 8192];
+            b.read(size - 8192, &mut tail, 0).unwrap();
+            let cut = 8192 - 512;
+            assert!(tail[..cut].iter().all(|x| *x == 0), "{name}: tail zeroed");
+            assert_eq!(
+                tail[cut..],
+                ones[cut..],
+                "{name}: bytes after the range kept"
+            );
+        }
+    }
+
+    #[test]
+    fn trim_of_the_whole_device_is_served() {
+        let mut b = backend("dftl");
+        let size = b.size_bytes();
+        b.write(4096, &[3u8; 4096], false, 0).unwrap();
+        b.trim(0, size, 0).unwrap();
+        let mut page = vec![1u8; 4096];
+        b.read(4096, &mut page, 0).unwrap();
+        assert!(page.iter().all(|x| *x == 0));
     }
 }

@@ -64,22 +64,27 @@ fn parse_size(s: &str) -> anyhow::Result<u64> {
         .ok_or_else(|| anyhow::anyhow!("--size {s} is too large"))
 }
 
+/// Sets the blocks per chip so the raw device holds `size` (rounded down to whole blocks).
+pub(crate) fn apply_size(config: &mut flash::DeviceConfig, size: &str) -> anyhow::Result<()> {
+    let bytes = parse_size(size)?;
+    let g = &mut config.geometry;
+    let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
+    if per_chip < 8 {
+        anyhow::bail!(
+            "--size {size} is too small for {} chips of {} KiB blocks",
+            g.chips(),
+            g.block_bytes() / 1024
+        );
+    }
+    g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
+    config.validate().map_err(anyhow::Error::msg)
+}
+
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
     let mut config = args.device.resolve()?;
     if let Some(size) = &args.size {
-        let bytes = parse_size(size)?;
-        let g = &mut config.geometry;
-        let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
-        if per_chip < 8 {
-            anyhow::bail!(
-                "--size {size} is too small for {} chips of {} KiB blocks",
-                g.chips(),
-                g.block_bytes() / 1024
-            );
-        }
-        g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
-        config.validate().map_err(anyhow::Error::msg)?;
+        apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);

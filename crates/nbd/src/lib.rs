@@ -12,8 +12,9 @@
 //! - **Transmission flags**: HAS_FLAGS, SEND_FLUSH, SEND_FUA, SEND_TRIM, SEND_WRITE_ZEROES, and
 //!   CAN_MULTI_CONN only when [`NbdBackend::multi_conn_safe`] says so.
 //! - **Commands**: READ, WRITE, FLUSH, TRIM, WRITE_ZEROES, DISC. Requests must be 512-byte
-//!   aligned in offset and length, non-empty and at most 32 MiB, else EINVAL (writes past the
-//!   end get ENOSPC, as the protocol recommends). CACHE, BLOCK_STATUS and RESIZE get ENOTSUP,
+//!   aligned in offset and length and non-empty, and READ/WRITE at most 32 MiB, else EINVAL
+//!   (writes past the end get ENOSPC, as the protocol recommends). TRIM and WRITE_ZEROES carry
+//!   no payload and may have any length the wire allows (< 4 GiB): backends split them. CACHE, BLOCK_STATUS and RESIZE get ENOTSUP,
 //!   unknown commands and flags EINVAL. Backend errors map as [`BackendError::errno`] says.
 //! - **Pipelining**: per connection, one thread reads requests and runs them against the
 //!   backend in arrival order; another writes the replies, so clients can keep many requests in
@@ -80,7 +81,8 @@ impl BackendError {
 ///
 /// The server calls these methods from one thread at a time (they sit behind a mutex shared
 /// by all connections), in the order requests arrived, with offsets and lengths already checked:
-/// 512-byte aligned, non-empty, at most 32 MiB, inside `size_bytes()`.
+/// 512-byte aligned, non-empty, inside `size_bytes()`, and at most 32 MiB for `read`/`write`
+/// (`trim` and `write_zeroes` may be up to 4 GiB - 512: split them if the device needs to).
 ///
 /// Each request method gets the request's simulated arrival time in nanoseconds and returns
 /// its simulated completion time in nanoseconds (which should be >= the arrival time; the

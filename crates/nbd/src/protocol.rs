@@ -132,7 +132,8 @@ pub const EXPORT_NAME_PADDING_BYTES: usize = 124;
 
 /// Minimum block size advertised in NBD_INFO_BLOCK_SIZE; offsets and lengths must be multiples.
 pub const BLOCK_SIZE_MIN_BYTES: u32 = 512;
-/// Maximum block size advertised, and the longest request the server accepts (32 MiB).
+/// Maximum block size advertised, and the longest READ or WRITE the server accepts (32 MiB);
+/// TRIM and WRITE_ZEROES carry no payload and may be longer.
 pub const BLOCK_SIZE_MAX_BYTES: u32 = 32 << 20;
 /// Longest option data the server reads; the protocol caps strings at 4096 bytes, so any
 /// legitimate option fits with room to spare.
@@ -428,7 +429,10 @@ pub fn check_request(req: &Request, export_size_bytes: u64) -> Result<(), Errno>
         // being lenient costs nothing.
         Command::Flush | Command::Disc => Ok(()),
         Command::Read | Command::Write | Command::Trim | Command::WriteZeroes => {
-            if req.length > BLOCK_SIZE_MAX_BYTES || req.length == 0 {
+            // Only data-carrying requests are capped: a TRIM or WRITE_ZEROES of any length
+            // (up to the u32 the wire allows) is legal, and the backend splits it.
+            let carries_data = matches!(req.command, Command::Read | Command::Write);
+            if req.length == 0 || (carries_data && req.length > BLOCK_SIZE_MAX_BYTES) {
                 return Err(Errno::Inval);
             }
             let align = u64::from(BLOCK_SIZE_MIN_BYTES);
@@ -650,6 +654,25 @@ mod tests {
             check_request(&req(Command::Write, 0, 0, over), u64::MAX),
             Err(Errno::Inval)
         );
+        assert_eq!(
+            check_request(&req(Command::Read, 0, 0, over), u64::MAX),
+            Err(Errno::Inval)
+        );
+        // Large discards and zeroings carry no payload and are legal at any length.
+        let huge = u32::MAX - 511;
+        assert_eq!(
+            check_request(&req(Command::Trim, 0, 0, huge), u64::MAX),
+            Ok(())
+        );
+        assert_eq!(
+            check_request(&req(Command::WriteZeroes, 0, 0, huge), u64::MAX),
+            Ok(())
+        );
+        assert_eq!(
+            check_request(&req(Command::Trim, 0, 0, huge), u64::from(huge) - 512),
+            Err(Errno::Inval),
+            "a large trim must still lie inside the export"
+        );
         assert_eq!(check_request(&req(Command::Flush, 0, 0, 0), size), Ok(()));
     }
 
@@ -800,7 +823,10 @@ mod tests {
             let r = req(Command::from_wire(kind), 0, offset, length);
             if check_request(&r, size).is_ok() && !matches!(r.command, Command::Flush | Command::Disc) {
                 prop_assert!(offset + u64::from(length) <= size);
-                prop_assert!(length <= BLOCK_SIZE_MAX_BYTES && length > 0);
+                prop_assert!(length > 0);
+                if matches!(r.command, Command::Read | Command::Write) {
+                    prop_assert!(length <= BLOCK_SIZE_MAX_BYTES);
+                }
                 prop_assert_eq!(offset % 512, 0);
             }
         }

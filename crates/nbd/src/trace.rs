@@ -13,7 +13,7 @@
 //! | `sim_arrival_ns` | decimal u64 | simulated arrival time in ns, as passed to the backend (see [`crate::server`] for how it is assigned); non-decreasing down a file |
 //! | `op` | one of `READ` `WRITE` `FLUSH` `TRIM` `WRITE_ZEROES` `DISC` | the NBD command |
 //! | `offset` | decimal u64 | byte offset; a multiple of 512 for READ/WRITE/TRIM/WRITE_ZEROES, as sent by the client (normally 0) for FLUSH and DISC |
-//! | `length` | decimal u32 | byte length; a multiple of 512 in 512..=33554432 for READ/WRITE/TRIM/WRITE_ZEROES, as sent (normally 0) for FLUSH and DISC |
+//! | `length` | decimal u32 | byte length; a multiple of 512: in 512..=33554432 for READ/WRITE, in 512..=4294966784 for TRIM/WRITE_ZEROES, as sent (normally 0) for FLUSH and DISC |
 //! | `flags` | `-` or a comma list without spaces of `FUA`, `NO_HOLE` | command flags that change the device's behaviour; `FUA` first when both are present |
 //!
 //! Example:

@@ -217,6 +217,37 @@ fn write_then_read_back_with_every_command() {
 }
 
 #[test]
+fn trim_and_write_zeroes_longer_than_32_mib_are_served() {
+    // Only READ and WRITE carry a payload and need the 32 MiB cap; mkfs discards the whole
+    // device in one request.
+    let size: u64 = 48 << 20;
+    let big = (40u32 << 20) + 512;
+    let server = Server::new(MemoryBackend::new(size), ServerConfig::default());
+    let (end, _, server) = session(server, |s| {
+        let (mut c, _) = Client::connect(s);
+        assert_eq!(c.write(1, 0, &[7; 4096], 0), 0);
+        assert_eq!(c.write(2, u64::from(big), &[9; 512], 0), 0);
+        assert_eq!(c.simple(NBD_CMD_TRIM, 0, 3, 0, big), 0);
+        assert_eq!(c.read(4, 0, 4096).unwrap(), vec![0; 4096]);
+        assert_eq!(c.write(5, 0, &[7; 4096], 0), 0);
+        assert_eq!(
+            c.simple(NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_FUA, 6, 0, big),
+            0
+        );
+        assert_eq!(c.read(7, 0, 4096).unwrap(), vec![0; 4096]);
+        assert_eq!(c.read(8, u64::from(big), 512).unwrap(), vec![9; 512]);
+        assert_eq!(
+            c.simple(NBD_CMD_TRIM, 0, 9, 0, big + (8 << 20)),
+            Errno::Inval.code(),
+            "past the end is still refused"
+        );
+        c.disconnect();
+    });
+    assert_eq!(end.unwrap(), ConnectionEnd::Disconnected);
+    assert_eq!(server.with_backend(|b| b.image()[0]), 0);
+}
+
+#[test]
 fn pipelined_requests_are_all_answered() {
     const N: u64 = 64;
     let (end, _, server) = session(mem_server(), |s| {

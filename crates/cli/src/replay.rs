@@ -1,0 +1,592 @@
+//! `mobius replay`: a recorded block trace against any design, in simulated time.
+//!
+//! The trace (our `serve --trace` lines, blkparse text, MSRC CSV; plain or gzip) is loaded by
+//! the `trace` crate. Each request is one host request to the design, exactly as `mobius
+//! serve` would hand it over:
+//!
+//! - a write covering part of a page reads its edge pages first (read-modify-write), then writes
+//!   the whole pages as one request; WRITE_ZEROES is split into writes of
+//!   [`SPLIT_CHUNK_PAGES`]; a FUA write is followed by a flush at its acknowledgement;
+//! - a trim forgets the whole pages inside its range (split likewise);
+//! - pages carry content tags, not bytes (like `mobius bench`).
+//!
+//! Timing: by default each request arrives at its trace time (open loop, after the format's
+//! idle point); `--qd N` ignores the trace's times and keeps N requests outstanding (closed
+//! loop). The report has `mobius bench`'s keys: latency, IOPS, bandwidth, write amplification.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::path::PathBuf;
+
+use clap::Args;
+use flash::{Content, ContentTag, Flash, FlashStats, Lpn, OpCause};
+use ftl::{BlockDevice, DesignOptions, FtlError, PageOutcome};
+use hdrhistogram::Histogram;
+use trace::{Format, Op, Request};
+
+use crate::device_args::DeviceArgs;
+
+/// Pages per FTL request when a trim or a write-zeroes is split (as `mobius serve` splits).
+pub const SPLIT_CHUNK_PAGES: u32 = 1024;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Design (`mobius info --list`).
+    #[arg(long)]
+    pub ftl: String,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (as `mobius serve`).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Trace file, plain or gzip.
+    pub trace: PathBuf,
+    /// Trace format: ours, blkparse, msrc (default: detected from the first line).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Keep N requests outstanding (closed loop) instead of using the trace's arrival times.
+    #[arg(long)]
+    pub qd: Option<u32>,
+    /// Fold requests that lie past the device's end back into it instead of failing.
+    #[arg(long)]
+    pub wrap: bool,
+    /// Design parameter, `--param key=value` (repeatable).
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How arrivals are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// Each request arrives at its trace time.
+    Trace,
+    /// N requests outstanding; a request arrives when the earliest outstanding one completes.
+    Closed { queue_depth: u32 },
+}
+
+/// Why a replay stopped.
+#[derive(Debug)]
+pub enum ReplayError {
+    /// A request lies past the device's end (and `--wrap` was not given).
+    OutOfRange {
+        index: usize,
+        end_bytes: u64,
+        capacity_bytes: u64,
+    },
+    /// The device failed in a way that ends the run (full, flash error, corruption).
+    Device {
+        index: usize,
+        op: Op,
+        source: FtlError,
+    },
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayError::OutOfRange {
+                index,
+                end_bytes,
+                capacity_bytes,
+            } => write!(
+                f,
+                "request {index} ends at byte {end_bytes}, past the device's {capacity_bytes} \
+                 logical bytes: pass a larger --size, or --wrap to fold it back"
+            ),
+            ReplayError::Device { index, op, source } => {
+                write!(f, "request {index} ({}) failed: {source}", op.as_str())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReplayError::Device { source, .. } => Some(source),
+            ReplayError::OutOfRange { .. } => None,
+        }
+    }
+}
+
+/// Figures of a replay, in simulated time.
+#[derive(Debug, Clone)]
+pub struct ReplayStats {
+    pub requests: u64,
+    pub requests_by_op: BTreeMap<&'static str, u64>,
+    pub host_pages_written: u64,
+    pub host_pages_read: u64,
+    /// Trims a design without trim ignored (as `mobius serve` ignores them).
+    pub trims_ignored: u64,
+    /// Refused requests by error (the run goes on).
+    pub errors: BTreeMap<String, u64>,
+    pub latency_ns: Histogram<u64>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub flash: FlashStats,
+}
+
+impl ReplayStats {
+    pub fn sim_seconds(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+    pub fn write_amplification(&self) -> f64 {
+        if self.host_pages_written == 0 {
+            0.0
+        } else {
+            self.flash.total_programs() as f64 / self.host_pages_written as f64
+        }
+    }
+}
+
+/// Errors that stop a run (the same rule as the workload driver).
+fn fatal(e: &FtlError) -> bool {
+    matches!(
+        e,
+        FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace
+    )
+}
+
+/// Replays `requests` on `dev`, starting at `start_ns`.
+pub fn replay(
+    dev: &mut dyn BlockDevice,
+    requests: &[Request],
+    timing: Timing,
+    wrap: bool,
+    start_ns: u64,
+) -> Result<ReplayStats, ReplayError> {
+    let mut r = Replayer {
+        page_bytes: u64::from(dev.flash().geometry().page_bytes),
+        logical_pages: dev.logical_pages(),
+        dev,
+        wrap,
+        last_call_ns: start_ns,
+        next_write: 1,
+        pages: Vec::new(),
+        written: 0,
+        read: 0,
+        trims_ignored: 0,
+    };
+    let before = r.dev.flash().stats().clone();
+    let mut stats = ReplayStats {
+        requests: 0,
+        requests_by_op: BTreeMap::new(),
+        host_pages_written: 0,
+        host_pages_read: 0,
+        trims_ignored: 0,
+        errors: BTreeMap::new(),
+        latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"),
+        start_ns,
+        end_ns: start_ns,
+        flash: FlashStats::default(),
+    };
+    let mut outstanding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let mut last_arrival = start_ns;
+    for (index, req) in requests.iter().enumerate() {
+        let arrival = match timing {
+            Timing::Trace => start_ns.saturating_add(req.arrival_ns).max(last_arrival),
+            Timing::Closed { queue_depth } => {
+                if outstanding.len() >= queue_depth.max(1) as usize {
+                    let Reverse(done) = outstanding.pop().expect("non-empty");
+                    last_arrival.max(done)
+                } else {
+                    last_arrival
+                }
+            }
+        };
+        last_arrival = arrival;
+        let ack = match r.execute(index, req, arrival) {
+            Ok(ack) => ack.max(arrival),
+            Err(ReplayError::Device { source, .. }) if !fatal(&source) => {
+                *stats.errors.entry(source.to_string()).or_default() += 1;
+                arrival
+            }
+            Err(e) => return Err(e),
+        };
+        outstanding.push(Reverse(ack));
+        stats.requests += 1;
+        *stats.requests_by_op.entry(req.op.as_str()).or_default() += 1;
+        stats.latency_ns.saturating_record((ack - arrival).max(1));
+        stats.end_ns = stats.end_ns.max(ack);
+    }
+    stats.host_pages_written = r.written;
+    stats.host_pages_read = r.read;
+    stats.trims_ignored = r.trims_ignored;
+    stats.flash = r.dev.flash().stats().since(&before);
+    Ok(stats)
+}
+
+struct Replayer<'a> {
+    dev: &'a mut dyn BlockDevice,
+    page_bytes: u64,
+    logical_pages: u32,
+    wrap: bool,
+    /// Calls to the design never go back in time.
+    last_call_ns: u64,
+    next_write: u64,
+    pages: Vec<PageOutcome>,
+    written: u64,
+    read: u64,
+    trims_ignored: u64,
+}
+
+impl Replayer<'_> {
+    fn at(&mut self, t: u64) -> u64 {
+        self.last_call_ns = self.last_call_ns.max(t);
+        self.last_call_ns
+    }
+
+    /// The request's byte range on the device (folded back if `wrap`).
+    fn range(&self, index: usize, req: &Request) -> Result<(u64, u64), ReplayError> {
+        let capacity_bytes = u64::from(self.logical_pages) * self.page_bytes;
+        let (offset, end) = (req.offset_bytes, req.end_bytes());
+        if end <= capacity_bytes {
+            return Ok((offset, end));
+        }
+        let first = offset / self.page_bytes;
+        let count = end.div_ceil(self.page_bytes) - first;
+        if !self.wrap || count > u64::from(self.logical_pages) {
+            return Err(ReplayError::OutOfRange {
+                index,
+                end_bytes: end,
+                capacity_bytes,
+            });
+        }
+        let folded = first % (u64::from(self.logical_pages) - count + 1);
+        let shift = (first - folded) * self.page_bytes;
+        Ok((offset - shift, end - shift))
+    }
+
+    fn execute(&mut self, index: usize, req: &Request, arrival: u64) -> Result<u64, ReplayError> {
+        let fail = |source| ReplayError::Device {
+            index,
+            op: req.op,
+            source,
+        };
+        let mut ack = match req.op {
+            Op::Flush => {
+                let at = self.at(arrival);
+                self.dev.flush(at).map_err(fail)?.ack_ns
+            }
+            Op::Read => {
+                let (offset, end) = self.range(index, req)?;
+                let first = offset / self.page_bytes;
+                let count = (end.div_ceil(self.page_bytes) - first) as u32;
+                let at = self.at(arrival);
+                let mut pages = std::mem::take(&mut self.pages);
+                let done = self.dev.read(Lpn(first as u32), count, at, &mut pages);
+                self.pages = pages;
+                self.read += u64::from(count);
+                done.map_err(fail)?.ack_ns
+            }
+            Op::Write => {
+                let (offset, end) = self.range(index, req)?;
+                self.write(offset, end, arrival).map_err(fail)?
+            }
+            Op::WriteZeroes => {
+                let (offset, end) = self.range(index, req)?;
+                let chunk = u64::from(SPLIT_CHUNK_PAGES) * self.page_bytes;
+                let (mut pos, mut ack) = (offset, arrival);
+                while pos < end {
+                    let next = ((pos / chunk + 1) * chunk).min(end);
+                    ack = ack.max(self.write(pos, next, arrival).map_err(fail)?);
+                    pos = next;
+                }
+                ack
+            }
+            Op::Trim => {
+                let (offset, end) = self.range(index, req)?;
+                let (first, last) = (offset.div_ceil(self.page_bytes), end / self.page_bytes);
+                let mut ack = arrival;
+                let mut lpn = first;
+                while lpn < last {
+                    let n = (last - lpn).min(u64::from(SPLIT_CHUNK_PAGES)) as u32;
+                    let at = self.at(arrival);
+                    match self.dev.trim(Lpn(lpn as u32), n, at) {
+                        Ok(done) => ack = ack.max(done.ack_ns),
+                        // As `mobius serve` does: a design without trim ignores it.
+                        Err(FtlError::Unsupported(_)) => {
+                            self.trims_ignored += 1;
+                            break;
+                        }
+                        Err(e) => return Err(fail(e)),
+                    }
+                    lpn += u64::from(n);
+                }
+                ack
+            }
+        };
+        if req.fua && req.op.modifies() {
+            let at = self.at(ack);
+            ack = ack.max(self.dev.flush(at).map_err(fail)?.ack_ns);
+        }
+        Ok(ack)
+    }
+
+    /// One write request over the pages of `[offset, end)`, reading partial edge pages first.
+    fn write(&mut self, offset: u64, end: u64, arrival: u64) -> Result<u64, FtlError> {
+        let pb = self.page_bytes;
+        let first = offset / pb;
+        let count = end.div_ceil(pb) - first;
+        let mut edges = Vec::with_capacity(2);
+        if offset % pb != 0 || (count == 1 && end % pb != 0) {
+            edges.push(first);
+        }
+        if end % pb != 0 && (count > 1 || edges.is_empty()) {
+            edges.push(first + count - 1);
+        }
+        let mut ready = arrival;
+        for lpn in edges {
+            let at = self.at(arrival);
+            let mut pages = std::mem::take(&mut self.pages);
+            let done = self.dev.read(Lpn(lpn as u32), 1, at, &mut pages);
+            self.pages = pages;
+            self.read += 1;
+            ready = ready.max(done?.ack_ns);
+        }
+        let contents: Vec<Content> = (0..count)
+            .map(|i| {
+                let tag = ContentTag {
+                    lpn: (first + i) as u32,
+                    write: self.next_write,
+                };
+                self.next_write += 1;
+                Content::Tag(tag)
+            })
+            .collect();
+        let at = self.at(ready);
+        let done = self.dev.write(Lpn(first as u32), &contents, at)?;
+        self.written += count;
+        Ok(done.ack_ns)
+    }
+}
+
+pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
+    let design = crate::designs::find(&args.ftl)?;
+    let mut config = args.device.resolve()?;
+    if let Some(size) = &args.size {
+        crate::serve::apply_size(&mut config, size)?;
+    }
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<Format>)
+        .transpose()?;
+    let (format, requests) = trace::load(&args.trace, format)?;
+    if requests.is_empty() {
+        anyhow::bail!("{}: the trace holds no request", args.trace.display());
+    }
+    let options = DesignOptions::from_pairs(&args.params)?;
+    let oob = (design.oob_record_bytes)(&config.geometry);
+    let flash = Flash::in_memory(config.clone(), oob, true);
+    let mut dev = (design.format)(flash, &options)?;
+    let timing = match args.qd {
+        Some(queue_depth) => Timing::Closed { queue_depth },
+        None => Timing::Trace,
+    };
+    let start_ns = dev.flash().idle_ns();
+    let wall = std::time::Instant::now();
+    let stats = replay(dev.as_mut(), &requests, timing, args.wrap, start_ns)?;
+    let wall_s = wall.elapsed().as_secs_f64();
+    let out = report(
+        &stats,
+        dev.as_ref(),
+        &ReportContext {
+            design: design.name,
+            preset: &config.preset,
+            trace: &args.trace.display().to_string(),
+            format,
+            timing,
+            page_bytes: config.geometry.page_bytes,
+            wall_s,
+        },
+    );
+    if args.json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print_human(&out);
+    }
+    Ok(())
+}
+
+struct ReportContext<'a> {
+    design: &'a str,
+    preset: &'a str,
+    trace: &'a str,
+    format: Format,
+    timing: Timing,
+    page_bytes: u32,
+    wall_s: f64,
+}
+
+fn report(s: &ReplayStats, dev: &dyn BlockDevice, cx: &ReportContext) -> serde_json::Value {
+    let sim_s = s.sim_seconds().max(1e-12);
+    let lat = |q: f64| s.latency_ns.value_at_quantile(q) as f64 / 1e3;
+    let page = f64::from(cx.page_bytes);
+    let timing = match cx.timing {
+        Timing::Trace => "trace".to_string(),
+        Timing::Closed { queue_depth } => format!("qd{queue_depth}"),
+    };
+    let mut out = serde_json::json!({
+        "ftl": cx.design,
+        "preset": cx.preset,
+        "trace": cx.trace,
+        "format": cx.format.as_str(),
+        "timing": timing,
+        "requests": s.requests,
+        "requests_by_op": s.requests_by_op,
+        "host_pages_written": s.host_pages_written,
+        "host_pages_read": s.host_pages_read,
+        "flash_programs": s.flash.total_programs(),
+        "flash_reads": s.flash.total_reads(),
+        "flash_erases": s.flash.total_erases(),
+        "programs_by_cause": OpCause::ALL.iter().map(|c| (c.name(), s.flash.programs_for(*c))).filter(|(_, v)| *v > 0).collect::<BTreeMap<_, _>>(),
+        "write_amplification": s.write_amplification(),
+        "latency_us": { "mean": s.latency_ns.mean() / 1e3, "p50": lat(0.5), "p99": lat(0.99), "max": s.latency_ns.max() as f64 / 1e3 },
+        "iops": s.requests as f64 / sim_s,
+        "bandwidth_mb_s": s.host_pages_written as f64 * page / sim_s / 1e6,
+        "read_bandwidth_mb_s": s.host_pages_read as f64 * page / sim_s / 1e6,
+        "sim_seconds": sim_s,
+        "errors": s.errors,
+        "trims_ignored": s.trims_ignored,
+        "wall_s": cx.wall_s,
+        "sim_page_programs_per_s": s.flash.total_programs() as f64 / cx.wall_s.max(1e-9),
+    });
+    let obj = out.as_object_mut().expect("object");
+    for (k, v) in dev.metrics() {
+        obj.insert(k, serde_json::json!(v));
+    }
+    out
+}
+
+fn print_human(v: &serde_json::Value) {
+    let obj = v.as_object().expect("object");
+    for (k, val) in obj {
+        match val {
+            serde_json::Value::Number(n) if n.is_f64() => {
+                println!("{k:<28} {:.3}", n.as_f64().unwrap_or(0.0))
+            }
+            serde_json::Value::Object(_) | serde_json::Value::Array(_) => println!("{k:<28} {val}"),
+            other => println!("{k:<28} {}", other.to_string().trim_matches('"')),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::DeviceConfig;
+
+    fn device(name: &str) -> Box<dyn BlockDevice> {
+        let config = DeviceConfig::preset("small").unwrap();
+        let design = crate::designs::find(name).unwrap();
+        let oob = (design.oob_record_bytes)(&config.geometry);
+        let flash = Flash::in_memory(config, oob, true);
+        (design.format)(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap()
+    }
+
+    fn parse(text: &str, format: Format) -> Vec<Request> {
+        trace::parse(text.as_bytes(), format).unwrap()
+    }
+
+    const OURS: &str = "0 WRITE 0 8192 -\n1000 WRITE 1024 1024 -\n2000 FLUSH 0 0 -\n\
+                        3000 READ 0 4096 -\n4000 TRIM 0 8192 -\n5000 WRITE_ZEROES 8192 4096 FUA\n\
+                        6000 DISC 0 0 -\n";
+
+    #[test]
+    fn our_format_replays_with_read_modify_write_and_fua() {
+        let mut dev = device("dftl");
+        let reqs = parse(OURS, Format::Ours);
+        let s = replay(dev.as_mut(), &reqs, Timing::Trace, false, 0).unwrap();
+        assert_eq!(s.requests, 6);
+        // 2 pages + 1 (sub-page write) + 1 (zeroes); the sub-page write read its page first.
+        assert_eq!(s.host_pages_written, 4);
+        assert_eq!(s.host_pages_read, 1 + 1);
+        assert!(s.flash.total_programs() >= 4);
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
+        assert_eq!(s.requests_by_op["flush"], 1);
+        assert!(s.end_ns > s.start_ns);
+    }
+
+    #[test]
+    fn blkparse_and_msrc_replay_on_every_design() {
+        let blk = "8,0 0 1 0.000000 1 Q WS 8 + 16 [a]\n8,0 0 2 0.000100 1 Q FWFS 64 + 8 [j]\n\
+                   8,0 0 3 0.000200 1 Q R 8 + 8 [a]\n8,0 0 4 0.000300 1 Q D 0 + 64 [t]\n";
+        let msrc = "Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n\
+                    1000,h,0,Write,0,16384,1\n1010,h,0,Read,4096,512,1\n1020,h,0,Write,512,512,1\n";
+        for name in [
+            "dftl",
+            "wcache",
+            "optr",
+            "mobius",
+            "atomic-write",
+            "lighttx",
+            "txflash-tc",
+        ] {
+            for (text, format, writes) in [(blk, Format::Blkparse, 3), (msrc, Format::Msrc, 5)] {
+                let mut dev = device(name);
+                let reqs = parse(text, format);
+                for timing in [Timing::Trace, Timing::Closed { queue_depth: 4 }] {
+                    let start = dev.flash().idle_ns();
+                    let s = replay(dev.as_mut(), &reqs, timing, false, start)
+                        .unwrap_or_else(|e| panic!("{name} {format}: {e}"));
+                    assert_eq!(s.requests, reqs.len() as u64, "{name} {format}");
+                    assert_eq!(s.host_pages_written, writes, "{name} {format}");
+                    assert!(s.errors.is_empty(), "{name} {format}: {:?}", s.errors);
+                }
+                dev.check_invariants().unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn requests_past_the_end_fail_unless_wrapped() {
+        let mut dev = device("dftl");
+        let cap = u64::from(dev.logical_pages()) * 4096;
+        let reqs = vec![Request {
+            arrival_ns: 0,
+            op: Op::Write,
+            offset_bytes: cap + 3 * 4096 + 512,
+            length_bytes: 4096,
+            fua: false,
+        }];
+        let err = replay(dev.as_mut(), &reqs, Timing::Trace, false, 0).unwrap_err();
+        assert!(
+            matches!(err, ReplayError::OutOfRange { index: 0, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--wrap"));
+        let s = replay(dev.as_mut(), &reqs, Timing::Trace, true, 0).unwrap();
+        assert_eq!(s.host_pages_written, 2, "an unaligned page folded back");
+    }
+
+    #[test]
+    fn closed_loop_ignores_trace_times() {
+        let reqs: Vec<Request> = (0..64)
+            .map(|i| Request {
+                arrival_ns: i * 1_000_000_000,
+                op: Op::Write,
+                offset_bytes: i * 4096,
+                length_bytes: 4096,
+                fua: false,
+            })
+            .collect();
+        let mut a = device("dftl");
+        let open = replay(a.as_mut(), &reqs, Timing::Trace, false, 0).unwrap();
+        let mut b = device("dftl");
+        let closed = replay(
+            b.as_mut(),
+            &reqs,
+            Timing::Closed { queue_depth: 8 },
+            false,
+            0,
+        )
+        .unwrap();
+        assert!(open.sim_seconds() >= 63.0);
+        assert!(closed.sim_seconds() < 1.0);
+        assert_eq!(open.host_pages_written, closed.host_pages_written);
+    }
+}
