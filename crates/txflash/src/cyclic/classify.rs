@@ -161,7 +161,7 @@ mod tests {
             });
         }
         for x in &mut p {
-            x.sort_by(|a: &Record, b: &Record| b.version.cmp(&a.version));
+            x.sort_by_key(|r: &Record| std::cmp::Reverse(r.version));
         }
         p
     }
@@ -251,7 +251,8 @@ mod tests {
             let (s, c) = classify(&p, bpcc);
             assert_eq!(s[..3], [Status::Uncommitted; 3]);
             assert_eq!(s[D as usize], Status::Committed);
-            assert_eq!(c.case_iii, 2);
+            // A → B, B → C, and D's self-link.
+            assert_eq!(c.case_iii, 3);
         }
     }
 

@@ -231,7 +231,7 @@ mod tests {
 
     fn rec(i: u32) -> CyclicOob {
         CyclicOob {
-            kind: if i % 5 == 0 {
+            kind: if i.is_multiple_of(5) {
                 Kind::Tombstone
             } else {
                 Kind::Data

@@ -131,7 +131,7 @@ impl TxFlashCyclic {
             c.sort_unstable();
         }
         for p in &mut pages {
-            p.sort_unstable_by(|a, b| b.version.cmp(&a.version));
+            p.sort_unstable_by_key(|r| std::cmp::Reverse(r.version));
         }
         let (status, cases) = classify::classify(&pages, bpcc);
         for b in 0..g.blocks() {
