@@ -79,6 +79,43 @@ impl NvmfsStats {
     }
 }
 
+/// Where the process-death hook (`set_kill_point`) can fire: inside a flush round or a
+/// cleaning round, at the instants §III-D reasons about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KillPoint {
+    /// The extent is written to the SSD; no NVRAM metadata says so yet.
+    FlushAfterSsdWrite,
+    /// Half of the flushed pages' list / page_info records are updated.
+    FlushMidMetadata,
+    /// Cleaning copied the victim's valid blocks to NVRAM; the redo log is not committed.
+    CleanBeforeCommit,
+    /// The redo log is committed; no inode is repointed yet.
+    CleanAfterCommit,
+}
+
+impl KillPoint {
+    pub fn parse(s: &str) -> Option<KillPoint> {
+        Some(match s {
+            "flush-after-ssd-write" => KillPoint::FlushAfterSsdWrite,
+            "flush-mid-metadata" => KillPoint::FlushMidMetadata,
+            "clean-before-commit" => KillPoint::CleanBeforeCommit,
+            "clean-after-commit" => KillPoint::CleanAfterCommit,
+            _ => return None,
+        })
+    }
+}
+
+/// Space and inode counts for `statfs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsUsage {
+    /// SSD blocks (4 KB) the file system manages: every file block ends up there.
+    pub blocks: u64,
+    /// SSD blocks holding no valid data.
+    pub free_blocks: u64,
+    pub inodes: u64,
+    pub free_inodes: u64,
+}
+
 /// What `getattr` returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attr {
@@ -119,6 +156,8 @@ pub struct Nvmfs {
     reads: Vec<PageOutcome>,
     cold: Vec<u32>,
     clock: fn() -> u64,
+    /// Process-death hook: SIGKILL ourselves the n-th time this point is reached.
+    kill_point: Option<(KillPoint, u64)>,
 }
 
 fn wall_ns() -> u64 {
@@ -202,6 +241,7 @@ impl Nvmfs {
             reads: Vec::new(),
             cold: Vec::new(),
             clock: wall_ns,
+            kill_point: None,
             sb,
         };
         fs.now_ns = fs.dev.flash().idle_ns();
@@ -232,6 +272,37 @@ impl Nvmfs {
     }
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+    /// Test hook for real process death: the `nth` (1-based) time `point` is reached, the
+    /// process sends itself SIGKILL (nothing after that instant reaches NVRAM or the SSD).
+    pub fn set_kill_point(&mut self, point: Option<(KillPoint, u64)>) {
+        self.kill_point = point;
+    }
+    fn reached(&mut self, point: KillPoint) {
+        if let Some((p, n)) = self.kill_point {
+            if p == point {
+                if n <= 1 {
+                    // SAFETY: plain syscalls on our own pid; SIGKILL cannot be caught.
+                    unsafe {
+                        libc::kill(libc::getpid(), libc::SIGKILL);
+                    }
+                    loop {
+                        std::thread::park();
+                    }
+                }
+                self.kill_point = Some((p, n - 1));
+            }
+        }
+    }
+    /// Space and inodes in use (for `statfs`).
+    pub fn usage(&self) -> FsUsage {
+        let valid: u64 = self.ext_valid.iter().map(|&v| v as u64).sum();
+        FsUsage {
+            blocks: self.sb.extents() * EXTENT_BLOCKS,
+            free_blocks: self.sb.extents() * EXTENT_BLOCKS - valid,
+            inodes: self.sb.inode_count.saturating_sub(1) as u64,
+            free_inodes: self.inode_free.len() as u64,
+        }
     }
     pub fn stats(&self) -> &NvmfsStats {
         &self.stats
@@ -841,9 +912,13 @@ impl Nvmfs {
             self.now_ns = self.now_ns.max(c.ack_ns);
         }
         self.step()?;
+        self.reached(KillPoint::FlushAfterSsdWrite);
         // Metadata: page_info, SSD bitmap and owners, clean list. Inodes stay on NVRAM.
         self.begin_lists()?;
         for (i, &p) in cold.iter().enumerate().rev() {
+            if i == cold.len() / 2 {
+                self.reached(KillPoint::FlushMidMetadata);
+            }
             let lba = start + i as u64;
             let mut rec = self.read_record(p);
             self.claim_ssd(lba, rec.owner_ino, rec.owner_block)?;
@@ -968,7 +1043,9 @@ impl Nvmfs {
             &mut self.nv.bytes_mut()[redo_at as usize..(redo_at + PAGE_BYTES) as usize],
         );
         self.persist(redo_at, PAGE_BYTES)?;
+        self.reached(KillPoint::CleanBeforeCommit);
         self.set32(redo_at, 1)?; // commit point
+        self.reached(KillPoint::CleanAfterCommit);
         self.apply_redo(&log)?;
         self.set32(redo_at, 0)?;
         self.stats.cleaning_rounds += 1;

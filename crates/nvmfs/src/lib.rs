@@ -6,10 +6,11 @@
 
 pub mod error;
 pub mod fs;
+pub mod fuse;
 pub mod layout;
 pub mod lru;
 pub mod nvram;
 pub mod ssd;
 
 pub use error::{NvmfsError, Result};
-pub use fs::{Attr, Nvmfs, NvmfsParams, NvmfsStats};
+pub use fs::{Attr, FsUsage, KillPoint, Nvmfs, NvmfsParams, NvmfsStats};
