@@ -10,6 +10,7 @@ mod designs;
 mod device_args;
 mod info;
 mod nbd_backend;
+mod nvmfs_cmd;
 mod progress;
 mod replay;
 mod serve;
@@ -41,6 +42,8 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Rerun the papers' experiments side by side: report.md, SVG figures, results.json.
     Compare(compare_cmd::CompareArgs),
+    /// Mount NVMFS (NVRAM file + SSD flash image) with FUSE; SIGTERM/unmount flush and close.
+    Nvmfs(nvmfs_cmd::NvmfsArgs),
 }
 
 fn main() {
@@ -51,6 +54,7 @@ fn main() {
         Command::Compare(a) => compare_cmd::run(a),
         Command::Crashtest(a) => crashtest_cmd::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Nvmfs(a) => nvmfs_cmd::run(a),
         Command::Replay(a) => replay::run(a),
     };
     if let Err(e) = result {

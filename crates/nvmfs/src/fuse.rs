@@ -76,7 +76,8 @@ fn nanos(t: TimeOrNow) -> u64 {
         TimeOrNow::SpecificTime(t) => t,
         TimeOrNow::Now => SystemTime::now(),
     };
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl NvmfsFuse {
@@ -349,7 +350,10 @@ impl Filesystem for NvmfsFuse {
             Err(e) => return reply.error(e),
         };
         // Offsets: 1 = ".", 2 = "..", 3.. = entries in directory-file order.
-        let dots = [(ino, FileType::Directory, &b"."[..]), (ino, FileType::Directory, b"..")];
+        let dots = [
+            (ino, FileType::Directory, &b"."[..]),
+            (ino, FileType::Directory, b".."),
+        ];
         let all = dots.into_iter().chain(entries.iter().map(|e| {
             let kind = if e.kind_dir {
                 FileType::Directory

@@ -31,3 +31,39 @@ pub fn open_ssd(
     let flash = Flash::new(config.clone(), Box::new(store));
     Ok((spec.recover)(flash, options)?.0)
 }
+
+/// Mounts the file system on these images: formats both when neither exists, recovers both
+/// (the SSD's FTL first, then NVMFS from NVRAM, §III-D) when both do.
+pub fn open_or_create(
+    nvram_path: &Path,
+    nvram_bytes: u64,
+    ssd_path: &Path,
+    config: &DeviceConfig,
+    spec: &DesignSpec,
+    options: &DesignOptions,
+    params: crate::NvmfsParams,
+) -> Result<crate::Nvmfs> {
+    match (nvram_path.exists(), ssd_path.exists()) {
+        (true, true) => {
+            let dev = open_ssd(ssd_path, config, spec, options)?;
+            crate::Nvmfs::open(nvram_path, dev, params)
+        }
+        (false, false) => {
+            let dev = create_ssd(ssd_path, config, spec, options)?;
+            crate::Nvmfs::create(nvram_path, nvram_bytes, dev, params)
+        }
+        (nv, _) => Err(crate::NvmfsError::InvalidArgument(format!(
+            "{} exists but {} does not: give both images of one file system, or two new paths",
+            if nv {
+                nvram_path.display()
+            } else {
+                ssd_path.display()
+            },
+            if nv {
+                ssd_path.display()
+            } else {
+                nvram_path.display()
+            },
+        ))),
+    }
+}
