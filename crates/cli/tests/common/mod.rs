@@ -1,0 +1,341 @@
+//! Real-client plumbing for the tests: `mobius serve` on a Unix socket, `nbdfuse` on it, a
+//! direct-I/O loop device on the FUSE file, an ext4 mount. Each piece is a guard whose `Drop`
+//! cleans up (umount, losetup -d, fusermount3 -u, kill), so a failing test leaves nothing
+//! behind; declare them in that order (server, fuse, loop, mount) so they drop in reverse.
+//!
+//! Every external command runs under coreutils `timeout` (nbdfuse's manual warns that loop
+//! devices on its file can hang), and every wait is a bounded poll.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+/// Tools the real-client tests run.
+pub const TOOLS: [&str; 8] = [
+    "nbdfuse",
+    "fusermount3",
+    "losetup",
+    "mkfs.ext4",
+    "fsck.ext4",
+    "mount",
+    "umount",
+    "timeout",
+];
+
+/// `Err(why)` when this machine cannot run the real-client tests.
+pub fn requirements(extra_tools: &[&str]) -> Result<(), String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Err("loop devices are missing (/dev/loop-control)".into());
+    }
+    for tool in TOOLS.iter().chain(extra_tools) {
+        if !have(tool) {
+            return Err(format!(
+                "`{tool}` is not installed (.ci/run installs libnbd-bin fuse3 e2fsprogs fio)"
+            ));
+        }
+    }
+    // mount and losetup need root.
+    let uid = run("id", &["-u"], 5);
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("not running as root (mount and losetup need it)".into());
+    }
+    Ok(())
+}
+
+/// Prints the skip message and returns true when the test must skip.
+pub fn skip(test: &str, extra_tools: &[&str]) -> bool {
+    match requirements(extra_tools) {
+        Ok(()) => false,
+        Err(why) => {
+            eprintln!("SKIP {test}: {why}");
+            println!("SKIP {test}: {why}");
+            true
+        }
+    }
+}
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `program args` under `timeout -k 5 <secs>`.
+pub fn run(program: &str, args: &[&str], secs: u32) -> Output {
+    Command::new("timeout")
+        .arg("-k")
+        .arg("5")
+        .arg(secs.to_string())
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {program}: {e}"))
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs and panics with the output unless it succeeded.
+pub fn must(program: &str, args: &[&str], secs: u32) -> Output {
+    let out = run(program, args, secs);
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        text(&out)
+    );
+    out
+}
+
+/// Polls `ready` every 50 ms for at most `secs`.
+pub fn wait_for(secs: u64, mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 20 {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ready()
+}
+
+/// `mobius serve` on a Unix socket, stderr to `<dir>/serve-<n>.log`.
+pub struct Server {
+    child: Option<Child>,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Server {
+    pub fn start(dir: &Path, ftl: &str, image: &Path, size: &str, extra: &[&str]) -> Server {
+        let socket = dir.join("serve.sock");
+        let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+        let log = dir.join(format!("serve-{n}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_mobius"))
+            .args(["serve", "--ftl", ftl, "--size", size, "--image"])
+            .arg(image)
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("server log"))
+            .spawn()
+            .expect("spawn mobius serve");
+        let mut server = Server {
+            child: Some(child),
+            socket,
+            log,
+        };
+        // The socket appears once the image is formatted or recovered.
+        let up = wait_for(60, || server.socket.exists() || !server.running());
+        assert!(
+            up && server.running(),
+            "mobius serve did not come up: {}",
+            std::fs::read_to_string(&server.log).unwrap_or_default()
+        );
+        server
+    }
+
+    pub fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Power cut: SIGKILL, nothing flushed.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Clean shutdown: SIGTERM (flush, sync, close), then wait at most 30 s.
+    pub fn stop(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let _ = run("kill", &["-TERM", &c.id().to_string()], 5);
+        let exited = wait_for(30, || matches!(c.try_wait(), Ok(Some(_))));
+        if !exited {
+            let _ = c.kill();
+        }
+        let status = c.wait().ok();
+        exited && status.is_some_and(|s| s.success())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// `nbdfuse DIR URI`: DIR/nbd is the export as a file.
+pub struct Fuse {
+    child: Option<Child>,
+    pub dir: PathBuf,
+}
+
+impl Fuse {
+    pub fn start(dir: &Path, uri: &str) -> Fuse {
+        std::fs::create_dir_all(dir).unwrap();
+        let child = Command::new("nbdfuse")
+            .arg(dir)
+            .arg(uri)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nbdfuse");
+        let fuse = Fuse {
+            child: Some(child),
+            dir: dir.to_path_buf(),
+        };
+        let file = fuse.file();
+        assert!(
+            wait_for(30, || file.exists()),
+            "nbdfuse did not mount {}",
+            dir.display()
+        );
+        fuse
+    }
+
+    pub fn file(&self) -> PathBuf {
+        self.dir.join("nbd")
+    }
+}
+
+impl Drop for Fuse {
+    fn drop(&mut self) {
+        let _ = run("fusermount3", &["-u", self.dir.to_str().unwrap()], 20);
+        if let Some(mut c) = self.child.take() {
+            if !wait_for(10, || matches!(c.try_wait(), Ok(Some(_)))) {
+                let _ = c.kill();
+                let _ = run("fusermount3", &["-uz", self.dir.to_str().unwrap()], 20);
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `losetup --direct-io=on`: a buffered loop device would reorder writes in the page cache.
+pub struct Loop {
+    pub dev: String,
+}
+
+impl Loop {
+    pub fn attach(file: &Path) -> Loop {
+        let out = must(
+            "losetup",
+            &["--direct-io=on", "-f", "--show", file.to_str().unwrap()],
+            30,
+        );
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(dev.starts_with("/dev/loop"), "losetup printed {dev:?}");
+        Loop { dev }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = run("losetup", &["-d", &self.dev], 30);
+    }
+}
+
+/// A mounted file system, unmounted (lazily if it is busy) on drop.
+pub struct Mount {
+    pub dir: PathBuf,
+}
+
+impl Mount {
+    pub fn mount(dev: &str, dir: &Path, options: &str) -> Result<Mount, String> {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut args = vec![];
+        if !options.is_empty() {
+            args.extend(["-o", options]);
+        }
+        args.extend([dev, dir.to_str().unwrap()]);
+        let out = run("mount", &args, 60);
+        if out.status.success() {
+            Ok(Mount {
+                dir: dir.to_path_buf(),
+            })
+        } else {
+            Err(text(&out))
+        }
+    }
+
+    /// Unmounts now; false if only a lazy unmount worked.
+    pub fn unmount(mut self) -> bool {
+        let ok = self.do_unmount();
+        self.dir = PathBuf::new();
+        ok
+    }
+
+    fn do_unmount(&mut self) -> bool {
+        if self.dir.as_os_str().is_empty() {
+            return true;
+        }
+        let dir = self.dir.to_str().unwrap().to_string();
+        if run("umount", &[&dir], 60).status.success() {
+            return true;
+        }
+        let _ = run("umount", &["-l", &dir], 30);
+        false
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.do_unmount();
+    }
+}
+
+/// Deterministic file contents: file `i` of a workload with `seed`.
+pub fn content(seed: u64, i: u64, len: usize) -> Vec<u8> {
+    let mut x = splitmix(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x = splitmix(x);
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// SplitMix64: one step of a seeded sequence (tests need no RNG crate).
+pub fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `fsck.ext4 -fn DEV`: `Ok` when clean, else the report.
+pub fn fsck_clean(dev: &str) -> Result<(), String> {
+    let out = run("fsck.ext4", &["-fn", dev], 120);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(text(&out))
+    }
+}
