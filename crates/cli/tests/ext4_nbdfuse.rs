@@ -50,6 +50,7 @@ fn fio(dir: &Path, verify_only: bool) {
         "--direct=1".into(),
         "--verify=crc32c".into(),
         "--randseed=7".into(),
+        "--verify_state_save=0".into(),
         "--output-format=terse".into(),
     ];
     if verify_only {

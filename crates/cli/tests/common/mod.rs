@@ -121,6 +121,8 @@ pub struct Server {
 impl Server {
     pub fn start(dir: &Path, ftl: &str, image: &Path, size: &str, extra: &[&str]) -> Server {
         let socket = dir.join("serve.sock");
+        // A socket left by a killed server would look like a live one while this one recovers.
+        let _ = std::fs::remove_file(&socket);
         let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let log = dir.join(format!("serve-{n}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_mobius"))
@@ -197,12 +199,13 @@ pub struct Fuse {
 impl Fuse {
     pub fn start(dir: &Path, uri: &str) -> Fuse {
         std::fs::create_dir_all(dir).unwrap();
+        let log = dir.with_extension("log");
         let child = Command::new("nbdfuse")
             .arg(dir)
             .arg(uri)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("nbdfuse log"))
             .spawn()
             .expect("spawn nbdfuse");
         let fuse = Fuse {
@@ -212,8 +215,9 @@ impl Fuse {
         let file = fuse.file();
         assert!(
             wait_for(30, || file.exists()),
-            "nbdfuse did not mount {}",
-            dir.display()
+            "nbdfuse did not mount {}: {}",
+            dir.display(),
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
         fuse
     }
