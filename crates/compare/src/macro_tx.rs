@@ -81,6 +81,9 @@ pub struct Outcome {
     pub errors: u64,
 }
 
+/// `page_busy` of a page whose writer's completion is not known yet.
+const HELD: u64 = u64::MAX;
+
 pub(crate) struct Host {
     pub(crate) write: u64,
     pub(crate) uuid: u64,
@@ -189,7 +192,50 @@ pub fn run_mode(
     let mut out = Outcome::default();
     let mut end = start_ns;
     let mut reads = Vec::new();
-    while let Some(Reverse((at, client, i, phase))) = events.pop() {
+    // Möbius merges small transactions (§2.11) and answers their SWRITE later: (client, txn)
+    // per held uuid, and lock-manager waits parked until a holder completes.
+    let mut held: std::collections::HashMap<TxUuid, (usize, usize)> = Default::default();
+    let mut parked: Vec<(usize, usize)> = Vec::new();
+    let mut clock = start_ns;
+    loop {
+        if !held.is_empty() {
+            let horizon = events.peek().map_or(u64::MAX, |e| e.0 .0);
+            let done = dev
+                .transactional()
+                .map(|t| t.take_completions(horizon))
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
+            for (uuid, c) in done {
+                let (client, i) = held
+                    .remove(&uuid)
+                    .ok_or("completion of a transaction not held")?;
+                let ack = c.ack_ns.max(clock);
+                for l in &wl.txns[i].writes {
+                    page_busy[l.0 as usize] = ack;
+                }
+                end = end.max(ack);
+                for (c2, i2) in parked.drain(..) {
+                    events.push(Reverse((ack, c2, i2, 1)));
+                }
+                if next_txn < wl.txns.len() {
+                    events.push(Reverse((ack, client, next_txn, 0)));
+                    next_txn += 1;
+                }
+            }
+        }
+        let Some(Reverse((at, client, i, phase))) = events.pop() else {
+            if held.is_empty() {
+                break;
+            }
+            // Nothing else to run: the poll above (horizon = forever) completed every held
+            // transaction unless the design never answers.
+            return Err(format!(
+                "{} transactions held and never completed",
+                held.len()
+            ));
+        };
+        clock = clock.max(at);
         let txn = &wl.txns[i];
         let done = if phase == 0 {
             let mut t = at;
@@ -218,11 +264,23 @@ pub fn run_mode(
             if !concurrent {
                 ready = ready.max(tx_busy);
             }
-            if ready > at {
+            if ready == HELD {
+                parked.push((client, i));
+                None
+            } else if ready > at {
                 events.push(Reverse((ready, client, i, 1)));
                 None
             } else {
                 match commit(dev.as_mut(), mode, &txn.writes, at, &mut host) {
+                    Ok(ftl::ACK_DEFERRED) => {
+                        for l in &txn.writes {
+                            page_busy[l.0 as usize] = HELD;
+                        }
+                        held.insert(TxUuid(host.uuid), (client, i));
+                        out.committed += 1;
+                        out.host_pages_written += txn.writes.len() as u64;
+                        None
+                    }
                     Ok(ack) => {
                         for l in &txn.writes {
                             page_busy[l.0 as usize] = ack;

@@ -94,6 +94,12 @@ pub enum DwriteFlag {
     Single,
 }
 
+/// `TxCompletion::ack_ns` of an SWRITE the device holds back: Möbius merges small static
+/// transactions into one atom inode (§2.11), so it knows when a transaction is acknowledged only
+/// once the group closes. The real completion comes later from
+/// [`Transactional::take_completions`].
+pub const ACK_DEFERRED: u64 = u64::MAX;
+
 /// Acknowledgement of a transactional request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
 pub struct TxCompletion {
@@ -145,6 +151,14 @@ pub trait Transactional {
     ) -> Result<TxCompletion, FtlError>;
     /// Aborts a running transaction; `TxUuid(0)` aborts the running dynamic transaction.
     fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError>;
+    /// Completions of SWRITEs answered with [`ACK_DEFERRED`], once known. `now_ns` is the
+    /// host's clock: the device may act on timers that expired by then (a group of merged
+    /// transactions is closed at its deadline), and `u64::MAX` means the host waits for
+    /// everything held back. Designs that never defer return nothing.
+    fn take_completions(&mut self, now_ns: u64) -> Result<Vec<(TxUuid, TxCompletion)>, FtlError> {
+        let _ = now_ns;
+        Ok(Vec::new())
+    }
     /// Serializable read: returns after every static transaction that arrived before it committed.
     fn sread(
         &mut self,

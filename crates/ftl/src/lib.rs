@@ -16,7 +16,7 @@ pub mod validity;
 
 pub use alloc::{logical_pages, BlockPool, BlockState};
 pub use device::{
-    check_range, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
+    check_range, BlockDevice, ACK_DEFERRED, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
     RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
 };
 pub use error::{FtlError, TxUuid};

@@ -29,6 +29,14 @@ pub struct MobiusConfig {
     /// the Resident Area leaves (`evicting_kb` overrides it, for tests of eviction).
     pub evicting_bytes: u64,
     pub inject_bug: InjectBug,
+    /// Merge static txs of fewer than `small_tx_pages` pages into one atom inode (§2.11; on).
+    pub merge_small: bool,
+    /// The paper's threshold: fewer than 10 pages.
+    pub small_tx_pages: u32,
+    /// How long a group stays open for more members (our choice: one page-program time, so
+    /// the next group fills while an inode programs). Set by `Mobius::empty` from the timing
+    /// unless `merge_window_us` is given.
+    pub merge_window_ns: u64,
 }
 
 pub const KNOWN: &[&str] = &[
@@ -38,6 +46,9 @@ pub const KNOWN: &[&str] = &[
     "c_percent",
     "dram_mb",
     "evicting_kb",
+    "merge_small",
+    "small_tx_pages",
+    "merge_window_us",
     "inject_bug",
 ];
 
@@ -82,6 +93,17 @@ impl MobiusConfig {
             c_percent: o.get("c_percent", 20.0)?,
             dram_bytes: (o.get("dram_mb", 64.0f64)? * 1048576.0) as u64,
             evicting_bytes: 0,
+            merge_small: match o.params.get("merge_small").map(String::as_str) {
+                None | Some("on") | Some("true") => true,
+                Some("off") | Some("false") => false,
+                Some(v) => {
+                    return Err(FtlError::InvalidOption(format!(
+                        "merge_small={v}: on or off"
+                    )))
+                }
+            },
+            small_tx_pages: o.get("small_tx_pages", 10)?,
+            merge_window_ns: (o.get("merge_window_us", 0.0f64)? * 1000.0) as u64,
             inject_bug: bug,
         };
         let mut c = c;

@@ -61,6 +61,26 @@ pub(crate) struct StaticTx {
     pub superseded_dyn: FxHashSet<u32>,
 }
 
+/// Small static transactions merged into one atom inode (§2.11): their data pages are on flash
+/// (OOB tx id = the group's), the inode is written when the group closes.
+#[derive(Clone, Debug)]
+pub(crate) struct SmallGroup {
+    pub tx_id: u32,
+    /// The group closes at the latest here (first member's arrival + merge window).
+    pub deadline: u64,
+    pub members: Vec<GroupMember>,
+    pub lpns: FxHashSet<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct GroupMember {
+    pub uuid: TxUuid,
+    pub mode: SwriteMode,
+    pub arrival: u64,
+    pub items: Vec<(u32, u32)>,
+    pub data_end: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SlotState {
     Erased,
@@ -142,6 +162,12 @@ pub struct Mobius {
     merge_tp_end: u64,
     /// Pages of the running dynamic tx start after this instant.
     pub(crate) dyn_not_before: u64,
+    /// The open group of merged small transactions, if any (§2.11).
+    pub(crate) group: Option<SmallGroup>,
+    /// Completions of deferred SWRITEs, for `take_completions`.
+    pub(crate) deferred_done: Vec<(TxUuid, TxCompletion)>,
+    pub(crate) groups_closed: u64,
+    pub(crate) grouped_txs: u64,
 }
 
 fn err_flash(e: flash::FlashError) -> FtlError {
@@ -156,7 +182,10 @@ impl Mobius {
                 "mobius needs {OOB_BYTES} OOB bytes per page"
             )));
         }
-        let cfg = MobiusConfig::from_options(&g, o)?;
+        let mut cfg = MobiusConfig::from_options(&g, o)?;
+        if !o.params.contains_key("merge_window_us") {
+            cfg.merge_window_ns = flash.config().timing.program_ns;
+        }
         let layout = Layout::new(&g, cfg.ala_blocks);
         let lay = layout.clone();
         let pool = ftl::BlockPool::new(&g, STREAMS, |b| lay.is_reserved(b));
@@ -220,6 +249,10 @@ impl Mobius {
             superseded_tps: Vec::new(),
             merge_tp_end: 0,
             dyn_not_before: 0,
+            group: None,
+            deferred_done: Vec::new(),
+            groups_closed: 0,
+            grouped_txs: 0,
         })
     }
 
@@ -688,6 +721,213 @@ impl Mobius {
             .unwrap_or(0)
     }
 
+    /// Every request's entry: arrival order, then the open group of small transactions is
+    /// closed if its deadline passed, or at once when `close_group` (any request the group must
+    /// be ordered before, i.e. all but READ, ABORT and another small SWRITE).
+    fn arrive(&mut self, arrival: u64, close_group: bool) -> Result<u64, FtlError> {
+        let now = self.check_arrival(arrival)?;
+        self.settle_group(now, close_group)?;
+        Ok(now)
+    }
+
+    /// Closes the open group when due by `now` (at its deadline) or when `force`d (at `now`).
+    pub(crate) fn settle_group(&mut self, now: u64, force: bool) -> Result<(), FtlError> {
+        let Some(g) = &self.group else {
+            return Ok(());
+        };
+        if force || now >= g.deadline {
+            let at = now.min(g.deadline);
+            self.close_group(at)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the group's atom inode (one transaction id for all members: they commit or abort
+    /// together) and completes every member's SWRITE.
+    fn close_group(&mut self, at: u64) -> Result<(), FtlError> {
+        let g = self.group.take().expect("open group");
+        let items: Vec<(u32, u32)> = g
+            .members
+            .iter()
+            .flat_map(|m| m.items.iter().copied())
+            .collect();
+        if items.is_empty() {
+            return Ok(()); // every member was aborted
+        }
+        debug_assert!(items.len() <= self.items_per_inode);
+        self.close_normal(at)?;
+        let first_inode = self.tail;
+        let mut ino = self.blank_inode(InodeKind::Static);
+        ino.tx_id = g.tx_id;
+        ino.uuid = g.members[0].uuid.0 as u128;
+        ino.items = items.clone();
+        ino.part_index = 0;
+        ino.part_count = 1;
+        let inode_end = self.append_inode(ino, at)?;
+        let data_end = g.members.iter().map(|m| m.data_end).max().unwrap_or(at);
+        let (commit, durable) =
+            self.order_after_earlier(&g.lpns, data_end, data_end.max(inode_end));
+        self.txs.push_back(StaticTx {
+            uuid: TxUuid(0),
+            tx_id: g.tx_id,
+            items,
+            first_inode,
+            data_end,
+            commit_ns: commit,
+            durable_ns: durable,
+            state: TxState::Pending,
+            resolved: false,
+            resolved_end: 0,
+            observed: false,
+            superseded: FxHashSet::default(),
+            superseded_dyn: FxHashSet::default(),
+        });
+        self.groups_closed += 1;
+        for m in &g.members {
+            let ack = match m.mode {
+                SwriteMode::Sync => durable,
+                SwriteMode::Async => inode_end,
+            };
+            self.deferred_done.push((
+                m.uuid,
+                TxCompletion {
+                    arrival_ns: m.arrival,
+                    ack_ns: ack,
+                    durable_ns: Some(durable),
+                },
+            ));
+        }
+        self.maybe_merge(at)?;
+        Ok(())
+    }
+
+    /// Ordering (§2.10): a tx writing `lpns` commits after every earlier overlapping tx that is
+    /// still unsettled. Returns (commit, durable) from the tx's own instants.
+    fn order_after_earlier(&self, lpns: &FxHashSet<u32>, commit: u64, durable: u64) -> (u64, u64) {
+        let (mut commit, mut durable) = (commit, durable);
+        for t in &self.txs {
+            if t.state == TxState::Aborted || (t.state == TxState::Installed && t.resolved) {
+                continue;
+            }
+            if t.items.iter().any(|(l, _)| lpns.contains(l)) {
+                commit = commit.max(t.commit_ns);
+                durable = durable.max(t.durable_ns);
+            }
+        }
+        (commit, durable)
+    }
+
+    /// A small SWRITE joins the open group (or opens one): data pages now, inode at close.
+    fn join_group(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival: u64,
+        now: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        let conflicts = self.group.as_ref().is_some_and(|g| {
+            pages.iter().any(|(l, _)| g.lpns.contains(&l.0))
+                || g.members.iter().map(|m| m.items.len()).sum::<usize>() + pages.len()
+                    > self.items_per_inode
+        });
+        if conflicts {
+            self.close_group(now)?;
+        }
+        self.advance(now)?;
+        self.close_normal(now)?;
+        if self.group.is_none() {
+            let tx_id = self.next_tx_id;
+            self.next_tx_id += 1;
+            self.group = Some(SmallGroup {
+                tx_id,
+                deadline: now.saturating_add(self.cfg.merge_window_ns),
+                members: Vec::new(),
+                lpns: FxHashSet::default(),
+            });
+        }
+        self.used_uuids.insert(uuid);
+        let tx_id = self.group.as_ref().unwrap().tx_id;
+        let mut items = Vec::with_capacity(pages.len());
+        for (l, _) in pages {
+            self.gc_if_needed(now)?;
+            let p = self.alloc(S_STATIC)?;
+            self.pin(p);
+            items.push((l.0, p));
+        }
+        let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
+        let g = self.group.as_mut().expect("open group");
+        g.lpns.extend(items.iter().map(|x| x.0));
+        g.members.push(GroupMember {
+            uuid,
+            mode,
+            arrival,
+            items,
+            data_end,
+        });
+        self.grouped_txs += 1;
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ftl::ACK_DEFERRED,
+            durable_ns: None,
+        })
+    }
+
+    /// Programs a static tx's data pages at their pre-allocated places; returns the last end.
+    fn program_static_pages(
+        &mut self,
+        tx_id: u32,
+        pages: &[(Lpn, Content)],
+        items: &[(u32, u32)],
+        now: u64,
+    ) -> Result<u64, FtlError> {
+        let mut data_end = now;
+        for ((l, c), &(_, p)) in pages.iter().zip(items) {
+            let oob = PageOob {
+                tx_id,
+                lpn: l.0,
+                next: NO_PPN,
+                seq: 0,
+                kind: PageKind::Static,
+            }
+            .encode();
+            let s = self
+                .flash
+                .program(Ppn(p), c, &oob, now, OpCause::HostData)
+                .map_err(err_flash)?;
+            data_end = data_end.max(s.end_ns);
+            self.space.validity.set_valid(Ppn(p), l.0);
+        }
+        Ok(data_end)
+    }
+
+    /// ABORT of a member of the open group: its pages are dropped before anything on flash
+    /// refers to them, so the abort needs no flash write.
+    fn abort_group_member(&mut self, uuid: TxUuid, now: u64) -> Option<u64> {
+        let g = self.group.as_mut()?;
+        let k = g.members.iter().position(|m| m.uuid == uuid)?;
+        let m = g.members.remove(k);
+        g.lpns = g
+            .members
+            .iter()
+            .flat_map(|m| m.items.iter().map(|x| x.0))
+            .collect();
+        for &(_, p) in &m.items {
+            self.unpin(p, now);
+            self.space.validity.invalidate(Ppn(p), now);
+        }
+        self.aborted += 1;
+        self.deferred_done.push((
+            uuid,
+            TxCompletion {
+                arrival_ns: m.arrival,
+                ack_ns: now,
+                durable_ns: None,
+            },
+        ));
+        Some(now)
+    }
+
     fn check_arrival(&mut self, arrival: u64) -> Result<u64, FtlError> {
         if arrival < self.last_arrival {
             return Err(FtlError::TimeWentBackwards {
@@ -1151,7 +1391,11 @@ impl Mobius {
                 return Err(FtlError::DuplicatePage { lpn: *l });
             }
         }
-        let now = self.check_arrival(arrival)?;
+        let small = self.cfg.merge_small && (pages.len() as u32) < self.cfg.small_tx_pages;
+        let now = self.arrive(arrival, !small)?;
+        if small {
+            return self.join_group(uuid, pages, mode, arrival, now);
+        }
         self.advance(now)?;
         self.close_normal(now)?;
         self.used_uuids.insert(uuid);
@@ -1182,35 +1426,9 @@ impl Mobius {
             }
             inode_end = self.append_inode(ino, now)?;
         }
-        let mut data_end = now;
-        for ((l, c), &(_, p)) in pages.iter().zip(&items) {
-            let oob = PageOob {
-                tx_id,
-                lpn: l.0,
-                next: NO_PPN,
-                seq: 0,
-                kind: PageKind::Static,
-            }
-            .encode();
-            let s = self
-                .flash
-                .program(Ppn(p), c, &oob, now, OpCause::HostData)
-                .map_err(err_flash)?;
-            data_end = data_end.max(s.end_ns);
-            self.space.validity.set_valid(Ppn(p), l.0);
-        }
+        let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
         // Ordering (§2.10): after every earlier overlapping tx that is still unsettled.
-        let mut commit = data_end;
-        let mut durable = data_end.max(inode_end);
-        for t in &self.txs {
-            if t.state == TxState::Aborted || (t.state == TxState::Installed && t.resolved) {
-                continue;
-            }
-            if t.items.iter().any(|(l, _)| seen.contains(l)) {
-                commit = commit.max(t.commit_ns);
-                durable = durable.max(t.durable_ns);
-            }
-        }
+        let (commit, durable) = self.order_after_earlier(&seen, data_end, data_end.max(inode_end));
         self.txs.push_back(StaticTx {
             uuid,
             tx_id,
@@ -1239,7 +1457,13 @@ impl Mobius {
     }
 
     fn do_abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
-        let now = self.check_arrival(arrival)?;
+        let now = self.arrive(arrival, false)?;
+        if let Some(end) = self.abort_group_member(uuid, now) {
+            return Ok(Completion {
+                arrival_ns: arrival,
+                ack_ns: end,
+            });
+        }
         if uuid.0 == 0
             || self
                 .chain
@@ -1337,7 +1561,7 @@ impl Mobius {
                 _ => {}
             },
         }
-        let now = self.check_arrival(arrival)?;
+        let now = self.arrive(arrival, true)?;
         self.advance(now)?;
         let mut nb = now;
         if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
@@ -1556,7 +1780,7 @@ impl BlockDevice for Mobius {
         if let Some(c) = self.chain.as_ref().filter(|c| c.kind == PageKind::Dynamic) {
             return Err(FtlError::DynamicTxRunning(c.uuid));
         }
-        let now = self.check_arrival(arrival_ns)?;
+        let now = self.arrive(arrival_ns, true)?;
         self.advance(now)?;
         let nb = now.max(self.pending_static_end());
         let mut written = Vec::with_capacity(pages.len());
@@ -1606,7 +1830,7 @@ impl BlockDevice for Mobius {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
         check_range(start, count as u64, self.logical)?;
-        let now = self.check_arrival(arrival_ns)?;
+        let now = self.arrive(arrival_ns, false)?;
         self.advance(now)?;
         let ack = self.read_pages(start, count, now, false, out)?;
         Ok(Completion {
@@ -1616,7 +1840,7 @@ impl BlockDevice for Mobius {
     }
 
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
-        let now = self.check_arrival(arrival_ns)?;
+        let now = self.arrive(arrival_ns, true)?;
         self.advance(now)?;
         let mut ack = now;
         for t in &self.txs {
@@ -1641,7 +1865,7 @@ impl BlockDevice for Mobius {
         if let Some(c) = self.chain.as_ref().filter(|c| c.kind == PageKind::Dynamic) {
             return Err(FtlError::DynamicTxRunning(c.uuid));
         }
-        let now = self.check_arrival(arrival_ns)?;
+        let now = self.arrive(arrival_ns, true)?;
         self.advance(now)?;
         let nb = now.max(self.pending_static_end());
         let nb = nb.max(self.close_normal(now)?);
@@ -1684,6 +1908,8 @@ impl BlockDevice for Mobius {
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
             ("resident_entries".into(), self.resident.len() as f64),
             ("tp_misses".into(), self.tp_misses as f64),
+            ("merged_small_txs".into(), self.grouped_txs as f64),
+            ("merged_inodes".into(), self.groups_closed as f64),
             ("tp_evictions".into(), self.tp_evictions as f64),
             ("valid_pages".into(), self.valid_pages() as f64),
             (
@@ -1732,6 +1958,12 @@ impl Transactional for Mobius {
     fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError> {
         self.do_abort(uuid, arrival_ns)
     }
+    /// Merged small transactions (§2.11) complete when their group's inode is written.
+    fn take_completions(&mut self, now_ns: u64) -> Result<Vec<(TxUuid, TxCompletion)>, FtlError> {
+        let now = now_ns.max(self.last_arrival);
+        self.settle_group(now, false)?;
+        Ok(std::mem::take(&mut self.deferred_done))
+    }
     /// SREAD (§2.10): served once every static tx that arrived before it has committed.
     fn sread(
         &mut self,
@@ -1741,7 +1973,7 @@ impl Transactional for Mobius {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
         check_range(start, count as u64, self.logical)?;
-        let now = self.check_arrival(arrival_ns)?;
+        let now = self.arrive(arrival_ns, true)?;
         self.advance(now)?;
         let mut wait = now;
         for t in self.txs.iter_mut() {

@@ -185,8 +185,17 @@ fn workload(d: &mut Mobius, seed: u64, requests: usize, lpns: u32, large: bool) 
     let mut write = 1u64;
     let mut uuid = 1u64;
     let mut recent: Vec<(TxUuid, usize)> = Vec::new();
+    let mut deferred: std::collections::HashMap<TxUuid, usize> = Default::default();
     let hot = (lpns / 8).max(16);
     for _ in 0..requests {
+        for (u, c) in d.take_completions(now).unwrap() {
+            let k = deferred
+                .remove(&u)
+                .expect("completion of a deferred SWRITE");
+            if m.txs[k].abort_ack.is_none() {
+                m.txs[k].durable = c.durable_ns;
+            }
+        }
         now += rng.random_range(0..150_000u64);
         // The host keeps at most ~2 ms of work queued.
         now = now.max(d.flash().idle_ns().saturating_sub(2_000_000));
@@ -234,6 +243,13 @@ fn workload(d: &mut Mobius, seed: u64, requests: usize, lpns: u32, large: bool) 
             uuid += 1;
             let c = d.swrite(u, &pages, mode, now).unwrap();
             let k = m.txs.len();
+            if c.ack_ns == ftl::ACK_DEFERRED {
+                assert!(
+                    n < 10 && c.durable_ns.is_none(),
+                    "only small txs are merged"
+                );
+                deferred.insert(u, k);
+            }
             let mut rec = TxRec {
                 durable: c.durable_ns,
                 ..TxRec::default()
@@ -312,6 +328,15 @@ fn workload(d: &mut Mobius, seed: u64, requests: usize, lpns: u32, large: bool) 
         }
         d.check_invariants().unwrap();
     }
+    for (u, c) in d.take_completions(u64::MAX).unwrap() {
+        let k = deferred
+            .remove(&u)
+            .expect("completion of a deferred SWRITE");
+        if m.txs[k].abort_ack.is_none() {
+            m.txs[k].durable = c.durable_ns;
+        }
+    }
+    assert!(deferred.is_empty(), "every deferred SWRITE completes");
     Run {
         model: m,
         lpns,
@@ -431,11 +456,17 @@ fn crash_campaign_mixed_workload() {
     let (seeds, req, pts) = if long() {
         (12, 2500, 1500)
     } else {
-        (2, 900, 120)
+        (4, 900, 100)
     };
     let mut total = 0;
     for s in 0..seeds {
-        total += campaign(100 + s, req, pts, &DesignOptions::default(), s % 2 == 1).unwrap();
+        // Small-tx merging on (the default) and off, alternately.
+        let o = if s % 4 < 2 {
+            DesignOptions::default()
+        } else {
+            opts()
+        };
+        total += campaign(100 + s, req, pts, &o, s % 2 == 1).unwrap();
     }
     eprintln!("mobius crash campaign: {total} crash points checked");
 }
@@ -468,6 +499,132 @@ fn evicting_area_bounded_crash_campaign() {
     assert!(d.tp_lru.len() <= d.evicting_tps);
 }
 
+/// §2.11: small static txs share one atom inode; each SWRITE completes when the group closes
+/// (at the merge window, or when a conflicting / non-small request arrives); the group commits
+/// or aborts as one tx; a member aborted while the group is open leaves no trace.
+#[test]
+fn small_transactions_merge_into_one_inode() {
+    let mut d = fresh(&DesignOptions::default());
+    let window = d.cfg.merge_window_ns;
+    assert!(d.cfg.merge_small && d.cfg.small_tx_pages == 10 && window > 0);
+    let tail0 = d.tail;
+    let mut acks = Vec::new();
+    for k in 0..4u32 {
+        let c = d
+            .swrite(
+                TxUuid(10 + k as u64),
+                &tx_pages(&[3 * k, 3 * k + 1], 100 + k as u64),
+                SwriteMode::Async,
+                1000 + k as u64,
+            )
+            .unwrap();
+        acks.push(c.ack_ns);
+    }
+    assert!(acks.iter().all(|&a| a == ftl::ACK_DEFERRED));
+    assert!(
+        d.take_completions(1010).unwrap().is_empty(),
+        "window still open"
+    );
+    // Member 11 aborts while the group is open: acknowledged at once, nothing on flash.
+    let a = d.abort(TxUuid(11), 1100).unwrap();
+    assert_eq!(a.ack_ns, 1100);
+    // A read does not close the group and does not see it (read committed).
+    let mut out = Vec::new();
+    d.read(Lpn(0), 1, 1200, &mut out).unwrap();
+    assert_eq!(out[0], PageOutcome::Unwritten);
+    let done = d.take_completions(1000 + window).unwrap();
+    assert_eq!(done.len(), 4, "three members and the aborted one: {done:?}");
+    let aborted = done.iter().find(|(u, _)| *u == TxUuid(11)).unwrap().1;
+    assert_eq!(aborted.durable_ns, None);
+    let members: Vec<ftl::TxCompletion> = done
+        .iter()
+        .filter(|(u, _)| *u != TxUuid(11))
+        .map(|x| x.1)
+        .collect();
+    assert!(members
+        .iter()
+        .all(|c| c.ack_ns > 1000 + window - 1 && c.durable_ns.is_some()));
+    // One inode (plus the batch/announcement inodes the protocol needs) for three txs.
+    let inodes: Vec<_> = ala_inodes(&mut d)
+        .into_iter()
+        .filter(|i| i.ala_seq >= tail0 && i.kind() == crate::format::InodeKind::Static)
+        .collect();
+    assert_eq!(inodes.len(), 1);
+    assert_eq!(inodes[0].items.len(), 6);
+    let end = members.iter().map(|c| c.durable_ns.unwrap()).max().unwrap();
+    for (k, want) in [(0u32, Some(100)), (3, None), (6, Some(102)), (9, Some(103))] {
+        assert_eq!(read1(&mut d, k, end + 1), want, "lpn {k}");
+    }
+    // A conflicting small SWRITE closes the open group first; a large one closes it too.
+    let t = end + 10;
+    d.swrite(TxUuid(20), &tx_pages(&[50], 200), SwriteMode::Sync, t)
+        .unwrap();
+    d.swrite(TxUuid(21), &tx_pages(&[50], 201), SwriteMode::Sync, t + 1)
+        .unwrap();
+    assert_eq!(
+        d.take_completions(t + 1).unwrap().len(),
+        1,
+        "conflict closed the first group"
+    );
+    let big: Vec<u32> = (100..120).collect();
+    let c = d
+        .swrite(TxUuid(22), &tx_pages(&big, 300), SwriteMode::Sync, t + 2)
+        .unwrap();
+    assert_ne!(c.ack_ns, ftl::ACK_DEFERRED);
+    assert_eq!(d.take_completions(t + 2).unwrap().len(), 1);
+    // Switch off: every SWRITE is acknowledged at once.
+    let mut off = fresh(&opts());
+    let c = off
+        .swrite(TxUuid(1), &tx_pages(&[1, 2], 5), SwriteMode::Async, 1000)
+        .unwrap();
+    assert_ne!(c.ack_ns, ftl::ACK_DEFERRED);
+}
+
+/// A crash while a group is open loses the whole group (no member was acknowledged); a crash
+/// after its inode is on flash keeps all of it.
+#[test]
+fn merged_group_is_atomic_across_a_crash() {
+    let o = DesignOptions::default();
+    let (mut d, base) = recording(&o);
+    for k in 0..3u32 {
+        d.swrite(
+            TxUuid(1 + k as u64),
+            &tx_pages(&[10 * k, 10 * k + 1, 10 * k + 2], 7 + k as u64),
+            SwriteMode::Sync,
+            1000 + k as u64,
+        )
+        .unwrap();
+    }
+    let done = d.take_completions(u64::MAX).unwrap();
+    assert_eq!(done.len(), 3);
+    let durable = done.iter().map(|x| x.1.durable_ns.unwrap()).max().unwrap();
+    let (order, instants) = {
+        let log = d.flash().log().unwrap();
+        let order = log.completion_order();
+        let instants: Vec<u64> = (0..=order.len())
+            .map(|n| log.instant_after(&order, n))
+            .collect();
+        (order, instants)
+    };
+    assert!(!order.is_empty());
+    for t in instants {
+        let (mut r, _) = crash_at(&d, base.as_ref(), t, false, &o);
+        let seen: Vec<Option<u64>> = [0u32, 1, 2, 10, 11, 12, 20, 21, 22]
+            .iter()
+            .map(|&l| {
+                let at = r.flash().idle_ns();
+                read1(&mut r, l, at)
+            })
+            .collect();
+        let all = seen.iter().all(|x| x.is_some());
+        let none = seen.iter().all(|x| x.is_none());
+        assert!(all || none, "group torn at {t}: {seen:?}");
+        if t >= durable {
+            assert!(all, "durable group lost at {t}");
+        }
+    }
+}
+
 #[test]
 fn injected_bugs_are_caught() {
     for bug in ["skip_verify", "flag_early"] {
@@ -485,8 +642,9 @@ fn injected_bugs_are_caught() {
 
 // ------------------------------------------------------------------ pointed unit tests
 
+/// The pointed tests look at one transaction's own inode: small-tx merging off.
 fn opts() -> DesignOptions {
-    DesignOptions::default()
+    DesignOptions::default().with("merge_small", "off")
 }
 
 fn recording(o: &DesignOptions) -> (Mobius, Box<dyn Store>) {

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 /// Figures of the measured phase, in simulated time unless named `wall`.
 #[derive(Clone, Debug)]
@@ -111,9 +111,33 @@ pub fn run(
     let mut measured_from: Option<(FlashStats, u64)> = None;
     let mut end_ns = start_ns;
     let mut reads = Vec::new();
+    // SWRITEs the device answered with ACK_DEFERRED (Möbius merging small transactions): they
+    // hold a queue slot until their completion arrives from `take_completions`.
+    let mut deferred: HashMap<TxUuid, Deferred> = HashMap::new();
     let wall = std::time::Instant::now();
     loop {
-        let arrival = if outstanding.len() >= spec.queue_depth as usize {
+        let arrival = if outstanding.len() + deferred.len() >= spec.queue_depth as usize {
+            if !deferred.is_empty() {
+                // The host waits for its earliest known completion; the device's timers
+                // (a group's deadline) may fire before it.
+                let horizon = outstanding.peek().map_or(u64::MAX, |r| r.0);
+                let done = take_completions(dev, horizon)?;
+                for (uuid, c) in done {
+                    complete_deferred(
+                        &mut deferred,
+                        uuid,
+                        c,
+                        &mut Settle {
+                            outstanding: &mut outstanding,
+                            inflight_static: &mut inflight_static,
+                            end_ns: &mut end_ns,
+                            stats: &mut stats,
+                            log: &mut log,
+                            record,
+                        },
+                    )?;
+                }
+            }
             last_arrival.max(outstanding.pop().map_or(last_arrival, |r| r.0))
         } else {
             last_arrival
@@ -141,7 +165,9 @@ pub fn run(
         let written = op.written_lpns();
         next_write += written.len() as u64;
         let outcome = issue(dev, &op, first_write, arrival, &mut reads);
+        let held = matches!(outcome, Ok((ftl::ACK_DEFERRED, _)));
         let (ack, durable, error) = match outcome {
+            Ok(_) if held => (None, None, None),
             Ok((ack, durable)) => (Some(ack), durable, None),
             Err(e) if fatal(&e) => {
                 return Err(format!(
@@ -170,7 +196,25 @@ pub fn run(
                 inflight_static.push((*uuid, durable.unwrap_or(ack)));
             }
         }
-        if phase == Phase::Measured {
+        if held {
+            let HostOp::SWrite { uuid, .. } = &op else {
+                return Err(format!(
+                    "{} answered ACK_DEFERRED to a {}",
+                    dev.design(),
+                    op.kind()
+                ));
+            };
+            deferred.insert(
+                *uuid,
+                Deferred {
+                    op: op.clone(),
+                    arrival,
+                    measured: phase == Phase::Measured,
+                    written: written.clone(),
+                    record: log.records.len(),
+                },
+            );
+        } else if phase == Phase::Measured {
             account(&mut stats, &op, arrival, ack, &error, &written);
         }
         if verify_exact && ack.is_some() {
@@ -195,6 +239,24 @@ pub fn run(
                 first_write,
             });
         }
+        if !deferred.is_empty() {
+            // Requests this one made the device close a group for (or expired timers).
+            for (uuid, c) in take_completions(dev, arrival)? {
+                complete_deferred(
+                    &mut deferred,
+                    uuid,
+                    c,
+                    &mut Settle {
+                        outstanding: &mut outstanding,
+                        inflight_static: &mut inflight_static,
+                        end_ns: &mut end_ns,
+                        stats: &mut stats,
+                        log: &mut log,
+                        record,
+                    },
+                )?;
+            }
+        }
         if generator.measured() % 4096 == 0 {
             progress(generator.measured(), spec.requests);
         }
@@ -203,6 +265,24 @@ pub fn run(
         .flush(last_arrival)
         .map_err(|e| format!("final flush failed: {e}"))?;
     end_ns = end_ns.max(flush.ack_ns);
+    for (uuid, c) in take_completions(dev, u64::MAX)? {
+        complete_deferred(
+            &mut deferred,
+            uuid,
+            c,
+            &mut Settle {
+                outstanding: &mut outstanding,
+                inflight_static: &mut inflight_static,
+                end_ns: &mut end_ns,
+                stats: &mut stats,
+                log: &mut log,
+                record,
+            },
+        )?;
+    }
+    if let Some(u) = deferred.keys().next() {
+        return Err(format!("{}: SWRITE {u:?} never completed", dev.design()));
+    }
     if record {
         log.records.push(HostRecord {
             index: log.records.len() as u64,
@@ -283,6 +363,62 @@ fn issue(
     }
 }
 
+/// A request the device answered with `ACK_DEFERRED`.
+struct Deferred {
+    op: HostOp,
+    arrival: u64,
+    measured: bool,
+    written: Vec<Lpn>,
+    /// Its index in the host log (when recording).
+    record: usize,
+}
+
+/// What a late completion updates.
+struct Settle<'a> {
+    outstanding: &'a mut BinaryHeap<Reverse<u64>>,
+    inflight_static: &'a mut Vec<(TxUuid, u64)>,
+    end_ns: &'a mut u64,
+    stats: &'a mut RunStats,
+    log: &'a mut HostLog,
+    record: bool,
+}
+
+fn take_completions(
+    dev: &mut dyn BlockDevice,
+    now: u64,
+) -> Result<Vec<(TxUuid, ftl::TxCompletion)>, String> {
+    let Some(tx) = dev.transactional() else {
+        return Ok(Vec::new());
+    };
+    tx.take_completions(now)
+        .map_err(|e| format!("closing held transactions failed: {e}"))
+}
+
+fn complete_deferred(
+    deferred: &mut HashMap<TxUuid, Deferred>,
+    uuid: TxUuid,
+    c: ftl::TxCompletion,
+    s: &mut Settle,
+) -> Result<(), String> {
+    let d = deferred
+        .remove(&uuid)
+        .ok_or_else(|| format!("completion of {uuid:?}, which was not held"))?;
+    s.outstanding.push(Reverse(c.ack_ns));
+    *s.end_ns = (*s.end_ns).max(c.ack_ns);
+    if let Some(durable) = c.durable_ns {
+        s.inflight_static.push((uuid, durable));
+    }
+    if d.measured {
+        account(s.stats, &d.op, d.arrival, Some(c.ack_ns), &None, &d.written);
+    }
+    if s.record {
+        let r = &mut s.log.records[d.record];
+        r.ack_ns = Some(c.ack_ns);
+        r.durable_ns = c.durable_ns;
+    }
+    Ok(())
+}
+
 fn account(
     stats: &mut RunStats,
     op: &HostOp,
@@ -293,13 +429,15 @@ fn account(
 ) {
     stats.requests += 1;
     if let Some(e) = error {
-        let key = e
-            .split(':')
-            .next()
-            .unwrap_or(e)
-            .chars()
-            .take(48)
-            .collect::<String>();
+        // One key per kind of error: numbers (tx ids, pages) are masked.
+        let mut key = String::new();
+        for ch in e.split(':').next().unwrap_or(e).chars().take(48) {
+            if !ch.is_ascii_digit() {
+                key.push(ch);
+            } else if !key.ends_with('N') {
+                key.push('N');
+            }
+        }
         *stats
             .errors
             .entry(format!("{}: {key}", op.kind()))
