@@ -49,7 +49,8 @@ pub struct Space {
     pub policy: GcPolicy,
     /// Static wear leveling moves a cold block when max − min erase count exceeds this.
     pub wear_threshold: u32,
-    erases_since_wear_check: u32,
+    /// Device erase count at the last wear check (designs with their own GC loop erase too).
+    erases_at_wear_check: u64,
 }
 
 impl Space {
@@ -64,7 +65,7 @@ impl Space {
             validity,
             policy,
             wear_threshold,
-            erases_since_wear_check: 0,
+            erases_at_wear_check: 0,
         }
     }
 
@@ -194,7 +195,6 @@ impl Space {
         let erase = flash.erase(victim, after, cause)?;
         self.validity.erased(victim);
         self.pool.release(victim);
-        self.erases_since_wear_check += 1;
         Ok(erase.end_ns)
     }
 
@@ -205,10 +205,11 @@ impl Space {
         flash: &Flash,
         mut eligible: impl FnMut(BlockId) -> bool,
     ) -> Option<BlockId> {
-        if self.erases_since_wear_check < 64 {
+        let erases = flash.stats().total_erases();
+        if erases < self.erases_at_wear_check + 64 {
             return None;
         }
-        self.erases_since_wear_check = 0;
+        self.erases_at_wear_check = erases;
         let (min, max, _) = flash.wear_spread();
         if max - min <= self.wear_threshold {
             return None;
