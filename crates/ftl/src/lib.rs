@@ -16,8 +16,8 @@ pub mod validity;
 
 pub use alloc::{logical_pages, BlockPool, BlockState};
 pub use device::{
-    check_range, BlockDevice, ACK_DEFERRED, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
-    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
+    check_range, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
+    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,
 };
 pub use error::{FtlError, TxUuid};
 pub use promise::Promise;
