@@ -87,7 +87,7 @@ impl FtlBackend {
         let mut buf = vec![0u8; count as usize * pb];
         let mut ready = arrival;
         let partial_first = head != 0 || data.len() < pb;
-        let partial_last = (head + data.len()) % pb != 0;
+        let partial_last = !(head + data.len()).is_multiple_of(pb);
         if partial_first || partial_last {
             // Read-modify-write of the edge pages (read as part of this request).
             let mut pages = std::mem::take(&mut self.pages);

@@ -332,10 +332,10 @@ impl Replayer<'_> {
         let first = offset / pb;
         let count = end.div_ceil(pb) - first;
         let mut edges = Vec::with_capacity(2);
-        if offset % pb != 0 || (count == 1 && end % pb != 0) {
+        if !offset.is_multiple_of(pb) || (count == 1 && !end.is_multiple_of(pb)) {
             edges.push(first);
         }
-        if end % pb != 0 && (count > 1 || edges.is_empty()) {
+        if !end.is_multiple_of(pb) && (count > 1 || edges.is_empty()) {
             edges.push(first + count - 1);
         }
         let mut ready = arrival;

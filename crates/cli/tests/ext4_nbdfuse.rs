@@ -78,7 +78,7 @@ fn round_trip(ftl: &str) {
         let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
         let lo = Loop::attach(&fuse.file());
         must("mkfs.ext4", &["-q", &lo.dev], 120);
-        let m = Mount::mount(&lo.dev, &dir.join("ext1"), "").unwrap();
+        let m = Mount::new(&lo.dev, &dir.join("ext1"), "").unwrap();
         write_files(&m.dir, seed);
         if use_fio {
             fio(&m.dir, false);
@@ -98,7 +98,7 @@ fn round_trip(ftl: &str) {
     if let Err(report) = fsck_clean(&lo.dev) {
         panic!("{ftl}: fsck after a clean restart: {report}");
     }
-    let m = Mount::mount(&lo.dev, &dir.join("ext2"), "").unwrap();
+    let m = Mount::new(&lo.dev, &dir.join("ext2"), "").unwrap();
     verify_files(&m.dir, seed);
     if use_fio {
         fio(&m.dir, true);

@@ -3,7 +3,7 @@
 //! Each trial: `mobius serve` on a fresh image and a Unix socket, nbdfuse on the socket, a
 //! direct-I/O loop device, `mkfs.ext4`, `mount -o nobarrier` (ext4 sends no FLUSH or FUA: only
 //! the device's own ordering keeps the journal sound), a writer that creates, fsyncs, rewrites
-//! and deletes files, then `kill -9` of the server at a seeded moment (a power cut: the
+//! and deletes files, then `kill -9` of the server after a seeded number of writer steps (a power cut: the
 //! server's RAM is lost, the image file keeps what reached it). The server is restarted on
 //! the same image (the design's recovery runs), the file system is mounted once (ext4 replays
 //! its journal) and unmounted, and `fsck.ext4 -fn` judges it. A trial is damaged when the
@@ -21,7 +21,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -35,8 +35,9 @@ fn trials() -> u64 {
     }
 }
 
-/// Writes, fsyncs, overwrites and deletes files until `stop` or the first error.
-fn writer(dir: &Path, seed: u64, stop: &AtomicBool) -> u64 {
+/// Writes, fsyncs, overwrites and deletes files until `stop` or the first error; counts its
+/// steps in `progress`.
+fn writer(dir: &Path, seed: u64, stop: &AtomicBool, progress: &AtomicU64) -> u64 {
     let mut done = 0u64;
     for i in 0..100_000u64 {
         if stop.load(Ordering::Relaxed) {
@@ -63,6 +64,7 @@ fn writer(dir: &Path, seed: u64, stop: &AtomicBool) -> u64 {
             break;
         }
         done += 1;
+        progress.store(done, Ordering::Relaxed);
     }
     done
 }
@@ -73,22 +75,25 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
     let dir = tmp.path();
     let image = dir.join("dev.img");
     let seed = splitmix(0xc0ffee ^ n ^ (ftl.len() as u64) << 32);
-    // The power cut lands 0.3 to 2.3 s into the workload.
-    let delay = Duration::from_millis(300 + seed % 2000);
+    // The power cut lands after a seeded number of writer steps (50 to 1,549), so how much
+    // work precedes it does not depend on how loaded the machine is.
+    let cut_after_steps = 50 + seed % 1500;
     let files_written;
     {
         let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
         let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
         let lo = Loop::attach(&fuse.file());
         must("mkfs.ext4", &["-q", &lo.dev], 120);
-        let m = Mount::mount(&lo.dev, &dir.join("ext1"), "nobarrier").unwrap();
+        let m = Mount::new(&lo.dev, &dir.join("ext1"), "nobarrier").unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
-        let (wdir, wstop) = (m.dir.clone(), Arc::clone(&stop));
+        let progress = Arc::new(AtomicU64::new(0));
+        let (wdir, wstop, wprogress) = (m.dir.clone(), Arc::clone(&stop), Arc::clone(&progress));
         std::thread::spawn(move || {
-            let _ = tx.send(writer(&wdir, seed, &wstop));
+            let _ = tx.send(writer(&wdir, seed, &wstop, &wprogress));
         });
-        std::thread::sleep(delay);
+        // Bounded: a writer that stalls still gets its power cut after 120 s.
+        wait_for(120, || progress.load(Ordering::Relaxed) >= cut_after_steps);
         server.kill9();
         stop.store(true, Ordering::Relaxed);
         // The writer ends on its first I/O error; if it hangs in the kernel it is left behind
@@ -105,7 +110,7 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
     let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
     let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
     let lo = Loop::attach(&fuse.file());
-    let verdict = match Mount::mount(&lo.dev, &dir.join("ext2"), "") {
+    let verdict = match Mount::new(&lo.dev, &dir.join("ext2"), "") {
         Err(e) => Err(format!("mount after recovery failed: {e}")),
         Ok(m) => {
             if m.unmount() {
@@ -122,8 +127,7 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
         "{ftl} trial {n}: clean shutdown after the check"
     );
     eprintln!(
-        "{ftl} trial {n}: cut after {} ms, {} writer steps: {}",
-        delay.as_millis(),
+        "{ftl} trial {n}: cut after step {cut_after_steps}, writer ended at step {}: {}",
         files_written,
         if verdict.is_ok() { "clean" } else { "DAMAGED" }
     );

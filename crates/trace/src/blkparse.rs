@@ -173,11 +173,8 @@ fn requests_of(e: &Event) -> Vec<Request> {
         flush(&mut out);
     }
     match (e.rwbs.op, e.range) {
-        (Some(Op::Flush), _) => {
-            if !e.rwbs.preflush {
-                flush(&mut out);
-            }
-        }
+        (Some(Op::Flush), _) if !e.rwbs.preflush => flush(&mut out),
+        (Some(Op::Flush), _) => {}
         (Some(op), Some((sector, count))) if count > 0 => out.push(Request {
             arrival_ns: e.arrival_ns,
             op,

@@ -242,10 +242,9 @@ pub fn split_at_flushes(requests: &[Request]) -> Vec<Vec<Request>> {
         if r.op.modifies() {
             current.push(*r);
         }
-        if r.op == Op::Flush || (r.fua && r.op.modifies()) {
-            if !current.is_empty() {
-                groups.push(std::mem::take(&mut current));
-            }
+        let durable_point = r.op == Op::Flush || (r.fua && r.op.modifies());
+        if durable_point && !current.is_empty() {
+            groups.push(std::mem::take(&mut current));
         }
     }
     if !current.is_empty() {

@@ -270,7 +270,7 @@ pub struct Mount {
 }
 
 impl Mount {
-    pub fn mount(dev: &str, dir: &Path, options: &str) -> Result<Mount, String> {
+    pub fn new(dev: &str, dir: &Path, options: &str) -> Result<Mount, String> {
         std::fs::create_dir_all(dir).unwrap();
         let mut args = vec![];
         if !options.is_empty() {

@@ -1,0 +1,253 @@
+//! fio through nbdfuse against `mobius serve` and against `nbdkit memory` of the same size, in
+//! the same run, and the throughput ratio per job (issue #7 wants >= 0.7 without `--pace`).
+//!
+//! ```sh
+//! cargo build --release -p mobius-cli --bin mobius --example nbd_fio_bench
+//! target/release/examples/nbd_fio_bench [--ftl dftl] [--size 1G] [--runtime 10] [--mobius PATH]
+//! ```
+//!
+//! The mobius image lives in /dev/shm (memory-backed, like nbdkit's). Each server is served on a
+//! Unix socket and mounted with `nbdfuse`; fio runs on the FUSE file with `O_DIRECT` and libaio:
+//! 128 KiB sequential write QD 4 (it also fills the region the later jobs use), 4 KiB random
+//! write QD 16, 4 KiB random read QD 16, each time-based over a 256 MiB region. Needs root
+//! (FUSE), nbdkit, nbdfuse, nbdinfo, fio. Not a test: it measures wall-clock throughput.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Job {
+    name: &'static str,
+    rw: &'static str,
+    bs: &'static str,
+    iodepth: u32,
+}
+
+const JOBS: [Job; 3] = [
+    Job {
+        name: "seqwrite-128k-qd4",
+        rw: "write",
+        bs: "128k",
+        iodepth: 4,
+    },
+    Job {
+        name: "randwrite-4k-qd16",
+        rw: "randwrite",
+        bs: "4k",
+        iodepth: 16,
+    },
+    Job {
+        name: "randread-4k-qd16",
+        rw: "randread",
+        bs: "4k",
+        iodepth: 16,
+    },
+];
+
+struct Opts {
+    mobius: PathBuf,
+    ftl: String,
+    size: String,
+    runtime_s: u32,
+}
+
+fn opts() -> Opts {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut o = Opts {
+        // target/release/examples/nbd_fio_bench -> target/release/mobius
+        mobius: exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join("mobius"))
+            .unwrap_or_else(|| PathBuf::from("mobius")),
+        ftl: "dftl".into(),
+        size: "1G".into(),
+        runtime_s: 10,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .unwrap_or_else(|| die(&format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "--mobius" => o.mobius = PathBuf::from(val()),
+            "--ftl" => o.ftl = val(),
+            "--size" => o.size = val(),
+            "--runtime" => o.runtime_s = val().parse().unwrap_or_else(|_| die("--runtime N")),
+            other => die(&format!("unknown argument {other}")),
+        }
+    }
+    o
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("nbd_fio_bench: {msg}");
+    std::process::exit(2)
+}
+
+fn wait_for(secs: u64, mut ready: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 20 {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ready()
+}
+
+/// A server plus an nbdfuse mount of it; torn down on drop.
+struct Served {
+    server: Child,
+    fuse: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl Served {
+    fn start(mut server: Command, socket: &Path, mnt: &Path) -> Served {
+        let server = server
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| die(&format!("starting the server: {e}")));
+        let mut s = Served {
+            server,
+            fuse: None,
+            mnt: mnt.to_path_buf(),
+        };
+        if !wait_for(60, || socket.exists()) {
+            die("the server did not create its socket");
+        }
+        std::fs::create_dir_all(mnt).unwrap();
+        let uri = format!("nbd+unix:///?socket={}", socket.display());
+        s.fuse = Some(
+            Command::new("nbdfuse")
+                .arg(mnt)
+                .arg(&uri)
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| die(&format!("nbdfuse: {e}"))),
+        );
+        if !wait_for(30, || mnt.join("nbd").exists()) {
+            die("nbdfuse did not mount");
+        }
+        s
+    }
+
+    fn file(&self) -> PathBuf {
+        self.mnt.join("nbd")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg(&self.mnt)
+            .status();
+        if let Some(mut f) = self.fuse.take() {
+            let _ = f.wait();
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.server.id().to_string()])
+            .status();
+        let _ = self.server.wait();
+    }
+}
+
+/// Bytes per second of one fio job on `file`.
+fn fio(file: &Path, job: &Job, runtime_s: u32) -> f64 {
+    let out = Command::new("fio")
+        .arg(format!("--name={}", job.name))
+        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--rw={}", job.rw))
+        .arg(format!("--bs={}", job.bs))
+        .arg(format!("--iodepth={}", job.iodepth))
+        .args(["--ioengine=libaio", "--direct=1", "--size=256M"])
+        .args(["--time_based", "--randseed=1", "--output-format=json"])
+        .arg(format!("--runtime={runtime_s}"))
+        .output()
+        .unwrap_or_else(|e| die(&format!("fio: {e}")));
+    if !out.status.success() {
+        die(&format!(
+            "fio failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| die(&format!("fio output: {e}")));
+    let side = if job.rw.contains("read") {
+        "read"
+    } else {
+        "write"
+    };
+    v["jobs"][0][side]["bw_bytes"].as_f64().unwrap_or(0.0)
+}
+
+fn main() {
+    let o = opts();
+    let dir = std::env::temp_dir().join(format!("nbd_fio_bench.{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let image = PathBuf::from(format!("/dev/shm/nbd_fio_bench.{}.img", std::process::id()));
+    let mut results = Vec::new();
+    {
+        let sock = dir.join("mobius.sock");
+        let mut cmd = Command::new(&o.mobius);
+        cmd.args(["serve", "--ftl", &o.ftl, "--size", &o.size, "--image"])
+            .arg(&image)
+            .arg("--socket")
+            .arg(&sock);
+        let mobius = Served::start(cmd, &sock, &dir.join("mnt-mobius"));
+        let size = std::fs::metadata(mobius.file())
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let ours: Vec<f64> = JOBS
+            .iter()
+            .map(|j| fio(&mobius.file(), j, o.runtime_s))
+            .collect();
+        drop(mobius);
+        let sock = dir.join("nbdkit.sock");
+        let mut cmd = Command::new("nbdkit");
+        cmd.args(["-f", "-U"])
+            .arg(&sock)
+            .arg("memory")
+            .arg(size.to_string());
+        let nbdkit = Served::start(cmd, &sock, &dir.join("mnt-nbdkit"));
+        let theirs: Vec<f64> = JOBS
+            .iter()
+            .map(|j| fio(&nbdkit.file(), j, o.runtime_s))
+            .collect();
+        drop(nbdkit);
+        for (i, j) in JOBS.iter().enumerate() {
+            results.push((j.name, ours[i], theirs[i]));
+        }
+        println!(
+            "mobius serve --ftl {} ({} export bytes, image in /dev/shm, no --pace) vs nbdkit memory, \
+             fio {} s per job through nbdfuse",
+            o.ftl, size, o.runtime_s
+        );
+    }
+    let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "{:<20} {:>12} {:>12} {:>7}",
+        "job", "mobius MB/s", "nbdkit MB/s", "ratio"
+    );
+    let mut worst = f64::INFINITY;
+    for (name, ours, theirs) in results {
+        let ratio = if theirs > 0.0 { ours / theirs } else { 0.0 };
+        worst = worst.min(ratio);
+        println!(
+            "{name:<20} {:>12.1} {:>12.1} {ratio:>7.2}",
+            ours / 1e6,
+            theirs / 1e6
+        );
+    }
+    println!(
+        "lowest ratio {worst:.2} (target >= 0.70): {}",
+        if worst >= 0.7 { "met" } else { "NOT met" }
+    );
+}
