@@ -9,6 +9,7 @@ pub mod campaigns;
 pub mod commit_protocols;
 pub mod macro_tx;
 pub mod micro;
+pub mod optr_overhead;
 pub mod recovery;
 pub mod report;
 pub mod svg;
@@ -94,6 +95,10 @@ pub fn experiments() -> Vec<Experiment> {
         Experiment {
             id: "campaigns",
             run: campaigns::run,
+        },
+        Experiment {
+            id: "optr",
+            run: optr_overhead::run,
         },
     ]
 }

@@ -15,7 +15,7 @@ const HOST: usize = 0;
 const GC: usize = 1;
 const STREAMS: usize = 2;
 const NONE: u32 = u32::MAX;
-const PARAMS: [&str; 8] = [
+const PARAMS: [&str; 9] = [
     "cache_mb",
     "op",
     "full_ckpt_blocks",
@@ -24,6 +24,7 @@ const PARAMS: [&str; 8] = [
     "gc_batch",
     "flush_interval_ms",
     "gc_free_blocks",
+    "gc_hysteresis_blocks",
 ];
 
 /// Design parameters (paper values where the device is large enough; docs/optr.md).
@@ -37,6 +38,7 @@ pub struct Params {
     pub gc_batch: u32,
     pub flush_interval_ns: u64,
     pub gc_free_blocks: u32,
+    pub gc_hysteresis_blocks: u32,
 }
 
 /// Where the reserved areas are: striped over the first blocks of each chip (§8 item 31).
@@ -108,12 +110,17 @@ pub struct Optr {
 }
 
 impl Params {
+    /// GC stops when this many blocks are free (or after `gc_batch` victims): the watermark plus
+    /// `gc_hysteresis_blocks` (default one per chip), not a multiple of the watermark — on a small
+    /// device every block kept free raises the utilisation of the rest and the copies GC makes.
+    pub fn gc_target(&self) -> u32 {
+        self.gc_free_blocks + self.gc_hysteresis_blocks
+    }
+
     fn parse(o: &DesignOptions, flash: &Flash) -> Result<Params, FtlError> {
         o.check_known("optr", &PARAMS)?;
         let g = flash.geometry();
-        // The paper's 8 MB cache on its 128 GB device; at most 1/64 of a smaller device.
-        let cache_default = 8.0f64.min(g.capacity_bytes() as f64 / 64.0 / 1048576.0);
-        let cache_mb: f64 = o.get("cache_mb", cache_default)?;
+        let cache_mb: f64 = o.get("cache_mb", wcache::cache::default_cache_mb(g))?;
         let cache_pages = ((cache_mb * 1048576.0) / g.page_bytes as f64).max(1.0) as u32;
         let op: f64 = o.get("op", 0.07)?;
         let logical_guess = (g.pages() as f64 * (1.0 - op)) as u64;
@@ -125,7 +132,11 @@ impl Params {
         let inc_bytes = inc_blocks as u64 * g.block_bytes();
         let diff_kb_default = (256u64).min(inc_bytes / 32 / 1024).max(1);
         let diff_kb: u64 = o.get("diff_buffer_kb", diff_kb_default)?;
-        let gc_free_default = g.chips() * 2 + cache_pages.div_ceil(g.pages_per_block - 1) + 2;
+        // GC needs room for the internal flush it starts with (the whole cache) and for the
+        // chains' next blocks (one per stream and chip); the paper's device hardly notices
+        // (8 MB of 128 GB), `small` does.
+        let gc_free_default =
+            STREAMS as u32 * g.chips() + cache_pages.div_ceil(g.pages_per_block - 1) + 2;
         Ok(Params {
             cache_mb,
             op,
@@ -135,6 +146,7 @@ impl Params {
             gc_batch: o.get("gc_batch", 16u32)?,
             flush_interval_ns: o.get("flush_interval_ms", 5000u64)? * 1_000_000,
             gc_free_blocks: o.get("gc_free_blocks", gc_free_default)?,
+            gc_hysteresis_blocks: o.get("gc_hysteresis_blocks", g.chips())?,
         })
     }
 }
@@ -164,7 +176,9 @@ impl Optr {
         let data_blocks = g.blocks() - reserved.len() as u32;
         let per_block = g.pages_per_block - 1;
         let by_op = (data_blocks as f64 * per_block as f64 * (1.0 - params.op)) as u32;
-        let cap = data_blocks.saturating_sub(2 * params.gc_free_blocks) * per_block;
+        // GC's stop target plus the chains' pre-allocated next blocks stay out of the logical space
+        let cap =
+            data_blocks.saturating_sub(params.gc_target() + STREAMS as u32 * chips) * per_block;
         let logical = by_op.min(cap);
         let l2p_per_page = entries_per_page(g.page_bytes, L2P_ENTRY, 0);
         let layout = Layout {
@@ -175,8 +189,8 @@ impl Optr {
         };
         if logical == 0 {
             return Err(FtlError::InvalidOption(format!(
-                "no logical pages left: {data_blocks} data blocks cannot keep 2 × gc_free_blocks = {} free (lower cache_mb or gc_free_blocks)",
-                2 * params.gc_free_blocks
+                "no logical pages left: {data_blocks} data blocks cannot keep {} free (lower cache_mb or gc_free_blocks)",
+                params.gc_target() + STREAMS as u32 * chips
             )));
         }
         if (layout.l2p_pages + 1) > half as u32 * g.pages_per_block {
@@ -634,7 +648,7 @@ impl Optr {
         self.checkpoint(now)?;
         let g = self.flash.geometry().clone();
         let data_max = g.pages_per_block - 1;
-        let target = 2 * self.params.gc_free_blocks;
+        let target = self.params.gc_target();
         let mut victims = Vec::new();
         let mut oob = vec![0u8; OOB_BYTES as usize];
         while (victims.len() as u32) < self.params.gc_batch

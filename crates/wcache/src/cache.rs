@@ -12,6 +12,17 @@ use flash::Content;
 
 const NIL: u32 = u32::MAX;
 
+/// The paper's cache: 8 MB on its 128 GB device (OPTR §5.8).
+pub const PAPER_CACHE_MB: f64 = 8.0;
+
+/// Default cache size of both `wcache` and `optr` on a device: the paper's 8 MB, but at most
+/// 1/64 of a smaller device (an 8 MB cache on the 16 MB `small` preset would hold half of it and
+/// the baseline would barely touch flash). One rule for both designs, so a comparison on any
+/// preset gives them the same cache.
+pub fn default_cache_mb(g: &flash::Geometry) -> f64 {
+    PAPER_CACHE_MB.min(g.capacity_bytes() as f64 / 64.0 / 1048576.0)
+}
+
 /// Tags of a cached page (OPTR §5.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageTags {

@@ -58,7 +58,7 @@ pub fn decode_oob(b: &[u8]) -> Option<(u32, u64)> {
 /// Design parameters.
 #[derive(Clone, Debug)]
 pub struct Params {
-    /// DRAM write cache in MB (OPTR §5.8: 8).
+    /// DRAM write cache in MB (OPTR §5.8: 8; [`crate::cache::default_cache_mb`]).
     pub cache_mb: f64,
     /// Over-provisioning share.
     pub op: f64,
@@ -73,7 +73,7 @@ impl Params {
         let g = flash.geometry();
         let policy: String = o.get("gc_policy", "greedy".to_string())?;
         Ok(Params {
-            cache_mb: o.get("cache_mb", 8.0)?,
+            cache_mb: o.get("cache_mb", crate::cache::default_cache_mb(g))?,
             op: o.get("op", 0.07)?,
             gc_free_blocks: o.get("gc_free_blocks", g.chips() * 2)?,
             gc_policy: policy.parse().map_err(FtlError::InvalidOption)?,

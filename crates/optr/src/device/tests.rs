@@ -71,7 +71,7 @@ fn run_point(
     use rand::{RngExt, SeedableRng};
     let config = flash::DeviceConfig::preset("small").unwrap();
     let flash = Flash::in_memory(config, oob, true);
-    let o = DesignOptions::default().with("cache_mb", "1");
+    let o = DesignOptions::default();
     let mut dev = format(flash, &o).unwrap();
     // same host volume and address range for both designs (OPTR exposes fewer logical pages)
     let logical = 2600;
