@@ -351,6 +351,63 @@ pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
     }
 }
 
+/// The committed trace of real software: ext4 mkfs and a small-file workload recorded through
+/// `mobius serve --trace` (crates/cli/tests/fixtures/record-ext4-trace.sh regenerates it).
+const EXT4_TRACE: &[u8] = include_bytes!("../../cli/tests/fixtures/ext4-small-files.trace.gz");
+
+/// A block trace turned into transactions the way a journaling file system commits: the writes
+/// between two durability points (FLUSH, or a FUA write) form one transaction (its distinct
+/// pages, sub-page writes rounded out to whole pages; trims dropped). The trace is replayed
+/// `repeat` times so runs are long enough to measure.
+pub fn trace_workload(
+    name: &str,
+    bytes: &[u8],
+    page_bytes: u32,
+    repeat: usize,
+) -> Result<Workload, String> {
+    let (_, requests) = trace::read(bytes, None).map_err(|e| format!("{name}: {e}"))?;
+    let pb = page_bytes as u64;
+    let mut one_pass = Vec::new();
+    let mut needed = 0u32;
+    for group in trace::split_at_flushes(&requests) {
+        let mut writes: Vec<Lpn> = Vec::new();
+        for r in group
+            .iter()
+            .filter(|r| r.op != trace::Op::Trim && r.length_bytes > 0)
+        {
+            for p in r.offset_bytes / pb..=(r.end_bytes() - 1) / pb {
+                let l =
+                    u32::try_from(p).map_err(|_| format!("{name}: offset beyond 2^32 pages"))?;
+                writes.push(Lpn(l));
+                needed = needed.max(l + 1);
+            }
+        }
+        writes.sort_unstable();
+        writes.dedup();
+        if !writes.is_empty() {
+            one_pass.push(Txn {
+                kind: "trace",
+                reads: Vec::new(),
+                writes,
+            });
+        }
+    }
+    if one_pass.is_empty() {
+        return Err(format!("{name}: no writes between flushes"));
+    }
+    let txns = one_pass
+        .iter()
+        .cycle()
+        .take(one_pass.len() * repeat.max(1))
+        .cloned()
+        .collect();
+    Ok(Workload {
+        name: name.into(),
+        logical_pages_needed: needed,
+        txns,
+    })
+}
+
 pub fn run(ctx: &Context) -> ExperimentResult {
     let clients = 8;
     let mut skipped = Vec::new();
@@ -361,7 +418,16 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     // Logical pages: the smallest any design offers on this device is not known before building;
     // size the database on the raw capacity after over-provisioning.
     let logical = (config.geometry.pages() as f64 * (1.0 - config.over_provisioning) * 0.9) as u32;
-    let workloads = vec![tpcc_workload(ctx, logical)];
+    let mut workloads = vec![tpcc_workload(ctx, logical)];
+    let repeat = if ctx.scale == crate::Scale::Quick {
+        10
+    } else {
+        100
+    };
+    match trace_workload("ext4-trace", EXT4_TRACE, config.geometry.page_bytes, repeat) {
+        Ok(w) => workloads.push(w),
+        Err(e) => skipped.push(e),
+    }
     let mut data = serde_json::Map::new();
     let mut tables = Vec::new();
     let mut figures = Vec::new();
@@ -506,7 +572,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     ExperimentResult {
         id: "macro",
         title: "2. Transactional SSDs, macro (Möbius Figs. 9 and 10)".into(),
-        description: format!("Each design runs the same seeded transactions from {clients} concurrent clients (see `crates/compare/src/macro_tx.rs` and `tpcc.rs` for the host model and the TPC-C-like mix). Device: jasmine geometry{}.", if ctx.scale == crate::Scale::Quick { " with 128 blocks per chip (1 GiB) at quick scale" } else { " (64 GB)" }),
+        description: format!("Each design runs the same seeded transactions from {clients} concurrent clients (see `crates/compare/src/macro_tx.rs` and `tpcc.rs` for the host model and the TPC-C-like mix). Workload `ext4-trace`: the committed trace of ext4 (mkfs + small files, recorded through `mobius serve --trace`), the writes between two flushes forming one transaction, replayed {repeat} times. Device: jasmine geometry{}.", if ctx.scale == crate::Scale::Quick { " with 128 blocks per chip (1 GiB) at quick scale" } else { " (64 GB)" }),
         tables,
         figures,
         claims,
