@@ -976,24 +976,28 @@ impl Nvmfs {
             return Ok(false);
         };
         let start = extent * EXTENT_BLOCKS;
-        let mut entries = Vec::new();
-        let mut migrated: Vec<u32> = Vec::new();
-        let mut need = 0;
-        for lba in start..start + EXTENT_BLOCKS {
-            if self.bit(self.sb.ssd_bitmap_at, lba) {
-                let (ino, block) = self.ssd_owner(lba);
-                let slot = self
-                    .slot(ino, block as u64, false)?
-                    .expect("owner pointer exists");
-                if BlockAddr(self.get64(slot)).as_ssd() == Some(lba) {
-                    need += 1;
-                }
-            }
-        }
         let clean_ok = self.lru.len(PageList::Clean) as usize + self.nv_free.len();
-        if need > clean_ok {
+        if self.blocks_to_migrate(extent)? > clean_ok {
             return Ok(false);
         }
+        // Every NVRAM page the round needs is allocated before any entry is recorded: an
+        // allocation may evict a clean page whose SSD copy is in this very extent (its block
+        // then needs migrating too, and the evicted page must not appear in the log). Each
+        // pass allocates or stops; the need never exceeds the extent's 128 blocks.
+        let mut pages: Vec<u32> = Vec::new();
+        while pages.len() < self.blocks_to_migrate(extent)? {
+            match self.alloc_page(false) {
+                Ok(p) => pages.push(p),
+                Err(NvmfsError::NoSpace(_)) => {
+                    for p in pages {
+                        self.free_page(p)?;
+                    }
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut entries = Vec::new();
         for lba in start..start + EXTENT_BLOCKS {
             if !self.bit(self.sb.ssd_bitmap_at, lba) {
                 continue;
@@ -1005,22 +1009,11 @@ impl Nvmfs {
             let cur = BlockAddr(self.get64(slot));
             if cur.as_ssd() == Some(lba) {
                 // Migrate: the data goes to a fresh NVRAM page; the inode still points to SSD.
-                let p = match self.alloc_page(false) {
-                    Ok(p) => p,
-                    Err(NvmfsError::NoSpace(_)) => {
-                        for p in migrated {
-                            self.free_page(p)?;
-                        }
-                        return Ok(false);
-                    }
-                    Err(e) => return Err(e),
-                };
-                // Eviction during the allocation may have pointed another block at this extent.
+                let p = pages.pop().expect("allocated above");
                 let mut buf = [0u8; PAGE_BYTES as usize];
                 self.ssd_read(lba, &mut buf)?;
                 self.page_mut(p).copy_from_slice(&buf);
                 self.persist(self.data_at(p), PAGE_BYTES)?;
-                migrated.push(p);
                 entries.push(RedoEntry {
                     ino,
                     block,
@@ -1035,8 +1028,10 @@ impl Nvmfs {
                 });
             }
         }
-        // Evictions while allocating may have added pointers into this extent: only blocks
-        // whose owner entry is in the log are moved; the rest stays (retry later).
+        debug_assert!(pages.is_empty(), "every allocated page was used");
+        for p in pages {
+            self.free_page(p)?;
+        }
         let log = RedoLog { extent, entries };
         let redo_at = self.sb.redo_at as u64 * PAGE_BYTES;
         log.encode_body(
@@ -1052,6 +1047,24 @@ impl Nvmfs {
         self.stats.cleaning_moved_blocks += log.entries.len() as u64;
         self.stats.cleaning_recycled_blocks += EXTENT_BLOCKS;
         Ok(true)
+    }
+
+    /// Valid blocks of `extent` whose inode points at the SSD copy (they need an NVRAM page).
+    fn blocks_to_migrate(&mut self, extent: u64) -> Result<usize> {
+        let start = extent * EXTENT_BLOCKS;
+        let mut need = 0;
+        for lba in start..start + EXTENT_BLOCKS {
+            if self.bit(self.sb.ssd_bitmap_at, lba) {
+                let (ino, block) = self.ssd_owner(lba);
+                let slot = self
+                    .slot(ino, block as u64, false)?
+                    .expect("owner pointer exists");
+                if BlockAddr(self.get64(slot)).as_ssd() == Some(lba) {
+                    need += 1;
+                }
+            }
+        }
+        Ok(need)
     }
 
     /// Applies a committed cleaning transaction at run time (idempotent).

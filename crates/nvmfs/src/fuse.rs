@@ -4,8 +4,10 @@
 //! One request at a time (one session thread, and a mutex around the file system): NVMFS
 //! updates NVRAM in place and its flushing runs inline, so requests are serialized as the
 //! paper's kernel module serializes them per inode. FUSE inode numbers are NVMFS inode numbers
-//! (the root is 1 in both). Inode numbers are reused after unlink; an unlinked file that is
-//! still open is gone at once (no deferred delete; see docs/nvmfs.md).
+//! (the root is 1 in both). Inode numbers are reused after unlink, so every create hands the
+//! kernel a new generation number (kept in RAM: the kernel's caches do not outlive the mount);
+//! without it the kernel would serve a deleted file's cached pages for the new one. An
+//! unlinked file that is still open is gone at once (no deferred delete; see docs/nvmfs.md).
 
 use crate::error::NvmfsError;
 use crate::fs::{Attr, Nvmfs, NvmfsStats};
@@ -31,7 +33,20 @@ const TTL: Duration = Duration::from_secs(1);
 /// session ends (`take`).
 #[derive(Clone)]
 pub struct NvmfsFuse {
-    inner: Arc<Mutex<Option<Nvmfs>>>,
+    inner: Arc<Mutex<Inner>>,
+}
+
+struct Inner {
+    fs: Option<Nvmfs>,
+    /// Generation of inodes created during this mount (absent = 0).
+    generation: rustc_hash::FxHashMap<u32, u64>,
+    next_generation: u64,
+}
+
+impl Inner {
+    fn generation(&self, ino: u32) -> Generation {
+        Generation(self.generation.get(&ino).copied().unwrap_or(0))
+    }
 }
 
 fn errno(e: &NvmfsError) -> Errno {
@@ -83,16 +98,20 @@ fn nanos(t: TimeOrNow) -> u64 {
 impl NvmfsFuse {
     pub fn new(fs: Nvmfs) -> NvmfsFuse {
         NvmfsFuse {
-            inner: Arc::new(Mutex::new(Some(fs))),
+            inner: Arc::new(Mutex::new(Inner {
+                fs: Some(fs),
+                generation: Default::default(),
+                next_generation: 1,
+            })),
         }
     }
 
     /// The file system back, once the session is over (None if already taken).
     pub fn take(&self) -> Option<Nvmfs> {
-        self.lock().take()
+        self.lock().fs.take()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Nvmfs>> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic inside a request must not wedge every later request: keep going on the
         // state as it is (every NVRAM update is itself crash consistent).
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -101,8 +120,35 @@ impl NvmfsFuse {
     /// Runs `f` on the mounted file system; EIO once it has been taken (unmounting).
     fn with<T>(&self, f: impl FnOnce(&mut Nvmfs) -> Result<T, NvmfsError>) -> Result<T, Errno> {
         let mut guard = self.lock();
-        let fs = guard.as_mut().ok_or(Errno::EIO)?;
+        let fs = guard.fs.as_mut().ok_or(Errno::EIO)?;
         f(fs).map_err(|e| errno(&e))
+    }
+
+    /// Runs a creating call and gives the new inode a fresh generation.
+    fn with_new(
+        &self,
+        f: impl FnOnce(&mut Nvmfs) -> Result<Attr, NvmfsError>,
+    ) -> Result<(Attr, Generation), Errno> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let fs = inner.fs.as_mut().ok_or(Errno::EIO)?;
+        let attr = f(fs).map_err(|e| errno(&e))?;
+        let g = inner.next_generation;
+        inner.next_generation += 1;
+        inner.generation.insert(attr.ino, g);
+        Ok((attr, Generation(g)))
+    }
+
+    /// The attributes of `name` in `dir` and the generation the kernel knows it by.
+    fn lookup_entry(&self, dir: u32, name: &OsStr) -> Result<(Attr, Generation), Errno> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let fs = inner.fs.as_mut().ok_or(Errno::EIO)?;
+        let attr = fs
+            .lookup(dir, name.as_bytes())
+            .and_then(|ino| fs.getattr(ino))
+            .map_err(|e| errno(&e))?;
+        Ok((attr.clone(), inner.generation(attr.ino)))
     }
 }
 
@@ -112,14 +158,8 @@ impl Filesystem for NvmfsFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let r = ino32(parent).and_then(|dir| {
-            self.with(|fs| {
-                let ino = fs.lookup(dir, name.as_bytes())?;
-                fs.getattr(ino)
-            })
-        });
-        match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+        match ino32(parent).and_then(|dir| self.lookup_entry(dir, name)) {
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
             Err(e) => reply.error(e),
         }
     }
@@ -181,10 +221,10 @@ impl Filesystem for NvmfsFuse {
             return reply.error(Errno::EPERM);
         }
         let r = ino32(parent).and_then(|dir| {
-            self.with(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
+            self.with_new(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
         });
         match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
             Err(e) => reply.error(e),
         }
     }
@@ -199,10 +239,10 @@ impl Filesystem for NvmfsFuse {
         reply: ReplyEntry,
     ) {
         let r = ino32(parent).and_then(|dir| {
-            self.with(|fs| fs.mkdir(dir, name.as_bytes(), mode, req.uid(), req.gid()))
+            self.with_new(|fs| fs.mkdir(dir, name.as_bytes(), mode, req.uid(), req.gid()))
         });
         match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
             Err(e) => reply.error(e),
         }
     }
@@ -400,16 +440,12 @@ impl Filesystem for NvmfsFuse {
             return reply.error(Errno::EPERM);
         }
         let r = ino32(parent).and_then(|dir| {
-            self.with(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
+            self.with_new(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
         });
         match r {
-            Ok(a) => reply.created(
-                &TTL,
-                &file_attr(&a),
-                Generation(0),
-                FileHandle(0),
-                FopenFlags::empty(),
-            ),
+            Ok((a, g)) => {
+                reply.created(&TTL, &file_attr(&a), g, FileHandle(0), FopenFlags::empty())
+            }
             Err(e) => reply.error(e),
         }
     }
