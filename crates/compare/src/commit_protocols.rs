@@ -1,4 +1,5 @@
-//! Experiment 4 — cyclic vs traditional commit (TxFlash §5, Figs. 6 to 8).
+//! Experiment 4 — cyclic vs traditional commit (TxFlash §5.1, Figs. 6 and 8; Fig. 7 needs the
+//! TxExt3 traces, which we do not have).
 //!
 //! On the `txflash` preset (32 GB, 8 packages):
 //! - throughput against transaction size: a sequential writer commits transactions of 1 page
@@ -222,29 +223,56 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
     let mut claims = Vec::new();
     let bp = present.iter().position(|(d, _)| *d == "txflash-bpcc");
+    let sc = present.iter().position(|(d, _)| *d == "txflash-scc");
+    let at = |pages: u32| TX_PAGES.iter().position(|&p| p == pages).expect("size");
     if let (Some(b), Some(t)) = (bp, tc) {
-        let at = |pages: u32| TX_PAGES.iter().position(|&p| p == pages).expect("size");
         let gain = |p: u32| (tput[b][at(p)] / tput[t][at(p)] - 1.0) * 100.0;
         claims.push(Claim {
-            source: "TxFlash §5.2, Fig. 6".into(),
+            source: "TxFlash §5.1, Fig. 6".into(),
             paper: "cyclic commit ≈ +95 % throughput at ≈100 KB transactions, ≈ +15 % at 1,000 KB, parity at 1 page and > 4 MB".into(),
-            ours: format!("BPCC vs TC: {:+.0} % at 64 KB (16 p), {:+.0} % at 256 KB, {:+.0} % at 1 MB, {:+.0} % at 4 KB, {:+.0} % at 4 MB", gain(16), gain(64), gain(256), gain(1), gain(1024)),
-            agrees: Some(gain(64) > gain(1024)),
-            note: "Our sequential writer waits for each commit; the gain is the commit record TC must write after its data.".into(),
+            ours: format!("BPCC vs TC: {:+.0} % at 16 KB, {:+.0} % at 64 KB, {:+.0} % at 256 KB, {:+.0} % at 1 MB, {:+.0} % at 4 KB, {:+.0} % at 4 MB", gain(4), gain(16), gain(64), gain(256), gain(1), gain(1024)),
+            agrees: Some(gain(16) > gain(256) && gain(256) > gain(1024) && gain(1).abs() < 1.0),
+            note: "Our sequential writer waits for each commit; the gain is the commit record TC must write after its data. The gain falls faster with size than the paper's because our 8 packages program a 64 KB transaction in one round, so the commit record doubles the time up to 32 KB only.".into(),
         });
-        let flat = (ab[b][5].0 / ab[b][0].0 - 1.0).abs() < 0.1;
+    }
+    if let (Some(b), Some(s)) = (bp, sc) {
+        let same = (0..TX_PAGES.len()).all(|j| (tput[s][j] / tput[b][j] - 1.0).abs() < 0.01);
         claims.push(Claim {
-            source: "TxFlash §5.3, Figs. 7-8".into(),
-            paper: "SCC transaction time rises with the abort rate, BPCC stays flat; SCC has the fastest recovery; BPCC within 1 % of TC".into(),
-            ours: format!("BPCC tx time {} → {} ms from 0 % to 50 % aborts", fmt(ab[b][0].0), fmt(ab[b][5].0)),
-            agrees: Some(flat),
+            source: "TxFlash §5.1, Fig. 6".into(),
+            paper: "the performance numbers are the same for both SCC and BPCC, as they differ only when there are aborted transactions".into(),
+            ours: format!("SCC / BPCC throughput within 1 % at every size: {same}"),
+            agrees: Some(same),
             note: String::new(),
         });
+        let rise = ab[s][5].0 / ab[s][0].0;
+        let flat = (ab[b][5].0 / ab[b][0].0 - 1.0).abs() < 0.1;
+        claims.push(Claim {
+            source: "TxFlash §5.1, Fig. 8 (transaction time)".into(),
+            paper: "SCC transaction time rises with the abort rate (it must erase aborted pages before they are written again); BPCC stays flat".into(),
+            ours: format!(
+                "SCC {} → {} ms ({:.1}×), BPCC {} → {} ms, from 0 % to 50 % aborts",
+                fmt(ab[s][0].0), fmt(ab[s][5].0), rise, fmt(ab[b][0].0), fmt(ab[b][5].0)
+            ),
+            agrees: Some(flat && rise > 1.2),
+            note: "SCC erases the blocks of an aborted transaction's intentions at the abort (relocating their live pages); the next transactions wait for those chips.".into(),
+        });
+        if let Some(t) = tc {
+            let rec = |i: usize| ab[i].iter().map(|x| x.1).sum::<f64>() / ABORT_PCT.len() as f64;
+            let (rs, rb, rt) = (rec(s), rec(b), rec(t));
+            let bpcc_close = (rb / rt - 1.0).abs() < 0.01;
+            claims.push(Claim {
+                source: "TxFlash §5.1, Fig. 8 (recovery)".into(),
+                paper: "SCC has the fastest recovery (top two versions per page); BPCC's recovery is less than 1 % above TC's".into(),
+                ours: format!("mean recovery over the abort rates: SCC {} ms, BPCC {} ms, TC {} ms (BPCC {:+.2} % vs TC)", fmt(rs), fmt(rb), fmt(rt), (rb / rt - 1.0) * 100.0),
+                agrees: Some(bpcc_close && rs <= rt.min(rb) * 1.001),
+                note: "Recovery time is simulated flash time: one summary page per block for every protocol. The classification's CPU work, where SCC saves over BPCC and TC, is not timed, so the three are within a fraction of a percent.".into(),
+            });
+        }
     }
     let labels: Vec<String> = present.iter().map(|(_, l)| l.to_string()).collect();
     ExperimentResult {
         id: "commit",
-        title: "4. Cyclic vs traditional commit (TxFlash Figs. 6 to 8)".into(),
+        title: "4. Cyclic vs traditional commit (TxFlash Figs. 6 and 8)".into(),
         description: "txflash preset (32 GB, 8 packages). Throughput: a sequential writer committing one transaction at a time. Aborts: 250 KB average transactions, aborted ones sent page by page and then aborted.".into(),
         tables: vec![
             Table { caption: "Committed transactions per second (simulated) against transaction size; in brackets the change against TC".into(), header: std::iter::once("protocol".to_string()).chain(TX_PAGES.iter().map(|p| format!("{} KB", p * 4))).collect(), rows },
@@ -252,8 +280,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         ],
         figures: vec![
             Figure { file: "txflash_fig6_throughput.svg".into(), caption: "TxFlash Fig. 6 — throughput vs transaction size".into(), svg: LineChart { title: "Transaction throughput".into(), x_label: "transaction size (KB, log)".into(), y_label: "tx/s (log)".into(), log_x: true, log_y: true, series: labels.iter().enumerate().map(|(i, l)| Series { name: l.clone(), points: TX_PAGES.iter().map(|p| *p as f64 * 4.0).zip(tput[i].iter().copied()).collect() }).collect() }.to_svg() },
-            Figure { file: "txflash_fig7_abort_txtime.svg".into(), caption: "TxFlash Fig. 7 — transaction time vs abort rate".into(), svg: LineChart { title: "Transaction time".into(), x_label: "aborted transactions (%)".into(), y_label: "ms".into(), log_x: false, log_y: false, series: labels.iter().enumerate().map(|(i, l)| Series { name: l.clone(), points: ABORT_PCT.iter().map(|a| *a as f64).zip(ab[i].iter().map(|x| x.0)).collect() }).collect() }.to_svg() },
-            Figure { file: "txflash_fig8_abort_recovery.svg".into(), caption: "TxFlash Fig. 8 — recovery time vs abort rate".into(), svg: LineChart { title: "Recovery time".into(), x_label: "aborted transactions (%)".into(), y_label: "ms".into(), log_x: false, log_y: false, series: labels.iter().enumerate().map(|(i, l)| Series { name: l.clone(), points: ABORT_PCT.iter().map(|a| *a as f64).zip(ab[i].iter().map(|x| x.1)).collect() }).collect() }.to_svg() },
+            Figure { file: "txflash_fig8_abort_txtime.svg".into(), caption: "TxFlash Fig. 8 (transaction time) — transaction time vs abort rate".into(), svg: LineChart { title: "Transaction time".into(), x_label: "aborted transactions (%)".into(), y_label: "ms".into(), log_x: false, log_y: false, series: labels.iter().enumerate().map(|(i, l)| Series { name: l.clone(), points: ABORT_PCT.iter().map(|a| *a as f64).zip(ab[i].iter().map(|x| x.0)).collect() }).collect() }.to_svg() },
+            Figure { file: "txflash_fig8_abort_recovery.svg".into(), caption: "TxFlash Fig. 8 (recovery) — recovery time vs abort rate".into(), svg: LineChart { title: "Recovery time".into(), x_label: "aborted transactions (%)".into(), y_label: "ms".into(), log_x: false, log_y: false, series: labels.iter().enumerate().map(|(i, l)| Series { name: l.clone(), points: ABORT_PCT.iter().map(|a| *a as f64).zip(ab[i].iter().map(|x| x.1)).collect() }).collect() }.to_svg() },
         ],
         claims,
         data: serde_json::Value::Object(data),

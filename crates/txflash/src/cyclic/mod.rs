@@ -797,7 +797,7 @@ impl TxFlashCyclic {
             if ppn != NONE && self.space.validity.owner(Ppn(ppn)) != Some(l as u32) {
                 return Err(format!("lpn {l} maps to {ppn} which it does not own"));
             }
-            if (ppn == NONE) != (self.committed[l] == 0) && ppn == NONE {
+            if ppn == NONE && self.committed[l] != 0 {
                 return Err(format!(
                     "lpn {l}: committed version {} unmapped",
                     self.committed[l]
