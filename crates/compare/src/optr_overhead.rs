@@ -24,7 +24,7 @@ use crate::report::{fmt, Claim, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
 use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn, OpCause};
-use ftl::{BlockDevice, DesignOptions, DesignSpec};
+use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

@@ -352,7 +352,7 @@ pub fn run_campaign(c: &Campaign, format: FormatFn, recover: RecoverFn, oob_byte
     outcome
 }
 
-/// Functional stress (no crash): writes `capacity_multiple` times the logical capacity with a
+/// Functional stress (no crash): writes `capacity_multiple` times the device capacity (all its pages) with a
 /// flush every `flush_every` writes, reads everything back against a model; returns read errors.
 pub fn stress(
     format: FormatFn,
@@ -371,7 +371,8 @@ pub fn stress(
     let logical = dev.logical_pages();
     let mut model: Vec<Option<u64>> = vec![None; logical as usize];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let target = capacity_multiple * logical as u64;
+    // multiples of the raw device (every page, spare and reserved blocks included)
+    let target = capacity_multiple * dev.flash().geometry().pages() as u64;
     let (mut written, mut now, mut write_no, mut n) = (0u64, 0u64, 1u64, 0u64);
     let mut contents = Vec::new();
     while written < target {
