@@ -125,6 +125,46 @@ impl BlockPool {
         self.allocate_on(stream, ChipId(chip))
     }
 
+    /// Like [`allocate`](Self::allocate), for pages allocated now and programmed together later
+    /// (a static transaction's pre-allocated pages, a chain's next page): the chips' busy times
+    /// do not yet show them, so `pending_ns[chip]` carries the work already assigned to each chip
+    /// in this batch and grows by `cost_ns` on the chosen one; a chip idle before `now_ns`
+    /// counts as idle at `now_ns`. Without it every page of a batch would land on the same
+    /// (soonest idle) chip and be programmed one after another.
+    pub fn allocate_pending(
+        &mut self,
+        stream: usize,
+        flash: &Flash,
+        now_ns: u64,
+        pending_ns: &mut [u64],
+        cost_ns: u64,
+    ) -> Option<Ppn> {
+        let chips = self.geometry.chips();
+        assert_eq!(
+            pending_ns.len(),
+            chips as usize,
+            "one pending entry per chip"
+        );
+        let start = self.cursor[stream];
+        let mut best: Option<(u64, u32)> = None;
+        for i in 0..chips {
+            let chip = (start + i) % chips;
+            let has_room =
+                self.open[stream][chip as usize].is_some() || !self.free[chip as usize].is_empty();
+            if !has_room {
+                continue;
+            }
+            let free_at = flash.chip_free_ns(chip).max(now_ns) + pending_ns[chip as usize];
+            if best.is_none_or(|(t, _)| free_at < t) {
+                best = Some((free_at, chip));
+            }
+        }
+        let (_, chip) = best?;
+        self.cursor[stream] = (chip + 1) % chips;
+        pending_ns[chip as usize] += cost_ns;
+        self.allocate_on(stream, ChipId(chip))
+    }
+
     /// Next page for `stream` on a given chip.
     pub fn allocate_on(&mut self, stream: usize, chip: ChipId) -> Option<Ppn> {
         let ppb = self.geometry.pages_per_block;

@@ -76,6 +76,23 @@ impl Space {
         Some(ppn)
     }
 
+    /// [`BlockPool::allocate_pending`]: a page of a batch that is programmed later.
+    pub fn allocate_pending(
+        &mut self,
+        stream: usize,
+        flash: &Flash,
+        now_ns: u64,
+        pending_ns: &mut [u64],
+    ) -> Option<Ppn> {
+        let t = &flash.config().timing;
+        let cost = t.program_ns + t.transfer_ns(flash.geometry().page_bytes as u64);
+        let ppn = self
+            .pool
+            .allocate_pending(stream, flash, now_ns, pending_ns, cost)?;
+        self.note_if_full(flash.geometry().block_of(ppn));
+        Some(ppn)
+    }
+
     pub fn allocate_on(
         &mut self,
         stream: usize,

@@ -848,13 +848,7 @@ impl Mobius {
         }
         self.used_uuids.insert(uuid);
         let tx_id = self.group.as_ref().unwrap().tx_id;
-        let mut items = Vec::with_capacity(pages.len());
-        for (l, _) in pages {
-            self.gc_if_needed(now)?;
-            let p = self.alloc(S_STATIC)?;
-            self.pin(p);
-            items.push((l.0, p));
-        }
+        let items = self.preallocate(pages, now)?;
         let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
         let g = self.group.as_mut().expect("open group");
         g.lpns.extend(items.iter().map(|x| x.0));
@@ -953,6 +947,28 @@ impl Mobius {
         Ok(())
     }
 
+    /// Pre-allocates a static tx's pages, spread over the chips (§2.5 step 1: written in
+    /// parallel), and pins them.
+    fn preallocate(
+        &mut self,
+        pages: &[(Lpn, Content)],
+        now: u64,
+    ) -> Result<Vec<(u32, u32)>, FtlError> {
+        let mut pending = vec![0u64; self.flash.geometry().chips() as usize];
+        let mut items = Vec::with_capacity(pages.len());
+        for (l, _) in pages {
+            self.gc_if_needed(now)?;
+            let p = self
+                .space
+                .allocate_pending(S_STATIC, &self.flash, now, &mut pending)
+                .ok_or(FtlError::NoSpace)?
+                .0;
+            self.pin(p);
+            items.push((l.0, p));
+        }
+        Ok(items)
+    }
+
     fn alloc(&mut self, stream: usize) -> Result<u32, FtlError> {
         self.space
             .allocate(stream, &self.flash)
@@ -974,7 +990,17 @@ impl Mobius {
         let next = if last {
             head
         } else {
-            let n = self.alloc(S_CHAIN)?;
+            // This page is not programmed yet: keep its successor off its chip.
+            let g = self.flash.geometry();
+            let mut pending = vec![0u64; g.chips() as usize];
+            let t = &self.flash.config().timing;
+            pending[g.chip_of_block(g.block_of(Ppn(ppn))).0 as usize] =
+                t.program_ns + t.transfer_ns(g.page_bytes as u64);
+            let n = self
+                .space
+                .allocate_pending(S_CHAIN, &self.flash, nb, &mut pending)
+                .ok_or(FtlError::NoSpace)?
+                .0;
             self.pin(n);
             n
         };
@@ -1402,13 +1428,7 @@ impl Mobius {
         let tx_id = self.next_tx_id;
         self.next_tx_id += 1;
         // Pre-allocate every page (spread over chips by the allocator, §2.5 step 1).
-        let mut items = Vec::with_capacity(pages.len());
-        for (l, _) in pages {
-            self.gc_if_needed(now)?;
-            let p = self.alloc(S_STATIC)?;
-            self.pin(p);
-            items.push((l.0, p));
-        }
+        let items = self.preallocate(pages, now)?;
         // Inode part(s) first (paper order), then the data pages in parallel.
         let parts: Vec<&[(u32, u32)]> = items.chunks(self.items_per_inode).collect();
         let first_inode = self.tail;

@@ -628,7 +628,8 @@ fn merged_group_is_atomic_across_a_crash() {
 #[test]
 fn injected_bugs_are_caught() {
     for bug in ["skip_verify", "flag_early"] {
-        let o = DesignOptions::default().with("inject_bug", bug);
+        // Unmerged: a merged group's data is on flash before any inode can flag it.
+        let o = opts().with("inject_bug", bug);
         let mut caught = false;
         for s in 0..6 {
             if campaign(7 + s, 500, 150, &o, false).is_err() {
