@@ -5,6 +5,7 @@
 //! which is never overwritten in place. See docs/nvmfs.md.
 
 pub mod error;
+pub mod experiment;
 pub mod fs;
 pub mod fuse;
 pub mod layout;

@@ -258,6 +258,7 @@ fn fio_random_writes_on_one_large_file() {
         "--verify=crc32c".into(),
         "--randseed=1234".into(),
         "--fallocate=none".into(),
+        "--verify_state_save=0".into(),
         "--output-format=terse".into(),
     ];
     let passes = [("write", "--do_verify=1"), ("randwrite", "--do_verify=1")];

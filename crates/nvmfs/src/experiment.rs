@@ -1,0 +1,765 @@
+//! The paper's measurements (§IV; SPEC §6.6): SSD write traffic, flash erases, GC page copies
+//! and cleaning efficiency of NVMFS against ext4 (and xfs where `mkfs.xfs` exists), on the same
+//! emulated SSD (same geometry, same FTL, fresh image per run) under the same seeded workloads.
+//!
+//! NVMFS runs in-process on the library (the FUSE layer adds no SSD traffic: every FUSE request
+//! is one library call). ext4/xfs run in the kernel on the emulated SSD exported over NBD from
+//! this process: NBD server thread → `nbdfuse` → `losetup --direct-io=on` → `mkfs` → `mount`;
+//! the workload goes through `std::fs` on the mount. That needs root, /dev/fuse, nbdfuse and
+//! losetup; without them the ext4/xfs rows carry the reason they were skipped.
+//!
+//! Counters are taken after the file system is made and mounted and before the workload, and
+//! again after it is unmounted (everything written back): `ssd_pages_written` is what the file
+//! system sent to the SSD, the flash counters are the FTL's (programs by cause, erases).
+
+use crate::fs::{Nvmfs, NvmfsParams};
+use crate::ssd::create_ssd;
+use flash::{Content, DeviceConfig, FlashStats, Lpn, OpCause};
+use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, PageOutcome};
+use nbd::{BackendError, NbdBackend};
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A seeded workload of the paper's evaluation (4 KB requests).
+#[derive(Clone, Debug, Serialize)]
+pub enum Workload {
+    /// IOzone's random-write case: one file written sequentially, then `overwrites` random
+    /// 4 KB overwrites, fsync every 256 writes.
+    Iozone { file_bytes: u64, overwrites: u32 },
+    /// Postmark: `pool` files of 512 B - 16 KB in 5 directories, then `transactions`, each a
+    /// read (verified) or an append, and a create or a delete.
+    Postmark { pool: u32, transactions: u32 },
+}
+
+impl Workload {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Iozone { .. } => "iozone-randwrite",
+            Workload::Postmark { .. } => "postmark",
+        }
+    }
+}
+
+/// What one file system did to the SSD under one workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct FsRun {
+    pub fs: String,
+    pub workload: String,
+    /// Why this run did not happen (missing tool, not root, ...).
+    pub skipped: Option<String>,
+    /// Bytes the workload wrote through the file system API.
+    pub app_bytes_written: u64,
+    /// 4 KB pages the file system wrote to the SSD.
+    pub ssd_pages_written: u64,
+    /// Flash page programs of all causes (host data, GC copies, mapping pages, ...).
+    pub flash_programs: u64,
+    /// Valid pages copied by the FTL's garbage collection.
+    pub gc_page_copies: u64,
+    pub flash_erases: u64,
+    /// The FTL's cleaning efficiency: 1 − GC copies / pages of erased blocks.
+    pub ftl_cleaning_efficiency: f64,
+    /// NVMFS only: its own segment cleaning, 1 − moved valid blocks / recycled blocks.
+    pub fs_cleaning_efficiency: Option<f64>,
+    pub fs_cleaning_rounds: Option<u64>,
+}
+
+/// The whole experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Experiment {
+    pub design: String,
+    pub ssd_bytes: u64,
+    pub nvram_bytes: u64,
+    pub seed: u64,
+    pub workloads: Vec<Workload>,
+    pub runs: Vec<FsRun>,
+}
+
+/// Experiment settings.
+#[derive(Clone)]
+pub struct Options {
+    pub config: DeviceConfig,
+    pub design: DesignSpec,
+    pub nvram_bytes: u64,
+    pub seed: u64,
+    pub workloads: Vec<Workload>,
+    /// Kernel file systems to compare with (`ext4`, `xfs`).
+    pub kernel_fs: Vec<String>,
+    /// Scratch directory for images and mount points.
+    pub work_dir: PathBuf,
+}
+
+/// Runs every workload on NVMFS and on each kernel file system.
+pub fn run(opts: &Options) -> Experiment {
+    let mut runs = Vec::new();
+    for w in &opts.workloads {
+        runs.push(run_nvmfs(opts, w).unwrap_or_else(|e| skipped("nvmfs", w, e)));
+        for k in &opts.kernel_fs {
+            runs.push(run_kernel_fs(opts, k, w).unwrap_or_else(|e| skipped(k, w, e)));
+        }
+    }
+    Experiment {
+        design: opts.design.name.to_string(),
+        ssd_bytes: opts.config.geometry.capacity_bytes(),
+        nvram_bytes: opts.nvram_bytes,
+        seed: opts.seed,
+        workloads: opts.workloads.clone(),
+        runs,
+    }
+}
+
+fn skipped(fs: &str, w: &Workload, why: String) -> FsRun {
+    FsRun {
+        fs: fs.to_string(),
+        workload: w.name().to_string(),
+        skipped: Some(why),
+        app_bytes_written: 0,
+        ssd_pages_written: 0,
+        flash_programs: 0,
+        gc_page_copies: 0,
+        flash_erases: 0,
+        ftl_cleaning_efficiency: 1.0,
+        fs_cleaning_efficiency: None,
+        fs_cleaning_rounds: None,
+    }
+}
+
+fn flash_run(
+    fs: &str,
+    w: &Workload,
+    app: u64,
+    ssd_pages: u64,
+    d: &FlashStats,
+    pages_per_block: u64,
+) -> FsRun {
+    let copies = d.programs_for(OpCause::GcCopy);
+    let erased = d.total_erases() * pages_per_block;
+    FsRun {
+        fs: fs.to_string(),
+        workload: w.name().to_string(),
+        skipped: None,
+        app_bytes_written: app,
+        ssd_pages_written: ssd_pages,
+        flash_programs: d.total_programs(),
+        gc_page_copies: copies,
+        flash_erases: d.total_erases(),
+        ftl_cleaning_efficiency: if erased == 0 {
+            1.0
+        } else {
+            1.0 - copies as f64 / erased as f64
+        },
+        fs_cleaning_efficiency: None,
+        fs_cleaning_rounds: None,
+    }
+}
+
+// ------------------------------------------------------------------ the workload
+
+/// What the workloads need of a file system (paths relative to its root).
+trait Files {
+    fn mkdir(&mut self, path: &str) -> Result<(), String>;
+    fn create(&mut self, path: &str) -> Result<(), String>;
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String>;
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String>;
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String>;
+    fn remove(&mut self, path: &str) -> Result<(), String>;
+    fn fsync(&mut self, path: &str) -> Result<(), String>;
+}
+
+/// Runs `w`; returns the bytes written. Reads are checked against the model.
+fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut written = 0u64;
+    match *w {
+        Workload::Iozone {
+            file_bytes,
+            overwrites,
+        } => {
+            files.create("big")?;
+            let chunk = vec![0x5au8; 64 << 10];
+            let mut off = 0;
+            while off < file_bytes {
+                let n = (chunk.len() as u64).min(file_bytes - off);
+                files.write_at("big", off, &chunk[..n as usize])?;
+                off += n;
+                written += n;
+            }
+            files.fsync("big")?;
+            let blocks = file_bytes / 4096;
+            let mut buf = [0u8; 4096];
+            for i in 0..overwrites {
+                rng.fill_bytes(&mut buf);
+                let b = rng.random_range(0..blocks);
+                files.write_at("big", b * 4096, &buf)?;
+                written += 4096;
+                if i % 256 == 255 {
+                    files.fsync("big")?;
+                }
+            }
+            files.fsync("big")?;
+        }
+        Workload::Postmark { pool, transactions } => {
+            const DIRS: u32 = 5;
+            for d in 0..DIRS {
+                files.mkdir(&format!("d{d}"))?;
+            }
+            let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            let mut next = 0u32;
+            let mut create = |files: &mut dyn Files,
+                              rng: &mut ChaCha8Rng,
+                              model: &mut BTreeMap<String, Vec<u8>>|
+             -> Result<u64, String> {
+                let path = format!("d{}/f{next}", next % DIRS);
+                next += 1;
+                let len = rng.random_range(512..16_384usize);
+                let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                files.create(&path)?;
+                files.write_at(&path, 0, &data)?;
+                model.insert(path, data);
+                Ok(len as u64)
+            };
+            for _ in 0..pool {
+                written += create(files, &mut rng, &mut model)?;
+            }
+            for _ in 0..transactions {
+                if !model.is_empty() {
+                    let k = rng.random_range(0..model.len());
+                    let p = model.keys().nth(k).expect("in range").clone();
+                    if rng.random_bool(0.5) {
+                        if files.read_all(&p)? != model[&p] {
+                            return Err(format!("postmark: {p} differs from what was written"));
+                        }
+                    } else {
+                        let len = rng.random_range(1..4_096usize);
+                        let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                        files.append(&p, &data)?;
+                        written += len as u64;
+                        model.get_mut(&p).expect("present").extend_from_slice(&data);
+                    }
+                }
+                if model.is_empty() || rng.random_bool(0.5) {
+                    written += create(files, &mut rng, &mut model)?;
+                } else {
+                    let k = rng.random_range(0..model.len());
+                    let p = model.keys().nth(k).expect("in range").clone();
+                    files.remove(&p)?;
+                    model.remove(&p);
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+// ------------------------------------------------------------------ NVMFS
+
+struct NvmfsFiles<'a>(&'a mut Nvmfs);
+
+impl NvmfsFiles<'_> {
+    fn split(path: &str) -> (&str, &str) {
+        path.rsplit_once('/').unwrap_or(("", path))
+    }
+    fn ino(&mut self, path: &str) -> Result<u32, String> {
+        self.0.resolve(path).map_err(|e| format!("{path}: {e}"))
+    }
+}
+
+impl Files for NvmfsFiles<'_> {
+    fn mkdir(&mut self, path: &str) -> Result<(), String> {
+        let (dir, name) = Self::split(path);
+        let d = self.ino(dir)?;
+        self.0
+            .mkdir(d, name.as_bytes(), 0o755, 0, 0)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn create(&mut self, path: &str) -> Result<(), String> {
+        let (dir, name) = Self::split(path);
+        let d = self.ino(dir)?;
+        self.0
+            .create_file(d, name.as_bytes(), 0o644, 0, 0)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String> {
+        let ino = self.ino(path)?;
+        self.0
+            .write(ino, offset, data)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+        let ino = self.ino(path)?;
+        let size = self.0.getattr(ino).map_err(|e| e.to_string())?.size;
+        self.0
+            .write(ino, size, data)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String> {
+        let ino = self.ino(path)?;
+        let size = self.0.getattr(ino).map_err(|e| e.to_string())?.size;
+        let mut buf = vec![0u8; size as usize];
+        let n = self.0.read(ino, 0, &mut buf).map_err(|e| e.to_string())?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+    fn remove(&mut self, path: &str) -> Result<(), String> {
+        let (dir, name) = Self::split(path);
+        let d = self.ino(dir)?;
+        self.0.unlink(d, name.as_bytes()).map_err(|e| e.to_string())
+    }
+    fn fsync(&mut self, path: &str) -> Result<(), String> {
+        let ino = self.ino(path)?;
+        self.0.fsync(ino).map_err(|e| e.to_string())
+    }
+}
+
+fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun, String> {
+    let dir = opts.work_dir.join(format!("nvmfs-{}", w.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let dev = create_ssd(
+        &dir.join("ssd.img"),
+        &opts.config,
+        &opts.design,
+        &DesignOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut fs = Nvmfs::create(
+        &dir.join("nvram.img"),
+        opts.nvram_bytes,
+        dev,
+        NvmfsParams {
+            inode_count: 16_384,
+            ..NvmfsParams::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let before = fs.device().flash().stats().clone();
+    let app = drive(&mut NvmfsFiles(&mut fs), w, opts.seed)?;
+    let stats = fs.stats().clone();
+    let dev = fs.unmount().map_err(|e| e.to_string())?;
+    let d = dev.flash().stats().since(&before);
+    let ppb = opts.config.geometry.pages_per_block as u64;
+    let mut r = flash_run("nvmfs", w, app, stats.ssd_pages_written, &d, ppb);
+    r.fs_cleaning_efficiency = Some(stats.cleaning_efficiency());
+    r.fs_cleaning_rounds = Some(stats.cleaning_rounds);
+    drop(dev);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(r)
+}
+
+// ------------------------------------------------------------------ kernel file systems over NBD
+
+/// The emulated SSD as an NBD export, shared so counters can be read while it serves. Each
+/// request is one FTL request; partial pages are read-modify-written.
+struct SharedDevice {
+    dev: Arc<Mutex<Box<dyn BlockDevice>>>,
+    page_bytes: u64,
+    now_ns: u64,
+    pages_written: Arc<AtomicU64>,
+}
+
+fn backend_error(e: FtlError) -> BackendError {
+    match e {
+        FtlError::LpnOutOfRange { .. } => BackendError::OutOfRange,
+        FtlError::NoSpace => BackendError::NoSpace,
+        other => BackendError::Io(other.to_string()),
+    }
+}
+
+impl SharedDevice {
+    fn read_pages(&mut self, first: u64, count: u64) -> Result<Vec<u8>, BackendError> {
+        let mut out = Vec::new();
+        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pages: Vec<PageOutcome> = Vec::new();
+        let c = dev
+            .read(Lpn(first as u32), count as u32, self.now_ns, &mut pages)
+            .map_err(backend_error)?;
+        self.now_ns = self.now_ns.max(c.ack_ns);
+        for p in &pages {
+            match p {
+                PageOutcome::Data(c) => {
+                    out.extend_from_slice(&c.to_page_bytes(self.page_bytes as usize))
+                }
+                PageOutcome::Unwritten => out.resize(out.len() + self.page_bytes as usize, 0),
+                PageOutcome::Uncorrectable => {
+                    return Err(BackendError::Io("uncorrectable flash page".into()))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl NbdBackend for SharedDevice {
+    fn size_bytes(&self) -> u64 {
+        let dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
+        dev.logical_pages() as u64 * self.page_bytes
+    }
+    fn preferred_block_size(&self) -> u32 {
+        self.page_bytes as u32
+    }
+    fn multi_conn_safe(&self) -> bool {
+        false
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8], _arrival_ns: u64) -> Result<u64, BackendError> {
+        if buf.is_empty() {
+            return Ok(self.now_ns);
+        }
+        let pb = self.page_bytes;
+        let first = offset / pb;
+        let last = (offset + buf.len() as u64).div_ceil(pb);
+        let data = self.read_pages(first, last - first)?;
+        let head = (offset % pb) as usize;
+        buf.copy_from_slice(&data[head..head + buf.len()]);
+        Ok(self.now_ns)
+    }
+    fn write(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        _arrival_ns: u64,
+    ) -> Result<u64, BackendError> {
+        if data.is_empty() {
+            return Ok(self.now_ns);
+        }
+        let pb = self.page_bytes;
+        let first = offset / pb;
+        let last = (offset + data.len() as u64).div_ceil(pb);
+        let head = (offset % pb) as usize;
+        let mut buf = if head != 0 || !data.len().is_multiple_of(pb as usize) {
+            self.read_pages(first, last - first)?
+        } else {
+            vec![0u8; data.len()]
+        };
+        buf[head..head + data.len()].copy_from_slice(data);
+        let contents: Vec<Content> = buf
+            .chunks(pb as usize)
+            .map(|c| Content::Bytes(c.into()))
+            .collect();
+        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
+        let c = dev
+            .write(Lpn(first as u32), &contents, self.now_ns)
+            .map_err(backend_error)?;
+        self.now_ns = self.now_ns.max(c.ack_ns);
+        self.pages_written
+            .fetch_add(last - first, Ordering::Relaxed);
+        if fua {
+            let c = dev.flush(self.now_ns).map_err(backend_error)?;
+            self.now_ns = self.now_ns.max(c.ack_ns);
+        }
+        Ok(self.now_ns)
+    }
+    fn flush(&mut self, _arrival_ns: u64) -> Result<u64, BackendError> {
+        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
+        let c = dev.flush(self.now_ns).map_err(backend_error)?;
+        self.now_ns = self.now_ns.max(c.ack_ns);
+        Ok(self.now_ns)
+    }
+    fn trim(&mut self, offset: u64, len: u64, _arrival_ns: u64) -> Result<u64, BackendError> {
+        let pb = self.page_bytes;
+        let first = offset.div_ceil(pb);
+        let end = (offset + len) / pb;
+        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lpn = first;
+        while lpn < end {
+            let n = (end - lpn).min(1024);
+            match dev.trim(Lpn(lpn as u32), n as u32, self.now_ns) {
+                Ok(c) => self.now_ns = self.now_ns.max(c.ack_ns),
+                Err(FtlError::Unsupported(_)) => break,
+                Err(e) => return Err(backend_error(e)),
+            }
+            lpn += n;
+        }
+        Ok(self.now_ns)
+    }
+    fn write_zeroes(
+        &mut self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, BackendError> {
+        let pb = self.page_bytes;
+        let mut at = offset;
+        while at < offset + len {
+            let n = (offset + len - at).min(256 * pb);
+            self.write(at, &vec![0u8; n as usize], fua, arrival_ns)?;
+            at += n;
+        }
+        Ok(self.now_ns)
+    }
+}
+
+fn sh(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?}: {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn tool_missing(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .map_or(true, |s| !s.success())
+}
+
+/// Everything set up for a kernel file system; torn down in reverse order on drop.
+struct KernelStack {
+    shutdown: Arc<AtomicBool>,
+    server: Option<std::thread::JoinHandle<()>>,
+    nbdfuse: Option<Child>,
+    fuse_dir: PathBuf,
+    loop_dev: Option<String>,
+    mnt: Option<PathBuf>,
+}
+
+impl KernelStack {
+    fn unmount_fs(&mut self) -> Result<(), String> {
+        if let Some(m) = self.mnt.take() {
+            sh(Command::new("umount").arg(&m))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KernelStack {
+    fn drop(&mut self) {
+        if let Some(m) = self.mnt.take() {
+            let _ = Command::new("umount").arg("-l").arg(&m).status();
+        }
+        if let Some(l) = self.loop_dev.take() {
+            let _ = Command::new("losetup").args(["-d", &l]).status();
+        }
+        if let Some(mut c) = self.nbdfuse.take() {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.fuse_dir)
+                .status();
+            // Bounded wait, then make sure it is gone.
+            for _ in 0..100 {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(t) = self.server.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, String> {
+    // SAFETY: a plain syscall without arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("needs root (losetup, mount)".into());
+    }
+    for tool in ["nbdfuse", "losetup", "fusermount3", &format!("mkfs.{kind}")] {
+        if tool_missing(tool) {
+            return Err(format!("{tool} is not installed"));
+        }
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err("/dev/fuse is missing".into());
+    }
+    let dir = opts.work_dir.join(format!("{kind}-{}", w.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fuse_dir = dir.join("nbd");
+    let mnt = dir.join("mnt");
+    for d in [&fuse_dir, &mnt] {
+        std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+    }
+    let dev = create_ssd(
+        &dir.join("ssd.img"),
+        &opts.config,
+        &opts.design,
+        &DesignOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
+    let page_bytes = dev.flash().geometry().page_bytes as u64;
+    let shared = Arc::new(Mutex::new(dev));
+    let pages_written = Arc::new(AtomicU64::new(0));
+    let backend = SharedDevice {
+        dev: Arc::clone(&shared),
+        page_bytes,
+        now_ns: 0,
+        pages_written: Arc::clone(&pages_written),
+    };
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let server = nbd::server::Server::new(backend, nbd::server::ServerConfig::default())
+        .with_shutdown_flag(Arc::clone(&shutdown));
+    let sock = dir.join("nbd.sock");
+    let listen = nbd::transport::Listen::Unix(sock.clone());
+    let thread = std::thread::spawn(move || {
+        let _ = server.serve(&listen);
+    });
+    let mut stack = KernelStack {
+        shutdown,
+        server: Some(thread),
+        nbdfuse: None,
+        fuse_dir: fuse_dir.clone(),
+        loop_dev: None,
+        mnt: None,
+    };
+    for _ in 0..200 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let uri = format!("nbd+unix:///?socket={}", sock.display());
+    stack.nbdfuse = Some(
+        Command::new("nbdfuse")
+            .arg(&fuse_dir)
+            .arg(&uri)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("nbdfuse: {e}"))?,
+    );
+    let nbd_file = fuse_dir.join("nbd");
+    let mut ready = false;
+    for _ in 0..400 {
+        if std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0) {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    if !ready {
+        return Err("nbdfuse did not come up".into());
+    }
+    let loop_dev = sh(Command::new("losetup")
+        .args(["--direct-io=on", "-f", "--show"])
+        .arg(&nbd_file))?;
+    stack.loop_dev = Some(loop_dev.clone());
+    match kind {
+        "ext4" => sh(Command::new("mkfs.ext4").args(["-q", "-F", "-b", "4096", &loop_dev]))?,
+        "xfs" => sh(Command::new("mkfs.xfs").args(["-q", "-f", &loop_dev]))?,
+        other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
+    };
+    sh(Command::new("mount").arg(&loop_dev).arg(&mnt))?;
+    stack.mnt = Some(mnt.clone());
+    let stats = |shared: &Arc<Mutex<Box<dyn BlockDevice>>>| {
+        shared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .flash()
+            .stats()
+            .clone()
+    };
+    let _ = sh(&mut Command::new("sync"));
+    let before = stats(&shared);
+    let written_before = pages_written.load(Ordering::Relaxed);
+    let app = drive(&mut DirFiles(mnt.clone()), w, opts.seed)?;
+    stack.unmount_fs()?;
+    let d = stats(&shared).since(&before);
+    let ssd_pages = pages_written.load(Ordering::Relaxed) - written_before;
+    drop(stack);
+    let ppb = opts.config.geometry.pages_per_block as u64;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(flash_run(kind, w, app, ssd_pages, &d, ppb))
+}
+
+struct DirFiles(PathBuf);
+
+impl Files for DirFiles {
+    fn mkdir(&mut self, path: &str) -> Result<(), String> {
+        std::fs::create_dir(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+    fn create(&mut self, path: &str) -> Result<(), String> {
+        std::fs::File::create(self.0.join(path))
+            .map(|_| ())
+            .map_err(|e| format!("{path}: {e}"))
+    }
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.0.join(path))
+            .map_err(|e| format!("{path}: {e}"))?;
+        f.write_all_at(data, offset)
+            .map_err(|e| format!("{path}: {e}"))
+    }
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.0.join(path))
+            .map_err(|e| format!("{path}: {e}"))?;
+        f.write_all(data).map_err(|e| format!("{path}: {e}"))
+    }
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+    fn remove(&mut self, path: &str) -> Result<(), String> {
+        std::fs::remove_file(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+    fn fsync(&mut self, path: &str) -> Result<(), String> {
+        std::fs::File::open(self.0.join(path))
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("{path}: {e}"))
+    }
+}
+
+/// The experiment as a Markdown table.
+pub fn table(e: &Experiment) -> String {
+    let mut s = format!(
+        "SSD {} MiB ({}), NVRAM {} MiB, seed {}\n\n",
+        e.ssd_bytes >> 20,
+        e.design,
+        e.nvram_bytes >> 20,
+        e.seed
+    );
+    s.push_str("| workload | fs | app MiB written | SSD pages written | flash programs | GC page copies | erases | FTL cleaning eff. | FS cleaning eff. (rounds) |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for r in &e.runs {
+        if let Some(why) = &r.skipped {
+            s.push_str(&format!(
+                "| {} | {} | skipped: {why} | | | | | | |\n",
+                r.workload, r.fs
+            ));
+            continue;
+        }
+        s.push_str(&format!(
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {:.3} | {} |\n",
+            r.workload,
+            r.fs,
+            r.app_bytes_written as f64 / (1 << 20) as f64,
+            r.ssd_pages_written,
+            r.flash_programs,
+            r.gc_page_copies,
+            r.flash_erases,
+            r.ftl_cleaning_efficiency,
+            match (r.fs_cleaning_efficiency, r.fs_cleaning_rounds) {
+                (Some(e), Some(n)) => format!("{e:.3} ({n})"),
+                _ => "—".into(),
+            }
+        ));
+    }
+    s
+}
