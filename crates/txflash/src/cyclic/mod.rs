@@ -606,6 +606,13 @@ impl TxFlashCyclic {
         content: &Content,
         not_before: u64,
     ) -> Result<u64, FtlError> {
+        // SCC invariant (§3.2) on flash: a new version of P starts only once the transaction
+        // of P's previous version is entirely on flash and every aborted intention of P's last
+        // transaction is erased. (BPCC needs the first half for its Case I.)
+        debug_assert!(
+            not_before >= self.busy_until[id.lpn as usize],
+            "intention of {id:?} would start before its page is free"
+        );
         let oob = CyclicOob {
             kind,
             lpn: id.lpn as u64,
@@ -808,6 +815,9 @@ impl TxFlashCyclic {
             }
         }
         self.srs.check()?;
+        if !self.bpcc() && (!self.pinned.is_empty() || self.srs.dangling_count() != 0) {
+            return Err("SCC keeps no straddle responsibility sets".into());
+        }
         for (id, pin) in &self.pinned {
             if !self.srs.holds(*id) {
                 return Err(format!("{id:?} is pinned with an empty set"));
@@ -1090,11 +1100,21 @@ impl Transactional for TxFlashCyclic {
         let first = p.first.unwrap();
         // The held page now knows its next-link: write it.
         let mut ack = arrival;
+        // A failed program (no space) aborts the transaction, like a refused page.
         if let Some(h) = p.held.take() {
-            ack = self.write_intention(slot, h.id, h.kind, h.back, id, &h.content, nb)?;
+            match self.write_intention(slot, h.id, h.kind, h.back, id, &h.content, nb) {
+                Ok(end) => ack = end,
+                Err(e) => {
+                    self.abort_slot(slot, arrival)?;
+                    return Err(e);
+                }
+            }
         }
         if flag == DwriteFlag::Rear {
-            self.write_intention(slot, id, Kind::Data, back, first, content, nb)?;
+            if let Err(e) = self.write_intention(slot, id, Kind::Data, back, first, content, nb) {
+                self.abort_slot(slot, arrival)?;
+                return Err(e);
+            }
             let ack = self.commit(slot)?;
             self.recent.insert(uuid, ack);
             return Ok(TxCompletion {
