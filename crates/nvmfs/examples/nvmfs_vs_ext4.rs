@@ -14,8 +14,9 @@ fn main() {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let paper = arg("--scale").as_deref() == Some("paper");
-    // quick: a 64 MiB SSD (128 blocks per chip of the `small` preset), 8 MiB NVRAM.
-    let blocks = if paper { 512 } else { 128 };
+    // quick: a 64 MiB SSD (128 blocks per chip of the `small` preset), 8 MiB NVRAM; paper:
+    // 512 MiB (xfs needs more than 300 MiB), 32 MiB NVRAM.
+    let blocks = if paper { 1024 } else { 128 };
     let mut config = flash::DeviceConfig::preset("small").expect("preset");
     config.geometry.blocks_per_chip = blocks;
     let mib = config.geometry.capacity_bytes() >> 20;
@@ -25,8 +26,8 @@ fn main() {
             overwrites: (mib as u32) * 256,
         },
         Workload::Postmark {
-            pool: (mib as u32) * 40,
-            transactions: (mib as u32) * 100,
+            pool: (mib as u32) * 20,
+            transactions: (mib as u32) * 60,
         },
     ];
     let mut kernel_fs = vec!["ext4".to_string()];

@@ -337,7 +337,10 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun, String> {
         opts.nvram_bytes,
         dev,
         NvmfsParams {
-            inode_count: 16_384,
+            inode_count: match *w {
+                Workload::Postmark { pool, .. } => pool * 2 + 1024,
+                Workload::Iozone { .. } => 1024,
+            },
             ..NvmfsParams::default()
         },
     )
@@ -509,7 +512,11 @@ fn sh(cmd: &mut Command) -> Result<String, String> {
         return Err(format!(
             "{cmd:?}: {} {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -600,6 +607,13 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, Stri
     )
     .map_err(|e| e.to_string())?;
     let page_bytes = dev.flash().geometry().page_bytes as u64;
+    let bytes = dev.logical_pages() as u64 * page_bytes;
+    if kind == "xfs" && bytes <= 300 << 20 {
+        return Err(format!(
+            "xfs needs more than 300 MiB; this SSD exports {} MiB",
+            bytes >> 20
+        ));
+    }
     let shared = Arc::new(Mutex::new(dev));
     let pages_written = Arc::new(AtomicU64::new(0));
     let backend = SharedDevice {
