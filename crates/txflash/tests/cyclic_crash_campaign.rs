@@ -153,3 +153,35 @@ fn scc_long_campaigns() {
 fn bpcc_long_campaigns() {
     long_campaigns(txflash::spec_bpcc());
 }
+
+/// The abort-then-rewrite workload really aborts and rewrites: SCC erases blocks for its aborts,
+/// BPCC never does and leaves the aborted intentions as straddle responsibility set members.
+#[test]
+fn abort_then_rewrite_workload_exercises_the_difference() {
+    let w = abort_rewrite(2000);
+    let mut metrics = Vec::new();
+    for spec in [txflash::spec_scc(), txflash::spec_bpcc()] {
+        let config = flash::DeviceConfig::preset("small").unwrap();
+        let flash = flash::Flash::in_memory(
+            config.clone(),
+            (spec.oob_record_bytes)(&config.geometry),
+            true,
+        );
+        let mut dev = (spec.format)(flash, &DesignOptions::default()).unwrap();
+        let r = workload::driver::run(dev.as_mut(), &w, 3, 0, false, &mut |_, _| {}).unwrap();
+        assert_eq!(r.stats.read_mismatches, 0);
+        let m: std::collections::HashMap<String, f64> = dev.metrics().into_iter().collect();
+        eprintln!("{}: {m:?}", spec.name);
+        assert!(m["aborts"] >= 50.0, "{m:?}");
+        metrics.push(m);
+    }
+    assert!(
+        metrics[0]["abort_erases"] >= 50.0,
+        "SCC erases for its aborts"
+    );
+    assert_eq!(
+        metrics[1]["abort_erases"], 0.0,
+        "BPCC leaves aborted intentions"
+    );
+    assert!(metrics[1]["srs_members"] > 0.0);
+}
