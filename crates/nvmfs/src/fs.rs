@@ -1453,7 +1453,7 @@ impl Nvmfs {
                 max_bytes: MAX_FILE_BLOCKS * PAGE_BYTES,
             });
         }
-        if size < i.size && size % PAGE_BYTES != 0 {
+        if size < i.size && !size.is_multiple_of(PAGE_BYTES) {
             // Zero the tail of the last kept block, so a later extension reads zeros.
             let tail = PAGE_BYTES - size % PAGE_BYTES;
             let block = size / PAGE_BYTES;

@@ -513,6 +513,9 @@ fn posix_calls_and_errno() {
 
 // ------------------------------------------------------------------ process death
 
+/// The write in flight when the mount died: (file, block, byte).
+type InFlight = (usize, u64, u8);
+
 const CRASH_FILES: usize = 3;
 const CRASH_BLOCKS: u64 = 150;
 
@@ -523,7 +526,7 @@ fn write_until_death(
     seed: u64,
     max_writes: u32,
     progress: Option<&AtomicU64>,
-) -> (Vec<Vec<u8>>, Option<(usize, u64, u8)>) {
+) -> (Vec<Vec<u8>>, Option<InFlight>) {
     let mut files: Vec<File> = (0..CRASH_FILES)
         .map(|i| {
             OpenOptions::new()
@@ -561,7 +564,7 @@ fn write_until_death(
     (model, None)
 }
 
-fn verify_after_crash(mnt: &Path, model: &[Vec<u8>], pending: Option<(usize, u64, u8)>) {
+fn verify_after_crash(mnt: &Path, model: &[Vec<u8>], pending: Option<InFlight>) {
     for (i, want) in model.iter().enumerate() {
         let mut got = Vec::new();
         File::open(mnt.join(format!("f{i}")))
