@@ -114,6 +114,26 @@ pub fn run(
     // SWRITEs the device answered with ACK_DEFERRED (Möbius merging small transactions): they
     // hold a queue slot until their completion arrives from `take_completions`.
     let mut deferred: HashMap<TxUuid, Deferred> = HashMap::new();
+    // Collects the completions the device has by `$now` and settles their requests.
+    macro_rules! drain_deferred {
+        ($now:expr) => {
+            for (uuid, c) in take_completions(dev, $now)? {
+                complete_deferred(
+                    &mut deferred,
+                    uuid,
+                    c,
+                    &mut Settle {
+                        outstanding: &mut outstanding,
+                        inflight_static: &mut inflight_static,
+                        end_ns: &mut end_ns,
+                        stats: &mut stats,
+                        log: &mut log,
+                        record,
+                    },
+                )?;
+            }
+        };
+    }
     let wall = std::time::Instant::now();
     loop {
         let arrival = if outstanding.len() + deferred.len() >= spec.queue_depth as usize {
@@ -121,22 +141,7 @@ pub fn run(
                 // The host waits for its earliest known completion; the device's timers
                 // (a group's deadline) may fire before it.
                 let horizon = outstanding.peek().map_or(u64::MAX, |r| r.0);
-                let done = take_completions(dev, horizon)?;
-                for (uuid, c) in done {
-                    complete_deferred(
-                        &mut deferred,
-                        uuid,
-                        c,
-                        &mut Settle {
-                            outstanding: &mut outstanding,
-                            inflight_static: &mut inflight_static,
-                            end_ns: &mut end_ns,
-                            stats: &mut stats,
-                            log: &mut log,
-                            record,
-                        },
-                    )?;
-                }
+                drain_deferred!(horizon);
             }
             last_arrival.max(outstanding.pop().map_or(last_arrival, |r| r.0))
         } else {
@@ -241,21 +246,7 @@ pub fn run(
         }
         if !deferred.is_empty() {
             // Requests this one made the device close a group for (or expired timers).
-            for (uuid, c) in take_completions(dev, arrival)? {
-                complete_deferred(
-                    &mut deferred,
-                    uuid,
-                    c,
-                    &mut Settle {
-                        outstanding: &mut outstanding,
-                        inflight_static: &mut inflight_static,
-                        end_ns: &mut end_ns,
-                        stats: &mut stats,
-                        log: &mut log,
-                        record,
-                    },
-                )?;
-            }
+            drain_deferred!(arrival);
         }
         if generator.measured() % 4096 == 0 {
             progress(generator.measured(), spec.requests);
@@ -265,21 +256,7 @@ pub fn run(
         .flush(last_arrival)
         .map_err(|e| format!("final flush failed: {e}"))?;
     end_ns = end_ns.max(flush.ack_ns);
-    for (uuid, c) in take_completions(dev, u64::MAX)? {
-        complete_deferred(
-            &mut deferred,
-            uuid,
-            c,
-            &mut Settle {
-                outstanding: &mut outstanding,
-                inflight_static: &mut inflight_static,
-                end_ns: &mut end_ns,
-                stats: &mut stats,
-                log: &mut log,
-                record,
-            },
-        )?;
-    }
+    drain_deferred!(u64::MAX);
     if let Some(u) = deferred.keys().next() {
         return Err(format!("{}: SWRITE {u:?} never completed", dev.design()));
     }
