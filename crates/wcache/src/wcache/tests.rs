@@ -27,6 +27,25 @@ fn crash_campaign_flush_only_holds() {
     assert!(o.images >= 200);
 }
 
+/// With summary pages (the OPTR comparison's baseline): still flush-only, and a summary is
+/// written for every closed host block.
+#[test]
+fn crash_campaign_with_summary_pages() {
+    let mut c = small_campaign(14, 50);
+    c.params.push(("summary_pages".into(), "true".into()));
+    let o = run_campaign(&c, format, recover, OOB_BYTES);
+    let summaries = o
+        .metrics
+        .iter()
+        .find(|(k, _)| k == "summary_pages")
+        .unwrap()
+        .1;
+    eprintln!("wcache with summaries: {o:?}");
+    assert!(summaries > 0.0);
+    assert!(o.gc_erases > 0);
+    assert_eq!(o.flush_violations, 0, "{:?}", o.first_flush_violation);
+}
+
 /// The negative control: with no ordering between write-backs, some images are no prefix of the
 /// request sequence.
 #[test]
