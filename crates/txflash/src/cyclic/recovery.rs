@@ -102,73 +102,14 @@ impl TxFlashCyclic {
         let g = flash.geometry().clone();
         let mut dev = TxFlashCyclic::empty(flash, protocol, o)?;
         let bpcc = dev.bpcc();
-        let n = dev.logical as usize;
-        // S, one record per (page, version); every physical copy, lowest PPN first.
-        let mut copies: FxHashMap<Version, Vec<Ppn>> = FxHashMap::default();
-        let mut pages: Vec<Vec<Record>> = vec![Vec::new(); n];
-        for (ppn, r) in &s.found {
-            dev.summ[ppn.0 as usize] = format::encode_entry(r);
-            if r.lpn >= n as u64 || r.version == 0 {
-                continue; // foreign record: not an intention of this device
-            }
-            let i = r.lpn as usize;
-            dev.version[i] = dev.version[i].max(r.version);
-            if (r.next_lpn as usize) < n {
-                let j = r.next_lpn as usize;
-                dev.version[j] = dev.version[j].max(r.next_version);
-            }
-            let c = copies.entry(r.id()).or_default();
-            if c.is_empty() {
-                pages[i].push(Record {
-                    version: r.version,
-                    next: r.next(),
-                    back: r.back,
-                });
-            }
-            c.push(*ppn);
-        }
-        for c in copies.values_mut() {
-            c.sort_unstable();
-        }
-        for p in &mut pages {
-            p.sort_unstable_by_key(|r| std::cmp::Reverse(r.version));
-        }
+        let (pages, copies) = dev.build_s(&s.found);
         let (status, cases) = classify::classify(&pages, bpcc);
         for b in 0..g.blocks() {
             if s.used[b as usize] {
                 dev.space.pool.mark_full(BlockId(b));
             }
         }
-        let mut uncommitted_ppns: Vec<Ppn> = Vec::new();
-        let mut uncommitted_tops = 0u64;
-        for i in 0..n {
-            let c = classify::last_committed(&pages[i], status[i], bpcc);
-            dev.committed[i] = c;
-            if status[i] == Status::Uncommitted {
-                uncommitted_tops += 1;
-                if !bpcc {
-                    let top = Version {
-                        lpn: i as u32,
-                        version: pages[i][0].version,
-                    };
-                    uncommitted_ppns.extend(copies[&top].iter().copied());
-                }
-            }
-            if c == 0 {
-                continue;
-            }
-            let id = Version {
-                lpn: i as u32,
-                version: c,
-            };
-            let ppn = copies.get(&id).and_then(|v| v.first()).ok_or_else(|| {
-                FtlError::Corrupt(format!(
-                    "page {i}: its last committed version {c} is not on flash"
-                ))
-            })?;
-            dev.map[i] = ppn.0;
-            dev.space.validity.set_valid(*ppn, i as u32);
-        }
+        let (uncommitted_ppns, uncommitted_tops) = dev.apply_verdicts(&pages, &copies, &status)?;
         let mut members = 0u64;
         if bpcc {
             members = dev.rebuild_srs(&pages, &copies);
@@ -207,6 +148,89 @@ impl TxFlashCyclic {
             report.details.push((k.into(), v));
         }
         Ok((dev, report))
+    }
+
+    /// Step 2: S as one record per (page, version), highest version first, with every physical
+    /// copy (lowest PPN first); also the summary entries and the version high-water marks
+    /// (S ∪ R, SPEC §8-22).
+    fn build_s(
+        &mut self,
+        found: &[(Ppn, CyclicOob)],
+    ) -> (Vec<Vec<Record>>, FxHashMap<Version, Vec<Ppn>>) {
+        let n = self.logical as usize;
+        let mut copies: FxHashMap<Version, Vec<Ppn>> = FxHashMap::default();
+        let mut pages: Vec<Vec<Record>> = vec![Vec::new(); n];
+        for (ppn, r) in found {
+            self.summ[ppn.0 as usize] = format::encode_entry(r);
+            if r.lpn >= n as u64 || r.version == 0 {
+                continue; // foreign record: not an intention of this device
+            }
+            let i = r.lpn as usize;
+            self.version[i] = self.version[i].max(r.version);
+            if (r.next_lpn as usize) < n {
+                let j = r.next_lpn as usize;
+                self.version[j] = self.version[j].max(r.next_version);
+            }
+            let c = copies.entry(r.id()).or_default();
+            if c.is_empty() {
+                pages[i].push(Record {
+                    version: r.version,
+                    next: r.next(),
+                    back: r.back,
+                });
+            }
+            c.push(*ppn);
+        }
+        for c in copies.values_mut() {
+            c.sort_unstable();
+        }
+        for p in &mut pages {
+            p.sort_unstable_by_key(|r| std::cmp::Reverse(r.version));
+        }
+        (pages, copies)
+    }
+
+    /// Step 3: maps every page to its last committed version. Returns the physical copies of
+    /// SCC's uncommitted intentions (to erase) and the number of uncommitted highest versions.
+    fn apply_verdicts(
+        &mut self,
+        pages: &[Vec<Record>],
+        copies: &FxHashMap<Version, Vec<Ppn>>,
+        status: &[Status],
+    ) -> Result<(Vec<Ppn>, u64), FtlError> {
+        let bpcc = self.bpcc();
+        let dev = self;
+        let mut uncommitted_ppns: Vec<Ppn> = Vec::new();
+        let mut uncommitted_tops = 0u64;
+        for i in 0..pages.len() {
+            let c = classify::last_committed(&pages[i], status[i], bpcc);
+            dev.committed[i] = c;
+            if status[i] == Status::Uncommitted {
+                uncommitted_tops += 1;
+                if !bpcc {
+                    let top = Version {
+                        lpn: i as u32,
+                        version: pages[i][0].version,
+                    };
+                    uncommitted_ppns.extend(copies[&top].iter().copied());
+                }
+            }
+            if c == 0 {
+                continue;
+            }
+            let id = Version {
+                lpn: i as u32,
+                version: c,
+            };
+            let ppn = copies.get(&id).and_then(|v| v.first()).ok_or_else(|| {
+                FtlError::Corrupt(format!(
+                    "page {i}: its last committed version {c} is not on flash"
+                ))
+            })?;
+            dev.map[i] = ppn.0;
+            dev.space.validity.set_valid(*ppn, i as u32);
+        }
+        Ok((uncommitted_ppns, uncommitted_tops))
     }
 
     /// BPCC: rebuilds the straddle responsibility sets after recovery. Every intention above its
