@@ -797,6 +797,67 @@ impl TxFlashCyclic {
         self.commit(slot)
     }
 
+    /// One accepted page of a dynamic transaction (§3.4): the held page is written with its
+    /// next-link to this one; this one is held, or (REAR) written linking back to the first
+    /// page and the transaction committed. A failed program (no space) aborts the transaction.
+    #[allow(clippy::too_many_arguments)]
+    fn dynamic_page(
+        &mut self,
+        slot: u32,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        rear: bool,
+        start: u64,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError> {
+        let (id, back) = self.next_version(lpn);
+        self.locked[lpn.0 as usize] = slot;
+        let p = self.pending[slot as usize].as_mut().unwrap();
+        p.lpns.push(lpn);
+        p.start_ns = p.start_ns.max(start);
+        let nb = p.start_ns;
+        if p.first.is_none() {
+            p.first = Some(id);
+        }
+        let first = p.first.unwrap();
+        // The held page now knows its next-link: write it.
+        let mut ack = arrival;
+        if let Some(h) = p.held.take() {
+            match self.write_intention(slot, h.id, h.kind, h.back, id, &h.content, nb) {
+                Ok(end) => ack = end,
+                Err(e) => {
+                    self.abort_slot(slot, arrival)?;
+                    return Err(e);
+                }
+            }
+        }
+        if rear {
+            if let Err(e) = self.write_intention(slot, id, Kind::Data, back, first, content, nb) {
+                self.abort_slot(slot, arrival)?;
+                return Err(e);
+            }
+            let ack = self.commit(slot)?;
+            self.recent.insert(uuid, ack);
+            return Ok(TxCompletion {
+                arrival_ns: arrival,
+                ack_ns: ack,
+                durable_ns: Some(ack),
+            });
+        }
+        self.pending[slot as usize].as_mut().unwrap().held = Some(Held {
+            id,
+            kind: Kind::Data,
+            back,
+            content: content.clone(),
+        });
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+            durable_ns: None,
+        })
+    }
+
     /// Consistency of RAM state (tests call it after every step).
     pub fn check(&self) -> Result<(), String> {
         self.space.check_invariants()?;
@@ -1088,52 +1149,15 @@ impl Transactional for TxFlashCyclic {
             self.abort_slot(slot, arrival)?;
             return Err(e);
         }
-        let (id, back) = self.next_version(lpn);
-        self.locked[lpn.0 as usize] = slot;
-        let p = self.pending[slot as usize].as_mut().unwrap();
-        p.lpns.push(lpn);
-        p.start_ns = p.start_ns.max(start);
-        let nb = p.start_ns;
-        if p.first.is_none() {
-            p.first = Some(id);
-        }
-        let first = p.first.unwrap();
-        // The held page now knows its next-link: write it.
-        let mut ack = arrival;
-        // A failed program (no space) aborts the transaction, like a refused page.
-        if let Some(h) = p.held.take() {
-            match self.write_intention(slot, h.id, h.kind, h.back, id, &h.content, nb) {
-                Ok(end) => ack = end,
-                Err(e) => {
-                    self.abort_slot(slot, arrival)?;
-                    return Err(e);
-                }
-            }
-        }
-        if flag == DwriteFlag::Rear {
-            if let Err(e) = self.write_intention(slot, id, Kind::Data, back, first, content, nb) {
-                self.abort_slot(slot, arrival)?;
-                return Err(e);
-            }
-            let ack = self.commit(slot)?;
-            self.recent.insert(uuid, ack);
-            return Ok(TxCompletion {
-                arrival_ns: arrival,
-                ack_ns: ack,
-                durable_ns: Some(ack),
-            });
-        }
-        self.pending[slot as usize].as_mut().unwrap().held = Some(Held {
-            id,
-            kind: Kind::Data,
-            back,
-            content: content.clone(),
-        });
-        Ok(TxCompletion {
-            arrival_ns: arrival,
-            ack_ns: ack,
-            durable_ns: None,
-        })
+        self.dynamic_page(
+            slot,
+            uuid,
+            lpn,
+            content,
+            flag == DwriteFlag::Rear,
+            start,
+            arrival,
+        )
     }
 
     fn abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
