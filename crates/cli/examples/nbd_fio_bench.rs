@@ -3,10 +3,12 @@
 //!
 //! ```sh
 //! cargo build --release -p mobius-cli --bin mobius --example nbd_fio_bench
-//! target/release/examples/nbd_fio_bench [--ftl dftl] [--size 1G] [--runtime 10] [--mobius PATH]
+//! target/release/examples/nbd_fio_bench [--ftl dftl] [--size 1G] [--runtime 10] [--mobius PATH] [--image-in-shm]
 //! ```
 //!
-//! The mobius image lives in /dev/shm (memory-backed, like nbdkit's). Each server is served on a
+//! mobius serves with `--memory` (full-data flash in RAM, like nbdkit's memory plugin), or with
+//! `--image-in-shm` from a file-backed image in /dev/shm (the power-cut path: every page program
+//! is a few `pwrite`s). Each server is served on a
 //! Unix socket and mounted with `nbdfuse`; fio runs on the FUSE file with `O_DIRECT` and libaio:
 //! 128 KiB sequential write QD 4 (it also fills the region the later jobs use), 4 KiB random
 //! write QD 16, 4 KiB random read QD 16, each time-based over a 256 MiB region. Needs root
@@ -49,6 +51,7 @@ struct Opts {
     ftl: String,
     size: String,
     runtime_s: u32,
+    image_in_shm: bool,
 }
 
 fn opts() -> Opts {
@@ -63,6 +66,7 @@ fn opts() -> Opts {
         ftl: "dftl".into(),
         size: "1G".into(),
         runtime_s: 10,
+        image_in_shm: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
@@ -77,6 +81,7 @@ fn opts() -> Opts {
             "--ftl" => o.ftl = val(),
             "--size" => o.size = val(),
             "--runtime" => o.runtime_s = val().parse().unwrap_or_else(|_| die("--runtime N")),
+            "--image-in-shm" => o.image_in_shm = true,
             other => die(&format!("unknown argument {other}")),
         }
     }
@@ -196,10 +201,13 @@ fn main() {
     {
         let sock = dir.join("mobius.sock");
         let mut cmd = Command::new(&o.mobius);
-        cmd.args(["serve", "--ftl", &o.ftl, "--size", &o.size, "--image"])
-            .arg(&image)
-            .arg("--socket")
-            .arg(&sock);
+        cmd.args(["serve", "--ftl", &o.ftl, "--size", &o.size]);
+        if o.image_in_shm {
+            cmd.arg("--image").arg(&image);
+        } else {
+            cmd.arg("--memory");
+        }
+        cmd.arg("--socket").arg(&sock);
         let mobius = Served::start(cmd, &sock, &dir.join("mnt-mobius"));
         let size = std::fs::metadata(mobius.file())
             .map(|m| m.len())
@@ -225,9 +233,16 @@ fn main() {
             results.push((j.name, ours[i], theirs[i]));
         }
         println!(
-            "mobius serve --ftl {} ({} export bytes, image in /dev/shm, no --pace) vs nbdkit memory, \
+            "mobius serve --ftl {} ({} export bytes, {}, no --pace) vs nbdkit memory, \
              fio {} s per job through nbdfuse",
-            o.ftl, size, o.runtime_s
+            o.ftl,
+            size,
+            if o.image_in_shm {
+                "image in /dev/shm"
+            } else {
+                "--memory"
+            },
+            o.runtime_s
         );
     }
     let _ = std::fs::remove_file(&image);

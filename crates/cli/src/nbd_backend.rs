@@ -84,6 +84,12 @@ impl FtlBackend {
         }
         let pb = self.page_bytes as usize;
         let head = (offset % self.page_bytes) as usize;
+        if head == 0 && data.len().is_multiple_of(pb) {
+            // Whole pages: straight from the payload, no staging buffer.
+            let contents: Vec<Content> =
+                data.chunks(pb).map(|c| Content::Bytes(c.into())).collect();
+            return self.write_pages(start, &contents, fua, arrival);
+        }
         let mut buf = vec![0u8; count as usize * pb];
         let mut ready = arrival;
         let partial_first = head != 0 || data.len() < pb;
@@ -107,12 +113,21 @@ impl FtlBackend {
         }
         buf[head..head + data.len()].copy_from_slice(data);
         let contents: Vec<Content> = buf.chunks(pb).map(|c| Content::Bytes(c.into())).collect();
-        // The write is issued once its edge pages are read; the FTL's clock never goes back.
+        // The write is issued once its edge pages are read.
+        self.write_pages(start, &contents, fua, ready)
+    }
+
+    /// One FTL write request of whole pages at `ready` (the FTL's clock never goes back), then
+    /// a flush if `fua`.
+    fn write_pages(
+        &mut self,
+        start: Lpn,
+        contents: &[Content],
+        fua: bool,
+        ready: u64,
+    ) -> Result<u64, BackendError> {
         let at = self.arrival(ready);
-        let done = self
-            .dev
-            .write(start, &contents, at)
-            .map_err(backend_error)?;
+        let done = self.dev.write(start, contents, at).map_err(backend_error)?;
         let mut ack = done.ack_ns;
         if fua {
             let at = self.arrival(ack);

@@ -21,8 +21,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub ftl: String,
     /// Flash image file: created (and formatted) if absent, recovered if present.
+    #[arg(long, required_unless_present = "memory", conflicts_with = "memory")]
+    pub image: Option<PathBuf>,
+    /// Keep the flash in memory (full data) instead of an image: nothing survives the server,
+    /// so no power cuts; for measuring the server's speed.
     #[arg(long)]
-    pub image: PathBuf,
+    pub memory: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
     /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole blocks).
@@ -88,30 +92,54 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     let options = DesignOptions::from_pairs(&args.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
-    let dev = if args.image.exists() {
-        let store = FileStore::open(&args.image, &config.geometry, oob)?;
+    let dev = match &args.image {
+        None => {
+            let flash = Flash::in_memory(config.clone(), oob, false);
+            let dev = (design.format)(flash, &options)?;
+            eprintln!("mobius serve: formatted {} in memory", design.name);
+            dev
+        }
+        Some(image) => open_image(&design, &config, oob, &options, image)?,
+    };
+    serve_device(args, dev)
+}
+
+/// Recovers the design from `image`, or creates and formats it.
+fn open_image(
+    design: &ftl::DesignSpec,
+    config: &flash::DeviceConfig,
+    oob: u32,
+    options: &DesignOptions,
+    image: &std::path::Path,
+) -> anyhow::Result<Box<dyn ftl::BlockDevice>> {
+    Ok(if image.exists() {
+        let store = FileStore::open(image, &config.geometry, oob)?;
         let flash = Flash::new(config.clone(), Box::new(store));
-        let (dev, report) = (design.recover)(flash, &options)?;
+        let (dev, report) = (design.recover)(flash, options)?;
         eprintln!(
             "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
             design.name,
-            args.image.display(),
+            image.display(),
             report.flash_reads,
             report.sim_ns as f64 / 1e6
         );
         dev
     } else {
-        let store = FileStore::create(&args.image, &config.geometry, oob)?;
+        let store = FileStore::create(image, &config.geometry, oob)?;
         let flash = Flash::new(config.clone(), Box::new(store));
-        let mut dev = (design.format)(flash, &options)?;
+        let mut dev = (design.format)(flash, options)?;
         dev.flash_mut().sync()?;
         eprintln!(
             "mobius serve: formatted {} on new image {}",
             design.name,
-            args.image.display()
+            image.display()
         );
         dev
-    };
+    })
+}
+
+/// Serves `dev` until the client(s) leave or a signal asks to stop; flushes and syncs at the end.
+fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Result<()> {
     let start = dev.flash().idle_ns();
     let backend = FtlBackend::new(dev, start);
     let listen = match (&args.socket, args.stdio, &args.listen) {

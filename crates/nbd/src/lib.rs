@@ -16,10 +16,11 @@
 //!   (writes past the end get ENOSPC, as the protocol recommends). TRIM and WRITE_ZEROES carry
 //!   no payload and may have any length the wire allows (< 4 GiB): backends split them. CACHE, BLOCK_STATUS and RESIZE get ENOTSUP,
 //!   unknown commands and flags EINVAL. Backend errors map as [`BackendError::errno`] says.
-//! - **Pipelining**: per connection, one thread reads requests and runs them against the
-//!   backend in arrival order; another writes the replies, so clients can keep many requests in
-//!   flight. With pacing, replies may leave in completion order rather than arrival order (NBD
-//!   matches replies by handle).
+//! - **Pipelining**: clients may keep many requests in flight; per connection, one thread reads
+//!   them (buffered) and runs them against the backend in arrival order. Without pacing that
+//!   thread sends each reply too, batching the flushes; with pacing another thread holds the
+//!   replies and sends them in completion order rather than arrival order (NBD matches replies
+//!   by handle).
 //! - **Simulated time**: see [`server`] for how arrival times are assigned and how pacing holds
 //!   replies until their simulated completion time.
 //! - **Tracing**: every request handed to the backend is recorded as one text line; the format

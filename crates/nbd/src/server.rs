@@ -21,8 +21,9 @@
 //!
 //! ## Threads and bounds
 //!
-//! The calling thread reads requests and runs them against the backend in arrival order; a
-//! scoped writer thread sends the replies. With pacing, replies leave in order of completion
+//! The calling thread reads requests and runs them against the backend in arrival order. Without
+//! pacing it also sends each reply itself, in arrival order (no hand-off). With pacing a scoped
+//! writer thread sends the replies. With pacing, replies leave in order of completion
 //! time (ties in arrival order); NBD clients match replies by handle, so this is allowed. At most
 //! [`PENDING_REPLIES_MAX`] replies and [`PENDING_REPLY_BYTES_MAX`] bytes of read data wait in the
 //! writer; beyond that the reader blocks, which stops reading from the client.
@@ -53,6 +54,8 @@ pub const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// Capacity of the reader -> writer channel.
 const REPLY_CHANNEL_CAPACITY: usize = 8;
+/// Read and write buffers of a connection served without pacing.
+const INLINE_BUFFER_BYTES: usize = 256 << 10;
 /// Chunk used to discard an oversize write payload without holding it.
 const DISCARD_CHUNK_BYTES: usize = 64 << 10;
 
@@ -527,6 +530,9 @@ impl<B: NbdBackend> Server<B> {
         mut reader: R,
         writer: W,
     ) -> Result<ConnectionEnd, ServerError> {
+        if !self.config.pacing {
+            return self.transmission_inline(reader, writer);
+        }
         let writer_failed = AtomicBool::new(false);
         let (tx, rx) = mpsc::sync_channel::<Reply>(REPLY_CHANNEL_CAPACITY);
         std::thread::scope(|scope| {
@@ -549,6 +555,67 @@ impl<B: NbdBackend> Server<B> {
                 (Ok(end), Ok(())) => Ok(end),
             }
         })
+    }
+
+    /// Without pacing every reply is due at once, so the thread that reads a request also sends
+    /// its reply: no hand-off to a writer thread (two context switches per request). Requests
+    /// are read through a buffer and replies are flushed when no complete request header is
+    /// already waiting, so a busy pipeline costs a few large syscalls rather than many small
+    /// ones. Replies leave in arrival order.
+    fn transmission_inline<R: Read, W: Write>(
+        &self,
+        reader: R,
+        writer: W,
+    ) -> Result<ConnectionEnd, ServerError> {
+        let mut reader = io::BufReader::with_capacity(INLINE_BUFFER_BYTES, reader);
+        let mut writer = io::BufWriter::with_capacity(INLINE_BUFFER_BYTES, writer);
+        let result = self.serve_inline(&mut reader, &mut writer);
+        // Replies already answered go out even when the connection ends on an error.
+        let flushed = writer.flush();
+        match (result, flushed) {
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(e.into()),
+            (Ok(end), Ok(())) => Ok(end),
+        }
+    }
+
+    fn serve_inline<R: Read, W: Write>(
+        &self,
+        reader: &mut io::BufReader<R>,
+        writer: &mut W,
+    ) -> Result<ConnectionEnd, ServerError> {
+        let mut seq: u64 = 0;
+        // One payload buffer per connection: a fresh 128 KiB+ allocation per write costs page
+        // faults and zeroing.
+        let mut payload: Vec<u8> = Vec::new();
+        loop {
+            if self.is_shutting_down() {
+                return Ok(ConnectionEnd::Shutdown);
+            }
+            if reader.buffer().len() < REQUEST_BYTES {
+                writer.flush()?;
+            }
+            let mut header = [0u8; REQUEST_BYTES];
+            match self.read_full(reader, &mut header, true, "a request header")? {
+                Fill::Full => {}
+                Fill::Eof => return Ok(ConnectionEnd::ClientClosed),
+                Fill::Shutdown => return Ok(ConnectionEnd::Shutdown),
+            }
+            let header_ns = self.elapsed_ns();
+            let request = parse_request(&header)?;
+            let has_payload = self.read_payload_into(reader, &request, &mut payload)?;
+            seq += 1;
+            if request.command == Command::Disc {
+                self.record_disc(&request, header_ns);
+                return Ok(ConnectionEnd::Disconnected);
+            }
+            let data = has_payload.then_some(payload.as_slice());
+            let reply = self.execute(&request, data, header_ns, seq);
+            writer.write_all(&encode_simple_reply(reply.error, reply.handle))?;
+            if let Some(data) = &reply.data {
+                writer.write_all(data)?;
+            }
+        }
     }
 
     fn read_requests(
@@ -581,7 +648,7 @@ impl<B: NbdBackend> Server<B> {
                 self.record_disc(&request, header_ns);
                 return Ok(ConnectionEnd::Disconnected);
             }
-            let reply = self.execute(&request, payload, header_ns, seq);
+            let reply = self.execute(&request, payload.as_deref(), header_ns, seq);
             if tx.send(reply).is_err() {
                 return Ok(ConnectionEnd::ClientClosed);
             }
@@ -608,6 +675,26 @@ impl<B: NbdBackend> Server<B> {
         Ok(Some(payload))
     }
 
+    /// [`Self::read_payload`] into a reused buffer; false when there is no payload to use.
+    fn read_payload_into(
+        &self,
+        reader: &mut impl Read,
+        request: &Request,
+        buf: &mut Vec<u8>,
+    ) -> Result<bool, ServerError> {
+        let len = request.payload_bytes();
+        if len == 0 {
+            return Ok(false);
+        }
+        if len > BLOCK_SIZE_MAX_BYTES {
+            self.discard(reader, u64::from(len))?;
+            return Ok(false);
+        }
+        buf.resize(len as usize, 0);
+        self.read_full(reader, buf, false, "a write payload")?;
+        Ok(true)
+    }
+
     fn record_disc(&self, request: &Request, header_ns: u64) {
         let mut dev = lock(&self.device);
         let arrival = dev.last_arrival_ns.max(header_ns);
@@ -630,7 +717,7 @@ impl<B: NbdBackend> Server<B> {
     fn execute(
         &self,
         request: &Request,
-        payload: Option<Vec<u8>>,
+        payload: Option<&[u8]>,
         header_ns: u64,
         seq: u64,
     ) -> Reply {
@@ -663,7 +750,7 @@ impl<B: NbdBackend> Server<B> {
             Command::Write => {
                 let data = payload.expect("a checked WRITE has its payload");
                 debug_assert_eq!(data.len() as u64, len);
-                backend.write(offset, &data, fua, arrival)
+                backend.write(offset, data, fua, arrival)
             }
             Command::Flush => backend.flush(arrival),
             Command::Trim => backend.trim(offset, len, arrival),
