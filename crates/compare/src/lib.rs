@@ -9,6 +9,7 @@ pub mod campaigns;
 pub mod commit_protocols;
 pub mod macro_tx;
 pub mod micro;
+pub mod nvmfs_exp;
 pub mod optr_overhead;
 pub mod recovery;
 pub mod report;
@@ -100,6 +101,7 @@ pub fn experiments() -> Vec<Experiment> {
             id: "optr",
             run: optr_overhead::run,
         },
+        Experiment { id: "nvmfs", run: nvmfs_exp::run },
     ]
 }
 

@@ -95,6 +95,41 @@ pub struct Options {
     pub work_dir: PathBuf,
 }
 
+impl Options {
+    /// The settings `nvmfs_vs_ext4` and `mobius compare` use. Quick: a 64 MiB SSD (the `small`
+    /// preset's geometry with 128 blocks per chip), 8 MiB NVRAM. Paper: 512 MiB (xfs needs more
+    /// than 300 MiB) and 32 MiB NVRAM. IOzone: a file of 60 % of the SSD, then 256 random 4 KB
+    /// overwrites per MiB of SSD; Postmark: 20 files and 60 transactions per MiB. ext4 always,
+    /// xfs when `mkfs.xfs` is installed.
+    pub fn standard(paper: bool, design: DesignSpec, work_dir: PathBuf) -> Options {
+        let mut config = DeviceConfig::preset("small").expect("the small preset exists");
+        config.geometry.blocks_per_chip = if paper { 1024 } else { 128 };
+        let mib = config.geometry.capacity_bytes() >> 20;
+        let mut kernel_fs = vec!["ext4".to_string()];
+        if !tool_missing("mkfs.xfs") {
+            kernel_fs.push("xfs".into());
+        }
+        Options {
+            config,
+            design,
+            nvram_bytes: if paper { 32 << 20 } else { 8 << 20 },
+            seed: 2013,
+            workloads: vec![
+                Workload::Iozone {
+                    file_bytes: (mib * 6 / 10) << 20,
+                    overwrites: mib as u32 * 256,
+                },
+                Workload::Postmark {
+                    pool: mib as u32 * 20,
+                    transactions: mib as u32 * 60,
+                },
+            ],
+            kernel_fs,
+            work_dir,
+        }
+    }
+}
+
 /// Runs every workload on NVMFS and on each kernel file system.
 pub fn run(opts: &Options) -> Experiment {
     let mut runs = Vec::new();
