@@ -2,12 +2,36 @@
 //!
 //! For every design in the build, a seeded campaign (`mobius crashtest`) on the `small` preset with
 //! torn operations, judged against the design's own promise; the table reports instants tried,
-//! images recovered, violations and recovery cost.
+//! images recovered, violations and recovery cost. Then the negative controls: designs that
+//! promise less (or carry an injected bug) judged against the stronger promise must be caught —
+//! a checker that never fails proves nothing.
 
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::report::{fmt, Claim, ExperimentResult, Table};
 use crate::Context;
 use crashtest::{run_campaign, CampaignConfig};
-use ftl::DesignOptions;
+use ftl::{DesignOptions, Promise};
+
+/// (design, parameters, promise judged against, what is wrong with it).
+const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = [
+    (
+        "wcache",
+        &[],
+        Promise::Ordered,
+        "write-back cache, flush-only: no prefix semantics",
+    ),
+    (
+        "dftl",
+        &[("oob_scan", "off")],
+        Promise::DurableWrites,
+        "DFTL that forgets the writes after its last checkpoint",
+    ),
+    (
+        "mobius",
+        &[("inject_bug", "skip_verify"), ("merge_small", "off")],
+        Promise::AtomicTransactions,
+        "Möbius committing unflagged inodes without reading their pages",
+    ),
+];
 
 pub fn run(ctx: &Context) -> ExperimentResult {
     let points = if ctx.scale == crate::Scale::Quick {
@@ -59,6 +83,70 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         }
         (ctx.progress)("campaigns", i as u64 + 1, total);
     }
+    let mut control_rows = Vec::new();
+    let mut claims = Vec::new();
+    for (name, params, promise, what) in CONTROLS {
+        let Some(d) = ctx.design(name) else {
+            skipped.push(format!("control {name}: design not built"));
+            continue;
+        };
+        let Ok(mut workload) = workload::WorkloadSpec::named(d.default_workload) else {
+            continue;
+        };
+        workload.requests = 3000;
+        workload.fill = 0.8;
+        let mut options = DesignOptions::default();
+        for (k, v) in params {
+            options = options.with(k, *v);
+        }
+        let cfg = CampaignConfig {
+            design: d.clone(),
+            options,
+            device: flash::DeviceConfig::preset("small").expect("small preset"),
+            workload,
+            seed: ctx.seed,
+            crash_points: points,
+            torn: true,
+            exhaustive: false,
+            promise,
+            threads: 2,
+            tag_only: true,
+        };
+        let label = if params.is_empty() {
+            name.to_string()
+        } else {
+            let p: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{name} ({})", p.join(", "))
+        };
+        match run_campaign(&cfg, &|_, _| {}) {
+            Ok(r) => {
+                let caught = !r.violations.is_empty();
+                control_rows.push(vec![
+                    label.clone(),
+                    what.to_string(),
+                    r.promise.clone(),
+                    r.crash_points.to_string(),
+                    r.violations.len().to_string(),
+                    if caught { "caught" } else { "**not caught**" }.to_string(),
+                ]);
+                claims.push(Claim {
+                    source: "SPEC.md: the checker must catch designs that promise less".into(),
+                    paper: format!("{label} judged against {} is caught", r.promise),
+                    ours: format!(
+                        "{} violations in {} crash images",
+                        r.violations.len(),
+                        r.crash_points
+                    ),
+                    agrees: Some(caught),
+                    note: r.violations.first().map_or(String::new(), |v| {
+                        format!("first: {} — replay: `{}`", v.what, v.replay)
+                    }),
+                });
+                data.insert(format!("control/{label}"), r.to_json());
+            }
+            Err(e) => skipped.push(format!("control {label}: {e}")),
+        }
+    }
     ExperimentResult {
         id: "campaigns",
         title: "6. Crash campaign summary".into(),
@@ -67,9 +155,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             caption: "Crash campaigns (seeded; reproduce with `mobius crashtest --ftl NAME --torn --crash-points N --seed S`)".into(),
             header: ["design", "promise", "crash points", "recovered", "violations", "recovery reads (mean)", "recovery ms (mean)"].map(String::from).to_vec(),
             rows,
+        }, Table {
+            caption: "Negative controls: weaker designs judged against a stronger promise must be caught".into(),
+            header: ["design", "what is wrong", "judged against", "crash points", "violations", "verdict"].map(String::from).to_vec(),
+            rows: control_rows,
         }],
         figures: Vec::new(),
-        claims: Vec::new(),
+        claims,
         data: serde_json::Value::Object(data),
         skipped,
     }
