@@ -50,6 +50,8 @@ pub struct Grid {
     /// Parameters for the baseline only: by default its summary pages (§7: the paper expects
     /// baseline SSDs to write them too), so neither design is charged alone for them.
     pub baseline_params: Vec<(String, String)>,
+    /// Parameters for OPTR only.
+    pub optr_params: Vec<(String, String)>,
     /// Host link bandwidth: a write reaches the device its transfer time after the previous
     /// completion (0 = free, as a bare `BlockDevice` call). Our designs acknowledge a cached write
     /// at once; without a link, a workload that stays in the cache runs at an unbounded rate and
@@ -77,6 +79,7 @@ impl Grid {
             fill,
             params: Vec::new(),
             baseline_params: vec![("summary_pages".into(), "true".into())],
+            optr_params: Vec::new(),
             host_link_mb_s: HOST_LINK_MB_S,
         }
     }
@@ -111,6 +114,7 @@ impl Grid {
             fill: 0.5,
             params: Vec::new(),
             baseline_params: vec![("summary_pages".into(), "true".into())],
+            optr_params: Vec::new(),
             host_link_mb_s: HOST_LINK_MB_S,
         })
     }
@@ -125,10 +129,13 @@ impl Grid {
         for (k, v) in &self.params {
             o = o.with(k, v);
         }
-        if spec.name != "optr" {
-            for (k, v) in &self.baseline_params {
-                o = o.with(k, v);
-            }
+        let own = if spec.name == "optr" {
+            &self.optr_params
+        } else {
+            &self.baseline_params
+        };
+        for (k, v) in own {
+            o = o.with(k, v);
         }
         o
     }
@@ -251,6 +258,7 @@ fn run_design(
     }
     now = dev.flush(now).map_err(e)?.ack_ns;
     let before = dev.flash().stats().clone();
+    let metrics_before = dev.metrics();
     let start_ns = now;
     let region = ((footprint / page) as u32).clamp(1, range);
     let (mut written, mut writes) = (0u64, 0u32);
@@ -287,7 +295,18 @@ fn run_design(
         erases: s.total_erases(),
         sim_s,
         mb_s: (written * page) as f64 / 1e6 / sim_s.max(1e-12),
-        metrics: dev.metrics(),
+        // counters of the measured phase only (the fill has its own checkpoints)
+        metrics: dev
+            .metrics()
+            .into_iter()
+            .map(|(k, v)| {
+                let v0 = metrics_before
+                    .iter()
+                    .find(|(k0, _)| *k0 == k)
+                    .map_or(0.0, |x| x.1);
+                (k, v - v0)
+            })
+            .collect(),
         ..Run::default()
     };
     if recover {
@@ -582,11 +601,22 @@ mod probe {
     #[ignore]
     fn probe_point() {
         let mut grid = Grid::quick().unwrap();
-        grid.fill = std::env::var("FILL").map_or(0.0, |v| v.parse().unwrap());
-        grid.localities = vec![("medium", 80 * MB)];
+        let env = |k: &str| std::env::var(k).ok();
+        if let Some(f) = env("FILL") {
+            grid.fill = f.parse().unwrap();
+        }
+        grid.localities = vec![("low", 1024 * MB)];
         grid.sizes = vec![("small", 16 << 10, 16 << 10)];
-        grid.flush_every = vec![4];
-        grid.host_bytes = 256 * MB;
+        grid.flush_every = vec![64];
+        grid.host_bytes = 1024 * MB;
+        if let Some(p) = env("OPTR_P") {
+            let (k, v) = p.split_once('=').unwrap();
+            grid.optr_params.push((k.into(), v.into()));
+        }
+        if let Some(p) = env("BASE_P") {
+            let (k, v) = p.split_once('=').unwrap();
+            grid.baseline_params.push((k.into(), v.into()));
+        }
         let p = run_grid(&optr::spec(), &wcache::spec(), &grid, 5, &|_, _| {}).unwrap();
         eprintln!("{:#?}", p[0]);
         eprintln!("overhead {}", p[0].overhead_pct());

@@ -41,6 +41,14 @@ fn stress_reads_back_everything() {
         5
     };
     let (errors, dev) = stress(format, OOB_BYTES, &[("cache_mb", "0.5")], multiple, 4);
+    let s = dev.flash().stats();
+    eprintln!(
+        "optr stress {multiple}x the device ({} pages): {} host data programs, {} programs, {} erases, {errors} read-back errors",
+        dev.flash().geometry().pages(),
+        s.programs_for(flash::OpCause::HostData),
+        s.total_programs(),
+        s.total_erases()
+    );
     assert_eq!(errors, 0);
     assert!(dev.flash().stats().total_erases() > 0);
 }
