@@ -23,10 +23,12 @@ fn same_seed_same_results_json() {
         )
         .unwrap();
         // Wall-clock figures are the only ones allowed to differ.
-        if let Some(c) = json.pointer_mut("/campaigns/data/dftl") {
-            let o = c.as_object_mut().unwrap();
-            o.remove("wall_s");
-            o.remove("crash_points_per_s");
+        if let Some(data) = json.pointer_mut("/campaigns/data") {
+            for c in data.as_object_mut().unwrap().values_mut() {
+                let o = c.as_object_mut().unwrap();
+                o.remove("wall_s");
+                o.remove("crash_points_per_s");
+            }
         }
         assert!(dir.path().join("report.md").exists());
         assert!(dir.path().join("fig7_latency_random.svg").exists());
@@ -48,5 +50,13 @@ fn same_seed_same_results_json() {
             .pointer("/campaigns/data/dftl/violations")
             .unwrap(),
         0
+    );
+    // The negative control is caught.
+    assert!(
+        outputs[0]
+            .pointer("/campaigns/data/control~1dftl (oob_scan=off)/violations")
+            .and_then(|v| v.as_u64())
+            .unwrap()
+            > 0
     );
 }
