@@ -1595,6 +1595,28 @@ impl Nvmfs {
                 _ => {}
             }
         }
+        // Inode → page direction: every NVRAM pointer of a live inode names a page whose record
+        // says that inode and block own it (no page is pointed at twice).
+        for ino in 1..self.sb.inode_count {
+            if self.read_inode(ino).mode == 0 {
+                continue;
+            }
+            let mut bad = None;
+            recovery::for_each_block(self, ino, |b, _, a| {
+                if let Some(p) = a.as_nvram() {
+                    let rec = self.read_record(p);
+                    if bad.is_none() && (rec.owner_ino, rec.owner_block as u64) != (ino, b) {
+                        bad = Some(format!(
+                            "inode {ino} block {b} points to page {p}, owned by ({}, {})",
+                            rec.owner_ino, rec.owner_block
+                        ));
+                    }
+                }
+            });
+            if let Some(m) = bad {
+                return Err(m);
+            }
+        }
         for e in 0..self.sb.extents() {
             let n = (e * EXTENT_BLOCKS..(e + 1) * EXTENT_BLOCKS)
                 .filter(|&l| self.bit(self.sb.ssd_bitmap_at, l))
