@@ -1,4 +1,4 @@
-//! Experiment 6 — OPTR's overhead against its write-cached baseline (OPTR §6.3, Figs. 12 and
+//! Experiment `optr` — OPTR's overhead against its write-cached baseline (OPTR §6.3, Figs. 12 and
 //! 13; §7 recovery estimate).
 //!
 //! The paper's synthetic grid: random writes within a footprint of 1 MB / 80 MB / 1 GB (high /
