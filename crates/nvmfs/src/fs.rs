@@ -158,6 +158,8 @@ pub struct Nvmfs {
     clock: fn() -> u64,
     /// Process-death hook: SIGKILL ourselves the n-th time this point is reached.
     kill_point: Option<(KillPoint, u64)>,
+    /// Open counts of files the caller has open (`open_file` / `close`).
+    open: rustc_hash::FxHashMap<u32, u32>,
 }
 
 fn wall_ns() -> u64 {
@@ -242,6 +244,7 @@ impl Nvmfs {
             cold: Vec::new(),
             clock: wall_ns,
             kill_point: None,
+            open: Default::default(),
             sb,
         };
         fs.now_ns = fs.dev.flash().idle_ns();
@@ -1318,12 +1321,44 @@ impl Nvmfs {
         } else {
             i.nlink.saturating_sub(1)
         };
-        if left > 0 {
+        if left > 0 || (!i.is_dir() && self.open.contains_key(&ino)) {
+            // Still open: the file lives on, nameless, until its last close (`close`); a crash
+            // meanwhile leaves it unreachable and mount frees it.
             return self.set32(self.inode_at(ino) + 4, left);
         }
+        self.free_inode(ino)
+    }
+
+    fn free_inode(&mut self, ino: u32) -> Result<()> {
         self.truncate_blocks(ino, 0)?;
         self.write_inode(ino, &Inode::default())?;
         self.inode_free.push(ino);
+        Ok(())
+    }
+
+    /// The caller opened `ino` (counted): unlinking its last name keeps the file until `close`.
+    pub fn open_file(&mut self, ino: u32) -> Result<()> {
+        self.live()?;
+        self.inode_checked(ino)?;
+        *self.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// The caller closed `ino`; the last close of a file without a name frees it.
+    pub fn close(&mut self, ino: u32) -> Result<()> {
+        self.live()?;
+        let Some(n) = self.open.get_mut(&ino) else {
+            return Ok(());
+        };
+        *n -= 1;
+        if *n > 0 {
+            return Ok(());
+        }
+        self.open.remove(&ino);
+        let i = self.inode_checked(ino)?;
+        if i.nlink == 0 && !i.is_dir() {
+            self.free_inode(ino)?;
+        }
         Ok(())
     }
 

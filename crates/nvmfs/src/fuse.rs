@@ -6,8 +6,8 @@
 //! paper's kernel module serializes them per inode. FUSE inode numbers are NVMFS inode numbers
 //! (the root is 1 in both). Inode numbers are reused after unlink, so every create hands the
 //! kernel a new generation number (kept in RAM: the kernel's caches do not outlive the mount);
-//! without it the kernel would serve a deleted file's cached pages for the new one. An
-//! unlinked file that is still open is gone at once (no deferred delete; see docs/nvmfs.md).
+//! without it the kernel would serve a deleted file's cached pages for the new one. Opens are
+//! counted, so a file unlinked (or renamed over) while open lives on until its last release.
 
 use crate::error::NvmfsError;
 use crate::fs::{Attr, Nvmfs, NvmfsStats};
@@ -15,7 +15,7 @@ use crate::layout::{NAME_MAX, PAGE_BYTES};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
 use std::ffi::OsStr;
@@ -336,6 +336,29 @@ impl Filesystem for NvmfsFuse {
         }
     }
 
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match ino32(ino).and_then(|ino| self.with(|fs| fs.open_file(ino))) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match ino32(ino).and_then(|ino| self.with(|fs| fs.close(ino))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn flush(
         &self,
         _req: &Request,
@@ -440,7 +463,11 @@ impl Filesystem for NvmfsFuse {
             return reply.error(Errno::EPERM);
         }
         let r = ino32(parent).and_then(|dir| {
-            self.with_new(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
+            self.with_new(|fs| {
+                let a = fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid())?;
+                fs.open_file(a.ino)?;
+                Ok(a)
+            })
         });
         match r {
             Ok((a, g)) => {

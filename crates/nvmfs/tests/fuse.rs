@@ -509,6 +509,54 @@ fn posix_calls_and_errno() {
     assert_eq!(st.f_bsize, 4096);
     assert!(st.f_blocks > 0 && st.f_bfree <= st.f_blocks);
     assert!(st.f_ffree > 0);
+    // Unlinked (and renamed-over) while open: readable and writable until the last close.
+    let ffree = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: statvfs writes into the zeroed struct we pass.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_ffree
+    };
+    let free_before = ffree(&r);
+    std::fs::write(r.join("tmp"), vec![7u8; 20_000]).unwrap();
+    std::fs::write(r.join("over"), b"old").unwrap();
+    let held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(r.join("tmp"))
+        .unwrap();
+    let held2 = File::open(r.join("over")).unwrap();
+    std::fs::remove_file(r.join("tmp")).unwrap();
+    std::fs::write(r.join("new"), b"new").unwrap();
+    std::fs::rename(r.join("new"), r.join("over")).unwrap();
+    assert_eq!(errno_of(File::open(r.join("tmp"))), libc::ENOENT);
+    held.write_all_at(b"still here", 10_000).unwrap();
+    let mut buf = vec![0u8; 20_000];
+    held.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[10_000..10_010], b"still here");
+    let mut old = Vec::new();
+    (&held2).read_to_end(&mut old).unwrap();
+    assert_eq!(
+        old, b"old",
+        "the replaced file stays readable through its handle"
+    );
+    assert_eq!(std::fs::read(r.join("over")).unwrap(), b"new");
+    assert_eq!(
+        ffree(&r),
+        free_before - 3,
+        "two nameless files and `over` hold inodes"
+    );
+    drop(held);
+    drop(held2);
+    // Release is asynchronous in FUSE: wait (bounded) for the inodes to come back.
+    for _ in 0..200 {
+        if ffree(&r) == free_before - 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(ffree(&r), free_before - 1, "the last close freed both");
+    std::fs::remove_file(r.join("over")).unwrap();
     // rmdir, then the directory is gone.
     std::fs::remove_file(r.join("d/a")).unwrap();
     std::fs::remove_dir(r.join("d")).unwrap();

@@ -419,3 +419,38 @@ fn cleaning_never_logs_a_page_its_own_allocation_evicted() {
         assert!(buf == block(b, i), "b{i} lost its content");
     }
 }
+
+/// POSIX: a file unlinked while open lives on, nameless, until its last close; a crash while
+/// it is open leaves it unreachable, and the next mount frees it.
+#[test]
+fn unlinked_open_file_lives_until_close_or_crash() {
+    let env = Env::new(32);
+    let mut fs = env.create(1 << 20, NvmfsParams::default());
+    let free0 = fs.usage().free_inodes;
+    let a = fs.create_file(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.write(a, 0, &[3u8; 9000]).unwrap();
+    fs.open_file(a).unwrap();
+    fs.open_file(a).unwrap();
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    assert!(fs.lookup(ROOT_INO, b"a").is_err());
+    assert_eq!(fs.getattr(a).unwrap().nlink, 0);
+    fs.write(a, 9000, &[4u8; 100]).unwrap();
+    assert_eq!(read_all(&mut fs, a).len(), 9100);
+    fs.close(a).unwrap();
+    assert!(fs.getattr(a).is_ok(), "one open left");
+    fs.close(a).unwrap();
+    assert!(fs.getattr(a).is_err(), "freed at the last close");
+    assert_eq!(fs.usage().free_inodes, free0);
+    fs.check_invariants().unwrap();
+    // Open, unlink, crash: mount frees the orphan and its blocks.
+    let b = fs.create_file(ROOT_INO, b"b", 0o644, 0, 0).unwrap().ino;
+    fs.write(b, 0, &[5u8; 50_000]).unwrap();
+    fs.open_file(b).unwrap();
+    fs.unlink(ROOT_INO, b"b").unwrap();
+    fs.fsync(b).unwrap();
+    drop(fs.crash());
+    let mut fs = env.open(NvmfsParams::default());
+    fs.check_invariants().unwrap();
+    assert!(fs.getattr(b).is_err());
+    assert_eq!(fs.usage().free_inodes, free0);
+}
