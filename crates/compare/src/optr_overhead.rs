@@ -605,9 +605,10 @@ mod probe {
         if let Some(f) = env("FILL") {
             grid.fill = f.parse().unwrap();
         }
-        grid.localities = vec![("low", 1024 * MB)];
+        let loc = env("LOC").map_or(1024, |v| v.parse().unwrap());
+        grid.localities = vec![("probe", loc * MB)];
         grid.sizes = vec![("small", 16 << 10, 16 << 10)];
-        grid.flush_every = vec![64];
+        grid.flush_every = vec![env("FE").map_or(64, |v| v.parse().unwrap())];
         grid.host_bytes = 1024 * MB;
         if let Some(p) = env("OPTR_P") {
             let (k, v) = p.split_once('=').unwrap();

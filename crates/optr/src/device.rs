@@ -469,6 +469,13 @@ impl Optr {
     /// Writes back every dirty page (and, with `records`, the record buffer); returns when all
     /// of it — and every earlier program — has ended.
     fn internal_flush(&mut self, now: u64, records: bool, internal: bool) -> Result<u64, FtlError> {
+        // Records first: their page goes to the incremental log's fixed chip, and the write-backs
+        // then pick other (idle sooner) chips instead of queueing behind it or in front of it.
+        // Any order is safe: a lost record only makes recovery stop earlier (P + D < size).
+        let mut end = now;
+        if records {
+            end = end.max(self.program_records(now, false)?);
+        }
         let mut pages = std::mem::take(&mut self.scratch);
         self.cache.clean_all(&mut pages);
         for p in &pages {
@@ -478,10 +485,7 @@ impl Optr {
             self.overhead.internal_flush_pages += pages.len() as u64;
         }
         self.scratch = pages;
-        let mut end = now.max(self.programs_end_ns);
-        if records {
-            end = end.max(self.program_records(now, false)?);
-        }
+        end = end.max(self.programs_end_ns);
         self.last_internal_flush_ns = now;
         Ok(end.max(self.inc_last_end))
     }
