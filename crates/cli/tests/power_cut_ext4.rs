@@ -14,7 +14,7 @@
 //! - **wcache** (flush-only promise, and ext4 sends no flush here) may be damaged; the test
 //!   reports its damage rate and does not assert it.
 //!
-//! Trials: 3 per design by default, 20 with `MOBIUS_LONG=1`. The server is served on a socket
+//! Trials: 3 per design by default, 20 with `MOBIUS_LONG=1`, N with `MOBIUS_POWER_CUT_TRIALS=N`. The server is served on a socket
 //! (not `nbdfuse --command ... --stdio`) so the test holds its pid and can SIGKILL it alone.
 
 mod common;
@@ -28,6 +28,12 @@ use std::time::Duration;
 const SIZE: &str = "128M";
 
 fn trials() -> u64 {
+    if let Some(n) = std::env::var("MOBIUS_POWER_CUT_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
     if std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1") {
         20
     } else {
@@ -35,7 +41,7 @@ fn trials() -> u64 {
     }
 }
 
-/// Writes, fsyncs, overwrites and deletes files until `stop` or the first error; counts its
+/// Writes, fsyncs, atomically replaces (rename) and deletes files until `stop` or the first error; counts its
 /// steps in `progress`.
 fn writer(dir: &Path, seed: u64, stop: &AtomicBool, progress: &AtomicU64) -> u64 {
     let mut done = 0u64;
@@ -51,6 +57,15 @@ fn writer(dir: &Path, seed: u64, stop: &AtomicBool, progress: &AtomicU64) -> u64
             match r % 10 {
                 0 => {
                     let _ = std::fs::remove_file(&path);
+                }
+                1 | 2 => {
+                    // Atomic replace: write a temporary, fsync it, rename it over, fsync the dir.
+                    let tmp = sub.join(format!("t{}", r % 200));
+                    let len = 512 + (r >> 8) as usize % (64 << 10);
+                    std::fs::write(&tmp, content(seed, i, len))?;
+                    std::fs::File::open(&tmp)?.sync_all()?;
+                    std::fs::rename(&tmp, &path)?;
+                    std::fs::File::open(&sub)?.sync_all()?;
                 }
                 _ => {
                     let len = 512 + (r >> 8) as usize % (64 << 10);
@@ -75,9 +90,9 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
     let dir = tmp.path();
     let image = dir.join("dev.img");
     let seed = splitmix(0xc0ffee ^ n ^ (ftl.len() as u64) << 32);
-    // The power cut lands after a seeded number of writer steps (50 to 1,549), so how much
+    // The power cut lands after a seeded number of writer steps (200 to 3,199), so how much
     // work precedes it does not depend on how loaded the machine is.
-    let cut_after_steps = 50 + seed % 1500;
+    let cut_after_steps = 200 + seed % 3000;
     let files_written;
     {
         let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
