@@ -124,6 +124,12 @@ pub fn run(args: &NvmfsArgs) -> anyhow::Result<()> {
     let flag = Arc::new(AtomicBool::new(false));
     nbd::transport::install_signal_handlers(&flag)?;
     let report = nvmfs::fuse::serve(fs, &args.mountpoint, &flag)?;
+    if report.lazily_detached {
+        eprintln!(
+            "mobius nvmfs: {} was busy; detached lazily (the file system is closed; requests until the last user leaves get EIO)",
+            args.mountpoint.display()
+        );
+    }
     let s = &report.stats;
     eprintln!(
         "mobius nvmfs: unmounted cleanly: {} flush rounds ({} pages to SSD), {} cleaning rounds (efficiency {:.3})",

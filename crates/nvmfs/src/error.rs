@@ -22,6 +22,8 @@ pub enum NvmfsError {
     FileTooLarge { max_bytes: u64 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("operation not permitted: {0}")]
+    NotPermitted(&'static str),
     #[error("NVRAM image is corrupt or incompatible: {0}")]
     Corrupt(String),
     #[error("the SSD refused a request: {0}")]
@@ -50,6 +52,7 @@ impl NvmfsError {
             NvmfsError::NoSpace(_) => libc::ENOSPC,
             NvmfsError::FileTooLarge { .. } => libc::EFBIG,
             NvmfsError::InvalidArgument(_) => libc::EINVAL,
+            NvmfsError::NotPermitted(_) => libc::EPERM,
             _ => libc::EIO,
         }
     }

@@ -1303,6 +1303,75 @@ impl Nvmfs {
         self.create_node(dir, name, S_IFREG | (perm & 0o7777), uid, gid)
     }
 
+    /// Creates a symbolic link to `target` (stored as the link's data, at most one page).
+    pub fn symlink(
+        &mut self,
+        dir: u32,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if target.is_empty() || target.len() as u64 > PAGE_BYTES {
+            return Err(NvmfsError::NameTooLong {
+                max: PAGE_BYTES as usize,
+            });
+        }
+        let a = self.create_node(dir, name, S_IFLNK | 0o777, uid, gid)?;
+        self.write_inner(a.ino, 0, target)?;
+        self.maybe_flush()?;
+        self.getattr(a.ino)
+    }
+
+    /// The target of a symbolic link.
+    pub fn readlink(&mut self, ino: u32) -> Result<Vec<u8>> {
+        self.live()?;
+        let i = self.inode_checked(ino)?;
+        if i.mode & S_IFMT != S_IFLNK {
+            return Err(NvmfsError::InvalidArgument("not a symbolic link".into()));
+        }
+        let mut buf = vec![0u8; i.size as usize];
+        let n = self.read(ino, 0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// A new name `new_dir/new_name` for the file `ino` (hard link). The link count goes up
+    /// before the entry appears: a crash between leaves a count one too high (the file then
+    /// outlives its names), never one too low.
+    pub fn link(&mut self, ino: u32, new_dir: u32, new_name: &[u8]) -> Result<Attr> {
+        self.live()?;
+        Self::check_name(new_name)?;
+        self.dir_checked(new_dir)?;
+        let i = self.inode_checked(ino)?;
+        if i.is_dir() {
+            return Err(NvmfsError::NotPermitted("hard links to directories"));
+        }
+        if i.nlink == 0 {
+            return Err(NvmfsError::NotFound);
+        }
+        if self.find(new_dir, new_name)?.is_some() {
+            return Err(NvmfsError::Exists);
+        }
+        self.bump_nlink(ino, 1)?;
+        let r = self.add_entry(
+            new_dir,
+            &DirEntry {
+                ino,
+                kind_dir: false,
+                name: new_name.to_vec(),
+            },
+        );
+        if let Err(e) = r {
+            if !self.crashed {
+                self.bump_nlink(ino, -1)?;
+            }
+            return Err(e);
+        }
+        self.maybe_flush()?;
+        self.getattr(ino)
+    }
+
     /// Creates a directory.
     pub fn mkdir(&mut self, dir: u32, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
         self.create_node(dir, name, S_IFDIR | (perm & 0o7777), uid, gid)

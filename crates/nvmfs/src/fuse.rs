@@ -11,7 +11,7 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Attr, Nvmfs, NvmfsStats};
-use crate::layout::{NAME_MAX, PAGE_BYTES};
+use crate::layout::{NAME_MAX, PAGE_BYTES, S_IFDIR, S_IFLNK, S_IFMT};
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -67,11 +67,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         mtime: time(a.mtime_ns),
         ctime: time(a.ctime_ns),
         crtime: time(a.ctime_ns),
-        kind: if a.is_dir {
-            FileType::Directory
-        } else {
-            FileType::RegularFile
-        },
+        kind: kind_of(a.mode),
         perm: (a.mode & 0o7777) as u16,
         nlink: a.nlink,
         uid: a.uid,
@@ -79,6 +75,14 @@ fn file_attr(a: &Attr) -> FileAttr {
         rdev: 0,
         blksize: PAGE_BYTES as u32,
         flags: 0,
+    }
+}
+
+fn kind_of(mode: u32) -> FileType {
+    match mode & S_IFMT {
+        S_IFDIR => FileType::Directory,
+        S_IFLNK => FileType::Symlink,
+        _ => FileType::RegularFile,
     }
 }
 
@@ -222,6 +226,58 @@ impl Filesystem for NvmfsFuse {
         }
         let r = ino32(parent).and_then(|dir| {
             self.with_new(|fs| fs.create_file(dir, name.as_bytes(), mode, req.uid(), req.gid()))
+        });
+        match r {
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = ino32(parent).and_then(|dir| {
+            self.with_new(|fs| {
+                let target = target.as_os_str().as_bytes();
+                fs.symlink(dir, link_name.as_bytes(), target, req.uid(), req.gid())
+            })
+        });
+        match r {
+            Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match ino32(ino).and_then(|ino| self.with(|fs| fs.readlink(ino))) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = ino32(ino).and_then(|ino| {
+            let dir = ino32(newparent)?;
+            let mut guard = self.lock();
+            let inner = &mut *guard;
+            let fs = inner.fs.as_mut().ok_or(Errno::EIO)?;
+            let a = fs
+                .link(ino, dir, newname.as_bytes())
+                .map_err(|e| errno(&e))?;
+            let g = inner.generation(ino);
+            Ok((a, g))
         });
         match r {
             Ok((a, g)) => reply.entry(&TTL, &file_attr(&a), g),
@@ -407,7 +463,18 @@ impl Filesystem for NvmfsFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = ino32(ino).and_then(|dir| self.with(|fs| fs.readdir(dir)));
+        // Each entry's type from its inode (a directory entry records only "is a directory").
+        let r = ino32(ino).and_then(|dir| {
+            self.with(|fs| {
+                let entries = fs.readdir(dir)?;
+                let mut typed = Vec::with_capacity(entries.len());
+                for e in entries {
+                    let mode = fs.getattr(e.ino).map_or(0, |a| a.mode);
+                    typed.push((e, kind_of(mode)));
+                }
+                Ok(typed)
+            })
+        });
         let entries = match r {
             Ok(e) => e,
             Err(e) => return reply.error(e),
@@ -417,14 +484,11 @@ impl Filesystem for NvmfsFuse {
             (ino, FileType::Directory, &b"."[..]),
             (ino, FileType::Directory, b".."),
         ];
-        let all = dots.into_iter().chain(entries.iter().map(|e| {
-            let kind = if e.kind_dir {
-                FileType::Directory
-            } else {
-                FileType::RegularFile
-            };
-            (INodeNo(e.ino as u64), kind, &e.name[..])
-        }));
+        let all = dots.into_iter().chain(
+            entries
+                .iter()
+                .map(|(e, kind)| (INodeNo(e.ino as u64), *kind, &e.name[..])),
+        );
         for (i, (ino, kind, name)) in all.enumerate().skip(offset as usize) {
             if reply.add(ino, i as u64 + 1, kind, OsStr::from_bytes(name)) {
                 break;
@@ -484,6 +548,8 @@ pub struct ServeReport {
     pub stats: NvmfsStats,
     /// Host pages the SSD was asked to write over the whole mount.
     pub ssd_pages_written: u64,
+    /// The mount point was busy at shutdown and was detached lazily (`fusermount3 -u -z`).
+    pub lazily_detached: bool,
 }
 
 /// Errors of `serve`.
@@ -525,10 +591,27 @@ pub fn serve(
     while !session.guard.is_finished() && !shutdown.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let mut lazily_detached = false;
     let ended = if session.guard.is_finished() {
         session.join()
     } else {
-        session.umount_and_join()
+        match session.umount_and_join() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                // Busy (an open file, a shell's working directory): detach lazily; the kernel
+                // ends the mount when its last user leaves, and requests until then get EIO.
+                lazily_detached = std::process::Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(mountpoint)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if lazily_detached {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        }
     };
     let fs = handle.take();
     let Some(fs) = fs else {
@@ -543,5 +626,6 @@ pub fn serve(
     Ok(ServeReport {
         stats,
         ssd_pages_written,
+        lazily_detached,
     })
 }

@@ -249,6 +249,7 @@ impl Superblock {
 pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFLNK: u32 = 0o120000;
 
 /// A fixed 128-byte inode (§III-E).
 /// ```text

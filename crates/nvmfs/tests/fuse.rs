@@ -509,6 +509,40 @@ fn posix_calls_and_errno() {
     assert_eq!(st.f_bsize, 4096);
     assert!(st.f_blocks > 0 && st.f_bfree <= st.f_blocks);
     assert!(st.f_ffree > 0);
+    // Symbolic and hard links.
+    std::os::unix::fs::symlink("d/a", r.join("sym")).unwrap();
+    assert_eq!(std::fs::read_link(r.join("sym")).unwrap(), Path::new("d/a"));
+    assert!(std::fs::symlink_metadata(r.join("sym"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read(r.join("sym")).unwrap(),
+        b"bb",
+        "followed by the kernel"
+    );
+    // (A DirEntry keeps its directory open: take the type and let it go.)
+    let sym_is_link = std::fs::read_dir(&r)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .find(|e| e.file_name() == "sym")
+        .map(|e| e.file_type().unwrap().is_symlink());
+    assert_eq!(sym_is_link, Some(true), "readdir's d_type");
+    assert_eq!(errno_of(std::fs::read_link(r.join("d/a"))), libc::EINVAL);
+    std::fs::hard_link(r.join("d/a"), r.join("hard")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(r.join("hard")).unwrap().nlink(), 2);
+    assert_eq!(
+        errno_of(std::fs::hard_link(r.join("d"), r.join("dl"))),
+        libc::EPERM
+    );
+    assert_eq!(
+        errno_of(std::fs::hard_link(r.join("d/a"), r.join("e"))),
+        libc::EEXIST
+    );
+    std::fs::remove_file(r.join("hard")).unwrap();
+    assert_eq!(std::fs::metadata(r.join("d/a")).unwrap().nlink(), 1);
+    std::fs::remove_file(r.join("sym")).unwrap();
     // Unlinked (and renamed-over) while open: readable and writable until the last close.
     let ffree = |p: &Path| {
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
@@ -747,5 +781,24 @@ fn kill9_at_arbitrary_instants() {
             std::fs::remove_file(m.mnt().join(format!("f{i}"))).unwrap();
         }
     }
+    m.stop();
+}
+
+#[test]
+fn sigterm_with_a_busy_mount_point_still_closes_cleanly() {
+    let mut m = Mount::new(24, 0.10, 4 << 20);
+    mount_or_skip!(m, None);
+    std::fs::write(m.mnt().join("f"), b"kept").unwrap();
+    let held = File::open(m.mnt().join("f")).unwrap();
+    m.stop(); // exit 0 and no longer in the mount table: detached lazily
+    assert!(m.log_text().contains("child: stats"), "{}", m.log_text());
+    let mut buf = [0u8; 4];
+    assert!(
+        held.read_at(&mut buf, 0).is_err(),
+        "the file system is closed"
+    );
+    drop(held);
+    mount_or_skip!(m, None);
+    assert_eq!(std::fs::read(m.mnt().join("f")).unwrap(), b"kept");
     m.stop();
 }
