@@ -721,6 +721,19 @@ impl Mobius {
             .unwrap_or(0)
     }
 
+    /// When every pending static tx is recoverable: data *and* inode on flash. A dynamic tx's
+    /// ring may close (and so commit at recovery, even without its inode) only after this: a
+    /// static tx whose inode is still queued on the ALA chip would otherwise vanish in a crash
+    /// that keeps the later dynamic tx (found by the long campaign, seed 11).
+    fn pending_static_durable(&self) -> u64 {
+        self.txs
+            .iter()
+            .filter(|t| t.state == TxState::Pending)
+            .map(|t| t.commit_ns.max(t.durable_ns))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Every request's entry: arrival order, then the open group of small transactions is
     /// closed if its deadline passed, or at once when `close_group` (any request the group must
     /// be ordered before, i.e. all but READ, ABORT and another small SWRITE).
@@ -1586,9 +1599,9 @@ impl Mobius {
         let mut nb = now;
         if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
             // HEAD waits for in-flight static txs (§8-19) and closes the normal batch. Every page
-            // of the dynamic tx starts after their data ended, so a closed ring can never
-            // survive a crash that rejects an earlier overlapping static tx.
-            nb = nb.max(self.pending_static_end());
+            // of the dynamic tx starts after their data and inodes are on flash, so a closed
+            // ring can never survive a crash that loses or rejects an earlier static tx.
+            nb = nb.max(self.pending_static_durable());
             self.dyn_not_before = nb;
             self.close_normal(now)?;
             self.used_uuids.insert(uuid);
