@@ -94,14 +94,17 @@ pub fn experiments() -> Vec<Experiment> {
             run: commit_protocols::run,
         },
         Experiment {
+            id: "optr",
+            run: optr_overhead::run,
+        },
+        Experiment {
             id: "campaigns",
             run: campaigns::run,
         },
         Experiment {
-            id: "optr",
-            run: optr_overhead::run,
+            id: "nvmfs",
+            run: nvmfs_exp::run,
         },
-        Experiment { id: "nvmfs", run: nvmfs_exp::run },
     ]
 }
 

@@ -9,7 +9,7 @@ use crate::report::{fmt, Claim, ExperimentResult, Table};
 use crate::{Context, Scale};
 use nvmfs::experiment::{run as run_experiment, Options};
 
-const TITLE: &str = "NVMFS vs ext4/xfs on the same emulated SSD";
+const TITLE: &str = "7. NVMFS vs ext4/xfs on the same emulated SSD (NVMFS §VI)";
 
 pub fn run(ctx: &Context) -> ExperimentResult {
     let mut skipped = Vec::new();

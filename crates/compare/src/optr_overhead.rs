@@ -519,7 +519,7 @@ fn claims(points: &[Point], grid: &Grid, scale: Scale) -> Vec<Claim> {
 
 /// Experiment entry point (`mobius compare --only optr`).
 pub fn run(ctx: &Context) -> ExperimentResult {
-    const TITLE: &str = "OPTR vs its write-cached baseline (OPTR Figs. 12-13, §7)";
+    const TITLE: &str = "5. OPTR overhead against its write-cached baseline (OPTR Figs. 12-13, §7)";
     let (Some(optr), Some(wcache)) = (ctx.design("optr"), ctx.design("wcache")) else {
         return ExperimentResult::failed("optr", TITLE, "optr or wcache not built".into());
     };
