@@ -41,7 +41,7 @@ impl BlockPool {
         streams: usize,
         reserved: impl Fn(BlockId) -> bool,
     ) -> BlockPool {
-        assert!(streams >= 1 && streams < 256);
+        assert!((1..256).contains(&streams));
         let chips = geometry.chips() as usize;
         let mut state = vec![BlockState::Free; geometry.blocks() as usize];
         let mut free = vec![VecDeque::new(); chips];
