@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo build --release -p mobius-cli --bin mobius --example nbd_fio_bench
-//! target/release/examples/nbd_fio_bench [--ftl dftl] [--size 1G] [--runtime 10] [--mobius PATH] [--image-in-shm]
+//! target/release/examples/nbd_fio_bench [--ftl dftl] [--size 1G] [--runtime 10] [--rounds 3]
+//!     [--connections N] [--mobius PATH] [--image-in-shm]
 //! ```
 //!
 //! mobius serves with `--memory` (full-data flash in RAM, like nbdkit's memory plugin), or with
@@ -13,6 +14,15 @@
 //! 128 KiB sequential write QD 4 (it also fills the region the later jobs use), 4 KiB random
 //! write QD 16, 4 KiB random read QD 16, each time-based over a 256 MiB region. Needs root
 //! (FUSE), nbdkit, nbdfuse, nbdinfo, fio. Not a test: it measures wall-clock throughput.
+//!
+//! Wall-clock throughput on a shared 2-core machine moves by ±30 % from run to run, so the two
+//! servers are measured in `--rounds` rounds, alternating which goes first, and each job's
+//! ratio is taken between the two medians; every round's figures are printed too.
+//!
+//! nbdfuse opens 4 connections to a server that advertises CAN_MULTI_CONN (nbdkit memory does;
+//! `mobius serve` does unless the design's promise is `ordered`, see docs/nbd.md) and one
+//! otherwise. `--connections N` passes `-C N` to nbdfuse for both servers: `--connections 1`
+//! compares an ordered design (OPTR) with nbdkit on equal terms.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,6 +61,8 @@ struct Opts {
     ftl: String,
     size: String,
     runtime_s: u32,
+    rounds: usize,
+    connections: Option<u32>,
     image_in_shm: bool,
 }
 
@@ -66,6 +78,8 @@ fn opts() -> Opts {
         ftl: "dftl".into(),
         size: "1G".into(),
         runtime_s: 10,
+        rounds: 3,
+        connections: None,
         image_in_shm: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -81,6 +95,22 @@ fn opts() -> Opts {
             "--ftl" => o.ftl = val(),
             "--size" => o.size = val(),
             "--runtime" => o.runtime_s = val().parse().unwrap_or_else(|_| die("--runtime N")),
+            "--rounds" => {
+                o.rounds = val()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .unwrap_or_else(|| die("--rounds N (N >= 1)"))
+            }
+            "--connections" => {
+                o.connections = Some(
+                    val()
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .unwrap_or_else(|| die("--connections N (N >= 1)")),
+                )
+            }
             "--image-in-shm" => o.image_in_shm = true,
             other => die(&format!("unknown argument {other}")),
         }
@@ -111,7 +141,7 @@ struct Served {
 }
 
 impl Served {
-    fn start(mut server: Command, socket: &Path, mnt: &Path) -> Served {
+    fn start(mut server: Command, socket: &Path, mnt: &Path, connections: Option<u32>) -> Served {
         let server = server
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -130,6 +160,7 @@ impl Served {
         let uri = format!("nbd+unix:///?socket={}", socket.display());
         s.fuse = Some(
             Command::new("nbdfuse")
+                .args(connections.map(|n| format!("--connections={n}")))
                 .arg(mnt)
                 .arg(&uri)
                 .stdin(Stdio::null())
@@ -192,73 +223,128 @@ fn fio(file: &Path, job: &Job, runtime_s: u32) -> f64 {
     v["jobs"][0][side]["bw_bytes"].as_f64().unwrap_or(0.0)
 }
 
+/// fio's throughput for every job against a fresh `mobius serve`; also the export's size.
+fn run_mobius(o: &Opts, dir: &Path, image: &Path) -> (Vec<f64>, u64) {
+    let sock = dir.join("mobius.sock");
+    let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(image);
+    let mut cmd = Command::new(&o.mobius);
+    cmd.args(["serve", "--ftl", &o.ftl, "--size", &o.size]);
+    if o.image_in_shm {
+        cmd.arg("--image").arg(image);
+    } else {
+        cmd.arg("--memory");
+    }
+    cmd.arg("--socket").arg(&sock);
+    let mobius = Served::start(cmd, &sock, &dir.join("mnt-mobius"), o.connections);
+    let size = std::fs::metadata(mobius.file())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let ours = JOBS
+        .iter()
+        .map(|j| fio(&mobius.file(), j, o.runtime_s))
+        .collect();
+    drop(mobius);
+    let _ = std::fs::remove_file(image);
+    (ours, size)
+}
+
+/// fio's throughput for every job against a fresh `nbdkit memory` of `size` bytes.
+fn run_nbdkit(o: &Opts, dir: &Path, size: u64) -> Vec<f64> {
+    let sock = dir.join("nbdkit.sock");
+    let _ = std::fs::remove_file(&sock);
+    let mut cmd = Command::new("nbdkit");
+    cmd.args(["-f", "-U"])
+        .arg(&sock)
+        .arg("memory")
+        .arg(size.to_string());
+    let nbdkit = Served::start(cmd, &sock, &dir.join("mnt-nbdkit"), o.connections);
+    let theirs = JOBS
+        .iter()
+        .map(|j| fio(&nbdkit.file(), j, o.runtime_s))
+        .collect();
+    drop(nbdkit);
+    theirs
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
 fn main() {
     let o = opts();
     let dir = std::env::temp_dir().join(format!("nbd_fio_bench.{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let image = PathBuf::from(format!("/dev/shm/nbd_fio_bench.{}.img", std::process::id()));
-    let mut results = Vec::new();
-    {
-        let sock = dir.join("mobius.sock");
-        let mut cmd = Command::new(&o.mobius);
-        cmd.args(["serve", "--ftl", &o.ftl, "--size", &o.size]);
-        if o.image_in_shm {
-            cmd.arg("--image").arg(&image);
+    // The export size comes from mobius (the design decides it); nbdkit gets the same.
+    let mut ours: Vec<Vec<f64>> = Vec::new();
+    let mut theirs: Vec<Vec<f64>> = Vec::new();
+    let mut size = 0;
+    for round in 0..o.rounds {
+        // Even rounds run mobius first, odd rounds nbdkit first (once the size is known).
+        if round % 2 == 0 || size == 0 {
+            let (m, s) = run_mobius(&o, &dir, &image);
+            size = s;
+            let k = run_nbdkit(&o, &dir, size);
+            ours.push(m);
+            theirs.push(k);
         } else {
-            cmd.arg("--memory");
+            let k = run_nbdkit(&o, &dir, size);
+            let (m, _) = run_mobius(&o, &dir, &image);
+            ours.push(m);
+            theirs.push(k);
         }
-        cmd.arg("--socket").arg(&sock);
-        let mobius = Served::start(cmd, &sock, &dir.join("mnt-mobius"));
-        let size = std::fs::metadata(mobius.file())
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let ours: Vec<f64> = JOBS
-            .iter()
-            .map(|j| fio(&mobius.file(), j, o.runtime_s))
+        let r = ours.len() - 1;
+        let ratios: Vec<String> = (0..JOBS.len())
+            .map(|j| format!("{:.2}", ours[r][j] / theirs[r][j].max(1.0)))
             .collect();
-        drop(mobius);
-        let sock = dir.join("nbdkit.sock");
-        let mut cmd = Command::new("nbdkit");
-        cmd.args(["-f", "-U"])
-            .arg(&sock)
-            .arg("memory")
-            .arg(size.to_string());
-        let nbdkit = Served::start(cmd, &sock, &dir.join("mnt-nbdkit"));
-        let theirs: Vec<f64> = JOBS
-            .iter()
-            .map(|j| fio(&nbdkit.file(), j, o.runtime_s))
-            .collect();
-        drop(nbdkit);
-        for (i, j) in JOBS.iter().enumerate() {
-            results.push((j.name, ours[i], theirs[i]));
-        }
-        println!(
-            "mobius serve --ftl {} ({} export bytes, {}, no --pace) vs nbdkit memory, \
-             fio {} s per job through nbdfuse",
-            o.ftl,
-            size,
-            if o.image_in_shm {
-                "image in /dev/shm"
-            } else {
-                "--memory"
-            },
-            o.runtime_s
-        );
+        eprintln!("round {}: ratios {}", round + 1, ratios.join(" "));
     }
-    let _ = std::fs::remove_file(&image);
     let _ = std::fs::remove_dir_all(&dir);
     println!(
-        "{:<20} {:>12} {:>12} {:>7}",
+        "mobius serve --ftl {} ({} export bytes, {}, no --pace) vs nbdkit memory, \
+         fio {} s per job through nbdfuse ({}), {} round(s), medians",
+        o.ftl,
+        size,
+        if o.image_in_shm {
+            "image in /dev/shm"
+        } else {
+            "--memory"
+        },
+        o.runtime_s,
+        match o.connections {
+            Some(n) => format!("-C {n}"),
+            None => "default connections".into(),
+        },
+        o.rounds
+    );
+    println!(
+        "{:<20} {:>12} {:>12} {:>7}   per round (mobius/nbdkit MB/s)",
         "job", "mobius MB/s", "nbdkit MB/s", "ratio"
     );
     let mut worst = f64::INFINITY;
-    for (name, ours, theirs) in results {
-        let ratio = if theirs > 0.0 { ours / theirs } else { 0.0 };
+    for (j, job) in JOBS.iter().enumerate() {
+        let m = median(ours.iter().map(|r| r[j]).collect());
+        let k = median(theirs.iter().map(|r| r[j]).collect());
+        let ratio = if k > 0.0 { m / k } else { 0.0 };
         worst = worst.min(ratio);
+        let rounds: Vec<String> = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| format!("{:.0}/{:.0}", a[j] / 1e6, b[j] / 1e6))
+            .collect();
         println!(
-            "{name:<20} {:>12.1} {:>12.1} {ratio:>7.2}",
-            ours / 1e6,
-            theirs / 1e6
+            "{:<20} {:>12.1} {:>12.1} {ratio:>7.2}   {}",
+            job.name,
+            m / 1e6,
+            k / 1e6,
+            rounds.join(" ")
         );
     }
     println!(

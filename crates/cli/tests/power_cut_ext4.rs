@@ -12,7 +12,13 @@
 //! - **optr** (ordered promise: what survives is a prefix of the requests, each whole) must come
 //!   out clean in every trial.
 //! - **wcache** (flush-only promise, and ext4 sends no flush here) may be damaged; the test
-//!   reports its damage rate and does not assert it.
+//!   reports its damage rate, and with 10 or more trials asserts that at least one was damaged
+//!   (a power-cut test that cannot tell the designs apart proves nothing).
+//!
+//! Both designs get the OPTR paper's 8 MB write cache (§5.8, `--param cache_mb=8`) rather than
+//! the default of 1/64 of this 128 MiB device (2 MiB). With 2 MiB, LRU eviction writes pages
+//! back almost in arrival order and wcache came out damaged in only 0–4 of 20 trials; with
+//! 8 MiB, hot metadata stays cached while the journal moves on, as in a real drive's cache.
 //!
 //! Trials: 3 per design by default, 20 with `MOBIUS_LONG=1`, N with `MOBIUS_POWER_CUT_TRIALS=N`. The server is served on a socket
 //! (not `nbdfuse --command ... --stdio`) so the test holds its pid and can SIGKILL it alone.
@@ -26,6 +32,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 const SIZE: &str = "128M";
+/// The write cache of both designs (OPTR §5.8: 8 MB).
+const CACHE: [&str; 2] = ["--param", "cache_mb=8"];
 
 fn trials() -> u64 {
     if let Some(n) = std::env::var("MOBIUS_POWER_CUT_TRIALS")
@@ -95,7 +103,7 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
     let cut_after_steps = 200 + seed % 3000;
     let files_written;
     {
-        let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
+        let mut server = Server::start(dir, ftl, &image, SIZE, &CACHE);
         let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
         let lo = Loop::attach(&fuse.file());
         must("mkfs.ext4", &["-q", &lo.dev], 120);
@@ -122,7 +130,7 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
         files_written > 0,
         "{ftl} trial {n}: the writer did nothing before the cut"
     );
-    let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
+    let mut server = Server::start(dir, ftl, &image, SIZE, &CACHE);
     let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
     let lo = Loop::attach(&fuse.file());
     let verdict = match Mount::new(&lo.dev, &dir.join("ext2"), "") {
@@ -186,7 +194,7 @@ fn wcache_damage_rate_under_kill_9_is_reported() {
         return;
     }
     // The write-cached baseline promises only flush-only and ext4 sends no flush here: damage
-    // is allowed, so the rate is printed, not asserted.
+    // is allowed, so the rate is printed; only its absence over many trials fails the test.
     let (n, damaged) = campaign("wcache");
     println!(
         "wcache: {} of {n} power-cut trials left ext4 damaged",
@@ -196,4 +204,10 @@ fn wcache_damage_rate_under_kill_9_is_reported() {
         let first: String = e.lines().take(12).collect::<Vec<_>>().join("\n");
         eprintln!("wcache trial {i}, first damage report:\n{first}");
     }
+    // 70-80 % of trials are damaged (docs/nbd.md): none in 10 or more means the test has lost
+    // its power to tell an ordered device from a write-cached one.
+    assert!(
+        n < 10 || !damaged.is_empty(),
+        "wcache came out clean in all {n} power-cut trials: the test no longer tells designs apart"
+    );
 }

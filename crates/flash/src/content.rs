@@ -80,11 +80,25 @@ impl Content {
     pub fn to_page_bytes(&self, page_bytes: usize) -> Box<[u8]> {
         match self {
             Content::Tag(t) => t.to_bytes(page_bytes),
-            Content::Bytes(b) => {
+            // A whole page is copied as it is: no zeroing pass first.
+            Content::Bytes(b) if b.len() == page_bytes => b.clone(),
+            Content::Bytes(_) => {
                 let mut page = vec![0u8; page_bytes].into_boxed_slice();
-                let n = b.len().min(page_bytes);
-                page[..n].copy_from_slice(&b[..n]);
+                self.copy_page_into(&mut page);
                 page
+            }
+        }
+    }
+
+    /// Writes this content's page image into `page` (the page size is `page.len()`): tags are
+    /// expanded, short byte contents are padded with zeros, longer ones cut.
+    pub fn copy_page_into(&self, page: &mut [u8]) {
+        match self {
+            Content::Tag(t) => t.fill(page),
+            Content::Bytes(b) => {
+                let n = b.len().min(page.len());
+                page[..n].copy_from_slice(&b[..n]);
+                page[n..].fill(0);
             }
         }
     }

@@ -101,10 +101,14 @@ impl Geometry {
                 return Err(format!("geometry field {name} must be at least 1"));
             }
         }
-        if self.page_bytes < 512 || !self.page_bytes.is_power_of_two() {
+        if self.page_bytes < 512
+            || !self.page_bytes.is_power_of_two()
+            || self.page_bytes as usize > crate::store::SLAB_BYTES
+        {
             return Err(format!(
-                "page_bytes = {} must be a power of two of at least 512",
-                self.page_bytes
+                "page_bytes = {} must be a power of two from 512 to {}",
+                self.page_bytes,
+                crate::store::SLAB_BYTES
             ));
         }
         if self.pages_per_block > u16::MAX as u32 {

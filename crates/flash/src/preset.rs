@@ -270,6 +270,11 @@ mod tests {
             .is_err());
         assert!(base
             .clone()
+            .with_overrides(None, &["geometry.page_bytes=4194304".into()])
+            .unwrap_err()
+            .contains("from 512 to"));
+        assert!(base
+            .clone()
             .with_overrides(Some("[geometry]\nbogus = 1"), &[])
             .is_err());
         assert!(DeviceConfig::preset("nope")

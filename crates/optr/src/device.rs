@@ -477,14 +477,16 @@ impl Optr {
             end = end.max(self.program_records(now, false)?);
         }
         let mut pages = std::mem::take(&mut self.scratch);
-        self.cache.clean_all(&mut pages);
-        for p in &pages {
-            self.write_back(p, now)?;
-        }
+        self.cache.lend_dirty(&mut pages);
+        let written = pages
+            .iter()
+            .try_for_each(|p| self.write_back(p, now).map(drop));
         if internal {
             self.overhead.internal_flush_pages += pages.len() as u64;
         }
+        self.cache.return_contents(&mut pages);
         self.scratch = pages;
+        written?;
         end = end.max(self.programs_end_ns);
         self.last_internal_flush_ns = now;
         Ok(end.max(self.inc_last_end))
@@ -770,8 +772,9 @@ impl BlockDevice for Optr {
                 if page.dirty {
                     ack = ack.max(self.write_back(&page, arrival_ns)?);
                 }
+                self.cache.recycle(page.content);
             }
-            if let Some(earlier) = self.cache.insert(lpn, content.clone(), tags) {
+            if let Some(earlier) = self.cache.insert_copy(lpn, content, tags) {
                 debug_assert!(earlier.wid < wid);
                 self.records.push((
                     Coalescing {

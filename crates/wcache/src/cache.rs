@@ -11,6 +11,11 @@
 use flash::Content;
 
 const NIL: u32 = u32::MAX;
+/// What a slot holds while its content is lent out by [`WriteCache::lend_dirty`].
+const LENT: Content = Content::Tag(flash::ContentTag {
+    lpn: u32::MAX,
+    write: u64::MAX,
+});
 
 /// The paper's cache: 8 MB on its 128 GB device (OPTR §5.8).
 pub const PAPER_CACHE_MB: f64 = 8.0;
@@ -63,7 +68,12 @@ pub struct WriteCache {
     /// Least recently used.
     tail: u32,
     dirty: u32,
+    /// Page buffers of evicted pages, kept for [`Self::insert_copy`] (at most [`SPARE_MAX`]).
+    spare: Vec<Box<[u8]>>,
 }
+
+/// Evicted page buffers kept for reuse.
+const SPARE_MAX: usize = 64;
 
 impl WriteCache {
     pub fn new(capacity: u32, logical_pages: u32) -> WriteCache {
@@ -76,7 +86,43 @@ impl WriteCache {
             head: NIL,
             tail: NIL,
             dirty: 0,
+            spare: Vec::new(),
         }
+    }
+
+    /// Keeps the buffer of a page that left the cache for a later [`Self::insert_copy`].
+    pub fn recycle(&mut self, content: Content) {
+        if let Content::Bytes(buffer) = content {
+            if self.spare.len() < SPARE_MAX {
+                self.spare.push(buffer);
+            }
+        }
+    }
+
+    /// [`Self::insert`] of a copy of `content`, copied into a buffer the cache already owns
+    /// (the page's own, or a recycled one) where it can: a write of a full cache then costs a
+    /// copy, not an allocation and a free per page.
+    pub fn insert_copy(&mut self, lpn: u32, content: &Content, tags: PageTags) -> Option<PageTags> {
+        let owned = match content {
+            Content::Tag(_) => content.clone(),
+            Content::Bytes(bytes) => {
+                let s = self.slot_of[lpn as usize];
+                if s != NIL {
+                    let old = std::mem::replace(&mut self.slots[s as usize].content, LENT);
+                    self.recycle(old);
+                }
+                let pos = self.spare.iter().rposition(|b| b.len() == bytes.len());
+                Content::Bytes(match pos {
+                    Some(i) => {
+                        let mut buffer = self.spare.swap_remove(i);
+                        buffer.copy_from_slice(bytes);
+                        buffer
+                    }
+                    None => bytes.clone(),
+                })
+            }
+        };
+        self.insert(lpn, owned, tags)
     }
 
     pub fn capacity(&self) -> u32 {
@@ -176,20 +222,35 @@ impl WriteCache {
 
     /// Every dirty page, marked clean (they stay cached). Order: slot order, which is neither
     /// arrival nor LPN order — a consumer drive gives no ordering guarantee.
-    pub fn clean_all(&mut self, out: &mut Vec<CachedPage>) {
+    ///
+    /// The pages' contents are moved out, not copied (a flush of a full cache would otherwise
+    /// allocate and copy every page); the cache must not be read or changed until
+    /// [`Self::return_contents`] has put them back.
+    pub fn lend_dirty(&mut self, out: &mut Vec<CachedPage>) {
         out.clear();
         for s in &mut self.slots {
             if s.dirty && s.lpn != u32::MAX {
                 s.dirty = false;
                 out.push(CachedPage {
                     lpn: s.lpn,
-                    content: s.content.clone(),
+                    content: std::mem::replace(&mut s.content, LENT),
                     tags: s.tags,
                     dirty: true,
                 });
             }
         }
         self.dirty = 0;
+    }
+
+    /// Puts back the contents [`Self::lend_dirty`] moved into `pages`, and empties `pages`.
+    pub fn return_contents(&mut self, pages: &mut Vec<CachedPage>) {
+        for page in pages.drain(..) {
+            let s = self.slot_of[page.lpn as usize];
+            assert_ne!(s, NIL, "lpn {} left the cache while lent", page.lpn);
+            let slot = &mut self.slots[s as usize];
+            debug_assert_eq!(slot.content, LENT, "lpn {} lent twice", page.lpn);
+            slot.content = page.content;
+        }
     }
 
     fn take(&mut self, s: u32) -> CachedPage {
@@ -280,6 +341,34 @@ mod tests {
     }
 
     #[test]
+    fn insert_copy_reuses_buffers_and_keeps_contents_apart() {
+        let bytes = |v: u8| Content::Bytes(vec![v; 64].into_boxed_slice());
+        let t = |wid| PageTags { wid, size: 1 };
+        let mut c = WriteCache::new(2, 10);
+        assert_eq!(c.insert_copy(1, &bytes(1), t(1)), None);
+        // A rewrite copies into the page's own buffer and still reports the coalescing.
+        let before = c.get(1).unwrap().as_bytes().unwrap().as_ptr();
+        assert_eq!(c.insert_copy(1, &bytes(2), t(2)), Some(t(1)));
+        assert_eq!(c.get(1), Some(&bytes(2)));
+        assert_eq!(c.get(1).unwrap().as_bytes().unwrap().as_ptr(), before);
+        // An evicted page's buffer serves the next new page.
+        c.insert_copy(2, &bytes(3), t(3));
+        let lru = c.pop_lru().unwrap();
+        assert_eq!((lru.lpn, &lru.content), (1, &bytes(2)));
+        c.recycle(lru.content);
+        c.insert_copy(5, &bytes(4), t(4));
+        assert_eq!(c.get(5).unwrap().as_bytes().unwrap().as_ptr(), before);
+        assert_eq!(c.get(5), Some(&bytes(4)));
+        assert_eq!(c.get(2), Some(&bytes(3)));
+        // Tags and odd sizes are plain inserts.
+        c.pop_lru();
+        let tag = Content::Tag(flash::ContentTag { lpn: 6, write: 9 });
+        c.insert_copy(6, &tag, t(5));
+        assert_eq!(c.get(6), Some(&tag));
+        c.check_invariants().unwrap();
+    }
+
+    #[test]
     fn lru_eviction_and_coalescing() {
         let mut c = WriteCache::new(2, 10);
         let t = |wid| PageTags { wid, size: 1 };
@@ -292,9 +381,17 @@ mod tests {
         assert_eq!(lru.lpn, 2);
         c.insert(3, page(3, 4), t(4));
         let mut out = Vec::new();
-        c.clean_all(&mut out);
+        c.lend_dirty(&mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(c.dirty_pages(), 0);
+        let lent: Vec<(u32, Content)> = out.iter().map(|p| (p.lpn, p.content.clone())).collect();
+        c.return_contents(&mut out);
+        assert!(out.is_empty());
+        for (lpn, content) in lent {
+            assert_eq!(c.get(lpn), Some(&content), "lpn {lpn} back in the cache");
+        }
+        c.lend_dirty(&mut out);
+        assert!(out.is_empty(), "nothing dirty after a flush");
         // a rewrite of a clean page is not a coalescing
         assert_eq!(c.insert(3, page(3, 5), t(5)), None);
         c.check_invariants().unwrap();

@@ -248,12 +248,14 @@ impl WCache {
 
     fn evict_one(&mut self, now: u64) -> Result<u64, FtlError> {
         let page = self.cache.pop_lru().expect("a full cache has an LRU page");
-        if page.dirty {
+        let left = if page.dirty {
             // the host waits until the page has left the cache for the chip
-            Ok(self.write_back(&page, now)?.start_ns)
+            self.write_back(&page, now)?.start_ns
         } else {
-            Ok(now)
-        }
+            now
+        };
+        self.cache.recycle(page.content);
+        Ok(left)
     }
 }
 
@@ -285,7 +287,7 @@ impl BlockDevice for WCache {
                 wid: self.seq,
                 size: pages.len() as u32,
             };
-            if self.cache.insert(lpn, content.clone(), tags).is_some() {
+            if self.cache.insert_copy(lpn, content, tags).is_some() {
                 self.coalesced += 1;
             }
         }
@@ -335,11 +337,13 @@ impl BlockDevice for WCache {
 
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let mut pages = std::mem::take(&mut self.scratch);
-        self.cache.clean_all(&mut pages);
-        for page in &pages {
-            self.write_back(page, arrival_ns)?;
-        }
+        self.cache.lend_dirty(&mut pages);
+        let written = pages
+            .iter()
+            .try_for_each(|page| self.write_back(page, arrival_ns).map(drop));
+        self.cache.return_contents(&mut pages);
         self.scratch = pages;
+        written?;
         Ok(Completion {
             arrival_ns,
             ack_ns: arrival_ns.max(self.programs_end_ns),
