@@ -288,22 +288,19 @@ fn main() {
     let mut size = 0;
     for round in 0..o.rounds {
         // Even rounds run mobius first, odd rounds nbdkit first (once the size is known).
-        if round % 2 == 0 || size == 0 {
+        let (m, k) = if round % 2 == 0 || size == 0 {
             let (m, s) = run_mobius(&o, &dir, &image);
             size = s;
-            let k = run_nbdkit(&o, &dir, size);
-            ours.push(m);
-            theirs.push(k);
+            (m, run_nbdkit(&o, &dir, size))
         } else {
             let k = run_nbdkit(&o, &dir, size);
-            let (m, _) = run_mobius(&o, &dir, &image);
-            ours.push(m);
-            theirs.push(k);
-        }
-        let r = ours.len() - 1;
+            (run_mobius(&o, &dir, &image).0, k)
+        };
         let ratios: Vec<String> = (0..JOBS.len())
-            .map(|j| format!("{:.2}", ours[r][j] / theirs[r][j].max(1.0)))
+            .map(|j| format!("{:.2}", m[j] / k[j].max(1.0)))
             .collect();
+        ours.push(m);
+        theirs.push(k);
         eprintln!("round {}: ratios {}", round + 1, ratios.join(" "));
     }
     let _ = std::fs::remove_dir_all(&dir);

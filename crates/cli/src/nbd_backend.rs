@@ -106,27 +106,35 @@ impl FtlBackend {
         fua: bool,
         arrival: u64,
     ) -> Result<u64, BackendError> {
-        let (_, count) = self.span(offset, data.len() as u64)?;
+        let (start, count) = self.span(offset, data.len() as u64)?;
         if count == 0 {
             return Ok(arrival);
         }
         let mut staging = self.take_staging(count as usize);
-        let result =
-            self.stage_and_write(offset, data, fua, arrival, &mut staging[..count as usize]);
+        let result = self.stage_and_write(
+            start,
+            offset,
+            data,
+            fua,
+            arrival,
+            &mut staging[..count as usize],
+        );
         staging.truncate(STAGING_KEEP_PAGES);
         self.staging = staging;
         result
     }
 
+    /// Fills `staging` (one page per page of the span starting at `start`) and writes it.
     fn stage_and_write(
         &mut self,
+        start: Lpn,
         offset: u64,
         data: &[u8],
         fua: bool,
         arrival: u64,
         staging: &mut [Content],
     ) -> Result<u64, BackendError> {
-        let (start, count) = self.span(offset, data.len() as u64)?;
+        let count = staging.len() as u32;
         let pb = self.page_bytes as usize;
         let head = (offset % self.page_bytes) as usize;
         if head == 0 && data.len().is_multiple_of(pb) {

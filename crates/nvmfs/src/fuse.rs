@@ -441,18 +441,16 @@ impl Filesystem for NvmfsFuse {
         }
     }
 
+    /// A directory syncs like a file: its inode and blocks.
     fn fsyncdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
+        fh: FileHandle,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match ino32(ino).and_then(|ino| self.with(|fs| fs.fsync(ino))) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        self.fsync(req, ino, fh, datasync, reply)
     }
 
     fn readdir(
