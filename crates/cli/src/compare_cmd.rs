@@ -53,6 +53,19 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             eprintln!("compare: {}: skipped {s}", r.id);
         }
     }
+    let checks: Vec<compare::Verdict> = results
+        .iter()
+        .flat_map(|r| &r.claims)
+        .flat_map(|c| c.checks.iter().map(|k| k.verdict))
+        .collect();
+    let count = |v: compare::Verdict| checks.iter().filter(|k| **k == v).count();
+    println!(
+        "sub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction",
+        count(compare::Verdict::Pass),
+        count(compare::Verdict::Fail),
+        count(compare::Verdict::NotReproduced),
+        count(compare::Verdict::ByConstruction)
+    );
     println!("wrote {}", args.out.join("report.md").display());
     Ok(())
 }

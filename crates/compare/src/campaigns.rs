@@ -6,7 +6,8 @@
 //! promise less (or carry an injected bug) judged against the stronger promise must be caught —
 //! a checker that never fails proves nothing.
 
-use crate::report::{fmt, Claim, ExperimentResult, Table};
+use crate::claims::{Check, Claim, Tolerance};
+use crate::report::{fmt, ExperimentResult, Table};
 use crate::Context;
 use crashtest::{run_campaign, CampaignConfig};
 use ftl::{DesignOptions, Promise};
@@ -42,6 +43,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut rows = Vec::new();
     let mut data = serde_json::Map::new();
     let mut skipped = Vec::new();
+    let mut claims = Vec::new();
     let total = ctx.designs.len() as u64;
     for (i, d) in ctx.designs.iter().enumerate() {
         let mut workload = match workload::WorkloadSpec::named(d.default_workload) {
@@ -77,6 +79,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                     fmt(r.recovery_flash_reads.mean),
                     fmt(r.recovery_sim_ms.mean),
                 ]);
+                claims.push(kept_claim(d.name, &r));
                 data.insert(d.name.to_string(), r.to_json());
             }
             Err(e) => skipped.push(format!("{}: {e}", d.name)),
@@ -84,7 +87,6 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         (ctx.progress)("campaigns", i as u64 + 1, total);
     }
     let mut control_rows = Vec::new();
-    let mut claims = Vec::new();
     for (name, params, promise, what) in CONTROLS {
         let Some(d) = ctx.design(name) else {
             skipped.push(format!("control {name}: design not built"));
@@ -129,19 +131,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                     r.violations.len().to_string(),
                     if caught { "caught" } else { "**not caught**" }.to_string(),
                 ]);
-                claims.push(Claim {
-                    source: "SPEC.md: the checker must catch designs that promise less".into(),
-                    paper: format!("{label} judged against {} is caught", r.promise),
-                    ours: format!(
-                        "{} violations in {} crash images",
-                        r.violations.len(),
-                        r.crash_points
-                    ),
-                    agrees: Some(caught),
-                    note: r.violations.first().map_or(String::new(), |v| {
-                        format!("first: {} — replay: `{}`", v.what, v.replay)
-                    }),
-                });
+                claims.push(caught_claim(&label, &r));
                 data.insert(format!("control/{label}"), r.to_json());
             }
             Err(e) => skipped.push(format!("control {label}: {e}")),
@@ -164,5 +154,86 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims,
         data: serde_json::Value::Object(data),
         skipped,
+    }
+}
+
+/// A design's own campaign: every crash image keeps its promise.
+fn kept_claim(design: &str, r: &crashtest::CampaignReport) -> Claim {
+    Claim::new(
+        "Crash campaign (the VST method of OPTR §5, docs/crashtest.md)",
+        format!("{design} keeps its {} promise in every crash image", r.promise),
+    )
+    .check(Check::grade(
+        format!("violations in {} torn crash images", r.crash_points),
+        r.violations.len() as f64,
+        Tolerance::AtMost { max: 0.0 },
+    ))
+    .check(Check::grade(
+        "images not recovered",
+        (r.crash_points - r.recovered) as f64,
+        Tolerance::AtMost { max: 0.0 },
+    ))
+    .note(r.violations.first().map_or(String::new(), |v| {
+        format!("first: {} — replay: `{}`", v.what, v.replay)
+    }))
+}
+
+/// A negative control: a design that promises less, judged against more, must be caught.
+fn caught_claim(label: &str, r: &crashtest::CampaignReport) -> Claim {
+    Claim::new(
+        "Crash checker negative control (a checker that never fails proves nothing)",
+        format!("{label} judged against {} is caught", r.promise),
+    )
+    .check(Check::grade(
+        format!("violations in {} crash images", r.crash_points),
+        r.violations.len() as f64,
+        Tolerance::AtLeast { min: 1.0 },
+    ))
+    .note(r.violations.first().map_or(String::new(), |v| {
+        format!("first: {} — replay: `{}`", v.what, v.replay)
+    }))
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::claims::Verdict;
+
+    fn report(violations: usize, recovered: usize) -> crashtest::CampaignReport {
+        crashtest::CampaignReport {
+            ftl: "x".into(),
+            promise: "durable-writes".into(),
+            preset: "small".into(),
+            workload: "randwrite".into(),
+            seed: 1,
+            torn: true,
+            crash_points: 10,
+            recovered,
+            violating_points: violations.min(1),
+            violations: (0..violations)
+                .map(|i| crashtest::Violation {
+                    instant_ns: i as u64,
+                    torn: false,
+                    lpn: Some(1),
+                    what: "lost".into(),
+                    replay: "mobius crashtest ...".into(),
+                })
+                .collect(),
+            points_by_kind: Default::default(),
+            recovery_flash_reads: Default::default(),
+            recovery_sim_ms: Default::default(),
+            flash_ops_recorded: 0,
+            host_requests: 0,
+            wall_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_violation_fails_the_design_and_passes_the_control() {
+        assert_eq!(kept_claim("x", &report(0, 10)).verdict(), Verdict::Pass);
+        assert_eq!(kept_claim("x", &report(1, 10)).verdict(), Verdict::Fail);
+        assert_eq!(kept_claim("x", &report(0, 9)).verdict(), Verdict::Fail);
+        assert_eq!(caught_claim("x", &report(1, 10)).verdict(), Verdict::Pass);
+        assert_eq!(caught_claim("x", &report(0, 10)).verdict(), Verdict::Fail);
     }
 }

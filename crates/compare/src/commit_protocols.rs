@@ -9,7 +9,8 @@
 //!   WriteAtomic; mean transaction time and the simulated recovery time after a power cut at the
 //!   end.
 
-use crate::report::{fmt, Claim, ExperimentResult, Figure, Table};
+use crate::claims::{Check, Claim, Tolerance};
+use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::{Content, ContentTag, Flash, Lpn};
@@ -221,54 +222,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 .collect(),
         );
     }
-    let mut claims = Vec::new();
-    let bp = present.iter().position(|(d, _)| *d == "txflash-bpcc");
-    let sc = present.iter().position(|(d, _)| *d == "txflash-scc");
-    let at = |pages: u32| TX_PAGES.iter().position(|&p| p == pages).expect("size");
-    if let (Some(b), Some(t)) = (bp, tc) {
-        let gain = |p: u32| (tput[b][at(p)] / tput[t][at(p)] - 1.0) * 100.0;
-        claims.push(Claim {
-            source: "TxFlash §5.1, Fig. 6".into(),
-            paper: "cyclic commit ≈ +95 % throughput at ≈100 KB transactions, ≈ +15 % at 1,000 KB, parity at 1 page and > 4 MB".into(),
-            ours: format!("BPCC vs TC: {:+.0} % at 16 KB, {:+.0} % at 64 KB, {:+.0} % at 256 KB, {:+.0} % at 1 MB, {:+.0} % at 4 KB, {:+.0} % at 4 MB", gain(4), gain(16), gain(64), gain(256), gain(1), gain(1024)),
-            agrees: Some(gain(16) > gain(256) && gain(256) > gain(1024) && gain(1).abs() < 1.0),
-            note: "Our sequential writer waits for each commit; the gain is the commit record TC must write after its data. The gain falls faster with size than the paper's because our 8 packages program a 64 KB transaction in one round, so the commit record doubles the time up to 32 KB only.".into(),
-        });
-    }
-    if let (Some(b), Some(s)) = (bp, sc) {
-        let same = (0..TX_PAGES.len()).all(|j| (tput[s][j] / tput[b][j] - 1.0).abs() < 0.01);
-        claims.push(Claim {
-            source: "TxFlash §5.1, Fig. 6".into(),
-            paper: "the performance numbers are the same for both SCC and BPCC, as they differ only when there are aborted transactions".into(),
-            ours: format!("SCC / BPCC throughput within 1 % at every size: {same}"),
-            agrees: Some(same),
-            note: String::new(),
-        });
-        let rise = ab[s][5].0 / ab[s][0].0;
-        let flat = (ab[b][5].0 / ab[b][0].0 - 1.0).abs() < 0.1;
-        claims.push(Claim {
-            source: "TxFlash §5.1, Fig. 8 (transaction time)".into(),
-            paper: "SCC transaction time rises with the abort rate (it must erase aborted pages before they are written again); BPCC stays flat".into(),
-            ours: format!(
-                "SCC {} → {} ms ({:.1}×), BPCC {} → {} ms, from 0 % to 50 % aborts",
-                fmt(ab[s][0].0), fmt(ab[s][5].0), rise, fmt(ab[b][0].0), fmt(ab[b][5].0)
-            ),
-            agrees: Some(flat && rise > 1.2),
-            note: "SCC erases the blocks of an aborted transaction's intentions at the abort (relocating their live pages); the next transactions wait for those chips.".into(),
-        });
-        if let Some(t) = tc {
-            let rec = |i: usize| ab[i].iter().map(|x| x.1).sum::<f64>() / ABORT_PCT.len() as f64;
-            let (rs, rb, rt) = (rec(s), rec(b), rec(t));
-            let bpcc_close = (rb / rt - 1.0).abs() < 0.01;
-            claims.push(Claim {
-                source: "TxFlash §5.1, Fig. 8 (recovery)".into(),
-                paper: "SCC has the fastest recovery (top two versions per page); BPCC's recovery is less than 1 % above TC's".into(),
-                ours: format!("mean recovery over the abort rates: SCC {} ms, BPCC {} ms, TC {} ms (BPCC {:+.2} % vs TC)", fmt(rs), fmt(rb), fmt(rt), (rb / rt - 1.0) * 100.0),
-                agrees: Some(bpcc_close && rs <= rt.min(rb) * 1.001),
-                note: "Recovery time is simulated flash time: one summary page per block for every protocol. The classification's CPU work, where SCC saves over BPCC and TC, is not timed, so the three are within a fraction of a percent.".into(),
-            });
-        }
-    }
+    let row = |design: &str| present.iter().position(|(d, _)| *d == design);
+    let pick = |i: Option<usize>| i.map(|i| (tput[i].clone(), ab[i].iter().map(|x| (x.0, x.1)).collect()));
+    let claims = claims(&Measured {
+        bpcc: pick(row("txflash-bpcc")),
+        scc: pick(row("txflash-scc")),
+        tc: pick(row("txflash-tc")),
+    });
     let labels: Vec<String> = present.iter().map(|(_, l)| l.to_string()).collect();
     ExperimentResult {
         id: "commit",
@@ -286,5 +246,95 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims,
         data: serde_json::Value::Object(data),
         skipped,
+    }
+}
+
+/// Per protocol: throughput by [`TX_PAGES`], and (transaction ms, recovery ms) by [`ABORT_PCT`].
+type Curves = (Vec<f64>, Vec<(f64, f64)>);
+
+struct Measured {
+    bpcc: Option<Curves>,
+    scc: Option<Curves>,
+    tc: Option<Curves>,
+}
+
+/// TxFlash's Fig. 6 and 8 claims, graded.
+///
+/// Tolerances: Fig. 6 — BPCC / TC throughput 1.95 ± 15 % "when the transaction is of the order of
+/// 100 KB" (our 64 KB point), 1.05 … 1.30 at "1000 KB" (our 1 MB point; the paper: about +15 %),
+/// 0.95 … 1.10 at 4 MB ("performs as well"), 1 ± 5 % for one page ("similarly"); SCC and BPCC
+/// within 1 % of each other at every size. Fig. 8 — SCC's transaction time at 50 % aborts at
+/// least 1.2× its time without aborts, BPCC's within ± 10 %; BPCC's recovery within 1 % of TC's.
+fn claims(m: &Measured) -> Vec<Claim> {
+    let at = |pages: u32| TX_PAGES.iter().position(|&p| p == pages).expect("size");
+    let nan = || (vec![f64::NAN; TX_PAGES.len()], vec![(f64::NAN, f64::NAN); ABORT_PCT.len()]);
+    let (b, s, t) = (
+        m.bpcc.clone().unwrap_or_else(nan),
+        m.scc.clone().unwrap_or_else(nan),
+        m.tc.clone().unwrap_or_else(nan),
+    );
+    let gain = |p: u32| b.0[at(p)] / t.0[at(p)];
+    let fig6 = Claim::new("TxFlash §5.1, Fig. 6", "the improvement is about 95 % when the transaction is of the order of 100 KB, about 15 % at 1000 KB; for transactions larger than 4 MB cyclic commit performs as well as traditional commit; single-page transactions perform similarly")
+        .check(Check::grade("BPCC / TC throughput at 64 KB", gain(16), Tolerance::Within { target: 1.95, rel: 0.15 }))
+        .check(Check::grade("BPCC / TC throughput at 1 MB", gain(256), Tolerance::Between { min: 1.05, max: 1.30 }))
+        .check(Check::grade("BPCC / TC throughput at 4 MB", gain(1024), Tolerance::Between { min: 0.95, max: 1.10 }))
+        .check(Check::grade("BPCC / TC throughput at 4 KB (1 page)", gain(1), Tolerance::Within { target: 1.0, rel: 0.05 }))
+        .note("Our sequential writer waits for each commit; the gain is the commit record TC must write after its data. The paper's simulator schedules several operations per package at once, which moves its curve to larger transactions.");
+    let spread = s.0.iter().zip(&b.0).map(|(x, y)| (x / y - 1.0).abs()).fold(f64::NAN, f64::max);
+    let same = Claim::new("TxFlash §5.1, Fig. 6", "the performance numbers are the same for both SCC and BPCC, as they differ only when there are aborted transactions")
+        .check(Check::grade("largest |SCC / BPCC − 1| throughput over the sizes", spread, Tolerance::AtMost { max: 0.01 }));
+    let last = ABORT_PCT.len() - 1;
+    let fig8 = Claim::new("TxFlash §5.1, Fig. 8 (transaction time)", "SCC's transaction time rises with the abort rate (aborted pages must be erased before newer versions are written); BPCC stays flat")
+        .check(Check::grade("SCC transaction time, 50 % / 0 % aborts", s.1[last].0 / s.1[0].0, Tolerance::AtLeast { min: 1.2 }))
+        .check(Check::grade("BPCC transaction time, 50 % / 0 % aborts", b.1[last].0 / b.1[0].0, Tolerance::Within { target: 1.0, rel: 0.10 }))
+        .note("SCC erases the blocks of an aborted transaction's intentions at the abort (relocating their live pages); the next transactions wait for those chips.");
+    let rec = |c: &Curves| c.1.iter().map(|x| x.1).sum::<f64>() / ABORT_PCT.len() as f64;
+    let (rs, rb, rt) = (rec(&s), rec(&b), rec(&t));
+    let recovery = Claim::new("TxFlash §5.1, Fig. 8 (recovery)", "SCC has the fastest recovery (it reads only the top two versions of each page); BPCC's recovery is less than 1 % above TC's")
+        .check(Check::grade("BPCC / TC recovery time (mean over abort rates)", rb / rt, Tolerance::Within { target: 1.0, rel: 0.01 }))
+        .check(Check::not_reproduced(format!("SCC / fastest of TC, BPCC recovery time (measured {})", fmt(rs / rt.min(rb))), "recovery CPU work is not modelled: every protocol reads one summary page per block, and the classification work where SCC saves is not timed"))
+        .note("Recovery time is simulated flash time.");
+    vec![fig6, same, fig8, recovery]
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::claims::Verdict;
+
+    /// Throughput by size [1, 4, 16, 64, 256, 1024 pages] and transaction ms by abort rate.
+    fn curves(tput: [f64; 6], tx_ms: [f64; 6], rec_ms: f64) -> Option<Curves> {
+        Some((tput.to_vec(), tx_ms.iter().map(|&t| (t, rec_ms)).collect()))
+    }
+
+    fn paper() -> Measured {
+        Measured {
+            bpcc: curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 100.5),
+            scc: curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0, 5.5, 6.0, 6.5, 7.0, 8.0], 90.0),
+            tc: curves([99.0, 50.0, 40.0, 30.0, 10.0, 2.9], [5.0; 6], 100.0),
+        }
+    }
+
+    #[test]
+    fn paper_like_numbers_pass_except_what_is_not_modelled() {
+        let v: Vec<Verdict> = claims(&paper()).iter().map(|c| c.verdict()).collect();
+        assert_eq!(v, vec![Verdict::Pass, Verdict::Pass, Verdict::Pass, Verdict::NotReproduced]);
+    }
+
+    #[test]
+    fn numbers_that_contradict_the_paper_fail() {
+        let mut m = paper();
+        // The gain gone by 64 KB (our pre-interleaving curve).
+        m.tc = curves([99.0, 50.0, 70.0, 35.0, 11.0, 2.9], [5.0; 6], 100.0);
+        assert_eq!(claims(&m)[0].verdict(), Verdict::Fail);
+        let mut m = paper();
+        m.scc = curves([100.0, 80.0, 78.0, 40.0, 12.0, 3.0], [5.0, 5.5, 6.0, 6.5, 7.0, 8.0], 90.0);
+        assert_eq!(claims(&m)[1].verdict(), Verdict::Fail);
+        let mut m = paper();
+        m.scc = curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 90.0);
+        assert_eq!(claims(&m)[2].verdict(), Verdict::Fail);
+        let mut m = paper();
+        m.bpcc = curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 110.0);
+        assert_eq!(claims(&m)[3].verdict(), Verdict::Fail);
     }
 }

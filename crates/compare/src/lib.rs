@@ -6,6 +6,7 @@
 //! papers' values are quoted as the papers', with section and figure.
 
 pub mod campaigns;
+pub mod claims;
 pub mod commit_protocols;
 pub mod macro_tx;
 pub mod micro;
@@ -17,7 +18,8 @@ pub mod svg;
 pub mod tpcc;
 
 use ftl::DesignSpec;
-pub use report::{write_report, Claim, ExperimentResult, Figure, Table};
+pub use claims::{Check, Claim, Tolerance, Verdict};
+pub use report::{write_report, ExperimentResult, Figure, Table};
 
 /// How big the experiments are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

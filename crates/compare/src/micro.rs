@@ -10,7 +10,8 @@
 //!
 //! Latency = last acknowledgement − first arrival; bandwidth = bytes / latency (simulated time).
 
-use crate::report::{fmt, Claim, ExperimentResult, Figure, Table};
+use crate::claims::{Check, Claim, Tolerance};
+use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::{Content, ContentTag, Flash, Lpn};
@@ -285,10 +286,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             .to_svg(),
         });
     }
-    let claims = claims(&latency, page_bytes)
-        .into_iter()
-        .filter(|c| c.agrees.is_some() || !c.ours.contains('–'))
-        .collect();
+    let claims = claims(&latency, page_bytes);
     ExperimentResult {
         id: "micro",
         title: "1. Möbius vs DFTL, micro (Möbius Figs. 7 and 8)".into(),
@@ -301,55 +299,93 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
 }
 
+/// The platform ceiling the Möbius paper's OpenSSD board reached (§V-A, Fig. 8: "about 95MB/s").
+const PAPER_CEILING_MB_S: f64 = 95.0;
+
+/// The paper's Fig. 7 and 8 claims, graded on `latency[pattern][mode][size]` (ns; pattern 0 =
+/// random, 1 = sequential).
 fn claims(latency: &[Vec<Vec<f64>>], page_bytes: f64) -> Vec<Claim> {
     let idx = |m: Mode| Mode::ALL.iter().position(|x| *x == m).expect("mode");
     let mean = |p: usize, m: Mode| latency[p][idx(m)].iter().sum::<f64>() / SIZES.len() as f64;
-    let mut out = Vec::new();
-    let a = mean(0, Mode::ASwrite);
-    let lowest = Mode::ALL
-        .iter()
-        .all(|&m| m == Mode::ASwrite || !(mean(0, m) < a));
-    out.push(Claim {
-        source: "Möbius §V-B, Fig. 7".into(),
-        paper: "Async-SWRITE has the lowest write latency".into(),
-        ours: Mode::ALL
-            .iter()
-            .map(|&m| format!("{} {} ms", m.label(), fmt(mean(0, m) / 1e6)))
-            .collect::<Vec<_>>()
-            .join(", ")
-            + " (mean over sizes, random)",
-        agrees: a.is_finite().then_some(lowest),
-        note: String::new(),
-    });
-    let s = mean(0, Mode::SSwrite);
-    let b = mean(0, Mode::DftlBatched);
-    out.push(Claim {
-        source: "Möbius §V-B, Fig. 7".into(),
-        paper: "both SWRITE modes beat libaio (batched) DFTL".into(),
-        ours: format!("S-SWRITE {} ms, A-SWRITE {} ms, DFTL batched {} ms", fmt(s / 1e6), fmt(a / 1e6), fmt(b / 1e6)),
-        agrees: (s.is_finite() && b.is_finite()).then_some(s < b && a < b),
-        note: "In our model a batched DFTL request is also spread over every chip; the SWRITE advantage comes only from what the protocols write, not from host-side overheads the prototype had.".into(),
-    });
-    let d = mean(0, Mode::Dwrite);
-    let single = mean(0, Mode::DftlSingle);
-    out.push(Claim {
-        source: "Möbius §V-B, Fig. 7".into(),
-        paper: "DFTL slightly beats DWRITE".into(),
-        ours: format!(
-            "DFTL single {} ms, DWRITE {} ms",
-            fmt(single / 1e6),
-            fmt(d / 1e6)
-        ),
-        agrees: (d.is_finite() && single.is_finite()).then_some(single <= d),
-        note: String::new(),
-    });
+    let (a, s, b) = (mean(0, Mode::ASwrite), mean(0, Mode::SSwrite), mean(0, Mode::DftlBatched));
+    let (d, single) = (mean(0, Mode::Dwrite), mean(0, Mode::DftlSingle));
+    let lowest = Claim::new("Möbius §V-B, Fig. 7", "ASync-SWRITE is best among these interfaces because it returns when the atom inode is persisted in flash")
+        .check(Check::by_construction("A-SWRITE / S-SWRITE latency (random, mean over sizes)", a / s, "A-SWRITE acknowledges at the atom inode, which S-SWRITE must also wait for: it cannot be slower"))
+        .check(Check::grade("A-SWRITE / DWRITE latency (random)", a / d, Tolerance::Below { bound: 1.0 }))
+        .check(Check::grade("A-SWRITE / DFTL single latency (random)", a / single, Tolerance::Below { bound: 1.0 }));
+    let beat_aio = Claim::new("Möbius §V-B, Fig. 7", "both Sync-SWRITE and ASync-SWRITE are better than AIO (batched) DFTL")
+        .check(Check::grade("S-SWRITE / DFTL batched latency (random)", s / b, Tolerance::Below { bound: 1.0 }))
+        .check(Check::grade("A-SWRITE / DFTL batched latency (random)", a / b, Tolerance::Below { bound: 1.0 }))
+        .note("The paper attributes the gap to libaio's extra system calls on the host. Our host issues requests without system-call cost, so any SWRITE advantage here comes only from what the protocols write.");
+    let dwrite = Claim::new("Möbius §V-B, Fig. 7", "DFTL is able to slightly outperform DWRITE")
+        .check(Check::grade("DFTL single / DWRITE latency (random)", single / d, Tolerance::Between { min: 0.75, max: 1.0 }))
+        .note("\"Slightly\" read as DWRITE at most a third slower than single-page DFTL writes (ratio 0.75 … 1).");
+    let seq = |m: Mode| mean(1, m) / mean(0, m);
+    let locality = Claim::new("Möbius §V-B, Fig. 7", "under sequential workloads, both DFTL and Möbius have better performance because of the locality advantage in DFTL; DFTL with libaio is better than its random result")
+        .check(Check::grade("DFTL single sequential / random latency", seq(Mode::DftlSingle), Tolerance::Below { bound: 1.0 }))
+        .check(Check::grade("DFTL batched sequential / random latency", seq(Mode::DftlBatched), Tolerance::Below { bound: 1.0 }))
+        .check(Check::grade("S-SWRITE sequential / random latency", seq(Mode::SSwrite), Tolerance::Below { bound: 1.0 }))
+        .note("The advantage comes from mapping-cache hits (one translation page serves a run of sequential pages); on an idle device with a warm mapping cache random and sequential cost the same.");
     let bw256 = 256.0 * page_bytes / (latency[0][idx(Mode::ASwrite)][3] / 1e9) / 1e6;
-    out.push(Claim {
-        source: "Möbius §V-B, Fig. 8".into(),
-        paper: "Async-SWRITE bandwidth near the ≈95 MB/s platform ceiling at 256 pages".into(),
-        ours: format!("A-SWRITE at 256 random pages: {} MB/s", fmt(bw256)),
-        agrees: None,
-        note: "Our device has no SATA/platform ceiling; its bandwidth is set by 16 chips × tPROG and the 40 MB/s channels of the jasmine preset.".into(),
-    });
-    out
+    let ceiling = Claim::new("Möbius §V-B, Fig. 8", "in Async mode SWRITE can approach the extreme write bandwidth of the platform, about 95 MB/s, at 256 pages")
+        .check(Check::grade("A-SWRITE bandwidth at 256 random pages (MB/s)", bw256, Tolerance::Within { target: PAPER_CEILING_MB_S, rel: 0.15 }))
+        .note("The ceiling is the host interface of the paper's board; it is reproduced only where the device's host-interface model has that link.");
+    vec![lowest, beat_aio, dwrite, locality, ceiling]
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::claims::Verdict;
+
+    /// latency[pattern][mode][size], every size the same value.
+    fn table(random: [f64; 5], sequential: [f64; 5]) -> Vec<Vec<Vec<f64>>> {
+        [random, sequential]
+            .iter()
+            .map(|p| p.iter().map(|&v| vec![v; SIZES.len()]).collect())
+            .collect()
+    }
+
+    fn verdicts(l: &[Vec<Vec<f64>>]) -> Vec<Verdict> {
+        claims(l, 4096.0).iter().map(|c| c.verdict()).collect()
+    }
+
+    // Mode order: DFTL single, DFTL batched, S-SWRITE, A-SWRITE, DWRITE (ns for 256 pages at
+    // 95 MB/s is ~11 ms).
+    #[test]
+    fn paper_like_numbers_pass_every_claim() {
+        let l = table([12.0e6, 11.5e6, 11.2e6, 11.04e6, 13.0e6], [10.0e6, 10.0e6, 10.0e6, 10.0e6, 12.0e6]);
+        assert_eq!(verdicts(&l), vec![Verdict::Pass; 5]);
+    }
+
+    #[test]
+    fn each_claim_fails_on_numbers_that_contradict_it() {
+        let good_seq = [10.0e6, 10.0e6, 10.0e6, 10.0e6, 12.0e6];
+        // A-SWRITE slower than DWRITE and than single DFTL.
+        let l = table([12.0e6, 11.5e6, 11.2e6, 14.0e6, 13.0e6], good_seq);
+        assert_eq!(claims(&l, 4096.0)[0].verdict(), Verdict::Fail);
+        // S-SWRITE slower than batched DFTL.
+        let l = table([12.0e6, 11.0e6, 11.2e6, 11.04e6, 13.0e6], good_seq);
+        assert_eq!(claims(&l, 4096.0)[1].verdict(), Verdict::Fail);
+        // DWRITE much slower than DFTL (not "slightly"), and DWRITE faster than DFTL.
+        let l = table([12.0e6, 11.5e6, 11.2e6, 11.04e6, 30.0e6], good_seq);
+        assert_eq!(claims(&l, 4096.0)[2].verdict(), Verdict::Fail);
+        let l = table([12.0e6, 11.5e6, 11.2e6, 11.04e6, 11.9e6], good_seq);
+        assert_eq!(claims(&l, 4096.0)[2].verdict(), Verdict::Fail);
+        // Random and sequential identical.
+        let r = [12.0e6, 11.5e6, 11.2e6, 11.04e6, 13.0e6];
+        assert_eq!(claims(&table(r, r), 4096.0)[3].verdict(), Verdict::Fail);
+        // No platform ceiling: 256 pages in 1 ms is ~1 GB/s.
+        let l = table([12.0e6, 11.5e6, 11.2e6, 1.0e6, 13.0e6], good_seq);
+        assert_eq!(claims(&l, 4096.0)[4].verdict(), Verdict::Fail);
+    }
+
+    #[test]
+    fn a_missing_design_is_not_reproduced() {
+        let n = f64::NAN;
+        let l = table([12.0e6, 11.5e6, n, n, n], [10.0e6, 10.0e6, n, n, n]);
+        let v = verdicts(&l);
+        assert_eq!(v[1], Verdict::NotReproduced);
+        assert_eq!(v[4], Verdict::NotReproduced);
+    }
 }

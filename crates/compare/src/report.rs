@@ -1,5 +1,6 @@
 //! What an experiment produces and how the report is written.
 
+use crate::claims::{Claim, Verdict};
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
@@ -10,21 +11,6 @@ pub struct Table {
     pub caption: String,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
-}
-
-/// A paper's claim set beside our measured number.
-#[derive(Clone, Debug, Serialize)]
-pub struct Claim {
-    /// Where the paper says it ("Möbius §V-B, Fig. 7").
-    pub source: String,
-    /// The paper's claim, quoted as the paper's.
-    pub paper: String,
-    /// Our measured number(s), from this run.
-    pub ours: String,
-    /// Whether ours agrees in direction/magnitude; `None` when not comparable.
-    pub agrees: Option<bool>,
-    /// Why we believe we differ, where we do (model difference, paper ambiguity, bug).
-    pub note: String,
 }
 
 /// One figure: file name (without directory) and SVG text.
@@ -108,25 +94,7 @@ pub fn write_report(dir: &Path, header: &str, results: &[ExperimentResult]) -> s
             std::fs::write(dir.join(&f.file), &f.svg)?;
             let _ = writeln!(md, "![{}]({})\n\n*{}*\n", f.caption, f.file, f.caption);
         }
-        if !r.claims.is_empty() {
-            let _ = writeln!(
-                md,
-                "| source | the paper says | we measured | agrees | note |\n|---|---|---|---|---|"
-            );
-            for c in &r.claims {
-                let agrees = match c.agrees {
-                    Some(true) => "yes",
-                    Some(false) => "**no**",
-                    None => "n/a",
-                };
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} | {} |",
-                    c.source, c.paper, c.ours, agrees, c.note
-                );
-            }
-            md.push('\n');
-        }
+        claims_md(&mut md, &r.claims);
     }
     std::fs::write(dir.join("report.md"), md)?;
     let json: serde_json::Map<String, serde_json::Value> = results
@@ -134,7 +102,7 @@ pub fn write_report(dir: &Path, header: &str, results: &[ExperimentResult]) -> s
         .map(|r| {
             (
                 r.id.to_string(),
-                serde_json::json!({ "title": r.title, "data": r.data, "claims": r.claims, "tables": r.tables, "skipped": r.skipped }),
+                serde_json::json!({ "title": r.title, "data": r.data, "claims": claims_json(&r.claims), "tables": r.tables, "skipped": r.skipped }),
             )
         })
         .collect();
@@ -143,4 +111,70 @@ pub fn write_report(dir: &Path, header: &str, results: &[ExperimentResult]) -> s
         serde_json::to_string_pretty(&serde_json::Value::Object(json))? + "\n",
     )?;
     Ok(())
+}
+
+/// The claims table: one row per sub-claim, the paper's words on its first row.
+fn claims_md(out: &mut String, claims: &[Claim]) {
+    if claims.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| source | the paper says | sub-claim | measured | tolerance | verdict | note |\n|---|---|---|---|---|---|---|"
+    );
+    for c in claims {
+        for (i, k) in c.checks.iter().enumerate() {
+            let (source, paper, note) = if i == 0 {
+                (c.source.as_str(), c.paper.as_str(), c.note.as_str())
+            } else {
+                ("", "", "")
+            };
+            let measured = k.measured.map_or("–".to_string(), fmt);
+            let tolerance = k.tolerance.map_or("–".to_string(), |t| t.to_string());
+            let verdict = if k.why.is_empty() {
+                k.verdict.label().to_string()
+            } else {
+                format!("{} ({})", k.verdict.label(), k.why)
+            };
+            let _ = writeln!(
+                out,
+                "| {source} | {paper} | {} | {measured} | {tolerance} | {verdict} | {note} |",
+                k.claim
+            );
+        }
+    }
+    let count = |v: Verdict| claims.iter().flat_map(|c| &c.checks).filter(|k| k.verdict == v).count();
+    let _ = writeln!(
+        out,
+        "\nSub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction.\n",
+        count(Verdict::Pass),
+        count(Verdict::Fail),
+        count(Verdict::NotReproduced),
+        count(Verdict::ByConstruction)
+    );
+}
+
+/// `results.json`'s claims: one entry per sub-claim, `{claim, measured, tolerance, verdict}`
+/// plus where the paper says it.
+pub fn claims_json(claims: &[Claim]) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = claims
+        .iter()
+        .flat_map(|c| {
+            c.checks.iter().map(move |k| {
+                serde_json::json!({
+                    "source": c.source,
+                    "paper": c.paper,
+                    "claim": k.claim,
+                    "measured": k.measured,
+                    "tolerance": k.tolerance.map(|t| t.to_string()),
+                    "tolerance_spec": k.tolerance,
+                    "verdict": k.verdict,
+                    "why": k.why,
+                    "claim_verdict": c.verdict(),
+                    "note": c.note,
+                })
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
 }
