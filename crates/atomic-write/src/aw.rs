@@ -1,4 +1,4 @@
-//! Atomic-Write (Ouyang et al., HPCA 2011, as the Möbius paper describes it; SPEC.md §3.2).
+//! Atomic-Write (Ouyang et al., HPCA 2011, as the Möbius paper describes it, §II-C; docs/atomic-write.md).
 //!
 //! A log-structured FTL: every host page goes to the log head with a one-bit commit flag in its
 //! OOB. Pages of a transaction carry 0 except the last, which carries 1 and is programmed only

@@ -1,4 +1,4 @@
-//! LightTx (Lu et al., ICCD 2013, as the Möbius paper describes it; SPEC.md §3.3).
+//! LightTx (Lu et al., ICCD 2013, as the Möbius paper describes it, §II-C; docs/lighttx.md).
 //!
 //! - Dynamic write-only interface with concurrent transactions: DWRITE pages of different
 //!   uuids interleave freely; SWRITE is offered as HEAD..REAR in one call.
