@@ -27,7 +27,7 @@ use crate::format::{
     decode_entries, encode_entries, OobRecord, Root, KIND_COMMIT, KIND_DATA, KIND_GTD, KIND_ROOT,
     KIND_TRANSLATION, KIND_ZONE, OOB_BYTES,
 };
-use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use flash::{BlockId, ChipId, Content, Flash, Geometry, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
     BlockPool, BlockState, FtlError, GcPolicy, PageOutcome, RecoveryReport, Space, TxUuid, Validity,
 };
@@ -153,6 +153,15 @@ fn gc_low(chips: u32) -> u32 {
     2 * chips + 2
 }
 
+/// Blocks that never hold the host's data at steady state: the root ring, the free blocks GC
+/// keeps in reserve and one open block per stream and chip. The exported capacity leaves them
+/// out, so the over-provisioning is real space GC can reclaim: an engine that counted only the
+/// ring exported more than a 8-chip, 16-block-per-chip device can hold at 80 % fill and ran out
+/// of space (found by the seed soak on the `wide` geometry).
+fn reserved_blocks(g: &Geometry) -> u32 {
+    2 + ftl::working_blocks(g, STREAMS, gc_low(g.chips()))
+}
+
 impl Engine {
     fn build(flash: Flash, cfg: EngineConfig) -> Result<Engine, FtlError> {
         let g = flash.geometry().clone();
@@ -175,7 +184,7 @@ impl Engine {
         };
         let pool = BlockPool::new(&g, STREAMS, |b| ring.contains(&b));
         let space = Space::new(pool, Validity::new(&g), cfg.gc_policy, 1000);
-        let logical = ftl::logical_pages(&g, 2, cfg.over_provisioning);
+        let logical = ftl::logical_pages(&g, reserved_blocks(&g), cfg.over_provisioning);
         assert!(
             logical < OWNER_GTD,
             "LPNs must leave the owner tag bits free"

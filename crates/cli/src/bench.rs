@@ -38,6 +38,12 @@ pub struct WorkloadArgs {
     /// Hot window in pages (locality).
     #[arg(long)]
     pub locality_pages: Option<u32>,
+    /// Smallest transaction in pages (txmix).
+    #[arg(long)]
+    pub min_tx_pages: Option<u32>,
+    /// Fraction of requests that are trims of 1-8 pages.
+    #[arg(long)]
+    pub trim_fraction: Option<f64>,
 }
 
 impl WorkloadArgs {
@@ -70,6 +76,12 @@ impl WorkloadArgs {
         }
         if let Some(v) = self.locality_pages {
             s.locality_pages = v;
+        }
+        if let Some(v) = self.min_tx_pages {
+            s.min_tx_pages = v;
+        }
+        if let Some(v) = self.trim_fraction {
+            s.trim_fraction = v;
         }
         Ok(s)
     }
@@ -118,6 +130,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let metrics = dev.metrics();
     let (wear_min, wear_max, wear_mean) = dev.flash().wear_spread();
     let total_programs_all = dev.flash().stats().total_programs();
+    let logical_pages = dev.logical_pages();
     let recovery = if args.no_recovery {
         None
     } else {
@@ -135,6 +148,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "workload": spec.name,
         "seed": args.seed,
         "requests": s.requests,
+        "logical_pages": logical_pages,
+        "physical_pages": config.geometry.pages(),
+        "exported_fraction": logical_pages as f64 / config.geometry.pages() as f64,
         "host_pages_written": s.host_pages_written,
         "host_pages_read": s.host_pages_read,
         "flash_programs": s.flash.total_programs(),

@@ -1,13 +1,18 @@
-//! `mobius crashtest`: recover every crash image of a seeded run and judge it against a promise.
+//! `mobius crashtest`: recover every crash image of a seeded run and judge it against a promise;
+//! `--seeds N` soaks many seeds (and `--ftl all` every design), `--shrink` reduces a failing run,
+//! `--controls` soaks the negative controls, which must be caught.
 
 use crate::bench::WorkloadArgs;
 use crate::device_args::DeviceArgs;
 use clap::Args;
-use ftl::{DesignOptions, Promise};
+use crashtest::shrink::{shrink, Shrunk};
+use crashtest::soak::{self, CellResult, SoakConfig, SoakReport};
+use crashtest::{CampaignConfig, CampaignReport};
+use ftl::{DesignOptions, DesignSpec, Promise};
 
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Design (`mobius info --list`).
+    /// Design (`mobius info --list`), or `all` with `--seeds`.
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
@@ -20,8 +25,25 @@ pub struct CrashtestArgs {
     /// Crash instants to try (ignored with --exhaustive).
     #[arg(long, default_value_t = 1000)]
     pub crash_points: usize,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seed (default 1); with --seeds, the first of N consecutive seeds (default: fresh random
+    /// seeds, each printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Soak: run N seeds, each choosing its workload shape, queue depth, fill and geometry.
+    #[arg(long)]
+    pub seeds: Option<usize>,
+    /// Soak: campaigns run at once (default: every core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Soak: keep the given (or default) workload and preset for every seed instead of varying.
+    #[arg(long)]
+    pub fixed: bool,
+    /// Reduce a failing run to the smallest that still fails, and print its replay command.
+    #[arg(long)]
+    pub shrink: bool,
+    /// Soak the negative controls (known-bad configurations): each must be caught.
+    #[arg(long)]
+    pub controls: bool,
     /// Also tear the operations running at each crash instant.
     #[arg(long)]
     pub torn: bool,
@@ -31,7 +53,7 @@ pub struct CrashtestArgs {
     /// Judge against this promise instead of the design's own (negative controls).
     #[arg(long)]
     pub promise: Option<String>,
-    /// Worker threads.
+    /// Worker threads of a single campaign.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Keep full page data instead of content tags.
@@ -45,11 +67,46 @@ pub struct CrashtestArgs {
 }
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.ftl)?;
+    if args.controls {
+        return run_controls(args);
+    }
+    if args.seeds.is_some() || args.ftl == "all" {
+        return run_soak_cmd(args);
+    }
+    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    if let Some(instant) = args.replay_instant {
+        return replay(&cfg, instant, args.torn);
+    }
+    let bar = crate::progress::bar(1, "crashtest");
+    let report = crashtest::run_campaign(&cfg, &|d, t| {
+        bar.set_length(t);
+        bar.set_position(d);
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&report.to_json())?);
+    } else {
+        print_report(&report);
+    }
+    if report.violations.is_empty() {
+        return Ok(());
+    }
+    if args.shrink {
+        shrink_and_print(&cfg)?;
+    }
+    anyhow::bail!(
+        "{} violations of the {} promise",
+        report.violations.len(),
+        report.promise
+    )
+}
+
+/// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).
+fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<CampaignConfig> {
     let device = args.device.resolve()?;
     let mut workload = args.workload.resolve(design.default_workload)?;
     if args.workload.requests.is_none() {
-        workload.requests = 3000;
+        workload.requests = soak::BASE_REQUESTS;
     }
     if args.workload.fill.is_none() {
         workload.fill = 0.8;
@@ -58,103 +115,210 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
         Some(p) => Promise::parse(p).map_err(anyhow::Error::msg)?,
         None => design.promise,
     };
-    let cfg = crashtest::CampaignConfig {
+    Ok(CampaignConfig {
         design,
         options: DesignOptions::from_pairs(&args.params)?,
         device,
         workload,
-        seed: args.seed,
+        seed: args.seed.unwrap_or(1),
         crash_points: args.crash_points,
         torn: args.torn,
         exhaustive: args.exhaustive,
         promise,
         threads: args.threads,
         tag_only: !args.full_data,
-    };
-    if let Some(instant) = args.replay_instant {
-        let v = crashtest::replay_one(&cfg, instant, args.torn).map_err(anyhow::Error::msg)?;
-        for x in &v {
-            println!(
-                "violation at {} ns{}: lpn {:?}: {}",
-                x.instant_ns,
-                if x.torn { " (torn)" } else { "" },
-                x.lpn,
-                x.what
-            );
-        }
-        if !v.is_empty() {
-            anyhow::bail!("{} violations in the replayed image", v.len());
-        }
-        println!(
-            "image at {instant} ns{} recovered and kept the {} promise",
-            if args.torn { " (torn)" } else { "" },
-            cfg.promise.name()
-        );
-        return Ok(());
-    }
-    let bar = crate::progress::bar(1, "crashtest");
-    let report = crashtest::run_campaign(&cfg, &|d, t| {
-        bar.set_length(t);
-        bar.set_position(d);
     })
-    .map_err(anyhow::Error::msg)?;
-    bar.finish_and_clear();
+}
+
+fn replay(cfg: &CampaignConfig, instant: u64, torn: bool) -> anyhow::Result<()> {
+    let v = crashtest::replay_one(cfg, instant, torn)?;
+    for x in &v {
+        println!(
+            "violation at {} ns{}: lpn {:?}: {}",
+            x.instant_ns,
+            if x.torn { " (torn)" } else { "" },
+            x.lpn,
+            x.what
+        );
+    }
+    if !v.is_empty() {
+        anyhow::bail!("{} violations in the replayed image", v.len());
+    }
+    println!(
+        "image at {instant} ns{} recovered and kept the {} promise",
+        if torn { " (torn)" } else { "" },
+        cfg.promise.name()
+    );
+    Ok(())
+}
+
+fn print_report(report: &CampaignReport) {
+    println!("design            {} (judged as {})", report.ftl, report.promise);
+    println!("run               {} workload, seed {}, {} host requests, {} flash operations recorded", report.workload, report.seed, report.host_requests, report.flash_ops_recorded);
+    let kinds: Vec<String> = report
+        .points_by_kind
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!("crash points      {} ({})", report.crash_points, kinds.join(", "));
+    println!("recovered         {}", report.recovered);
+    println!("violations        {} in {} images", report.violations.len(), report.violating_points);
+    let (r, m) = (&report.recovery_flash_reads, &report.recovery_sim_ms);
+    println!("recovery reads    mean {:.1}, p50 {:.0}, max {:.0}", r.mean, r.p50, r.max);
+    println!("recovery time     mean {:.3} ms, p50 {:.3} ms, max {:.3} ms (simulated)", m.mean, m.p50, m.max);
+    println!("wall              {:.1} s ({:.0} crash points/s)", report.wall_s, report.crash_points as f64 / report.wall_s.max(1e-9));
+    for v in report.violations.iter().take(10) {
+        println!(
+            "  at {} ns{} lpn {:?}: {}\n    replay: {}",
+            v.instant_ns,
+            if v.torn { " (torn)" } else { "" },
+            v.lpn,
+            v.what,
+            v.replay
+        );
+    }
+}
+
+fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
+    eprintln!("shrinking {} seed {} ...", cfg.design.name, cfg.seed);
+    let s = shrink(cfg, 80, &|step| eprintln!("  shrunk: {step}"))?;
+    match &s {
+        Some(s) => {
+            let w = &s.config.workload;
+            let g = &s.config.device.geometry;
+            println!(
+                "smallest failing run ({} campaigns tried): {} requests, fill {}, queue depth {}, {} pages per request, {}x{} chips x {} blocks",
+                s.campaigns, w.requests, w.fill, w.queue_depth, w.request_pages, g.channels, g.chips_per_channel, g.blocks_per_chip
+            );
+            println!("  violation at {} ns{}: {}", s.instant_ns, if s.torn { " (torn)" } else { "" }, s.violation);
+            println!("  replay: {}", s.replay);
+        }
+        None => println!("shrink: the run did not fail again (sampled instants differ); keep the original replay"),
+    }
+    Ok(s)
+}
+
+/// The designs `--ftl` names (`all`: every design in the build).
+fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
+    if name == "all" {
+        Ok(crate::designs::all())
+    } else {
+        Ok(vec![crate::designs::find(name)?])
+    }
+}
+
+fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<SoakConfig> {
+    let n = args.seeds.unwrap_or(1);
+    let seeds = match args.seed {
+        Some(s) => (0..n as u64).map(|i| s + i).collect(),
+        None => {
+            let s = soak::fresh_seeds(n);
+            eprintln!("crashtest: fresh seeds {s:?}");
+            s
+        }
+    };
+    let fixed = if args.fixed {
+        let d = designs.first().cloned().ok_or_else(|| anyhow::anyhow!("no design"))?;
+        let c = single_config(args, d)?;
+        Some((c.workload, c.device))
+    } else {
+        None
+    };
+    Ok(SoakConfig {
+        designs,
+        promise: args.promise.as_deref().map(Promise::parse).transpose().map_err(anyhow::Error::msg)?,
+        options: DesignOptions::from_pairs(&args.params)?,
+        seeds,
+        crash_points: args.crash_points,
+        torn: args.torn,
+        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        vary: !args.fixed,
+        fixed,
+    })
+}
+
+fn print_cell(c: &CellResult) {
+    let status = match (&c.error, c.violations) {
+        (Some(e), _) => format!("ERROR {e}"),
+        (None, 0) => "ok".to_string(),
+        (None, v) => format!("FAIL {v} violations in {} images", c.violating_points),
+    };
+    eprintln!(
+        "{:<13} seed {:<20} {:<15} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}",
+        c.design, c.seed, c.shape, c.geometry, c.queue_depth, c.fill, c.crash_points
+    );
+    if c.failed() {
+        if let Some(v) = &c.first_violation {
+            eprintln!("    first: {v}");
+        }
+        if let Some(r) = &c.replay {
+            eprintln!("    replay: {r}");
+        }
+    }
+}
+
+fn print_summary(report: &SoakReport) {
+    println!("{:<13} {:>6} {:>8} {:>12} {:>11}", "design", "seeds", "failing", "crash points", "violations");
+    for d in report.designs() {
+        let t = report.totals_of(|c| c.design == d);
+        println!("{:<13} {:>6} {:>8} {:>12} {:>11}", d, t.seeds, t.failing_seeds.len(), t.crash_points, t.violations);
+    }
+    let t = report.totals();
+    println!("{:<13} {:>6} {:>8} {:>12} {:>11}   ({:.0} s)", "all", t.seeds, t.failing_seeds.len(), t.crash_points, t.violations, report.wall_s);
+    for c in report.cells.iter().filter(|c| c.failed()) {
+        println!("FAIL {} seed {}: {} violations; replay: {}", c.design, c.seed, c.violations, c.replay.as_deref().unwrap_or("-"));
+    }
+}
+
+fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
+    let cfg = soak_config(args, designs_named(&args.ftl)?)?;
+    let report = soak::run_soak(&cfg, &print_cell);
     if args.json {
         println!("{}", serde_json::to_string(&report.to_json())?);
     } else {
-        println!(
-            "design            {} (judged as {})",
-            report.ftl, report.promise
-        );
-        println!("run               {} workload, seed {}, {} host requests, {} flash operations recorded", report.workload, report.seed, report.host_requests, report.flash_ops_recorded);
-        println!(
-            "crash points      {} ({})",
-            report.crash_points,
-            report
-                .points_by_kind
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!("recovered         {}", report.recovered);
-        println!(
-            "violations        {} in {} images",
-            report.violations.len(),
-            report.violating_points
-        );
-        println!(
-            "recovery reads    mean {:.1}, p50 {:.0}, max {:.0}",
-            report.recovery_flash_reads.mean,
-            report.recovery_flash_reads.p50,
-            report.recovery_flash_reads.max
-        );
-        println!(
-            "recovery time     mean {:.3} ms, p50 {:.3} ms, max {:.3} ms (simulated)",
-            report.recovery_sim_ms.mean, report.recovery_sim_ms.p50, report.recovery_sim_ms.max
-        );
-        println!(
-            "wall              {:.1} s ({:.0} crash points/s)",
-            report.wall_s,
-            report.crash_points as f64 / report.wall_s.max(1e-9)
-        );
-        for v in report.violations.iter().take(10) {
-            println!(
-                "  at {} ns{} lpn {:?}: {}\n    replay: {}",
-                v.instant_ns,
-                if v.torn { " (torn)" } else { "" },
-                v.lpn,
-                v.what,
-                v.replay
-            );
+        print_summary(&report);
+    }
+    let failing: Vec<&CellResult> = report.cells.iter().filter(|c| c.failed()).collect();
+    if args.shrink {
+        for c in &failing {
+            let design = crate::designs::find(&c.design)?;
+            shrink_and_print(&soak::cell_config(&cfg, &design, c.seed).0)?;
         }
     }
-    if !report.violations.is_empty() {
-        anyhow::bail!(
-            "{} violations of the {} promise",
-            report.violations.len(),
-            report.promise
+    if !failing.is_empty() {
+        anyhow::bail!("{} of {} soak campaigns failed", failing.len(), report.cells.len());
+    }
+    Ok(())
+}
+
+/// Soaks every negative control; each must be caught on at least half its seeds.
+fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
+    let mut weak = Vec::new();
+    let mut all = Vec::new();
+    for (name, params, promise, what) in soak::CONTROLS {
+        let mut cfg = soak_config(args, vec![crate::designs::find(name)?])?;
+        cfg.promise = Some(promise);
+        for (k, v) in params {
+            cfg.options = cfg.options.with(k, v);
+        }
+        let report = soak::run_soak(&cfg, &|_| {});
+        let t = report.totals();
+        println!(
+            "control {name} {params:?} judged as {}: caught on {} of {} seeds ({what})",
+            promise.name(),
+            t.failing_seeds.len(),
+            t.seeds
         );
+        if t.failing_seeds.len() * 2 < t.seeds {
+            weak.push(name);
+        }
+        all.push(serde_json::json!({"design": name, "params": params, "promise": promise.name(), "caught_seeds": t.failing_seeds.len(), "seeds": t.seeds}));
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "controls": all }));
+    }
+    if !weak.is_empty() {
+        anyhow::bail!("negative controls caught on fewer than half their seeds: {weak:?}");
     }
     Ok(())
 }

@@ -12,27 +12,8 @@ use crate::Context;
 use crashtest::{run_campaign, CampaignConfig};
 use ftl::{DesignOptions, Promise};
 
-/// (design, parameters, promise judged against, what is wrong with it).
-const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = [
-    (
-        "wcache",
-        &[],
-        Promise::Ordered,
-        "write-back cache, flush-only: no prefix semantics",
-    ),
-    (
-        "dftl",
-        &[("oob_scan", "off")],
-        Promise::DurableWrites,
-        "DFTL that forgets the writes after its last checkpoint",
-    ),
-    (
-        "mobius",
-        &[("inject_bug", "skip_verify"), ("merge_small", "off")],
-        Promise::AtomicTransactions,
-        "Möbius committing unflagged inodes without reading their pages",
-    ),
-];
+/// The negative controls every soak must catch (`crashtest::soak::CONTROLS`).
+const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = crashtest::soak::CONTROLS;
 
 pub fn run(ctx: &Context) -> ExperimentResult {
     let points = if ctx.scale == crate::Scale::Quick {

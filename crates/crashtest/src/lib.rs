@@ -9,6 +9,8 @@
 
 pub mod oracle;
 pub mod points;
+pub mod shrink;
+pub mod soak;
 
 use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};
@@ -31,8 +33,6 @@ pub enum CampaignError {
     Workload(String),
     #[error("flash recording was switched off during the run")]
     NoLog,
-    #[error("the oracle cannot judge host logs with {0} requests")]
-    Unsupported(&'static str),
 }
 
 /// What to run.
@@ -161,9 +161,6 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let host = run
         .log
         .ok_or_else(|| CampaignError::Workload("the driver kept no host log".into()))?;
-    if let Some(what) = Model::new(&host).unsupported() {
-        return Err(CampaignError::Unsupported(what));
-    }
     Ok(Recording {
         base,
         ops,
@@ -222,6 +219,19 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
             w.locality_pages != d.locality_pages,
             w.locality_pages.to_string(),
         );
+        knob(
+            "min-tx-pages",
+            w.min_tx_pages != d.min_tx_pages,
+            w.min_tx_pages.to_string(),
+        );
+        knob(
+            "trim-fraction",
+            w.trim_fraction != d.trim_fraction,
+            w.trim_fraction.to_string(),
+        );
+    }
+    for set in device_overrides(&cfg.device) {
+        c.push_str(&format!(" --set {set}"));
     }
     for (k, v) in &cfg.options.params {
         c.push_str(&format!(" --param {k}={v}"));
@@ -233,6 +243,34 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
         c.push_str(" --torn");
     }
     c
+}
+
+/// `key=value` for every field of `device` that differs from its preset (`--set` arguments).
+pub fn device_overrides(device: &DeviceConfig) -> Vec<String> {
+    let Ok(base) = DeviceConfig::preset(&device.preset) else {
+        return Vec::new();
+    };
+    let (Ok(toml::Value::Table(a)), Ok(toml::Value::Table(b))) =
+        (toml::Value::try_from(device), toml::Value::try_from(&base))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    diff_tables("", &a, &b, &mut out);
+    out
+}
+
+fn diff_tables(prefix: &str, a: &toml::Table, b: &toml::Table, out: &mut Vec<String>) {
+    for (k, v) in a {
+        let key = format!("{prefix}{k}");
+        match (v, b.get(k)) {
+            (toml::Value::Table(x), Some(toml::Value::Table(y))) => {
+                diff_tables(&format!("{key}."), x, y, out)
+            }
+            (v, Some(w)) if v == w => {}
+            (v, _) => out.push(format!("{key}={v}")),
+        }
+    }
 }
 
 struct Outcome {
@@ -325,6 +363,11 @@ pub fn run_campaign(
 ) -> Result<CampaignReport, CampaignError> {
     let wall = std::time::Instant::now();
     let rec = record(cfg)?;
+    Ok(run_recorded(cfg, &rec, wall, progress))
+}
+
+/// Crash instants of a recorded run: every one with `exhaustive`, else a sample.
+fn choose_points(cfg: &CampaignConfig, rec: &Recording) -> Vec<CrashPoint> {
     let mut points = if cfg.exhaustive {
         points::exhaustive(&rec.ops, cfg.torn)
     } else {
@@ -338,6 +381,18 @@ pub fn run_campaign(
         )
     };
     points.retain(|p| p.instant_ns >= rec.ready_ns);
+    points
+}
+
+/// Checks the crash points of a recorded run on `cfg.threads` workers; `wall` is when the
+/// campaign started (for the report's wall time).
+pub fn run_recorded(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    wall: std::time::Instant,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> CampaignReport {
+    let points = choose_points(cfg, rec);
     let model = Model::new(&rec.host);
     let threads = cfg.threads.max(1).min(points.len().max(1));
     let chunk = points.len().div_ceil(threads).max(1);
@@ -388,8 +443,7 @@ pub fn run_campaign(
         .collect();
     let violating_points = outcomes.iter().filter(|o| !o.violations.is_empty()).count();
     let violations = outcomes.into_iter().flat_map(|o| o.violations).collect();
-    let _ = PointKind::Spread;
-    Ok(CampaignReport {
+    CampaignReport {
         ftl: cfg.design.name.to_string(),
         promise: cfg.promise.name().to_string(),
         preset: cfg.device.preset.clone(),
@@ -406,7 +460,7 @@ pub fn run_campaign(
         flash_ops_recorded: rec.ops.ops.len(),
         host_requests: rec.host.records.len(),
         wall_s: wall.elapsed().as_secs_f64(),
-    })
+    }
 }
 
 /// Rebuilds and judges the single crash image at `instant` (for `--replay-instant`).

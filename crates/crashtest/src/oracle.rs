@@ -16,7 +16,10 @@
 //!   transaction requires that earlier one too, unless it was aborted, failed or never finished;
 //! - ordered: the image equals the state after a prefix of the write requests in arrival order
 //!   (each request all-or-nothing), and that prefix covers every write that arrived before a flush
-//!   acknowledged by T.
+//!   acknowledged by T;
+//! - trims (every promise): a trimmed page reads as never written or keeps its data (a trim may be
+//!   forgotten by a power cut), so a trim never makes a write mandatory; a trim of the page that
+//!   arrived by T after the write a promise requires lets the page read as never written instead.
 
 use flash::{ContentTag, Lpn};
 use ftl::{DwriteFlag, PageOutcome, Promise, TxUuid};
@@ -69,6 +72,8 @@ pub struct Model<'a> {
     log: &'a HostLog,
     /// Per LPN: write numbers in arrival order.
     writes: Vec<Vec<u64>>,
+    /// Per LPN: record indices of the trims the device accepted, in arrival order.
+    trims: Vec<Vec<usize>>,
     /// Per uuid: first abort request the device accepted (record index).
     aborts: FxHashMap<u64, usize>,
     dynamic: FxHashMap<u64, DynTx>,
@@ -83,6 +88,7 @@ pub struct Model<'a> {
 impl<'a> Model<'a> {
     pub fn new(log: &'a HostLog) -> Model<'a> {
         let mut writes = vec![Vec::new(); log.logical_pages as usize];
+        let mut trims = vec![Vec::new(); log.logical_pages as usize];
         let mut aborts = FxHashMap::default();
         let mut dynamic: FxHashMap<u64, DynTx> = FxHashMap::default();
         let mut flushes = Vec::new();
@@ -93,6 +99,12 @@ impl<'a> Model<'a> {
                 }
             }
             match &r.op {
+                HostOp::Trim { start, count } if r.succeeded() => {
+                    let end = (start.0 + count).min(log.logical_pages);
+                    for lpn in start.0..end {
+                        trims[lpn as usize].push(i);
+                    }
+                }
                 // A refused ABORT (e.g. AlreadyCommitted) exempts nothing.
                 HostOp::Abort { uuid } if r.succeeded() => {
                     aborts.entry(uuid.0).or_insert(i);
@@ -136,6 +148,7 @@ impl<'a> Model<'a> {
             log,
             durable_at,
             writes,
+            trims,
             aborts,
             dynamic,
             flushes,
@@ -263,13 +276,13 @@ impl<'a> Model<'a> {
             .max()
     }
 
-    /// Host requests the oracle cannot judge (trims: nothing the workloads issue yet).
-    pub fn unsupported(&self) -> Option<&'static str> {
-        self.log
-            .records
+    /// Did a trim of `lpn` arrive by `t`, after write `w` (after nothing: any trim)? Then the
+    /// page may read as never written even where the promise requires `w`.
+    fn trimmed_after(&self, lpn: usize, w: Option<u64>, t: u64) -> bool {
+        let after = w.and_then(|w| self.record(w)).map(|(i, _)| i);
+        self.trims[lpn]
             .iter()
-            .any(|r| matches!(r.op, HostOp::Trim { .. }) && r.succeeded())
-            .then_some("TRIM")
+            .any(|&i| after.is_none_or(|a| i > a) && self.log.records[i].arrival_ns <= t)
     }
 
     /// Checks one crash image; returns (lpn, message) for every rule broken.
@@ -332,6 +345,7 @@ impl<'a> Model<'a> {
                 .rposition(|&w| self.record(w).is_some_and(|(_, r)| covered(r)));
             let ok = match (*s, last_covered) {
                 (Seen::Unwritten, None) => true,
+                (Seen::Unwritten, Some(i)) if self.trimmed_after(lpn, Some(ws[i]), t) => true,
                 (Seen::Unwritten, Some(i)) => {
                     v.push((
                         Some(Lpn(lpn as u32)),
@@ -391,7 +405,7 @@ impl<'a> Model<'a> {
                 Seen::Write(w) => Some(w),
                 _ => None,
             };
-            if expected != found {
+            if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
                 let describe = |w: Option<u64>| match w {
                     None => "never written".to_string(),
                     Some(w) => format!("write {w} of {:?}", self.unit_of(w)),
@@ -427,15 +441,17 @@ impl<'a> Model<'a> {
                         v.push((Some(Lpn(lpn as u32)), format!("{u:?} survived without the earlier {a:?}, which also wrote this page and was neither aborted nor unfinished (a later transaction cannot survive without an earlier one)")));
                         break;
                     }
-                } else if missing.is_none() && !self.exempt(u, t) && self.proven_absent(u, seen) {
+                } else if missing.is_none() && !self.exempt(u, t) && self.proven_absent(u, seen, t)
+                {
                     missing = Some(u);
                 }
             }
         }
     }
 
-    /// Does the image show, on some page of `u`, a state older than `u`'s write of it?
-    fn proven_absent(&self, u: Unit, seen: &[Seen]) -> bool {
+    /// Does the image show, on some page of `u`, a state older than `u`'s write of it (reading as
+    /// never written proves nothing where a later trim arrived by `t`)?
+    fn proven_absent(&self, u: Unit, seen: &[Seen], t: u64) -> bool {
         let writes: Vec<(Lpn, u64)> = match u {
             Unit::Page(w) => self
                 .record(w)
@@ -460,7 +476,7 @@ impl<'a> Model<'a> {
                     (Some(a), Some(b)) => a < b,
                     _ => false,
                 },
-                Seen::Unwritten => true,
+                Seen::Unwritten => !self.trimmed_after(lpn.0 as usize, Some(w), t),
                 _ => false,
             }
         })
@@ -495,7 +511,7 @@ impl<'a> Model<'a> {
                 Seen::Write(w) => Some(w),
                 _ => None,
             };
-            if expected != found {
+            if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
                 v.push((Some(Lpn(lpn as u32)), format!(
                     "holds {} but the recovered state must be the prefix up to request {:?}, which gives {} (prefix, request atomicity or flush semantics broken)",
                     found.map_or("never written".into(), |w| format!("write {w}")),
@@ -810,5 +826,78 @@ mod tests {
             "write 1 was sent after it"
         );
         assert_eq!(judge(&l, f, 140, &[U, U]), 0, "flush not yet acknowledged");
+    }
+
+    #[test]
+    fn a_trim_permits_never_written_but_never_forgets_a_later_write() {
+        let w = |lpn| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        let trim = HostOp::Trim {
+            start: Lpn(0),
+            count: 1,
+        };
+        // w0 lpn 0 acked at 10; trim lpn 0 arrives 20, acked 21; w1 lpn 0 arrives 40, acked 50.
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(10), None, 0),
+                rec(trim.clone(), 20, Some(21), None, 0),
+                rec(w(0), 40, Some(50), None, 0),
+            ],
+            1,
+        );
+        for p in [Promise::DurableWrites, Promise::AtomicTransactions] {
+            assert!(judge(&l, p, 15, &[U]) > 0, "{p:?}: w0 durable, trim not arrived");
+            assert_eq!(judge(&l, p, 30, &[U]), 0, "{p:?}: trimmed");
+            assert_eq!(judge(&l, p, 30, &[W(0)]), 0, "{p:?}: trim forgotten by the cut");
+            assert!(judge(&l, p, 60, &[U]) > 0, "{p:?}: w1 after the trim was acknowledged");
+            assert!(judge(&l, p, 60, &[W(0)]) > 0, "{p:?}: w1 lost");
+        }
+        assert_eq!(judge(&l, Promise::FlushOnly, 60, &[U]), 0, "nothing flushed");
+        // Ordered: w0, flush (acked 12), trim, w1, flush (acked 55).
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(10), None, 0),
+                rec(HostOp::Flush, 11, Some(12), None, 0),
+                rec(trim, 20, Some(21), None, 0),
+                rec(w(0), 40, Some(50), None, 0),
+                rec(HostOp::Flush, 51, Some(55), None, 0),
+            ],
+            1,
+        );
+        let o = Promise::Ordered;
+        assert!(judge(&l, o, 15, &[U]) > 0, "w0 flushed");
+        assert_eq!(judge(&l, o, 30, &[U]), 0, "trimmed");
+        assert_eq!(judge(&l, o, 30, &[W(0)]), 0, "trim forgotten");
+        assert!(judge(&l, o, 60, &[U]) > 0, "w1 flushed after the trim");
+    }
+
+    #[test]
+    fn a_trimmed_page_does_not_prove_an_earlier_transaction_absent() {
+        // tx1 {0, 1} (w0, w1) not durable; trim lpn 0; tx2 {1} (w2) survives.
+        let l = log(
+            vec![
+                rec(sw(1, &[0, 1]), 0, Some(5), Some(100), 0),
+                rec(
+                    HostOp::Trim {
+                        start: Lpn(0),
+                        count: 1,
+                    },
+                    10,
+                    Some(11),
+                    None,
+                    0,
+                ),
+                rec(sw(2, &[1]), 20, Some(25), Some(100), 0),
+            ],
+            2,
+        );
+        let a = Promise::AtomicTransactions;
+        assert_eq!(judge(&l, a, 50, &[U, W(2)]), 0, "lpn 0 may be trimmed");
+        // Without the trim, lpn 0 unwritten proves tx1 absent while tx2 survived.
+        let mut l2 = l.clone();
+        l2.records[1].error = Some("refused".into());
+        assert!(judge(&l2, a, 50, &[U, W(2)]) > 0);
     }
 }

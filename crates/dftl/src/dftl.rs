@@ -155,7 +155,7 @@ impl Dftl {
         let checkpoint_room =
             cfg.cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips();
         let gc_low_blocks = 2 * g.chips() + 4 + checkpoint_room;
-        let working = STREAMS as u32 * g.chips() + gc_low_blocks;
+        let working = ftl::working_blocks(&g, STREAMS, gc_low_blocks);
         let logical_pages = ftl::logical_pages(
             &g,
             layout.reserved_count() + working,

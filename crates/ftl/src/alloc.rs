@@ -283,6 +283,16 @@ impl BlockPool {
     }
 }
 
+/// Blocks a design needs free or open at all times, besides its fixed metadata areas: one
+/// open block per write stream on every chip, plus the free blocks its GC keeps in reserve.
+/// Every design passes this to [`logical_pages`] so the exported capacity is what the design
+/// can hold at steady state: a design that exported more ran out of space on a wide
+/// (8-chip, 16-block-per-chip) device at 80 % fill, and showed inflated write amplification
+/// everywhere else, because its over-provisioning was partly spent on open blocks.
+pub fn working_blocks(geometry: &Geometry, streams: usize, gc_free_blocks: u32) -> u32 {
+    streams as u32 * geometry.chips() + gc_free_blocks
+}
+
 /// Host-visible logical pages for a device of `geometry` once `reserved_blocks` are set aside
 /// and `over_provisioning` of the rest is hidden. At least two blocks per chip stay hidden so GC
 /// always has somewhere to copy to.

@@ -14,7 +14,7 @@ pub mod promise;
 pub mod space;
 pub mod validity;
 
-pub use alloc::{logical_pages, BlockPool, BlockState};
+pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState};
 pub use device::{
     check_range, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
     RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,

@@ -26,6 +26,11 @@ pub(crate) const S_CHAIN: usize = 1;
 pub(crate) const S_GC: usize = 2;
 pub(crate) const S_MAP: usize = S_GC;
 const STREAMS: usize = 3;
+
+/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two.
+fn gc_low_blocks(g: &flash::Geometry) -> u32 {
+    g.chips() + 2
+}
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
 
@@ -190,9 +195,11 @@ impl Mobius {
         let lay = layout.clone();
         let pool = ftl::BlockPool::new(&g, STREAMS, |b| lay.is_reserved(b));
         let space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, 64);
+        // Besides the ALA and GM areas, one open block per stream and chip and GC's free-block
+        // low-water mark never hold host data at steady state.
         let logical = ftl::logical_pages(
             &g,
-            layout.reserved_count(),
+            layout.reserved_count() + ftl::working_blocks(&g, STREAMS, gc_low_blocks(&g)),
             flash.config().over_provisioning,
         )
         .min(TP_OWNER - 1);
@@ -1275,7 +1282,7 @@ impl Mobius {
         if !self.validity_ready {
             self.rebuild_validity(at)?;
         }
-        let low = self.flash.geometry().chips() + 2;
+        let low = gc_low_blocks(self.flash.geometry());
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
             let Some(v) = self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) else {

@@ -14,7 +14,10 @@
 //!
 //! Trim: the trimmed page's flash copy stays live as a *tombstone* (owner with [`TOMB`] set) until
 //! the LPN is written back again, so no older version of the page can resurface after a power cut
-//! (after a cut the page reads as unwritten or its last data, as flush-only allows).
+//! (after a cut the page reads as unwritten or its last data, as flush-only allows). A trimmed
+//! page whose newest data is dirty in the cache is written back first and that copy becomes the
+//! tombstone: without it the flash copy left as the tombstone was *older* than the last data,
+//! and a cut after the next flush brought it back (found by the seed soak with trims, issue #22).
 
 use crate::cache::{CachedPage, PageTags, WriteCache};
 use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
@@ -353,7 +356,9 @@ impl BlockDevice for WCache {
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         check_range(start, count as u64, self.logical)?;
         for lpn in start.0..start.0 + count {
-            self.cache.remove(lpn);
+            if let Some(page) = self.cache.remove(lpn).filter(|p| p.dirty) {
+                self.write_back(&page, arrival_ns)?;
+            }
             let i = lpn as usize;
             let ppn = std::mem::replace(&mut self.l2p[i], Ppn::NONE);
             if !ppn.is_none() {

@@ -114,6 +114,9 @@ impl Generator {
         if self.spec.name != "txmix" && self.flush_due() {
             return HostOp::Flush;
         }
+        if let Some(trim) = self.maybe_trim(rng) {
+            return trim;
+        }
         let pages = self.spec.request_pages;
         match self.spec.name.as_str() {
             "seqwrite" => {
@@ -158,6 +161,22 @@ impl Generator {
                 count: pages,
             },
         }
+    }
+
+    /// A trim of 1–8 pages with probability `trim_fraction` (not while a dynamic transaction
+    /// of this generator is open: designs that allow one at a time would refuse it).
+    fn maybe_trim(&mut self, rng: &mut ChaCha8Rng) -> Option<HostOp> {
+        let eligible = self.spec.trim_fraction > 0.0
+            && self.dynamic.is_empty()
+            && !matches!(self.spec.name.as_str(), "seqwrite" | "locality");
+        if !eligible || !rng.random_bool(self.spec.trim_fraction) {
+            return None;
+        }
+        let count = rng.random_range(1..=8u32.min(self.range));
+        Some(HostOp::Trim {
+            start: self.random_start(rng, count),
+            count,
+        })
     }
 
     fn distinct_lpns(&self, rng: &mut ChaCha8Rng, n: u32, hot: bool) -> Vec<Lpn> {

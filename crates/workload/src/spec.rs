@@ -38,6 +38,9 @@ pub struct WorkloadSpec {
     pub abort_fraction: f64,
     /// txmix: smallest transaction, in pages.
     pub min_tx_pages: u32,
+    /// Fraction of measured requests that are trims of 1–8 pages (every workload but seqwrite
+    /// and locality).
+    pub trim_fraction: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -54,6 +57,7 @@ impl Default for WorkloadSpec {
             fill: 0.0,
             abort_fraction: 0.1,
             min_tx_pages: 2,
+            trim_fraction: 0.0,
         }
     }
 }
@@ -102,8 +106,12 @@ impl WorkloadSpec {
         if !(0.0..=1.0).contains(&self.fill)
             || !(0.0..=1.0).contains(&self.read_fraction)
             || !(0.0..=1.0).contains(&self.abort_fraction)
+            || !(0.0..=1.0).contains(&self.trim_fraction)
         {
-            return Err("fill, read_fraction and abort_fraction must be within [0, 1]".into());
+            return Err(
+                "fill, read_fraction, abort_fraction and trim_fraction must be within [0, 1]"
+                    .into(),
+            );
         }
         let range = self.range(logical_pages);
         if range < self.request_pages {

@@ -1,0 +1,426 @@
+//! Soak: crash campaigns over many seeds, designs, workload shapes and geometries.
+//!
+//! A fixed seed is a regression guard, not a proof (issue #22: LightTx lost durable writes on 10
+//! of 21 seeds while the tests' seeds passed). A soak runs one campaign per (design, seed) cell,
+//! on all cores, and never stops at a failure. Each seed also chooses, deterministically, the
+//! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
+//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill and a geometry (the
+//! `small` preset or a wider one with the same capacity) — so one design bug does not hide
+//! behind one workload shape. Every failing cell prints the command that replays its first
+//! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
+//! fails.
+
+use crate::{replay_command, run_campaign, CampaignConfig, CampaignReport};
+use flash::{DeviceConfig, Flash};
+use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use workload::WorkloadSpec;
+
+/// Workload shapes a soak draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// Every primitive the design offers (txmix).
+    Txmix,
+    /// Random writes with a flush every 16–128 writes.
+    RandwriteFlush,
+    /// Static transactions of 16–64 pages.
+    LargeTx,
+    /// Half the transactions aborted by the host.
+    AbortHeavy,
+    /// One request in five a trim.
+    TrimHeavy,
+}
+
+impl Shape {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Txmix => "txmix",
+            Shape::RandwriteFlush => "randwrite-flush",
+            Shape::LargeTx => "large-tx",
+            Shape::AbortHeavy => "abort-heavy",
+            Shape::TrimHeavy => "trim-heavy",
+        }
+    }
+
+    /// The shapes a design with these capabilities supports.
+    pub fn for_caps(caps: Option<TxCapabilities>) -> Vec<Shape> {
+        let mut v = vec![Shape::RandwriteFlush, Shape::TrimHeavy];
+        if let Some(c) = caps {
+            v.push(Shape::Txmix);
+            if c.static_tx && c.max_tx_pages >= 16 {
+                v.push(Shape::LargeTx);
+            }
+            if c.abort {
+                v.push(Shape::AbortHeavy);
+            }
+        }
+        v
+    }
+}
+
+/// What one seed chose for one design.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub shape: Shape,
+    pub workload: WorkloadSpec,
+    pub device: DeviceConfig,
+    /// `small` or `wide`.
+    pub geometry: &'static str,
+}
+
+/// The `small` preset spread over 8 chips (4 channels × 2) with half the blocks per chip: the
+/// same 16 MB, twice the parallelism, so operations complete out of order across more chips.
+pub fn wide_device() -> DeviceConfig {
+    let mut d = DeviceConfig::preset("small").expect("small preset");
+    d.geometry.channels = 4;
+    d.geometry.chips_per_channel = 2;
+    d.geometry.blocks_per_chip = 16;
+    d
+}
+
+/// Base run length of every cell (requests after the fill), as `mobius crashtest`.
+pub const BASE_REQUESTS: u64 = 3000;
+
+impl Variant {
+    /// The variant `seed` chooses for a design with capabilities `caps`.
+    pub fn choose(seed: u64, caps: Option<TxCapabilities>) -> Variant {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_50a4);
+        let shapes = Shape::for_caps(caps);
+        let shape = shapes[rng.random_range(0..shapes.len())];
+        let (device, geometry) = if rng.random_bool(0.5) {
+            (DeviceConfig::preset("small").expect("small preset"), "small")
+        } else {
+            (wide_device(), "wide")
+        };
+        let mut w = shape_workload(shape, caps, &mut rng);
+        w.requests = BASE_REQUESTS;
+        w.fill = [0.5, 0.8, 0.8, 0.9][rng.random_range(0..4)];
+        w.queue_depth = [1, 4, 8, 16][rng.random_range(0..4)];
+        Variant {
+            shape,
+            workload: w,
+            device,
+            geometry,
+        }
+    }
+}
+
+fn shape_workload(
+    shape: Shape,
+    caps: Option<TxCapabilities>,
+    rng: &mut ChaCha8Rng,
+) -> WorkloadSpec {
+    let named = |n: &str| WorkloadSpec::named(n).expect("known workload");
+    match shape {
+        Shape::Txmix => named("txmix"),
+        Shape::RandwriteFlush => {
+            let mut w = named("randwrite-flush");
+            w.flush_every = [16, 64, 128][rng.random_range(0..3)];
+            w
+        }
+        Shape::LargeTx => {
+            let mut w = named("txmix");
+            let max = caps.map_or(16, |c| c.max_tx_pages.min(64) as u32);
+            w.request_pages = max;
+            w.min_tx_pages = 16.min(max);
+            w
+        }
+        Shape::AbortHeavy => {
+            let mut w = named("txmix");
+            w.abort_fraction = 0.5;
+            w
+        }
+        Shape::TrimHeavy => {
+            let mut w = named(if caps.is_some() {
+                "txmix"
+            } else {
+                "randwrite-flush"
+            });
+            w.trim_fraction = 0.2;
+            w
+        }
+    }
+}
+
+/// The transactional capabilities of a design (formats it on a `small` tag-only device).
+pub fn capabilities(design: &DesignSpec, options: &DesignOptions) -> Option<TxCapabilities> {
+    let d = DeviceConfig::preset("small").expect("small preset");
+    let flash = Flash::in_memory(d.clone(), (design.oob_record_bytes)(&d.geometry), true);
+    let mut dev = (design.format)(flash, options).ok()?;
+    dev.transactional().map(|t| t.capabilities())
+}
+
+/// What to soak.
+#[derive(Clone)]
+pub struct SoakConfig {
+    pub designs: Vec<DesignSpec>,
+    /// Judge every design against this promise instead of its own (negative controls).
+    pub promise: Option<Promise>,
+    pub options: DesignOptions,
+    pub seeds: Vec<u64>,
+    pub crash_points: usize,
+    pub torn: bool,
+    /// Cells run at once (each campaign on one thread).
+    pub jobs: usize,
+    /// Choose a variant per seed; `false` runs every cell on `fixed`.
+    pub vary: bool,
+    /// The workload and device of every cell when `vary` is off (`None`: the design's default
+    /// workload on `small`, as `mobius crashtest`).
+    pub fixed: Option<(WorkloadSpec, DeviceConfig)>,
+}
+
+/// One (design, seed) campaign.
+#[derive(Clone, Debug, Serialize)]
+pub struct CellResult {
+    pub design: String,
+    pub promise: String,
+    pub seed: u64,
+    pub shape: String,
+    pub geometry: String,
+    pub queue_depth: u32,
+    pub fill: f64,
+    pub crash_points: usize,
+    pub violations: usize,
+    pub violating_points: usize,
+    /// The first violation, with the command that replays it.
+    pub first_violation: Option<String>,
+    pub replay: Option<String>,
+    /// The campaign could not run (counts as a failure).
+    pub error: Option<String>,
+    pub wall_s: f64,
+}
+
+impl CellResult {
+    pub fn failed(&self) -> bool {
+        self.violations > 0 || self.error.is_some()
+    }
+}
+
+/// Every cell, in (design, seed) order whatever the job count.
+#[derive(Clone, Debug, Serialize)]
+pub struct SoakReport {
+    pub cells: Vec<CellResult>,
+    pub wall_s: f64,
+}
+
+/// Per-design totals.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    pub seeds: usize,
+    pub failing_seeds: Vec<u64>,
+    pub crash_points: usize,
+    pub violations: usize,
+}
+
+impl SoakReport {
+    pub fn totals(&self) -> Totals {
+        self.totals_of(|_| true)
+    }
+
+    pub fn totals_of(&self, keep: impl Fn(&CellResult) -> bool) -> Totals {
+        let mut t = Totals::default();
+        for c in self.cells.iter().filter(|c| keep(c)) {
+            t.seeds += 1;
+            t.crash_points += c.crash_points;
+            t.violations += c.violations;
+            if c.failed() && !t.failing_seeds.contains(&c.seed) {
+                t.failing_seeds.push(c.seed);
+            }
+        }
+        t
+    }
+
+    pub fn designs(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.cells.iter().map(|c| c.design.clone()).collect();
+        v.dedup();
+        v
+    }
+
+    /// `{seeds, failing_seeds, crash_points, violations, designs: {name: totals}, failures: [...]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let t = self.totals();
+        let designs: serde_json::Map<String, serde_json::Value> = self
+            .designs()
+            .into_iter()
+            .map(|d| {
+                let v = serde_json::to_value(self.totals_of(|c| c.design == d)).expect("totals");
+                (d, v)
+            })
+            .collect();
+        let failures: Vec<&CellResult> = self.cells.iter().filter(|c| c.failed()).collect();
+        serde_json::json!({
+            "seeds": t.seeds,
+            "failing_seeds": t.failing_seeds,
+            "crash_points": t.crash_points,
+            "violations": t.violations,
+            "designs": designs,
+            "failures": failures,
+            "wall_s": self.wall_s,
+        })
+    }
+}
+
+/// The campaign of one cell.
+pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (CampaignConfig, Variant) {
+    let caps = capabilities(design, &cfg.options);
+    let variant = if cfg.vary {
+        Variant::choose(seed, caps)
+    } else {
+        let (workload, device) = cfg.fixed.clone().unwrap_or_else(|| {
+            let mut w = WorkloadSpec::named(design.default_workload).expect("default workload");
+            w.requests = BASE_REQUESTS;
+            w.fill = 0.8;
+            (w, DeviceConfig::preset("small").expect("small preset"))
+        });
+        Variant {
+            shape: if workload.name == "txmix" {
+                Shape::Txmix
+            } else {
+                Shape::RandwriteFlush
+            },
+            workload,
+            device,
+            geometry: "fixed",
+        }
+    };
+    let campaign = CampaignConfig {
+        design: design.clone(),
+        options: cfg.options.clone(),
+        device: variant.device.clone(),
+        workload: variant.workload.clone(),
+        seed,
+        crash_points: cfg.crash_points,
+        torn: cfg.torn,
+        exhaustive: false,
+        promise: cfg.promise.unwrap_or(design.promise),
+        threads: 1,
+        tag_only: true,
+    };
+    (campaign, variant)
+}
+
+fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
+    let (campaign, variant) = cell_config(cfg, design, seed);
+    let wall = std::time::Instant::now();
+    let mut cell = CellResult {
+        design: design.name.to_string(),
+        promise: campaign.promise.name().to_string(),
+        seed,
+        shape: variant.shape.name().to_string(),
+        geometry: variant.geometry.to_string(),
+        queue_depth: variant.workload.queue_depth,
+        fill: variant.workload.fill,
+        crash_points: 0,
+        violations: 0,
+        violating_points: 0,
+        first_violation: None,
+        replay: None,
+        error: None,
+        wall_s: 0.0,
+    };
+    match run_campaign(&campaign, &|_, _| {}) {
+        Ok(r) => note_report(&mut cell, &r),
+        Err(e) => {
+            cell.error = Some(e.to_string());
+            cell.replay = Some(replay_command(&campaign, 0, campaign.torn).replace(
+                " --replay-instant 0",
+                &format!(" --crash-points {}", campaign.crash_points),
+            ));
+        }
+    }
+    cell.wall_s = wall.elapsed().as_secs_f64();
+    cell
+}
+
+fn note_report(cell: &mut CellResult, r: &CampaignReport) {
+    cell.crash_points = r.crash_points;
+    cell.violations = r.violations.len();
+    cell.violating_points = r.violating_points;
+    if let Some(v) = r.violations.first() {
+        cell.first_violation = Some(format!(
+            "at {} ns{} lpn {:?}: {}",
+            v.instant_ns,
+            if v.torn { " (torn)" } else { "" },
+            v.lpn,
+            v.what
+        ));
+        cell.replay = Some(v.replay.clone());
+    }
+}
+
+/// Runs every (design, seed) cell on `jobs` threads; `progress` sees each cell as it finishes.
+pub fn run_soak(cfg: &SoakConfig, progress: &(dyn Fn(&CellResult) + Sync)) -> SoakReport {
+    let wall = std::time::Instant::now();
+    let cells: Vec<(usize, usize)> = (0..cfg.designs.len())
+        .flat_map(|d| (0..cfg.seeds.len()).map(move |s| (d, s)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<CellResult>>> = Mutex::new(vec![None; cells.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..cfg.jobs.max(1).min(cells.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(d, k)) = cells.get(i) else { break };
+                let r = run_cell(cfg, &cfg.designs[d], cfg.seeds[k]);
+                progress(&r);
+                results.lock().expect("soak results")[i] = Some(r);
+            });
+        }
+    });
+    SoakReport {
+        cells: results
+            .into_inner()
+            .expect("soak results")
+            .into_iter()
+            .map(|r| r.expect("every cell ran"))
+            .collect(),
+        wall_s: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// `n` seeds that differ from run to run (from the process's hash-map randomness), for soaks
+/// that must not always try the same seeds. Print them: each reproduces exactly.
+pub fn fresh_seeds(n: usize) -> Vec<u64> {
+    use std::hash::{BuildHasher, Hasher};
+    let state = std::collections::hash_map::RandomState::new();
+    (0..n)
+        .map(|i| {
+            let mut h = state.build_hasher();
+            h.write_usize(i);
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos()),
+            );
+            h.finish() >> 16
+        })
+        .collect()
+}
+
+/// Known-bad configurations a soak must catch: (design, parameters, promise judged against, what
+/// is wrong). A soak that cannot fail proves nothing.
+pub const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = [
+    (
+        "wcache",
+        &[],
+        Promise::Ordered,
+        "write-back cache, flush-only: no prefix semantics",
+    ),
+    (
+        "dftl",
+        &[("oob_scan", "off")],
+        Promise::DurableWrites,
+        "DFTL that forgets the writes after its last checkpoint",
+    ),
+    (
+        "mobius",
+        &[("inject_bug", "skip_verify"), ("merge_small", "off")],
+        Promise::AtomicTransactions,
+        "Möbius committing unflagged inodes without reading their pages",
+    ),
+];

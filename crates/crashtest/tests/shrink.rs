@@ -1,0 +1,46 @@
+//! Shrinking (issue #22): a failing campaign reduces to a smaller run that still fails at the
+//! instant it names, and a campaign that does not fail does not shrink.
+
+use crashtest::shrink::shrink;
+use crashtest::{replay_one, CampaignConfig};
+use ftl::{DesignOptions, Promise};
+
+fn dftl(oob_scan: &str, requests: u64) -> CampaignConfig {
+    let mut w = workload::WorkloadSpec::named("randwrite").expect("randwrite");
+    w.requests = requests;
+    w.fill = 0.5;
+    CampaignConfig {
+        design: dftl::spec(),
+        options: DesignOptions::default().with("oob_scan", oob_scan),
+        device: flash::DeviceConfig::preset("small").expect("small"),
+        workload: w,
+        seed: 3,
+        crash_points: 300,
+        torn: true,
+        exhaustive: false,
+        promise: Promise::DurableWrites,
+        threads: 2,
+        tag_only: true,
+    }
+}
+
+#[test]
+fn an_injected_bug_shrinks_to_a_smaller_run_that_still_fails() {
+    let cfg = dftl("off", 800);
+    let s = shrink(&cfg, 40, &|step| eprintln!("shrunk: {step}"))
+        .expect("campaigns run")
+        .expect("DFTL without its OOB scan loses writes");
+    eprintln!("{} campaigns; replay: {}", s.campaigns, s.replay);
+    assert!(!s.steps.is_empty());
+    assert!(s.config.workload.requests < cfg.workload.requests || s.config.workload.fill < 0.5);
+    let v = replay_one(&s.config, s.instant_ns, s.torn).expect("replay");
+    assert!(!v.is_empty(), "the shrunk run must fail at the instant it names");
+    assert!(s.replay.contains(&format!("--replay-instant {}", s.instant_ns)));
+}
+
+#[test]
+fn a_correct_design_does_not_shrink() {
+    assert!(shrink(&dftl("on", 200), 10, &|_| {})
+        .expect("campaigns run")
+        .is_none());
+}
