@@ -14,6 +14,7 @@ mod nvmfs_cmd;
 mod progress;
 mod replay;
 mod serve;
+mod sql_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -44,6 +45,10 @@ enum Command {
     Compare(compare_cmd::CompareArgs),
     /// Mount NVMFS (NVRAM file + SSD flash image) with FUSE; SIGTERM/unmount flush and close.
     Nvmfs(nvmfs_cmd::NvmfsArgs),
+    /// Run a SQL workload (kv, tpcb) through SQLite on a design, in simulated time.
+    SqlBench(sql_cmd::SqlBenchArgs),
+    /// A SQLite shell on a flash image (kill -9 = power cut; the next start recovers).
+    Sql(sql_cmd::SqlArgs),
 }
 
 fn main() {
@@ -55,6 +60,8 @@ fn main() {
         Command::Crashtest(a) => crashtest_cmd::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Nvmfs(a) => nvmfs_cmd::run(a),
+        Command::SqlBench(a) => sql_cmd::bench(a),
+        Command::Sql(a) => sql_cmd::shell(a),
         Command::Replay(a) => replay::run(a),
     };
     if let Err(e) = result {

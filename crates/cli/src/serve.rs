@@ -105,7 +105,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Recovers the design from `image`, or creates and formats it.
-fn open_image(
+pub(crate) fn open_image(
     design: &ftl::DesignSpec,
     config: &flash::DeviceConfig,
     oob: u32,

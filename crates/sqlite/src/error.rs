@@ -22,6 +22,8 @@ pub enum SqlError {
     },
     #[error("unknown mode '{0}': batch, journal, wal, ordered or nobarrier")]
     UnknownMode(String),
+    #[error("unknown workload '{0}': kv or tpcb")]
+    UnknownWorkload(String),
     #[error("the {file} file would grow past its extent of {capacity} bytes")]
     FileFull { file: &'static str, capacity: u64 },
     #[error("the device returned an uncorrectable page at logical page {0}")]

@@ -134,6 +134,7 @@ pub struct Store {
     batch: Option<Batch>,
     /// `PRAGMA synchronous` ≥ FULL: batch commits are synchronous SWRITEs.
     synchronous_full: bool,
+    synchronous: String,
     now_ns: u64,
     next_uuid: u64,
     /// Writes submitted since the last flush.
@@ -232,6 +233,7 @@ impl Store {
             files,
             batch: None,
             synchronous_full: true,
+            synchronous: "full".into(),
             next_uuid: 0,
             unflushed: false,
             durable_ns: 0,
@@ -265,8 +267,22 @@ impl Store {
 
     /// `PRAGMA synchronous` as SQLite reports it through the VFS.
     pub fn set_synchronous(&mut self, level: &str) {
-        let level = level.trim().to_ascii_lowercase();
-        self.synchronous_full = !matches!(level.as_str(), "0" | "off" | "1" | "normal");
+        let level = match level.trim().to_ascii_lowercase().as_str() {
+            "0" | "off" => "off",
+            "1" | "normal" => "normal",
+            "3" | "extra" => "extra",
+            _ => "full",
+        };
+        self.synchronous_full = matches!(level, "full" | "extra");
+        self.synchronous = level.into();
+    }
+
+    pub fn synchronous_name(&self) -> &str {
+        &self.synchronous
+    }
+
+    pub fn tx_kind(&self) -> TxKind {
+        self.tx_kind
     }
 
     pub fn exists(&self, kind: FileKind) -> bool {

@@ -1,1 +1,217 @@
-//! SQL workloads
+//! SQL workloads run on a [`Database`], measured in the device's simulated time.
+//!
+//! - `kv`: one insert per transaction into a key-value table (OPTR §6.2 / Fig. 9's SQLite
+//!   microbenchmark): random 64-bit keys, 100-byte values.
+//! - `tpcb`: pgbench's TPC-B-like transaction on SQLite (update an account, read it back,
+//!   update its teller and branch, append a history row), `accounts` rows per branch
+//!   configurable (pgbench uses 100,000; the default here, 10,000, fits the small devices).
+//!   Its invariant: the sums of account, teller and branch balances and of history deltas agree.
+
+use crate::error::SqlError;
+use crate::Database;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Workload {
+    Kv,
+    Tpcb,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Result<Workload, SqlError> {
+        match s {
+            "kv" => Ok(Workload::Kv),
+            "tpcb" => Ok(Workload::Tpcb),
+            other => Err(SqlError::UnknownWorkload(other.to_string())),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Kv => "kv",
+            Workload::Tpcb => "tpcb",
+        }
+    }
+}
+
+/// Sizes of the `tpcb` tables.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Scale {
+    pub branches: u32,
+    pub tellers_per_branch: u32,
+    pub accounts_per_branch: u32,
+}
+
+impl Default for Scale {
+    fn default() -> Scale {
+        Scale {
+            branches: 1,
+            tellers_per_branch: 10,
+            accounts_per_branch: 10_000,
+        }
+    }
+}
+
+/// Creates and loads the workload's tables (not measured).
+pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
+    let conn = db.conn();
+    match w {
+        Workload::Kv => conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)")?,
+        Workload::Tpcb => {
+            conn.execute_batch(
+                "CREATE TABLE pgbench_branches(bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT);
+                 CREATE TABLE pgbench_tellers(tid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, tbalance INTEGER NOT NULL, filler TEXT);
+                 CREATE TABLE pgbench_accounts(aid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, abalance INTEGER NOT NULL, filler TEXT);
+                 CREATE TABLE pgbench_history(tid INTEGER, bid INTEGER, aid INTEGER, delta INTEGER, mtime INTEGER, filler TEXT);",
+            )?;
+            let filler = " ".repeat(84);
+            conn.execute_batch("BEGIN")?;
+            for b in 1..=scale.branches {
+                conn.execute("INSERT INTO pgbench_branches VALUES (?1, 0, NULL)", [b])?;
+            }
+            for t in 1..=scale.branches * scale.tellers_per_branch {
+                let bid = (t - 1) / scale.tellers_per_branch + 1;
+                conn.execute("INSERT INTO pgbench_tellers VALUES (?1, ?2, 0, NULL)", [t, bid])?;
+            }
+            let mut stmt = conn.prepare("INSERT INTO pgbench_accounts VALUES (?1, ?2, 0, ?3)")?;
+            for a in 1..=scale.branches * scale.accounts_per_branch {
+                let bid = (a - 1) / scale.accounts_per_branch + 1;
+                stmt.execute(rusqlite::params![a, bid, filler])?;
+            }
+            drop(stmt);
+            conn.execute_batch("COMMIT")?;
+        }
+    }
+    Ok(())
+}
+
+/// One transaction of the workload.
+pub fn transaction(db: &Database, w: Workload, scale: Scale, rng: &mut ChaCha8Rng) -> Result<(), SqlError> {
+    let conn = db.conn();
+    match w {
+        Workload::Kv => {
+            let key: i64 = rng.random::<i64>() & i64::MAX;
+            let value: Vec<u8> = (0..100).map(|_| rng.random::<u8>()).collect();
+            conn.prepare_cached("INSERT OR REPLACE INTO kv VALUES (?1, ?2)")?
+                .execute(rusqlite::params![key, value])?;
+        }
+        Workload::Tpcb => {
+            let aid = rng.random_range(1..=scale.branches * scale.accounts_per_branch);
+            let tid = rng.random_range(1..=scale.branches * scale.tellers_per_branch);
+            let bid = rng.random_range(1..=scale.branches);
+            let delta: i64 = rng.random_range(-5000..=5000);
+            conn.execute_batch("BEGIN")?;
+            conn.prepare_cached("UPDATE pgbench_accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
+                .execute(rusqlite::params![delta, aid])?;
+            let _: i64 = conn
+                .prepare_cached("SELECT abalance FROM pgbench_accounts WHERE aid = ?1")?
+                .query_row([aid], |r| r.get(0))?;
+            conn.prepare_cached("UPDATE pgbench_tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?
+                .execute(rusqlite::params![delta, tid])?;
+            conn.prepare_cached("UPDATE pgbench_branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?
+                .execute(rusqlite::params![delta, bid])?;
+            conn.prepare_cached(
+                "INSERT INTO pgbench_history VALUES (?1, ?2, ?3, ?4, strftime('%s','now'), NULL)",
+            )?
+            .execute(rusqlite::params![tid, bid, aid, delta])?;
+            conn.execute_batch("COMMIT")?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the workload's invariant on a (recovered) database. `Err` describes the breach.
+pub fn check_invariant(db: &Database, w: Workload) -> Result<(), String> {
+    let conn = db.conn();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .map_err(|e| format!("integrity_check failed to run: {e}"))?;
+    if integrity != "ok" {
+        return Err(format!("integrity_check: {integrity}"));
+    }
+    if w == Workload::Tpcb {
+        let sum = |sql: &str| -> Result<i64, String> {
+            conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
+                .map(|v| v.unwrap_or(0))
+                .map_err(|e| format!("{sql}: {e}"))
+        };
+        let a = sum("SELECT sum(abalance) FROM pgbench_accounts")?;
+        let t = sum("SELECT sum(tbalance) FROM pgbench_tellers")?;
+        let b = sum("SELECT sum(bbalance) FROM pgbench_branches")?;
+        let h = sum("SELECT sum(delta) FROM pgbench_history")?;
+        if !(a == t && t == b && b == h) {
+            return Err(format!("balances disagree: accounts {a}, tellers {t}, branches {b}, history {h}"));
+        }
+    }
+    Ok(())
+}
+
+/// Transactions that have committed, as the database shows them.
+pub fn committed_count(db: &Database, w: Workload) -> Result<u64, SqlError> {
+    let sql = match w {
+        Workload::Kv => "SELECT count(*) FROM kv",
+        Workload::Tpcb => "SELECT count(*) FROM pgbench_history",
+    };
+    Ok(db.conn().query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
+}
+
+/// What a measured run did, per transaction and in simulated time.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunReport {
+    pub ftl: String,
+    pub mode: String,
+    pub tx_kind: String,
+    pub synchronous: String,
+    pub workload: String,
+    pub transactions: u64,
+    pub sim_seconds: f64,
+    /// Transactions per simulated second (device time only; SQLite's CPU time is `wall_seconds`).
+    pub tps_sim: f64,
+    pub wall_seconds: f64,
+    pub host_pages_written_per_tx: f64,
+    pub flash_programs_per_tx: f64,
+    pub flushes_per_tx: f64,
+    pub device_tx_per_tx: f64,
+    pub journal_fallbacks: u64,
+    pub write_amplification: f64,
+    pub syncs_skipped_per_tx: f64,
+}
+
+/// Runs `n` transactions and measures them (the setup before is not counted).
+pub fn run(db: &Database, w: Workload, scale: Scale, n: u64, seed: u64) -> Result<RunReport, SqlError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let programs = |db: &Database| db.with_store(|s| s.device().flash().stats().total_programs());
+    let (p0, s0, t0) = (programs(db), db.stats(), db.now_ns());
+    let wall = Instant::now();
+    for _ in 0..n {
+        transaction(db, w, scale, &mut rng)?;
+    }
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    let (p1, s1, t1) = (programs(db), db.stats(), db.now_ns());
+    let sim_seconds = (t1 - t0) as f64 / 1e9;
+    let per = |x: u64| x as f64 / n.max(1) as f64;
+    let host = s1.host_pages_written + s1.tx_pages - s0.host_pages_written - s0.tx_pages;
+    let (mode, tx_kind, synchronous, ftl) = db.with_store(|s| {
+        (s.mode(), s.tx_kind(), s.synchronous_name().to_string(), s.device().design())
+    });
+    Ok(RunReport {
+        ftl: ftl.to_string(),
+        mode: mode.name().into(),
+        tx_kind: format!("{tx_kind:?}").to_lowercase(),
+        synchronous,
+        workload: w.name().into(),
+        transactions: n,
+        sim_seconds,
+        tps_sim: n as f64 / sim_seconds.max(1e-12),
+        wall_seconds,
+        host_pages_written_per_tx: per(host),
+        flash_programs_per_tx: per(p1 - p0),
+        flushes_per_tx: per(s1.flushes - s0.flushes),
+        device_tx_per_tx: per(s1.tx_committed - s0.tx_committed),
+        journal_fallbacks: s1.journal_fallbacks - s0.journal_fallbacks,
+        write_amplification: (p1 - p0) as f64 / host.max(1) as f64,
+        syncs_skipped_per_tx: per(s1.syncs_skipped - s0.syncs_skipped),
+    })
+}
