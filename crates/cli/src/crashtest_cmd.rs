@@ -62,11 +62,24 @@ pub struct CrashtestArgs {
     /// Rebuild and judge only the image at this instant (from a violation's replay command).
     #[arg(long)]
     pub replay_instant: Option<u64>,
+    /// SQLite workloads (`--workload sqlite-tpcb|sqlite-kv`): batch, journal, wal, ordered,
+    /// nobarrier.
+    #[arg(long, default_value = "batch")]
+    pub mode: String,
+    /// SQLite workloads: PRAGMA synchronous (default EXTRA for journal/ordered, else FULL).
+    #[arg(long)]
+    pub synchronous: Option<String>,
+    /// SQLite workloads: batch commits as static (SWRITE) or dynamic (DWRITE) transactions.
+    #[arg(long, default_value = "static")]
+    pub tx: String,
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if let Some(w) = args.workload.workload.as_deref().and_then(|w| w.strip_prefix("sqlite-")) {
+        return crate::sql_cmd::crashtest(args, w);
+    }
     if args.controls {
         return run_controls(args);
     }

@@ -169,3 +169,69 @@ fn run_statement(db: &Database, sql: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `mobius crashtest --workload sqlite-tpcb|sqlite-kv`: power cuts under SQLite (docs/sqlite.md).
+pub fn crashtest(args: &crate::crashtest_cmd::CrashtestArgs, workload: &str) -> anyhow::Result<()> {
+    use sqlite::crash::{self, CrashConfig};
+    let design = crate::designs::find(&args.ftl)?;
+    let mode = Mode::parse(&args.mode)?;
+    let synchronous = args.synchronous.clone().unwrap_or_else(|| {
+        match mode {
+            Mode::Journal | Mode::Ordered => "EXTRA",
+            _ => "FULL",
+        }
+        .into()
+    });
+    let seed = args.seed.unwrap_or(1);
+    let mut open = OpenOptions::new(mode);
+    open.synchronous = synchronous.to_uppercase();
+    open.seed = seed;
+    open.tx_kind = match args.tx.as_str() {
+        "static" => TxKind::Static,
+        "dynamic" => TxKind::Dynamic,
+        "plain" => TxKind::PlainWrites,
+        other => anyhow::bail!("unknown --tx '{other}': static, dynamic (or plain: negative control)"),
+    };
+    let cfg = CrashConfig {
+        design,
+        device: args.device.resolve()?,
+        options: DesignOptions::from_pairs(&args.params)?,
+        open,
+        workload: Workload::parse(workload)?,
+        scale: Scale {
+            accounts_per_branch: 2000,
+            ..Scale::default()
+        },
+        transactions: args.workload.requests.unwrap_or(200),
+        crash_points: args.crash_points,
+        torn: args.torn,
+        seed,
+        only_at: args.replay_instant,
+    };
+    let report = crash::run(&cfg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("design            {}", cfg.design.name);
+        println!("mode              {} (synchronous {}, {:?})", args.mode, cfg.open.synchronous, cfg.open.tx_kind);
+        println!("workload          sqlite-{workload}, {} transactions, seed {seed}", cfg.transactions);
+        println!("crash points      {}{}", report.crash_points, if cfg.torn { " (torn)" } else { "" });
+        println!("durability        {}", if report.durable_mode { "every returned commit must survive" } else { "a prefix of commits" });
+        println!("recovered         {}..={} transactions; all commits present at {} points", report.min_recovered, report.max_recovered, report.all_commits_present);
+        println!("violations        {}", report.violations);
+    }
+    if let Some(why) = &report.first_violation {
+        let at = report.first_violation_ns.unwrap_or(0);
+        anyhow::bail!(
+            "{} violations; first at {at} ns: {why}\n  replay: mobius crashtest --ftl {} --workload sqlite-{workload} --mode {} --synchronous {} --tx {} --requests {} --seed {seed} --replay-instant {at}{}",
+            report.violations,
+            cfg.design.name,
+            args.mode,
+            cfg.open.synchronous,
+            args.tx,
+            cfg.transactions,
+            if cfg.torn { " --torn" } else { "" }
+        );
+    }
+    Ok(())
+}

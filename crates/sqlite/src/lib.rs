@@ -7,6 +7,7 @@
 //! are dropped. X-FTL (SIGMOD '13) and Möbius §V ran databases this way; OPTR §4 / Fig. 9 ran
 //! SQLite in the ordered modes.
 
+pub mod crash;
 pub mod error;
 pub mod layout;
 pub mod store;
@@ -119,6 +120,11 @@ impl Database {
     /// Runs `f` on the store (statistics, the clock, the device).
     pub fn with_store<T>(&self, f: impl FnOnce(&Store) -> T) -> T {
         f(&self.shared().lock().expect("store lock"))
+    }
+
+    /// Runs `f` on the store mutably (e.g. to start the flash's operation log).
+    pub fn with_store_mut<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
+        f(&mut self.shared().lock().expect("store lock"))
     }
 
     pub fn stats(&self) -> StoreStats {

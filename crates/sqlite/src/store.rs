@@ -74,6 +74,9 @@ pub enum TxKind {
     /// A dynamic transaction (DWRITE chain) streamed as SQLite hands over each page;
     /// ROLLBACK_ATOMIC_WRITE becomes ABORT.
     Dynamic,
+    /// NEGATIVE CONTROL ONLY: claims batch atomic writes but sends the batch as plain writes,
+    /// one request per run of pages, with no transaction. A crash campaign must catch it.
+    PlainWrites,
 }
 
 /// Counters of what the database did to the device.
@@ -155,6 +158,7 @@ fn check_mode(dev: &mut dyn BlockDevice, mode: Mode, tx_kind: TxKind) -> Result<
         needs,
     };
     match mode {
+        Mode::Batch if tx_kind == TxKind::PlainWrites => {}
         Mode::Batch => {
             let caps = dev
                 .transactional()
@@ -256,6 +260,9 @@ impl Store {
     }
     pub fn device(&self) -> &dyn BlockDevice {
         self.dev.as_ref()
+    }
+    pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
+        self.dev.as_mut()
     }
     pub fn directory(&self) -> &Directory {
         &self.dir
@@ -360,6 +367,7 @@ impl Store {
     /// after every transaction that arrived before it (Möbius Table I).
     fn use_sread(&mut self) -> bool {
         self.mode == Mode::Batch
+            && self.tx_kind != TxKind::PlainWrites
             && self
                 .dev
                 .transactional()
@@ -570,6 +578,15 @@ impl Store {
         self.write_back(kind)
     }
 
+    /// Writes back every file and flushes the device: a durable starting point (the crash
+    /// campaigns take one after loading the tables).
+    pub fn make_durable(&mut self) -> Result<(), SqlError> {
+        for kind in FileKind::ALL {
+            self.write_back(kind)?;
+        }
+        self.flush()
+    }
+
     /// A power cut as the host sees it: buffered writes and an open batch are lost, and the
     /// connection's closing writes nothing more.
     pub fn cut_power(&mut self) {
@@ -627,6 +644,7 @@ impl Store {
         match self.tx_kind {
             TxKind::Static => self.commit_static(batch),
             TxKind::Dynamic => self.commit_dynamic(batch),
+            TxKind::PlainWrites => self.commit_plain(),
         }
     }
 
@@ -683,6 +701,12 @@ impl Store {
         self.now_ns = done.ack_ns;
         self.durable_ns = self.durable_ns.max(done.durable_ns.unwrap_or(done.ack_ns));
         self.committed(n);
+        Ok(CommitOutcome::Committed)
+    }
+
+    /// The negative control's commit: the batch's pages as ordinary writes, directory last.
+    fn commit_plain(&mut self) -> Result<CommitOutcome, SqlError> {
+        self.write_back(FileKind::Db)?;
         Ok(CommitOutcome::Committed)
     }
 

@@ -1,0 +1,100 @@
+//! SQLite under power cuts on every design in its safe modes, and the two negative controls
+//! that must be caught (issue #15 §3). Small campaigns here; `mobius crashtest --workload
+//! sqlite-tpcb --crash-points 2000` is the long one (docs/sqlite.md).
+
+mod common;
+
+use sqlite::crash::{self, CrashConfig};
+use sqlite::workload::{Scale, Workload};
+use sqlite::{Mode, OpenOptions};
+
+fn config(design: &str, mode: Mode, synchronous: &str, workload: Workload, seed: u64) -> CrashConfig {
+    let mut open = OpenOptions::new(mode);
+    open.synchronous = synchronous.into();
+    open.seed = seed;
+    CrashConfig {
+        design: common::spec(design),
+        device: flash::DeviceConfig::preset("small").unwrap(),
+        options: ftl::DesignOptions::default(),
+        open,
+        workload,
+        scale: Scale { branches: 1, tellers_per_branch: 10, accounts_per_branch: 2000 },
+        transactions: 60,
+        crash_points: 40,
+        torn: true,
+        seed,
+        only_at: None,
+    }
+}
+
+fn assert_clean(cfg: &CrashConfig) {
+    let r = crash::run(cfg).unwrap();
+    assert_eq!(
+        r.violations, 0,
+        "{} {:?} {} seed {}: {:?} at {:?} ns",
+        cfg.design.name, cfg.open.mode, cfg.open.synchronous, cfg.seed, r.first_violation, r.first_violation_ns
+    );
+    assert_eq!(r.crash_points, cfg.crash_points);
+}
+
+#[test]
+fn batch_mode_survives_power_cuts_on_every_transactional_design() {
+    for d in ["mobius", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc"] {
+        assert_clean(&config(d, Mode::Batch, "FULL", Workload::Tpcb, 11));
+        assert_clean(&config(d, Mode::Batch, "FULL", Workload::Kv, 12));
+    }
+    let mut dynamic = config("mobius", Mode::Batch, "FULL", Workload::Tpcb, 13);
+    dynamic.open.tx_kind = sqlite::TxKind::Dynamic;
+    assert_clean(&dynamic);
+    assert_clean(&config("mobius", Mode::Batch, "NORMAL", Workload::Kv, 14));
+}
+
+#[test]
+fn journal_and_wal_survive_power_cuts_on_every_design() {
+    for d in common::designs() {
+        assert_clean(&config(d.name, Mode::Journal, "EXTRA", Workload::Tpcb, 21));
+        assert_clean(&config(d.name, Mode::Wal, "FULL", Workload::Kv, 22));
+    }
+}
+
+#[test]
+fn ordered_modes_survive_power_cuts_on_optr() {
+    assert_clean(&config("optr", Mode::Ordered, "EXTRA", Workload::Tpcb, 31));
+    assert_clean(&config("optr", Mode::NoBarrier, "FULL", Workload::Kv, 32));
+}
+
+#[test]
+fn batch_writes_without_a_transaction_are_caught() {
+    let mut cfg = config("dftl", Mode::Batch, "FULL", Workload::Tpcb, 41);
+    cfg.open = crash::plain_writes(cfg.open.clone());
+    cfg.crash_points = 200;
+    let r = crash::run(&cfg).unwrap();
+    eprintln!("{r:?}");
+    assert!(r.violations > 0, "batch on DFTL without transactions was not caught: {r:?}");
+}
+
+#[test]
+fn nobarrier_on_the_write_cached_ftl_is_caught() {
+    let mut cfg = config("wcache", Mode::NoBarrier, "FULL", Workload::Tpcb, 51);
+    cfg.crash_points = 200;
+    let r = crash::run(&cfg).unwrap();
+    eprintln!("{r:?}");
+    assert!(r.violations > 0, "nobarrier on wcache was not caught: {r:?}");
+}
+
+#[test]
+fn a_campaign_replays_from_its_seed() {
+    let cfg = config("mobius", Mode::Batch, "FULL", Workload::Kv, 61);
+    let a = crash::run(&cfg).unwrap();
+    let b = crash::run(&cfg).unwrap();
+    assert_eq!((a.min_recovered, a.max_recovered, a.all_commits_present), (b.min_recovered, b.max_recovered, b.all_commits_present));
+}
+
+#[test]
+fn cuts_land_across_the_run() {
+    // The instants spread over the run: some images hold few transactions, some all of them.
+    let r = crash::run(&config("mobius", Mode::Batch, "FULL", Workload::Tpcb, 71)).unwrap();
+    eprintln!("{r:?}");
+    assert!(r.min_recovered < 10 && r.max_recovered == 60, "{r:?}");
+    assert!(r.durable_mode);
+}
