@@ -13,6 +13,7 @@ pub mod micro;
 pub mod nvmfs_exp;
 pub mod optr_overhead;
 pub mod recovery;
+pub mod sqlite_exp;
 pub mod report;
 pub mod svg;
 pub mod tpcc;
@@ -106,6 +107,10 @@ pub fn experiments() -> Vec<Experiment> {
         Experiment {
             id: "nvmfs",
             run: nvmfs_exp::run,
+        },
+        Experiment {
+            id: "sqlite",
+            run: sqlite_exp::run,
         },
     ]
 }
