@@ -50,6 +50,10 @@ pub struct ServeArgs {
     /// Design parameter, `--param key=value` (repeatable).
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
+    /// Apply each WRITE request as one device transaction (SWRITE), so a multi-page request is
+    /// never torn; the largest is advertised as the NBD maximum block size (docs/nbd.md).
+    #[arg(long)]
+    pub atomic_requests: bool,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
@@ -141,7 +145,14 @@ pub(crate) fn open_image(
 /// Serves `dev` until the client(s) leave or a signal asks to stop; flushes and syncs at the end.
 fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Result<()> {
     let start = dev.flash().idle_ns();
-    let backend = FtlBackend::new(dev, start);
+    let mut backend = FtlBackend::new(dev, start);
+    if args.atomic_requests {
+        backend = backend.with_atomic_requests().map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "mobius serve: atomic requests, at most {} bytes each",
+            nbd::NbdBackend::max_payload_bytes(&backend)
+        );
+    }
     let listen = match (&args.socket, args.stdio, &args.listen) {
         (Some(p), false, None) => Listen::Unix(p.clone()),
         (None, true, None) => Listen::Stdio,

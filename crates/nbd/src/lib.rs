@@ -65,6 +65,10 @@ pub enum BackendError {
     /// The backend rejects the request's shape (EINVAL to the client).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The request is larger than the backend can apply as one unit, e.g. a write beyond the
+    /// advertised maximum under atomic requests (EOVERFLOW to the client).
+    #[error("request too large: {0}")]
+    TooLarge(String),
 }
 
 impl BackendError {
@@ -74,6 +78,7 @@ impl BackendError {
             BackendError::OutOfRange | BackendError::Invalid(_) => Errno::Inval,
             BackendError::NoSpace => Errno::NoSpc,
             BackendError::Io(_) => Errno::Io,
+            BackendError::TooLarge(_) => Errno::Overflow,
         }
     }
 }
@@ -95,6 +100,11 @@ pub trait NbdBackend: Send {
     /// The block size clients should prefer (the flash page size). Clamped to a power of two
     /// between 512 bytes and 32 MiB when advertised.
     fn preferred_block_size(&self) -> u32;
+    /// Largest read or write payload the backend accepts, advertised as the maximum block size
+    /// (NBD_INFO_BLOCK_SIZE); the server's own limit is 32 MiB.
+    fn max_payload_bytes(&self) -> u32 {
+        protocol::BLOCK_SIZE_MAX_BYTES
+    }
     /// Whether several connections may safely share the device (NBD_FLAG_CAN_MULTI_CONN:
     /// a FLUSH on one connection makes every completed write on every connection durable).
     fn multi_conn_safe(&self) -> bool;

@@ -125,6 +125,8 @@ pub struct Server<B: NbdBackend> {
     shutdown: Arc<AtomicBool>,
     size_bytes: u64,
     preferred_block_bytes: u32,
+    /// Advertised maximum payload: the backend's, at most 32 MiB, a multiple of the preferred.
+    max_block_bytes: u32,
     transmission_flags: u16,
     device: Mutex<DeviceState<B>>,
 }
@@ -178,6 +180,14 @@ fn advertised_preferred(backend_preferred: u32) -> u32 {
     1u32 << (31 - clamped.leading_zeros())
 }
 
+/// The maximum block size to advertise: the backend's limit within the protocol's, rounded
+/// down to a multiple of the preferred size (NBD spec: "the maximum block size ... MUST be ...
+/// an integer multiple of the minimum", and at least the preferred).
+fn advertised_max(backend_max: u32, preferred: u32) -> u32 {
+    let max = backend_max.min(BLOCK_SIZE_MAX_BYTES);
+    (max / preferred * preferred).max(preferred)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock means a backend call panicked on another connection; the state is as
     // consistent as the backend left it, and refusing all further service helps nobody.
@@ -200,6 +210,10 @@ impl<B: NbdBackend> Server<B> {
             shutdown: Arc::new(AtomicBool::new(false)),
             size_bytes: backend.size_bytes(),
             preferred_block_bytes: advertised_preferred(backend.preferred_block_size()),
+            max_block_bytes: advertised_max(
+                backend.max_payload_bytes(),
+                advertised_preferred(backend.preferred_block_size()),
+            ),
             transmission_flags: flags,
             device: Mutex::new(DeviceState {
                 backend,
@@ -503,7 +517,7 @@ impl<B: NbdBackend> Server<B> {
         let block = encode_info_block_size(
             BLOCK_SIZE_MIN_BYTES,
             self.preferred_block_bytes,
-            BLOCK_SIZE_MAX_BYTES,
+            self.max_block_bytes,
         );
         w.write_all(&encode_option_reply(option, NBD_REP_INFO, &block))?;
         if request.requested.contains(&NBD_INFO_NAME) {
@@ -846,6 +860,14 @@ impl<B: NbdBackend> Server<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_advertised_maximum_is_the_backends_within_the_protocols() {
+        assert_eq!(advertised_max(u32::MAX, 4096), BLOCK_SIZE_MAX_BYTES);
+        assert_eq!(advertised_max(1 << 20, 4096), 1 << 20);
+        assert_eq!(advertised_max(4096 * 63 + 100, 4096), 4096 * 63);
+        assert_eq!(advertised_max(100, 4096), 4096);
+    }
 
     #[test]
     fn preferred_block_size_is_clamped_to_a_power_of_two() {
