@@ -61,7 +61,7 @@ impl SqlDeviceArgs {
 pub struct SqlBenchArgs {
     #[command(flatten)]
     pub db: SqlDeviceArgs,
-    /// kv (one insert per transaction) or tpcb (pgbench's transaction).
+    /// kv (one insert per transaction), tpcb (pgbench's transaction) or tpcc (a TPC-C-like mix).
     #[arg(long, default_value = "tpcb")]
     pub workload: String,
     /// Measured transactions (after loading the tables).
@@ -170,7 +170,7 @@ fn run_statement(db: &Database, sql: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `mobius crashtest --workload sqlite-tpcb|sqlite-kv`: power cuts under SQLite (docs/sqlite.md).
+/// `mobius crashtest --workload sqlite-tpcb|sqlite-kv|sqlite-tpcc`: power cuts under SQLite (docs/sqlite.md).
 pub fn crashtest(args: &crate::crashtest_cmd::CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     use sqlite::crash::{self, CrashConfig};
     let design = crate::designs::find(&args.ftl)?;

@@ -60,7 +60,7 @@ struct Recording {
     log: flash::OpLog,
     start_ns: u64,
     end_ns: u64,
-    /// Commit acknowledgement instants, in order.
+    /// Commit acknowledgement instants of the writing transactions, in order.
     acked_ns: Vec<u64>,
     /// kv: the key each transaction inserted.
     keys: Vec<i64>,
@@ -126,10 +126,11 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
     let mut acked_ns = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..cfg.transactions {
-        if let Some(key) = workload::transaction_keyed(&db, cfg.workload, cfg.scale, &mut rng)? {
-            keys.push(key);
+        let step = workload::transaction(&db, cfg.workload, cfg.scale, acked_ns.len() as u64, &mut rng)?;
+        keys.extend(step.key);
+        if step.wrote {
+            acked_ns.push(db.now_ns());
         }
-        acked_ns.push(db.now_ns());
     }
     let dev = db.cut_power();
     let mut flash = dev.into_flash();

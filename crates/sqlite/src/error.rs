@@ -22,7 +22,7 @@ pub enum SqlError {
     },
     #[error("unknown mode '{0}': batch, journal, wal, ordered or nobarrier")]
     UnknownMode(String),
-    #[error("unknown workload '{0}': kv or tpcb")]
+    #[error("unknown workload '{0}': kv, tpcb or tpcc")]
     UnknownWorkload(String),
     #[error("the {file} file would grow past its extent of {capacity} bytes")]
     FileFull { file: &'static str, capacity: u64 },

@@ -11,6 +11,7 @@ pub mod crash;
 pub mod error;
 pub mod layout;
 pub mod store;
+pub mod tpcc;
 mod vfs;
 pub mod workload;
 
@@ -96,6 +97,13 @@ impl Database {
         ))?;
         let mode: String =
             conn.query_row(&format!("PRAGMA journal_mode = {}", opts.mode.journal_mode()), [], |r| r.get(0))?;
+        if opts.mode == Mode::Wal {
+            // Checkpoint before the WAL fills half its extent (SQLite's default, 1,000 pages,
+            // is more than a small device's WAL extent holds).
+            let wal_pages = self.with_store(|s| s.directory().capacity(FileKind::Wal)) / page_bytes as u64;
+            let pages = (wal_pages / 2).clamp(16, 1000);
+            self.conn().execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))?;
+        }
         if !mode.eq_ignore_ascii_case(opts.mode.journal_mode()) {
             return Err(SqlError::Corrupt(format!(
                 "SQLite refused journal_mode={} (runs {mode})",

@@ -6,6 +6,7 @@
 //!   update its teller and branch, append a history row), `accounts` rows per branch
 //!   configurable (pgbench uses 100,000; the default here, 10,000, fits the small devices).
 //!   Its invariant: the sums of account, teller and branch balances and of history deltas agree.
+//! - `tpcc`: a TPC-C-like mix at a small scale (`tpcc.rs`), as the Möbius paper's DBT-2.
 
 use crate::error::SqlError;
 use crate::Database;
@@ -17,6 +18,8 @@ use std::time::Instant;
 pub enum Workload {
     Kv,
     Tpcb,
+    /// TPC-C-like mix (`tpcc.rs`).
+    Tpcc,
 }
 
 impl Workload {
@@ -24,6 +27,7 @@ impl Workload {
         match s {
             "kv" => Ok(Workload::Kv),
             "tpcb" => Ok(Workload::Tpcb),
+            "tpcc" => Ok(Workload::Tpcc),
             other => Err(SqlError::UnknownWorkload(other.to_string())),
         }
     }
@@ -32,6 +36,7 @@ impl Workload {
         match self {
             Workload::Kv => "kv",
             Workload::Tpcb => "tpcb",
+            Workload::Tpcc => "tpcc",
         }
     }
 }
@@ -39,6 +44,8 @@ impl Workload {
 /// Sizes of the `tpcb` tables.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Scale {
+    /// tpcc: warehouses.
+    pub warehouses: u32,
     pub branches: u32,
     pub tellers_per_branch: u32,
     pub accounts_per_branch: u32,
@@ -47,6 +54,7 @@ pub struct Scale {
 impl Default for Scale {
     fn default() -> Scale {
         Scale {
+            warehouses: 1,
             branches: 1,
             tellers_per_branch: 10,
             accounts_per_branch: 10_000,
@@ -59,6 +67,7 @@ pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
     let conn = db.conn();
     match w {
         Workload::Kv => conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)")?,
+        Workload::Tpcc => crate::tpcc::setup(conn, scale.warehouses)?,
         Workload::Tpcb => {
             conn.execute_batch(
                 "CREATE TABLE pgbench_branches(bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT);
@@ -87,26 +96,35 @@ pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
     Ok(())
 }
 
-/// One transaction of the workload.
-pub fn transaction(db: &Database, w: Workload, scale: Scale, rng: &mut ChaCha8Rng) -> Result<(), SqlError> {
-    transaction_keyed(db, w, scale, rng).map(|_| ())
+/// What one transaction did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Step {
+    /// It changed the database (TPC-C's order-status and stock-level only read).
+    pub wrote: bool,
+    /// kv: the key it inserted.
+    pub key: Option<i64>,
 }
 
-/// One transaction; for `kv`, returns the key it inserted.
-pub fn transaction_keyed(
+/// One transaction of the workload; `written` counts the writing transactions before it.
+pub fn transaction(
     db: &Database,
     w: Workload,
     scale: Scale,
+    written: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<Option<i64>, SqlError> {
+) -> Result<Step, SqlError> {
     let conn = db.conn();
     match w {
+        Workload::Tpcc => {
+            let wrote = crate::tpcc::transaction(conn, scale.warehouses, written + 1, rng)?;
+            return Ok(Step { wrote, key: None });
+        }
         Workload::Kv => {
             let key: i64 = rng.random::<i64>() & i64::MAX;
             let value: Vec<u8> = (0..100).map(|_| rng.random::<u8>()).collect();
             conn.prepare_cached("INSERT OR REPLACE INTO kv VALUES (?1, ?2)")?
                 .execute(rusqlite::params![key, value])?;
-            return Ok(Some(key));
+            return Ok(Step { wrote: true, key: Some(key) });
         }
         Workload::Tpcb => {
             let aid = rng.random_range(1..=scale.branches * scale.accounts_per_branch);
@@ -130,7 +148,7 @@ pub fn transaction_keyed(
             conn.execute_batch("COMMIT")?;
         }
     }
-    Ok(None)
+    Ok(Step { wrote: true, key: None })
 }
 
 /// Checks the workload's invariant on a (recovered) database. `Err` describes the breach.
@@ -141,6 +159,9 @@ pub fn check_invariant(db: &Database, w: Workload) -> Result<(), String> {
         .map_err(|e| format!("integrity_check failed to run: {e}"))?;
     if integrity != "ok" {
         return Err(format!("integrity_check: {integrity}"));
+    }
+    if w == Workload::Tpcc {
+        crate::tpcc::check(conn)?;
     }
     if w == Workload::Tpcb {
         let sum = |sql: &str| -> Result<i64, String> {
@@ -164,6 +185,7 @@ pub fn committed_count(db: &Database, w: Workload) -> Result<u64, SqlError> {
     let sql = match w {
         Workload::Kv => "SELECT count(*) FROM kv",
         Workload::Tpcb => "SELECT count(*) FROM pgbench_history",
+        Workload::Tpcc => "SELECT count(*) FROM tpcc_commits",
     };
     Ok(db.conn().query_row(sql, [], |r| r.get::<_, i64>(0))? as u64)
 }
@@ -198,8 +220,9 @@ pub fn run(db: &Database, w: Workload, scale: Scale, n: u64, seed: u64) -> Resul
     let programs = |db: &Database| db.with_store(|s| s.device().flash().stats().total_programs());
     let (p0, s0, t0) = (programs(db), db.stats(), db.now_ns());
     let wall = Instant::now();
+    let mut written = 0;
     for _ in 0..n {
-        transaction(db, w, scale, &mut rng)?;
+        written += transaction(db, w, scale, written, &mut rng)?.wrote as u64;
     }
     let wall_seconds = wall.elapsed().as_secs_f64();
     let (p1, s1, t1) = (programs(db), db.stats(), db.now_ns());

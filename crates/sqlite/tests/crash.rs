@@ -18,7 +18,7 @@ fn config(design: &str, mode: Mode, synchronous: &str, workload: Workload, seed:
         options: ftl::DesignOptions::default(),
         open,
         workload,
-        scale: Scale { branches: 1, tellers_per_branch: 10, accounts_per_branch: 2000 },
+        scale: Scale { warehouses: 1, branches: 1, tellers_per_branch: 10, accounts_per_branch: 2000 },
         transactions: 60,
         crash_points: 40,
         torn: true,
@@ -55,6 +55,26 @@ fn journal_and_wal_survive_power_cuts_on_every_design() {
         assert_clean(&config(d.name, Mode::Journal, "EXTRA", Workload::Tpcb, 21));
         assert_clean(&config(d.name, Mode::Wal, "FULL", Workload::Kv, 22));
     }
+}
+
+#[test]
+fn tpcc_survives_power_cuts_in_the_safe_modes() {
+    let cases = [("mobius", Mode::Batch, "FULL"), ("txflash-scc", Mode::Batch, "FULL"), ("dftl", Mode::Journal, "EXTRA"), ("wcache", Mode::Wal, "FULL"), ("optr", Mode::Ordered, "EXTRA")];
+    for (d, mode, sync) in cases {
+        let mut cfg = config(d, mode, sync, Workload::Tpcc, 81);
+        cfg.transactions = 80;
+        assert_clean(&cfg);
+    }
+}
+
+#[test]
+fn tpcc_batch_writes_without_a_transaction_are_caught() {
+    let mut cfg = config("dftl", Mode::Batch, "FULL", Workload::Tpcc, 82);
+    cfg.open = crash::plain_writes(cfg.open.clone());
+    cfg.transactions = 120;
+    cfg.crash_points = 200;
+    let r = crash::run(&cfg).unwrap();
+    assert!(r.violations > 0, "{r:?}");
 }
 
 #[test]
