@@ -118,3 +118,42 @@ fn cuts_land_across_the_run() {
     assert!(r.min_recovered < 10 && r.max_recovered == 60, "{r:?}");
     assert!(r.durable_mode);
 }
+
+/// The long mode (`MOBIUS_LONG=1`): every design in every safe mode on every workload, 2,000 torn
+/// crash points each (issue #15: zero violations required).
+#[test]
+fn every_safe_mode_on_every_design_long() {
+    if std::env::var("MOBIUS_LONG").is_err() {
+        eprintln!("long SQLite crash matrix skipped: set MOBIUS_LONG=1");
+        return;
+    }
+    let mut cells = Vec::new();
+    for d in common::designs() {
+        let tx = ["mobius", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc"].contains(&d.name);
+        let mut modes = vec![(Mode::Journal, "EXTRA"), (Mode::Wal, "FULL")];
+        if tx {
+            modes.push((Mode::Batch, "FULL"));
+        }
+        if d.name == "optr" {
+            modes.push((Mode::Ordered, "EXTRA"));
+            modes.push((Mode::NoBarrier, "FULL"));
+        }
+        for (mode, sync) in modes {
+            for w in [Workload::Kv, Workload::Tpcb, Workload::Tpcc] {
+                cells.push((d.name, mode, sync, w));
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    for (i, (d, mode, sync, w)) in cells.iter().enumerate() {
+        let mut cfg = config(d, *mode, sync, *w, 1000 + i as u64);
+        cfg.transactions = 300;
+        cfg.crash_points = 2000;
+        let r = crash::run(&cfg).unwrap();
+        eprintln!("{d} {mode:?} {sync} {w:?}: {} points, {} violations", r.crash_points, r.violations);
+        if r.violations > 0 {
+            failures.push(format!("{d} {mode:?} {w:?} seed {}: {:?} at {:?}", cfg.seed, r.first_violation, r.first_violation_ns));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
