@@ -168,6 +168,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         "erase_count": { "min": wear_min, "max": wear_max, "mean": wear_mean },
         "wall_s": s.wall_s,
         "sim_page_programs_per_s": total_programs_all as f64 / s.wall_s.max(1e-9),
+        "peak_rss_bytes": peak_rss_bytes(),
     });
     let obj = out.as_object_mut().expect("object");
     for (k, v) in metrics {
@@ -198,6 +199,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The process's peak resident set (VmHWM in /proc/self/status), in bytes; `None` where the
+/// kernel does not report it.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn print_human(v: &serde_json::Value) {

@@ -82,3 +82,12 @@ fn the_capacity_check_fails_on_a_design_that_cannot_hold_it() {
     );
     assert!(err.is_err(), "an over-exported device passed the capacity check");
 }
+
+#[test]
+fn bench_reports_exported_capacity_and_peak_memory() {
+    let j = bench(&["--ftl", "dftl", "--requests", "100"]).unwrap();
+    let logical = j["logical_pages"].as_u64().unwrap();
+    let physical = j["physical_pages"].as_u64().unwrap();
+    assert!(logical > 0 && logical < physical, "{logical} of {physical}");
+    assert!(j["peak_rss_bytes"].as_u64().unwrap() > 1 << 20, "{}", j["peak_rss_bytes"]);
+}
