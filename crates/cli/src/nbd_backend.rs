@@ -96,6 +96,11 @@ impl FtlBackend {
         self.dev
     }
 
+    pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
+        self.dev.as_mut()
+    }
+
+
     /// Arrivals handed to the FTL never go back in time.
     fn arrival(&mut self, arrival_ns: u64) -> u64 {
         self.last_arrival_ns = self.last_arrival_ns.max(arrival_ns);

@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// never torn; the largest is advertised as the NBD maximum block size (docs/nbd.md).
     #[arg(long)]
     pub atomic_requests: bool,
+    /// SIGUSR1 is a simulated power cut: the image becomes the flash as the operation log says
+    /// it was at that instant, operations in flight torn (needs --image and --pace; docs/nbd.md).
+    #[arg(long, requires = "pace", requires = "image")]
+    pub power_cut_signal: bool,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
@@ -161,6 +165,14 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     };
     let flag = Arc::new(AtomicBool::new(false));
     install_signal_handlers(&flag)?;
+    let cut = Arc::new(AtomicBool::new(false));
+    let base = if args.power_cut_signal {
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&cut))?;
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&flag))?;
+        Some(backend_flash_recording(&mut backend))
+    } else {
+        None
+    };
     let mut server = Server::new(
         backend,
         ServerConfig {
@@ -172,13 +184,73 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     if let Some(t) = &args.trace {
         server = server.with_trace(nbd::trace::TraceWriter::create(t)?);
     }
+    let cut_at = base.as_ref().map(|_| watch_for_cut(Arc::clone(&cut), server.elapsed_ns()));
     let result = server.serve(&listen);
+    WATCH_DONE.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let (Some(base), Some(cut_at)) = (base, cut_at) {
+        if let Ok(Some(at)) = cut_at.join() {
+            let backend = server.into_backend();
+            return power_cut(args, backend, base, at, start);
+        }
+    }
     let mut backend = server.into_backend();
     let flushed = nbd::NbdBackend::flush(&mut backend, 0);
     let mut dev = backend.into_device();
     dev.flash_mut().sync()?;
     result?;
     flushed.map_err(|e| anyhow::anyhow!("final flush: {e}"))?;
+    Ok(())
+}
+
+/// Notes the server time at which SIGUSR1 arrived (within a millisecond): the instant of the
+/// power cut. Requests the server still handles while it shuts down start after it, so their
+/// operations never happened, as after a real cut. Ends with `None` once the server stops
+/// without a cut.
+fn watch_for_cut(cut: Arc<AtomicBool>, server_ns_now: u64) -> std::thread::JoinHandle<Option<u64>> {
+    let start = std::time::Instant::now();
+    std::thread::spawn(move || loop {
+        if cut.load(std::sync::atomic::Ordering::SeqCst) {
+            return Some(server_ns_now + start.elapsed().as_nanos() as u64);
+        }
+        if WATCH_DONE.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    })
+}
+
+static WATCH_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Starts the operation log; returns the image it applies to.
+fn backend_flash_recording(backend: &mut FtlBackend) -> Box<dyn flash::Store> {
+    backend.device_mut().flash_mut().start_recording()
+}
+
+/// The simulated power cut of `--power-cut-signal` at server time `server_ns`: operations that
+/// ended by then are on flash, one running then is torn, later ones never happened (the same
+/// model as the crash checker, `flash::oplog`). With `--pace` every reply the clients saw was
+/// sent after its simulated completion, so nothing acknowledged as durable is lost by the cut.
+fn power_cut(
+    args: &ServeArgs,
+    backend: FtlBackend,
+    base: Box<dyn flash::Store>,
+    server_ns: u64,
+    start_ns: u64,
+) -> anyhow::Result<()> {
+    // The device's clock is the server's, except that a recovered device starts at its own
+    // clock (arrivals are never earlier than `start_ns`).
+    let at = server_ns.max(start_ns);
+    let mut flash = backend.into_device().into_flash();
+    let log = flash.take_log().expect("recording since start");
+    let in_flight = log.ops.iter().filter(|o| o.span.end_ns > at).count();
+    let image = log.image_at(base.as_ref(), at, true);
+    drop(flash);
+    let path = args.image.as_ref().expect("clap requires --image");
+    FileStore::replace_with(path, image.as_ref())?;
+    eprintln!(
+        "mobius serve: power cut at {at} ns: {in_flight} of {} operations not finished (torn if running)",
+        log.ops.len()
+    );
     Ok(())
 }
 

@@ -127,6 +127,37 @@ impl FileStore {
         })
     }
 
+    /// Replaces the image at `path` with `image` (pages, torn states, erase counts): the flash
+    /// as a simulated power cut left it (`mobius serve --power-cut-signal`). Written to a
+    /// temporary file first and renamed over `path`, so a crash while writing leaves the old one.
+    pub fn replace_with(path: &Path, image: &dyn Store) -> Result<(), FlashError> {
+        let tmp = path.with_extension("cut-tmp");
+        let g = image.geometry().clone();
+        let mut out = FileStore::create(&tmp, &g, image.oob_record_bytes())?;
+        let mut oob = vec![0u8; image.oob_record_bytes() as usize];
+        for p in 0..g.pages() {
+            let ppn = Ppn(p);
+            match image.page_state(ppn) {
+                PageState::Erased => {}
+                PageState::Torn => out.set_torn(ppn),
+                PageState::Programmed => {
+                    image.oob(ppn, &mut oob);
+                    out.write_page(ppn, &image.data(ppn), &oob);
+                }
+            }
+        }
+        for b in 0..g.blocks() {
+            let block = BlockId(b);
+            out.erase_counts[b as usize] = image.erase_count(block);
+            out.erase_torn[b as usize] = image.erase_torn(block);
+            out.put_block(block);
+        }
+        out.sync()?;
+        drop(out);
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
     /// Opens an existing image, checking that it was made for `geometry` and `oob_record_bytes`.
     pub fn open(
         path: &Path,

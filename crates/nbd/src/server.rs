@@ -268,7 +268,8 @@ impl<B: NbdBackend> Server<B> {
         self.shutdown.load(Ordering::Relaxed)
     }
 
-    fn elapsed_ns(&self) -> u64 {
+    /// Nanoseconds since the server started: the clock request arrivals are taken from.
+    pub fn elapsed_ns(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 

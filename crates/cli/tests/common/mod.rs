@@ -161,6 +161,21 @@ impl Server {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// Simulated power cut (`--power-cut-signal`): SIGUSR1, then wait for the server to write
+    /// the cut image and exit. False if it did not exit cleanly within 120 s.
+    pub fn power_cut(&mut self) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let _ = run("kill", &["-USR1", &c.id().to_string()], 5);
+        let exited = wait_for(120, || matches!(c.try_wait(), Ok(Some(_))));
+        if !exited {
+            let _ = c.kill();
+        }
+        let status = c.wait().ok();
+        exited && status.is_some_and(|s| s.success())
+    }
+
     /// Power cut: SIGKILL, nothing flushed.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
