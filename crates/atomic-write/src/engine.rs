@@ -1362,7 +1362,10 @@ mod tests {
         for i in 0..20_000u32 {
             let lpn = (i * 7919) % e.logical_pages();
             e.make_room(now).expect("room");
-            let content = Content::Tag(flash::ContentTag { lpn, write: i as u64 });
+            let content = Content::Tag(flash::ContentTag {
+                lpn,
+                write: i as u64,
+            });
             // Eight writes outstanding, as a host at queue depth 8.
             let (ppn, _, end) = e.program_data(lpn, &content, 1, 0, now).expect("program");
             if i % 8 == 7 {
@@ -1381,6 +1384,9 @@ mod tests {
                 e.space.validity.invalidate(Ppn(old), end);
             }
         }
-        assert!(e.stats.window_refreshes > 10 && checked > 10, "the window must slide and new blocks open");
+        assert!(
+            e.stats.window_refreshes > 10 && checked > 10,
+            "the window must slide and new blocks open"
+        );
     }
 }

@@ -77,7 +77,12 @@ pub struct CrashtestArgs {
 }
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
-    if let Some(w) = args.workload.workload.as_deref().and_then(|w| w.strip_prefix("sqlite-")) {
+    if let Some(w) = args
+        .workload
+        .workload
+        .as_deref()
+        .and_then(|w| w.strip_prefix("sqlite-"))
+    {
         return crate::sql_cmd::crashtest(args, w);
     }
     if args.controls {
@@ -166,20 +171,44 @@ fn replay(cfg: &CampaignConfig, instant: u64, torn: bool) -> anyhow::Result<()> 
 }
 
 fn print_report(report: &CampaignReport) {
-    println!("design            {} (judged as {})", report.ftl, report.promise);
-    println!("run               {} workload, seed {}, {} host requests, {} flash operations recorded", report.workload, report.seed, report.host_requests, report.flash_ops_recorded);
+    println!(
+        "design            {} (judged as {})",
+        report.ftl, report.promise
+    );
+    println!(
+        "run               {} workload, seed {}, {} host requests, {} flash operations recorded",
+        report.workload, report.seed, report.host_requests, report.flash_ops_recorded
+    );
     let kinds: Vec<String> = report
         .points_by_kind
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    println!("crash points      {} ({})", report.crash_points, kinds.join(", "));
+    println!(
+        "crash points      {} ({})",
+        report.crash_points,
+        kinds.join(", ")
+    );
     println!("recovered         {}", report.recovered);
-    println!("violations        {} in {} images", report.violations.len(), report.violating_points);
+    println!(
+        "violations        {} in {} images",
+        report.violations.len(),
+        report.violating_points
+    );
     let (r, m) = (&report.recovery_flash_reads, &report.recovery_sim_ms);
-    println!("recovery reads    mean {:.1}, p50 {:.0}, max {:.0}", r.mean, r.p50, r.max);
-    println!("recovery time     mean {:.3} ms, p50 {:.3} ms, max {:.3} ms (simulated)", m.mean, m.p50, m.max);
-    println!("wall              {:.1} s ({:.0} crash points/s)", report.wall_s, report.crash_points as f64 / report.wall_s.max(1e-9));
+    println!(
+        "recovery reads    mean {:.1}, p50 {:.0}, max {:.0}",
+        r.mean, r.p50, r.max
+    );
+    println!(
+        "recovery time     mean {:.3} ms, p50 {:.3} ms, max {:.3} ms (simulated)",
+        m.mean, m.p50, m.max
+    );
+    println!(
+        "wall              {:.1} s ({:.0} crash points/s)",
+        report.wall_s,
+        report.crash_points as f64 / report.wall_s.max(1e-9)
+    );
     for v in report.violations.iter().take(10) {
         println!(
             "  at {} ns{} lpn {:?}: {}\n    replay: {}",
@@ -231,7 +260,10 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         }
     };
     let fixed = if args.fixed {
-        let d = designs.first().cloned().ok_or_else(|| anyhow::anyhow!("no design"))?;
+        let d = designs
+            .first()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no design"))?;
         let c = single_config(args, d)?;
         Some((c.workload, c.device))
     } else {
@@ -239,13 +271,21 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
     };
     Ok(SoakConfig {
         designs,
-        promise: args.promise.as_deref().map(Promise::parse).transpose().map_err(anyhow::Error::msg)?,
+        promise: args
+            .promise
+            .as_deref()
+            .map(Promise::parse)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         options: DesignOptions::from_pairs(&args.params)?,
         seeds,
         crash_points: args.crash_points,
         torn: args.torn,
-        jobs: args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         vary: !args.fixed,
+        shapes: Vec::new(),
         fixed,
     })
 }
@@ -271,15 +311,39 @@ fn print_cell(c: &CellResult) {
 }
 
 fn print_summary(report: &SoakReport) {
-    println!("{:<13} {:>6} {:>8} {:>12} {:>11}", "design", "seeds", "failing", "crash points", "violations");
+    println!(
+        "{:<13} {:>6} {:>8} {:>12} {:>11}",
+        "design", "seeds", "failing", "crash points", "violations"
+    );
     for d in report.designs() {
         let t = report.totals_of(|c| c.design == d);
-        println!("{:<13} {:>6} {:>8} {:>12} {:>11}", d, t.seeds, t.failing_seeds.len(), t.crash_points, t.violations);
+        println!(
+            "{:<13} {:>6} {:>8} {:>12} {:>11}",
+            d,
+            t.seeds,
+            t.failing_seeds.len(),
+            t.crash_points,
+            t.violations
+        );
     }
     let t = report.totals();
-    println!("{:<13} {:>6} {:>8} {:>12} {:>11}   ({:.0} s)", "all", t.seeds, t.failing_seeds.len(), t.crash_points, t.violations, report.wall_s);
+    println!(
+        "{:<13} {:>6} {:>8} {:>12} {:>11}   ({:.0} s)",
+        "all",
+        t.seeds,
+        t.failing_seeds.len(),
+        t.crash_points,
+        t.violations,
+        report.wall_s
+    );
     for c in report.cells.iter().filter(|c| c.failed()) {
-        println!("FAIL {} seed {}: {} violations; replay: {}", c.design, c.seed, c.violations, c.replay.as_deref().unwrap_or("-"));
+        println!(
+            "FAIL {} seed {}: {} violations; replay: {}",
+            c.design,
+            c.seed,
+            c.violations,
+            c.replay.as_deref().unwrap_or("-")
+        );
     }
 }
 
@@ -299,7 +363,11 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
         }
     }
     if !failing.is_empty() {
-        anyhow::bail!("{} of {} soak campaigns failed", failing.len(), report.cells.len());
+        anyhow::bail!(
+            "{} of {} soak campaigns failed",
+            failing.len(),
+            report.cells.len()
+        );
     }
     Ok(())
 }
@@ -308,9 +376,17 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
 fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
     let mut weak = Vec::new();
     let mut all = Vec::new();
-    for (name, params, promise, what) in soak::CONTROLS {
+    for soak::Control {
+        design: name,
+        params,
+        promise,
+        what,
+        shapes,
+    } in soak::CONTROLS
+    {
         let mut cfg = soak_config(args, vec![crate::designs::find(name)?])?;
         cfg.promise = Some(promise);
+        cfg.shapes = shapes.to_vec();
         for (k, v) in params {
             cfg.options = cfg.options.with(k, v);
         }

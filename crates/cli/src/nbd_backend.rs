@@ -100,7 +100,6 @@ impl FtlBackend {
         self.dev.as_mut()
     }
 
-
     /// Arrivals handed to the FTL never go back in time.
     fn arrival(&mut self, arrival_ns: u64) -> u64 {
         self.last_arrival_ns = self.last_arrival_ns.max(arrival_ns);
@@ -275,7 +274,12 @@ impl FtlBackend {
     }
 
     /// One synchronous SWRITE of the request's pages.
-    fn write_atomically(&mut self, start: Lpn, contents: &[Content], at: u64) -> Result<u64, BackendError> {
+    fn write_atomically(
+        &mut self,
+        start: Lpn,
+        contents: &[Content],
+        at: u64,
+    ) -> Result<u64, BackendError> {
         let atomic = self.atomic.as_mut().expect("atomic requests on");
         if contents.len() as u64 > atomic.max_pages {
             return Err(BackendError::TooLarge(format!(
@@ -292,7 +296,9 @@ impl FtlBackend {
             .map(|(i, c)| (Lpn(start.0 + i as u32), c.clone()))
             .collect();
         let tx = self.dev.transactional().expect("checked when enabled");
-        let mut done = tx.swrite(uuid, &pages, SwriteMode::Sync, at).map_err(backend_error)?;
+        let mut done = tx
+            .swrite(uuid, &pages, SwriteMode::Sync, at)
+            .map_err(backend_error)?;
         if done.ack_ns == ACK_DEFERRED {
             // Möbius holds small SWRITEs back to merge them: the reply waits for the group.
             done = tx
@@ -570,7 +576,11 @@ mod tests {
         }
         let mut dev = b.into_device();
         let log = dev.flash_mut().take_log().unwrap();
-        let mut instants: Vec<u64> = log.ops.iter().flat_map(|o| [o.span.end_ns, (o.span.start_ns + o.span.end_ns) / 2]).collect();
+        let mut instants: Vec<u64> = log
+            .ops
+            .iter()
+            .flat_map(|o| [o.span.end_ns, (o.span.start_ns + o.span.end_ns) / 2])
+            .collect();
         instants.sort_unstable();
         instants.dedup();
         let design = crate::designs::find("mobius").unwrap();
@@ -606,7 +616,10 @@ mod tests {
     fn without_atomic_requests_a_multi_page_write_can_tear() {
         // Negative control: the same requests as plain writes are caught torn.
         let (torn, cuts) = torn_requests(false);
-        assert!(torn > 0, "no torn request in {cuts} images: the check cannot fail");
+        assert!(
+            torn > 0,
+            "no torn request in {cuts} images: the check cannot fail"
+        );
     }
 
     #[test]
@@ -625,14 +638,25 @@ mod tests {
         b.write_zeroes(0, (3 * max) as u64, true, 0).unwrap();
     }
 
-
     #[test]
     fn atomic_requests_read_back_what_was_written() {
-        for name in ["atomic-write", "lighttx", "txflash-tc", "txflash-scc", "mobius"] {
+        for name in [
+            "atomic-write",
+            "lighttx",
+            "txflash-tc",
+            "txflash-scc",
+            "mobius",
+        ] {
             let mut b = backend(name).with_atomic_requests().unwrap();
             let mut model = vec![0u8; 64 * 4096];
-            let writes: [(usize, usize); 6] =
-                [(0, 4096), (1024, 1024), (8192, 65536), (3584, 1536), (20992, 8192), (512, 512)];
+            let writes: [(usize, usize); 6] = [
+                (0, 4096),
+                (1024, 1024),
+                (8192, 65536),
+                (3584, 1536),
+                (20992, 8192),
+                (512, 512),
+            ];
             for (k, (off, len)) in writes.into_iter().enumerate() {
                 let data: Vec<u8> = (0..len).map(|i| (i * 7 + k * 13 + 1) as u8).collect();
                 b.write(off as u64, &data, false, 0).unwrap();
@@ -640,9 +664,11 @@ mod tests {
                 let mut back = vec![0u8; model.len()];
                 b.read(0, &mut back, 0).unwrap();
                 let bad = back.iter().zip(&model).position(|(a, m)| a != m);
-                assert_eq!(bad, None, "{name}: after write {k} ({off}, {len}) first wrong byte");
+                assert_eq!(
+                    bad, None,
+                    "{name}: after write {k} ({off}, {len}) first wrong byte"
+                );
             }
         }
     }
-
 }

@@ -184,7 +184,9 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     if let Some(t) = &args.trace {
         server = server.with_trace(nbd::trace::TraceWriter::create(t)?);
     }
-    let cut_at = base.as_ref().map(|_| watch_for_cut(Arc::clone(&cut), server.elapsed_ns()));
+    let cut_at = base
+        .as_ref()
+        .map(|_| watch_for_cut(Arc::clone(&cut), server.elapsed_ns()));
     let result = server.serve(&listen);
     WATCH_DONE.store(true, std::sync::atomic::Ordering::SeqCst);
     if let (Some(base), Some(cut_at)) = (base, cut_at) {

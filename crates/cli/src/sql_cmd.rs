@@ -43,7 +43,10 @@ impl SqlDeviceArgs {
             other => anyhow::bail!("unknown --tx '{other}': static or dynamic"),
         };
         if !["off", "normal", "full", "extra"].contains(&self.synchronous.to_lowercase().as_str()) {
-            anyhow::bail!("unknown --synchronous '{}': off, normal, full or extra", self.synchronous);
+            anyhow::bail!(
+                "unknown --synchronous '{}': off, normal, full or extra",
+                self.synchronous
+            );
         }
         o.synchronous = self.synchronous.to_uppercase();
         o.seed = seed;
@@ -190,7 +193,9 @@ pub fn crashtest(args: &crate::crashtest_cmd::CrashtestArgs, workload: &str) -> 
         "static" => TxKind::Static,
         "dynamic" => TxKind::Dynamic,
         "plain" => TxKind::PlainWrites,
-        other => anyhow::bail!("unknown --tx '{other}': static, dynamic (or plain: negative control)"),
+        other => {
+            anyhow::bail!("unknown --tx '{other}': static, dynamic (or plain: negative control)")
+        }
     };
     let cfg = CrashConfig {
         design,
@@ -213,11 +218,31 @@ pub fn crashtest(args: &crate::crashtest_cmd::CrashtestArgs, workload: &str) -> 
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!("design            {}", cfg.design.name);
-        println!("mode              {} (synchronous {}, {:?})", args.mode, cfg.open.synchronous, cfg.open.tx_kind);
-        println!("workload          sqlite-{workload}, {} transactions, seed {seed}", cfg.transactions);
-        println!("crash points      {}{}", report.crash_points, if cfg.torn { " (torn)" } else { "" });
-        println!("durability        {}", if report.durable_mode { "every returned commit must survive" } else { "a prefix of commits" });
-        println!("recovered         {}..={} transactions; all commits present at {} points", report.min_recovered, report.max_recovered, report.all_commits_present);
+        println!(
+            "mode              {} (synchronous {}, {:?})",
+            args.mode, cfg.open.synchronous, cfg.open.tx_kind
+        );
+        println!(
+            "workload          sqlite-{workload}, {} transactions, seed {seed}",
+            cfg.transactions
+        );
+        println!(
+            "crash points      {}{}",
+            report.crash_points,
+            if cfg.torn { " (torn)" } else { "" }
+        );
+        println!(
+            "durability        {}",
+            if report.durable_mode {
+                "every returned commit must survive"
+            } else {
+                "a prefix of commits"
+            }
+        );
+        println!(
+            "recovered         {}..={} transactions; all commits present at {} points",
+            report.min_recovered, report.max_recovered, report.all_commits_present
+        );
         println!("violations        {}", report.violations);
     }
     if let Some(why) = &report.first_violation {

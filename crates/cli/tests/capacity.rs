@@ -7,15 +7,29 @@
 use std::process::Command;
 
 const DESIGNS: [&str; 9] = [
-    "mobius", "dftl", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc",
-    "wcache", "optr",
+    "mobius",
+    "dftl",
+    "atomic-write",
+    "lighttx",
+    "txflash-tc",
+    "txflash-scc",
+    "txflash-bpcc",
+    "wcache",
+    "optr",
 ];
 
 fn bench(args: &[&str]) -> Result<serde_json::Value, String> {
     let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
         .arg("bench")
         .args(args)
-        .args(["--workload", "randwrite", "--fill", "0.9", "--no-recovery", "--json"])
+        .args([
+            "--workload",
+            "randwrite",
+            "--fill",
+            "0.9",
+            "--no-recovery",
+            "--json",
+        ])
         .output()
         .expect("run mobius");
     if !out.status.success() {
@@ -27,17 +41,25 @@ fn bench(args: &[&str]) -> Result<serde_json::Value, String> {
 fn writes_twice_its_capacity(design: &str, device: &[&str]) -> Result<(), String> {
     let mut probe = vec!["--ftl", design, "--requests", "1"];
     probe.extend_from_slice(device);
-    let logical = bench(&probe)?["logical_pages"].as_u64().ok_or("no logical_pages")?;
+    let logical = bench(&probe)?["logical_pages"]
+        .as_u64()
+        .ok_or("no logical_pages")?;
     let requests = (2 * logical).to_string();
     let mut args = vec!["--ftl", design, "--requests", &requests];
     args.extend_from_slice(device);
     let run = bench(&args)?;
     if run["host_pages_written"].as_u64() != Some(2 * logical) {
-        return Err(format!("wrote {} of {} pages", run["host_pages_written"], 2 * logical));
+        return Err(format!(
+            "wrote {} of {} pages",
+            run["host_pages_written"],
+            2 * logical
+        ));
     }
     let wa = run["write_amplification"].as_f64().unwrap_or(0.0);
     if wa < 1.0 {
-        return Err(format!("write amplification {wa} below 1: programs are not counted"));
+        return Err(format!(
+            "write amplification {wa} below 1: programs are not counted"
+        ));
     }
     Ok(())
 }
@@ -45,7 +67,11 @@ fn writes_twice_its_capacity(design: &str, device: &[&str]) -> Result<(), String
 fn every_design_on(device: &[&str]) {
     let failures: Vec<String> = DESIGNS
         .iter()
-        .filter_map(|d| writes_twice_its_capacity(d, device).err().map(|e| format!("{d}: {e}")))
+        .filter_map(|d| {
+            writes_twice_its_capacity(d, device)
+                .err()
+                .map(|e| format!("{d}: {e}"))
+        })
         .collect();
     assert!(failures.is_empty(), "{device:?}:\n{}", failures.join("\n"));
 }
@@ -58,7 +84,12 @@ fn every_design_holds_its_exported_capacity_on_the_small_preset() {
 #[test]
 fn every_design_holds_its_exported_capacity_on_a_wide_device() {
     every_design_on(&[
-        "--preset", "small", "--set", "geometry.channels=4", "--set", "geometry.blocks_per_chip=16",
+        "--preset",
+        "small",
+        "--set",
+        "geometry.channels=4",
+        "--set",
+        "geometry.blocks_per_chip=16",
     ]);
 }
 
@@ -78,9 +109,19 @@ fn the_capacity_check_fails_on_a_design_that_cannot_hold_it() {
     // must report it rather than pass.
     let err = writes_twice_its_capacity(
         "wcache",
-        &["--preset", "small", "--param", "op=0", "--param", "gc_free_blocks=0"],
+        &[
+            "--preset",
+            "small",
+            "--param",
+            "op=0",
+            "--param",
+            "gc_free_blocks=0",
+        ],
     );
-    assert!(err.is_err(), "an over-exported device passed the capacity check");
+    assert!(
+        err.is_err(),
+        "an over-exported device passed the capacity check"
+    );
 }
 
 #[test]
@@ -89,5 +130,9 @@ fn bench_reports_exported_capacity_and_peak_memory() {
     let logical = j["logical_pages"].as_u64().unwrap();
     let physical = j["physical_pages"].as_u64().unwrap();
     assert!(logical > 0 && logical < physical, "{logical} of {physical}");
-    assert!(j["peak_rss_bytes"].as_u64().unwrap() > 1 << 20, "{}", j["peak_rss_bytes"]);
+    assert!(
+        j["peak_rss_bytes"].as_u64().unwrap() > 1 << 20,
+        "{}",
+        j["peak_rss_bytes"]
+    );
 }

@@ -21,23 +21,49 @@ fn mobius(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn every_design_keeps_its_promise_on_fresh_seeds() {
     let (ok, stdout, stderr) = mobius(&[
-        "crashtest", "--ftl", "all", "--seeds", "3", "--crash-points", "400", "--torn", "--json",
+        "crashtest",
+        "--ftl",
+        "all",
+        "--seeds",
+        "3",
+        "--crash-points",
+        "400",
+        "--torn",
+        "--json",
     ]);
     eprintln!("{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
-    assert_eq!(json["seeds"], 3 * json["designs"].as_object().expect("designs").len());
+    assert_eq!(
+        json["seeds"],
+        3 * json["designs"].as_object().expect("designs").len()
+    );
     assert!(json["crash_points"].as_u64().expect("points") > 1000);
-    assert!(ok, "soak failed (seeds and replay commands above): {}", json["failures"]);
+    assert!(
+        ok,
+        "soak failed (seeds and replay commands above): {}",
+        json["failures"]
+    );
     assert_eq!(json["violations"], 0);
 }
 
 #[test]
 fn the_negative_controls_are_caught_on_fresh_seeds() {
     let (ok, stdout, stderr) = mobius(&[
-        "crashtest", "--ftl", "all", "--controls", "--seeds", "2", "--crash-points", "300", "--torn",
+        "crashtest",
+        "--ftl",
+        "all",
+        "--controls",
+        "--seeds",
+        "2",
+        "--crash-points",
+        "300",
+        "--torn",
     ]);
     eprintln!("{stdout}{stderr}");
-    assert!(ok, "a negative control was not caught: a soak that cannot fail proves nothing");
+    assert!(
+        ok,
+        "a negative control was not caught: a soak that cannot fail proves nothing"
+    );
     assert_eq!(stdout.matches("caught on").count(), 3);
 }
 
@@ -45,8 +71,19 @@ fn the_negative_controls_are_caught_on_fresh_seeds() {
 fn a_soak_replays_from_its_seed_whatever_the_job_count() {
     let run = |jobs: &str| {
         let (_, stdout, _) = mobius(&[
-            "crashtest", "--ftl", "dftl", "--seeds", "3", "--seed", "77", "--crash-points", "100",
-            "--torn", "--jobs", jobs, "--json",
+            "crashtest",
+            "--ftl",
+            "dftl",
+            "--seeds",
+            "3",
+            "--seed",
+            "77",
+            "--crash-points",
+            "100",
+            "--torn",
+            "--jobs",
+            jobs,
+            "--json",
         ]);
         let mut v: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
         v.as_object_mut().expect("object").remove("wall_s");

@@ -85,7 +85,16 @@ impl Cluster {
         let log = self.socket_dir.join("pg.log");
         let out = as_postgres(
             "pg_ctl",
-            &["-D", self.data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-t", "120", "start"],
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "120",
+                "start",
+            ],
             150,
         );
         if out.status.success() {
@@ -95,7 +104,11 @@ impl Cluster {
             self.postmaster.set(pid);
             Ok(())
         } else {
-            Err(format!("{}\nserver log:\n{}", text(&out), std::fs::read_to_string(&log).unwrap_or_default()))
+            Err(format!(
+                "{}\nserver log:\n{}",
+                text(&out),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ))
         }
     }
 
@@ -124,7 +137,20 @@ impl Cluster {
 
     /// Clean shutdown; a postmaster that does not stop in time is killed.
     fn stop(&self) {
-        let _ = as_postgres("pg_ctl", &["-D", self.data.to_str().unwrap(), "-m", "fast", "-w", "-t", "60", "stop"], 90);
+        let _ = as_postgres(
+            "pg_ctl",
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-m",
+                "fast",
+                "-w",
+                "-t",
+                "60",
+                "stop",
+            ],
+            90,
+        );
         self.kill9();
     }
 }
@@ -140,7 +166,11 @@ fn run_dir_for_postgres(dir: &Path) -> PathBuf {
     must("chmod", &["755", dir.to_str().unwrap()], 10);
     let run_dir = dir.join("run");
     std::fs::create_dir_all(&run_dir).unwrap();
-    must("chown", &["postgres:postgres", run_dir.to_str().unwrap()], 10);
+    must(
+        "chown",
+        &["postgres:postgres", run_dir.to_str().unwrap()],
+        10,
+    );
     run_dir
 }
 
@@ -148,8 +178,24 @@ fn run_dir_for_postgres(dir: &Path) -> PathBuf {
 fn create(mount: &Path, socket_dir: &Path, port: &str, full_page_writes: bool) -> Cluster {
     let data = mount.join("pg");
     std::fs::create_dir_all(&data).unwrap();
-    must("chown", &["-R", "postgres:postgres", mount.to_str().unwrap()], 30);
-    must_pg("initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres", "--data-checksums"], 180);
+    must(
+        "chown",
+        &["-R", "postgres:postgres", mount.to_str().unwrap()],
+        30,
+    );
+    must_pg(
+        "initdb",
+        &[
+            "-D",
+            data.to_str().unwrap(),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--data-checksums",
+        ],
+        180,
+    );
     let conf = format!(
         "\nfull_page_writes = {}\nlisten_addresses = ''\nunix_socket_directories = '{}'\nport = {port}\n\
          checkpoint_timeout = 30s\nmax_wal_size = 64MB\nshared_buffers = 16MB\nfsync = on\n",
@@ -168,7 +214,13 @@ fn create(mount: &Path, socket_dir: &Path, port: &str, full_page_writes: bool) -
     };
     c.start().unwrap();
     let mut args = c.conn_args();
-    args.extend(["-i".into(), "-q".into(), "-s".into(), "2".into(), "postgres".into()]);
+    args.extend([
+        "-i".into(),
+        "-q".into(),
+        "-s".into(),
+        "2".into(),
+        "postgres".into(),
+    ]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     must_pg("pgbench", &args, 300);
     c
@@ -186,7 +238,15 @@ fn pgbench(c: &Cluster, secs: u32, clients: u32) -> Child {
         "postgres".into(),
     ]);
     Command::new("timeout")
-        .args(["-k", "5", &(secs + 60).to_string(), "runuser", "-u", "postgres", "--"])
+        .args([
+            "-k",
+            "5",
+            &(secs + 60).to_string(),
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+        ])
         .arg(pg("pgbench"))
         .args(&args)
         .stdin(Stdio::null())
@@ -203,7 +263,12 @@ const INVARIANT: &str = "SELECT (SELECT sum(abalance) FROM pgbench_accounts) = h
 
 fn check(c: &Cluster) -> Result<u64, String> {
     let mut args = c.conn_args();
-    args.extend(["-d".into(), "postgres".into(), "--install-missing".into(), "--heapallindexed".into()]);
+    args.extend([
+        "-d".into(),
+        "postgres".into(),
+        "--install-missing".into(),
+        "--heapallindexed".into(),
+    ]);
     let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
     let amcheck = as_postgres("pg_amcheck", &args, 300);
     if !amcheck.status.success() {
@@ -241,7 +306,10 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
         let mut bench = pgbench(&cluster, 30, 4);
         std::thread::sleep(cut_after);
         if !server.power_cut() {
-            return Err(format!("the server did not write its cut image: {}", std::fs::read_to_string(&server.log).unwrap_or_default()));
+            return Err(format!(
+                "the server did not write its cut image: {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            ));
         }
         cluster.kill9();
         let _ = bench.kill();
@@ -251,10 +319,17 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
         drop(lo);
         drop(fuse);
     }
-    let mut server = Server::start(dir, "mobius", &image, SIZE, if atomic { &["--atomic-requests"] } else { &[] });
+    let mut server = Server::start(
+        dir,
+        "mobius",
+        &image,
+        SIZE,
+        if atomic { &["--atomic-requests"] } else { &[] },
+    );
     let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
     let lo = Loop::attach(&fuse.file());
-    let m = Mount::new(&lo.dev, &dir.join("ext2"), "").map_err(|e| format!("mount after recovery: {e}"))?;
+    let m = Mount::new(&lo.dev, &dir.join("ext2"), "")
+        .map_err(|e| format!("mount after recovery: {e}"))?;
     let cluster = Cluster {
         data: m.dir.join("pg"),
         socket_dir: run_dir.clone(),
@@ -286,7 +361,9 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
 /// page is unrecoverable, and checksums let pg_amcheck or WAL replay see it.
 #[test]
 fn postgres_without_full_page_writes_on_plain_requests_long() {
-    if std::env::var("MOBIUS_LONG").is_err() || skip("postgres_plain", &[&pg("initdb"), "runuser", "pkill"]) {
+    if std::env::var("MOBIUS_LONG").is_err()
+        || skip("postgres_plain", &[&pg("initdb"), "runuser", "pkill"])
+    {
         eprintln!("PostgreSQL negative control skipped: set MOBIUS_LONG=1");
         return;
     }
@@ -294,7 +371,10 @@ fn postgres_without_full_page_writes_on_plain_requests_long() {
     let damaged: Vec<(u64, String)> = (0..n)
         .filter_map(|i| trial(100 + i, false).err().map(|e| (i, e)))
         .collect();
-    eprintln!("PostgreSQL, plain requests: {} of {n} trials damaged", damaged.len());
+    eprintln!(
+        "PostgreSQL, plain requests: {} of {n} trials damaged",
+        damaged.len()
+    );
 }
 
 #[test]
@@ -313,7 +393,9 @@ fn postgres_without_full_page_writes_survives_power_cuts_on_atomic_requests() {
 /// not a test); prints the figures for docs/nbd.md.
 #[test]
 fn full_page_writes_cost_on_the_same_device() {
-    if std::env::var("MOBIUS_LONG").is_err() || skip("postgres_fpw_bench", &[&pg("initdb"), "runuser"]) {
+    if std::env::var("MOBIUS_LONG").is_err()
+        || skip("postgres_fpw_bench", &[&pg("initdb"), "runuser"])
+    {
         eprintln!("full_page_writes benchmark skipped: set MOBIUS_LONG=1");
         return;
     }
@@ -322,18 +404,36 @@ fn full_page_writes_cost_on_the_same_device() {
         let dir = tmp.path();
         let run_dir = run_dir_for_postgres(dir);
         // Paced: each reply waits for its simulated completion, so TPS follows the device.
-        let server = Server::start(dir, "mobius", &dir.join("dev.img"), SIZE, &["--atomic-requests", "--pace"]);
+        let server = Server::start(
+            dir,
+            "mobius",
+            &dir.join("dev.img"),
+            SIZE,
+            &["--atomic-requests", "--pace"],
+        );
         let fuse = Fuse::start(&dir.join("fuse"), &server.uri());
         let lo = Loop::attach(&fuse.file());
         must("mkfs.ext4", &["-q", &lo.dev], 120);
         let m = Mount::new(&lo.dev, &dir.join("ext"), "").unwrap();
         let cluster = create(&m.dir, &run_dir, "55499", fpw);
-        let lsn = || cluster.psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        let lsn = || {
+            cluster
+                .psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+                .ok()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
         let before = lsn();
         let out = pgbench(&cluster, 20, 4).wait_with_output().unwrap();
         let wal = lsn() - before;
         let report = String::from_utf8_lossy(&out.stdout);
-        let field = |key: &str| report.lines().find(|l| l.starts_with(key)).unwrap_or("?").to_string();
+        let field = |key: &str| {
+            report
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or("?")
+                .to_string()
+        };
         let txs: f64 = field("number of transactions actually processed")
             .rsplit(' ')
             .next()

@@ -42,7 +42,11 @@ fn trial(n: u64, atomic: bool) -> usize {
         }
     });
     std::thread::sleep(Duration::from_millis(700 + splitmix(n) % 900));
-    assert!(server.power_cut(), "the server did not write its cut image: {:?}", std::fs::read_to_string(&server.log));
+    assert!(
+        server.power_cut(),
+        "the server did not write its cut image: {:?}",
+        std::fs::read_to_string(&server.log)
+    );
     stop.store(true, Ordering::Relaxed);
     drop(fuse);
     let _ = writer.join();
@@ -83,5 +87,8 @@ fn plain_multi_page_writes_tear_under_a_simulated_power_cut() {
     }
     let torn: Vec<usize> = (0..12).map(|n| trial(100 + n, false)).collect();
     eprintln!("plain writes: torn records per trial {torn:?}");
-    assert!(torn.iter().any(|&t| t > 0), "no torn request in 12 cuts: the check cannot fail");
+    assert!(
+        torn.iter().any(|&t| t > 0),
+        "no torn request in 12 cuts: the check cannot fail"
+    );
 }

@@ -18,17 +18,40 @@ fn mobius(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn sql_bench_reports_the_issue_keys() {
-    for (ftl, mode) in [("mobius", "batch"), ("dftl", "journal"), ("optr", "ordered")] {
+    for (ftl, mode) in [
+        ("mobius", "batch"),
+        ("dftl", "journal"),
+        ("optr", "ordered"),
+    ] {
         let (ok, out, err) = mobius(&[
-            "sql-bench", "--ftl", ftl, "--mode", mode, "--workload", "tpcb", "--transactions", "50",
-            "--accounts", "500", "--json",
+            "sql-bench",
+            "--ftl",
+            ftl,
+            "--mode",
+            mode,
+            "--workload",
+            "tpcb",
+            "--transactions",
+            "50",
+            "--accounts",
+            "500",
+            "--json",
         ]);
         assert!(ok, "{ftl} {mode}: {err}");
         let j: serde_json::Value = serde_json::from_str(&out).unwrap();
         for key in [
-            "ftl", "mode", "workload", "transactions", "tps_sim", "host_pages_written_per_tx",
-            "flash_programs_per_tx", "flushes_per_tx", "journal_fallbacks", "write_amplification",
-            "sim_seconds", "wall_seconds",
+            "ftl",
+            "mode",
+            "workload",
+            "transactions",
+            "tps_sim",
+            "host_pages_written_per_tx",
+            "flash_programs_per_tx",
+            "flushes_per_tx",
+            "journal_fallbacks",
+            "write_amplification",
+            "sim_seconds",
+            "wall_seconds",
         ] {
             assert!(j.get(key).is_some(), "{ftl} {mode}: no {key} in {out}");
         }
@@ -40,10 +63,22 @@ fn sql_bench_reports_the_issue_keys() {
 #[test]
 fn bad_sql_input_is_a_clear_error() {
     let cases: [(&[&str], &str); 4] = [
-        (&["sql-bench", "--ftl", "dftl", "--mode", "batch"], "does not offer it"),
-        (&["sql-bench", "--ftl", "mobius", "--mode", "fast"], "unknown mode"),
-        (&["sql-bench", "--ftl", "mobius", "--workload", "tpcx"], "unknown workload"),
-        (&["sql-bench", "--ftl", "mobius", "--mode", "ordered"], "does not offer it"),
+        (
+            &["sql-bench", "--ftl", "dftl", "--mode", "batch"],
+            "does not offer it",
+        ),
+        (
+            &["sql-bench", "--ftl", "mobius", "--mode", "fast"],
+            "unknown mode",
+        ),
+        (
+            &["sql-bench", "--ftl", "mobius", "--workload", "tpcx"],
+            "unknown workload",
+        ),
+        (
+            &["sql-bench", "--ftl", "mobius", "--mode", "ordered"],
+            "does not offer it",
+        ),
     ];
     for (args, want) in cases {
         let (ok, _, err) = mobius(args);
@@ -59,10 +94,23 @@ fn a_database_on_an_image_outlives_the_process_and_a_kill() {
     let image = dir.path().join("db.img");
     let image = image.to_str().unwrap();
     let (ok, _, err) = mobius(&[
-        "sql", "--ftl", "mobius", "--image", image, "CREATE TABLE t(x INTEGER)", "INSERT INTO t VALUES (42)",
+        "sql",
+        "--ftl",
+        "mobius",
+        "--image",
+        image,
+        "CREATE TABLE t(x INTEGER)",
+        "INSERT INTO t VALUES (42)",
     ]);
     assert!(ok, "{err}");
-    let (ok, out, err) = mobius(&["sql", "--ftl", "mobius", "--image", image, "SELECT x FROM t"]);
+    let (ok, out, err) = mobius(&[
+        "sql",
+        "--ftl",
+        "mobius",
+        "--image",
+        image,
+        "SELECT x FROM t",
+    ]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "42");
 
@@ -84,7 +132,13 @@ fn a_database_on_an_image_outlives_the_process_and_a_kill() {
     child.kill().unwrap();
     child.wait().unwrap();
     let (ok, out, err) = mobius(&[
-        "sql", "--ftl", "mobius", "--image", image, "PRAGMA integrity_check", "SELECT count(*) >= 1 FROM t",
+        "sql",
+        "--ftl",
+        "mobius",
+        "--image",
+        image,
+        "PRAGMA integrity_check",
+        "SELECT count(*) >= 1 FROM t",
     ]);
     assert!(ok, "{err}");
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok", "1"]);
@@ -97,7 +151,9 @@ fn a_foreign_image_is_refused() {
     let image = image.to_str().unwrap();
     // A device that holds something else at page 0 (a plain write through the NBD-less CLI is
     // not available, so format a database with another page layout: an image of another design).
-    let (ok, _, err) = mobius(&["sql", "--ftl", "dftl", "--mode", "journal", "--image", image, "SELECT 1"]);
+    let (ok, _, err) = mobius(&[
+        "sql", "--ftl", "dftl", "--mode", "journal", "--image", image, "SELECT 1",
+    ]);
     assert!(ok, "{err}");
     let (ok, _, err) = mobius(&["sql", "--ftl", "mobius", "--image", image, "SELECT 1"]);
     assert!(!ok, "a DFTL image opened as Möbius");
@@ -107,15 +163,38 @@ fn a_foreign_image_is_refused() {
 #[test]
 fn sqlite_crash_campaigns_run_from_the_command_line() {
     let (ok, out, err) = mobius(&[
-        "crashtest", "--ftl", "mobius", "--workload", "sqlite-tpcb", "--mode", "batch", "--requests", "40",
-        "--crash-points", "30", "--torn", "--json",
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--workload",
+        "sqlite-tpcb",
+        "--mode",
+        "batch",
+        "--requests",
+        "40",
+        "--crash-points",
+        "30",
+        "--torn",
+        "--json",
     ]);
     assert!(ok, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["violations"], 0);
     let (ok, _, err) = mobius(&[
-        "crashtest", "--ftl", "dftl", "--workload", "sqlite-tpcb", "--mode", "batch", "--tx", "plain",
-        "--requests", "100", "--crash-points", "200", "--torn",
+        "crashtest",
+        "--ftl",
+        "dftl",
+        "--workload",
+        "sqlite-tpcb",
+        "--mode",
+        "batch",
+        "--tx",
+        "plain",
+        "--requests",
+        "100",
+        "--crash-points",
+        "200",
+        "--torn",
     ]);
     assert!(!ok, "the negative control passed");
     assert!(err.contains("replay: mobius crashtest"), "{err}");

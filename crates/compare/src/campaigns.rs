@@ -10,10 +10,7 @@ use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Table};
 use crate::Context;
 use crashtest::{run_campaign, CampaignConfig};
-use ftl::{DesignOptions, Promise};
-
-/// The negative controls every soak must catch (`crashtest::soak::CONTROLS`).
-const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = crashtest::soak::CONTROLS;
+use ftl::DesignOptions;
 
 pub fn run(ctx: &Context) -> ExperimentResult {
     let points = if ctx.scale == crate::Scale::Quick {
@@ -68,7 +65,14 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         (ctx.progress)("campaigns", i as u64 + 1, total);
     }
     let mut control_rows = Vec::new();
-    for (name, params, promise, what) in CONTROLS {
+    for crashtest::soak::Control {
+        design: name,
+        params,
+        promise,
+        what,
+        ..
+    } in crashtest::soak::CONTROLS
+    {
         let Some(d) = ctx.design(name) else {
             skipped.push(format!("control {name}: design not built"));
             continue;
@@ -142,7 +146,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 fn kept_claim(design: &str, r: &crashtest::CampaignReport) -> Claim {
     Claim::new(
         "Crash campaign (the VST method of OPTR §5, docs/crashtest.md)",
-        format!("{design} keeps its {} promise in every crash image", r.promise),
+        format!(
+            "{design} keeps its {} promise in every crash image",
+            r.promise
+        ),
     )
     .check(Check::grade(
         format!("violations in {} torn crash images", r.crash_points),

@@ -137,7 +137,11 @@ impl Check {
     }
 
     /// A number shown beside the claim but not graded, because it cannot come out otherwise.
-    pub fn by_construction(claim: impl Into<String>, measured: f64, why: impl Into<String>) -> Check {
+    pub fn by_construction(
+        claim: impl Into<String>,
+        measured: f64,
+        why: impl Into<String>,
+    ) -> Check {
         Check {
             claim: claim.into(),
             measured: measured.is_finite().then_some(measured),
@@ -214,14 +218,28 @@ mod tests {
         assert!(!Tolerance::Below { bound: 1.0 }.holds(1.0));
         assert!(Tolerance::Between { min: 0.8, max: 1.0 }.holds(0.9));
         assert!(!Tolerance::Between { min: 0.8, max: 1.0 }.holds(1.01));
-        assert!(Tolerance::Within { target: 1.0, rel: 0.15 }.holds(0.86));
-        assert!(!Tolerance::Within { target: 1.0, rel: 0.15 }.holds(1.16));
+        assert!(Tolerance::Within {
+            target: 1.0,
+            rel: 0.15
+        }
+        .holds(0.86));
+        assert!(!Tolerance::Within {
+            target: 1.0,
+            rel: 0.15
+        }
+        .holds(1.16));
     }
 
     #[test]
     fn a_value_outside_the_tolerance_fails_and_a_missing_one_is_not_reproduced() {
-        assert_eq!(Check::grade("x", 0.5, Tolerance::AtLeast { min: 1.0 }).verdict, Verdict::Fail);
-        assert_eq!(Check::grade("x", 1.5, Tolerance::AtLeast { min: 1.0 }).verdict, Verdict::Pass);
+        assert_eq!(
+            Check::grade("x", 0.5, Tolerance::AtLeast { min: 1.0 }).verdict,
+            Verdict::Fail
+        );
+        assert_eq!(
+            Check::grade("x", 1.5, Tolerance::AtLeast { min: 1.0 }).verdict,
+            Verdict::Pass
+        );
         assert_eq!(
             Check::grade("x", f64::NAN, Tolerance::AtLeast { min: 1.0 }).verdict,
             Verdict::NotReproduced

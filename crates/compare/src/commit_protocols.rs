@@ -223,7 +223,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         );
     }
     let row = |design: &str| present.iter().position(|(d, _)| *d == design);
-    let pick = |i: Option<usize>| i.map(|i| (tput[i].clone(), ab[i].iter().map(|x| (x.0, x.1)).collect()));
+    let pick =
+        |i: Option<usize>| i.map(|i| (tput[i].clone(), ab[i].iter().map(|x| (x.0, x.1)).collect()));
     let claims = claims(&Measured {
         bpcc: pick(row("txflash-bpcc")),
         scc: pick(row("txflash-scc")),
@@ -267,7 +268,12 @@ struct Measured {
 /// least 1.2× its time without aborts, BPCC's within ± 10 %; BPCC's recovery within 1 % of TC's.
 fn claims(m: &Measured) -> Vec<Claim> {
     let at = |pages: u32| TX_PAGES.iter().position(|&p| p == pages).expect("size");
-    let nan = || (vec![f64::NAN; TX_PAGES.len()], vec![(f64::NAN, f64::NAN); ABORT_PCT.len()]);
+    let nan = || {
+        (
+            vec![f64::NAN; TX_PAGES.len()],
+            vec![(f64::NAN, f64::NAN); ABORT_PCT.len()],
+        )
+    };
     let (b, s, t) = (
         m.bpcc.clone().unwrap_or_else(nan),
         m.scc.clone().unwrap_or_else(nan),
@@ -280,7 +286,11 @@ fn claims(m: &Measured) -> Vec<Claim> {
         .check(Check::grade("BPCC / TC throughput at 4 MB", gain(1024), Tolerance::Between { min: 0.95, max: 1.10 }))
         .check(Check::grade("BPCC / TC throughput at 4 KB (1 page)", gain(1), Tolerance::Within { target: 1.0, rel: 0.05 }))
         .note("Our sequential writer waits for each commit; the gain is the commit record TC must write after its data. The paper's simulator schedules several operations per package at once, which moves its curve to larger transactions.");
-    let spread = s.0.iter().zip(&b.0).map(|(x, y)| (x / y - 1.0).abs()).fold(f64::NAN, f64::max);
+    let spread =
+        s.0.iter()
+            .zip(&b.0)
+            .map(|(x, y)| (x / y - 1.0).abs())
+            .fold(f64::NAN, f64::max);
     let same = Claim::new("TxFlash §5.1, Fig. 6", "the performance numbers are the same for both SCC and BPCC, as they differ only when there are aborted transactions")
         .check(Check::grade("largest |SCC / BPCC − 1| throughput over the sizes", spread, Tolerance::AtMost { max: 0.01 }));
     let last = ABORT_PCT.len() - 1;
@@ -310,7 +320,11 @@ mod claim_tests {
     fn paper() -> Measured {
         Measured {
             bpcc: curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 100.5),
-            scc: curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0, 5.5, 6.0, 6.5, 7.0, 8.0], 90.0),
+            scc: curves(
+                [100.0, 90.0, 78.0, 40.0, 12.0, 3.0],
+                [5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
+                90.0,
+            ),
             tc: curves([99.0, 50.0, 40.0, 30.0, 10.0, 2.9], [5.0; 6], 100.0),
         }
     }
@@ -318,7 +332,15 @@ mod claim_tests {
     #[test]
     fn paper_like_numbers_pass_except_what_is_not_modelled() {
         let v: Vec<Verdict> = claims(&paper()).iter().map(|c| c.verdict()).collect();
-        assert_eq!(v, vec![Verdict::Pass, Verdict::Pass, Verdict::Pass, Verdict::NotReproduced]);
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Pass,
+                Verdict::Pass,
+                Verdict::Pass,
+                Verdict::NotReproduced
+            ]
+        );
     }
 
     #[test]
@@ -328,7 +350,11 @@ mod claim_tests {
         m.tc = curves([99.0, 50.0, 70.0, 35.0, 11.0, 2.9], [5.0; 6], 100.0);
         assert_eq!(claims(&m)[0].verdict(), Verdict::Fail);
         let mut m = paper();
-        m.scc = curves([100.0, 80.0, 78.0, 40.0, 12.0, 3.0], [5.0, 5.5, 6.0, 6.5, 7.0, 8.0], 90.0);
+        m.scc = curves(
+            [100.0, 80.0, 78.0, 40.0, 12.0, 3.0],
+            [5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
+            90.0,
+        );
         assert_eq!(claims(&m)[1].verdict(), Verdict::Fail);
         let mut m = paper();
         m.scc = curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 90.0);

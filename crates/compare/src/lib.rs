@@ -13,13 +13,13 @@ pub mod micro;
 pub mod nvmfs_exp;
 pub mod optr_overhead;
 pub mod recovery;
-pub mod sqlite_exp;
 pub mod report;
+pub mod sqlite_exp;
 pub mod svg;
 pub mod tpcc;
 
-use ftl::DesignSpec;
 pub use claims::{Check, Claim, Tolerance, Verdict};
+use ftl::DesignSpec;
 pub use report::{write_report, ExperimentResult, Figure, Table};
 
 /// How big the experiments are.

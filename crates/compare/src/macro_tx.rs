@@ -601,9 +601,20 @@ pub(crate) fn workload_claims<'a>(
     let a_aw = ratio("Möbius A-SWRITE", "Atomic-Write", tps);
     let s_aw = ratio("Möbius S-SWRITE", "Atomic-Write", tps);
     let mut tps_claim = if workload == "ext4-trace" {
-        Claim::new("Möbius §V-C, Fig. 9 (Filebench)", "in filebench tests, Atomic-Write outperforms S-SWRITE because transactions are small")
-            .check(Check::grade(format!("S-SWRITE / Atomic-Write TPS ({workload})"), s_aw, Tolerance::Below { bound: 1.0 }))
-            .check(Check::grade(format!("A-SWRITE / Atomic-Write TPS ({workload})"), a_aw, Tolerance::AtLeast { min: 1.0 }))
+        Claim::new(
+            "Möbius §V-C, Fig. 9 (Filebench)",
+            "in filebench tests, Atomic-Write outperforms S-SWRITE because transactions are small",
+        )
+        .check(Check::grade(
+            format!("S-SWRITE / Atomic-Write TPS ({workload})"),
+            s_aw,
+            Tolerance::Below { bound: 1.0 },
+        ))
+        .check(Check::grade(
+            format!("A-SWRITE / Atomic-Write TPS ({workload})"),
+            a_aw,
+            Tolerance::AtLeast { min: 1.0 },
+        ))
     } else {
         Claim::new("Möbius §V-C, Fig. 9 (DBT-2)", "Möbius can at most 67 % outperform Atomic-Write using A-SWRITE; S-SWRITE provides similar throughput to Atomic-Write")
             .check(Check::grade(format!("A-SWRITE / Atomic-Write TPS ({workload})"), a_aw, Tolerance::Between { min: 1.3, max: 1.67 * 1.15 }))
@@ -627,14 +638,23 @@ mod claim_tests {
     use crate::claims::Verdict;
 
     fn outcome(tps: f64, wa: f64) -> Outcome {
-        Outcome { tps, write_amplification: wa, ..Outcome::default() }
+        Outcome {
+            tps,
+            write_amplification: wa,
+            ..Outcome::default()
+        }
     }
 
     fn graded(workload: &str, rows: &[(&str, f64, f64)]) -> Vec<Verdict> {
-        let outs: Vec<(String, Outcome)> =
-            rows.iter().map(|(l, t, w)| (l.to_string(), outcome(*t, *w))).collect();
+        let outs: Vec<(String, Outcome)> = rows
+            .iter()
+            .map(|(l, t, w)| (l.to_string(), outcome(*t, *w)))
+            .collect();
         let get = |label: &str| outs.iter().find(|(l, _)| l == label).map(|(_, o)| o);
-        workload_claims(workload, &get, "none").iter().map(|c| c.verdict()).collect()
+        workload_claims(workload, &get, "none")
+            .iter()
+            .map(|c| c.verdict())
+            .collect()
     }
 
     const PAPER: [(&str, f64, f64); 4] = [

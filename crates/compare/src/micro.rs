@@ -307,7 +307,11 @@ const PAPER_CEILING_MB_S: f64 = 95.0;
 fn claims(latency: &[Vec<Vec<f64>>], page_bytes: f64) -> Vec<Claim> {
     let idx = |m: Mode| Mode::ALL.iter().position(|x| *x == m).expect("mode");
     let mean = |p: usize, m: Mode| latency[p][idx(m)].iter().sum::<f64>() / SIZES.len() as f64;
-    let (a, s, b) = (mean(0, Mode::ASwrite), mean(0, Mode::SSwrite), mean(0, Mode::DftlBatched));
+    let (a, s, b) = (
+        mean(0, Mode::ASwrite),
+        mean(0, Mode::SSwrite),
+        mean(0, Mode::DftlBatched),
+    );
     let (d, single) = (mean(0, Mode::Dwrite), mean(0, Mode::DftlSingle));
     let lowest = Claim::new("Möbius §V-B, Fig. 7", "ASync-SWRITE is best among these interfaces because it returns when the atom inode is persisted in flash")
         .check(Check::by_construction("A-SWRITE / S-SWRITE latency (random, mean over sizes)", a / s, "A-SWRITE acknowledges at the atom inode, which S-SWRITE must also wait for: it cannot be slower"))
@@ -354,7 +358,10 @@ mod claim_tests {
     // 95 MB/s is ~11 ms).
     #[test]
     fn paper_like_numbers_pass_every_claim() {
-        let l = table([12.0e6, 11.5e6, 11.2e6, 11.04e6, 13.0e6], [10.0e6, 10.0e6, 10.0e6, 10.0e6, 12.0e6]);
+        let l = table(
+            [12.0e6, 11.5e6, 11.2e6, 11.04e6, 13.0e6],
+            [10.0e6, 10.0e6, 10.0e6, 10.0e6, 12.0e6],
+        );
         assert_eq!(verdicts(&l), vec![Verdict::Pass; 5]);
     }
 

@@ -93,13 +93,19 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 
 /// NVMFS's erase study graded on the IOzone runs: NVMFS against ext4 on the same SSD. NVMFS's
 /// own segment cleaning re-flushes pages; those count in its flash programs.
-fn erase_claim(nvmfs: Option<&nvmfs::experiment::FsRun>, ext4: Option<&nvmfs::experiment::FsRun>) -> Claim {
+fn erase_claim(
+    nvmfs: Option<&nvmfs::experiment::FsRun>,
+    ext4: Option<&nvmfs::experiment::FsRun>,
+) -> Claim {
     let claim = Claim::new(
         "NVMFS §VI (SSD write traffic and erase study)",
         "NVMFS reduces the SSD's write traffic, erase count and erase cost (valid-page copies) against ext3/btrfs/nilfs2 under random writes",
     );
     let (Some(n), Some(x)) = (nvmfs, ext4) else {
-        return claim.check(Check::not_reproduced("NVMFS / ext4 GC page copies, erases, flash programs", "ext4 did not run here (see skipped)"));
+        return claim.check(Check::not_reproduced(
+            "NVMFS / ext4 GC page copies, erases, flash programs",
+            "ext4 did not run here (see skipped)",
+        ));
     };
     let ratio = |a: u64, b: u64| a as f64 / b as f64;
     claim
@@ -134,9 +140,21 @@ mod claim_tests {
     #[test]
     fn nvmfs_must_beat_ext4_on_every_count() {
         let x = run("ext4", 1000, 100, 5000);
-        assert_eq!(erase_claim(Some(&run("nvmfs", 500, 50, 4000)), Some(&x)).verdict(), Verdict::Pass);
-        assert_eq!(erase_claim(Some(&run("nvmfs", 500, 150, 4000)), Some(&x)).verdict(), Verdict::Fail);
-        assert_eq!(erase_claim(Some(&run("nvmfs", 500, 50, 6000)), Some(&x)).verdict(), Verdict::Fail);
-        assert_eq!(erase_claim(None, Some(&x)).verdict(), Verdict::NotReproduced);
+        assert_eq!(
+            erase_claim(Some(&run("nvmfs", 500, 50, 4000)), Some(&x)).verdict(),
+            Verdict::Pass
+        );
+        assert_eq!(
+            erase_claim(Some(&run("nvmfs", 500, 150, 4000)), Some(&x)).verdict(),
+            Verdict::Fail
+        );
+        assert_eq!(
+            erase_claim(Some(&run("nvmfs", 500, 50, 6000)), Some(&x)).verdict(),
+            Verdict::Fail
+        );
+        assert_eq!(
+            erase_claim(None, Some(&x)).verdict(),
+            Verdict::NotReproduced
+        );
     }
 }

@@ -521,7 +521,11 @@ struct OptrSummary {
 /// most 17 % + 15 % of programs (Fig. 12d); recovery at most 1 s + 15 % on 128 GB, measured.
 fn graded_claims(s: &OptrSummary) -> Vec<Claim> {
     let recovery_check = if s.paper_scale {
-        Check::grade("largest measured recovery time after a grid point (ms)", s.recovery_ms, Tolerance::AtMost { max: 1150.0 })
+        Check::grade(
+            "largest measured recovery time after a grid point (ms)",
+            s.recovery_ms,
+            Tolerance::AtMost { max: 1150.0 },
+        )
     } else {
         Check::not_reproduced(
             format!("recovery on 128 GB (quick scale measured at most {} reads, {} ms on 4 GB)", fmt(s.recovery_reads), fmt(s.recovery_ms)),
@@ -653,15 +657,30 @@ mod claim_tests {
     #[test]
     fn numbers_that_contradict_the_paper_fail() {
         let bad = [
-            OptrSummary { mean_overhead_pct: 2.5, ..paper() },
-            OptrSummary { incremental_checkpoint_pct: 0.1, ..paper() },
-            OptrSummary { internal_flush_pct: 21.1, ..paper() },
-            OptrSummary { recovery_ms: 1_900.0, ..paper() },
+            OptrSummary {
+                mean_overhead_pct: 2.5,
+                ..paper()
+            },
+            OptrSummary {
+                incremental_checkpoint_pct: 0.1,
+                ..paper()
+            },
+            OptrSummary {
+                internal_flush_pct: 21.1,
+                ..paper()
+            },
+            OptrSummary {
+                recovery_ms: 1_900.0,
+                ..paper()
+            },
         ];
         for (i, s) in bad.iter().enumerate() {
             assert_eq!(verdicts(s)[i], Verdict::Fail, "claim {i}");
         }
-        let quick = OptrSummary { paper_scale: false, ..paper() };
+        let quick = OptrSummary {
+            paper_scale: false,
+            ..paper()
+        };
         assert_eq!(verdicts(&quick)[3], Verdict::NotReproduced);
     }
 }

@@ -12,8 +12,8 @@
 //! - Atomic-Write: none — it scans the log since the last mapping flush (one transaction);
 //! - TxFlash: none — recovery reads every block's summary page (device-sized).
 
-use crate::macro_tx::{commit, Host, Mode};
 use crate::claims::{Check, Claim, Tolerance};
+use crate::macro_tx::{commit, Host, Mode};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
@@ -205,23 +205,41 @@ mod claim_tests {
 
     fn verdict(mobius: [f64; 4], lighttx: [f64; 4]) -> Verdict {
         let n = [f64::NAN; 4];
-        let ms: Vec<Vec<f64>> = [mobius, lighttx, n, n, n].iter().map(|r| r.to_vec()).collect();
+        let ms: Vec<Vec<f64>> = [mobius, lighttx, n, n, n]
+            .iter()
+            .map(|r| r.to_vec())
+            .collect();
         claims(&ms)[0].verdict()
     }
 
     #[test]
     fn paper_like_numbers_pass() {
-        assert_eq!(verdict([20.0; 4], [70.0, 140.0, 290.0, 580.0]), Verdict::Pass);
+        assert_eq!(
+            verdict([20.0; 4], [70.0, 140.0, 290.0, 580.0]),
+            Verdict::Pass
+        );
     }
 
     #[test]
     fn numbers_that_contradict_the_paper_fail() {
         // Faster, but not by an order of magnitude.
-        assert_eq!(verdict([100.0; 4], [70.0, 140.0, 290.0, 580.0]), Verdict::Fail);
+        assert_eq!(
+            verdict([100.0; 4], [70.0, 140.0, 290.0, 580.0]),
+            Verdict::Fail
+        );
         // Möbius grows with the zone like LightTx.
-        assert_eq!(verdict([2.0, 4.0, 8.0, 16.0], [70.0, 140.0, 290.0, 580.0]), Verdict::Fail);
+        assert_eq!(
+            verdict([2.0, 4.0, 8.0, 16.0], [70.0, 140.0, 290.0, 580.0]),
+            Verdict::Fail
+        );
         // LightTx flat.
-        assert_eq!(verdict([20.0; 4], [500.0, 520.0, 540.0, 580.0]), Verdict::Fail);
-        assert_eq!(verdict([f64::NAN; 4], [70.0, 140.0, 290.0, 580.0]), Verdict::NotReproduced);
+        assert_eq!(
+            verdict([20.0; 4], [500.0, 520.0, 540.0, 580.0]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            verdict([f64::NAN; 4], [70.0, 140.0, 290.0, 580.0]),
+            Verdict::NotReproduced
+        );
     }
 }

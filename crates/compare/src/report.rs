@@ -143,7 +143,13 @@ fn claims_md(out: &mut String, claims: &[Claim]) {
             );
         }
     }
-    let count = |v: Verdict| claims.iter().flat_map(|c| &c.checks).filter(|k| k.verdict == v).count();
+    let count = |v: Verdict| {
+        claims
+            .iter()
+            .flat_map(|c| &c.checks)
+            .filter(|k| k.verdict == v)
+            .count()
+    };
     let _ = writeln!(
         out,
         "\nSub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction.\n",

@@ -99,8 +99,11 @@ fn measure(ctx: &Context, s: &Setup, w: Workload, sz: &Sizes) -> Result<RunRepor
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     let oob = (spec.oob_record_bytes)(&device.geometry);
-    let dev = (spec.format)(flash::Flash::in_memory(device, oob, false), &ftl::DesignOptions::default())
-        .map_err(|e| e.to_string())?;
+    let dev = (spec.format)(
+        flash::Flash::in_memory(device, oob, false),
+        &ftl::DesignOptions::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let mut open = OpenOptions::new(s.mode);
     open.tx_kind = s.tx;
     open.synchronous = synchronous(s.mode).into();
@@ -152,8 +155,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             .find(|(rw, s, _)| *rw == w && s.design == design && s.mode == mode && s.tx == tx)
             .map(|(_, _, r)| r)
     };
-    let tps = |w, d, m| find(w, d, m, TxKind::Static).and_then(|r| r.tps_sim).unwrap_or(f64::NAN);
-    let per_tx = |w, d, m, f: fn(&RunReport) -> f64| find(w, d, m, TxKind::Static).map_or(f64::NAN, f);
+    let tps = |w, d, m| {
+        find(w, d, m, TxKind::Static)
+            .and_then(|r| r.tps_sim)
+            .unwrap_or(f64::NAN)
+    };
+    let per_tx =
+        |w, d, m, f: fn(&RunReport) -> f64| find(w, d, m, TxKind::Static).map_or(f64::NAN, f);
     let t = Workload::Tpcb;
     let m = Measured {
         mobius_batch_tps: tps(Workload::Tpcc, "mobius", Mode::Batch),
@@ -180,13 +188,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         tables,
         figures,
         claims: claims(&m),
-        data: serde_json::to_value(
-            results
-                .iter()
-                .map(|(_, _, r)| r)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or_default(),
+        data: serde_json::to_value(results.iter().map(|(_, _, r)| r).collect::<Vec<_>>())
+            .unwrap_or_default(),
         skipped,
     }
 }
@@ -197,7 +200,8 @@ fn present(results: &[(Workload, Setup, RunReport)]) -> (Vec<Table>, Vec<Figure>
     let mut categories: Vec<String> = Vec::new();
     let mut series = Vec::new();
     for w in WORKLOADS {
-        let of_w: Vec<&(Workload, Setup, RunReport)> = results.iter().filter(|(rw, _, _)| *rw == w).collect();
+        let of_w: Vec<&(Workload, Setup, RunReport)> =
+            results.iter().filter(|(rw, _, _)| *rw == w).collect();
         let base = of_w
             .iter()
             .find(|(_, s, _)| s.design == "dftl" && s.mode == Mode::Journal)
@@ -209,13 +213,21 @@ fn present(results: &[(Workload, Setup, RunReport)]) -> (Vec<Table>, Vec<Figure>
             if series.is_empty() {
                 categories.push(label(s));
             }
-            bar.push(if norm.is_finite() { norm.min(20.0) } else { 0.0 });
+            bar.push(if norm.is_finite() {
+                norm.min(20.0)
+            } else {
+                0.0
+            });
             rows.push(vec![
                 w.name().into(),
                 label(s),
                 r.synchronous.clone(),
                 r.tps_sim.map_or("— (no simulated time)".into(), fmt),
-                if norm.is_finite() { format!("{norm:.2}×") } else { "—".into() },
+                if norm.is_finite() {
+                    format!("{norm:.2}×")
+                } else {
+                    "—".into()
+                },
                 fmt(r.host_pages_written_per_tx),
                 fmt(r.flash_programs_per_tx),
                 fmt(r.flushes_per_tx),
@@ -227,8 +239,16 @@ fn present(results: &[(Workload, Setup, RunReport)]) -> (Vec<Table>, Vec<Figure>
         values.push(bar);
     }
     let header = [
-        "workload", "design / mode", "synchronous", "TPS (sim)", "vs DFTL journal", "host pages/tx",
-        "flash programs/tx", "flushes/tx", "device tx/tx", "journal fallbacks",
+        "workload",
+        "design / mode",
+        "synchronous",
+        "TPS (sim)",
+        "vs DFTL journal",
+        "host pages/tx",
+        "flash programs/tx",
+        "flushes/tx",
+        "device tx/tx",
+        "journal fallbacks",
     ];
     let table = Table {
         caption: "SQLite per transaction, every design and mode".into(),

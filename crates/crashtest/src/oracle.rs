@@ -848,13 +848,27 @@ mod tests {
             1,
         );
         for p in [Promise::DurableWrites, Promise::AtomicTransactions] {
-            assert!(judge(&l, p, 15, &[U]) > 0, "{p:?}: w0 durable, trim not arrived");
+            assert!(
+                judge(&l, p, 15, &[U]) > 0,
+                "{p:?}: w0 durable, trim not arrived"
+            );
             assert_eq!(judge(&l, p, 30, &[U]), 0, "{p:?}: trimmed");
-            assert_eq!(judge(&l, p, 30, &[W(0)]), 0, "{p:?}: trim forgotten by the cut");
-            assert!(judge(&l, p, 60, &[U]) > 0, "{p:?}: w1 after the trim was acknowledged");
+            assert_eq!(
+                judge(&l, p, 30, &[W(0)]),
+                0,
+                "{p:?}: trim forgotten by the cut"
+            );
+            assert!(
+                judge(&l, p, 60, &[U]) > 0,
+                "{p:?}: w1 after the trim was acknowledged"
+            );
             assert!(judge(&l, p, 60, &[W(0)]) > 0, "{p:?}: w1 lost");
         }
-        assert_eq!(judge(&l, Promise::FlushOnly, 60, &[U]), 0, "nothing flushed");
+        assert_eq!(
+            judge(&l, Promise::FlushOnly, 60, &[U]),
+            0,
+            "nothing flushed"
+        );
         // Ordered: w0, flush (acked 12), trim, w1, flush (acked 55).
         let l = log(
             vec![

@@ -54,40 +54,55 @@ fn candidates(c: &CampaignConfig) -> Vec<(String, CampaignConfig)> {
     let w = &c.workload;
     if w.requests > 8 {
         let half = w.requests / 2;
-        push(format!("requests {} → {half}", w.requests), &|n| n.workload.requests = half);
+        push(format!("requests {} → {half}", w.requests), &|n| {
+            n.workload.requests = half
+        });
         let three_q = w.requests * 3 / 4;
-        push(format!("requests {} → {three_q}", w.requests), &|n| n.workload.requests = three_q);
+        push(format!("requests {} → {three_q}", w.requests), &|n| {
+            n.workload.requests = three_q
+        });
     }
     if w.fill > 0.0 {
         push(format!("fill {} → 0", w.fill), &|n| n.workload.fill = 0.0);
         let half = (w.fill * 50.0).round() / 100.0;
-        push(format!("fill {} → {half}", w.fill), &|n| n.workload.fill = half);
+        push(format!("fill {} → {half}", w.fill), &|n| {
+            n.workload.fill = half
+        });
     }
     if w.queue_depth > 1 {
-        push(format!("queue depth {} → 1", w.queue_depth), &|n| n.workload.queue_depth = 1);
+        push(format!("queue depth {} → 1", w.queue_depth), &|n| {
+            n.workload.queue_depth = 1
+        });
     }
     if w.request_pages > 1 {
         let half = w.request_pages / 2;
-        push(format!("request pages {} → {half}", w.request_pages), &|n| {
-            n.workload.request_pages = half;
-            n.workload.min_tx_pages = n.workload.min_tx_pages.min(half.max(1));
-        });
+        push(
+            format!("request pages {} → {half}", w.request_pages),
+            &|n| {
+                n.workload.request_pages = half;
+                n.workload.min_tx_pages = n.workload.min_tx_pages.min(half.max(1));
+            },
+        );
     }
     let g = &c.device.geometry;
     if g.blocks_per_chip > 8 {
         let half = g.blocks_per_chip / 2;
-        push(format!("blocks per chip {} → {half}", g.blocks_per_chip), &|n| {
-            n.device.geometry.blocks_per_chip = half
-        });
+        push(
+            format!("blocks per chip {} → {half}", g.blocks_per_chip),
+            &|n| n.device.geometry.blocks_per_chip = half,
+        );
     }
     if g.chips_per_channel > 1 {
-        push(format!("chips per channel {} → 1", g.chips_per_channel), &|n| {
-            n.device.geometry.chips_per_channel = 1
-        });
+        push(
+            format!("chips per channel {} → 1", g.chips_per_channel),
+            &|n| n.device.geometry.chips_per_channel = 1,
+        );
     }
     if g.channels > 1 {
         let half = g.channels / 2;
-        push(format!("channels {} → {half}", g.channels), &|n| n.device.geometry.channels = half);
+        push(format!("channels {} → {half}", g.channels), &|n| {
+            n.device.geometry.channels = half
+        });
     }
     out
 }

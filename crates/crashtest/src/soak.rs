@@ -88,12 +88,19 @@ pub const BASE_REQUESTS: u64 = 3000;
 
 impl Variant {
     /// The variant `seed` chooses for a design with capabilities `caps`.
-    pub fn choose(seed: u64, caps: Option<TxCapabilities>) -> Variant {
+    pub fn choose(seed: u64, caps: Option<TxCapabilities>, only: &[Shape]) -> Variant {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_50a4);
-        let shapes = Shape::for_caps(caps);
+        let mut shapes = Shape::for_caps(caps);
+        if !only.is_empty() {
+            shapes.retain(|s| only.contains(s));
+            assert!(!shapes.is_empty(), "no shape in {only:?} suits the design");
+        }
         let shape = shapes[rng.random_range(0..shapes.len())];
         let (device, geometry) = if rng.random_bool(0.5) {
-            (DeviceConfig::preset("small").expect("small preset"), "small")
+            (
+                DeviceConfig::preset("small").expect("small preset"),
+                "small",
+            )
         } else {
             (wide_device(), "wide")
         };
@@ -169,6 +176,8 @@ pub struct SoakConfig {
     pub jobs: usize,
     /// Choose a variant per seed; `false` runs every cell on `fixed`.
     pub vary: bool,
+    /// When varying, draw only from these shapes (empty: every shape the design supports).
+    pub shapes: Vec<Shape>,
     /// The workload and device of every cell when `vary` is off (`None`: the design's default
     /// workload on `small`, as `mobius crashtest`).
     pub fixed: Option<(WorkloadSpec, DeviceConfig)>,
@@ -269,7 +278,7 @@ impl SoakReport {
 pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (CampaignConfig, Variant) {
     let caps = capabilities(design, &cfg.options);
     let variant = if cfg.vary {
-        Variant::choose(seed, caps)
+        Variant::choose(seed, caps, &cfg.shapes)
     } else {
         let (workload, device) = cfg.fixed.clone().unwrap_or_else(|| {
             let mut w = WorkloadSpec::named(design.default_workload).expect("default workload");
@@ -402,25 +411,40 @@ pub fn fresh_seeds(n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Known-bad configurations a soak must catch: (design, parameters, promise judged against, what
-/// is wrong). A soak that cannot fail proves nothing.
-pub const CONTROLS: [(&str, &[(&str, &str)], Promise, &str); 3] = [
-    (
-        "wcache",
-        &[],
-        Promise::Ordered,
-        "write-back cache, flush-only: no prefix semantics",
-    ),
-    (
-        "dftl",
-        &[("oob_scan", "off")],
-        Promise::DurableWrites,
-        "DFTL that forgets the writes after its last checkpoint",
-    ),
-    (
-        "mobius",
-        &[("inject_bug", "skip_verify"), ("merge_small", "off")],
-        Promise::AtomicTransactions,
-        "Möbius committing unflagged inodes without reading their pages",
-    ),
+/// A known-bad configuration a soak must catch. A soak that cannot fail proves nothing.
+pub struct Control {
+    pub design: &'static str,
+    pub params: &'static [(&'static str, &'static str)],
+    /// The promise it is judged against (one it does not keep).
+    pub promise: Promise,
+    /// What is wrong with it.
+    pub what: &'static str,
+    /// The shapes that exercise the fault (empty: every shape the design supports). A fault in
+    /// transaction commit cannot show on a workload without transactions.
+    pub shapes: &'static [Shape],
+}
+
+/// The negative controls every soak runs.
+pub const CONTROLS: [Control; 3] = [
+    Control {
+        design: "wcache",
+        params: &[],
+        promise: Promise::Ordered,
+        what: "write-back cache, flush-only: no prefix semantics",
+        shapes: &[],
+    },
+    Control {
+        design: "dftl",
+        params: &[("oob_scan", "off")],
+        promise: Promise::DurableWrites,
+        what: "DFTL that forgets the writes after its last checkpoint",
+        shapes: &[],
+    },
+    Control {
+        design: "mobius",
+        params: &[("inject_bug", "skip_verify"), ("merge_small", "off")],
+        promise: Promise::AtomicTransactions,
+        what: "Möbius committing unflagged inodes without reading their pages",
+        shapes: &[Shape::Txmix, Shape::LargeTx, Shape::AbortHeavy],
+    },
 ];

@@ -34,8 +34,13 @@ fn an_injected_bug_shrinks_to_a_smaller_run_that_still_fails() {
     assert!(!s.steps.is_empty());
     assert!(s.config.workload.requests < cfg.workload.requests || s.config.workload.fill < 0.5);
     let v = replay_one(&s.config, s.instant_ns, s.torn).expect("replay");
-    assert!(!v.is_empty(), "the shrunk run must fail at the instant it names");
-    assert!(s.replay.contains(&format!("--replay-instant {}", s.instant_ns)));
+    assert!(
+        !v.is_empty(),
+        "the shrunk run must fail at the instant it names"
+    );
+    assert!(s
+        .replay
+        .contains(&format!("--replay-instant {}", s.instant_ns)));
 }
 
 #[test]

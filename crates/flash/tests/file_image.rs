@@ -156,9 +156,14 @@ fn an_image_replaced_by_a_power_cut_image_holds_exactly_it() {
     let mut f = Flash::new(c.clone(), Box::new(store));
     f.erase(BlockId(3), 0, OpCause::GcCopy).unwrap();
     let base = f.start_recording();
-    let a = f.program(Ppn(0), &tag(1, 1), &[1; 16], 0, OpCause::HostData).unwrap();
-    let b = f.program(Ppn(1), &tag(2, 2), &[2; 16], a.end_ns, OpCause::HostData).unwrap();
-    f.program(Ppn(2), &tag(3, 3), &[3; 16], b.end_ns, OpCause::HostData).unwrap();
+    let a = f
+        .program(Ppn(0), &tag(1, 1), &[1; 16], 0, OpCause::HostData)
+        .unwrap();
+    let b = f
+        .program(Ppn(1), &tag(2, 2), &[2; 16], a.end_ns, OpCause::HostData)
+        .unwrap();
+    f.program(Ppn(2), &tag(3, 3), &[3; 16], b.end_ns, OpCause::HostData)
+        .unwrap();
     let log = f.take_log().unwrap();
     let cut = (b.start_ns + b.end_ns) / 2;
     let image = log.image_at(base.as_ref(), cut, true);
@@ -166,8 +171,19 @@ fn an_image_replaced_by_a_power_cut_image_holds_exactly_it() {
     FileStore::replace_with(&path, image.as_ref()).unwrap();
     let store = FileStore::open(&path, &c.geometry, 16).unwrap();
     assert_eq!(store.page_state(Ppn(0)), PageState::Programmed);
-    assert_eq!(store.data(Ppn(0)).tag(), Some(ContentTag { lpn: 1, write: 1 }));
-    assert_eq!(store.page_state(Ppn(1)), PageState::Torn, "in flight at the cut");
-    assert_eq!(store.page_state(Ppn(2)), PageState::Erased, "started after the cut");
+    assert_eq!(
+        store.data(Ppn(0)).tag(),
+        Some(ContentTag { lpn: 1, write: 1 })
+    );
+    assert_eq!(
+        store.page_state(Ppn(1)),
+        PageState::Torn,
+        "in flight at the cut"
+    );
+    assert_eq!(
+        store.page_state(Ppn(2)),
+        PageState::Erased,
+        "started after the cut"
+    );
     assert_eq!(store.erase_count(BlockId(3)), 1);
 }

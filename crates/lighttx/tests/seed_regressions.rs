@@ -18,6 +18,13 @@ fn every_seed_that_lost_durable_writes_now_keeps_the_promise() {
         let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
         w.requests = 3000;
         w.fill = 0.8;
-        assert_keeps_promise(lighttx::spec(), w, DesignOptions::default(), 2000, seed, true);
+        assert_keeps_promise(
+            lighttx::spec(),
+            w,
+            DesignOptions::default(),
+            2000,
+            seed,
+            true,
+        );
     }
 }

@@ -114,7 +114,10 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
 /// Builds the device, loads the tables, then runs the transactions with the flash recording.
 fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
     let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let dev = (cfg.design.format)(Flash::in_memory(cfg.device.clone(), oob, false), &cfg.options)?;
+    let dev = (cfg.design.format)(
+        Flash::in_memory(cfg.device.clone(), oob, false),
+        &cfg.options,
+    )?;
     let db = Database::create(dev, &cfg.open)?;
     workload::setup(&db, cfg.workload, cfg.scale)?;
     let (base, start_ns) = db.with_store_mut(|s| -> Result<_, SqlError> {
@@ -126,7 +129,13 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
     let mut acked_ns = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..cfg.transactions {
-        let step = workload::transaction(&db, cfg.workload, cfg.scale, acked_ns.len() as u64, &mut rng)?;
+        let step = workload::transaction(
+            &db,
+            cfg.workload,
+            cfg.scale,
+            acked_ns.len() as u64,
+            &mut rng,
+        )?;
         keys.extend(step.key);
         if step.wrote {
             acked_ns.push(db.now_ns());
@@ -134,7 +143,9 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
     }
     let dev = db.cut_power();
     let mut flash = dev.into_flash();
-    let end_ns = flash.idle_ns().max(acked_ns.last().copied().unwrap_or(start_ns));
+    let end_ns = flash
+        .idle_ns()
+        .max(acked_ns.last().copied().unwrap_or(start_ns));
     let log = flash.take_log().expect("recording was on");
     Ok(Recording {
         base,
@@ -148,11 +159,17 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
 
 /// Recovers the image of a cut at `at` and judges the database. `Ok((k, all))`: k
 /// transactions found, `all` when every transaction committed by `at` was among them.
-fn judge(cfg: &CrashConfig, rec: &Recording, at: u64, durable: bool) -> Result<(u64, bool), String> {
+fn judge(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+    durable: bool,
+) -> Result<(u64, bool), String> {
     let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(at);
-    let (dev, _) = (cfg.design.recover)(flash, &cfg.options).map_err(|e| format!("recovery failed: {e}"))?;
+    let (dev, _) =
+        (cfg.design.recover)(flash, &cfg.options).map_err(|e| format!("recovery failed: {e}"))?;
     let db = Database::open(dev, &cfg.open).map_err(|e| format!("database does not open: {e}"))?;
     workload::check_invariant(&db, cfg.workload)?;
     let k = workload::committed_count(&db, cfg.workload).map_err(|e| format!("count: {e}"))?;
@@ -161,7 +178,10 @@ fn judge(cfg: &CrashConfig, rec: &Recording, at: u64, durable: bool) -> Result<(
     }
     let committed = rec.acked_ns.iter().take_while(|&&t| t <= at).count() as u64;
     if k > rec.acked_ns.len() as u64 {
-        return Err(format!("{k} transactions found, only {} ran", rec.acked_ns.len()));
+        return Err(format!(
+            "{k} transactions found, only {} ran",
+            rec.acked_ns.len()
+        ));
     }
     if durable && k < committed {
         return Err(format!(

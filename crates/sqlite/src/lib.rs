@@ -95,14 +95,19 @@ impl Database {
             "PRAGMA page_size = {page_bytes}; PRAGMA cache_size = -{}; PRAGMA synchronous = {};",
             opts.cache_kib, opts.synchronous
         ))?;
-        let mode: String =
-            conn.query_row(&format!("PRAGMA journal_mode = {}", opts.mode.journal_mode()), [], |r| r.get(0))?;
+        let mode: String = conn.query_row(
+            &format!("PRAGMA journal_mode = {}", opts.mode.journal_mode()),
+            [],
+            |r| r.get(0),
+        )?;
         if opts.mode == Mode::Wal {
             // Checkpoint before the WAL fills half its extent (SQLite's default, 1,000 pages,
             // is more than a small device's WAL extent holds).
-            let wal_pages = self.with_store(|s| s.directory().capacity(FileKind::Wal)) / page_bytes as u64;
+            let wal_pages =
+                self.with_store(|s| s.directory().capacity(FileKind::Wal)) / page_bytes as u64;
             let pages = (wal_pages / 2).clamp(16, 1000);
-            self.conn().execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))?;
+            self.conn()
+                .execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))?;
         }
         if !mode.eq_ignore_ascii_case(opts.mode.journal_mode()) {
             return Err(SqlError::Corrupt(format!(

@@ -10,7 +10,9 @@
 use crate::error::SqlError;
 use crate::layout::{Directory, FileKind};
 use flash::{Content, Lpn};
-use ftl::{BlockDevice, DwriteFlag, FtlError, PageOutcome, Promise, SwriteMode, TxUuid, ACK_DEFERRED};
+use ftl::{
+    BlockDevice, DwriteFlag, FtlError, PageOutcome, Promise, SwriteMode, TxUuid, ACK_DEFERRED,
+};
 use std::collections::BTreeMap;
 
 /// How the database reaches the device: chosen per connection (see docs/sqlite.md).
@@ -329,7 +331,12 @@ impl Store {
     }
 
     /// Pages `first..=last` of a file: buffered ones from RAM, the rest in one device read.
-    fn fetch_pages(&mut self, kind: FileKind, first: u32, last: u32) -> Result<Vec<Box<[u8]>>, SqlError> {
+    fn fetch_pages(
+        &mut self,
+        kind: FileKind,
+        first: u32,
+        last: u32,
+    ) -> Result<Vec<Box<[u8]>>, SqlError> {
         let missing = (first..=last).any(|p| self.buffered(kind, p).is_none());
         let mut from_device = Vec::new();
         if missing {
@@ -338,10 +345,12 @@ impl Store {
             let ack = if self.use_sread() {
                 self.stats.sreads += 1;
                 let at = self.now_ns;
-                self.dev
-                    .transactional()
-                    .expect("checked at open")
-                    .sread(start, count, at, &mut from_device)?
+                self.dev.transactional().expect("checked at open").sread(
+                    start,
+                    count,
+                    at,
+                    &mut from_device,
+                )?
             } else {
                 self.dev.read(start, count, self.now_ns, &mut from_device)?
             };
@@ -482,7 +491,12 @@ impl Store {
         Ok(())
     }
 
-    fn submit(&mut self, kind: FileKind, first: u32, run: &mut Vec<Content>) -> Result<(), SqlError> {
+    fn submit(
+        &mut self,
+        kind: FileKind,
+        first: u32,
+        run: &mut Vec<Content>,
+    ) -> Result<(), SqlError> {
         if run.is_empty() {
             return Ok(());
         }
@@ -509,7 +523,9 @@ impl Store {
     fn write_directory(&mut self) -> Result<(), SqlError> {
         self.dir.generation += 1;
         let page = Content::Bytes(self.dir.encode());
-        let ack = self.dev.write(Lpn(0), std::slice::from_ref(&page), self.now_ns)?;
+        let ack = self
+            .dev
+            .write(Lpn(0), std::slice::from_ref(&page), self.now_ns)?;
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += 1;
@@ -688,9 +704,11 @@ impl Store {
         let at = self.now_ns;
         let tx = self.dev.transactional().expect("checked at open");
         let done = match tx.swrite(batch.uuid, &pages, mode, at) {
-            Err(FtlError::TxTooLarge { .. } | FtlError::TxTooSmall { .. } | FtlError::RequestTooLarge { .. }) => {
-                return Ok(self.refuse(batch))
-            }
+            Err(
+                FtlError::TxTooLarge { .. }
+                | FtlError::TxTooSmall { .. }
+                | FtlError::RequestTooLarge { .. },
+            ) => return Ok(self.refuse(batch)),
             r => r?,
         };
         let done = if done.ack_ns == ACK_DEFERRED {

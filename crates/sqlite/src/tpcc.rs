@@ -42,12 +42,21 @@ pub fn setup(conn: &Connection, warehouses: u32) -> Result<(), SqlError> {
     conn.execute_batch("BEGIN")?;
     let filler = "x".repeat(50);
     for i in 1..=ITEMS {
-        conn.execute("INSERT INTO item VALUES (?1, ?2, ?3)", params![i, 100 + (i * 37) % 9900, filler])?;
+        conn.execute(
+            "INSERT INTO item VALUES (?1, ?2, ?3)",
+            params![i, 100 + (i * 37) % 9900, filler],
+        )?;
     }
     for w in 1..=warehouses {
-        conn.execute("INSERT INTO warehouse VALUES (?1, ?2, ?3)", params![w, INITIAL_YTD, w % 20])?;
+        conn.execute(
+            "INSERT INTO warehouse VALUES (?1, ?2, ?3)",
+            params![w, INITIAL_YTD, w % 20],
+        )?;
         for i in 1..=ITEMS {
-            conn.execute("INSERT INTO stock VALUES (?1, ?2, 50, 0, 0, ?3)", params![w, i, filler])?;
+            conn.execute(
+                "INSERT INTO stock VALUES (?1, ?2, 50, 0, 0, ?3)",
+                params![w, i, filler],
+            )?;
         }
         for d in 1..=DISTRICTS {
             conn.execute(
@@ -67,7 +76,12 @@ pub fn setup(conn: &Connection, warehouses: u32) -> Result<(), SqlError> {
 }
 
 /// One transaction of the mix; `seq` numbers the writing ones. Returns whether it wrote.
-pub fn transaction(conn: &Connection, warehouses: u32, seq: u64, rng: &mut ChaCha8Rng) -> Result<bool, SqlError> {
+pub fn transaction(
+    conn: &Connection,
+    warehouses: u32,
+    seq: u64,
+    rng: &mut ChaCha8Rng,
+) -> Result<bool, SqlError> {
     let w = rng.random_range(1..=warehouses);
     let d = rng.random_range(1..=DISTRICTS);
     let roll = rng.random_range(0..100);
@@ -80,7 +94,8 @@ pub fn transaction(conn: &Connection, warehouses: u32, seq: u64, rng: &mut ChaCh
         _ => stock_level(conn, w, d)?,
     };
     if wrote {
-        conn.prepare_cached("INSERT INTO tpcc_commits VALUES (?1)")?.execute([seq])?;
+        conn.prepare_cached("INSERT INTO tpcc_commits VALUES (?1)")?
+            .execute([seq])?;
     }
     conn.execute_batch("COMMIT")?;
     Ok(wrote)
@@ -91,12 +106,15 @@ fn new_order(conn: &Connection, w: u32, d: u32, rng: &mut ChaCha8Rng) -> Result<
     let o_id: i64 = conn
         .prepare_cached("SELECT d_next_o_id FROM district WHERE d_w_id = ?1 AND d_id = ?2")?
         .query_row(params![w, d], |r| r.get(0))?;
-    conn.prepare_cached("UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = ?1 AND d_id = ?2")?
-        .execute(params![w, d])?;
+    conn.prepare_cached(
+        "UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = ?1 AND d_id = ?2",
+    )?
+    .execute(params![w, d])?;
     let lines = rng.random_range(5..=15u32);
     conn.prepare_cached("INSERT INTO orders VALUES (?1, ?2, ?3, ?4, NULL, ?5)")?
         .execute(params![w, d, o_id, c, lines])?;
-    conn.prepare_cached("INSERT INTO new_order VALUES (?1, ?2, ?3)")?.execute(params![w, d, o_id])?;
+    conn.prepare_cached("INSERT INTO new_order VALUES (?1, ?2, ?3)")?
+        .execute(params![w, d, o_id])?;
     for n in 1..=lines {
         let i = rng.random_range(1..=ITEMS);
         let qty = rng.random_range(1..=10i64);
@@ -117,7 +135,8 @@ fn new_order(conn: &Connection, w: u32, d: u32, rng: &mut ChaCha8Rng) -> Result<
 fn payment(conn: &Connection, w: u32, d: u32, rng: &mut ChaCha8Rng) -> Result<bool, SqlError> {
     let c = rng.random_range(1..=CUSTOMERS);
     let amount = rng.random_range(100..=500_000i64);
-    conn.prepare_cached("UPDATE warehouse SET w_ytd = w_ytd + ?1 WHERE w_id = ?2")?.execute(params![amount, w])?;
+    conn.prepare_cached("UPDATE warehouse SET w_ytd = w_ytd + ?1 WHERE w_id = ?2")?
+        .execute(params![amount, w])?;
     conn.prepare_cached("UPDATE district SET d_ytd = d_ytd + ?1 WHERE d_w_id = ?2 AND d_id = ?3")?
         .execute(params![amount, w, d])?;
     conn.prepare_cached(
@@ -125,17 +144,22 @@ fn payment(conn: &Connection, w: u32, d: u32, rng: &mut ChaCha8Rng) -> Result<bo
          c_payment_cnt = c_payment_cnt + 1 WHERE c_w_id = ?2 AND c_d_id = ?3 AND c_id = ?4",
     )?
     .execute(params![amount, w, d, c])?;
-    conn.prepare_cached("INSERT INTO history VALUES (?1, ?2, ?3, ?4)")?.execute(params![c, d, w, amount])?;
+    conn.prepare_cached("INSERT INTO history VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![c, d, w, amount])?;
     Ok(true)
 }
 
 fn order_status(conn: &Connection, w: u32, d: u32, rng: &mut ChaCha8Rng) -> Result<bool, SqlError> {
     let c = rng.random_range(1..=CUSTOMERS);
     let _: i64 = conn
-        .prepare_cached("SELECT c_balance FROM customer WHERE c_w_id = ?1 AND c_d_id = ?2 AND c_id = ?3")?
+        .prepare_cached(
+            "SELECT c_balance FROM customer WHERE c_w_id = ?1 AND c_d_id = ?2 AND c_id = ?3",
+        )?
         .query_row(params![w, d, c], |r| r.get(0))?;
     let last: Option<i64> = conn
-        .prepare_cached("SELECT max(o_id) FROM orders WHERE o_w_id = ?1 AND o_d_id = ?2 AND o_c_id = ?3")?
+        .prepare_cached(
+            "SELECT max(o_id) FROM orders WHERE o_w_id = ?1 AND o_d_id = ?2 AND o_c_id = ?3",
+        )?
         .query_row(params![w, d, c], |r| r.get(0))?;
     if let Some(o) = last {
         let mut stmt = conn.prepare_cached(
@@ -153,16 +177,24 @@ fn delivery(conn: &Connection, w: u32, rng: &mut ChaCha8Rng) -> Result<bool, Sql
     let carrier = rng.random_range(1..=10);
     for d in 1..=DISTRICTS {
         let oldest: Option<i64> = conn
-            .prepare_cached("SELECT min(no_o_id) FROM new_order WHERE no_w_id = ?1 AND no_d_id = ?2")?
+            .prepare_cached(
+                "SELECT min(no_o_id) FROM new_order WHERE no_w_id = ?1 AND no_d_id = ?2",
+            )?
             .query_row(params![w, d], |r| r.get(0))?;
         let Some(o) = oldest else { continue };
-        conn.prepare_cached("DELETE FROM new_order WHERE no_w_id = ?1 AND no_d_id = ?2 AND no_o_id = ?3")?
-            .execute(params![w, d, o])?;
+        conn.prepare_cached(
+            "DELETE FROM new_order WHERE no_w_id = ?1 AND no_d_id = ?2 AND no_o_id = ?3",
+        )?
+        .execute(params![w, d, o])?;
         let c: i64 = conn
-            .prepare_cached("SELECT o_c_id FROM orders WHERE o_w_id = ?1 AND o_d_id = ?2 AND o_id = ?3")?
+            .prepare_cached(
+                "SELECT o_c_id FROM orders WHERE o_w_id = ?1 AND o_d_id = ?2 AND o_id = ?3",
+            )?
             .query_row(params![w, d, o], |r| r.get(0))?;
-        conn.prepare_cached("UPDATE orders SET o_carrier_id = ?1 WHERE o_w_id = ?2 AND o_d_id = ?3 AND o_id = ?4")?
-            .execute(params![carrier, w, d, o])?;
+        conn.prepare_cached(
+            "UPDATE orders SET o_carrier_id = ?1 WHERE o_w_id = ?2 AND o_d_id = ?3 AND o_id = ?4",
+        )?
+        .execute(params![carrier, w, d, o])?;
         conn.prepare_cached("UPDATE order_line SET ol_delivered = 1 WHERE ol_w_id = ?1 AND ol_d_id = ?2 AND ol_o_id = ?3")?
             .execute(params![w, d, o])?;
         let total: i64 = conn
@@ -193,7 +225,8 @@ fn stock_level(conn: &Connection, w: u32, d: u32) -> Result<bool, SqlError> {
 /// TPC-C's consistency conditions 1, 2 and 4, and the payments against the warehouse's YTD.
 pub fn check(conn: &Connection) -> Result<(), String> {
     let one = |sql: &str| -> Result<i64, String> {
-        conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map_err(|e| format!("{sql}: {e}"))
+        conn.query_row(sql, [], |r| r.get::<_, i64>(0))
+            .map_err(|e| format!("{sql}: {e}"))
     };
     let bad_ytd = one(
         "SELECT count(*) FROM warehouse WHERE w_ytd != (SELECT sum(d_ytd) FROM district WHERE d_w_id = w_id)",

@@ -222,7 +222,11 @@ unsafe extern "C" fn x_open(
     })
 }
 
-unsafe extern "C" fn x_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, sync_dir: c_int) -> c_int {
+unsafe extern "C" fn x_delete(
+    vfs: *mut ffi::sqlite3_vfs,
+    name: *const c_char,
+    sync_dir: c_int,
+) -> c_int {
     guard(|| {
         let Some(kind) = kind_of_name(name) else {
             return ffi::SQLITE_OK;
@@ -307,7 +311,11 @@ unsafe extern "C" fn x_current_time(vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_get_last_error(_vfs: *mut ffi::sqlite3_vfs, _n: c_int, _out: *mut c_char) -> c_int {
+unsafe extern "C" fn x_get_last_error(
+    _vfs: *mut ffi::sqlite3_vfs,
+    _n: c_int,
+    _out: *mut c_char,
+) -> c_int {
     0
 }
 
@@ -326,15 +334,27 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
     })
 }
 
-unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt: c_int, offset: i64) -> c_int {
+unsafe extern "C" fn x_read(
+    file: *mut ffi::sqlite3_file,
+    buf: *mut c_void,
+    amt: c_int,
+    offset: i64,
+) -> c_int {
     guard(|| {
         let h = handle(file);
         let out = std::slice::from_raw_parts_mut(buf as *mut u8, amt as usize);
         let whole = match &h.backing {
-            Backing::Device(kind) => match h.store.lock().expect("store lock").read(*kind, offset as u64, out) {
-                Ok(w) => w,
-                Err(_) => return ffi::SQLITE_IOERR_READ,
-            },
+            Backing::Device(kind) => {
+                match h
+                    .store
+                    .lock()
+                    .expect("store lock")
+                    .read(*kind, offset as u64, out)
+                {
+                    Ok(w) => w,
+                    Err(_) => return ffi::SQLITE_IOERR_READ,
+                }
+            }
             Backing::Memory(data) => {
                 let from = (offset as usize).min(data.len());
                 let n = (data.len() - from).min(out.len());
@@ -351,16 +371,28 @@ unsafe extern "C" fn x_read(file: *mut ffi::sqlite3_file, buf: *mut c_void, amt:
     })
 }
 
-unsafe extern "C" fn x_write(file: *mut ffi::sqlite3_file, buf: *const c_void, amt: c_int, offset: i64) -> c_int {
+unsafe extern "C" fn x_write(
+    file: *mut ffi::sqlite3_file,
+    buf: *const c_void,
+    amt: c_int,
+    offset: i64,
+) -> c_int {
     guard(|| {
         let h = handle(file);
         let data = std::slice::from_raw_parts(buf as *const u8, amt as usize);
         match &mut h.backing {
-            Backing::Device(kind) => match h.store.lock().expect("store lock").write(*kind, offset as u64, data) {
-                Ok(()) => ffi::SQLITE_OK,
-                Err(SqlError::FileFull { .. }) => ffi::SQLITE_FULL,
-                Err(_) => ffi::SQLITE_IOERR_WRITE,
-            },
+            Backing::Device(kind) => {
+                match h
+                    .store
+                    .lock()
+                    .expect("store lock")
+                    .write(*kind, offset as u64, data)
+                {
+                    Ok(()) => ffi::SQLITE_OK,
+                    Err(SqlError::FileFull { .. }) => ffi::SQLITE_FULL,
+                    Err(_) => ffi::SQLITE_IOERR_WRITE,
+                }
+            }
             Backing::Memory(mem) => {
                 let end = offset as usize + data.len();
                 if mem.len() < end {
@@ -377,7 +409,11 @@ unsafe extern "C" fn x_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_in
     guard(|| {
         let h = handle(file);
         match &mut h.backing {
-            Backing::Device(kind) => h.store.lock().expect("store lock").truncate(*kind, size as u64),
+            Backing::Device(kind) => h
+                .store
+                .lock()
+                .expect("store lock")
+                .truncate(*kind, size as u64),
             Backing::Memory(mem) => mem.truncate(size as usize),
         }
         ffi::SQLITE_OK
@@ -417,12 +453,19 @@ unsafe extern "C" fn x_unlock(_file: *mut ffi::sqlite3_file, _level: c_int) -> c
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_check_reserved_lock(_file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
+unsafe extern "C" fn x_check_reserved_lock(
+    _file: *mut ffi::sqlite3_file,
+    out: *mut c_int,
+) -> c_int {
     *out = 0;
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn x_file_control(
+    file: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
     guard(|| {
         let h = handle(file);
         let Backing::Device(FileKind::Db) = h.backing else {
@@ -451,7 +494,9 @@ unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg
                 let value = *args.add(2);
                 if !name.is_null()
                     && !value.is_null()
-                    && CStr::from_ptr(name).to_string_lossy().eq_ignore_ascii_case("synchronous")
+                    && CStr::from_ptr(name)
+                        .to_string_lossy()
+                        .eq_ignore_ascii_case("synchronous")
                 {
                     store.set_synchronous(&CStr::from_ptr(value).to_string_lossy());
                 }
@@ -464,7 +509,10 @@ unsafe extern "C" fn x_file_control(file: *mut ffi::sqlite3_file, op: c_int, arg
 
 unsafe extern "C" fn x_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
     let h = handle(file);
-    h.store.lock().map(|s| s.page_bytes() as c_int).unwrap_or(4096)
+    h.store
+        .lock()
+        .map(|s| s.page_bytes() as c_int)
+        .unwrap_or(4096)
 }
 
 /// Every design writes a page without disturbing its neighbours (powersafe overwrite); in
@@ -472,8 +520,16 @@ unsafe extern "C" fn x_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
 unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
     let h = handle(file);
     let batch = matches!(h.backing, Backing::Device(FileKind::Db))
-        && h.store.lock().map(|s| s.mode() == Mode::Batch).unwrap_or(false);
-    ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE | if batch { ffi::SQLITE_IOCAP_BATCH_ATOMIC } else { 0 }
+        && h.store
+            .lock()
+            .map(|s| s.mode() == Mode::Batch)
+            .unwrap_or(false);
+    ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE
+        | if batch {
+            ffi::SQLITE_IOCAP_BATCH_ATOMIC
+        } else {
+            0
+        }
 }
 
 unsafe extern "C" fn x_shm_map(
@@ -498,7 +554,12 @@ unsafe extern "C" fn x_shm_map(
     })
 }
 
-unsafe extern "C" fn x_shm_lock(_file: *mut ffi::sqlite3_file, _offset: c_int, _n: c_int, _flags: c_int) -> c_int {
+unsafe extern "C" fn x_shm_lock(
+    _file: *mut ffi::sqlite3_file,
+    _offset: c_int,
+    _n: c_int,
+    _flags: c_int,
+) -> c_int {
     ffi::SQLITE_OK
 }
 

@@ -66,7 +66,9 @@ impl Default for Scale {
 pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
     let conn = db.conn();
     match w {
-        Workload::Kv => conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)")?,
+        Workload::Kv => conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB NOT NULL)",
+        )?,
         Workload::Tpcc => crate::tpcc::setup(conn, scale.warehouses)?,
         Workload::Tpcb => {
             conn.execute_batch(
@@ -82,7 +84,10 @@ pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
             }
             for t in 1..=scale.branches * scale.tellers_per_branch {
                 let bid = (t - 1) / scale.tellers_per_branch + 1;
-                conn.execute("INSERT INTO pgbench_tellers VALUES (?1, ?2, 0, NULL)", [t, bid])?;
+                conn.execute(
+                    "INSERT INTO pgbench_tellers VALUES (?1, ?2, 0, NULL)",
+                    [t, bid],
+                )?;
             }
             let mut stmt = conn.prepare("INSERT INTO pgbench_accounts VALUES (?1, ?2, 0, ?3)")?;
             for a in 1..=scale.branches * scale.accounts_per_branch {
@@ -124,7 +129,10 @@ pub fn transaction(
             let value: Vec<u8> = (0..100).map(|_| rng.random::<u8>()).collect();
             conn.prepare_cached("INSERT OR REPLACE INTO kv VALUES (?1, ?2)")?
                 .execute(rusqlite::params![key, value])?;
-            return Ok(Step { wrote: true, key: Some(key) });
+            return Ok(Step {
+                wrote: true,
+                key: Some(key),
+            });
         }
         Workload::Tpcb => {
             let aid = rng.random_range(1..=scale.branches * scale.accounts_per_branch);
@@ -132,15 +140,21 @@ pub fn transaction(
             let bid = rng.random_range(1..=scale.branches);
             let delta: i64 = rng.random_range(-5000..=5000);
             conn.execute_batch("BEGIN")?;
-            conn.prepare_cached("UPDATE pgbench_accounts SET abalance = abalance + ?1 WHERE aid = ?2")?
-                .execute(rusqlite::params![delta, aid])?;
+            conn.prepare_cached(
+                "UPDATE pgbench_accounts SET abalance = abalance + ?1 WHERE aid = ?2",
+            )?
+            .execute(rusqlite::params![delta, aid])?;
             let _: i64 = conn
                 .prepare_cached("SELECT abalance FROM pgbench_accounts WHERE aid = ?1")?
                 .query_row([aid], |r| r.get(0))?;
-            conn.prepare_cached("UPDATE pgbench_tellers SET tbalance = tbalance + ?1 WHERE tid = ?2")?
-                .execute(rusqlite::params![delta, tid])?;
-            conn.prepare_cached("UPDATE pgbench_branches SET bbalance = bbalance + ?1 WHERE bid = ?2")?
-                .execute(rusqlite::params![delta, bid])?;
+            conn.prepare_cached(
+                "UPDATE pgbench_tellers SET tbalance = tbalance + ?1 WHERE tid = ?2",
+            )?
+            .execute(rusqlite::params![delta, tid])?;
+            conn.prepare_cached(
+                "UPDATE pgbench_branches SET bbalance = bbalance + ?1 WHERE bid = ?2",
+            )?
+            .execute(rusqlite::params![delta, bid])?;
             conn.prepare_cached(
                 "INSERT INTO pgbench_history VALUES (?1, ?2, ?3, ?4, strftime('%s','now'), NULL)",
             )?
@@ -148,7 +162,10 @@ pub fn transaction(
             conn.execute_batch("COMMIT")?;
         }
     }
-    Ok(Step { wrote: true, key: None })
+    Ok(Step {
+        wrote: true,
+        key: None,
+    })
 }
 
 /// Checks the workload's invariant on a (recovered) database. `Err` describes the breach.
@@ -174,7 +191,9 @@ pub fn check_invariant(db: &Database, w: Workload) -> Result<(), String> {
         let b = sum("SELECT sum(bbalance) FROM pgbench_branches")?;
         let h = sum("SELECT sum(delta) FROM pgbench_history")?;
         if !(a == t && t == b && b == h) {
-            return Err(format!("balances disagree: accounts {a}, tellers {t}, branches {b}, history {h}"));
+            return Err(format!(
+                "balances disagree: accounts {a}, tellers {t}, branches {b}, history {h}"
+            ));
         }
     }
     Ok(())
@@ -215,7 +234,13 @@ pub struct RunReport {
 }
 
 /// Runs `n` transactions and measures them (the setup before is not counted).
-pub fn run(db: &Database, w: Workload, scale: Scale, n: u64, seed: u64) -> Result<RunReport, SqlError> {
+pub fn run(
+    db: &Database,
+    w: Workload,
+    scale: Scale,
+    n: u64,
+    seed: u64,
+) -> Result<RunReport, SqlError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let programs = |db: &Database| db.with_store(|s| s.device().flash().stats().total_programs());
     let (p0, s0, t0) = (programs(db), db.stats(), db.now_ns());
@@ -230,7 +255,12 @@ pub fn run(db: &Database, w: Workload, scale: Scale, n: u64, seed: u64) -> Resul
     let per = |x: u64| x as f64 / n.max(1) as f64;
     let host = s1.host_pages_written + s1.tx_pages - s0.host_pages_written - s0.tx_pages;
     let (mode, tx_kind, synchronous, ftl) = db.with_store(|s| {
-        (s.mode(), s.tx_kind(), s.synchronous_name().to_string(), s.device().design())
+        (
+            s.mode(),
+            s.tx_kind(),
+            s.synchronous_name().to_string(),
+            s.device().design(),
+        )
     });
     Ok(RunReport {
         ftl: ftl.to_string(),

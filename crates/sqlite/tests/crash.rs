@@ -8,7 +8,13 @@ use sqlite::crash::{self, CrashConfig};
 use sqlite::workload::{Scale, Workload};
 use sqlite::{Mode, OpenOptions};
 
-fn config(design: &str, mode: Mode, synchronous: &str, workload: Workload, seed: u64) -> CrashConfig {
+fn config(
+    design: &str,
+    mode: Mode,
+    synchronous: &str,
+    workload: Workload,
+    seed: u64,
+) -> CrashConfig {
     let mut open = OpenOptions::new(mode);
     open.synchronous = synchronous.into();
     open.seed = seed;
@@ -18,7 +24,12 @@ fn config(design: &str, mode: Mode, synchronous: &str, workload: Workload, seed:
         options: ftl::DesignOptions::default(),
         open,
         workload,
-        scale: Scale { warehouses: 1, branches: 1, tellers_per_branch: 10, accounts_per_branch: 2000 },
+        scale: Scale {
+            warehouses: 1,
+            branches: 1,
+            tellers_per_branch: 10,
+            accounts_per_branch: 2000,
+        },
         transactions: 60,
         crash_points: 40,
         torn: true,
@@ -30,16 +41,29 @@ fn config(design: &str, mode: Mode, synchronous: &str, workload: Workload, seed:
 fn assert_clean(cfg: &CrashConfig) {
     let r = crash::run(cfg).unwrap();
     assert_eq!(
-        r.violations, 0,
+        r.violations,
+        0,
         "{} {:?} {} seed {}: {:?} at {:?} ns",
-        cfg.design.name, cfg.open.mode, cfg.open.synchronous, cfg.seed, r.first_violation, r.first_violation_ns
+        cfg.design.name,
+        cfg.open.mode,
+        cfg.open.synchronous,
+        cfg.seed,
+        r.first_violation,
+        r.first_violation_ns
     );
     assert_eq!(r.crash_points, cfg.crash_points);
 }
 
 #[test]
 fn batch_mode_survives_power_cuts_on_every_transactional_design() {
-    for d in ["mobius", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc"] {
+    for d in [
+        "mobius",
+        "atomic-write",
+        "lighttx",
+        "txflash-tc",
+        "txflash-scc",
+        "txflash-bpcc",
+    ] {
         assert_clean(&config(d, Mode::Batch, "FULL", Workload::Tpcb, 11));
         assert_clean(&config(d, Mode::Batch, "FULL", Workload::Kv, 12));
     }
@@ -59,7 +83,13 @@ fn journal_and_wal_survive_power_cuts_on_every_design() {
 
 #[test]
 fn tpcc_survives_power_cuts_in_the_safe_modes() {
-    let cases = [("mobius", Mode::Batch, "FULL"), ("txflash-scc", Mode::Batch, "FULL"), ("dftl", Mode::Journal, "EXTRA"), ("wcache", Mode::Wal, "FULL"), ("optr", Mode::Ordered, "EXTRA")];
+    let cases = [
+        ("mobius", Mode::Batch, "FULL"),
+        ("txflash-scc", Mode::Batch, "FULL"),
+        ("dftl", Mode::Journal, "EXTRA"),
+        ("wcache", Mode::Wal, "FULL"),
+        ("optr", Mode::Ordered, "EXTRA"),
+    ];
     for (d, mode, sync) in cases {
         let mut cfg = config(d, mode, sync, Workload::Tpcc, 81);
         cfg.transactions = 80;
@@ -90,7 +120,10 @@ fn batch_writes_without_a_transaction_are_caught() {
     cfg.crash_points = 200;
     let r = crash::run(&cfg).unwrap();
     eprintln!("{r:?}");
-    assert!(r.violations > 0, "batch on DFTL without transactions was not caught: {r:?}");
+    assert!(
+        r.violations > 0,
+        "batch on DFTL without transactions was not caught: {r:?}"
+    );
 }
 
 #[test]
@@ -99,7 +132,10 @@ fn nobarrier_on_the_write_cached_ftl_is_caught() {
     cfg.crash_points = 200;
     let r = crash::run(&cfg).unwrap();
     eprintln!("{r:?}");
-    assert!(r.violations > 0, "nobarrier on wcache was not caught: {r:?}");
+    assert!(
+        r.violations > 0,
+        "nobarrier on wcache was not caught: {r:?}"
+    );
 }
 
 #[test]
@@ -107,7 +143,10 @@ fn a_campaign_replays_from_its_seed() {
     let cfg = config("mobius", Mode::Batch, "FULL", Workload::Kv, 61);
     let a = crash::run(&cfg).unwrap();
     let b = crash::run(&cfg).unwrap();
-    assert_eq!((a.min_recovered, a.max_recovered, a.all_commits_present), (b.min_recovered, b.max_recovered, b.all_commits_present));
+    assert_eq!(
+        (a.min_recovered, a.max_recovered, a.all_commits_present),
+        (b.min_recovered, b.max_recovered, b.all_commits_present)
+    );
 }
 
 #[test]
@@ -129,7 +168,15 @@ fn every_safe_mode_on_every_design_long() {
     }
     let mut cells = Vec::new();
     for d in common::designs() {
-        let tx = ["mobius", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc"].contains(&d.name);
+        let tx = [
+            "mobius",
+            "atomic-write",
+            "lighttx",
+            "txflash-tc",
+            "txflash-scc",
+            "txflash-bpcc",
+        ]
+        .contains(&d.name);
         let mut modes = vec![(Mode::Journal, "EXTRA"), (Mode::Wal, "FULL")];
         if tx {
             modes.push((Mode::Batch, "FULL"));
@@ -150,9 +197,15 @@ fn every_safe_mode_on_every_design_long() {
         cfg.transactions = 300;
         cfg.crash_points = 2000;
         let r = crash::run(&cfg).unwrap();
-        eprintln!("{d} {mode:?} {sync} {w:?}: {} points, {} violations", r.crash_points, r.violations);
+        eprintln!(
+            "{d} {mode:?} {sync} {w:?}: {} points, {} violations",
+            r.crash_points, r.violations
+        );
         if r.violations > 0 {
-            failures.push(format!("{d} {mode:?} {w:?} seed {}: {:?} at {:?}", cfg.seed, r.first_violation, r.first_violation_ns));
+            failures.push(format!(
+                "{d} {mode:?} {w:?} seed {}: {:?} at {:?}",
+                cfg.seed, r.first_violation, r.first_violation_ns
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

@@ -6,24 +6,35 @@ mod common;
 use sqlite::{Database, Mode, OpenOptions, SqlError, TxKind};
 
 const TX_DESIGNS: [&str; 6] = [
-    "mobius", "atomic-write", "lighttx", "txflash-tc", "txflash-scc", "txflash-bpcc",
+    "mobius",
+    "atomic-write",
+    "lighttx",
+    "txflash-tc",
+    "txflash-scc",
+    "txflash-bpcc",
 ];
 
 fn fill(db: &Database, rows: u32) {
     let conn = db.conn();
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB)").unwrap();
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k INTEGER PRIMARY KEY, v BLOB)")
+        .unwrap();
     for k in 0..rows {
-        conn.execute("INSERT INTO kv VALUES (?1, zeroblob(300))", [k]).unwrap();
+        conn.execute("INSERT INTO kv VALUES (?1, zeroblob(300))", [k])
+            .unwrap();
     }
 }
 
 /// Rows in `kv`; 0 when even the table's creation did not survive.
 fn count(db: &Database) -> u32 {
-    db.conn().query_row("SELECT count(*) FROM kv", [], |r| r.get(0)).unwrap_or(0)
+    db.conn()
+        .query_row("SELECT count(*) FROM kv", [], |r| r.get(0))
+        .unwrap_or(0)
 }
 
 fn integrity(db: &Database) -> String {
-    db.conn().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap()
+    db.conn()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap()
 }
 
 fn round_trip(design: &str, opts: &OpenOptions) {
@@ -52,10 +63,18 @@ fn round_trip(design: &str, opts: &OpenOptions) {
         Mode::Batch => {
             // The first commits (CREATE TABLE on an empty file) go through the journal: SQLite
             // uses batch writes only on a non-empty database.
-            assert!(stats.tx_committed >= 199, "{design}: one device transaction per commit ({})", stats.tx_committed);
+            assert!(
+                stats.tx_committed >= 199,
+                "{design}: one device transaction per commit ({})",
+                stats.tx_committed
+            );
             assert_eq!(stats.journal_fallbacks, 0);
             // Formatting and the journaled first commits flush; batch commits do not.
-            assert!(stats.flushes <= 6, "{design}: batch commits need no flush ({})", stats.flushes);
+            assert!(
+                stats.flushes <= 6,
+                "{design}: batch commits need no flush ({})",
+                stats.flushes
+            );
         }
         Mode::Journal | Mode::Wal => assert!(stats.flushes >= 200, "{design}: {}", stats.flushes),
         _ => {}
@@ -92,7 +111,11 @@ fn ordered_modes_run_on_optr() {
 
 #[test]
 fn a_mode_the_design_lacks_is_a_clear_error() {
-    for (design, mode) in [("dftl", Mode::Batch), ("wcache", Mode::Batch), ("mobius", Mode::Ordered)] {
+    for (design, mode) in [
+        ("dftl", Mode::Batch),
+        ("wcache", Mode::Batch),
+        ("mobius", Mode::Ordered),
+    ] {
         match Database::create(common::device(design), &OpenOptions::new(mode)) {
             Err(SqlError::ModeUnsupported { .. }) => {}
             Err(e) => panic!("{design} {mode:?}: wrong error {e}"),
@@ -133,9 +156,18 @@ fn a_commit_too_large_for_the_design_falls_back_to_the_journal() {
         .unwrap();
     let after = db.stats();
     assert_eq!(after.journal_fallbacks, before.journal_fallbacks + 1);
-    assert!(after.flushes > before.flushes, "the journaled commit flushes");
-    db.conn().execute("INSERT INTO kv VALUES (5000, zeroblob(10))", []).unwrap();
-    assert_eq!(db.stats().tx_committed, after.tx_committed + 1, "small commits are batched again");
+    assert!(
+        after.flushes > before.flushes,
+        "the journaled commit flushes"
+    );
+    db.conn()
+        .execute("INSERT INTO kv VALUES (5000, zeroblob(10))", [])
+        .unwrap();
+    assert_eq!(
+        db.stats().tx_committed,
+        after.tx_committed + 1,
+        "small commits are batched again"
+    );
     let dev = common::recover("atomic-write", db.cut_power());
     let db = Database::open(dev, &opts).unwrap();
     assert_eq!(count(&db), 1511);
@@ -154,11 +186,17 @@ fn a_rolled_back_dynamic_batch_is_aborted_on_the_device() {
     let mut store = sqlite::Store::open(dev, Mode::Batch, TxKind::Dynamic).unwrap();
     store.begin_atomic().unwrap();
     for p in 0..3u64 {
-        store.write(sqlite::FileKind::Db, p * 4096, &[0xEE; 4096]).unwrap();
+        store
+            .write(sqlite::FileKind::Db, p * 4096, &[0xEE; 4096])
+            .unwrap();
     }
     store.rollback_atomic().unwrap();
     assert_eq!(store.stats().aborts, 1);
-    assert_eq!(store.stats().dwrites, 2, "two pages went out, the third was held back");
+    assert_eq!(
+        store.stats().dwrites,
+        2,
+        "two pages went out, the third was held back"
+    );
     let dev = common::recover("mobius", store.into_device());
     let db = Database::open(dev, &opts).unwrap();
     assert_eq!(count(&db), 10);

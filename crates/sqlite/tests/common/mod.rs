@@ -19,7 +19,10 @@ pub fn designs() -> Vec<DesignSpec> {
 }
 
 pub fn spec(name: &str) -> DesignSpec {
-    designs().into_iter().find(|d| d.name == name).expect("design")
+    designs()
+        .into_iter()
+        .find(|d| d.name == name)
+        .expect("design")
 }
 
 /// The small preset with 128 blocks per chip (64 MiB raw), full data.
@@ -42,5 +45,7 @@ pub fn recover(name: &str, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
     let mut flash = dev.into_flash();
     let end = flash.idle_ns();
     flash.start_clock_at(end);
-    (spec.recover)(flash, &DesignOptions::default()).expect("recover").0
+    (spec.recover)(flash, &DesignOptions::default())
+        .expect("recover")
+        .0
 }
