@@ -50,7 +50,9 @@ fn backend_error(e: FtlError) -> BackendError {
     match e {
         FtlError::LpnOutOfRange { .. } => BackendError::OutOfRange,
         FtlError::NoSpace => BackendError::NoSpace,
-        FtlError::Flash(_) | FtlError::Corrupt(_) => BackendError::Io(e.to_string()),
+        FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) => {
+            BackendError::Io(e.to_string())
+        }
         other => BackendError::Invalid(other.to_string()),
     }
 }
@@ -98,6 +100,18 @@ impl FtlBackend {
 
     pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
         self.dev.as_mut()
+    }
+
+    /// Fail-stop: after an I/O error on the image every request that would change the device
+    /// (write, trim, write-zeroes, flush) is refused with EIO, even one a design could take
+    /// into its RAM, since it could never be made durable. Reads go on.
+    fn writable(&self) -> Result<(), BackendError> {
+        match self.dev.flash().failure() {
+            Some(reason) => Err(BackendError::Io(format!(
+                "the image failed earlier; the device is read-only until restarted ({reason})"
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Arrivals handed to the FTL never go back in time.
@@ -378,10 +392,12 @@ impl NbdBackend for FtlBackend {
         fua: bool,
         arrival_ns: u64,
     ) -> Result<u64, BackendError> {
+        self.writable()?;
         let arrival = self.arrival(arrival_ns);
         self.write_bytes(offset, data, fua, arrival)
     }
     fn flush(&mut self, arrival_ns: u64) -> Result<u64, BackendError> {
+        self.writable()?;
         let arrival = self.arrival(arrival_ns);
         let ack = self.dev.flush(arrival).map_err(backend_error)?.ack_ns;
         self.dev
@@ -393,6 +409,7 @@ impl NbdBackend for FtlBackend {
     /// Trims the whole pages inside the range; partial pages at its edges are left as they are
     /// (TRIM is advisory, and a design without trim ignores it).
     fn trim(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, BackendError> {
+        self.writable()?;
         let arrival = self.arrival(arrival_ns);
         self.span(offset, len)?;
         let first = offset.div_ceil(self.page_bytes);
@@ -422,6 +439,7 @@ impl NbdBackend for FtlBackend {
         fua: bool,
         arrival_ns: u64,
     ) -> Result<u64, BackendError> {
+        self.writable()?;
         let arrival = self.arrival(arrival_ns);
         self.span(offset, len)?;
         // WRITE_ZEROES may be longer than any write (up to 4 GiB): it is split into FTL write

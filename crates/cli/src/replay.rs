@@ -146,7 +146,7 @@ impl ReplayStats {
 fn fatal(e: &FtlError) -> bool {
     matches!(
         e,
-        FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace
+        FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) | FtlError::NoSpace
     )
 }
 

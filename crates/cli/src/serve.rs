@@ -29,7 +29,9 @@ pub struct ServeArgs {
     pub memory: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole blocks).
+    /// Raw flash size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole
+    /// blocks). The exported size is smaller (spare blocks, metadata), different per design,
+    /// and printed at start (`mobius info --ftl X --size S` prints it without serving).
     #[arg(long)]
     pub size: Option<String>,
     /// TCP address to listen on (default 127.0.0.1:10809 unless --socket or --stdio).
@@ -93,21 +95,27 @@ pub(crate) fn apply_size(config: &mut flash::DeviceConfig, size: &str) -> anyhow
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    // A write past a file-size limit (RLIMIT_FSIZE) is an I/O error on the image (EFBIG),
+    // handled fail-stop like any other, not a reason for the process to die.
+    signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        Arc::new(AtomicBool::new(false)),
+    )?;
     let design = crate::designs::find(&args.ftl)?;
     let mut config = args.device.resolve()?;
     if let Some(size) = &args.size {
         apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
     let dev = match &args.image {
         None => {
-            let flash = Flash::in_memory(config.clone(), oob, false);
+            let flash =
+                Flash::in_memory(config.clone(), design.oob_record(&config.geometry), false);
             let dev = (design.format)(flash, &options)?;
             eprintln!("mobius serve: formatted {} in memory", design.name);
             dev
         }
-        Some(image) => open_image(&design, &config, oob, &options, image)?,
+        Some(image) => open_image(&design, &config, &options, image)?,
     };
     serve_device(args, dev)
 }
@@ -116,13 +124,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
 pub(crate) fn open_image(
     design: &ftl::DesignSpec,
     config: &flash::DeviceConfig,
-    oob: u32,
     options: &DesignOptions,
     image: &std::path::Path,
 ) -> anyhow::Result<Box<dyn ftl::BlockDevice>> {
     Ok(if image.exists() {
-        let store = FileStore::open(image, &config.geometry, oob)?;
-        let flash = Flash::new(config.clone(), Box::new(store));
+        let flash = design.open_image(image, config, options)?;
         let (dev, report) = (design.recover)(flash, options)?;
         eprintln!(
             "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
@@ -133,8 +139,7 @@ pub(crate) fn open_image(
         );
         dev
     } else {
-        let store = FileStore::create(image, &config.geometry, oob)?;
-        let flash = Flash::new(config.clone(), Box::new(store));
+        let flash = design.create_image(image, config, options)?;
         let mut dev = (design.format)(flash, options)?;
         dev.flash_mut().sync()?;
         eprintln!(
@@ -149,6 +154,14 @@ pub(crate) fn open_image(
 /// Serves `dev` until the client(s) leave or a signal asks to stop; flushes and syncs at the end.
 fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Result<()> {
     let start = dev.flash().idle_ns();
+    let raw = dev.flash().geometry().capacity_bytes();
+    let exported = dev.logical_pages() as u64 * dev.flash().geometry().page_bytes as u64;
+    eprintln!(
+        "mobius serve: exporting {exported} bytes ({:.1} MiB, {:.1} % of the {:.1} MiB raw flash)",
+        exported as f64 / (1u64 << 20) as f64,
+        100.0 * exported as f64 / raw as f64,
+        raw as f64 / (1u64 << 20) as f64
+    );
     let mut backend = FtlBackend::new(dev, start);
     if args.atomic_requests {
         backend = backend.with_atomic_requests().map_err(anyhow::Error::msg)?;
@@ -191,11 +204,12 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     WATCH_DONE.store(true, std::sync::atomic::Ordering::SeqCst);
     if let (Some(base), Some(cut_at)) = (base, cut_at) {
         if let Ok(Some(at)) = cut_at.join() {
-            let backend = server.into_backend();
+            let backend = server.into_backend()?;
             return power_cut(args, backend, base, at, start);
         }
     }
-    let mut backend = server.into_backend();
+    // After a backend panic the device is left as it is (a power cut), never flushed.
+    let mut backend = server.into_backend()?;
     let flushed = nbd::NbdBackend::flush(&mut backend, 0);
     let mut dev = backend.into_device();
     dev.flash_mut().sync()?;
@@ -248,7 +262,8 @@ fn power_cut(
     let image = log.image_at(base.as_ref(), at, true);
     drop(flash);
     let path = args.image.as_ref().expect("clap requires --image");
-    FileStore::replace_with(path, image.as_ref())?;
+    let header = FileStore::read_header(path)?;
+    FileStore::replace_with(path, image.as_ref(), &header.identity)?;
     eprintln!(
         "mobius serve: power cut at {at} ns: {in_flight} of {} operations not finished (torn if running)",
         log.ops.len()

@@ -123,9 +123,8 @@ pub fn shell(args: &SqlArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.db.ftl)?;
     let config = args.db.config()?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
     let fresh = !args.image.exists();
-    let dev = crate::serve::open_image(&design, &config, oob, &options, &args.image)?;
+    let dev = crate::serve::open_image(&design, &config, &options, &args.image)?;
     let opts = args.db.open_options(1)?;
     let db = if fresh {
         Database::create(dev, &opts)?

@@ -291,9 +291,12 @@ pub fn run_mode(
                         out.host_pages_written += txn.writes.len() as u64;
                         Some(ack)
                     }
-                    Err(e @ (FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace)) => {
-                        return Err(e.to_string())
-                    }
+                    Err(
+                        e @ (FtlError::Flash(_)
+                        | FtlError::ImageIo(_)
+                        | FtlError::Corrupt(_)
+                        | FtlError::NoSpace),
+                    ) => return Err(e.to_string()),
                     Err(_) => {
                         out.errors += 1;
                         Some(at)

@@ -303,6 +303,12 @@ fn check_image(
             }
         }
     };
+    if let Err(e) = dev.check_invariants() {
+        return Outcome {
+            violations: vec![violation(None, format!("invariant broken after recovery: {e}"))],
+            recovery: Some((report.flash_reads, report.sim_ns)),
+        };
+    }
     let n = dev.logical_pages();
     let mut seen = Vec::with_capacity(n as usize);
     let mut out = Vec::new();

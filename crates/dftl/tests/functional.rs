@@ -148,12 +148,20 @@ fn an_unformatted_device_is_refused_by_recovery() {
     ));
 }
 
+fn id() -> flash::ImageIdentity {
+    flash::ImageIdentity {
+        design: "dftl".into(),
+        params_hash: DesignOptions::default().fingerprint(),
+    }
+}
+
 #[test]
 fn full_data_and_file_backed_devices_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dftl.img");
     let config = DeviceConfig::preset("small").unwrap();
-    let store = flash::FileStore::create(&path, &config.geometry, dftl::format::OOB_BYTES).unwrap();
+    let store =
+        flash::FileStore::create(&path, &config.geometry, dftl::format::OOB_BYTES, &id()).unwrap();
     let mut d = dftl::Dftl::format(
         Flash::new(config.clone(), Box::new(store)),
         &DesignOptions::default(),
@@ -166,7 +174,8 @@ fn full_data_and_file_backed_devices_round_trip() {
     let mut flash = Box::new(d).into_flash();
     flash.sync().unwrap();
     drop(flash);
-    let store = flash::FileStore::open(&path, &config.geometry, dftl::format::OOB_BYTES).unwrap();
+    let store =
+        flash::FileStore::open(&path, &config.geometry, dftl::format::OOB_BYTES, &id()).unwrap();
     let mut flash = Flash::new(config, Box::new(store));
     flash.start_clock_at(t);
     let (mut d, report) = dftl::Dftl::recover(flash, &DesignOptions::default()).unwrap();

@@ -164,6 +164,28 @@ impl Flash {
         }
     }
 
+    /// Fail-stop: once the image has failed, every program and erase is refused.
+    fn check_writable(&self) -> Result<(), FlashError> {
+        match self.store.failure() {
+            Some(reason) => Err(FlashError::ImageFailed { reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// The image's I/O error, if the operation that just ran met one.
+    fn check_io(&self, errors_before: u64) -> Result<(), FlashError> {
+        if self.store.io_errors() == errors_before {
+            return Ok(());
+        }
+        let reason = self.store.failure().unwrap_or_else(|| "I/O error".into());
+        Err(FlashError::Io(reason))
+    }
+
+    /// The I/O error that put the image in its failed, read-only state, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.store.failure()
+    }
+
     fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
         let seq = self.ops_issued;
         self.ops_issued += 1;
@@ -203,7 +225,10 @@ impl Flash {
             (PageState::Erased, _) => ReadStatus::Erased,
             (PageState::Programmed, _) => {
                 self.store.oob(ppn, oob_out);
-                ReadStatus::Data(self.store.data(ppn))
+                let errors = self.store.io_errors();
+                let data = self.store.data(ppn);
+                self.check_io(errors)?;
+                ReadStatus::Data(data)
             }
         };
         Ok((status, span))
@@ -271,6 +296,7 @@ impl Flash {
         cause: OpCause,
     ) -> Result<Span, FlashError> {
         self.check_page(ppn)?;
+        self.check_writable()?;
         let g = &self.config.geometry;
         if oob.len() > self.store.oob_record_bytes() as usize {
             return Err(FlashError::OobTooLarge {
@@ -312,7 +338,9 @@ impl Flash {
             content: content.clone(),
             oob: oob.into(),
         });
+        let errors = self.store.io_errors();
         self.store.write_page(ppn, content, oob);
+        self.check_io(errors)?;
         Ok(span)
     }
 
@@ -323,6 +351,7 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<Span, FlashError> {
+        self.check_writable()?;
         let g = &self.config.geometry;
         if !g.contains_block(block) {
             return Err(FlashError::BlockOutOfRange {
@@ -337,7 +366,9 @@ impl Flash {
         self.write_pointer[block.0 as usize] = 0;
         self.stats.erases[cause as usize] += 1;
         self.record(span, cause, || OpKind::Erase { block });
+        let errors = self.store.io_errors();
         self.store.erase_block(block);
+        self.check_io(errors)?;
         Ok(span)
     }
 

@@ -30,6 +30,14 @@ pub enum FlashError {
         found: String,
         wanted: String,
     },
+    #[error("image {path} was formatted by {found}, not by {wanted}: open it with the design and parameters that made it")]
+    ImageForeign {
+        path: String,
+        found: String,
+        wanted: String,
+    },
+    #[error("the image has failed and the device is read-only until restarted: {reason}")]
+    ImageFailed { reason: String },
     #[error("image I/O: {0}")]
     Io(String),
 }

@@ -4,7 +4,7 @@
 //! ```text
 //! offset 0     header, 4096 bytes:
 //!   0   magic            8  b"MOBIUSFL"
-//!   8   format_version   u32 (= 1)
+//!   8   format_version   u32 (= 2)
 //!   12  channels         u32
 //!   16  chips_per_channel u32
 //!   20  blocks_per_chip  u32
@@ -12,7 +12,9 @@
 //!   28  page_bytes       u32
 //!   32  oob_bytes        u32
 //!   36  oob_record_bytes u32
-//!   40  crc32c of bytes 0..40
+//!   40  design           32 bytes, the name of the design that formatted it, zero-padded
+//!   72  params_hash      u64, a hash of the design parameters it was formatted with
+//!   80  crc32c of bytes 0..80
 //! 4096         block table: per block u32 erase count, u32 flags (bit 0: erase torn)
 //! then         page states: 1 byte per page (0 erased, 1 programmed, 2 torn)
 //! then         OOB records: oob_record_bytes per page
@@ -22,6 +24,11 @@
 //! killed in between leaves a page that fails ECC, exactly a torn program. An erase sets the
 //! block's "erase torn" flag first and clears it last. Killing the process is thus a power cut at
 //! the last completed step. State, OOB and block tables are also cached in memory.
+//!
+//! Fail-stop: an I/O error on the file (a full disk, a dying one, a file-size limit) never
+//! panics. The first one is recorded; from then on the store writes nothing more, so the image
+//! keeps exactly what was on it when the error happened, and [`crate::Flash`] refuses every later
+//! program and erase with [`FlashError::ImageFailed`]: the device is read-only until restarted.
 
 use crate::content::Content;
 use crate::error::FlashError;
@@ -33,13 +40,47 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"MOBIUSFL";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 const HEADER_BYTES: u64 = 4096;
+const HEADER_USED: usize = 84;
+const DESIGN_NAME_BYTES: usize = 32;
 const FLAG_ERASE_TORN: u32 = 1;
+
+/// Which design formatted an image, and with which parameters. Opening an image as another
+/// design (or with other parameters) would run the wrong recovery on it, so it is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageIdentity {
+    /// The design's name (at most 32 bytes).
+    pub design: String,
+    /// A hash of the design parameters the image was formatted with.
+    pub params_hash: u64,
+}
+
+impl std::fmt::Display for ImageIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "design '{}' (parameters #{:016x})",
+            self.design, self.params_hash
+        )
+    }
+}
+
+/// What an image's header says about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageHeader {
+    pub geometry: Geometry,
+    pub oob_record_bytes: u32,
+    pub identity: ImageIdentity,
+}
 
 /// File-backed full-data store.
 pub struct FileStore {
     path: PathBuf,
+    /// The first I/O error on the file; once set, nothing more is written.
+    failure: std::sync::OnceLock<String>,
+    /// Every I/O error so far (reads included).
+    io_errors: std::sync::atomic::AtomicU64,
     file: File,
     geometry: Geometry,
     oob_record_bytes: u32,
@@ -61,8 +102,8 @@ fn layout(g: &Geometry, oob_record_bytes: u32) -> (u64, u64, u64, u64) {
     (states_at, oob_at, data_at, end)
 }
 
-fn encode_header(g: &Geometry, oob_record_bytes: u32) -> [u8; 44] {
-    let mut h = [0u8; 44];
+fn encode_header(g: &Geometry, oob_record_bytes: u32, id: &ImageIdentity) -> [u8; HEADER_USED] {
+    let mut h = [0u8; HEADER_USED];
     h[0..8].copy_from_slice(&MAGIC);
     let fields = [
         FORMAT_VERSION,
@@ -77,9 +118,75 @@ fn encode_header(g: &Geometry, oob_record_bytes: u32) -> [u8; 44] {
     for (i, v) in fields.iter().enumerate() {
         h[8 + 4 * i..12 + 4 * i].copy_from_slice(&v.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&h[0..40]);
-    h[40..44].copy_from_slice(&crc.to_le_bytes());
+    let name = id.design.as_bytes();
+    h[40..40 + name.len()].copy_from_slice(name);
+    h[72..80].copy_from_slice(&id.params_hash.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..80]);
+    h[80..84].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(v)
+}
+
+/// Decodes a header; every failure is a typed error naming what is wrong.
+fn decode_header(h: &[u8], path: &Path) -> Result<ImageHeader, FlashError> {
+    let err = |reason: String| FlashError::Image {
+        path: path.display().to_string(),
+        reason,
+    };
+    if h.len() < 12 {
+        return Err(err("too short to hold a header".into()));
+    }
+    if h[0..8] != MAGIC {
+        return Err(err("not a mobius flash image (bad magic)".into()));
+    }
+    let version = le_u32(h, 8);
+    if version != FORMAT_VERSION {
+        return Err(err(format!(
+            "format version {version} is not the supported {FORMAT_VERSION} (an image made \
+             before images recorded their design must be re-created)"
+        )));
+    }
+    if h.len() < HEADER_USED {
+        return Err(err("too short to hold a header".into()));
+    }
+    if le_u32(h, 80) != crc32c::crc32c(&h[0..80]) {
+        return Err(err("header checksum mismatch (damaged header)".into()));
+    }
+    let field = |i: usize| le_u32(h, 8 + 4 * i);
+    let geometry = Geometry {
+        channels: field(1),
+        chips_per_channel: field(2),
+        blocks_per_chip: field(3),
+        pages_per_block: field(4),
+        page_bytes: field(5),
+        oob_bytes: field(6),
+    };
+    geometry
+        .validate()
+        .map_err(|e| err(format!("header geometry is impossible: {e}")))?;
+    let name = &h[40..72];
+    let len = name
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(DESIGN_NAME_BYTES);
+    let design = std::str::from_utf8(&name[..len])
+        .map_err(|_| err("design name is not UTF-8".into()))?
+        .to_string();
+    let mut hash = [0u8; 8];
+    hash.copy_from_slice(&h[72..80]);
+    Ok(ImageHeader {
+        geometry,
+        oob_record_bytes: field(7),
+        identity: ImageIdentity {
+            design,
+            params_hash: u64::from_le_bytes(hash),
+        },
+    })
 }
 
 fn describe(g: &Geometry, oob_record_bytes: u32) -> String {
@@ -96,13 +203,24 @@ fn describe(g: &Geometry, oob_record_bytes: u32) -> String {
 }
 
 impl FileStore {
-    /// Creates a new, fully erased image (any existing file at `path` is replaced).
+    /// Creates a new, fully erased image (any existing file at `path` is replaced), recording
+    /// the design and parameters that will format it.
     pub fn create(
         path: &Path,
         geometry: &Geometry,
         oob_record_bytes: u32,
+        identity: &ImageIdentity,
     ) -> Result<Self, FlashError> {
-        let (states_at, oob_at, data_at, end) = layout(geometry, oob_record_bytes);
+        if identity.design.len() > DESIGN_NAME_BYTES || identity.design.contains('\0') {
+            return Err(FlashError::Image {
+                path: path.display().to_string(),
+                reason: format!(
+                    "design name '{}' does not fit the header ({DESIGN_NAME_BYTES} bytes)",
+                    identity.design
+                ),
+            });
+        }
+        let (_, _, _, end) = layout(geometry, oob_record_bytes);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -110,30 +228,61 @@ impl FileStore {
             .truncate(true)
             .open(path)?;
         file.set_len(end)?;
-        file.write_all_at(&encode_header(geometry, oob_record_bytes), 0)?;
+        file.write_all_at(&encode_header(geometry, oob_record_bytes, identity), 0)?;
         file.sync_all()?;
-        Ok(FileStore {
+        let pages = geometry.pages() as usize;
+        Ok(Self::assemble(
+            path,
+            file,
+            geometry,
+            oob_record_bytes,
+            (vec![0; pages], vec![0; pages * oob_record_bytes as usize]),
+            vec![0u64; geometry.blocks() as usize],
+        ))
+    }
+
+    /// The store over an open file and the tables read from (or made for) it. `blocks` packs
+    /// each block's erase count (low 32 bits) and flags (high 32 bits).
+    fn assemble(
+        path: &Path,
+        file: File,
+        geometry: &Geometry,
+        oob_record_bytes: u32,
+        (states, oob): (Vec<u8>, Vec<u8>),
+        blocks: Vec<u64>,
+    ) -> Self {
+        let (states_at, oob_at, data_at, _) = layout(geometry, oob_record_bytes);
+        FileStore {
             path: path.to_path_buf(),
+            failure: std::sync::OnceLock::new(),
+            io_errors: std::sync::atomic::AtomicU64::new(0),
             file,
             geometry: geometry.clone(),
             oob_record_bytes,
-            states: vec![0; geometry.pages() as usize],
-            oob: vec![0; geometry.pages() as usize * oob_record_bytes as usize],
-            erase_counts: vec![0; geometry.blocks() as usize],
-            erase_torn: vec![false; geometry.blocks() as usize],
+            states,
+            oob,
+            erase_counts: blocks.iter().map(|&b| b as u32).collect(),
+            erase_torn: blocks
+                .iter()
+                .map(|&b| (b >> 32) as u32 & FLAG_ERASE_TORN != 0)
+                .collect(),
             states_at,
             oob_at,
             data_at,
-        })
+        }
     }
 
     /// Replaces the image at `path` with `image` (pages, torn states, erase counts): the flash
     /// as a simulated power cut left it (`mobius serve --power-cut-signal`). Written to a
     /// temporary file first and renamed over `path`, so a crash while writing leaves the old one.
-    pub fn replace_with(path: &Path, image: &dyn Store) -> Result<(), FlashError> {
+    pub fn replace_with(
+        path: &Path,
+        image: &dyn Store,
+        identity: &ImageIdentity,
+    ) -> Result<(), FlashError> {
         let tmp = path.with_extension("cut-tmp");
         let g = image.geometry().clone();
-        let mut out = FileStore::create(&tmp, &g, image.oob_record_bytes())?;
+        let mut out = FileStore::create(&tmp, &g, image.oob_record_bytes(), identity)?;
         let mut oob = vec![0u8; image.oob_record_bytes() as usize];
         for p in 0..g.pages() {
             let ppn = Ppn(p);
@@ -153,60 +302,56 @@ impl FileStore {
             out.put_block(block);
         }
         out.sync()?;
+        if let Some(reason) = out.failure() {
+            return Err(out.failed_error(reason));
+        }
         drop(out);
         std::fs::rename(&tmp, path)?;
         Ok(())
     }
 
-    /// Opens an existing image, checking that it was made for `geometry` and `oob_record_bytes`.
+    /// Reads and checks an image's header without opening the image (`mobius info --image`).
+    pub fn read_header(path: &Path) -> Result<ImageHeader, FlashError> {
+        let file = File::open(path)?;
+        let mut h = vec![0u8; HEADER_USED];
+        let n = read_up_to(&file, &mut h)?;
+        h.truncate(n);
+        decode_header(&h, path)
+    }
+
+    /// Opens an existing image, checking that it was made for `geometry`, `oob_record_bytes`
+    /// and by the design and parameters `identity` names.
     pub fn open(
         path: &Path,
         geometry: &Geometry,
         oob_record_bytes: u32,
+        identity: &ImageIdentity,
     ) -> Result<Self, FlashError> {
         let err = |reason: String| FlashError::Image {
             path: path.display().to_string(),
             reason,
         };
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let mut h = [0u8; 44];
-        file.read_exact_at(&mut h, 0)
-            .map_err(|_| err("too short to hold a header".into()))?;
-        if h[0..8] != MAGIC {
-            return Err(err("not a mobius flash image (bad magic)".into()));
+        let header = Self::read_header(path)?;
+        if header.identity != *identity {
+            return Err(FlashError::ImageForeign {
+                path: path.display().to_string(),
+                found: header.identity.to_string(),
+                wanted: identity.to_string(),
+            });
         }
-        let crc = u32::from_le_bytes(h[40..44].try_into().expect("4 bytes"));
-        if crc != crc32c::crc32c(&h[0..40]) {
-            return Err(err("header checksum mismatch (damaged header)".into()));
-        }
-        let field =
-            |i: usize| u32::from_le_bytes(h[8 + 4 * i..12 + 4 * i].try_into().expect("4 bytes"));
-        if field(0) != FORMAT_VERSION {
-            return Err(err(format!(
-                "format version {} is not the supported {FORMAT_VERSION}",
-                field(0)
-            )));
-        }
-        let found = Geometry {
-            channels: field(1),
-            chips_per_channel: field(2),
-            blocks_per_chip: field(3),
-            pages_per_block: field(4),
-            page_bytes: field(5),
-            oob_bytes: field(6),
-        };
-        if found != *geometry || field(7) != oob_record_bytes {
+        if header.geometry != *geometry || header.oob_record_bytes != oob_record_bytes {
             return Err(FlashError::ImageGeometryMismatch {
                 path: path.display().to_string(),
-                found: describe(&found, field(7)),
+                found: describe(&header.geometry, header.oob_record_bytes),
                 wanted: describe(geometry, oob_record_bytes),
             });
         }
-        let (states_at, oob_at, data_at, end) = layout(geometry, oob_record_bytes);
-        if file.metadata()?.len() < end {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let (states_at, oob_at, _, end) = layout(geometry, oob_record_bytes);
+        let len = file.metadata()?.len();
+        if len < end {
             return Err(err(format!(
-                "file is {} bytes, the geometry needs {end}",
-                file.metadata()?.len()
+                "file is {len} bytes, the geometry needs {end}"
             )));
         }
         let mut blocks = vec![0u8; geometry.blocks() as usize * 8];
@@ -215,32 +360,23 @@ impl FileStore {
         file.read_exact_at(&mut states, states_at)?;
         let mut oob = vec![0u8; geometry.pages() as usize * oob_record_bytes as usize];
         file.read_exact_at(&mut oob, oob_at)?;
-        let erase_counts = blocks
-            .chunks(8)
-            .map(|c| u32::from_le_bytes(c[0..4].try_into().expect("4")))
-            .collect();
-        let erase_torn = blocks
-            .chunks(8)
-            .map(|c| u32::from_le_bytes(c[4..8].try_into().expect("4")) & FLAG_ERASE_TORN != 0)
-            .collect();
         if states.iter().any(|&s| s > 2) {
             return Err(err(
                 "page state table holds values other than erased/programmed/torn".into(),
             ));
         }
-        Ok(FileStore {
-            path: path.to_path_buf(),
+        let blocks = blocks
+            .chunks_exact(8)
+            .map(|c| u64::from(le_u32(c, 0)) | u64::from(le_u32(c, 4)) << 32)
+            .collect();
+        Ok(Self::assemble(
+            path,
             file,
-            geometry: geometry.clone(),
+            geometry,
             oob_record_bytes,
-            states,
-            oob,
-            erase_counts,
-            erase_torn,
-            states_at,
-            oob_at,
-            data_at,
-        })
+            (states, oob),
+            blocks,
+        ))
     }
 
     pub fn path(&self) -> &Path {
@@ -268,13 +404,36 @@ impl FileStore {
             .write_all_at(&rec, HEADER_BYTES + block.0 as u64 * 8));
     }
 
-    /// The store interface has no error path for writes (the in-memory stores cannot fail); a
-    /// failing image file is unrecoverable for an emulated device, like a dead flash bus.
+    /// Records an I/O error: the first one puts the store in its failed, read-only state.
     fn io(&self, r: std::io::Result<()>) {
         if let Err(e) = r {
-            panic!("flash image {} I/O failed: {e}", self.path.display());
+            self.io_errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = self
+                .failure
+                .set(format!("I/O error on {}: {e}", self.path.display()));
         }
     }
+
+    fn failed(&self) -> bool {
+        self.failure.get().is_some()
+    }
+
+    fn failed_error(&self, reason: String) -> FlashError {
+        FlashError::ImageFailed { reason }
+    }
+}
+
+/// Reads up to `buf.len()` bytes from the start of `file`; returns how many there were.
+fn read_up_to(file: &File, buf: &mut [u8]) -> Result<usize, FlashError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64)? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 impl Store for FileStore {
@@ -304,6 +463,9 @@ impl Store for FileStore {
         out[n..].fill(0);
     }
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]) {
+        if self.failed() {
+            return;
+        }
         self.put_state(ppn, PageState::Torn);
         let page = content.to_page_bytes(self.geometry.page_bytes as usize);
         self.io(self.file.write_all_at(
@@ -318,12 +480,22 @@ impl Store for FileStore {
         self.io(self
             .file
             .write_all_at(&record, self.oob_at + ppn.0 as u64 * r as u64));
+        if self.failed() {
+            // A program the file did not take reads as torn, as after a power cut.
+            self.states[ppn.0 as usize] = PageState::Torn as u8;
+            return;
+        }
         self.put_state(ppn, PageState::Programmed);
     }
     fn set_torn(&mut self, ppn: Ppn) {
-        self.put_state(ppn, PageState::Torn);
+        if !self.failed() {
+            self.put_state(ppn, PageState::Torn);
+        }
     }
     fn erase_block(&mut self, block: BlockId) {
+        if self.failed() {
+            return;
+        }
         self.erase_torn[block.0 as usize] = true;
         self.put_block(block);
         let ppb = self.geometry.pages_per_block as usize;
@@ -350,8 +522,10 @@ impl Store for FileStore {
         self.put_block(block);
     }
     fn set_erase_torn(&mut self, block: BlockId) {
-        self.erase_torn[block.0 as usize] = true;
-        self.put_block(block);
+        if !self.failed() {
+            self.erase_torn[block.0 as usize] = true;
+            self.put_block(block);
+        }
     }
     fn erase_torn(&self, block: BlockId) -> bool {
         self.erase_torn[block.0 as usize]
@@ -360,8 +534,20 @@ impl Store for FileStore {
         self.erase_counts[block.0 as usize]
     }
     fn sync(&mut self) -> Result<(), FlashError> {
-        self.file.sync_data()?;
-        Ok(())
+        if let Some(reason) = self.failure() {
+            return Err(self.failed_error(reason));
+        }
+        self.io(self.file.sync_data());
+        match self.failure() {
+            Some(reason) => Err(self.failed_error(reason)),
+            None => Ok(()),
+        }
+    }
+    fn failure(&self) -> Option<String> {
+        self.failure.get().cloned()
+    }
+    fn io_errors(&self) -> u64 {
+        self.io_errors.load(std::sync::atomic::Ordering::Relaxed)
     }
     fn snapshot(&self) -> Box<dyn Store> {
         let mut mem = crate::store::MemStore::new(&self.geometry, self.oob_record_bytes);

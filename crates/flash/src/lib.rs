@@ -23,7 +23,7 @@ pub mod timing;
 pub use content::{Content, ContentTag};
 pub use device::{Flash, ReadStatus};
 pub use error::FlashError;
-pub use file::FileStore;
+pub use file::{FileStore, ImageHeader, ImageIdentity};
 pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
 pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use preset::{DeviceConfig, PRESET_NAMES};

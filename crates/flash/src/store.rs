@@ -59,6 +59,14 @@ pub trait Store: Send {
     }
     /// An in-memory copy of the current contents (crash images are built from copies).
     fn snapshot(&self) -> Box<dyn Store>;
+    /// The I/O error that put the store in its failed, read-only state (file backend).
+    fn failure(&self) -> Option<String> {
+        None
+    }
+    /// I/O errors so far, reads included; a read that adds one did not get its data.
+    fn io_errors(&self) -> u64 {
+        0
+    }
 }
 
 /// Shared per-page and per-block bookkeeping of the in-memory stores.

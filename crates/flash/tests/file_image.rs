@@ -2,12 +2,19 @@
 //! and turns an interrupted program into a torn page.
 
 use flash::{
-    BlockId, Content, ContentTag, DeviceConfig, FileStore, Flash, FlashError, OpCause, PageState,
-    Ppn, ReadStatus, Store,
+    BlockId, Content, ContentTag, DeviceConfig, FileStore, Flash, FlashError, ImageIdentity,
+    OpCause, PageState, Ppn, ReadStatus, Store,
 };
 
 fn config() -> DeviceConfig {
     DeviceConfig::preset("small").unwrap()
+}
+
+fn id() -> ImageIdentity {
+    ImageIdentity {
+        design: "mobius".into(),
+        params_hash: 7,
+    }
 }
 
 fn tag(lpn: u32, write: u64) -> Content {
@@ -20,7 +27,7 @@ fn contents_outlive_the_store() {
     let path = dir.path().join("dev.img");
     let c = config();
     {
-        let store = FileStore::create(&path, &c.geometry, 16).unwrap();
+        let store = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
         let mut f = Flash::new(c.clone(), Box::new(store));
         f.program(Ppn(0), &tag(3, 9), &[7; 16], 0, OpCause::HostData)
             .unwrap();
@@ -35,7 +42,7 @@ fn contents_outlive_the_store() {
         f.erase(BlockId(5), 0, OpCause::GcCopy).unwrap();
         f.sync().unwrap();
     }
-    let store = FileStore::open(&path, &c.geometry, 16).unwrap();
+    let store = FileStore::open(&path, &c.geometry, 16, &id()).unwrap();
     let mut f = Flash::new(c, Box::new(store));
     let mut oob = [0u8; 16];
     let ReadStatus::Data(d) = f.read(Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap().0 else {
@@ -64,17 +71,17 @@ fn another_geometry_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    FileStore::create(&path, &c.geometry, 16).unwrap();
+    FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
     let mut other = c.geometry.clone();
     other.blocks_per_chip *= 2;
-    let err = FileStore::open(&path, &other, 16)
+    let err = FileStore::open(&path, &other, 16, &id())
         .err()
         .expect("must refuse");
     assert!(
         matches!(err, FlashError::ImageGeometryMismatch { .. }),
         "{err}"
     );
-    let err = FileStore::open(&path, &c.geometry, 32)
+    let err = FileStore::open(&path, &c.geometry, 32, &id())
         .err()
         .expect("must refuse another OOB record size");
     assert!(
@@ -88,17 +95,21 @@ fn damaged_or_foreign_files_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let c = config();
     let path = dir.path().join("dev.img");
-    FileStore::create(&path, &c.geometry, 16).unwrap();
+    FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[13] ^= 0xFF;
     std::fs::write(&path, &bytes).unwrap();
-    let err = FileStore::open(&path, &c.geometry, 16).err().unwrap();
+    let err = FileStore::open(&path, &c.geometry, 16, &id())
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("checksum"), "{err}");
     let junk = dir.path().join("junk.img");
     std::fs::write(&junk, b"hello").unwrap();
-    let err = FileStore::open(&junk, &c.geometry, 16).err().unwrap();
+    let err = FileStore::open(&junk, &c.geometry, 16, &id())
+        .err()
+        .unwrap();
     assert!(matches!(err, FlashError::Image { .. }), "{err}");
-    let missing = FileStore::open(&dir.path().join("none.img"), &c.geometry, 16)
+    let missing = FileStore::open(&dir.path().join("none.img"), &c.geometry, 16, &id())
         .err()
         .unwrap();
     assert!(matches!(missing, FlashError::Io(_)), "{missing}");
@@ -109,11 +120,11 @@ fn a_program_cut_short_in_the_file_is_a_torn_page() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    let mut store = FileStore::create(&path, &c.geometry, 16).unwrap();
+    let mut store = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
     // What a process killed between the "torn" mark and the "programmed" mark leaves behind.
     store.set_torn(Ppn(4));
     drop(store);
-    let store = FileStore::open(&path, &c.geometry, 16).unwrap();
+    let store = FileStore::open(&path, &c.geometry, 16, &id()).unwrap();
     assert_eq!(store.page_state(Ppn(4)), PageState::Torn);
     let mut f = Flash::new(c, Box::new(store));
     let mut oob = [0u8; 16];
@@ -131,7 +142,7 @@ fn snapshot_of_a_file_image_is_an_equal_memory_image() {
     let c = config();
     let mut f = Flash::new(
         c.clone(),
-        Box::new(FileStore::create(&path, &c.geometry, 16).unwrap()),
+        Box::new(FileStore::create(&path, &c.geometry, 16, &id()).unwrap()),
     );
     f.program(Ppn(0), &tag(1, 1), &[5], 0, OpCause::HostData)
         .unwrap();
@@ -152,7 +163,7 @@ fn an_image_replaced_by_a_power_cut_image_holds_exactly_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    let store = FileStore::create(&path, &c.geometry, 16).unwrap();
+    let store = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
     let mut f = Flash::new(c.clone(), Box::new(store));
     f.erase(BlockId(3), 0, OpCause::GcCopy).unwrap();
     let base = f.start_recording();
@@ -168,8 +179,8 @@ fn an_image_replaced_by_a_power_cut_image_holds_exactly_it() {
     let cut = (b.start_ns + b.end_ns) / 2;
     let image = log.image_at(base.as_ref(), cut, true);
     drop(f);
-    FileStore::replace_with(&path, image.as_ref()).unwrap();
-    let store = FileStore::open(&path, &c.geometry, 16).unwrap();
+    FileStore::replace_with(&path, image.as_ref(), &id()).unwrap();
+    let store = FileStore::open(&path, &c.geometry, 16, &id()).unwrap();
     assert_eq!(store.page_state(Ppn(0)), PageState::Programmed);
     assert_eq!(
         store.data(Ppn(0)).tag(),
@@ -186,4 +197,85 @@ fn an_image_replaced_by_a_power_cut_image_holds_exactly_it() {
         "started after the cut"
     );
     assert_eq!(store.erase_count(BlockId(3)), 1);
+}
+
+#[test]
+fn an_image_opened_as_another_design_or_with_other_parameters_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+    let header = FileStore::read_header(&path).unwrap();
+    assert_eq!(header.identity, id());
+    assert_eq!(header.geometry, c.geometry);
+    assert_eq!(header.oob_record_bytes, 16);
+    // TxFlash keeps 16 OOB bytes too: only the recorded design tells the images apart.
+    for other in [
+        ImageIdentity {
+            design: "txflash-tc".into(),
+            params_hash: 7,
+        },
+        ImageIdentity {
+            design: "mobius".into(),
+            params_hash: 8,
+        },
+    ] {
+        let err = FileStore::open(&path, &c.geometry, 16, &other)
+            .err()
+            .expect("must refuse");
+        assert!(matches!(err, FlashError::ImageForeign { .. }), "{err}");
+        assert!(err.to_string().contains("'mobius'"), "{err}");
+    }
+    let long = ImageIdentity {
+        design: "x".repeat(33),
+        params_hash: 0,
+    };
+    let err = FileStore::create(&dir.path().join("l.img"), &c.geometry, 16, &long)
+        .err()
+        .unwrap();
+    assert!(matches!(err, FlashError::Image { .. }), "{err}");
+}
+
+#[test]
+fn an_image_of_the_first_format_version_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = FileStore::open(&path, &c.geometry, 16, &id())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("format version 1"), "{err}");
+}
+
+proptest::proptest! {
+    /// The header decoder on arbitrary bytes, and on a valid header with bytes flipped: a typed
+    /// error or a header, never a panic.
+    #[test]
+    fn header_decoding_never_panics(
+        junk in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+        flips in proptest::collection::btree_map(0usize..84, 1u8..=255, 0..6),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.img");
+        std::fs::write(&path, &junk).unwrap();
+        let _ = FileStore::read_header(&path);
+        let c = config();
+        FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let mut header = [0u8; 84];
+        file.read_exact_at(&mut header, 0).unwrap();
+        for (at, x) in &flips {
+            header[*at] ^= x;
+        }
+        file.write_all_at(&header, 0).unwrap();
+        let r = FileStore::open(&path, &c.geometry, 16, &id());
+        if !flips.is_empty() {
+            proptest::prop_assert!(r.is_err(), "a damaged header was accepted");
+        }
+    }
 }

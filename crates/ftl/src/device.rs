@@ -202,6 +202,19 @@ impl DesignOptions {
         }
     }
 
+    /// A stable hash of every parameter (key=value, in key order): recorded in an image so it
+    /// is reopened only with the parameters it was formatted with.
+    pub fn fingerprint(&self) -> u64 {
+        let mut text = String::new();
+        for (k, v) in &self.params {
+            text.push_str(k);
+            text.push('=');
+            text.push_str(v);
+            text.push('\n');
+        }
+        xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+    }
+
     /// Rejects keys the design does not know (a misspelt parameter must not pass silently).
     pub fn check_known(&self, design: &str, known: &[&str]) -> Result<(), FtlError> {
         for k in self.params.keys() {
@@ -261,6 +274,48 @@ pub struct DesignSpec {
     pub recover: RecoverFn,
     /// Name of the workload that exercises the design's whole interface.
     pub default_workload: &'static str,
+}
+
+impl DesignSpec {
+    /// OOB bytes per page the design keeps on `geometry` (at most the spare area).
+    pub fn oob_record(&self, geometry: &Geometry) -> u32 {
+        (self.oob_record_bytes)(geometry).min(geometry.oob_bytes)
+    }
+
+    /// What an image formatted by this design with `options` records in its header.
+    pub fn image_identity(&self, options: &DesignOptions) -> flash::ImageIdentity {
+        flash::ImageIdentity {
+            design: self.name.to_string(),
+            params_hash: options.fingerprint(),
+        }
+    }
+
+    /// A new, erased image file for this design (to be formatted).
+    pub fn create_image(
+        &self,
+        path: &std::path::Path,
+        config: &flash::DeviceConfig,
+        options: &DesignOptions,
+    ) -> Result<Flash, FtlError> {
+        let oob = self.oob_record(&config.geometry);
+        let identity = self.image_identity(options);
+        let store = flash::FileStore::create(path, &config.geometry, oob, &identity)?;
+        Ok(Flash::new(config.clone(), Box::new(store)))
+    }
+
+    /// An existing image file, refused unless this design formatted it with `options` on this
+    /// geometry (to be recovered).
+    pub fn open_image(
+        &self,
+        path: &std::path::Path,
+        config: &flash::DeviceConfig,
+        options: &DesignOptions,
+    ) -> Result<Flash, FtlError> {
+        let oob = self.oob_record(&config.geometry);
+        let identity = self.image_identity(options);
+        let store = flash::FileStore::open(path, &config.geometry, oob, &identity)?;
+        Ok(Flash::new(config.clone(), Box::new(store)))
+    }
 }
 
 /// Checks that `[start, start+count)` lies inside the device and is not empty.

@@ -56,5 +56,21 @@ pub enum FtlError {
     #[error("flash metadata is damaged beyond what recovery can repair: {0}")]
     Corrupt(String),
     #[error("flash rule broken (an FTL bug): {0}")]
-    Flash(#[from] FlashError),
+    Flash(FlashError),
+    /// The image under the device failed (an I/O error): fail-stop, read-only until restarted.
+    #[error("{0}")]
+    ImageIo(FlashError),
+}
+
+impl From<FlashError> for FtlError {
+    fn from(e: FlashError) -> Self {
+        match e {
+            FlashError::Io(_)
+            | FlashError::ImageFailed { .. }
+            | FlashError::Image { .. }
+            | FlashError::ImageForeign { .. }
+            | FlashError::ImageGeometryMismatch { .. } => FtlError::ImageIo(e),
+            other => FtlError::Flash(other),
+        }
+    }
 }

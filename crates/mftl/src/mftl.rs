@@ -176,7 +176,7 @@ pub struct Mobius {
 }
 
 fn err_flash(e: flash::FlashError) -> FtlError {
-    FtlError::Flash(e)
+    e.into()
 }
 
 impl Mobius {

@@ -10,7 +10,7 @@ use ftl::{DesignOptions, FtlError, RecoveryReport};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 fn fe(e: flash::FlashError) -> FtlError {
-    FtlError::Flash(e)
+    e.into()
 }
 
 struct Scan {

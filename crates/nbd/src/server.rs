@@ -93,6 +93,10 @@ pub enum ServerError {
     Io(#[from] io::Error),
     #[error("backend flush at shutdown failed: {0}")]
     FinalFlush(crate::BackendError),
+    /// A backend call panicked: the device's state is unknown, so the server stopped serving
+    /// every connection and did not flush; what is on flash is what a power cut would leave.
+    #[error("a backend call panicked; the server stopped without flushing (the device is as a power cut left it)")]
+    BackendPanicked,
 }
 
 /// How a connection ended without error.
@@ -123,6 +127,8 @@ pub struct Server<B: NbdBackend> {
     config: ServerConfig,
     start: Instant,
     shutdown: Arc<AtomicBool>,
+    /// Set when a backend call panicked (the server then stops).
+    panicked: AtomicBool,
     size_bytes: u64,
     preferred_block_bytes: u32,
     /// Advertised maximum payload: the backend's, at most 32 MiB, a multiple of the preferred.
@@ -188,9 +194,8 @@ fn advertised_max(backend_max: u32, preferred: u32) -> u32 {
     (max / preferred * preferred).max(preferred)
 }
 
+/// The lock, poisoned or not: only for reports after serving (`with_backend`) and setup.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock means a backend call panicked on another connection; the state is as
-    // consistent as the backend left it, and refusing all further service helps nobody.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -208,6 +213,7 @@ impl<B: NbdBackend> Server<B> {
         Server {
             start: Instant::now(),
             shutdown: Arc::new(AtomicBool::new(false)),
+            panicked: AtomicBool::new(false),
             size_bytes: backend.size_bytes(),
             preferred_block_bytes: advertised_preferred(backend.preferred_block_size()),
             max_block_bytes: advertised_max(
@@ -256,12 +262,34 @@ impl<B: NbdBackend> Server<B> {
         f(&mut lock(&self.device).backend)
     }
 
-    /// Takes the backend back, for example to save the device state after serving.
-    pub fn into_backend(self) -> B {
+    /// Takes the backend back, for example to save the device state after serving; refused
+    /// when a backend call panicked (its state is unknown: do not flush or save it).
+    pub fn into_backend(self) -> Result<B, ServerError> {
         self.device
             .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .backend
+            .map(|d| d.backend)
+            .map_err(|_| ServerError::BackendPanicked)
+    }
+
+    /// The device under its lock for serving. A poisoned lock means a backend call panicked
+    /// with it held: the server stops (every connection sees the shutdown flag) instead of
+    /// serving from a state nobody can vouch for.
+    fn device(&self) -> Result<MutexGuard<'_, DeviceState<B>>, ServerError> {
+        self.device.lock().map_err(|_| {
+            self.stop_after_panic();
+            ServerError::BackendPanicked
+        })
+    }
+
+    /// Stops every connection after a backend panic.
+    pub(crate) fn stop_after_panic(&self) {
+        self.panicked.store(true, Ordering::SeqCst);
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// `true` once a backend call has panicked.
+    pub fn backend_panicked(&self) -> bool {
+        self.panicked.load(Ordering::SeqCst)
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -277,7 +305,7 @@ impl<B: NbdBackend> Server<B> {
     /// returns.
     pub fn flush_backend(&self) -> Result<(), ServerError> {
         let now_ns = self.elapsed_ns();
-        let mut dev = lock(&self.device);
+        let mut dev = self.device()?;
         let arrival = dev.last_arrival_ns.max(now_ns);
         dev.last_arrival_ns = arrival;
         if let Some(trace) = dev.trace.as_mut() {
@@ -290,7 +318,8 @@ impl<B: NbdBackend> Server<B> {
     }
 
     fn flush_trace(&self) {
-        if let Some(trace) = lock(&self.device).trace.as_mut() {
+        let Ok(mut dev) = self.device() else { return };
+        if let Some(trace) = dev.trace.as_mut() {
             if let Err(e) = trace.flush() {
                 eprintln!("mobius-nbd: flushing the trace failed: {e}");
             }
@@ -711,7 +740,7 @@ impl<B: NbdBackend> Server<B> {
     }
 
     fn record_disc(&self, request: &Request, header_ns: u64) {
-        let mut dev = lock(&self.device);
+        let Ok(mut dev) = self.device() else { return };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
         if let Some(record) = TraceRecord::from_request(request, arrival) {
@@ -747,7 +776,10 @@ impl<B: NbdBackend> Server<B> {
             reply.error = errno.code();
             return reply;
         }
-        let mut dev = lock(&self.device);
+        let Ok(mut dev) = self.device() else {
+            reply.error = Errno::Io.code();
+            return reply;
+        };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
         if let Some(record) = TraceRecord::from_request(request, arrival) {

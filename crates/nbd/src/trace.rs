@@ -283,8 +283,12 @@ impl TraceWriter {
         Ok(TraceWriter::new(std::fs::File::create(path)?))
     }
 
+    /// Writes one record and hands it to the kernel at once: the server records a request
+    /// before it runs it, so a `kill -9` loses no request whose reply was sent (a buffered
+    /// tail would lose the last few thousand).
     pub fn record(&mut self, record: &TraceRecord) -> io::Result<()> {
-        writeln!(self.out, "{record}")
+        writeln!(self.out, "{record}")?;
+        self.out.flush()
     }
 
     pub fn flush(&mut self) -> io::Result<()> {

@@ -221,17 +221,31 @@ impl<B: NbdBackend> Server<B> {
                 }
                 next_id += 1;
                 let id = next_id;
-                live.push(scope.spawn(move || {
-                    let result = stream
-                        .split()
-                        .map_err(ServerError::from)
-                        .and_then(|(r, w)| self.serve_connection(r, w));
-                    if let Err(e) = result {
-                        eprintln!("mobius-nbd: connection {id}: {e}");
-                    }
-                }));
+                live.push(scope.spawn(move || self.serve_accepted(id, stream)));
             }
         });
+        if self.backend_panicked() {
+            return Err(ServerError::BackendPanicked);
+        }
         self.flush_backend()
+    }
+
+    /// One accepted connection on its own thread. A panic in it (a backend call) stops the
+    /// whole server: no connection goes on serving from a state left half-changed.
+    fn serve_accepted<S: SplitStream>(&self, id: u64, stream: S) {
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            stream
+                .split()
+                .map_err(ServerError::from)
+                .and_then(|(r, w)| self.serve_connection(r, w))
+        }));
+        match served {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("mobius-nbd: connection {id}: {e}"),
+            Err(_) => {
+                eprintln!("mobius-nbd: connection {id} panicked; stopping the server");
+                self.stop_after_panic();
+            }
+        }
     }
 }

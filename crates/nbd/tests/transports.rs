@@ -171,3 +171,85 @@ fn sigterm_stops_the_server_cleanly_with_a_client_connected() {
     );
     assert!(c.closed());
 }
+
+/// A memory backend whose write at offset 0 panics (a bug in a design, for example).
+struct PanicsOnWriteAtZero(MemoryBackend);
+
+impl nbd::NbdBackend for PanicsOnWriteAtZero {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn preferred_block_size(&self) -> u32 {
+        self.0.preferred_block_size()
+    }
+    fn multi_conn_safe(&self) -> bool {
+        true
+    }
+    fn read(&mut self, offset: u64, buf: &mut [u8], at: u64) -> Result<u64, nbd::BackendError> {
+        self.0.read(offset, buf, at)
+    }
+    fn write(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        at: u64,
+    ) -> Result<u64, nbd::BackendError> {
+        assert_ne!(offset, 0, "injected backend bug");
+        self.0.write(offset, data, fua, at)
+    }
+    fn flush(&mut self, at: u64) -> Result<u64, nbd::BackendError> {
+        self.0.flush(at)
+    }
+    fn trim(&mut self, offset: u64, len: u64, at: u64) -> Result<u64, nbd::BackendError> {
+        self.0.trim(offset, len, at)
+    }
+    fn write_zeroes(
+        &mut self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        at: u64,
+    ) -> Result<u64, nbd::BackendError> {
+        self.0.write_zeroes(offset, len, fua, at)
+    }
+}
+
+#[test]
+fn a_backend_panic_stops_the_whole_server_unflushed() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = ServerConfig {
+        max_connections: 4,
+        ..ServerConfig::default()
+    };
+    let server = Server::new(PanicsOnWriteAtZero(MemoryBackend::new(1 << 20)), config);
+    let thread = std::thread::spawn(move || (server.serve_tcp_listener(listener), server));
+    let connect = || {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Client::connect_on(Client { stream }).0
+    };
+    let mut healthy = connect();
+    assert_eq!(healthy.write(1, 4096, &[7; 512], 0), 0);
+    let mut doomed = connect();
+    doomed.send(&request(NBD_CMD_WRITE, 0, 2, 0, 512));
+    doomed.send(&[9; 512]);
+    // The panicking connection gets no reply; the healthy one is served no more.
+    let (r, server) = thread.join().unwrap();
+    assert!(matches!(r, Err(nbd::ServerError::BackendPanicked)), "{r:?}");
+    assert!(server.backend_panicked());
+    assert!(doomed.closed());
+    assert!(
+        healthy.closed(),
+        "a connection went on serving after a backend panic"
+    );
+    assert_eq!(
+        server.with_backend(|b| b.0.flush_count),
+        0,
+        "flushed after a panic"
+    );
+    assert!(server.into_backend().is_err());
+}

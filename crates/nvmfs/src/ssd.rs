@@ -2,7 +2,7 @@
 //! FTL design through `ftl::BlockDevice`.
 
 use crate::error::Result;
-use flash::{DeviceConfig, FileStore, Flash};
+use flash::DeviceConfig;
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
 use std::path::Path;
 
@@ -13,9 +13,7 @@ pub fn create_ssd(
     spec: &DesignSpec,
     options: &DesignOptions,
 ) -> Result<Box<dyn BlockDevice>> {
-    let record = (spec.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
-    let store = FileStore::create(path, &config.geometry, record)?;
-    let flash = Flash::new(config.clone(), Box::new(store));
+    let flash = spec.create_image(path, config, options)?;
     Ok((spec.format)(flash, options)?)
 }
 
@@ -26,9 +24,7 @@ pub fn open_ssd(
     spec: &DesignSpec,
     options: &DesignOptions,
 ) -> Result<Box<dyn BlockDevice>> {
-    let record = (spec.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
-    let store = FileStore::open(path, &config.geometry, record)?;
-    let flash = Flash::new(config.clone(), Box::new(store));
+    let flash = spec.open_image(path, config, options)?;
     Ok((spec.recover)(flash, options)?.0)
 }
 

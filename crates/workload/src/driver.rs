@@ -59,7 +59,7 @@ pub struct RunResult {
 fn fatal(e: &FtlError) -> bool {
     matches!(
         e,
-        FtlError::Flash(_) | FtlError::Corrupt(_) | FtlError::NoSpace
+        FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) | FtlError::NoSpace
     )
 }
 
@@ -234,6 +234,11 @@ pub fn run(
             check_foreign(&op, &reads, &mut stats.read_mismatches);
         }
         if record {
+            // Recording runs (crash campaigns, tests) check the design's invariants after
+            // every request: a broken one names the request that broke it.
+            dev.check_invariants().map_err(|e| {
+                format!("request {} ({}) broke an invariant: {e}", issued - 1, op.kind())
+            })?;
             log.records.push(HostRecord {
                 index: log.records.len() as u64,
                 op,
@@ -257,6 +262,10 @@ pub fn run(
         .map_err(|e| format!("final flush failed: {e}"))?;
     end_ns = end_ns.max(flush.ack_ns);
     drain_deferred!(u64::MAX);
+    if record {
+        dev.check_invariants()
+            .map_err(|e| format!("the final flush broke an invariant: {e}"))?;
+    }
     if let Some(u) = deferred.keys().next() {
         return Err(format!("{}: SWRITE {u:?} never completed", dev.design()));
     }

@@ -120,12 +120,48 @@ pub struct Server {
 
 impl Server {
     pub fn start(dir: &Path, ftl: &str, image: &Path, size: &str, extra: &[&str]) -> Server {
+        Self::spawn(dir, None, ftl, image, size, extra).unwrap_or_else(|log| {
+            panic!("mobius serve did not come up: {log}");
+        })
+    }
+
+    /// Like `start`, with the process's file-size limit (RLIMIT_FSIZE) at `fsize` bytes: a
+    /// write to the image beyond it fails with EFBIG, a real I/O error. Err: the server's log.
+    #[allow(dead_code)]
+    pub fn start_limited(
+        dir: &Path,
+        ftl: &str,
+        image: &Path,
+        size: &str,
+        fsize: u64,
+    ) -> Result<Server, String> {
+        Self::spawn(dir, Some(fsize), ftl, image, size, &[])
+    }
+
+    fn spawn(
+        dir: &Path,
+        fsize: Option<u64>,
+        ftl: &str,
+        image: &Path,
+        size: &str,
+        extra: &[&str],
+    ) -> Result<Server, String> {
         let socket = dir.join("serve.sock");
         // A socket left by a killed server would look like a live one while this one recovers.
         let _ = std::fs::remove_file(&socket);
         let n = std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
         let log = dir.join(format!("serve-{n}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        let mut command = match fsize {
+            None => Command::new(env!("CARGO_BIN_EXE_mobius")),
+            Some(bytes) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--fsize={bytes}"))
+                    .arg("--")
+                    .arg(env!("CARGO_BIN_EXE_mobius"));
+                c
+            }
+        };
+        let child = command
             .args(["serve", "--ftl", ftl, "--size", size, "--image"])
             .arg(image)
             .arg("--socket")
@@ -143,12 +179,11 @@ impl Server {
         };
         // The socket appears once the image is formatted or recovered.
         let up = wait_for(60, || server.socket.exists() || !server.running());
-        assert!(
-            up && server.running(),
-            "mobius serve did not come up: {}",
-            std::fs::read_to_string(&server.log).unwrap_or_default()
-        );
-        server
+        if up && server.running() {
+            Ok(server)
+        } else {
+            Err(std::fs::read_to_string(&server.log).unwrap_or_default())
+        }
     }
 
     pub fn uri(&self) -> String {
