@@ -113,19 +113,42 @@ pub struct BenchArgs {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let bar = crate::progress::bar(0, "bench");
+    let out = measure(args, &|done, total| {
+        bar.set_length(total);
+        bar.set_position(done)
+    })?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print_human(&out);
+    }
+    let mismatches = out["read_mismatches"].as_u64().unwrap_or(0);
+    if mismatches > 0 {
+        anyhow::bail!("{mismatches} reads returned data other than the last write");
+    }
+    Ok(())
+}
+
+/// Runs the benchmark `args` describe and returns the object `--json` prints; `progress(done,
+/// total)` follows the measured requests.
+pub fn measure(
+    args: &BenchArgs,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> anyhow::Result<serde_json::Value> {
     let design = crate::designs::find(&args.ftl)?;
     let config = args.device.resolve()?;
     let spec = args.workload.resolve(design.default_workload)?;
     let options = DesignOptions::from_pairs(&args.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
     let flash = Flash::in_memory(config.clone(), oob, !args.full_data);
-    let mut dev = (design.format)(flash, &options)?;
-    let bar = crate::progress::bar(spec.requests, "bench");
+    let mut dev = design.build(flash, &options)?;
+    let total = spec.requests;
     let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
-        bar.set_position(done)
+        progress(done, total)
     })
     .map_err(anyhow::Error::msg)?;
-    bar.finish_and_clear();
     let s = &result.stats;
     let metrics = dev.metrics();
     let (wear_min, wear_max, wear_mean) = dev.flash().wear_spread();
@@ -136,7 +159,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     } else {
         let mut flash = dev.into_flash();
         flash.start_clock_at(result.end_ns);
-        let (_dev, report) = (design.recover)(flash, &options)?;
+        let (_dev, report) = design.reopen(flash, &options)?;
         Some(report)
     };
     let sim_s = s.sim_seconds().max(1e-12);
@@ -187,18 +210,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             obj.insert(format!("recovery_{k}"), serde_json::json!(v));
         }
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&out)?);
-    } else {
-        print_human(&out);
-    }
-    if s.read_mismatches > 0 {
-        anyhow::bail!(
-            "{} reads returned data other than the last write",
-            s.read_mismatches
-        );
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// The process's peak resident set (VmHWM in /proc/self/status), in bytes; `None` where the

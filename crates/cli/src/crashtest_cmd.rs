@@ -119,6 +119,18 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     )
 }
 
+/// What `--json` prints for a single campaign, or for a soak (`seeds` given or `ftl` = `all`),
+/// without printing: the library entry point of the Python package. SQLite workloads, controls,
+/// replays and shrinking stay command-line only.
+pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
+    if args.seeds.is_some() || args.ftl == "all" {
+        let cfg = soak_config(args, designs_named(&args.ftl)?)?;
+        return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
+    }
+    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    Ok(crashtest::run_campaign(&cfg, &|_, _| {})?.to_json())
+}
+
 /// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).
 fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<CampaignConfig> {
     let device = args.device.resolve()?;

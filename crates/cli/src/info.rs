@@ -50,7 +50,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
-                "preset": c.preset, "geometry": g, "timing": c.timing, "over_provisioning": c.over_provisioning,
+                "preset": c.preset, "geometry": g, "timing": c.timing, "over_provisioning": c.over_provisioning, "host": c.host,
                 "capacity_bytes": g.capacity_bytes(), "pages": g.pages(), "blocks": g.blocks(), "chips": g.chips(),
                 "design": design,
             }))?
@@ -91,6 +91,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
         c.timing.transfer_ns(g.page_bytes as u64) as f64 / 1e3
     );
     println!("over-provisioning {:.1} %", c.over_provisioning * 100.0);
+    println!("host interface    {}", c.host);
     if let Some(d) = design {
         println!(
             "design            {} ({})",
@@ -121,7 +122,7 @@ fn design_info(
     let design = crate::designs::find(name)?;
     let options = ftl::DesignOptions::from_pairs(params)?;
     let oob = design.oob_record(&c.geometry);
-    let mut dev = (design.format)(flash::Flash::in_memory(c.clone(), oob, true), &options)?;
+    let mut dev = design.build(flash::Flash::in_memory(c.clone(), oob, true), &options)?;
     let g = &c.geometry;
     let exported = dev.logical_pages() as u64 * g.page_bytes as u64;
     let mut v = serde_json::json!({

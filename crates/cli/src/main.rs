@@ -3,18 +3,9 @@
 //! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time),
 //! `compare` (the papers' experiments side by side).
 
-mod bench;
-mod compare_cmd;
-mod crashtest_cmd;
-mod designs;
-mod device_args;
-mod info;
-mod nbd_backend;
-mod nvmfs_cmd;
-mod progress;
-mod replay;
-mod serve;
-mod sql_cmd;
+use mobius_cli::{
+    bench, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd,
+};
 
 use clap::{Parser, Subcommand};
 

@@ -480,7 +480,7 @@ mod tests {
         let design = crate::designs::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
         let flash = Flash::in_memory(config, oob, false);
-        let dev = (design.format)(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap();
+        let dev = design.build(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap();
         FtlBackend::new(dev, 0)
     }
 
@@ -606,7 +606,7 @@ mod tests {
         for &at in &instants {
             let mut flash = Flash::new(config.clone(), log.image_at(base.as_ref(), at, true));
             flash.start_clock_at(at);
-            let (mut dev, _) = (design.recover)(flash, &DesignOptions::default()).unwrap();
+            let (mut dev, _) = design.reopen(flash, &DesignOptions::default()).unwrap();
             let mut out = Vec::new();
             dev.read(Lpn(24), 8, at, &mut out).unwrap();
             let firsts: Vec<u8> = out

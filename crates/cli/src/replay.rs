@@ -382,7 +382,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let options = DesignOptions::from_pairs(&args.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
     let flash = Flash::in_memory(config.clone(), oob, true);
-    let mut dev = (design.format)(flash, &options)?;
+    let mut dev = design.build(flash, &options)?;
     let timing = match args.qd {
         Some(queue_depth) => Timing::Closed { queue_depth },
         None => Timing::Trace,
@@ -485,7 +485,7 @@ mod tests {
         let design = crate::designs::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry);
         let flash = Flash::in_memory(config, oob, true);
-        (design.format)(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap()
+        design.build(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap()
     }
 
     fn parse(text: &str, format: Format) -> Vec<Request> {

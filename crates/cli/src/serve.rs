@@ -111,7 +111,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         None => {
             let flash =
                 Flash::in_memory(config.clone(), design.oob_record(&config.geometry), false);
-            let dev = (design.format)(flash, &options)?;
+            let dev = design.build(flash, &options)?;
             eprintln!("mobius serve: formatted {} in memory", design.name);
             dev
         }
@@ -129,7 +129,7 @@ pub(crate) fn open_image(
 ) -> anyhow::Result<Box<dyn ftl::BlockDevice>> {
     Ok(if image.exists() {
         let flash = design.open_image(image, config, options)?;
-        let (dev, report) = (design.recover)(flash, options)?;
+        let (dev, report) = design.reopen(flash, options)?;
         eprintln!(
             "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
             design.name,
@@ -140,7 +140,7 @@ pub(crate) fn open_image(
         dev
     } else {
         let flash = design.create_image(image, config, options)?;
-        let mut dev = (design.format)(flash, options)?;
+        let mut dev = design.build(flash, options)?;
         dev.flash_mut().sync()?;
         eprintln!(
             "mobius serve: formatted {} on new image {}",

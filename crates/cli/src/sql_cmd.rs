@@ -85,7 +85,7 @@ pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     let config = args.db.config()?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
-    let dev = (design.format)(Flash::in_memory(config, oob, false), &options)?;
+    let dev = design.build(Flash::in_memory(config, oob, false), &options)?;
     let db = Database::create(dev, &args.db.open_options(args.seed)?)?;
     let w = Workload::parse(&args.workload)?;
     let scale = Scale {

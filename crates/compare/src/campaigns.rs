@@ -139,6 +139,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims,
         data: serde_json::Value::Object(data),
         skipped,
+        host: Some(flash::DeviceConfig::preset("small").expect("small preset").host),
     }
 }
 

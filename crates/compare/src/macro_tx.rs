@@ -227,7 +227,7 @@ pub fn run_mode(
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    let mut dev = (spec.format)(flash, &DesignOptions::default()).map_err(|e| e.to_string())?;
+    let mut dev = spec.build(flash, &DesignOptions::default()).map_err(|e| e.to_string())?;
     if dev.logical_pages() < wl.logical_pages_needed {
         return Err(format!(
             "needs {} logical pages, device has {}",
@@ -680,6 +680,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims,
         data: serde_json::Value::Object(data),
         skipped,
+        host: device(ctx).ok().map(|c| c.host),
     }
 }
 

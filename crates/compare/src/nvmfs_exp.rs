@@ -88,6 +88,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims: vec![claim],
         data: serde_json::to_value(&e).unwrap_or_default(),
         skipped,
+        host: Some(opts.config.host),
     }
 }
 

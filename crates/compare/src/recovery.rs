@@ -77,7 +77,7 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64) -> Result<(f64, u64), Strin
         options = options.with(p, zone_blocks);
     }
     let flash = Flash::in_memory(config.clone(), (spec.oob_record_bytes)(g), true);
-    let mut dev = (spec.format)(flash, &options).map_err(|e| e.to_string())?;
+    let mut dev = spec.build(flash, &options).map_err(|e| e.to_string())?;
     let mode = Mode {
         label: s.label,
         design: s.design,
@@ -104,7 +104,7 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64) -> Result<(f64, u64), Strin
     let end = dev.flash().idle_ns();
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
-    let (_dev, report) = (spec.recover)(flash, &options).map_err(|e| format!("recovery: {e}"))?;
+    let (_dev, report) = spec.reopen(flash, &options).map_err(|e| format!("recovery: {e}"))?;
     Ok((report.sim_ns as f64 / 1e6, report.flash_reads))
 }
 
@@ -178,6 +178,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims,
         data: serde_json::Value::Object(data),
         skipped,
+        host: ctx.device("jasmine").ok().map(|c| c.host),
     }
 }
 

@@ -33,6 +33,8 @@ pub struct ExperimentResult {
     pub data: serde_json::Value,
     /// Designs or modes that were skipped, with the reason (e.g. not built yet).
     pub skipped: Vec<String>,
+    /// The host interface every design of this experiment sat behind (the same for all).
+    pub host: Option<flash::HostInterface>,
 }
 
 impl ExperimentResult {
@@ -47,6 +49,7 @@ impl ExperimentResult {
             claims: Vec::new(),
             data: serde_json::Value::Null,
             skipped: vec![why],
+            host: None,
         }
     }
 }
@@ -84,6 +87,9 @@ pub fn write_report(dir: &Path, header: &str, results: &[ExperimentResult]) -> s
     let _ = writeln!(md, "{header}\n");
     for r in results {
         let _ = writeln!(md, "## {}\n\n{}\n", r.title, r.description);
+        if let Some(host) = &r.host {
+            let _ = writeln!(md, "Host interface, the same for every design: {host}.\n");
+        }
         if !r.skipped.is_empty() {
             let _ = writeln!(md, "Skipped: {}\n", r.skipped.join("; "));
         }
@@ -102,7 +108,7 @@ pub fn write_report(dir: &Path, header: &str, results: &[ExperimentResult]) -> s
         .map(|r| {
             (
                 r.id.to_string(),
-                serde_json::json!({ "title": r.title, "data": r.data, "claims": claims_json(&r.claims), "tables": r.tables, "skipped": r.skipped }),
+                serde_json::json!({ "title": r.title, "data": r.data, "claims": claims_json(&r.claims), "tables": r.tables, "skipped": r.skipped, "host_interface": r.host }),
             )
         })
         .collect();

@@ -99,7 +99,7 @@ fn measure(ctx: &Context, s: &Setup, w: Workload, sz: &Sizes) -> Result<RunRepor
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     let oob = (spec.oob_record_bytes)(&device.geometry);
-    let dev = (spec.format)(
+    let dev = spec.build(
         flash::Flash::in_memory(device, oob, false),
         &ftl::DesignOptions::default(),
     )
@@ -191,6 +191,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::to_value(results.iter().map(|(_, _, r)| r).collect::<Vec<_>>())
             .unwrap_or_default(),
         skipped,
+        host: ctx.device("small").ok().map(|c| c.host),
     }
 }
 

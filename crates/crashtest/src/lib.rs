@@ -143,7 +143,7 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
     let base = flash.start_recording();
     let mut dev =
-        (cfg.design.format)(flash, &cfg.options).map_err(|source| CampaignError::Format {
+        cfg.design.build(flash, &cfg.options).map_err(|source| CampaignError::Format {
             design: cfg.design.name,
             source,
         })?;
@@ -294,7 +294,7 @@ fn check_image(
         what,
         replay: replay_command(cfg, p.instant_ns, p.torn),
     };
-    let (mut dev, report) = match (cfg.design.recover)(flash, &cfg.options) {
+    let (mut dev, report) = match cfg.design.reopen(flash, &cfg.options) {
         Ok(x) => x,
         Err(e) => {
             return Outcome {

@@ -158,7 +158,7 @@ fn shape_workload(
 pub fn capabilities(design: &DesignSpec, options: &DesignOptions) -> Option<TxCapabilities> {
     let d = DeviceConfig::preset("small").expect("small preset");
     let flash = Flash::in_memory(d.clone(), (design.oob_record_bytes)(&d.geometry), true);
-    let mut dev = (design.format)(flash, options).ok()?;
+    let mut dev = design.build(flash, options).ok()?;
     dev.transactional().map(|t| t.capabilities())
 }
 

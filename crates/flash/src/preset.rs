@@ -6,6 +6,7 @@
 //! pairs (see [`DeviceConfig::with_overrides`]).
 
 use crate::geometry::Geometry;
+use crate::host::HostInterface;
 use crate::timing::Timing;
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,9 @@ pub struct DeviceConfig {
     pub timing: Timing,
     /// Fraction of physical pages hidden from the host for GC headroom.
     pub over_provisioning: f64,
+    /// The host link and write staging buffer in front of the design (see [`crate::host`]).
+    #[serde(default)]
+    pub host: HostInterface,
 }
 
 /// The preset names `--preset` accepts.
@@ -50,7 +54,7 @@ const MLC_16K: Timing = Timing {
 impl DeviceConfig {
     /// Looks a preset up by name.
     pub fn preset(name: &str) -> Result<DeviceConfig, String> {
-        let (geometry, timing, over_provisioning) = match name {
+        let (geometry, timing, over_provisioning, host) = match name {
             // Möbius on Jasmine OpenSSD: 64 GB [P], 4 KB page + 224 B spare [P], 128 pages per
             // block [R], 4 channels × 4 chips [R] → 8,192 blocks per chip.
             "jasmine" => (
@@ -64,6 +68,13 @@ impl DeviceConfig {
                 },
                 MLC_2010,
                 0.07,
+                // Jasmine's SATA 2.0 port; the paper's board peaks near 95 MB/s for writes [P]
+                // (Möbius §V-A, Fig. 8); 20 µs per command, 8 MB DRAM write buffer [R].
+                HostInterface {
+                    link_mb_s: 95,
+                    command_ns: 20_000,
+                    write_buffer_pages: 2048,
+                },
             ),
             // TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
             // metadata [P], 15 % of pages reserved [P], 64 pages per block [R].
@@ -78,6 +89,7 @@ impl DeviceConfig {
                 },
                 SLC_SAMSUNG,
                 0.15,
+                HostInterface::SATA2, // [R]: the TxFlash simulator models no link.
             ),
             // OPTR on OpenSSD: 4 ch × 4 chips, 128 × 16 KB pages per block, ≈ 4,000 blocks per
             // chip, 2,208 B spare [P]; 128 GB nominal.
@@ -92,6 +104,7 @@ impl DeviceConfig {
                 },
                 MLC_16K,
                 0.07,
+                HostInterface::SATA3, // OpenSSD's SATA 3.0 port [P]; command cost, buffer [R].
             ),
             // NVMFS FTL study: 24 GB, 4 KB page, 256 KB block, 10 % over-provisioning [P];
             // 8 channels × 2 chips [R], SLC (X25-E class) timing [R].
@@ -106,6 +119,7 @@ impl DeviceConfig {
                 },
                 SLC_SAMSUNG,
                 0.10,
+                HostInterface::SATA2, // X25-E class SATA 2.0 [R].
             ),
             // A 16 MB device for tests and exhaustive crash campaigns [R].
             "small" => (
@@ -119,6 +133,8 @@ impl DeviceConfig {
                 },
                 SLC_SAMSUNG,
                 0.125,
+                // Ideal host: crash-test regression instants depend on it staying so.
+                HostInterface::NONE,
             ),
             other => {
                 return Err(format!(
@@ -132,6 +148,7 @@ impl DeviceConfig {
             geometry,
             timing,
             over_provisioning,
+            host,
         })
     }
 

@@ -3,6 +3,8 @@
 //! - [`device`]: the block-device interface every design implements, the transactional
 //!   interface (static and dynamic transactions, abort, serializable read), design options,
 //!   recovery reports and the [`DesignSpec`] the tools use to build and recover a design;
+//! - [`host_interface`]: the one host model (link, command cost, staging buffer) every design
+//!   the tools build sits behind;
 //! - [`promise`]: the crash promises a design can declare;
 //! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
 //!   cost-benefit GC, static wear leveling, over-provisioning.
@@ -10,6 +12,7 @@
 pub mod alloc;
 pub mod device;
 pub mod error;
+pub mod host_interface;
 pub mod promise;
 pub mod space;
 pub mod validity;
@@ -20,6 +23,7 @@ pub use device::{
     RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,
 };
 pub use error::{FtlError, TxUuid};
+pub use host_interface::{HostLink, HostLinked};
 pub use promise::Promise;
 pub use space::{GcPolicy, Moved, Space};
 pub use validity::{Validity, NO_OWNER};

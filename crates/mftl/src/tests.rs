@@ -39,16 +39,6 @@ fn read1(d: &mut Mobius, lpn: u32, at: u64) -> Option<u64> {
     }
 }
 
-fn crash(d: Mobius, at: u64) -> Mobius {
-    let mut f = Box::new(d).into_flash();
-    let cfg = f.config().clone();
-    let img = f.store().snapshot();
-    let mut f2 = Flash::new(cfg, img);
-    f2.start_clock_at(at);
-    let _ = &mut f;
-    Mobius::recover(f2, &DesignOptions::default()).unwrap().0
-}
-
 // ------------------------------------------------------------------ host model
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -14,10 +14,10 @@ pub fn create_ssd(
     options: &DesignOptions,
 ) -> Result<Box<dyn BlockDevice>> {
     let flash = spec.create_image(path, config, options)?;
-    Ok((spec.format)(flash, options)?)
+    Ok(spec.build(flash, options)?)
 }
 
-/// Opens an existing SSD image and recovers `spec` on it (`(spec.recover)(flash, options)`).
+/// Opens an existing SSD image and recovers `spec` on it (`spec.reopen(flash, options)`).
 pub fn open_ssd(
     path: &Path,
     config: &DeviceConfig,
@@ -25,7 +25,7 @@ pub fn open_ssd(
     options: &DesignOptions,
 ) -> Result<Box<dyn BlockDevice>> {
     let flash = spec.open_image(path, config, options)?;
-    Ok((spec.recover)(flash, options)?.0)
+    Ok(spec.reopen(flash, options)?.0)
 }
 
 /// Mounts the file system on these images: formats both when neither exists, recovers both

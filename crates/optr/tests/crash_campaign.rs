@@ -83,7 +83,7 @@ fn the_campaign_workload_coalesces_and_collects() {
         let spec = optr::spec();
         let config = flash::DeviceConfig::preset("small").unwrap();
         let f = flash::Flash::in_memory(config, optr::OOB_BYTES, true);
-        let mut dev = (spec.format)(f, &DesignOptions::default()).unwrap();
+        let mut dev = spec.build(f, &DesignOptions::default()).unwrap();
         let w = workload(requests, flush_every);
         workload::run(dev.as_mut(), &w, 61, 0, false, &mut |_, _| {}).unwrap();
         let m = dev.metrics();

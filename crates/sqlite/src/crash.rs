@@ -114,7 +114,7 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
 /// Builds the device, loads the tables, then runs the transactions with the flash recording.
 fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
     let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let dev = (cfg.design.format)(
+    let dev = cfg.design.build(
         Flash::in_memory(cfg.device.clone(), oob, false),
         &cfg.options,
     )?;
@@ -169,7 +169,7 @@ fn judge(
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(at);
     let (dev, _) =
-        (cfg.design.recover)(flash, &cfg.options).map_err(|e| format!("recovery failed: {e}"))?;
+        cfg.design.reopen(flash, &cfg.options).map_err(|e| format!("recovery failed: {e}"))?;
     let db = Database::open(dev, &cfg.open).map_err(|e| format!("database does not open: {e}"))?;
     workload::check_invariant(&db, cfg.workload)?;
     let k = workload::committed_count(&db, cfg.workload).map_err(|e| format!("count: {e}"))?;

@@ -36,7 +36,7 @@ pub fn device(name: &str) -> Box<dyn BlockDevice> {
     let spec = spec(name);
     let c = config();
     let oob = (spec.oob_record_bytes)(&c.geometry);
-    (spec.format)(Flash::in_memory(c, oob, false), &DesignOptions::default()).expect("format")
+    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default()).expect("format")
 }
 
 /// Power cut: the device's RAM is dropped and the design recovers from flash alone.
@@ -45,7 +45,7 @@ pub fn recover(name: &str, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
     let mut flash = dev.into_flash();
     let end = flash.idle_ns();
     flash.start_clock_at(end);
-    (spec.recover)(flash, &DesignOptions::default())
+    spec.reopen(flash, &DesignOptions::default())
         .expect("recover")
         .0
 }

@@ -1,0 +1,16 @@
+//! The `mobius` program's commands as a library: the binary (`src/main.rs`) parses the command
+//! line into these argument structs, and the Python package (`python/`) fills the same structs
+//! from keyword arguments, so both front ends run one code path.
+
+pub mod bench;
+pub mod compare_cmd;
+pub mod crashtest_cmd;
+pub mod designs;
+pub mod device_args;
+pub mod info;
+pub mod nbd_backend;
+pub mod nvmfs_cmd;
+pub mod progress;
+pub mod replay;
+pub mod serve;
+pub mod sql_cmd;

@@ -1,0 +1,47 @@
+//! The host interface is applied by every tool through `DesignSpec::build` (issue #16): a design
+//! run by `mobius bench` is capped by the preset's link, whatever the design.
+
+use std::process::Command;
+
+fn bench(ftl: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench", "--ftl", ftl, "--preset", "small", "--workload", "seqwrite", "--requests", "300",
+        "--no-recovery", "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(&args)
+        .output()
+        .expect("run mobius");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn every_design_is_capped_by_the_link_of_its_device() {
+    for ftl in ["dftl", "mobius", "wcache", "txflash-bpcc"] {
+        let ideal = bench(ftl, &[]);
+        let linked = bench(ftl, &["--set", "host.link_mb_s=20"]);
+        let (free, capped) = (
+            ideal["bandwidth_mb_s"].as_f64().unwrap(),
+            linked["bandwidth_mb_s"].as_f64().unwrap(),
+        );
+        assert!(free > 25.0, "{ftl}: {free} MB/s without a link");
+        assert!(capped <= 20.0, "{ftl}: {capped} MB/s over a 20 MB/s link");
+        assert!(capped > 15.0, "{ftl}: {capped} MB/s: the link should be the bottleneck");
+        // One command per request; no host model at all on the ideal `small` preset.
+        assert_eq!(linked["host_commands"].as_f64(), Some(301.0), "{ftl}");
+        assert!(ideal.get("host_commands").is_none(), "{ftl}");
+    }
+}
+
+#[test]
+fn an_unknown_host_field_is_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(["info", "--preset", "jasmine", "--set", "host.speed=3"])
+        .output()
+        .expect("run mobius");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host.speed"), "{err}");
+}
