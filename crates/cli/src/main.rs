@@ -3,9 +3,7 @@
 //! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time),
 //! `compare` (the papers' experiments side by side).
 
-use mobius_cli::{
-    bench, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd,
-};
+use mobius_cli::{bench, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd};
 
 use clap::{Parser, Subcommand};
 
@@ -40,6 +38,53 @@ enum Command {
     SqlBench(sql_cmd::SqlBenchArgs),
     /// A SQLite shell on a flash image (kill -9 = power cut; the next start recovers).
     Sql(sql_cmd::SqlArgs),
+    /// A sweep on Dask (designs × presets × params × workloads × seeds) from a TOML spec; runs
+    /// the Python package's `mobius.dask_sweep` (docs/python.md).
+    Sweep(SweepArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SweepArgs {
+    /// Sweep spec (TOML; docs/python.md).
+    #[arg(long)]
+    spec: std::path::PathBuf,
+    /// Output directory: finished cells as a Parquet dataset under `cells/` (re-runs resume).
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// Address of a Dask scheduler (tcp://HOST:PORT); default a LocalCluster, one worker per core.
+    #[arg(long)]
+    scheduler: Option<String>,
+    /// LocalCluster workers (0 = run the cells in one process).
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+/// `mobius sweep`: hands the arguments to `python3 -m mobius.dask_sweep`.
+fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-m", "mobius.dask_sweep", "--spec"])
+        .arg(&a.spec)
+        .arg("--out")
+        .arg(&a.out);
+    if let Some(s) = &a.scheduler {
+        cmd.args(["--scheduler", s]);
+    }
+    if let Some(w) = a.workers {
+        cmd.args(["--workers", &w.to_string()]);
+    }
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import mobius.dask_sweep, dask.distributed"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        anyhow::bail!(
+            "mobius sweep needs python3 with the mobius package and dask: pip install './python[sweep]' (docs/python.md)"
+        );
+    }
+    let status = cmd.status()?;
+    if !status.success() {
+        anyhow::bail!("the sweep failed ({status})");
+    }
+    Ok(())
 }
 
 fn main() {
@@ -54,6 +99,7 @@ fn main() {
         Command::SqlBench(a) => sql_cmd::bench(a),
         Command::Sql(a) => sql_cmd::shell(a),
         Command::Replay(a) => replay::run(a),
+        Command::Sweep(a) => sweep(a),
     };
     if let Err(e) = result {
         eprintln!("mobius: error: {e}");

@@ -480,7 +480,9 @@ mod tests {
         let design = crate::designs::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
         let flash = Flash::in_memory(config, oob, false);
-        let dev = design.build(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap();
+        let dev = design
+            .build(flash, &DesignOptions::from_pairs(&[]).unwrap())
+            .unwrap();
         FtlBackend::new(dev, 0)
     }
 

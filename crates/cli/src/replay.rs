@@ -485,7 +485,9 @@ mod tests {
         let design = crate::designs::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry);
         let flash = Flash::in_memory(config, oob, true);
-        design.build(flash, &DesignOptions::from_pairs(&[]).unwrap()).unwrap()
+        design
+            .build(flash, &DesignOptions::from_pairs(&[]).unwrap())
+            .unwrap()
     }
 
     fn parse(text: &str, format: Format) -> Vec<Request> {

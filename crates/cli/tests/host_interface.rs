@@ -5,15 +5,28 @@ use std::process::Command;
 
 fn bench(ftl: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
-        "bench", "--ftl", ftl, "--preset", "small", "--workload", "seqwrite", "--requests", "300",
-        "--no-recovery", "--json",
+        "bench",
+        "--ftl",
+        ftl,
+        "--preset",
+        "small",
+        "--workload",
+        "seqwrite",
+        "--requests",
+        "300",
+        "--no-recovery",
+        "--json",
     ];
     args.extend_from_slice(extra);
     let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
         .args(&args)
         .output()
         .expect("run mobius");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
@@ -28,7 +41,10 @@ fn every_design_is_capped_by_the_link_of_its_device() {
         );
         assert!(free > 25.0, "{ftl}: {free} MB/s without a link");
         assert!(capped <= 20.0, "{ftl}: {capped} MB/s over a 20 MB/s link");
-        assert!(capped > 15.0, "{ftl}: {capped} MB/s: the link should be the bottleneck");
+        assert!(
+            capped > 15.0,
+            "{ftl}: {capped} MB/s: the link should be the bottleneck"
+        );
         // One command per request; no host model at all on the ideal `small` preset.
         assert_eq!(linked["host_commands"].as_f64(), Some(301.0), "{ftl}");
         assert!(ideal.get("host_commands").is_none(), "{ftl}");

@@ -53,7 +53,8 @@ fn fresh(ctx: &Context, design: &str) -> Result<Box<dyn BlockDevice>, String> {
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    spec.build(flash, &DesignOptions::default()).map_err(|e| e.to_string())
+    spec.build(flash, &DesignOptions::default())
+        .map_err(|e| e.to_string())
 }
 
 /// Committed transactions per simulated second for a sequential writer of `pages`-page transactions.
@@ -146,8 +147,9 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64)
     let spec = ctx.design(design).ok_or("not built")?;
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
-    let (_d, r) =
-        spec.reopen(flash, &DesignOptions::default()).map_err(|e| format!("recovery: {e}"))?;
+    let (_d, r) = spec
+        .reopen(flash, &DesignOptions::default())
+        .map_err(|e| format!("recovery: {e}"))?;
     Ok((
         total_time as f64 / committed.max(1) as f64 / 1e6,
         r.sim_ns as f64 / 1e6,

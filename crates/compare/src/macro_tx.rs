@@ -147,7 +147,9 @@ fn journal_step(
     at: u64,
 ) -> Result<u64, FtlError> {
     let journal: Vec<Lpn> = match step {
-        JournalStep::Data => (0..writes.len() as u32).map(|k| Lpn(journal_base + 1 + k)).collect(),
+        JournalStep::Data => (0..writes.len() as u32)
+            .map(|k| Lpn(journal_base + 1 + k))
+            .collect(),
         JournalStep::Commit => vec![Lpn(journal_base)],
         JournalStep::Checkpoint => writes.to_vec(),
     };
@@ -227,7 +229,9 @@ pub fn run_mode(
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    let mut dev = spec.build(flash, &DesignOptions::default()).map_err(|e| e.to_string())?;
+    let mut dev = spec
+        .build(flash, &DesignOptions::default())
+        .map_err(|e| e.to_string())?;
     if dev.logical_pages() < wl.logical_pages_needed {
         return Err(format!(
             "needs {} logical pages, device has {}",

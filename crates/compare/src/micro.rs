@@ -137,7 +137,9 @@ fn measure(ctx: &Context, mode: Mode, size: u32, sequential: bool) -> Result<f64
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    let mut dev = spec.build(flash, &DesignOptions::default()).map_err(|e| e.to_string())?;
+    let mut dev = spec
+        .build(flash, &DesignOptions::default())
+        .map_err(|e| e.to_string())?;
     let range =
         ((5u64 << 30) / config.geometry.page_bytes as u64).min(dev.logical_pages() as u64) as u32;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ size as u64 ^ ((sequential as u64) << 32));

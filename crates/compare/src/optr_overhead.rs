@@ -317,7 +317,8 @@ pub fn run_grid(
     let g = &grid.device.geometry;
     let logical = |spec: &DesignSpec| -> Result<u32, String> {
         let flash = Flash::in_memory(grid.device.clone(), (spec.oob_record_bytes)(g), true);
-        Ok(spec.build(flash, &grid.options(spec))
+        Ok(spec
+            .build(flash, &grid.options(spec))
             .map_err(|e| e.to_string())?
             .logical_pages())
     };

@@ -104,7 +104,9 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64) -> Result<(f64, u64), Strin
     let end = dev.flash().idle_ns();
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
-    let (_dev, report) = spec.reopen(flash, &options).map_err(|e| format!("recovery: {e}"))?;
+    let (_dev, report) = spec
+        .reopen(flash, &options)
+        .map_err(|e| format!("recovery: {e}"))?;
     Ok((report.sim_ns as f64 / 1e6, report.flash_reads))
 }
 

@@ -99,11 +99,12 @@ fn measure(ctx: &Context, s: &Setup, w: Workload, sz: &Sizes) -> Result<RunRepor
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     let oob = (spec.oob_record_bytes)(&device.geometry);
-    let dev = spec.build(
-        flash::Flash::in_memory(device, oob, false),
-        &ftl::DesignOptions::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    let dev = spec
+        .build(
+            flash::Flash::in_memory(device, oob, false),
+            &ftl::DesignOptions::default(),
+        )
+        .map_err(|e| e.to_string())?;
     let mut open = OpenOptions::new(s.mode);
     open.tx_kind = s.tx;
     open.synchronous = synchronous(s.mode).into();

@@ -47,7 +47,10 @@ fn a_refused_transaction_goes_through_the_host_journal_and_costs_what_it_costs()
     assert_eq!(accepted.journal_fallbacks, 0);
     assert_eq!(refused.journal_fallbacks, 1, "{refused:?}");
     assert_eq!(refused.errors, 0);
-    assert_eq!(refused.committed, 41, "every transaction commits, the big one by the journal");
+    assert_eq!(
+        refused.committed, 41,
+        "every transaction commits, the big one by the journal"
+    );
     assert_eq!(refused.host_pages_written, 80 + 400);
     // The journal writes the 400 pages twice plus a commit record: at least 801 programs
     // beyond the small transactions' 80, where a device transaction writes them once.

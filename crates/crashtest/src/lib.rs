@@ -143,10 +143,12 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
     let base = flash.start_recording();
     let mut dev =
-        cfg.design.build(flash, &cfg.options).map_err(|source| CampaignError::Format {
-            design: cfg.design.name,
-            source,
-        })?;
+        cfg.design
+            .build(flash, &cfg.options)
+            .map_err(|source| CampaignError::Format {
+                design: cfg.design.name,
+                source,
+            })?;
     let ready_ns = dev.flash().idle_ns();
     let run = workload::run(
         dev.as_mut(),
@@ -305,7 +307,10 @@ fn check_image(
     };
     if let Err(e) = dev.check_invariants() {
         return Outcome {
-            violations: vec![violation(None, format!("invariant broken after recovery: {e}"))],
+            violations: vec![violation(
+                None,
+                format!("invariant broken after recovery: {e}"),
+            )],
             recovery: Some((report.flash_reads, report.sim_ns)),
         };
     }

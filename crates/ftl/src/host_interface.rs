@@ -82,9 +82,8 @@ impl HostLink {
             self.buffer_wait_ns += ready - start;
             start = ready;
         }
-        let end = start
-            + self.iface.command_ns
-            + self.iface.transfer_ns(write_pages * self.page_bytes);
+        let end =
+            start + self.iface.command_ns + self.iface.transfer_ns(write_pages * self.page_bytes);
         self.down_free_ns = end;
         end
     }
@@ -260,8 +259,14 @@ impl BlockDevice for HostLinked {
     fn metrics(&self) -> Vec<(String, f64)> {
         let mut m = self.inner.metrics();
         m.push(("host_commands".into(), self.link.commands as f64));
-        m.push(("host_link_wait_ms".into(), self.link.link_wait_ns as f64 / 1e6));
-        m.push(("host_buffer_wait_ms".into(), self.link.buffer_wait_ns as f64 / 1e6));
+        m.push((
+            "host_link_wait_ms".into(),
+            self.link.link_wait_ns as f64 / 1e6,
+        ));
+        m.push((
+            "host_buffer_wait_ms".into(),
+            self.link.buffer_wait_ns as f64 / 1e6,
+        ));
         m
     }
 
@@ -287,7 +292,11 @@ impl Transactional for HostLinked {
     ) -> Result<TxCompletion, FtlError> {
         // A transaction the design refuses as too large is refused on its command alone.
         let n = pages.len() as u64;
-        let carried = if n > self.capabilities().max_tx_pages { 0 } else { n };
+        let carried = if n > self.capabilities().max_tx_pages {
+            0
+        } else {
+            n
+        };
         let at = self.link.send(arrival_ns, carried);
         let done = self.tx().swrite(uuid, pages, mode, at)?;
         let release = match (done.ack_ns, mode) {

@@ -168,8 +168,10 @@ fn judge(
     let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(at);
-    let (dev, _) =
-        cfg.design.reopen(flash, &cfg.options).map_err(|e| format!("recovery failed: {e}"))?;
+    let (dev, _) = cfg
+        .design
+        .reopen(flash, &cfg.options)
+        .map_err(|e| format!("recovery failed: {e}"))?;
     let db = Database::open(dev, &cfg.open).map_err(|e| format!("database does not open: {e}"))?;
     workload::check_invariant(&db, cfg.workload)?;
     let k = workload::committed_count(&db, cfg.workload).map_err(|e| format!("count: {e}"))?;

@@ -237,7 +237,11 @@ pub fn run(
             // Recording runs (crash campaigns, tests) check the design's invariants after
             // every request: a broken one names the request that broke it.
             dev.check_invariants().map_err(|e| {
-                format!("request {} ({}) broke an invariant: {e}", issued - 1, op.kind())
+                format!(
+                    "request {} ({}) broke an invariant: {e}",
+                    issued - 1,
+                    op.kind()
+                )
             })?;
             log.records.push(HostRecord {
                 index: log.records.len() as u64,

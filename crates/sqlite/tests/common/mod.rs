@@ -36,7 +36,8 @@ pub fn device(name: &str) -> Box<dyn BlockDevice> {
     let spec = spec(name);
     let c = config();
     let oob = (spec.oob_record_bytes)(&c.geometry);
-    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default()).expect("format")
+    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default())
+        .expect("format")
 }
 
 /// Power cut: the device's RAM is dropped and the design recovers from flash alone.
