@@ -78,8 +78,8 @@ def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
               set: dict | None = None, seed: int | None = None, seeds: int | None = None,
               jobs: int | None = None, crash_points: int = 1000, torn: bool = False,
               exhaustive: bool = False, promise: str | None = None, threads: int = 2,
-              fixed: bool = False, full_data: bool = False, client: Any = None,
-              **workload: Any) -> dict:
+              fixed: bool = False, full_data: bool = False, second_lives: int = 0,
+              client: Any = None, **workload: Any) -> dict:
     """``mobius crashtest --json``: one crash campaign, or a soak with ``seeds=N`` (or
     ``ftl="all"``). With a Dask ``client`` a soak runs one (design, seed) cell per task and the
     report equals the one-process report (see :func:`mobius.dask_sweep.crashtest_on`)."""
@@ -87,10 +87,11 @@ def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
         from .dask_sweep import crashtest_on
         return crashtest_on(client, ftl, preset=preset, params=params, set=set, seed=seed,
                             seeds=seeds, crash_points=crash_points, torn=torn,
-                            promise=promise, fixed=fixed, full_data=full_data, **workload)
+                            promise=promise, fixed=fixed, full_data=full_data,
+                            second_lives=second_lives, **workload)
     return _native.crashtest(ftl, preset, _strs(params), _strs(set), seed, seeds, jobs,
                              crash_points, torn, exhaustive, promise, threads, fixed, full_data,
-                             _split(workload))
+                             second_lives, _split(workload))
 
 
 class Transaction:

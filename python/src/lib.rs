@@ -222,7 +222,7 @@ fn run_bench(
 #[pyo3(signature = (ftl, preset = "small".to_string(), params = None, set = None, seed = None,
                     seeds = None, jobs = None, crash_points = 1000, torn = false,
                     exhaustive = false, promise = None, threads = 2, fixed = false,
-                    full_data = false, shape = None))]
+                    full_data = false, second_lives = 0, shape = None))]
 #[allow(clippy::too_many_arguments)]
 fn run_crashtest(
     py: Python<'_>,
@@ -240,9 +240,12 @@ fn run_crashtest(
     threads: usize,
     fixed: bool,
     full_data: bool,
+    second_lives: usize,
     shape: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let args = CrashtestArgs {
+        second_lives,
+        first_cut: None,
         ftl,
         device: device_args(preset, set),
         workload: workload_args(shape)?,

@@ -72,6 +72,14 @@ pub struct CrashtestArgs {
     /// SQLite workloads: batch commits as static (SWRITE) or dynamic (DWRITE) transactions.
     #[arg(long, default_value = "static")]
     pub tx: String,
+    /// Second lives: after each of N cuts of the run, the recovered device runs on (a quarter of
+    /// the requests) and is cut again; cuts during that recovery are tried too.
+    #[arg(long, default_value_t = 0)]
+    pub second_lives: usize,
+    /// With --replay-instant: the instant lies in the second life after this first cut
+    /// (`NS` or `NS:torn`, from a violation's replay command).
+    #[arg(long)]
+    pub first_cut: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -93,18 +101,26 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     }
     let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
     if let Some(instant) = args.replay_instant {
-        return replay(&cfg, instant, args.torn);
+        return match &args.first_cut {
+            Some(cut) => replay_second_life(&cfg, cut, instant, args.torn),
+            None => replay(&cfg, instant, args.torn),
+        };
     }
     let bar = crate::progress::bar(1, "crashtest");
-    let report = crashtest::run_campaign(&cfg, &|d, t| {
+    let (report, lives) = campaign_with_lives(&cfg, args.second_lives, &|d, t| {
         bar.set_length(t);
         bar.set_position(d);
     })?;
     bar.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string(&report.to_json())?);
+        let mut v = report.to_json();
+        v["second_lives"] = serde_json::json!(lives);
+        println!("{}", serde_json::to_string(&v)?);
     } else {
         print_report(&report);
+        if lives > 0 {
+            println!("second lives      {lives} (their crash points are counted above)");
+        }
     }
     if report.violations.is_empty() {
         return Ok(());
@@ -128,7 +144,36 @@ pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
         return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
     }
     let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
-    Ok(crashtest::run_campaign(&cfg, &|_, _| {})?.to_json())
+    let (report, lives) = campaign_with_lives(&cfg, args.second_lives, &|_, _| {})?;
+    let mut v = report.to_json();
+    v["second_lives"] = serde_json::json!(lives);
+    Ok(v)
+}
+
+/// A campaign and its second lives; their crash points and violations are added to the report.
+/// Returns the report and the number of second lives run.
+fn campaign_with_lives(
+    cfg: &CampaignConfig,
+    second_lives: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> anyhow::Result<(CampaignReport, usize)> {
+    let wall = std::time::Instant::now();
+    let rec = crashtest::record(cfg)?;
+    let mut report = crashtest::run_recorded(cfg, &rec, wall, progress);
+    let points_each = (cfg.crash_points / 4).max(1);
+    let lives = crashtest::second_life::run_second_lives(cfg, &rec, second_lives, points_each);
+    report.crash_points += lives.crash_points;
+    report.violating_points += {
+        let mut at: Vec<(u64, bool)> = lives
+            .violations
+            .iter()
+            .map(|v| (v.instant_ns, v.torn))
+            .collect();
+        at.dedup();
+        at.len()
+    };
+    report.violations.extend(lives.violations);
+    Ok((report, lives.lives))
 }
 
 /// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).
@@ -158,6 +203,32 @@ fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<Cam
         threads: args.threads,
         tag_only: !args.full_data,
     })
+}
+
+/// Rebuilds and judges one image of the second life after `cut`.
+fn replay_second_life(
+    cfg: &CampaignConfig,
+    cut: &str,
+    instant: u64,
+    torn: bool,
+) -> anyhow::Result<()> {
+    let cut = crashtest::second_life::FirstCut::parse(cut).map_err(anyhow::Error::msg)?;
+    let rec = crashtest::record(cfg)?;
+    let (_, v) = crashtest::second_life::judge_life(cfg, &rec, cut, 1, Some((instant, torn)));
+    for x in &v {
+        println!(
+            "violation at {} ns: lpn {:?}: {}",
+            x.instant_ns, x.lpn, x.what
+        );
+    }
+    if !v.is_empty() {
+        anyhow::bail!("{} violations in the replayed second-life image", v.len());
+    }
+    println!(
+        "second-life image at {instant} ns recovered and kept the {} promise",
+        cfg.promise.name()
+    );
+    Ok(())
 }
 
 fn replay(cfg: &CampaignConfig, instant: u64, torn: bool) -> anyhow::Result<()> {
@@ -298,6 +369,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         vary: !args.fixed,
         shapes: Vec::new(),
+        second_lives: args.second_lives,
         fixed,
     })
 }

@@ -1,6 +1,7 @@
 //! The crash soak in CI (issue #22): every design against its own promise on fresh random seeds
 //! each run (printed, so a failure replays exactly), each seed choosing its workload shape,
-//! queue depth, fill and geometry; then the negative controls, which must be caught. The long
+//! queue depth, fill and geometry, with two second lives per cell (a cut, recovery, more work,
+//! a second cut); then the negative controls, which must be caught. The long
 //! soak (`mobius crashtest --ftl all --seeds 200 --crash-points 2000 --torn`) is documented in
 //! docs/crashtest.md.
 
@@ -29,6 +30,8 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
         "--crash-points",
         "400",
         "--torn",
+        "--second-lives",
+        "2",
         "--json",
     ]);
     eprintln!("{stderr}");

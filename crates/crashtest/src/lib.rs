@@ -9,6 +9,7 @@
 
 pub mod oracle;
 pub mod points;
+pub mod second_life;
 pub mod shrink;
 pub mod soak;
 
@@ -287,6 +288,20 @@ fn check_image(
     image: Box<dyn Store>,
     p: CrashPoint,
 ) -> Outcome {
+    let replay = replay_command(cfg, p.instant_ns, p.torn);
+    check_image_as(cfg, model, image, p, p.instant_ns, &replay)
+}
+
+/// [`check_image`] judged as a cut at `judge_ns` of `model`'s run (a cut during a second life's
+/// recovery is judged as the first cut), each violation carrying `replay`.
+fn check_image_as(
+    cfg: &CampaignConfig,
+    model: &Model,
+    image: Box<dyn Store>,
+    p: CrashPoint,
+    judge_ns: u64,
+    replay: &str,
+) -> Outcome {
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(p.instant_ns);
     let violation = |lpn: Option<Lpn>, what: String| Violation {
@@ -294,7 +309,7 @@ fn check_image(
         torn: p.torn,
         lpn: lpn.map(|l| l.0),
         what,
-        replay: replay_command(cfg, p.instant_ns, p.torn),
+        replay: replay.to_string(),
     };
     let (mut dev, report) = match cfg.design.reopen(flash, &cfg.options) {
         Ok(x) => x,
@@ -353,7 +368,7 @@ fn check_image(
         };
     }
     let violations = model
-        .judge(cfg.promise, p.instant_ns, &seen)
+        .judge(cfg.promise, judge_ns, &seen)
         .into_iter()
         .map(|(l, w)| violation(l, w))
         .collect();
@@ -378,7 +393,7 @@ pub fn run_campaign(
 }
 
 /// Crash instants of a recorded run: every one with `exhaustive`, else a sample.
-fn choose_points(cfg: &CampaignConfig, rec: &Recording) -> Vec<CrashPoint> {
+pub(crate) fn choose_points(cfg: &CampaignConfig, rec: &Recording) -> Vec<CrashPoint> {
     let mut points = if cfg.exhaustive {
         points::exhaustive(&rec.ops, cfg.torn)
     } else {

@@ -10,7 +10,8 @@
 //! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
 //! fails.
 
-use crate::{replay_command, run_campaign, CampaignConfig, CampaignReport};
+use crate::second_life::{run_second_lives, SecondLives};
+use crate::{record, replay_command, run_recorded, CampaignConfig, CampaignReport};
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -181,6 +182,9 @@ pub struct SoakConfig {
     /// The workload and device of every cell when `vary` is off (`None`: the design's default
     /// workload on `small`, as `mobius crashtest`).
     pub fixed: Option<(WorkloadSpec, DeviceConfig)>,
+    /// Second lives per cell (see [`crate::second_life`]): cuts of life one after which the
+    /// recovered device runs on and is cut again; each tries `crash_points / 4` instants.
+    pub second_lives: usize,
 }
 
 /// One (design, seed) campaign.
@@ -332,8 +336,11 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         error: None,
         wall_s: 0.0,
     };
-    match run_campaign(&campaign, &|_, _| {}) {
-        Ok(r) => note_report(&mut cell, &r),
+    match run_with_lives(&campaign, cfg.second_lives) {
+        Ok((r, lives)) => {
+            note_report(&mut cell, &r);
+            note_lives(&mut cell, lives);
+        }
         Err(e) => {
             cell.error = Some(e.to_string());
             cell.replay = Some(replay_command(&campaign, 0, campaign.torn).replace(
@@ -344,6 +351,43 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
     }
     cell.wall_s = wall.elapsed().as_secs_f64();
     cell
+}
+
+/// Life one's campaign, then `lives` second lives of the same recording.
+fn run_with_lives(
+    campaign: &CampaignConfig,
+    lives: usize,
+) -> Result<(CampaignReport, SecondLives), crate::CampaignError> {
+    let wall = std::time::Instant::now();
+    let rec = record(campaign)?;
+    let report = run_recorded(campaign, &rec, wall, &|_, _| {});
+    let points_each = (campaign.crash_points / 4).max(1);
+    let lives = run_second_lives(campaign, &rec, lives, points_each);
+    Ok((report, lives))
+}
+
+fn note_lives(cell: &mut CellResult, lives: SecondLives) {
+    cell.crash_points += lives.crash_points;
+    cell.violations += lives.violations.len();
+    let mut instants: Vec<(u64, bool)> = lives
+        .violations
+        .iter()
+        .map(|v| (v.instant_ns, v.torn))
+        .collect();
+    instants.dedup();
+    cell.violating_points += instants.len();
+    if cell.first_violation.is_none() {
+        if let Some(v) = lives.violations.first() {
+            cell.first_violation = Some(format!(
+                "at {} ns{} lpn {:?}: {}",
+                v.instant_ns,
+                if v.torn { " (torn)" } else { "" },
+                v.lpn,
+                v.what
+            ));
+            cell.replay = Some(v.replay.clone());
+        }
+    }
 }
 
 fn note_report(cell: &mut CellResult, r: &CampaignReport) {

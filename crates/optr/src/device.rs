@@ -134,9 +134,12 @@ impl Params {
         let diff_kb: u64 = o.get("diff_buffer_kb", diff_kb_default)?;
         // GC needs room for the internal flush it starts with (the whole cache) and for the
         // chains' next blocks (one per stream and chip); the paper's device hardly notices
-        // (8 MB of 128 GB), `small` does.
-        let gc_free_default =
-            STREAMS as u32 * g.chips() + cache_pages.div_ceil(g.pages_per_block - 1) + 2;
+        // (8 MB of 128 GB), `small` does. A recovery seals every open stream block and links
+        // fresh ones (§8 item 28), so a second crash reserve of one block per stream and chip
+        // keeps GC able to copy after it: without it the recovered device could be left with
+        // no free block beyond the chains' and no room to collect (found by second-life soaks).
+        let chains = STREAMS as u32 * g.chips();
+        let gc_free_default = 2 * chains + cache_pages.div_ceil(g.pages_per_block - 1) + 2;
         Ok(Params {
             cache_mb,
             op,

@@ -63,6 +63,20 @@ fn fatal(e: &FtlError) -> bool {
     )
 }
 
+/// Where a run continues from: a device that already holds data (a second life after a power
+/// cut and recovery). Write numbers and transaction ids start past the earlier run's, so that a
+/// page's content tag names one write of one run.
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    /// Number of the first page write.
+    pub first_write: u64,
+    /// First transaction id.
+    pub first_uuid: u64,
+    /// Per LPN, the write number the device holds at the start (`u64::MAX`: unwritten); plain
+    /// workloads check their reads against it.
+    pub contents: Option<Vec<u64>>,
+}
+
 /// Runs `spec` on `dev`. `start_ns` is the instant the host starts (0 for a fresh device).
 pub fn run(
     dev: &mut dyn BlockDevice,
@@ -72,13 +86,38 @@ pub fn run(
     record: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, String> {
+    run_from(
+        dev,
+        spec,
+        seed,
+        start_ns,
+        record,
+        &Origin::default(),
+        progress,
+    )
+}
+
+/// [`run`] on a device that already holds data, from `origin`.
+pub fn run_from(
+    dev: &mut dyn BlockDevice,
+    spec: &WorkloadSpec,
+    seed: u64,
+    start_ns: u64,
+    record: bool,
+    origin: &Origin,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<RunResult, String> {
     let logical_pages = dev.logical_pages();
     let caps = dev.transactional().map(|t| t.capabilities());
     let mut generator = Generator::new(spec, logical_pages, caps)?;
+    generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let verify_exact = spec.name != "txmix";
     let mut expected: Vec<u64> = if verify_exact {
-        vec![u64::MAX; logical_pages as usize]
+        origin
+            .contents
+            .clone()
+            .unwrap_or_else(|| vec![u64::MAX; logical_pages as usize])
     } else {
         Vec::new()
     };
@@ -92,7 +131,7 @@ pub fn run(
     // The host starts once the device is ready (a fresh design may still be writing its format).
     let start_ns = start_ns.max(dev.flash().idle_ns());
     let mut last_arrival = start_ns;
-    let mut next_write: u64 = 0;
+    let mut next_write: u64 = origin.first_write;
     let mut issued: u64 = 0;
     let mut stats = RunStats {
         requests: 0,

@@ -70,6 +70,11 @@ impl Generator {
         })
     }
 
+    /// Transaction ids start at `first` (a run continuing an earlier one).
+    pub fn start_uuids_at(&mut self, first: u64) {
+        self.next_uuid = first;
+    }
+
     /// Requests of the measured phase issued so far.
     pub fn measured(&self) -> u64 {
         self.measured

@@ -9,7 +9,7 @@ pub mod gen;
 pub mod op;
 pub mod spec;
 
-pub use driver::{run, RunResult, RunStats};
+pub use driver::{run, run_from, Origin, RunResult, RunStats};
 pub use gen::{Generator, Phase, View};
 pub use op::{HostLog, HostOp, HostRecord};
 pub use spec::{WorkloadSpec, WORKLOAD_NAMES};

@@ -1,0 +1,391 @@
+//! Second lives: a power cut, recovery, more work on the recovered device, and a second cut.
+//!
+//! A first campaign judges each image right after recovery; it never asks whether the recovered
+//! device keeps its promise from then on. A second life does: from a first cut at `t1` the
+//! design recovers (with the flash operation log on, so cuts *during* recovery are tried too),
+//! the host reads back every page (the baseline), runs more of the workload on the recovered
+//! device, and images of that second life are recovered and judged:
+//! - a cut before the recovered device was ready is judged as the first cut: the image must
+//!   keep life one's promise at `t1` (recovery may be cut and restarted);
+//! - a cut after it is judged against the baseline, written and flushed at the instant the
+//!   device was ready (the host saw it: it may not change without a write), followed by the
+//!   second life's own requests.
+
+use crate::oracle::{Model, Seen};
+use crate::points::{self, CrashPoint, ImageBuilder};
+use crate::{check_image_as, replay_command, CampaignConfig, Recording, Violation};
+use flash::{Flash, Lpn};
+use workload::{HostLog, HostOp, HostRecord};
+
+/// Where a second life starts: the first cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstCut {
+    pub instant_ns: u64,
+    pub torn: bool,
+}
+
+impl FirstCut {
+    /// `T` or `T:torn` (the `--first-cut` argument).
+    pub fn parse(text: &str) -> Result<FirstCut, String> {
+        let (t, torn) = match text.strip_suffix(":torn") {
+            Some(t) => (t, true),
+            None => (text, false),
+        };
+        let instant_ns = t
+            .parse()
+            .map_err(|_| format!("first cut '{text}': expected NS or NS:torn"))?;
+        Ok(FirstCut { instant_ns, torn })
+    }
+
+    fn arg(&self) -> String {
+        format!(
+            " --first-cut {}{}",
+            self.instant_ns,
+            if self.torn { ":torn" } else { "" }
+        )
+    }
+}
+
+/// What the second lives of a campaign found.
+#[derive(Clone, Debug, Default)]
+pub struct SecondLives {
+    pub lives: usize,
+    pub crash_points: usize,
+    pub violations: Vec<Violation>,
+}
+
+/// The recorded second life after `cut`, or the violation that stopped it (a recovery, a read
+/// or the run on the recovered device failed: life one's campaign reports the first two too).
+struct Life {
+    rec: Recording,
+    /// When the recovered device was ready for the host.
+    ready_ns: u64,
+}
+
+/// First cuts for `lives` second lives: evenly spread over life one's sampled crash points.
+pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<FirstCut> {
+    let points = crate::choose_points(cfg, rec);
+    if points.is_empty() || lives == 0 {
+        return Vec::new();
+    }
+    let mut by_time: Vec<&CrashPoint> = points.iter().collect();
+    by_time.sort_by_key(|p| (p.instant_ns, p.torn));
+    (0..lives)
+        .map(|k| by_time[(2 * k + 1) * by_time.len() / (2 * lives)])
+        .map(|p| FirstCut {
+            instant_ns: p.instant_ns,
+            torn: p.torn,
+        })
+        .collect()
+}
+
+/// Runs and judges `lives` second lives of `rec`, `points_each` crash points in each.
+pub fn run_second_lives(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    lives: usize,
+    points_each: usize,
+) -> SecondLives {
+    let mut out = SecondLives::default();
+    for cut in choose_cuts(cfg, rec, lives) {
+        let (points, violations) = judge_life(cfg, rec, cut, points_each, None);
+        out.lives += 1;
+        out.crash_points += points;
+        out.violations.extend(violations);
+    }
+    out
+}
+
+/// The second life after `cut`: `points_each` sampled crash points, or only `replay` (an instant
+/// and whether it tears). Returns (points tried, violations).
+pub fn judge_life(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    cut: FirstCut,
+    points_each: usize,
+    replay: Option<(u64, bool)>,
+) -> (usize, Vec<Violation>) {
+    let life = match live(cfg, rec, cut) {
+        Ok(life) => life,
+        Err(v) => return (0, v.into_iter().collect()),
+    };
+    let first = Model::new(&rec.host);
+    let second = Model::new(&life.rec.host);
+    let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
+    let points: Vec<CrashPoint> = match replay {
+        Some((instant_ns, torn)) => vec![CrashPoint {
+            instant_ns,
+            torn,
+            kind: points::PointKind::Spread,
+        }],
+        None => points::sample(
+            &life.rec.ops,
+            &life.rec.host,
+            points_each,
+            cfg.torn,
+            seed,
+            cut.instant_ns,
+        ),
+    };
+    let mut builder = ImageBuilder::new(life.rec.base.as_ref(), &life.rec.ops);
+    let mut violations = Vec::new();
+    for p in &points {
+        let image = builder.image_at(p.instant_ns, p.torn);
+        let replay = replay_command(cfg, p.instant_ns, p.torn) + &cut.arg();
+        let outcome = if p.instant_ns < life.ready_ns {
+            check_image_as(cfg, &first, image, *p, cut.instant_ns, &replay)
+        } else {
+            check_image_as(cfg, &second, image, *p, p.instant_ns, &replay)
+        };
+        violations.extend(outcome.violations.into_iter().map(|mut v| {
+            v.what = format!(
+                "second life after a cut at {} ns: {}",
+                cut.instant_ns, v.what
+            );
+            v
+        }));
+    }
+    (points.len(), violations)
+}
+
+/// Recovers the image of `cut`, reads the baseline and runs the second life on it, recording.
+fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Option<Violation>> {
+    let fail = |what: String| {
+        Some(Violation {
+            instant_ns: cut.instant_ns,
+            torn: cut.torn,
+            lpn: None,
+            what: format!("second life after a cut at {} ns: {what}", cut.instant_ns),
+            replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
+        })
+    };
+    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
+    let mut flash = Flash::new(
+        cfg.device.clone(),
+        builder.image_at(cut.instant_ns, cut.torn),
+    );
+    flash.start_clock_at(cut.instant_ns);
+    let base = flash.start_recording();
+    // A failed first recovery or read is life one's violation, reported by its campaign.
+    let Ok((mut dev, _)) = cfg.design.reopen(flash, &cfg.options) else {
+        return Err(None);
+    };
+    let ready_ns = dev.flash().idle_ns().max(cut.instant_ns);
+    let Some(contents) = read_all(dev.as_mut(), ready_ns) else {
+        return Err(None);
+    };
+    let mut host = baseline(&rec.host, &contents, ready_ns);
+    let mut spec = cfg.workload.clone();
+    spec.fill = 0.0;
+    spec.requests = (spec.requests / 4).max(50);
+    let origin = workload::driver::Origin {
+        first_write: rec.host.next_write,
+        first_uuid: last_uuid(&rec.host) + 1,
+        contents: Some(contents),
+    };
+    let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
+    let run = workload::driver::run_from(
+        dev.as_mut(),
+        &spec,
+        seed,
+        ready_ns,
+        true,
+        &origin,
+        &mut |_, _| {},
+    )
+    .map_err(|e| fail(format!("the recovered device failed the next run: {e}")))?;
+    let log = run.log.expect("recorded");
+    let offset = host.records.len() as u64;
+    host.records.extend(log.records.into_iter().map(|mut r| {
+        r.index += offset;
+        r
+    }));
+    host.next_write = log.next_write;
+    let ops = dev.flash_mut().take_log().expect("recording was on");
+    Ok(Life {
+        rec: Recording {
+            base,
+            ops,
+            host,
+            ready_ns: cut.instant_ns,
+        },
+        ready_ns,
+    })
+}
+
+/// Every page's write number after recovery (`u64::MAX`: unwritten); `None` if a page is not
+/// a write of that page (life one's violation).
+fn read_all(dev: &mut dyn ftl::BlockDevice, mut at: u64) -> Option<Vec<u64>> {
+    let n = dev.logical_pages();
+    let mut contents = Vec::with_capacity(n as usize);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let k = 64.min(n - start);
+        at = at.max(dev.read(Lpn(start), k, at, &mut out).ok()?.ack_ns);
+        for (i, o) in out.iter().enumerate() {
+            contents.push(match Seen::of(start + i as u32, o) {
+                Seen::Unwritten => u64::MAX,
+                Seen::Write(w) => w,
+                _ => return None,
+            });
+        }
+        start += k;
+    }
+    Some(contents)
+}
+
+/// The recovered contents as a host log: one single-page write per written page, with the write
+/// number the page holds, acknowledged at `ready_ns`, then a flush acknowledged at `ready_ns`.
+fn baseline(first: &HostLog, contents: &[u64], ready_ns: u64) -> HostLog {
+    let mut pages: Vec<(u64, u32)> = contents
+        .iter()
+        .enumerate()
+        .filter(|(_, &w)| w != u64::MAX)
+        .map(|(l, &w)| (w, l as u32))
+        .collect();
+    pages.sort_unstable();
+    let mut records: Vec<HostRecord> = pages
+        .into_iter()
+        .map(|(w, lpn)| HostRecord {
+            index: 0,
+            op: HostOp::Write {
+                start: Lpn(lpn),
+                count: 1,
+            },
+            arrival_ns: ready_ns,
+            ack_ns: Some(ready_ns),
+            durable_ns: None,
+            error: None,
+            first_write: w,
+        })
+        .collect();
+    records.push(HostRecord {
+        index: 0,
+        op: HostOp::Flush,
+        arrival_ns: ready_ns,
+        ack_ns: Some(ready_ns),
+        durable_ns: None,
+        error: None,
+        first_write: first.next_write,
+    });
+    for (i, r) in records.iter_mut().enumerate() {
+        r.index = i as u64;
+    }
+    HostLog {
+        design: first.design.clone(),
+        logical_pages: first.logical_pages,
+        records,
+        next_write: first.next_write,
+    }
+}
+
+/// The largest transaction id life one used.
+fn last_uuid(log: &HostLog) -> u64 {
+    log.records
+        .iter()
+        .filter_map(|r| match &r.op {
+            HostOp::SWrite { uuid, .. } | HostOp::DWrite { uuid, .. } | HostOp::Abort { uuid } => {
+                Some(uuid.0)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ftl::Promise;
+
+    fn write(index: u64, lpn: u32, first_write: u64, at: u64) -> HostRecord {
+        HostRecord {
+            index,
+            op: HostOp::Write {
+                start: Lpn(lpn),
+                count: 1,
+            },
+            arrival_ns: at,
+            ack_ns: Some(at + 10),
+            durable_ns: None,
+            error: None,
+            first_write,
+        }
+    }
+
+    /// Life one wrote lpn 0 twice and lpn 1 once; the recovered device showed the newer write
+    /// of lpn 0 and nothing of lpn 1 (not yet durable at the cut).
+    fn lives() -> HostLog {
+        let first = HostLog {
+            design: "x".into(),
+            logical_pages: 4,
+            records: vec![
+                write(0, 0, 0, 100),
+                write(1, 0, 1, 200),
+                write(2, 1, 2, 300),
+            ],
+            next_write: 3,
+        };
+        baseline(&first, &[1, u64::MAX, u64::MAX, u64::MAX], 1_000)
+    }
+
+    #[test]
+    fn the_baseline_is_what_the_recovered_device_showed_and_it_must_stay() {
+        let log = lives();
+        let model = Model::new(&log);
+        let kept = [
+            Seen::Write(1),
+            Seen::Unwritten,
+            Seen::Unwritten,
+            Seen::Unwritten,
+        ];
+        for promise in [
+            Promise::DurableWrites,
+            Promise::AtomicTransactions,
+            Promise::Ordered,
+        ] {
+            assert!(model.judge(promise, 2_000, &kept).is_empty(), "{promise:?}");
+        }
+        // The older write of lpn 0 resurfacing after the second cut is a violation, as is the
+        // page forgetting the data the host saw, under every promise.
+        for seen in [Seen::Write(0), Seen::Unwritten] {
+            let image = [seen, Seen::Unwritten, Seen::Unwritten, Seen::Unwritten];
+            for promise in [
+                Promise::DurableWrites,
+                Promise::AtomicTransactions,
+                Promise::Ordered,
+            ] {
+                assert!(
+                    !model.judge(promise, 2_000, &image).is_empty(),
+                    "{promise:?} {seen:?}"
+                );
+            }
+        }
+        // lpn 1's write never showed: it may not appear from nowhere in the second life.
+        let image = [
+            Seen::Write(1),
+            Seen::Write(2),
+            Seen::Unwritten,
+            Seen::Unwritten,
+        ];
+        assert!(!model
+            .judge(Promise::DurableWrites, 2_000, &image)
+            .is_empty());
+    }
+
+    #[test]
+    fn first_cuts_parse_and_print_back() {
+        let cut = FirstCut::parse("123:torn").unwrap();
+        assert_eq!(
+            cut,
+            FirstCut {
+                instant_ns: 123,
+                torn: true
+            }
+        );
+        assert_eq!(cut.arg(), " --first-cut 123:torn");
+        assert_eq!(FirstCut::parse("77").unwrap().arg(), " --first-cut 77");
+        assert!(FirstCut::parse("soon").is_err());
+    }
+}
