@@ -81,14 +81,21 @@ def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
               fixed: bool = False, full_data: bool = False, second_lives: int = 0,
               client: Any = None, **workload: Any) -> dict:
     """``mobius crashtest --json``: one crash campaign, or a soak with ``seeds=N`` (or
-    ``ftl="all"``). With a Dask ``client`` a soak runs one (design, seed) cell per task and the
-    report equals the one-process report (see :func:`mobius.dask_sweep.crashtest_on`)."""
-    if client is not None:
+    ``ftl="all"``). With a Dask ``client`` a soak runs one (design, seed) cell per task, and a
+    single campaign splits its crash points into one share per worker; either report equals the
+    one-process report (see :mod:`mobius.dask_sweep`)."""
+    if client is not None and (seeds is not None or ftl == "all"):
         from .dask_sweep import crashtest_on
         return crashtest_on(client, ftl, preset=preset, params=params, set=set, seed=seed,
                             seeds=seeds, crash_points=crash_points, torn=torn,
                             promise=promise, fixed=fixed, full_data=full_data,
                             second_lives=second_lives, **workload)
+    if client is not None:
+        from .dask_sweep import campaign_on
+        return campaign_on(client, ftl, preset=preset, params=params, set=set, seed=seed,
+                           crash_points=crash_points, torn=torn, exhaustive=exhaustive,
+                           promise=promise, threads=threads, full_data=full_data,
+                           second_lives=second_lives, **workload)
     return _native.crashtest(ftl, preset, _strs(params), _strs(set), seed, seeds, jobs,
                              crash_points, torn, exhaustive, promise, threads, fixed, full_data,
                              second_lives, _split(workload))

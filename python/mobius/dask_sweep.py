@@ -196,6 +196,37 @@ def crashtest_on(client: Any, ftl: str, *, seed: int | None = None, seeds: int |
     return merge_soaks(parts, time.perf_counter() - start)
 
 
+def campaign_on(client: Any, ftl: str, *, second_lives: int = 0, **kw: Any) -> dict:
+    """One crash campaign whose crash points are checked on every worker of ``client``: each
+    records the (deterministic) run and checks one share of the points; the merged report has the
+    same counts, violations (in the same order) and recovery figures as the one-process campaign
+    (``wall_s`` is this run's elapsed time). Second lives are not split: give ``second_lives=0``."""
+    if second_lives:
+        raise _native.ConfigError("a split campaign has no second lives; run them in one process")
+    from . import WORKLOAD_OPTIONS, _split
+    workload = _split({k: kw.pop(k) for k in list(kw) if k in WORKLOAD_OPTIONS})
+    parts = max(1, len(client.scheduler_info().get("workers", {})))
+    args = _campaign_args(ftl, kw, workload)
+    start = time.perf_counter()
+    futures = [client.submit(_share, args, (k, parts), pure=False) for k in range(parts)]
+    shares = client.gather(futures)
+    return _native.crashtest(*args[:-1], 0, args[-1], None, shares,
+                             time.perf_counter() - start)
+
+
+def _campaign_args(ftl: str, kw: dict, workload: dict) -> tuple:
+    """Positional arguments of ``_native.crashtest`` up to ``full_data``, then the workload."""
+    from . import _strs
+    return (ftl, kw.get("preset", "small"), _strs(kw.get("params")), _strs(kw.get("set")),
+            kw.get("seed"), None, None, kw.get("crash_points", 1000), kw.get("torn", False),
+            kw.get("exhaustive", False), kw.get("promise"), kw.get("threads", 2), False,
+            kw.get("full_data", False), workload)
+
+
+def _share(args: tuple, share: tuple[int, int]) -> str:
+    return _native.crashtest(*args[:-1], 0, args[-1], share)
+
+
 def _one_cell(task: tuple[str, int], kw: dict) -> dict:
     from . import crashtest
     name, seed = task

@@ -222,7 +222,8 @@ fn run_bench(
 #[pyo3(signature = (ftl, preset = "small".to_string(), params = None, set = None, seed = None,
                     seeds = None, jobs = None, crash_points = 1000, torn = false,
                     exhaustive = false, promise = None, threads = 2, fixed = false,
-                    full_data = false, second_lives = 0, shape = None))]
+                    full_data = false, second_lives = 0, shape = None, share = None,
+                    shares = None, wall_s = 0.0))]
 #[allow(clippy::too_many_arguments)]
 fn run_crashtest(
     py: Python<'_>,
@@ -242,6 +243,9 @@ fn run_crashtest(
     full_data: bool,
     second_lives: usize,
     shape: Option<&Bound<'_, PyDict>>,
+    share: Option<(usize, usize)>,
+    shares: Option<Vec<String>>,
+    wall_s: f64,
 ) -> PyResult<Py<PyAny>> {
     let args = CrashtestArgs {
         second_lives,
@@ -279,7 +283,22 @@ fn run_crashtest(
         ));
     }
     let out = py
-        .detach(|| mobius_cli::crashtest_cmd::measure(&args))
+        .detach(|| match (share, shares) {
+            // One share of a campaign's crash points, as JSON text for `shares`.
+            (Some((part, parts)), _) => {
+                mobius_cli::crashtest_cmd::measure_share(&args, part, parts)
+                    .map(|v| serde_json::Value::String(v.to_string()))
+            }
+            // The whole campaign's report from all its shares.
+            (None, Some(texts)) => {
+                let values = texts
+                    .iter()
+                    .map(|t| serde_json::from_str(t))
+                    .collect::<Result<Vec<serde_json::Value>, _>>()?;
+                mobius_cli::crashtest_cmd::merge_shares(&args, values, wall_s)
+            }
+            (None, None) => mobius_cli::crashtest_cmd::measure(&args),
+        })
         .map_err(any_err)?;
     json_to_py(py, &out)
 }

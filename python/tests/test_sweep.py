@@ -108,3 +108,22 @@ def test_the_command_line_runs_a_spec(tmp_path):
                     '[[sweep.workloads]]\nworkload = "randwrite"\nrequests = 100\n')
     assert sweep.main(["--spec", str(spec), "--out", str(tmp_path / "out"), "--workers", "0"]) == 0
     assert len(sweep.load(tmp_path / "out")) == 2
+
+
+def test_a_campaign_split_across_workers_equals_the_one_process_campaign(client):
+    kw = dict(seed=12, crash_points=200, torn=True, requests=500, fill=0.5)
+    alone = mobius.crashtest("dftl", **kw)
+    split = mobius.crashtest("dftl", client=client, **kw)
+    for r in (alone, split):
+        r.pop("wall_s")
+        r.pop("crash_points_per_s")
+    assert alone == split
+    # With violations (a negative control), their order and details match too.
+    kw.update(params={"oob_scan": "off"}, promise="durable-writes")
+    alone = mobius.crashtest("dftl", **kw)
+    split = mobius.crashtest("dftl", client=client, **kw)
+    assert alone["violations"] > 0
+    for r in (alone, split):
+        r.pop("wall_s")
+        r.pop("crash_points_per_s")
+    assert alone == split

@@ -150,6 +150,44 @@ pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
     Ok(v)
 }
 
+/// Share `part` of `parts` of the single campaign `args` describe (for running one campaign's
+/// crash points on several workers; the recording is repeated by each, deterministic from the
+/// seed), as JSON for [`merge_shares`].
+pub fn measure_share(
+    args: &CrashtestArgs,
+    part: usize,
+    parts: usize,
+) -> anyhow::Result<serde_json::Value> {
+    if parts == 0 || part >= parts {
+        anyhow::bail!("share {part} of {parts} does not exist");
+    }
+    if args.seeds.is_some() || args.ftl == "all" || args.second_lives > 0 {
+        anyhow::bail!("shares split one campaign: no --seeds, --ftl all or --second-lives");
+    }
+    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let rec = crashtest::record(&cfg)?;
+    let share = crashtest::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {});
+    Ok(serde_json::to_value(share)?)
+}
+
+/// The report of the whole campaign from all its shares: the same as one process gives
+/// (`wall_s` aside, which is `wall_s` here).
+pub fn merge_shares(
+    args: &CrashtestArgs,
+    shares: Vec<serde_json::Value>,
+    wall_s: f64,
+) -> anyhow::Result<serde_json::Value> {
+    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let parts = shares
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<Result<Vec<crashtest::CampaignPart>, _>>()?;
+    let report = crashtest::merge_parts(&cfg, parts, wall_s).map_err(anyhow::Error::msg)?;
+    let mut v = report.to_json();
+    v["second_lives"] = serde_json::json!(0);
+    Ok(v)
+}
+
 /// A campaign and its second lives; their crash points and violations are added to the report.
 /// Returns the report and the number of second lives run.
 fn campaign_with_lives(

@@ -123,6 +123,10 @@ fn mobius_with_a_striped_ala_keeps_its_promise_on_fresh_seeds() {
     ]);
     eprintln!("{stderr}");
     let json: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
-    assert!(ok, "soak failed (seeds and replay commands above): {}", json["failures"]);
+    assert!(
+        ok,
+        "soak failed (seeds and replay commands above): {}",
+        json["failures"]
+    );
     assert_eq!(json["violations"], 0);
 }

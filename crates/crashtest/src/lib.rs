@@ -17,7 +17,7 @@ use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};
 use oracle::{Model, Seen};
 use points::{CrashPoint, ImageBuilder, PointKind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use workload::{HostLog, WorkloadSpec};
 
@@ -53,7 +53,7 @@ pub struct CampaignConfig {
 }
 
 /// One broken rule in one crash image.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Violation {
     pub instant_ns: u64,
     pub torn: bool,
@@ -410,6 +410,24 @@ pub(crate) fn choose_points(cfg: &CampaignConfig, rec: &Recording) -> Vec<CrashP
     points
 }
 
+/// One share of a campaign's crash points: every `parts`-th point from `part`, each outcome
+/// with its point's index. Workers check shares of one recorded run (the recording is
+/// deterministic from the seed); [`merge_parts`] rebuilds exactly the whole campaign's report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CampaignPart {
+    pub part: usize,
+    pub parts: usize,
+    /// Points of the whole campaign.
+    pub total_points: usize,
+    pub points_by_kind: BTreeMap<String, usize>,
+    /// (point index, violations of that image), for every point of this share.
+    pub violations: Vec<(usize, Vec<Violation>)>,
+    /// (point index, recovery flash reads, recovery ms) for every image that recovered.
+    pub recoveries: Vec<(usize, f64, f64)>,
+    pub flash_ops_recorded: usize,
+    pub host_requests: usize,
+}
+
 /// Checks the crash points of a recorded run on `cfg.threads` workers; `wall` is when the
 /// campaign started (for the report's wall time).
 pub fn run_recorded(
@@ -418,29 +436,55 @@ pub fn run_recorded(
     wall: std::time::Instant,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignReport {
-    let points = choose_points(cfg, rec);
+    let part = run_recorded_part(cfg, rec, 0, 1, progress);
+    merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
+        .expect("one part is a whole campaign")
+}
+
+/// Checks share `part` of `parts` of a recorded run's crash points (see [`CampaignPart`]).
+pub fn run_recorded_part(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    part: usize,
+    parts: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> CampaignPart {
+    let all = choose_points(cfg, rec);
+    let mut points_by_kind = BTreeMap::new();
+    for p in &all {
+        *points_by_kind
+            .entry(format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" }).to_lowercase())
+            .or_insert(0) += 1;
+    }
+    let mine: Vec<(usize, CrashPoint)> = all
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(i, _)| i % parts.max(1) == part)
+        .collect();
     let model = Model::new(&rec.host);
-    let threads = cfg.threads.max(1).min(points.len().max(1));
-    let chunk = points.len().div_ceil(threads).max(1);
+    let threads = cfg.threads.max(1).min(mine.len().max(1));
+    let chunk = mine.len().div_ceil(threads).max(1);
     let done = std::sync::atomic::AtomicU64::new(0);
-    let total = points.len() as u64;
-    let results: Vec<Vec<Outcome>> = std::thread::scope(|s| {
-        let handles: Vec<_> = points
+    let total = mine.len() as u64;
+    let results: Vec<Vec<(usize, Outcome)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = mine
             .chunks(chunk)
-            .map(|part| {
+            .map(|share| {
                 let base = rec.base.snapshot();
                 let (model, ops, done) = (&model, &rec.ops, &done);
                 s.spawn(move || {
                     let mut builder = ImageBuilder::new(base.as_ref(), ops);
-                    part.iter()
-                        .map(|&p| {
+                    share
+                        .iter()
+                        .map(|&(i, p)| {
                             let image = builder.image_at(p.instant_ns, p.torn);
                             let o = check_image(cfg, model, image, p);
                             let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                             if d % 64 == 0 || d == total {
                                 progress(d, total);
                             }
-                            o
+                            (i, o)
                         })
                         .collect::<Vec<_>>()
                 })
@@ -451,42 +495,73 @@ pub fn run_recorded(
             .map(|h| h.join().expect("crash-check worker panicked"))
             .collect()
     });
-    let outcomes: Vec<Outcome> = results.into_iter().flatten().collect();
-    let mut by_kind = BTreeMap::new();
-    for p in &points {
-        *by_kind
-            .entry(format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" }).to_lowercase())
-            .or_insert(0) += 1;
+    let outcomes: Vec<(usize, Outcome)> = results.into_iter().flatten().collect();
+    CampaignPart {
+        part,
+        parts,
+        total_points: all.len(),
+        points_by_kind,
+        recoveries: outcomes
+            .iter()
+            .filter_map(|(i, o)| o.recovery.map(|r| (*i, r.0 as f64, r.1 as f64 / 1e6)))
+            .collect(),
+        violations: outcomes
+            .into_iter()
+            .map(|(i, o)| (i, o.violations))
+            .collect(),
+        flash_ops_recorded: rec.ops.ops.len(),
+        host_requests: rec.host.records.len(),
     }
-    let recovered = outcomes.iter().filter(|o| o.recovery.is_some()).count();
-    let reads = outcomes
-        .iter()
-        .filter_map(|o| o.recovery.map(|r| r.0 as f64))
+}
+
+/// The whole campaign's report from all its shares (any order); `wall_s` is the caller's.
+pub fn merge_parts(
+    cfg: &CampaignConfig,
+    mut parts: Vec<CampaignPart>,
+    wall_s: f64,
+) -> Result<CampaignReport, String> {
+    parts.sort_by_key(|p| p.part);
+    let n = parts.first().map_or(0, |p| p.parts);
+    if parts.is_empty()
+        || parts.len() != n
+        || parts
+            .iter()
+            .enumerate()
+            .any(|(k, p)| p.part != k || p.parts != n)
+    {
+        return Err(format!(
+            "need shares 0..{n} of one campaign, got {}",
+            parts.len()
+        ));
+    }
+    let mut outcomes: Vec<(usize, Vec<Violation>)> = parts
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.violations))
         .collect();
-    let ms = outcomes
+    outcomes.sort_by_key(|(i, _)| *i);
+    let recoveries: Vec<(usize, f64, f64)> = parts
         .iter()
-        .filter_map(|o| o.recovery.map(|r| r.1 as f64 / 1e6))
+        .flat_map(|p| p.recoveries.iter().copied())
         .collect();
-    let violating_points = outcomes.iter().filter(|o| !o.violations.is_empty()).count();
-    let violations = outcomes.into_iter().flat_map(|o| o.violations).collect();
-    CampaignReport {
+    let first = &parts[0];
+    Ok(CampaignReport {
         ftl: cfg.design.name.to_string(),
         promise: cfg.promise.name().to_string(),
         preset: cfg.device.preset.clone(),
         workload: cfg.workload.name.clone(),
         seed: cfg.seed,
         torn: cfg.torn,
-        crash_points: points.len(),
-        recovered,
-        violating_points,
-        violations,
-        points_by_kind: by_kind,
-        recovery_flash_reads: Summary::of(reads),
-        recovery_sim_ms: Summary::of(ms),
-        flash_ops_recorded: rec.ops.ops.len(),
-        host_requests: rec.host.records.len(),
-        wall_s: wall.elapsed().as_secs_f64(),
-    }
+        crash_points: first.total_points,
+        recovered: recoveries.len(),
+        violating_points: outcomes.iter().filter(|(_, v)| !v.is_empty()).count(),
+        violations: outcomes.into_iter().flat_map(|(_, v)| v).collect(),
+        points_by_kind: first.points_by_kind.clone(),
+        recovery_flash_reads: Summary::of(recoveries.iter().map(|r| r.1).collect()),
+        recovery_sim_ms: Summary::of(recoveries.iter().map(|r| r.2).collect()),
+        flash_ops_recorded: first.flash_ops_recorded,
+        host_requests: first.host_requests,
+        wall_s,
+    })
 }
 
 /// Rebuilds and judges the single crash image at `instant` (for `--replay-instant`).
