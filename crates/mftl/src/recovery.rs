@@ -22,29 +22,6 @@ struct Scan {
 
 impl Mobius {
     /// Rebuilds Möbius from the flash image alone.
-    /// True when the `stripe - 1` ALA pages after the blank page `idx` are blank too.
-    fn ala_blank_after(
-        &mut self,
-        idx: u64,
-        stripe: u64,
-        at: u64,
-        reads: &mut u64,
-    ) -> Result<bool, FtlError> {
-        let mut oob = [0u8; OOB_BYTES as usize];
-        for k in 1..stripe {
-            let (_, ppn) = self.ala_ppn(idx + k);
-            *reads += 1;
-            let (st, _) = self
-                .flash
-                .read_oob(ppn, &mut oob, at, OpCause::Recovery)
-                .map_err(fe)?;
-            if st != PageState::Erased {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
     pub fn recover(flash: Flash, o: &DesignOptions) -> Result<(Mobius, RecoveryReport), FtlError> {
         let start = flash.idle_ns();
         let before = flash.stats().clone();
@@ -98,15 +75,12 @@ impl Mobius {
             chain_reads: 0,
             ala_pages: 0,
         };
-        let stripe = m.cfg.ala_stripe as u64;
-        let slot_pages = m.slot_pages();
         let ring = m.layout.ala.len() as u64 * ppb;
         let mut idx = m.head;
-        // `tail_clean`: the scan ended at a blank page with nothing programmed after it.
         let mut tail_clean = true;
-        let mut round_up = false;
         while idx - m.head < ring {
-            let (_, ppn) = m.ala_ppn(idx);
+            let slot = ((idx / ppb) % m.layout.ala.len() as u64) as usize;
+            let ppn = g.ppn(m.layout.ala[slot], (idx % ppb) as u32);
             let (st, _) = m
                 .flash
                 .read(ppn, &mut oob, start, OpCause::Recovery)
@@ -116,42 +90,32 @@ impl Mobius {
                 ReadStatus::Data(Content::Bytes(b)) => match Inode::decode(&b) {
                     Some(ino) if ino.ala_seq == idx => scan.inodes.push(ino),
                     _ => {
-                        (tail_clean, round_up) = (false, true);
+                        tail_clean = false;
                         break;
                     }
                 },
-                // The scan ends at the first inode not on flash whole: blank, or torn (in
-                // flight at the cut). Up to `stripe - 1` later inodes may have been programmed
-                // in parallel: never acknowledged (their prefix was not durable), they are
-                // ignored. A torn page or ignored inodes leave a hole: recovery writes on from
-                // the next slot (erased first) and merges (below) to move the head past the hole,
-                // so that no later scan has to tell it from inodes written after this recovery.
-                // A recovery cut before that merge is durable finds the same hole again and
-                // erases the slot the cut one had begun.
-                ReadStatus::Erased => {
-                    tail_clean = m.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)?;
-                    round_up = !tail_clean;
-                    break;
-                }
+                // A torn inode (the one in flight at the cut) is skipped inside its block.
+                ReadStatus::Uncorrectable if !idx.is_multiple_of(ppb) => {}
+                ReadStatus::Erased => break,
                 _ => {
-                    (tail_clean, round_up) = (false, true);
+                    tail_clean = false;
                     break;
                 }
             }
             idx += 1;
         }
-        if round_up {
-            idx = idx.div_ceil(slot_pages) * slot_pages;
+        if !tail_clean {
+            idx = idx.div_ceil(ppb) * ppb;
         }
         m.tail = idx;
         for s in 0..m.slots.len() {
             m.slots[s] = SlotState::Stale;
         }
-        let mut b = m.head / slot_pages * slot_pages;
+        let mut b = m.head / ppb * ppb;
         while b < m.tail {
-            let (slot, _) = m.ala_ppn(b);
+            let slot = ((b / ppb) % m.layout.ala.len() as u64) as usize;
             m.slots[slot] = SlotState::InUse(b);
-            b += slot_pages;
+            b += ppb;
         }
         m.ala_last_end = start;
         // 3-4. DAG commit resolution.
@@ -357,13 +321,6 @@ impl Mobius {
             if res.is_empty() {
                 break;
             }
-        }
-        if !tail_clean {
-            // The ALA now has a hole a later scan from this head would stop at: persist a head
-            // past it (a merge writes the translation pages and a GM record) before the host
-            // may write anything a later recovery must find.
-            m.merge(end, true)?;
-            end = end.max(m.gm_end);
         }
         m.ready_ns = end.max(m.flash.idle_ns());
         m.last_arrival = start;
