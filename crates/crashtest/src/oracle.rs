@@ -223,7 +223,9 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// Must `u` be visible after a crash at `t`?
+    /// Must `u` be visible after a crash at `t`? Not once the host's accepted ABORT of it has
+    /// arrived: an abort in flight at the cut may or may not have taken effect (a device may
+    /// make the abort durable before it acknowledges it).
     fn durable(&self, u: Unit, t: u64) -> bool {
         let done =
             |r: &HostRecord| r.succeeded() && r.durable_ns.or(r.ack_ns).is_some_and(|d| d <= t);
@@ -236,13 +238,13 @@ impl<'a> Model<'a> {
                 let HostOp::SWrite { uuid, .. } = &r.op else {
                     unreachable!()
                 };
-                done(r) && !self.abort_acked(uuid.0, t)
+                done(r) && !self.abort_arrived(uuid.0, t)
             }
             Unit::Dynamic(uuid) => {
                 self.dynamic[&uuid]
                     .rear
                     .is_some_and(|i| done(&self.log.records[i]))
-                    && !self.abort_acked(uuid, t)
+                    && !self.abort_arrived(uuid, t)
             }
         }
     }
@@ -620,6 +622,35 @@ mod tests {
 
     fn judge(l: &HostLog, p: Promise, t: u64, seen: &[Seen]) -> usize {
         Model::new(l).judge(p, t, seen).len()
+    }
+
+    /// An async SWRITE durable at 100 whose accepted ABORT arrived at 50 and is acknowledged at
+    /// 300: a cut in between may show it or not (the abort may or may not have taken effect);
+    /// after the abort's acknowledgement it must be gone.
+    #[test]
+    fn an_accepted_abort_in_flight_at_the_cut_may_or_may_not_have_taken_effect() {
+        let l = log(
+            vec![
+                rec(sw(1, &[0, 1]), 0, Some(10), Some(100), 0),
+                rec(HostOp::Abort { uuid: TxUuid(1) }, 50, Some(300), None, 0),
+            ],
+            2,
+        );
+        let p = Promise::AtomicTransactions;
+        assert_eq!(judge(&l, p, 200, &[W(0), W(1)]), 0, "kept");
+        assert_eq!(judge(&l, p, 200, &[U, U]), 0, "aborted");
+        assert!(judge(&l, p, 200, &[W(0), U]) > 0, "half a transaction");
+        assert!(
+            judge(&l, p, 400, &[W(0), W(1)]) > 0,
+            "survived an acknowledged abort"
+        );
+        assert_eq!(judge(&l, p, 400, &[U, U]), 0);
+        // Without the abort it is durable from 100 on.
+        let kept = log(vec![rec(sw(1, &[0, 1]), 0, Some(10), Some(100), 0)], 2);
+        assert!(
+            judge(&kept, p, 200, &[U, U]) > 0,
+            "lost a durable transaction"
+        );
     }
 
     #[test]
