@@ -302,6 +302,38 @@ fn check_image_as(
     judge_ns: u64,
     replay: &str,
 ) -> Outcome {
+    // A design that panics on an image (in recovery, a read or its invariants) is a violation
+    // of that image, with its replay command; the campaign goes on.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        judge_image(cfg, model, image, p, judge_ns, replay)
+    }))
+    .unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into());
+        Outcome {
+            violations: vec![Violation {
+                instant_ns: p.instant_ns,
+                torn: p.torn,
+                lpn: None,
+                what: format!("the design panicked on this image: {what}"),
+                replay: replay.to_string(),
+            }],
+            recovery: None,
+        }
+    })
+}
+
+fn judge_image(
+    cfg: &CampaignConfig,
+    model: &Model,
+    image: Box<dyn Store>,
+    p: CrashPoint,
+    judge_ns: u64,
+    replay: &str,
+) -> Outcome {
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(p.instant_ns);
     let violation = |lpn: Option<Lpn>, what: String| Violation {

@@ -35,6 +35,8 @@ enum Bug {
     ForgetChip,
     NoCommit,
     Parallel,
+    /// Recovery panics on some images (the checker must report them, not stop).
+    PanicRecovery,
 }
 
 impl Bug {
@@ -45,6 +47,7 @@ impl Bug {
             Some("forget_chip") => Bug::ForgetChip,
             Some("no_commit") => Bug::NoCommit,
             Some("parallel") => Bug::Parallel,
+            Some("panic_recovery") => Bug::PanicRecovery,
             Some(x) => return Err(FtlError::InvalidOption(format!("bug={x}"))),
         })
     }
@@ -334,6 +337,9 @@ fn tiny_recover(
         }
     }
     found.sort_unstable();
+    if bug == Bug::PanicRecovery && found.len() % 5 == 2 {
+        panic!("tinylog: injected recovery panic on {} pages", found.len());
+    }
     let mut pages_of_req: rustc_hash::FxHashMap<u32, u16> = Default::default();
     for f in &found {
         *pages_of_req.entry(f.1).or_default() += 1;
@@ -478,4 +484,33 @@ fn parallel_programs_keep_durable_writes_but_break_ordering() {
         &campaign("parallel", "txmix", Promise::AtomicTransactions, 4),
         "without the earlier",
     );
+}
+
+/// A design that panics in recovery on some images: each such image is a violation with its
+/// replay command, and the campaign still checks every other image (it is not aborted).
+#[test]
+fn a_design_that_panics_in_recovery_is_reported_not_fatal() {
+    let r = campaign(
+        "panic_recovery",
+        "randwrite-flush",
+        Promise::DurableWrites,
+        3,
+    );
+    assert!(r.crash_points >= 500, "{} crash points", r.crash_points);
+    let panics = r
+        .violations
+        .iter()
+        .filter(|v| v.what.contains("the design panicked on this image"))
+        .count();
+    assert!(
+        panics > 0,
+        "no image made recovery panic: the test proves nothing"
+    );
+    assert!(
+        r.recovered + panics == r.crash_points,
+        "every other image was checked"
+    );
+    assert!(r.violations[0]
+        .replay
+        .contains("--param bug=panic_recovery"));
 }
