@@ -29,7 +29,7 @@ from ._native import (
 
 __all__ = [
     "designs", "presets", "bench", "crashtest", "open", "Device", "Transaction",
-    "results_frame", "sweep", "MobiusError", "ConfigError", "AddressError", "TooLargeError",
+    "results_frame", "plot", "sweep", "MobiusError", "ConfigError", "AddressError", "TooLargeError",
     "DeviceFullError", "TransactionError", "ImageError",
 ]
 
@@ -231,6 +231,36 @@ def results_frame(results: Iterable[dict]):
     """A pandas DataFrame of result dictionaries (nested keys flattened as ``a.b``)."""
     import pandas as pd
     return pd.json_normalize(list(results))
+
+
+def plot(frame, x: str, y: str, by: str | None = None, *, ax: Any = None, logx: bool = False,
+         logy: bool = False, title: str | None = None):
+    """Draws ``y`` against ``x`` from a results frame (:func:`results_frame`,
+    :func:`mobius.dask_sweep.load`) with matplotlib, one line per value of ``by`` (e.g. ``ftl``),
+    points averaged over the rows that share ``x`` (e.g. seeds); returns the Axes. Non-numeric
+    ``x`` values become categories."""
+    import matplotlib.pyplot as plt
+    if y not in frame.columns or x not in frame.columns or (by and by not in frame.columns):
+        missing = [c for c in (x, y, by) if c and c not in frame.columns]
+        raise ConfigError(f"no column {missing}; columns: {sorted(frame.columns)}")
+    if ax is None:
+        _, ax = plt.subplots()
+    groups = frame.groupby(by, sort=True) if by else [(None, frame)]
+    for name, g in groups:
+        series = g.groupby(x, sort=True)[y].mean()
+        ax.plot([str(v) if not isinstance(v, (int, float)) else v for v in series.index],
+                series.values, marker="o", label=None if name is None else str(name))
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title)
+    if by:
+        ax.legend(title=by)
+    return ax
 
 
 def sweep(grid: dict, client: Any = None, out: str | None = None, progress: bool = False):

@@ -147,3 +147,22 @@ def test_results_are_the_same_in_every_process():
 def test_results_frame_flattens_nested_keys():
     frame = mobius.results_frame([mobius.bench("dftl", requests=100, no_recovery=True)])
     assert "latency_us.p99" in frame.columns and len(frame) == 1
+
+
+def test_a_results_frame_draws_with_matplotlib(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    rows = [mobius.bench(ftl, requests=200, fill=0.5, seed=s, no_recovery=True)
+            for ftl in ("dftl", "mobius") for s in (1, 2)]
+    frame = mobius.results_frame(rows)
+    ax = mobius.plot(frame, x="seed", y="write_amplification", by="ftl", title="WA")
+    assert [line.get_label() for line in ax.get_lines()] == ["dftl", "mobius"]
+    assert ax.get_ylabel() == "write_amplification"
+    # The plotted points are the measured values (one per seed here).
+    dftl = frame[frame["ftl"] == "dftl"].sort_values("seed")["write_amplification"].tolist()
+    assert list(ax.get_lines()[0].get_ydata()) == dftl
+    out = tmp_path / "wa.png"
+    ax.figure.savefig(out)
+    assert out.stat().st_size > 1000
+    with pytest.raises(mobius.ConfigError):
+        mobius.plot(frame, x="seed", y="no_such_column")

@@ -1,7 +1,7 @@
 //! The Python package (`python/`, docs/python.md): builds the wheel with maturin, installs it in
 //! a fresh virtual environment and runs its pytest suite (API round trip, typed exceptions,
 //! determinism across processes, Dask sweeps equal to serial ones, resume). `.ci/run` installs
-//! maturin, pytest, dask, pandas and pyarrow; where they are missing the test says so and skips.
+//! maturin, pytest, dask, pandas, pyarrow and matplotlib; where they are missing the test says so and skips.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,7 +25,7 @@ fn run(cmd: &mut Command) {
 
 #[test]
 fn the_python_package_builds_and_its_tests_pass() {
-    let missing: Vec<&str> = ["maturin", "pytest", "dask.distributed", "pandas", "pyarrow"]
+    let missing: Vec<&str> = ["maturin", "pytest", "dask.distributed", "pandas", "pyarrow", "matplotlib"]
         .into_iter()
         .filter(|m| !python_has(m))
         .collect();
