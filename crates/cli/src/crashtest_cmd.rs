@@ -107,10 +107,11 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
         };
     }
     let bar = crate::progress::bar(1, "crashtest");
-    let (report, lives) = campaign_with_lives(&cfg, args.second_lives, &|d, t| {
-        bar.set_length(t);
-        bar.set_position(d);
-    })?;
+    let (report, lives) =
+        crashtest::second_life::run_campaign_with_lives(&cfg, args.second_lives, &|d, t| {
+            bar.set_length(t);
+            bar.set_position(d);
+        })?;
     bar.finish_and_clear();
     if args.json {
         let mut v = report.to_json();
@@ -144,7 +145,8 @@ pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
         return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
     }
     let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
-    let (report, lives) = campaign_with_lives(&cfg, args.second_lives, &|_, _| {})?;
+    let (report, lives) =
+        crashtest::second_life::run_campaign_with_lives(&cfg, args.second_lives, &|_, _| {})?;
     let mut v = report.to_json();
     v["second_lives"] = serde_json::json!(lives);
     Ok(v)
@@ -186,32 +188,6 @@ pub fn merge_shares(
     let mut v = report.to_json();
     v["second_lives"] = serde_json::json!(0);
     Ok(v)
-}
-
-/// A campaign and its second lives; their crash points and violations are added to the report.
-/// Returns the report and the number of second lives run.
-fn campaign_with_lives(
-    cfg: &CampaignConfig,
-    second_lives: usize,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> anyhow::Result<(CampaignReport, usize)> {
-    let wall = std::time::Instant::now();
-    let rec = crashtest::record(cfg)?;
-    let mut report = crashtest::run_recorded(cfg, &rec, wall, progress);
-    let points_each = (cfg.crash_points / 4).max(1);
-    let lives = crashtest::second_life::run_second_lives(cfg, &rec, second_lives, points_each);
-    report.crash_points += lives.crash_points;
-    report.violating_points += {
-        let mut at: Vec<(u64, bool)> = lives
-            .violations
-            .iter()
-            .map(|v| (v.instant_ns, v.torn))
-            .collect();
-        at.dedup();
-        at.len()
-    };
-    report.violations.extend(lives.violations);
-    Ok((report, lives.lives))
 }
 
 /// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).

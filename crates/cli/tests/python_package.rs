@@ -25,10 +25,17 @@ fn run(cmd: &mut Command) {
 
 #[test]
 fn the_python_package_builds_and_its_tests_pass() {
-    let missing: Vec<&str> = ["maturin", "pytest", "dask.distributed", "pandas", "pyarrow", "matplotlib"]
-        .into_iter()
-        .filter(|m| !python_has(m))
-        .collect();
+    let missing: Vec<&str> = [
+        "maturin",
+        "pytest",
+        "dask.distributed",
+        "pandas",
+        "pyarrow",
+        "matplotlib",
+    ]
+    .into_iter()
+    .filter(|m| !python_has(m))
+    .collect();
     if !missing.is_empty() {
         eprintln!(
             "SKIP python package: python3 modules missing: {missing:?} (.ci/run installs them)"

@@ -362,31 +362,19 @@ fn judge_image(
         };
     }
     let n = dev.logical_pages();
-    let mut seen = Vec::with_capacity(n as usize);
-    let mut out = Vec::new();
-    let mut at = dev.flash().idle_ns().max(p.instant_ns);
-    let mut start = 0;
-    while start < n {
-        let k = 64.min(n - start);
-        match dev.read(Lpn(start), k, at, &mut out) {
-            Ok(c) => at = at.max(c.ack_ns),
-            Err(e) => {
-                return Outcome {
-                    violations: vec![violation(
-                        Some(Lpn(start)),
-                        format!("read after recovery failed: {e}"),
-                    )],
-                    recovery: Some((report.flash_reads, report.sim_ns)),
-                }
+    let at = dev.flash().idle_ns().max(p.instant_ns);
+    let seen = match read_every_page(dev.as_mut(), at) {
+        Ok(seen) => seen,
+        Err((lpn, e)) => {
+            return Outcome {
+                violations: vec![violation(
+                    Some(lpn),
+                    format!("read after recovery failed: {e}"),
+                )],
+                recovery: Some((report.flash_reads, report.sim_ns)),
             }
         }
-        seen.extend(
-            out.iter()
-                .enumerate()
-                .map(|(i, o)| Seen::of(start + i as u32, o)),
-        );
-        start += k;
-    }
+    };
     if n != model_pages(model) {
         return Outcome {
             violations: vec![violation(
@@ -408,6 +396,32 @@ fn judge_image(
         violations,
         recovery: Some((report.flash_reads, report.sim_ns)),
     }
+}
+
+/// What every logical page of a recovered device reads as, from `at` on, 64 pages a request;
+/// a failed read is returned with the first page it asked for.
+pub(crate) fn read_every_page(
+    dev: &mut dyn ftl::BlockDevice,
+    mut at: u64,
+) -> Result<Vec<Seen>, (Lpn, ftl::FtlError)> {
+    let n = dev.logical_pages();
+    let mut seen = Vec::with_capacity(n as usize);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let k = 64.min(n - start);
+        let c = dev
+            .read(Lpn(start), k, at, &mut out)
+            .map_err(|e| (Lpn(start), e))?;
+        at = at.max(c.ack_ns);
+        seen.extend(
+            out.iter()
+                .enumerate()
+                .map(|(i, o)| Seen::of(start + i as u32, o)),
+        );
+        start += k;
+    }
+    Ok(seen)
 }
 
 fn model_pages(m: &Model) -> u32 {

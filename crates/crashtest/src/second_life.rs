@@ -13,7 +13,10 @@
 
 use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
-use crate::{check_image_as, replay_command, CampaignConfig, Recording, Violation};
+use crate::{
+    check_image_as, record, replay_command, run_recorded, CampaignConfig, CampaignError,
+    CampaignReport, Recording, Violation,
+};
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
 
@@ -77,6 +80,30 @@ pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<F
             torn: p.torn,
         })
         .collect()
+}
+
+/// Life one's campaign, then `lives` second lives of the same recording (`crash_points / 4`
+/// points each), their crash points and violations added to the report. Returns the report and
+/// the number of second lives run.
+pub fn run_campaign_with_lives(
+    cfg: &CampaignConfig,
+    lives: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(CampaignReport, usize), CampaignError> {
+    let wall = std::time::Instant::now();
+    let rec = record(cfg)?;
+    let mut report = run_recorded(cfg, &rec, wall, progress);
+    let lives = run_second_lives(cfg, &rec, lives, (cfg.crash_points / 4).max(1));
+    report.crash_points += lives.crash_points;
+    let mut instants: Vec<(u64, bool)> = lives
+        .violations
+        .iter()
+        .map(|v| (v.instant_ns, v.torn))
+        .collect();
+    instants.dedup();
+    report.violating_points += instants.len();
+    report.violations.extend(lives.violations);
+    Ok((report, lives.lives))
 }
 
 /// Runs and judges `lives` second lives of `rec`, `points_each` crash points in each.
@@ -213,26 +240,18 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
     })
 }
 
-/// Every page's write number after recovery (`u64::MAX`: unwritten); `None` if a page is not
-/// a write of that page (life one's violation).
-fn read_all(dev: &mut dyn ftl::BlockDevice, mut at: u64) -> Option<Vec<u64>> {
-    let n = dev.logical_pages();
-    let mut contents = Vec::with_capacity(n as usize);
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < n {
-        let k = 64.min(n - start);
-        at = at.max(dev.read(Lpn(start), k, at, &mut out).ok()?.ack_ns);
-        for (i, o) in out.iter().enumerate() {
-            contents.push(match Seen::of(start + i as u32, o) {
-                Seen::Unwritten => u64::MAX,
-                Seen::Write(w) => w,
-                _ => return None,
-            });
-        }
-        start += k;
-    }
-    Some(contents)
+/// Every page's write number after recovery (`u64::MAX`: unwritten); `None` if a read fails or
+/// a page is not a write of that page (life one's violation).
+fn read_all(dev: &mut dyn ftl::BlockDevice, at: u64) -> Option<Vec<u64>> {
+    crate::read_every_page(dev, at)
+        .ok()?
+        .into_iter()
+        .map(|seen| match seen {
+            Seen::Unwritten => Some(u64::MAX),
+            Seen::Write(w) => Some(w),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The recovered contents as a host log: one single-page write per written page, with the write

@@ -10,8 +10,8 @@
 //! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
 //! fails.
 
-use crate::second_life::{run_second_lives, SecondLives};
-use crate::{record, replay_command, run_recorded, CampaignConfig, CampaignReport};
+use crate::second_life::run_campaign_with_lives;
+use crate::{replay_command, CampaignConfig, CampaignReport};
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -336,11 +336,8 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         error: None,
         wall_s: 0.0,
     };
-    match run_with_lives(&campaign, cfg.second_lives) {
-        Ok((r, lives)) => {
-            note_report(&mut cell, &r);
-            note_lives(&mut cell, lives);
-        }
+    match run_campaign_with_lives(&campaign, cfg.second_lives, &|_, _| {}) {
+        Ok((r, _)) => note_report(&mut cell, &r),
         Err(e) => {
             cell.error = Some(e.to_string());
             cell.replay = Some(replay_command(&campaign, 0, campaign.torn).replace(
@@ -351,43 +348,6 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
     }
     cell.wall_s = wall.elapsed().as_secs_f64();
     cell
-}
-
-/// Life one's campaign, then `lives` second lives of the same recording.
-fn run_with_lives(
-    campaign: &CampaignConfig,
-    lives: usize,
-) -> Result<(CampaignReport, SecondLives), crate::CampaignError> {
-    let wall = std::time::Instant::now();
-    let rec = record(campaign)?;
-    let report = run_recorded(campaign, &rec, wall, &|_, _| {});
-    let points_each = (campaign.crash_points / 4).max(1);
-    let lives = run_second_lives(campaign, &rec, lives, points_each);
-    Ok((report, lives))
-}
-
-fn note_lives(cell: &mut CellResult, lives: SecondLives) {
-    cell.crash_points += lives.crash_points;
-    cell.violations += lives.violations.len();
-    let mut instants: Vec<(u64, bool)> = lives
-        .violations
-        .iter()
-        .map(|v| (v.instant_ns, v.torn))
-        .collect();
-    instants.dedup();
-    cell.violating_points += instants.len();
-    if cell.first_violation.is_none() {
-        if let Some(v) = lives.violations.first() {
-            cell.first_violation = Some(format!(
-                "at {} ns{} lpn {:?}: {}",
-                v.instant_ns,
-                if v.torn { " (torn)" } else { "" },
-                v.lpn,
-                v.what
-            ));
-            cell.replay = Some(v.replay.clone());
-        }
-    }
 }
 
 fn note_report(cell: &mut CellResult, r: &CampaignReport) {
