@@ -139,20 +139,7 @@ fn presets(py: Python<'_>) -> PyResult<Py<PyAny>> {
 /// The workload options of `bench` and `crashtest`, named as on the command line; an unknown
 /// name is an error, not a silently ignored option.
 fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadArgs> {
-    let mut w = WorkloadArgs {
-        workload: None,
-        requests: None,
-        request_pages: None,
-        range_pages: None,
-        qd: None,
-        fill: None,
-        flush_every: None,
-        read_fraction: None,
-        abort_fraction: None,
-        locality_pages: None,
-        min_tx_pages: None,
-        trim_fraction: None,
-    };
+    let mut w = WorkloadArgs::default();
     let Some(shape) = shape else { return Ok(w) };
     for (k, v) in shape.iter() {
         let key: String = k.extract()?;

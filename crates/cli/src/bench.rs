@@ -6,7 +6,7 @@ use flash::{Flash, OpCause};
 use ftl::DesignOptions;
 use workload::WorkloadSpec;
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct WorkloadArgs {
     /// Workload name (randwrite, seqwrite, randrw, randwrite-flush, locality, txmix); default: the design's.
     #[arg(long)]
