@@ -147,10 +147,47 @@ pub struct Engine {
     pub committed_uuids: FxHashSet<u64>,
     pub stats: EngineStats,
     last_arrival: u64,
+    /// GC victims whose live pages are copied, erased after the next root.
+    gc_copied: Vec<BlockId>,
+    /// When the last GC copy so far is on flash.
+    gc_copies_end: u64,
 }
 
-fn gc_low(chips: u32) -> u32 {
-    2 * chips + 2
+/// Pages of the mapping tree (translation pages and the GTD pages that locate them).
+fn tree_pages(g: &Geometry) -> u32 {
+    let entries = g.page_bytes / 4;
+    let tvpns = g.pages().div_ceil(entries);
+    tvpns + tvpns.div_ceil(entries)
+}
+
+/// Blocks a root flush may need: every tree page written back at once (a random workload
+/// dirties them all between two window refreshes, and the old tree pages stay live until the
+/// new root is on flash), spread over chips, each of which may open one block more than its
+/// share fills.
+fn tree_room(g: &Geometry) -> u32 {
+    let pages = tree_pages(g);
+    pages.div_ceil(g.pages_per_block) + pages.min(g.chips())
+}
+
+/// Free blocks below which GC stops copying and erases the victims it has copied (after one
+/// root): room for that root's tree pages, one victim's copies (a new block on each chip at
+/// most) and two spare.
+fn gc_floor(g: &Geometry) -> u32 {
+    tree_room(g) + g.chips() + 2
+}
+
+/// Victims GC copies before one root makes all their moves durable and lets them be erased
+/// (any root does: a window refresh too). One root per victim wrote back a tree page for
+/// nearly every page moved once the tree outgrew a few pages (a 1 GB device reached write
+/// amplification 200 and then ran out of space); a batch shares one write-back among many
+/// victims. Twice the tree's blocks, so a full write-back costs at most half a block per victim.
+fn gc_batch(g: &Geometry) -> u32 {
+    2 * tree_pages(g).div_ceil(g.pages_per_block)
+}
+
+/// GC runs when fewer blocks than this are free.
+fn gc_low(g: &Geometry) -> u32 {
+    gc_floor(g) + gc_batch(g)
 }
 
 /// Blocks that never hold the host's data at steady state: the root ring, the free blocks GC
@@ -159,7 +196,7 @@ fn gc_low(chips: u32) -> u32 {
 /// ring exported more than a 8-chip, 16-block-per-chip device can hold at 80 % fill and ran out
 /// of space (found by the seed soak on the `wide` geometry).
 fn reserved_blocks(g: &Geometry) -> u32 {
-    2 + ftl::working_blocks(g, STREAMS, gc_low(g.chips()))
+    2 + ftl::working_blocks(g, STREAMS, gc_low(g))
 }
 
 impl Engine {
@@ -245,6 +282,8 @@ impl Engine {
             committed_uuids: FxHashSet::default(),
             stats: EngineStats::default(),
             last_arrival: 0,
+            gc_copied: Vec::new(),
+            gc_copies_end: 0,
             space,
             flash,
             cfg,
@@ -459,7 +498,11 @@ impl Engine {
     /// Persists the mapping (dirty translation pages, dirty GTD pages, then a root) and, when
     /// `slide` is set or the policy asks for it, a new window. Returns when the root is on flash.
     pub fn flush_root(&mut self, now: u64, slide: bool) -> Result<u64, FtlError> {
-        let nb = now.max(self.data_end_ns).max(self.erase_end_ns);
+        // Every GC copy (tree pages too) is on flash before a root can name it.
+        let nb = now
+            .max(self.data_end_ns)
+            .max(self.erase_end_ns)
+            .max(self.gc_copies_end);
         let mut end = nb;
         let dirty: Vec<u32> = (0..self.tdirty.len() as u32)
             .filter(|&t| self.tdirty[t as usize])
@@ -556,6 +599,7 @@ impl Engine {
         }
         self.last_root_end = root_end;
         self.stats.roots += 1;
+        self.erase_copied_victims(root_end)?;
         Ok(root_end)
     }
 
@@ -777,18 +821,42 @@ impl Engine {
 
     /// Collects victims until enough blocks are free.
     pub fn make_room(&mut self, now: u64) -> Result<(), FtlError> {
-        let low = gc_low(self.flash.geometry().chips());
+        let g = self.flash.geometry().clone();
+        let (floor, batch, low) = (gc_floor(&g), gc_batch(&g) as usize, gc_low(&g));
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
-            let victim = self
-                .space
-                .pick_victim(&self.flash, |_| true)
-                .ok_or(FtlError::NoSpace)?;
-            self.collect(victim, now)?;
             rounds += 1;
-            if rounds > self.flash.geometry().blocks() {
+            if rounds > 2 * g.blocks() {
                 return Err(FtlError::NoSpace);
             }
+            let free = self.space.pool.free_blocks();
+            let copied = self.gc_copied.len();
+            if copied > 0 && (copied >= batch || free <= floor) {
+                self.flush_root(now, false)?;
+                continue;
+            }
+            match self.space.pick_victim(&self.flash, |_| true) {
+                Some(victim) => self.collect(victim, now)?,
+                None if copied > 0 => {
+                    self.flush_root(now, false)?;
+                }
+                None => return Err(FtlError::NoSpace),
+            }
+        }
+        Ok(())
+    }
+
+    /// Erases the victims whose live pages GC has copied, now that a root written after the
+    /// copies (ending at `root_end`) maps their pages to the copies.
+    fn erase_copied_victims(&mut self, root_end: u64) -> Result<(), FtlError> {
+        for victim in std::mem::take(&mut self.gc_copied) {
+            let nb = root_end.max(self.space.validity.invalidated_by_ns(victim));
+            let e = self.flash.erase(victim, nb, OpCause::GcCopy)?;
+            self.erase_end_ns = self.erase_end_ns.max(e.end_ns);
+            self.space.validity.erased(victim);
+            self.space.pool.release(victim);
+            self.max_seq[victim.0 as usize] = 0;
+            self.stats.gc_victims += 1;
         }
         Ok(())
     }
@@ -798,7 +866,6 @@ impl Engine {
         self.space.validity.unindex_block(victim);
         let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
         let mut oob = [0u8; OOB_BYTES as usize];
-        let mut last = now;
         for (from, owner) in live {
             if self.space.validity.owner(from) != Some(owner) {
                 continue; // superseded by a root written while this victim was being copied
@@ -826,20 +893,14 @@ impl Engine {
                 self.note_data(to, r.seq, span.end_ns);
             }
             self.on_move(owner, from, to, span.end_ns);
-            last = last.max(span.end_ns);
+            self.gc_copies_end = self.gc_copies_end.max(span.end_ns);
         }
         if self.in_scan[victim.0 as usize] {
             self.in_scan[victim.0 as usize] = false;
             self.scan_list.retain(|&b| b != victim);
         }
-        let root_end = self.flush_root(last, false)?;
-        let nb = root_end.max(self.space.validity.invalidated_by_ns(victim));
-        let e = self.flash.erase(victim, nb, OpCause::GcCopy)?;
-        self.erase_end_ns = self.erase_end_ns.max(e.end_ns);
-        self.space.validity.erased(victim);
-        self.space.pool.release(victim);
-        self.max_seq[victim.0 as usize] = 0;
-        self.stats.gc_victims += 1;
+        // Erased after the next root (which writes back the moved mappings).
+        self.gc_copied.push(victim);
         Ok(())
     }
 
@@ -1158,7 +1219,7 @@ impl Engine {
         // 6. Make room for the recovery root: erase blocks nothing can need (outside the scan set,
         // no live page), spread over chips.
         unknown_empty.sort_by_key(|b| (b.0 % g.chips(), b.0));
-        let low = gc_low(g.chips()) as usize;
+        let low = gc_low(&g) as usize;
         let mut erased = 0u64;
         let mut per_chip = vec![0usize; g.chips() as usize];
         for b in unknown_empty {

@@ -1116,11 +1116,15 @@ impl Dftl {
         d.rebuild_space(&ck, &list, &found)?;
         let now = d.flash.idle_ns();
         d.last_arrival = start;
-        // Persist what the scan found, then a fresh checkpoint, before serving.
+        // Persist what the scan found, then a fresh checkpoint, before serving. The translation
+        // pages to write back may need more blocks than are free: blocks GC erased after the
+        // checkpoint come back as full blocks with nothing valid, so GC runs first (the
+        // write-back is left to the checkpoint through `pending`, exactly as after a GC move).
         for t in dirty_tvpns {
-            d.write_translation(t, now, OpCause::Recovery)?;
+            d.pending[t] = true;
         }
         d.reserve(now)?;
+        d.gc_if_needed(now)?;
         d.checkpoint(now)?;
         let mut report = RecoveryReport::measure(&d.flash, &before, start);
         report.details = vec![

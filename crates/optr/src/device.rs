@@ -161,6 +161,28 @@ pub fn format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, F
     Ok(Box::new(d))
 }
 
+/// The fixed-size metadata pages must fit one flash page: a block's summary names each of its
+/// other pages, and a checkpoint seal points at every stream's chain on every chip (§3.2,
+/// §3.4). A geometry with small pages or many chips is refused here, not by a panic mid-run.
+fn check_metadata_fits(g: &flash::Geometry) -> Result<(), FtlError> {
+    let page = g.page_bytes as usize;
+    let summary = HEADER_BYTES + (g.pages_per_block as usize - 1) * SUMMARY_ENTRY;
+    let seal = HEADER_BYTES + SEAL_EXTRA + 4 * STREAMS * g.chips() as usize;
+    if summary > page {
+        return Err(FtlError::InvalidOption(format!(
+            "optr: a block summary of {} entries needs {summary} bytes but a page holds {page}",
+            g.pages_per_block - 1
+        )));
+    }
+    if seal > page {
+        return Err(FtlError::InvalidOption(format!(
+            "optr: a checkpoint seal for {} chips needs {seal} bytes but a page holds {page}",
+            g.chips()
+        )));
+    }
+    Ok(())
+}
+
 impl Optr {
     fn blank(flash: Flash, o: &DesignOptions) -> Result<Optr, FtlError> {
         let params = Params::parse(o, &flash)?;
@@ -171,6 +193,7 @@ impl Optr {
                 "full_ckpt_blocks must be even and >= 2, inc_blocks >= 1".into(),
             ));
         }
+        check_metadata_fits(&g)?;
         let mut reserved = Vec::new();
         for k in 0..params.full_blocks + params.inc_blocks {
             reserved.push(g.block(ChipId(k % chips), k / chips));

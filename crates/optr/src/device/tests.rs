@@ -160,3 +160,17 @@ fn overhead_against_wcache() {
     }
     eprintln!("worst overhead {:.1} %", worst * 100.0);
 }
+
+/// A geometry whose block summary cannot fit one page (512-byte pages of 32-page blocks) is
+/// refused at format with a typed error; it used to panic at the first block close.
+#[test]
+fn a_page_too_small_for_the_block_summary_is_a_clear_error() {
+    let mut device = flash::DeviceConfig::preset("small").expect("small preset");
+    device.geometry.page_bytes = 512;
+    let flash = Flash::in_memory(device, OOB_BYTES, false);
+    match format(flash, &DesignOptions::default()) {
+        Err(FtlError::InvalidOption(m)) => assert!(m.contains("block summary"), "{m}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a 512-byte page cannot hold a 31-entry block summary"),
+    }
+}
