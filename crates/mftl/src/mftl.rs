@@ -34,6 +34,17 @@ fn gc_low_blocks(g: &flash::Geometry) -> u32 {
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
 
+/// A GC victim whose erase waits for pending static txs (see [`Mobius::collect`]).
+#[derive(Clone, Debug)]
+pub(crate) struct DeferredVictim {
+    block: BlockId,
+    /// Moves not logged yet: (lpn, from, to).
+    relocs: Vec<(u32, u32, u32)>,
+    /// When the victim may be erased as far as its copies and invalidations go.
+    after: u64,
+    cause: OpCause,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TxState {
     /// Pages issued; mapping not yet installed in RAM.
@@ -128,6 +139,12 @@ pub struct Mobius {
     /// LPNs GC relocated during a merge, after their translation page may have been written:
     /// they stay in the Resident Area (their GcReloc inode is past the new head).
     merge_relocated: Vec<u32>,
+    /// GC victims holding a page whose LPN a pending static tx rewrites: see [`Mobius::collect`].
+    deferred_victims: Vec<DeferredVictim>,
+    settling: bool,
+    /// GC victims whose erase waited for pending txs, and GC stalls for them.
+    pub(crate) gc_deferred: u64,
+    gc_stalls: u64,
     pub(crate) gtd: Vec<u32>,
     pub(crate) map_seq: u32,
     // ALA.
@@ -224,6 +241,10 @@ impl Mobius {
             tp_misses: 0,
             tp_evictions: 0,
             merge_relocated: Vec::new(),
+            deferred_victims: Vec::new(),
+            settling: false,
+            gc_deferred: 0,
+            gc_stalls: 0,
             gtd: vec![NO_PPN; tps],
             flash,
             cfg,
@@ -690,7 +711,7 @@ impl Mobius {
             }
         }
         self.trim_txs();
-        Ok(())
+        self.settle_deferred_victims(now)
     }
 
     /// A WRITE/DWRITE/TRIM of `lpn` takes effect after every pending static tx (it waits for
@@ -1283,39 +1304,100 @@ impl Mobius {
             self.rebuild_validity(at)?;
         }
         let low = gc_low_blocks(self.flash.geometry());
+        let mut at = at;
+        let mut pending = self.pending_lpns();
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
-            let Some(v) = self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) else {
-                if self.space.pool.free_blocks() == 0 {
-                    return Err(FtlError::NoSpace);
-                }
-                return Ok(());
-            };
-            self.collect(v, at, OpCause::GcCopy)?;
             rounds += 1;
-            if rounds > self.space.pool.blocks() {
+            if rounds > 2 * self.space.pool.blocks() {
                 return Err(FtlError::NoSpace);
+            }
+            let clean = self.pick_gc_victim(&pending);
+            if let Some(v) = clean {
+                self.collect(v, at, OpCause::GcCopy)?;
+                continue;
+            }
+            if !pending.is_empty() && !self.merging && !self.settling {
+                // Every candidate holds a page a pending tx rewrites: stall until those txs
+                // have committed (as a full ALA ring does, §8-14), then collect.
+                at = self.pending_commit_ns().max(at);
+                self.gc_stalls += 1;
+                self.advance(at)?;
+                pending = self.pending_lpns();
+                continue;
+            }
+            // Inside a merge (which must not install txs) take any victim: its moves of
+            // pending-rewritten pages are deferred (see `collect`).
+            match self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) {
+                Some(v) => self.collect(v, at, OpCause::GcCopy)?,
+                None if self.space.pool.free_blocks() == 0 => return Err(FtlError::NoSpace),
+                None => return Ok(()),
             }
         }
         if let Some(v) = self
             .space
             .wear_victim(&self.flash, |b| self.pins[b.0 as usize] == 0)
         {
-            if !self.layout.is_reserved(v) {
+            // A cold block holding a page a pending tx rewrites waits for the next check.
+            if !self.layout.is_reserved(v) && !self.holds_pending(v, &pending) {
                 self.collect(v, at, OpCause::WearLevel)?;
             }
         }
         Ok(())
     }
 
+    /// The greedy victim among blocks holding no page a pending static tx rewrites.
+    fn pick_gc_victim(&self, pending: &FxHashSet<u32>) -> Option<BlockId> {
+        self.space.pick_victim(&self.flash, |b| {
+            self.gc_eligible(b) && !self.holds_pending(b, pending)
+        })
+    }
+
+    /// Whether block `b` holds a live data page of an LPN in `pending`.
+    fn holds_pending(&self, b: BlockId, pending: &FxHashSet<u32>) -> bool {
+        !pending.is_empty()
+            && self
+                .space
+                .validity
+                .valid_pages(b)
+                .any(|(_, owner)| owner & TP_OWNER == 0 && pending.contains(&owner))
+    }
+
+    /// When every pending static tx will have committed.
+    fn pending_commit_ns(&self) -> u64 {
+        self.txs
+            .iter()
+            .filter(|t| t.state == TxState::Pending)
+            .map(|t| t.commit_ns)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Moves a victim's live pages, logs the moves of data pages in a GcReloc inode and of
     /// translation pages in a GM record, then erases the victim after both (§8-12).
-    fn collect(&mut self, victim: BlockId, at: u64, cause: OpCause) -> Result<(), FtlError> {
+    ///
+    /// A live page whose LPN a *pending* static tx rewrites is current in RAM but already
+    /// superseded in ALA order (the tx's inode precedes any relocation logged now). Such a move
+    /// is not logged yet and the victim is not erased: [`Mobius::settle_deferred_victims`] logs
+    /// it once no pending tx covers the LPN and the copy is still the mapping (every such tx was
+    /// aborted), or drops it (a tx installed its own page), and only then erases the victim.
+    /// Logging it at once made recovery replay a stale relocation: its `from` page had been
+    /// erased and reused by a later copy of the same LPN, which the merged translation page
+    /// mapped, so `cur == from` held and a committed transaction lost that page to the older
+    /// version (soak seed 9200065, large-tx shape; docs/mobius.md).
+    pub(crate) fn collect(
+        &mut self,
+        victim: BlockId,
+        at: u64,
+        cause: OpCause,
+    ) -> Result<(), FtlError> {
         self.gc_runs += 1;
         self.space.validity.unindex_block(victim);
         let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
+        let pending: FxHashSet<u32> = self.pending_lpns();
         let mut oob = [0u8; OOB_BYTES as usize];
         let mut relocs = Vec::new();
+        let mut deferred = Vec::new();
         let mut tp_moved = false;
         let mut last = at;
         for (from, owner) in live {
@@ -1362,7 +1444,11 @@ impl Mobius {
                     // merge folds it).
                     self.merge_relocated.push(owner);
                 }
-                relocs.push((owner, from.0, to.0));
+                if pending.contains(&owner) {
+                    deferred.push((owner, from.0, to.0));
+                } else {
+                    relocs.push((owner, from.0, to.0));
+                }
             }
         }
         let mut after = last
@@ -1377,10 +1463,81 @@ impl Mobius {
         if tp_moved {
             after = after.max(self.write_gm(last.max(self.merge_tp_end))?);
         }
+        if !deferred.is_empty() {
+            self.gc_deferred += 1;
+            self.deferred_victims.push(DeferredVictim {
+                block: victim,
+                relocs: deferred,
+                after,
+                cause,
+            });
+            return Ok(());
+        }
+        self.erase_victim(victim, after, cause)
+    }
+
+    fn erase_victim(
+        &mut self,
+        victim: BlockId,
+        after: u64,
+        cause: OpCause,
+    ) -> Result<(), FtlError> {
         self.flash.erase(victim, after, cause).map_err(err_flash)?;
         self.space.validity.erased(victim);
         self.space.pool.release(victim);
         self.unpinned_at[victim.0 as usize] = 0;
+        Ok(())
+    }
+
+    /// LPNs some pending static tx writes.
+    fn pending_lpns(&self) -> FxHashSet<u32> {
+        self.txs
+            .iter()
+            .filter(|t| t.state == TxState::Pending)
+            .flat_map(|t| t.items.iter().map(|x| x.0))
+            .collect()
+    }
+
+    /// Erases the deferred GC victims whose LPNs no pending tx covers any more, logging the
+    /// moves that are still the mapping (see [`Mobius::collect`]).
+    pub(crate) fn settle_deferred_victims(&mut self, at: u64) -> Result<(), FtlError> {
+        if self.settling || self.deferred_victims.is_empty() {
+            return Ok(());
+        }
+        self.settling = true;
+        let r = self.settle_deferred_inner(at);
+        self.settling = false;
+        r
+    }
+
+    fn settle_deferred_inner(&mut self, at: u64) -> Result<(), FtlError> {
+        let pending = self.pending_lpns();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred_victims)
+            .into_iter()
+            .partition(|v| v.relocs.iter().all(|r| !pending.contains(&r.0)));
+        self.deferred_victims = waiting;
+        for v in ready {
+            let mut relocs = Vec::new();
+            for &(l, from, to) in &v.relocs {
+                if self.lookup(l, at)?.0 == to {
+                    relocs.push((l, from, to));
+                }
+            }
+            // A tx that installed its page over a copy invalidated the copy as of its own
+            // durability: until then a power cut still needs the original in the victim.
+            let mut after = v.after.max(self.space.validity.invalidated_by_ns(v.block));
+            for &(_, _, to) in &v.relocs {
+                let b = self.flash.geometry().block_of(Ppn(to));
+                after = after.max(self.space.validity.invalidated_by_ns(b));
+            }
+            let cap = inode_capacity(self.flash.geometry().page_bytes, InodeKind::GcReloc);
+            for chunk in relocs.chunks(cap) {
+                let mut ino = self.blank_inode(InodeKind::GcReloc);
+                ino.relocs = chunk.to_vec();
+                after = after.max(self.append_inode(ino, at)?);
+            }
+            self.erase_victim(v.block, after, v.cause)?;
+        }
         Ok(())
     }
 
@@ -1945,6 +2102,8 @@ impl BlockDevice for Mobius {
             ("tx_aborted".into(), self.aborted as f64),
             ("ala_merges".into(), self.merges as f64),
             ("gc_runs".into(), self.gc_runs as f64),
+            ("gc_stalls_for_pending_tx".into(), self.gc_stalls as f64),
+            ("gc_victims_deferred".into(), self.gc_deferred as f64),
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
             ("resident_entries".into(), self.resident.len() as f64),
             ("tp_misses".into(), self.tp_misses as f64),

@@ -1246,3 +1246,79 @@ fn an_async_swrite_cut_between_its_inode_and_its_data_is_aborted_whole() {
     assert_eq!(read1(&mut r, 20, at), Some(100));
     assert_eq!(read1(&mut r, 35, at), Some(115));
 }
+
+/// GC inside a merge may have to take a block holding a page that a pending static tx rewrites.
+/// That move is not logged and the victim is not erased until the tx resolves: the move is
+/// dropped if the tx installed its own page, logged if the tx was aborted (then the copy is the
+/// mapping). Either way the device and its recovery show the right version.
+#[test]
+fn a_gc_move_under_a_pending_tx_waits_for_the_tx() {
+    for abort in [false, true] {
+        let o = opts();
+        let (mut d, base) = recording(&o);
+        let mut t = 1000;
+        // Enough pages that lpn 5's block (written first) is full.
+        for i in 0..400u32 {
+            t = d.write(Lpn(i), &[tag(i, i as u64 + 1)], t).unwrap().ack_ns + 10;
+        }
+        let (old, _) = d.lookup(5, t).unwrap();
+        let victim = d.flash.geometry().block_of(flash::Ppn(old));
+        assert_eq!(d.space.pool.state(victim), ftl::BlockState::Full);
+        // Leave lpn 5 the victim's only live page: a relocation inode for the others could
+        // carry the pending tx's commit flag, and the tx could no longer be aborted.
+        let others: Vec<u32> = d
+            .space
+            .validity
+            .valid_pages(victim)
+            .map(|(_, l)| l)
+            .filter(|&l| l != 5)
+            .collect();
+        for l in others {
+            t = d
+                .write(Lpn(l), &[tag(l, 1000 + l as u64)], t)
+                .unwrap()
+                .ack_ns
+                + 10;
+        }
+        let c = d
+            .swrite(TxUuid(7), &tx_pages(&[5], 500), SwriteMode::Async, t)
+            .unwrap();
+        d.collect(victim, t, OpCause::GcCopy).unwrap();
+        assert_eq!(d.gc_deferred, 1, "abort {abort}");
+        assert!(
+            d.flash.write_pointer(victim) > 0,
+            "erased under a pending tx"
+        );
+        let end = if abort {
+            d.abort(TxUuid(7), t).unwrap().ack_ns
+        } else {
+            let durable = c.durable_ns.unwrap();
+            d.advance(durable).unwrap();
+            durable
+        };
+        assert_eq!(
+            d.flash.write_pointer(victim),
+            0,
+            "victim erased once the tx resolved"
+        );
+        let relocs_of_5 = ala_inodes(&mut d)
+            .iter()
+            .flat_map(|i| i.relocs.clone())
+            .filter(|r| r.0 == 5)
+            .count();
+        assert_eq!(relocs_of_5, usize::from(abort), "abort {abort}");
+        let want = if abort { Some(6) } else { Some(500) };
+        assert_eq!(read1(&mut d, 5, end + 10), want, "abort {abort}");
+        let cut = d.flash().idle_ns() + 10;
+        let (mut r, _) = crash_at(&d, base.as_ref(), cut, false, &o);
+        let at = r.flash().idle_ns();
+        assert_eq!(read1(&mut r, 5, at), want, "after recovery, abort {abort}");
+        for l in 0..400 {
+            assert_eq!(
+                read1(&mut r, l, at),
+                read1(&mut d, l, at),
+                "lpn {l}, abort {abort}"
+            );
+        }
+    }
+}

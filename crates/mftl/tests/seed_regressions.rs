@@ -1,0 +1,33 @@
+//! Soak seeds on which Möbius broke its promise, each replayed as the soak ran it.
+//!
+//! Seed 9200065 (large-tx shape: txmix, 64-page requests, transactions of at least 16 pages,
+//! queue depth 16, 50 % fill on `small`): 3 of 2,000 images showed a committed SWRITE with one
+//! page reverted to an older transaction's version. GC had moved that page's older version while
+//! the newer transaction was still pending and logged the move; the victim was erased and the
+//! `from` page reused for a later copy of the newest version, which the merged translation page
+//! mapped, so recovery's conditional replay (`cur == from`) applied the stale move. GC now leaves
+//! blocks holding a page a pending transaction rewrites (docs/mobius.md, "GC and pending
+//! transactions"). Found by `mobius crashtest --ftl all --seeds 25 --seed 9200050 --crash-points
+//! 2000 --torn --second-lives 4`.
+
+use crashtest::testing::assert_keeps_promise;
+use ftl::DesignOptions;
+use workload::WorkloadSpec;
+
+#[test]
+fn a_stale_gc_relocation_no_longer_reverts_a_committed_page() {
+    let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
+    w.requests = 3000;
+    w.fill = 0.5;
+    w.request_pages = 64;
+    w.queue_depth = 16;
+    w.min_tx_pages = 16;
+    assert_keeps_promise(
+        mftl::spec(),
+        w,
+        DesignOptions::default(),
+        2000,
+        9200065,
+        true,
+    );
+}
