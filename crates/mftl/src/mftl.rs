@@ -2105,6 +2105,7 @@ impl BlockDevice for Mobius {
             ("gc_stalls_for_pending_tx".into(), self.gc_stalls as f64),
             ("gc_victims_deferred".into(), self.gc_deferred as f64),
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
+            ("ala_active_limit".into(), self.cfg.active_ala_pages as f64),
             ("resident_entries".into(), self.resident.len() as f64),
             ("tp_misses".into(), self.tp_misses as f64),
             ("merged_small_txs".into(), self.grouped_txs as f64),
