@@ -983,6 +983,11 @@ impl Engine {
     pub fn metrics(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         vec![
+            // The whole page map is RAM-resident (4 B per logical page), plus the tree's PPNs.
+            (
+                "mapping_ram_bytes".into(),
+                (4 * (self.map.len() + self.tpage.len() + self.gpage.len())) as f64,
+            ),
             ("roots_written".into(), s.roots as f64),
             ("tree_pages_written".into(), s.tree_pages as f64),
             ("commit_records_written".into(), s.commit_records as f64),

@@ -102,13 +102,7 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64, ala_full: bool) -> Result<R
     let mut t = 0;
     let mut written = 0u64;
     while written < pages {
-        let mut lpns: Vec<Lpn> = Vec::with_capacity(32);
-        while lpns.len() < 32 {
-            let l = Lpn(rng.random_range(0..range));
-            if !lpns.contains(&l) {
-                lpns.push(l);
-            }
-        }
+        let lpns = random_lpns(&mut rng, range);
         t = commit(dev.as_mut(), &mode, &lpns, t, &mut host).map_err(|e| e.to_string())?;
         written += 32;
     }
@@ -122,13 +116,7 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64, ala_full: bool) -> Result<R
         if active + 2.0 > limit {
             break;
         }
-        let mut lpns: Vec<Lpn> = Vec::with_capacity(32);
-        while lpns.len() < 32 {
-            let l = Lpn(rng.random_range(0..range));
-            if !lpns.contains(&l) {
-                lpns.push(l);
-            }
-        }
+        let lpns = random_lpns(&mut rng, range);
         t = commit(dev.as_mut(), &mode, &lpns, t, &mut host).map_err(|e| e.to_string())?;
     }
     let end = dev.flash().idle_ns();
@@ -150,6 +138,18 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64, ala_full: bool) -> Result<R
         rebuild_ms: detail("validity_rebuild_ms"),
         rebuild_reads: detail("validity_rebuild_reads") as u64,
     })
+}
+
+/// 32 distinct random pages below `range` (one transaction of the experiment).
+fn random_lpns(rng: &mut ChaCha8Rng, range: u32) -> Vec<Lpn> {
+    let mut lpns: Vec<Lpn> = Vec::with_capacity(32);
+    while lpns.len() < 32 {
+        let l = Lpn(rng.random_range(0..range));
+        if !lpns.contains(&l) {
+            lpns.push(l);
+        }
+    }
+    lpns
 }
 
 pub fn run(ctx: &Context) -> ExperimentResult {

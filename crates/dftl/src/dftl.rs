@@ -36,14 +36,18 @@ const STREAMS: usize = 3;
 /// Owner tag of a translation page in the validity index.
 const TRANSLATION: u32 = 1 << 31;
 
-pub const PARAMS: [&str; 6] = [
+pub const PARAMS: [&str; 7] = [
     "cmt_entries",
+    "dram_mb",
     "checkpoint_blocks",
     "oob_scan",
     "gc",
     "wear_threshold",
     "max_request_pages",
 ];
+
+/// Bytes of one CMT entry in a real controller (LPN and PPN).
+pub const CMT_ENTRY_BYTES: u64 = 8;
 
 /// DFTL's parameters (`--param key=value`).
 #[derive(Clone, Debug)]
@@ -62,8 +66,18 @@ pub struct DftlConfig {
 impl DftlConfig {
     pub fn from_options(o: &DesignOptions, g: &flash::Geometry) -> Result<DftlConfig, FtlError> {
         o.check_known("dftl", &PARAMS)?;
+        // The controller DRAM the CMT may fill: by default the same 64 MB board DRAM Möbius's
+        // Resident and Evicting Areas share (Möbius §V-A), so both designs map with equal RAM.
+        // `dram_mb=2` is the 262,144-entry CMT of earlier versions.
+        let dram_mb: f64 = o.get("dram_mb", 64.0)?;
+        if !(dram_mb > 0.0 && dram_mb.is_finite()) {
+            return Err(FtlError::InvalidOption(format!(
+                "dram_mb={dram_mb}: must be positive"
+            )));
+        }
+        let by_dram = ((dram_mb * 1048576.0) as u64 / CMT_ENTRY_BYTES).min(u32::MAX as u64) as u32;
         let cfg = DftlConfig {
-            cmt_entries: o.get("cmt_entries", 262_144u32)?,
+            cmt_entries: o.get("cmt_entries", by_dram)?,
             checkpoint_blocks: o
                 .get("checkpoint_blocks", (g.blocks() as u64 / 8).clamp(16, 1024))?,
             oob_scan: match o.get::<String>("oob_scan", "on".into())?.as_str() {
@@ -827,6 +841,10 @@ impl BlockDevice for Dftl {
         let lookups = (self.cmt.hits + self.cmt.misses).max(1) as f64;
         vec![
             ("cmt_hit_ratio".into(), self.cmt.hits as f64 / lookups),
+            (
+                "mapping_ram_bytes".into(),
+                (self.cmt.capacity() as u64 * CMT_ENTRY_BYTES) as f64,
+            ),
             (
                 "translation_page_writes".into(),
                 s.translation_writes as f64,

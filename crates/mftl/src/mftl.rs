@@ -1320,7 +1320,7 @@ impl Mobius {
             if !pending.is_empty() && !self.merging && !self.settling {
                 // Every candidate holds a page a pending tx rewrites: stall until those txs
                 // have committed (as a full ALA ring does, §8-14), then collect.
-                at = self.pending_commit_ns().max(at);
+                at = self.pending_static_end().max(at);
                 self.gc_stalls += 1;
                 self.advance(at)?;
                 pending = self.pending_lpns();
@@ -1361,16 +1361,6 @@ impl Mobius {
                 .validity
                 .valid_pages(b)
                 .any(|(_, owner)| owner & TP_OWNER == 0 && pending.contains(&owner))
-    }
-
-    /// When every pending static tx will have committed.
-    fn pending_commit_ns(&self) -> u64 {
-        self.txs
-            .iter()
-            .filter(|t| t.state == TxState::Pending)
-            .map(|t| t.commit_ns)
-            .max()
-            .unwrap_or(0)
     }
 
     /// Moves a victim's live pages, logs the moves of data pages in a GcReloc inode and of
@@ -2102,6 +2092,12 @@ impl BlockDevice for Mobius {
             ("tx_aborted".into(), self.aborted as f64),
             ("ala_merges".into(), self.merges as f64),
             ("gc_runs".into(), self.gc_runs as f64),
+            // Resident Area (c % of DRAM) + Evicting Area (the rest): the controller DRAM.
+            (
+                "mapping_ram_bytes".into(),
+                (self.cfg.dram_bytes as f64 * self.cfg.c_percent / 100.0).round()
+                    + self.cfg.evicting_bytes as f64,
+            ),
             ("gc_stalls_for_pending_tx".into(), self.gc_stalls as f64),
             ("gc_victims_deferred".into(), self.gc_deferred as f64),
             ("ala_active_inodes".into(), (self.tail - self.head) as f64),
