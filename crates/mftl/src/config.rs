@@ -37,6 +37,9 @@ pub struct MobiusConfig {
     /// the next group fills while an inode programs). Set by `Mobius::empty` from the timing
     /// unless `merge_window_us` is given.
     pub merge_window_ns: u64,
+    /// §IV-D: a superseded page becomes invalid (GC may take its block) only once the newer
+    /// mapping is merged into a translation page. Off by default (see docs/mobius.md).
+    pub deferred_invalidation: bool,
 }
 
 pub const KNOWN: &[&str] = &[
@@ -50,6 +53,7 @@ pub const KNOWN: &[&str] = &[
     "small_tx_pages",
     "merge_window_us",
     "inject_bug",
+    "deferred_invalidation",
 ];
 
 impl MobiusConfig {
@@ -105,6 +109,15 @@ impl MobiusConfig {
             small_tx_pages: o.get("small_tx_pages", 10)?,
             merge_window_ns: (o.get("merge_window_us", 0.0f64)? * 1000.0) as u64,
             inject_bug: bug,
+            deferred_invalidation: match o.params.get("deferred_invalidation").map(String::as_str) {
+                None | Some("off") | Some("false") => false,
+                Some("on") | Some("true") => true,
+                Some(v) => {
+                    return Err(FtlError::InvalidOption(format!(
+                        "deferred_invalidation={v}: on or off"
+                    )))
+                }
+            },
         };
         let mut c = c;
         let evicting_default = c.dram_bytes as f64 * (100.0 - c.c_percent).max(0.0) / 100.0;

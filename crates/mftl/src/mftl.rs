@@ -142,6 +142,9 @@ pub struct Mobius {
     /// GC victims holding a page whose LPN a pending static tx rewrites: see [`Mobius::collect`].
     deferred_victims: Vec<DeferredVictim>,
     settling: bool,
+    /// Superseded pages waiting for the merge that folds their newer mapping (deferred
+    /// invalidation, §IV-D): (ppn, instant the supersession is durable). Their blocks are pinned.
+    merge_pending_invalid: Vec<(u32, u64)>,
     /// GC victims whose erase waited for pending txs, and GC stalls for them.
     pub(crate) gc_deferred: u64,
     gc_stalls: u64,
@@ -245,6 +248,7 @@ impl Mobius {
             settling: false,
             gc_deferred: 0,
             gc_stalls: 0,
+            merge_pending_invalid: Vec::new(),
             gtd: vec![NO_PPN; tps],
             flash,
             cfg,
@@ -437,9 +441,28 @@ impl Mobius {
         let (old, _) = self.lookup(lpn, at)?;
         self.resident.insert(lpn, ppn);
         if old != NO_PPN && old != ppn && self.space.validity.owner(Ppn(old)) == Some(lpn) {
-            self.space.validity.invalidate(Ppn(old), durable_ns);
+            self.supersede(old, durable_ns);
         }
         Ok(())
+    }
+
+    /// `ppn` no longer holds its LPN's mapping as of `durable_ns`: invalid now, or with
+    /// deferred invalidation (§IV-D) pinned until the merge that folds the newer mapping.
+    fn supersede(&mut self, ppn: u32, durable_ns: u64) {
+        if self.cfg.deferred_invalidation {
+            self.pin(ppn);
+            self.merge_pending_invalid.push((ppn, durable_ns));
+        } else {
+            self.space.validity.invalidate(Ppn(ppn), durable_ns);
+        }
+    }
+
+    /// After a merge whose GM record ends at `gm`: the superseded pages it folded become invalid.
+    fn release_merged_supersessions(&mut self, gm: u64) {
+        for (p, at) in std::mem::take(&mut self.merge_pending_invalid) {
+            self.space.validity.invalidate(Ppn(p), at.max(gm));
+            self.unpin(p, gm);
+        }
     }
 
     // ---------------------------------------------------------------- ALA
@@ -677,7 +700,7 @@ impl Mobius {
                     };
                     if sup.contains(&l) {
                         // A later normal write already took effect (it waited for us).
-                        self.space.validity.invalidate(Ppn(p), durable.max(now));
+                        self.supersede(p, durable.max(now));
                     } else if let Some(k) = dyn_undo {
                         // The running dynamic tx wrote `l` after us: we become the value its
                         // ABORT restores (the earlier pre-image is superseded by us).
@@ -689,7 +712,7 @@ impl Mobius {
                         if old != NO_PPN {
                             self.unpin(old, now);
                             if self.space.validity.owner(Ppn(old)) == Some(l) {
-                                self.space.validity.invalidate(Ppn(old), durable.max(now));
+                                self.supersede(old, durable.max(now));
                             }
                         }
                     } else {
@@ -1262,6 +1285,7 @@ impl Mobius {
         }
         self.head = new_head;
         let gm = self.write_gm(tp_end)?;
+        self.release_merged_supersessions(gm);
         self.merge_tp_end = 0;
         for p in std::mem::take(&mut self.superseded_tps) {
             self.space.validity.invalidate(Ppn(p), gm);
@@ -1330,6 +1354,14 @@ impl Mobius {
             // pending-rewritten pages are deferred (see `collect`).
             match self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) {
                 Some(v) => self.collect(v, at, OpCause::GcCopy)?,
+                // Blocks pinned by superseded pages awaiting a merge (deferred invalidation):
+                // merge now, which makes them collectable.
+                None if !self.merge_pending_invalid.is_empty() && !self.merging => {
+                    self.merge(at, true)?;
+                    if !self.merge_pending_invalid.is_empty() {
+                        return Err(FtlError::NoSpace);
+                    }
+                }
                 None if self.space.pool.free_blocks() == 0 => return Err(FtlError::NoSpace),
                 None => return Ok(()),
             }
@@ -1818,12 +1850,12 @@ impl Mobius {
         }
         for &(l, p) in &c.pages {
             if last_of[&l] != p {
-                self.space.validity.invalidate(Ppn(p), end);
+                self.supersede(p, end);
             }
         }
         for (l, old) in first_old {
             if old != NO_PPN && self.space.validity.owner(Ppn(old)) == Some(l) {
-                self.space.validity.invalidate(Ppn(old), end);
+                self.supersede(old, end);
             }
         }
         self.committed += 1;

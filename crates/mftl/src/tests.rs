@@ -1322,3 +1322,43 @@ fn a_gc_move_under_a_pending_tx_waits_for_the_tx() {
         }
     }
 }
+
+/// Deferred invalidation (§IV-D, `deferred_invalidation=on`): a superseded page stays valid and
+/// its block pinned (GC cannot take it) until a merge folds the newer mapping; without the
+/// option it is invalid at once.
+#[test]
+fn deferred_invalidation_holds_a_superseded_page_until_the_merge() {
+    for deferred in [false, true] {
+        let o = opts().with("deferred_invalidation", if deferred { "on" } else { "off" });
+        let mut d = fresh(&o);
+        let t = d.write(Lpn(5), &[tag(5, 1)], 1000).unwrap().ack_ns + 10;
+        let (first, _) = d.lookup(5, t).unwrap();
+        let block = d.flash.geometry().block_of(flash::Ppn(first));
+        let pins_before = d.pins[block.0 as usize];
+        let t = d.write(Lpn(5), &[tag(5, 2)], t).unwrap().ack_ns + 10;
+        let still_valid = d.space.validity.owner(flash::Ppn(first)) == Some(5);
+        assert_eq!(
+            still_valid, deferred,
+            "deferred {deferred}: before the merge"
+        );
+        assert_eq!(
+            d.pins[block.0 as usize] > pins_before,
+            deferred,
+            "deferred {deferred}: the block is pinned until the merge"
+        );
+        d.merge(t, true).unwrap();
+        assert_eq!(
+            d.space.validity.owner(flash::Ppn(first)),
+            None,
+            "after the merge"
+        );
+        assert_eq!(read1(&mut d, 5, t + 10), Some(2));
+    }
+    assert!(matches!(
+        Mobius::format(
+            Flash::in_memory(small(), OOB_BYTES, true),
+            &opts().with("deferred_invalidation", "maybe")
+        ),
+        Err(FtlError::InvalidOption(_))
+    ));
+}
