@@ -56,6 +56,16 @@ pub const KNOWN: &[&str] = &[
     "deferred_invalidation",
 ];
 
+/// A switch parameter: `on`/`true` or `off`/`false`, `default` when absent.
+fn on_off(o: &DesignOptions, key: &str, default: bool) -> Result<bool, FtlError> {
+    match o.params.get(key).map(String::as_str) {
+        None => Ok(default),
+        Some("on") | Some("true") => Ok(true),
+        Some("off") | Some("false") => Ok(false),
+        Some(v) => Err(FtlError::InvalidOption(format!("{key}={v}: on or off"))),
+    }
+}
+
 impl MobiusConfig {
     /// Paper defaults; on a device too small for a 500 MB ALA (the `small` preset) the ALA is
     /// scaled to 1/25 of the blocks (at least 4) and the active part to a third of the ring, so
@@ -97,27 +107,11 @@ impl MobiusConfig {
             c_percent: o.get("c_percent", 20.0)?,
             dram_bytes: (o.get("dram_mb", 64.0f64)? * 1048576.0) as u64,
             evicting_bytes: 0,
-            merge_small: match o.params.get("merge_small").map(String::as_str) {
-                None | Some("on") | Some("true") => true,
-                Some("off") | Some("false") => false,
-                Some(v) => {
-                    return Err(FtlError::InvalidOption(format!(
-                        "merge_small={v}: on or off"
-                    )))
-                }
-            },
+            merge_small: on_off(o, "merge_small", true)?,
             small_tx_pages: o.get("small_tx_pages", 10)?,
             merge_window_ns: (o.get("merge_window_us", 0.0f64)? * 1000.0) as u64,
             inject_bug: bug,
-            deferred_invalidation: match o.params.get("deferred_invalidation").map(String::as_str) {
-                None | Some("off") | Some("false") => false,
-                Some("on") | Some("true") => true,
-                Some(v) => {
-                    return Err(FtlError::InvalidOption(format!(
-                        "deferred_invalidation={v}: on or off"
-                    )))
-                }
-            },
+            deferred_invalidation: on_off(o, "deferred_invalidation", false)?,
         };
         let mut c = c;
         let evicting_default = c.dram_bytes as f64 * (100.0 - c.c_percent).max(0.0) / 100.0;
