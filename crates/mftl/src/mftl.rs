@@ -1338,7 +1338,7 @@ impl Mobius {
             }
             let clean = self.pick_gc_victim(&pending);
             if let Some(v) = clean {
-                self.collect(v, at, OpCause::GcCopy)?;
+                self.collect(v, at, OpCause::GcCopy, &pending)?;
                 continue;
             }
             if !pending.is_empty() && !self.merging && !self.settling {
@@ -1353,7 +1353,7 @@ impl Mobius {
             // Inside a merge (which must not install txs) take any victim: its moves of
             // pending-rewritten pages are deferred (see `collect`).
             match self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) {
-                Some(v) => self.collect(v, at, OpCause::GcCopy)?,
+                Some(v) => self.collect(v, at, OpCause::GcCopy, &pending)?,
                 // Blocks pinned by superseded pages awaiting a merge (deferred invalidation):
                 // merge now, which makes them collectable.
                 None if !self.merge_pending_invalid.is_empty() && !self.merging => {
@@ -1372,7 +1372,7 @@ impl Mobius {
         {
             // A cold block holding a page a pending tx rewrites waits for the next check.
             if !self.layout.is_reserved(v) && !self.holds_pending(v, &pending) {
-                self.collect(v, at, OpCause::WearLevel)?;
+                self.collect(v, at, OpCause::WearLevel, &pending)?;
             }
         }
         Ok(())
@@ -1406,17 +1406,20 @@ impl Mobius {
     /// Logging it at once made recovery replay a stale relocation: its `from` page had been
     /// erased and reused by a later copy of the same LPN, which the merged translation page
     /// mapped, so `cur == from` held and a committed transaction lost that page to the older
-    /// version (soak seed 9200065, large-tx shape; docs/mobius.md).
+    /// version (soak seed 9200065, large-tx shape; docs/mobius.md). `pending` is
+    /// [`Mobius::pending_lpns`] as the caller computed it; GC creates no transaction, so it can
+    /// only be a superset of the current one, which defers a move that [`Mobius::settle_deferred_victims`]
+    /// then drops.
     pub(crate) fn collect(
         &mut self,
         victim: BlockId,
         at: u64,
         cause: OpCause,
+        pending: &FxHashSet<u32>,
     ) -> Result<(), FtlError> {
         self.gc_runs += 1;
         self.space.validity.unindex_block(victim);
         let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
-        let pending: FxHashSet<u32> = self.pending_lpns();
         let mut oob = [0u8; OOB_BYTES as usize];
         let mut relocs = Vec::new();
         let mut deferred = Vec::new();
@@ -1476,12 +1479,7 @@ impl Mobius {
         let mut after = last
             .max(self.space.validity.invalidated_by_ns(victim))
             .max(self.unpinned_at[victim.0 as usize]);
-        let cap = inode_capacity(self.flash.geometry().page_bytes, InodeKind::GcReloc);
-        for chunk in relocs.chunks(cap) {
-            let mut ino = self.blank_inode(InodeKind::GcReloc);
-            ino.relocs = chunk.to_vec();
-            after = after.max(self.append_inode(ino, last)?);
-        }
+        after = after.max(self.log_relocs(&relocs, last)?);
         if tp_moved {
             after = after.max(self.write_gm(last.max(self.merge_tp_end))?);
         }
@@ -1511,8 +1509,21 @@ impl Mobius {
         Ok(())
     }
 
+    /// Logs GC moves (lpn, from, to) in GcReloc inodes appended after `not_before`; returns
+    /// when the last is on flash (`not_before` if there is none).
+    fn log_relocs(&mut self, relocs: &[(u32, u32, u32)], not_before: u64) -> Result<u64, FtlError> {
+        let cap = inode_capacity(self.flash.geometry().page_bytes, InodeKind::GcReloc);
+        let mut end = not_before;
+        for chunk in relocs.chunks(cap) {
+            let mut ino = self.blank_inode(InodeKind::GcReloc);
+            ino.relocs = chunk.to_vec();
+            end = end.max(self.append_inode(ino, not_before)?);
+        }
+        Ok(end)
+    }
+
     /// LPNs some pending static tx writes.
-    fn pending_lpns(&self) -> FxHashSet<u32> {
+    pub(crate) fn pending_lpns(&self) -> FxHashSet<u32> {
         self.txs
             .iter()
             .filter(|t| t.state == TxState::Pending)
@@ -1552,12 +1563,7 @@ impl Mobius {
                 let b = self.flash.geometry().block_of(Ppn(to));
                 after = after.max(self.space.validity.invalidated_by_ns(b));
             }
-            let cap = inode_capacity(self.flash.geometry().page_bytes, InodeKind::GcReloc);
-            for chunk in relocs.chunks(cap) {
-                let mut ino = self.blank_inode(InodeKind::GcReloc);
-                ino.relocs = chunk.to_vec();
-                after = after.max(self.append_inode(ino, at)?);
-            }
+            after = after.max(self.log_relocs(&relocs, at)?);
             self.erase_victim(v.block, after, v.cause)?;
         }
         Ok(())

@@ -1283,7 +1283,8 @@ fn a_gc_move_under_a_pending_tx_waits_for_the_tx() {
         let c = d
             .swrite(TxUuid(7), &tx_pages(&[5], 500), SwriteMode::Async, t)
             .unwrap();
-        d.collect(victim, t, OpCause::GcCopy).unwrap();
+        let pending = d.pending_lpns();
+        d.collect(victim, t, OpCause::GcCopy, &pending).unwrap();
         assert_eq!(d.gc_deferred, 1, "abort {abort}");
         assert!(
             d.flash.write_pointer(victim) > 0,
