@@ -63,6 +63,19 @@ pub struct Violation {
     pub replay: String,
 }
 
+impl Violation {
+    /// A broken rule of the image cut at `p`, replayed by `replay`.
+    fn at(p: &CrashPoint, lpn: Option<Lpn>, what: String, replay: &str) -> Violation {
+        Violation {
+            instant_ns: p.instant_ns,
+            torn: p.torn,
+            lpn: lpn.map(|l| l.0),
+            what,
+            replay: replay.to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Summary {
     pub mean: f64,
@@ -314,13 +327,12 @@ fn check_image_as(
             .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a panic without a message".into());
         Outcome {
-            violations: vec![Violation {
-                instant_ns: p.instant_ns,
-                torn: p.torn,
-                lpn: None,
-                what: format!("the design panicked on this image: {what}"),
-                replay: replay.to_string(),
-            }],
+            violations: vec![Violation::at(
+                &p,
+                None,
+                format!("the design panicked on this image: {what}"),
+                replay,
+            )],
             recovery: None,
         }
     })
@@ -336,13 +348,7 @@ fn judge_image(
 ) -> Outcome {
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(p.instant_ns);
-    let violation = |lpn: Option<Lpn>, what: String| Violation {
-        instant_ns: p.instant_ns,
-        torn: p.torn,
-        lpn: lpn.map(|l| l.0),
-        what,
-        replay: replay.to_string(),
-    };
+    let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what, replay);
     let (mut dev, report) = match cfg.design.reopen(flash, &cfg.options) {
         Ok(x) => x,
         Err(e) => {
