@@ -106,21 +106,24 @@ fn measure(ctx: &Context, s: &Subject, zone_gb: f64, ala_full: bool) -> Result<R
         t = commit(dev.as_mut(), &mode, &lpns, t, &mut host).map_err(|e| e.to_string())?;
         written += 32;
     }
-    while ala_full {
-        let m = dev.metrics();
-        let metric = |k: &str| m.iter().find(|(n, _)| n == k).map(|x| x.1);
-        let (Some(active), Some(limit)) = (metric("ala_active_inodes"), metric("ala_active_limit"))
-        else {
-            return Err("no active-ALA metrics: not Möbius".into());
-        };
-        if active + 2.0 > limit {
-            break;
-        }
-        // Metrics scan the whole device: look again only after half the room left, each
-        // transaction appending at least one inode and at most two.
-        for _ in 0..((limit - active - 2.0) / 2.0).max(1.0) as u64 {
-            let lpns = random_lpns(&mut rng, range);
-            t = commit(dev.as_mut(), &mode, &lpns, t, &mut host).map_err(|e| e.to_string())?;
+    if ala_full {
+        loop {
+            let m = dev.metrics();
+            let metric = |k: &str| m.iter().find(|(n, _)| n == k).map(|x| x.1);
+            let (Some(active), Some(limit)) =
+                (metric("ala_active_inodes"), metric("ala_active_limit"))
+            else {
+                return Err("no active-ALA metrics: not Möbius".into());
+            };
+            if active + 2.0 > limit {
+                break;
+            }
+            // Metrics scan the whole device: look again only after half the room left, each
+            // transaction appending at least one inode and at most two.
+            for _ in 0..((limit - active - 2.0) / 2.0).max(1.0) as u64 {
+                let lpns = random_lpns(&mut rng, range);
+                t = commit(dev.as_mut(), &mode, &lpns, t, &mut host).map_err(|e| e.to_string())?;
+            }
         }
     }
     let end = dev.flash().idle_ns();
