@@ -19,7 +19,7 @@ fn crashtest(extra: &[&str]) -> (bool, String) {
         "--fill",
         "0.5",
         "--seed",
-        "501",
+        "506",
         "--qd",
         "1",
         "--torn",

@@ -139,6 +139,10 @@ pub struct Dftl {
     ckpt_log: (u32, u32),
     opened_at_ckpt: u64,
     last_arrival: u64,
+    /// The newest translation-page read (tvpn, page read, when its data is in DRAM): a miss on
+    /// that page while the read is still in flight waits for it instead of reading the page a
+    /// second time (a controller does not issue two reads of one page at once).
+    tp_read_in_flight: Option<(usize, Ppn, u64)>,
     gc_low_blocks: u32,
     stats: Counters,
 }
@@ -211,6 +215,7 @@ impl Dftl {
             ckpt_log: (0, 0),
             opened_at_ckpt: 0,
             last_arrival: 0,
+            tp_read_in_flight: None,
             gc_low_blocks,
             stats: Counters::default(),
             flash,
@@ -512,13 +517,18 @@ impl Dftl {
         let mut ready = now;
         let tpage = self.gtd[t].0;
         if !tpage.is_none() {
-            match loaded {
-                Some((lt, end)) if *lt == t => ready = *end,
+            match (*loaded, self.tp_read_in_flight) {
+                (Some((lt, end)), _) if lt == t => ready = end,
+                (_, Some((ft, fp, end))) if ft == t && fp == tpage && end > now => {
+                    ready = end;
+                    *loaded = Some((t, ready));
+                }
                 _ => {
                     let (_, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
                     self.stats.translation_reads += 1;
                     ready = span.end_ns;
                     *loaded = Some((t, ready));
+                    self.tp_read_in_flight = Some((t, tpage, ready));
                 }
             }
         }

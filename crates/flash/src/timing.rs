@@ -4,13 +4,16 @@
 //! occupies the channel for the transfer in and the chip for transfer + tPROG; an erase occupies
 //! only the chip for tBERS (SPEC.md §1, issue "timing model"). Operations on one chip are served
 //! in the order they are issued (FIFO, no back-filling), so programs to one block keep their
-//! order; operations on different chips overlap. Every operation also takes a `not_before` time
+//! order; operations on different chips overlap. A channel moves each transfer in the first free
+//! gap at or after its chip is ready, so a chip with a long queue does not hold up the other
+//! chips on its channel (a controller schedules each channel among the ready chips). Every operation also takes a `not_before` time
 //! from its issuer: that is how an FTL states "this program may start only after those finished"
 //! — the only ordering a crash respects.
 //!
 //! Times are plain integer nanoseconds of simulated time; nothing here reads a wall clock.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Latency parameters of one flash part and its bus.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,25 +51,81 @@ pub struct Span {
     pub end_ns: u64,
 }
 
-/// Per-chip and per-channel busy-until times.
+/// Per-chip busy-until times and per-channel booked transfer intervals.
+///
+/// A chip serves its operations in issue order (FIFO, no back-filling). A channel, shared by
+/// the chips on it, moves each page in the first gap of its timeline at or after the page is
+/// ready (the controller's per-channel scheduler picks whichever chip is ready): a chip with a
+/// long backlog books its transfer late without holding up an idle chip on the same channel.
 #[derive(Clone, Debug)]
 pub struct Timeline {
     chip_free_ns: Vec<u64>,
-    channel_free_ns: Vec<u64>,
-    channels: u32,
+    channels: Vec<ChannelBookings>,
+}
+
+/// Booked transfer intervals of one channel, start → end, adjacent intervals coalesced.
+#[derive(Clone, Debug, Default)]
+struct ChannelBookings {
+    busy: BTreeMap<u64, u64>,
+}
+
+impl ChannelBookings {
+    /// Books `length` ns in the first gap at or after `ready`; returns the transfer's start.
+    fn book(&mut self, ready: u64, length: u64) -> u64 {
+        if length == 0 {
+            return ready;
+        }
+        let mut start = ready;
+        // An interval beginning before `ready` may still cover it.
+        if let Some((_, &e)) = self.busy.range(..=start).next_back() {
+            start = start.max(e);
+        }
+        for (&s, &e) in self.busy.range(start..) {
+            if s >= start + length {
+                break;
+            }
+            start = start.max(e);
+        }
+        let mut begin = start;
+        let mut end = start + length;
+        // Coalesce with the interval ending exactly at `start` and the one starting at `end`.
+        if let Some((&s, &e)) = self.busy.range(..=start).next_back() {
+            if e == start {
+                begin = s;
+            }
+        }
+        if let Some(e) = self.busy.remove(&end) {
+            end = e;
+        }
+        self.busy.insert(begin, end);
+        start
+    }
+
+    /// Forgets intervals that end at or before `floor`: no later transfer can start before it.
+    fn prune(&mut self, floor: u64) {
+        while let Some((&s, &e)) = self.busy.first_key_value() {
+            if e > floor {
+                break;
+            }
+            self.busy.remove(&s);
+        }
+    }
+
+    fn last_end(&self) -> u64 {
+        self.busy.last_key_value().map_or(0, |(_, &e)| e)
+    }
 }
 
 impl Timeline {
     pub fn new(chips: u32, channels: u32) -> Self {
         Timeline {
             chip_free_ns: vec![0; chips as usize],
-            channel_free_ns: vec![0; channels as usize],
-            channels,
+            channels: vec![ChannelBookings::default(); channels.max(1) as usize],
         }
     }
 
     fn channel(&self, chip: u32) -> usize {
-        (chip % self.channels) as usize
+        chip as usize % self.channels.len()
     }
 
     /// When `chip` finishes everything issued to it so far.
@@ -79,13 +138,28 @@ impl Timeline {
         self.chip_free_ns.iter().copied().max().unwrap_or(0)
     }
 
+    /// Every later operation on a chip of channel `ch` starts at or after the least busy-until
+    /// time of those chips, so channel bookings ending before it can go.
+    fn prune_channel(&mut self, ch: usize) {
+        let n = self.channels.len();
+        let floor = self
+            .chip_free_ns
+            .iter()
+            .skip(ch)
+            .step_by(n)
+            .copied()
+            .min()
+            .unwrap_or(0);
+        self.channels[ch].prune(floor);
+    }
+
     pub fn schedule_read(&mut self, chip: u32, not_before: u64, t: &Timing, bytes: u64) -> Span {
         let ch = self.channel(chip);
+        self.prune_channel(ch);
         let start = not_before.max(self.chip_free_ns[chip as usize]);
         let sensed = start + t.read_ns;
-        let xfer_start = sensed.max(self.channel_free_ns[ch]);
-        let end = xfer_start + t.transfer_ns(bytes);
-        self.channel_free_ns[ch] = end;
+        let length = t.transfer_ns(bytes);
+        let end = self.channels[ch].book(sensed, length) + length;
         self.chip_free_ns[chip as usize] = end;
         Span {
             start_ns: start,
@@ -95,12 +169,11 @@ impl Timeline {
 
     pub fn schedule_program(&mut self, chip: u32, not_before: u64, t: &Timing, bytes: u64) -> Span {
         let ch = self.channel(chip);
-        let start = not_before
-            .max(self.chip_free_ns[chip as usize])
-            .max(self.channel_free_ns[ch]);
-        let loaded = start + t.transfer_ns(bytes);
-        let end = loaded + t.program_ns;
-        self.channel_free_ns[ch] = loaded;
+        self.prune_channel(ch);
+        let ready = not_before.max(self.chip_free_ns[chip as usize]);
+        let length = t.transfer_ns(bytes);
+        let start = self.channels[ch].book(ready, length);
+        let end = start + length + t.program_ns;
         self.chip_free_ns[chip as usize] = end;
         Span {
             start_ns: start,
@@ -120,12 +193,13 @@ impl Timeline {
 
     /// Moves every timeline to at least `ns` (used when a device is reopened after recovery).
     pub fn advance_all_to(&mut self, ns: u64) {
-        for t in self
-            .chip_free_ns
-            .iter_mut()
-            .chain(self.channel_free_ns.iter_mut())
-        {
+        for t in self.chip_free_ns.iter_mut() {
             *t = (*t).max(ns);
+        }
+        for c in self.channels.iter_mut() {
+            let last = c.last_end();
+            c.prune(u64::MAX);
+            c.busy.insert(0, last.max(ns));
         }
     }
 }
@@ -146,6 +220,49 @@ mod tests {
     #[test]
     fn transfer_of_a_4k_page_at_40mb_s() {
         assert_eq!(timing().transfer_ns(4096), 102_400);
+    }
+
+    #[test]
+    fn a_backlogged_chip_does_not_hold_up_an_idle_chip_on_its_channel() {
+        let t = timing();
+        let xfer = t.transfer_ns(4096);
+        let mut tl = Timeline::new(2, 1); // two chips on one channel
+        let first = tl.schedule_program(0, 0, &t, 4096);
+        let queued = tl.schedule_program(0, 0, &t, 4096); // waits for chip 0: transfer ~tPROG later
+        assert_eq!(queued.start_ns, first.end_ns);
+        // Chip 1 is idle: its transfer goes in the channel's gap right after the first one, not
+        // after chip 0's queued transfer.
+        let idle = tl.schedule_program(1, 0, &t, 4096);
+        assert_eq!(idle.start_ns, xfer);
+        assert_eq!(idle.end_ns, 2 * xfer + t.program_ns);
+        // A transfer that does not fit in a gap goes after the busy interval it would overlap.
+        let read = tl.schedule_read(1, 0, &t, 4096);
+        assert!(read.start_ns >= idle.end_ns);
+        assert_eq!(read.end_ns, read.start_ns + t.read_ns + xfer);
+        // No two transfers on the channel overlap.
+        let mut spans = [
+            (first.start_ns, first.start_ns + xfer),
+            (queued.start_ns, queued.start_ns + xfer),
+            (idle.start_ns, idle.start_ns + xfer),
+            (read.end_ns - xfer, read.end_ns),
+        ];
+        spans.sort();
+        assert!(spans.windows(2).all(|w| w[0].1 <= w[1].0), "{spans:?}");
+    }
+
+    #[test]
+    fn a_transfer_fills_the_first_gap_that_is_long_enough() {
+        let mut c = ChannelBookings::default();
+        assert_eq!(c.book(0, 10), 0);
+        assert_eq!(c.book(30, 10), 30);
+        assert_eq!(c.book(0, 25), 40, "the 10..30 gap is too short");
+        assert_eq!(c.book(0, 20), 10, "exactly fits 10..30");
+        assert_eq!(c.busy.len(), 1, "adjacent bookings coalesce: {:?}", c.busy);
+        assert_eq!(c.book(5, 1), 65);
+        c.prune(64);
+        assert_eq!(c.busy.len(), 1);
+        c.prune(66);
+        assert!(c.busy.is_empty());
     }
 
     #[test]

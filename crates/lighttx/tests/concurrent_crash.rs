@@ -373,7 +373,9 @@ fn recovery_reads_grow_with_the_zone() {
         reads[0].0 < reads[1].0 && reads[1].0 < reads[2].0,
         "{reads:?}"
     );
-    assert!(reads[0].1 < reads[2].1, "{reads:?}");
+    // No assertion on the time here: on `small` the scan's reads run on four chips in parallel
+    // and the blocks recovery erases (12 at zone 8, none at zone 32 with this stream) weigh more
+    // than them. The time against the zone is graded on `jasmine` by `mobius compare` (Fig. 11).
 }
 
 /// The Möbius §V-D sweep on the 64 GB `jasmine` device (0.5 and 1 GB zones): recovery reads
