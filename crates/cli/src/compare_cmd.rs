@@ -18,10 +18,42 @@ pub struct CompareArgs {
     pub only: Vec<String>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run each experiment as one task on this Dask scheduler (tcp://HOST:PORT) and assemble
+    /// the report from their outputs; every worker must run this `mobius` binary at the same path.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Run the experiments as tasks on a local Dask cluster of this many worker processes
+    /// (without --scheduler; default: run them in this process, one after another).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Internal: assemble OUT/report.md and results.json from OUT/parts/<experiment>/.
+    #[arg(long, hide = true)]
+    pub assemble: bool,
 }
+
+/// The Dask driver of `--scheduler` / `--workers`: one task per experiment, each running
+/// `mobius compare --only ID` into a temporary directory and handing back its files.
+const DASK_DRIVER: &str = include_str!("compare_dask.py");
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let scale = compare::Scale::parse(&args.scale).map_err(anyhow::Error::msg)?;
+    let known: Vec<&str> = compare::experiments().iter().map(|e| e.id).collect();
+    for o in &args.only {
+        if !known.contains(&o.as_str()) {
+            anyhow::bail!("unknown experiment '{o}'; known: {}", known.join(", "));
+        }
+    }
+    let ids: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|id| args.only.is_empty() || args.only.iter().any(|o| o == id))
+        .collect();
+    if args.assemble {
+        return assemble(args, scale, &ids);
+    }
+    if args.scheduler.is_some() || args.workers.is_some() {
+        return run_on_dask(args, &ids);
+    }
     let multi = MultiProgress::new();
     let bars: Mutex<BTreeMap<String, indicatif::ProgressBar>> = Mutex::new(BTreeMap::new());
     let progress = |what: &str, done: u64, total: u64| {
@@ -42,11 +74,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         progress: &progress,
     };
     let results = compare::run(&ctx, &args.only).map_err(anyhow::Error::msg)?;
-    let names: Vec<&str> = ctx.designs.iter().map(|d| d.name).collect();
-    let header = format!(
-        "# mobius compare — the papers' experiments, side by side\n\nScale `{}`, seed {}. Designs built: {}. Every number below was measured in this run (simulated time unless stated); the papers' values are quoted as the papers'. Reproduce with `mobius compare --scale {} --seed {}`.",
-        scale.name(), args.seed, names.join(", "), scale.name(), args.seed
-    );
+    let header = header(scale, args.seed);
     compare::write_report(&args.out, &header, &results)?;
     for r in &results {
         for s in &r.skipped {
@@ -58,14 +86,90 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         .flat_map(|r| &r.claims)
         .flat_map(|c| c.checks.iter().map(|k| k.verdict))
         .collect();
-    let count = |v: compare::Verdict| checks.iter().filter(|k| **k == v).count();
+    let names: Vec<String> = checks
+        .iter()
+        .map(|v| serde_json::to_value(v).map_or(String::new(), |j| j.as_str().unwrap_or("").into()))
+        .collect();
+    print_summary(&names, &args.out);
+    Ok(())
+}
+
+fn header(scale: compare::Scale, seed: u64) -> String {
+    let names: Vec<&str> = crate::designs::all().iter().map(|d| d.name).collect();
+    format!(
+        "# mobius compare — the papers' experiments, side by side\n\nScale `{}`, seed {}. Designs built: {}. Every number below was measured in this run (simulated time unless stated); the papers' values are quoted as the papers'. Reproduce with `mobius compare --scale {} --seed {}`.",
+        scale.name(), seed, names.join(", "), scale.name(), seed
+    )
+}
+
+/// The summary line, from verdicts as results.json spells them.
+fn print_summary(verdicts: &[String], out: &std::path::Path) {
+    let count = |v: &str| verdicts.iter().filter(|k| *k == v).count();
     println!(
         "sub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction",
-        count(compare::Verdict::Pass),
-        count(compare::Verdict::Fail),
-        count(compare::Verdict::NotReproduced),
-        count(compare::Verdict::ByConstruction)
+        count("PASS"),
+        count("FAIL"),
+        count("NOT-REPRODUCED"),
+        count("BY-CONSTRUCTION")
     );
-    println!("wrote {}", args.out.join("report.md").display());
+    println!("wrote {}", out.join("report.md").display());
+}
+
+/// `--assemble`: the report from the parts the Dask tasks wrote.
+fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
+    let (verdicts, missing) = compare::assemble_report(&args.out, &header(scale, args.seed), ids)?;
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "no output from experiment(s) {} under {}",
+            missing.join(", "),
+            args.out.join("parts").display()
+        );
+    }
+    print_summary(&verdicts, &args.out);
+    Ok(())
+}
+
+/// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
+fn run_on_dask(args: &CompareArgs, ids: &[&str]) -> anyhow::Result<()> {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import dask.distributed"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        anyhow::bail!(
+            "mobius compare --scheduler/--workers needs python3 with dask.distributed: pip install 'dask[distributed]' (docs/python.md)"
+        );
+    }
+    if args.workers == Some(0) {
+        anyhow::bail!("--workers must be at least 1");
+    }
+    let exe = std::env::current_exe()?;
+    let job = serde_json::json!({
+        "mobius": exe,
+        "scale": args.scale,
+        "seed": args.seed,
+        "experiments": ids,
+        "out": args.out,
+        "scheduler": args.scheduler,
+        "workers": args.workers,
+    });
+    let status = std::process::Command::new("python3")
+        .args(["-c", DASK_DRIVER, &job.to_string()])
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("the Dask run of the experiments failed ({status})");
+    }
+    let mut assemble = std::process::Command::new(&exe);
+    assemble
+        .args(["compare", "--assemble", "--scale", &args.scale, "--seed"])
+        .arg(args.seed.to_string())
+        .arg("--out")
+        .arg(&args.out);
+    for id in ids {
+        assemble.args(["--only", id]);
+    }
+    let status = assemble.status()?;
+    if !status.success() {
+        anyhow::bail!("assembling the report failed ({status})");
+    }
     Ok(())
 }

@@ -20,7 +20,7 @@ pub mod tpcc;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
-pub use report::{write_report, ExperimentResult, Figure, Table};
+pub use report::{assemble_report, write_report, ExperimentResult, Figure, Table};
 
 /// How big the experiments are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

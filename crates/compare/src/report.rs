@@ -190,3 +190,55 @@ pub fn claims_json(claims: &[Claim]) -> serde_json::Value {
         .collect();
     serde_json::Value::Array(rows)
 }
+
+/// Builds `dir`/report.md and `dir`/results.json from experiments run apart (one `mobius
+/// compare --only ID --out dir/parts/ID` each, e.g. as Dask tasks): each part's report section
+/// (its report.md after the header), its results.json entry and its figures, in the order of
+/// `ids` (report order). Returns every sub-claim verdict of the assembled report, as
+/// results.json spells it (PASS, FAIL, ...), and the ids that had no part.
+pub fn assemble_report(
+    dir: &Path,
+    header: &str,
+    ids: &[&str],
+) -> std::io::Result<(Vec<String>, Vec<String>)> {
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let mut md = String::new();
+    let _ = writeln!(md, "{header}\n");
+    let mut json = serde_json::Map::new();
+    let mut verdicts = Vec::new();
+    let mut missing = Vec::new();
+    for id in ids {
+        let part = dir.join("parts").join(id);
+        let Ok(report) = std::fs::read_to_string(part.join("report.md")) else {
+            missing.push(id.to_string());
+            continue;
+        };
+        let section = report
+            .find("\n## ")
+            .map(|i| &report[i + 1..])
+            .ok_or_else(|| bad(format!("{}: no experiment section", part.display())))?;
+        md.push_str(section);
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(part.join("results.json"))?)
+                .map_err(|e| bad(format!("{}/results.json: {e}", part.display())))?;
+        let entry = results
+            .get(*id)
+            .ok_or_else(|| bad(format!("{}/results.json has no '{id}'", part.display())))?;
+        for c in entry["claims"].as_array().into_iter().flatten() {
+            verdicts.push(c["verdict"].as_str().unwrap_or("?").to_string());
+        }
+        json.insert(id.to_string(), entry.clone());
+        for f in std::fs::read_dir(&part)? {
+            let f = f?.path();
+            if f.extension().is_some_and(|x| x == "svg") {
+                std::fs::copy(&f, dir.join(f.file_name().expect("file name")))?;
+            }
+        }
+    }
+    std::fs::write(dir.join("report.md"), md)?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&serde_json::Value::Object(json))? + "\n",
+    )?;
+    Ok((verdicts, missing))
+}
