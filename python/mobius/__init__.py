@@ -267,3 +267,16 @@ def sweep(grid: dict, client: Any = None, out: str | None = None, progress: bool
     """Runs every cell of ``grid`` (see :mod:`mobius.dask_sweep`); returns a DataFrame."""
     from .dask_sweep import run_sweep
     return run_sweep(grid, client=client, out=out, progress=progress)
+
+
+def report_frames(results: Any) -> dict:
+    """The measured data of a ``mobius compare`` results.json as pandas DataFrames
+    (see :mod:`mobius.figures`)."""
+    from .figures import report_frames as frames
+    return frames(results)
+
+
+def report_figures(results: Any, out_dir: str, fmt: str = "png") -> list[str]:
+    """The report's figures drawn with matplotlib from results.json into ``out_dir``."""
+    from .figures import report_figures as figures
+    return figures(results, out_dir, fmt)

@@ -68,5 +68,6 @@ fn the_python_package_builds_and_its_tests_pass() {
     run(Command::new(venv.join("bin/python"))
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(root.join("python/tests"))
+        .env("MOBIUS_BIN", env!("CARGO_BIN_EXE_mobius"))
         .current_dir(work.path()));
 }

@@ -1,0 +1,157 @@
+"""The report's figures, drawn with matplotlib from ``mobius compare``'s ``results.json``.
+
+``report_frames(results)`` turns the measured data of each experiment into long-format pandas
+DataFrames (one row per measured point); ``report_figures(results, out_dir)`` draws from those
+frames the figures the report shows as SVG (Möbius Figs. 7-11, TxFlash Figs. 6 and 8), so they
+can be restyled, combined with sweep results or redrawn for a paper. ``results`` is a path to
+``results.json``, a directory holding it, or the parsed dictionary. Nothing is recomputed: every
+point is a number ``mobius compare`` measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+def _load(results: Any) -> dict:
+    if isinstance(results, dict):
+        return results
+    path = os.fspath(results)
+    if os.path.isdir(path):
+        path = os.path.join(path, "results.json")
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    head, _, tail = key.partition("/")
+    return (head, tail) if tail else ("", head)
+
+
+def _micro(data: dict) -> list[dict]:
+    rows = []
+    for key, series in data.items():
+        pattern, mode = _split_key(key)
+        for i, pages in enumerate(series["pages"]):
+            rows.append({"pattern": pattern, "mode": mode, "pages": pages,
+                         "latency_ms": series["latency_ms"][i],
+                         "bandwidth_mb_s": series["bandwidth_mb_s"][i]})
+    return rows
+
+
+def _macro(data: dict) -> list[dict]:
+    rows = [dict(workload=_split_key(k)[0], mode=_split_key(k)[1], **v) for k, v in data.items()]
+    for r in rows:
+        base = data.get(f"{r['workload']}/Atomic-Write", {}).get("tps")
+        r["tps_vs_atomic_write"] = r["tps"] / base if base else float("nan")
+    return rows
+
+
+def _series(data: dict, label: str, x: str, ys: list[str]) -> list[dict]:
+    rows = []
+    for name, series in data.items():
+        if x not in series:
+            continue
+        for i, xv in enumerate(series[x]):
+            row = {label: name, x: xv}
+            row.update({y: series[y][i] for y in ys if y in series})
+            rows.append(row)
+    return rows
+
+
+def report_frames(results: Any) -> dict:
+    """DataFrames of the experiments present: ``micro``, ``macro``, ``recovery``,
+    ``commit_size`` and ``commit_abort``."""
+    import pandas as pd
+    r = _load(results)
+    frames = {}
+    if "micro" in r:
+        frames["micro"] = pd.DataFrame(_micro(r["micro"]["data"]))
+    if "macro" in r:
+        frames["macro"] = pd.DataFrame(_macro(r["macro"]["data"]))
+    if "recovery" in r:
+        frames["recovery"] = pd.DataFrame(_series(
+            r["recovery"]["data"], "design", "zone_gb",
+            ["recovery_ms", "recovery_with_rebuild_ms", "flash_reads"]))
+    if "commit" in r:
+        d = r["commit"]["data"]
+        frames["commit_size"] = pd.DataFrame(_series(d, "protocol", "tx_pages", ["tx_per_s"]))
+        frames["commit_abort"] = pd.DataFrame(_series(
+            d, "protocol", "abort_pct", ["tx_time_ms", "recovery_ms"]))
+    if not frames:
+        raise ValueError("no experiment with figures in these results "
+                         f"(found: {sorted(r)}; expected micro, macro, recovery or commit)")
+    return frames
+
+
+def _lines(frame, x, y, by, title, path, logx=False, logy=False):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from . import plot
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    plot(frame, x, y, by, ax=ax, logx=logx, logy=logy, title=title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _bars(frame, x, y, title, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.bar([str(v) for v in frame[x]], frame[y])
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=30)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def report_figures(results: Any, out_dir: str, fmt: str = "png") -> list[str]:
+    """Draws every figure the present experiments have into ``out_dir``; returns the paths."""
+    frames = report_frames(results)
+    os.makedirs(out_dir, exist_ok=True)
+    out = lambda name: os.path.join(out_dir, f"{name}.{fmt}")  # noqa: E731
+    paths = []
+    if "micro" in frames:
+        m = frames["micro"]
+        for pattern in sorted(m["pattern"].unique()):
+            part = m[m["pattern"] == pattern]
+            paths.append(_lines(part, "pages", "latency_ms", "mode",
+                                f"Möbius Fig. 7 — compound write latency, {pattern}",
+                                out(f"fig7_latency_{pattern}"), logy=True))
+            paths.append(_lines(part, "pages", "bandwidth_mb_s", "mode",
+                                f"Möbius Fig. 8 — compound write bandwidth, {pattern}",
+                                out(f"fig8_bandwidth_{pattern}")))
+    if "macro" in frames:
+        m = frames["macro"]
+        for wl in sorted(m["workload"].unique()):
+            part = m[m["workload"] == wl]
+            paths.append(_bars(part, "mode", "tps_vs_atomic_write",
+                               f"Möbius Fig. 9 — TPS normalised to Atomic-Write, {wl}",
+                               out(f"fig9_tps_{wl}")))
+            paths.append(_bars(part, "mode", "write_amplification",
+                               f"Möbius Fig. 10 — write amplification, {wl}",
+                               out(f"fig10_wa_{wl}")))
+    if "recovery" in frames:
+        paths.append(_lines(frames["recovery"], "zone_gb", "recovery_with_rebuild_ms", "design",
+                            "Möbius Fig. 11 — recovery time vs scanning zone",
+                            out("fig11_recovery"), logy=True))
+    if "commit_size" in frames:
+        paths.append(_lines(frames["commit_size"], "tx_pages", "tx_per_s", "protocol",
+                            "TxFlash Fig. 6 — throughput vs transaction size",
+                            out("txflash_fig6_throughput"), logx=True, logy=True))
+        paths.append(_lines(frames["commit_abort"], "abort_pct", "tx_time_ms", "protocol",
+                            "TxFlash Fig. 8 — transaction time vs abort rate",
+                            out("txflash_fig8_abort_txtime")))
+        paths.append(_lines(frames["commit_abort"], "abort_pct", "recovery_ms", "protocol",
+                            "TxFlash Fig. 8 — recovery time vs abort rate",
+                            out("txflash_fig8_abort_recovery")))
+    return paths

@@ -1,0 +1,70 @@
+"""The report's figures redrawn with matplotlib from `mobius compare`'s results.json
+(mobius.report_frames / mobius.report_figures; docs/python.md)."""
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+
+import mobius
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    exe = os.environ.get("MOBIUS_BIN")
+    if not exe:
+        pytest.skip("MOBIUS_BIN (the mobius binary) not set: run through cargo test")
+    out = tmp_path_factory.mktemp("compare")
+    subprocess.run([exe, "compare", "--only", "macro", "--only", "commit", "--out", str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
+def test_frames_hold_the_numbers_the_report_graded(results):
+    frames = mobius.report_frames(results)
+    assert set(frames) == {"macro", "commit_size", "commit_abort"}
+    graded = json.loads((results / "results.json").read_text())["macro"]["claims"]
+    want = next(c["measured"] for c in graded
+                if c["claim"] == "A-SWRITE / Atomic-Write TPS (tpcc-like)")
+    m = frames["macro"]
+    got = m[(m.workload == "tpcc-like") & (m["mode"] == "Möbius A-SWRITE")]
+    assert math.isclose(got["tps_vs_atomic_write"].item(), want, rel_tol=1e-12)
+    sizes = frames["commit_size"]
+    assert sorted(sizes.protocol.unique()) == ["BPCC", "SCC", "TC"]
+
+
+def test_figures_are_drawn_for_every_experiment_present(results, tmp_path):
+    paths = mobius.report_figures(results, str(tmp_path / "figs"))
+    names = sorted(os.path.basename(p) for p in paths)
+    assert names == sorted([
+        "fig9_tps_tpcc-like.png", "fig10_wa_tpcc-like.png", "fig9_tps_ext4-trace.png",
+        "fig10_wa_ext4-trace.png", "txflash_fig6_throughput.png",
+        "txflash_fig8_abort_txtime.png", "txflash_fig8_abort_recovery.png"])
+    for p in paths:
+        with open(p, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", p
+
+
+def test_recovery_and_micro_data_are_drawn(tmp_path):
+    data = {
+        "recovery": {"data": {"LightTx (zones)": {
+            "zone_gb": [0.5, 4.0], "recovery_ms": [600.0, 2100.0],
+            "recovery_with_rebuild_ms": [600.0, 2100.0], "flash_reads": [7, 9]}}},
+        "micro": {"data": {"random/DFTL (batched)": {
+            "pages": [32, 64], "latency_ms": [3.0, 5.0], "bandwidth_mb_s": [42.0, 51.0]}}},
+    }
+    frames = mobius.report_frames(data)
+    assert frames["recovery"]["recovery_ms"].tolist() == [600.0, 2100.0]
+    assert frames["micro"]["pattern"].tolist() == ["random", "random"]
+    paths = mobius.report_figures(data, str(tmp_path), fmt="svg")
+    assert {os.path.basename(p) for p in paths} == {
+        "fig11_recovery.svg", "fig7_latency_random.svg", "fig8_bandwidth_random.svg"}
+
+
+def test_results_without_figures_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="no experiment with figures"):
+        mobius.report_frames({"sqlite": {"data": []}})
+    with pytest.raises(FileNotFoundError):
+        mobius.report_frames(tmp_path / "missing")
