@@ -61,9 +61,31 @@ def _series(data: dict, label: str, x: str, ys: list[str]) -> list[dict]:
     return rows
 
 
+def _optr(data: dict) -> list[dict]:
+    rows = []
+    for p in data.get("points", []):
+        for design in ("wcache", "optr"):
+            r = {k: v for k, v in p[design].items() if not isinstance(v, (list, dict))}
+            rows.append(dict(locality=p["locality"], size=p["size"],
+                             flush_every=p["flush_every"], design=design, **r))
+    return rows
+
+
+def _sqlite(data: list) -> list[dict]:
+    rows = [dict(r) for r in data]
+    for r in rows:
+        base = next((b.get("tps_sim") for b in data if b["workload"] == r["workload"]
+                     and b["ftl"] == "dftl" and b["mode"] == "journal"), None)
+        tps = r.get("tps_sim")
+        r["tps_vs_dftl_journal"] = tps / base if tps is not None and base else float("nan")
+        dwrite = " (dwrite)" if r.get("tx_kind") == "dynamic" else ""
+        r["setup"] = f"{r['ftl']} {r['mode']}{dwrite}"
+    return rows
+
+
 def report_frames(results: Any) -> dict:
     """DataFrames of the experiments present: ``micro``, ``macro``, ``recovery``,
-    ``commit_size`` and ``commit_abort``."""
+    ``commit_size``, ``commit_abort``, ``optr`` and ``sqlite``."""
     import pandas as pd
     r = _load(results)
     frames = {}
@@ -80,9 +102,13 @@ def report_frames(results: Any) -> dict:
         frames["commit_size"] = pd.DataFrame(_series(d, "protocol", "tx_pages", ["tx_per_s"]))
         frames["commit_abort"] = pd.DataFrame(_series(
             d, "protocol", "abort_pct", ["tx_time_ms", "recovery_ms"]))
+    if "optr" in r and r["optr"]["data"]:
+        frames["optr"] = pd.DataFrame(_optr(r["optr"]["data"]))
+    if "sqlite" in r and r["sqlite"]["data"]:
+        frames["sqlite"] = pd.DataFrame(_sqlite(r["sqlite"]["data"]))
     if not frames:
-        raise ValueError("no experiment with figures in these results "
-                         f"(found: {sorted(r)}; expected micro, macro, recovery or commit)")
+        raise ValueError("no experiment with figures in these results (found: "
+                         f"{sorted(r)}; expected micro, macro, recovery, commit, optr or sqlite)")
     return frames
 
 
@@ -154,4 +180,16 @@ def report_figures(results: Any, out_dir: str, fmt: str = "png") -> list[str]:
         paths.append(_lines(frames["commit_abort"], "abort_pct", "recovery_ms", "protocol",
                             "TxFlash Fig. 8 — recovery time vs abort rate",
                             out("txflash_fig8_abort_recovery")))
+    if "optr" in frames:
+        o = frames["optr"].assign(series=lambda f: f["size"] + " " + f["design"])
+        for locality in sorted(o["locality"].unique()):
+            paths.append(_lines(o[o["locality"] == locality], "flush_every", "mb_s", "series",
+                                f"OPTR Fig. 13 ({locality} locality) — throughput vs flush interval",
+                                out(f"optr_fig13_{locality}"), logx=True))
+    if "sqlite" in frames:
+        q = frames["sqlite"]
+        for wl in sorted(q["workload"].unique()):
+            paths.append(_bars(q[q["workload"] == wl], "setup", "tps_vs_dftl_journal",
+                               f"SQLite TPS / DFTL rollback journal, {wl}",
+                               out(f"sqlite_tps_{wl}")))
     return paths

@@ -63,6 +63,29 @@ def test_recovery_and_micro_data_are_drawn(tmp_path):
         "fig11_recovery.svg", "fig7_latency_random.svg", "fig8_bandwidth_random.svg"}
 
 
+def test_optr_and_sqlite_data_are_drawn(tmp_path):
+    point = {"mb_s": 10.0, "erases": 3, "metrics": [["x", 1.0]]}
+    data = {
+        "optr": {"data": {"points": [
+            {"locality": "high", "size": "small", "flush_every": f, "optr": point,
+             "wcache": dict(point, mb_s=11.0)} for f in (1, 16)]}},
+        "sqlite": {"data": [
+            {"workload": "kv", "ftl": "dftl", "mode": "journal", "tx_kind": "static",
+             "tps_sim": 100.0},
+            {"workload": "kv", "ftl": "mobius", "mode": "batch", "tx_kind": "dynamic",
+             "tps_sim": 250.0},
+            {"workload": "kv", "ftl": "optr", "mode": "nobarrier", "tx_kind": "static",
+             "tps_sim": None}]},
+    }
+    frames = mobius.report_frames(data)
+    assert frames["optr"].shape[0] == 4 and "metrics" not in frames["optr"].columns
+    q = frames["sqlite"].set_index("setup")["tps_vs_dftl_journal"]
+    assert q["mobius batch (dwrite)"] == 2.5 and q["dftl journal"] == 1.0
+    assert math.isnan(q["optr nobarrier"])
+    paths = mobius.report_figures(data, str(tmp_path))
+    assert {os.path.basename(p) for p in paths} == {"optr_fig13_high.png", "sqlite_tps_kv.png"}
+
+
 def test_results_without_figures_are_refused(tmp_path):
     with pytest.raises(ValueError, match="no experiment with figures"):
         mobius.report_frames({"sqlite": {"data": []}})
