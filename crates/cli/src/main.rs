@@ -7,6 +7,10 @@ use mobius_cli::{bench, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, ser
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc: the simulator allocates and frees small objects on its hot path (docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "mobius",
