@@ -295,7 +295,11 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         let cell = match measure_with(ctx, &SUBJECTS[0], gb, true, o) {
             Ok(r) => {
                 worst_eval = r.ms + r.rebuild_ms;
-                format!("{} ms ({} reads)", fmt(worst_eval), r.reads + r.rebuild_reads)
+                format!(
+                    "{} ms ({} reads)",
+                    fmt(worst_eval),
+                    r.reads + r.rebuild_reads
+                )
             }
             Err(e) => {
                 skipped.push(format!("{label} at {gb} GB: {e}"));
