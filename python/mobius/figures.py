@@ -42,7 +42,8 @@ def _micro(data: dict) -> list[dict]:
 
 
 def _macro(data: dict) -> list[dict]:
-    rows = [dict(workload=_split_key(k)[0], mode=_split_key(k)[1], **v) for k, v in data.items()]
+    rows = [dict(workload=_split_key(k)[0], mode=_split_key(k)[1], **v) for k, v in data.items()
+            if not k.endswith("/clients_sweep")]
     for r in rows:
         base = data.get(f"{r['workload']}/Atomic-Write", {}).get("tps")
         r["tps_vs_atomic_write"] = r["tps"] / base if base else float("nan")
@@ -93,6 +94,13 @@ def report_frames(results: Any) -> dict:
         frames["micro"] = pd.DataFrame(_micro(r["micro"]["data"]))
     if "macro" in r:
         frames["macro"] = pd.DataFrame(_macro(r["macro"]["data"]))
+        sweeps = [(k.split("/")[0], v) for k, v in r["macro"]["data"].items()
+                  if k.endswith("/clients_sweep")]
+        if sweeps:
+            frames["macro_clients"] = pd.DataFrame([
+                {"workload": wl, "mode": mode, "clients": c, "tps": t}
+                for wl, v in sweeps for mode, tps in v["tps"].items()
+                for c, t in zip(v["clients"], tps)])
     if "recovery" in r:
         frames["recovery"] = pd.DataFrame(_series(
             r["recovery"]["data"], "design", "zone_gb",
@@ -166,6 +174,12 @@ def report_figures(results: Any, out_dir: str, fmt: str = "png") -> list[str]:
             paths.append(_bars(part, "mode", "write_amplification",
                                f"Möbius Fig. 10 — write amplification, {wl}",
                                out(f"fig10_wa_{wl}")))
+    if "macro_clients" in frames:
+        m = frames["macro_clients"]
+        for wl in sorted(m["workload"].unique()):
+            paths.append(_lines(m[m["workload"] == wl], "clients", "tps", "mode",
+                                f"TPS against concurrent clients, {wl}",
+                                out(f"macro_clients_{wl}"), logx=True))
     if "recovery" in frames:
         paths.append(_lines(frames["recovery"], "zone_gb", "recovery_with_rebuild_ms", "design",
                             "Möbius Fig. 11 — recovery time vs scanning zone",
