@@ -98,6 +98,9 @@ impl Params {
     }
 }
 
+/// Allocation streams: host write-backs and GC copies.
+const STREAMS: usize = 2;
+
 pub struct WCache {
     flash: Flash,
     space: Space,
@@ -127,8 +130,18 @@ impl WCache {
     pub fn new(flash: Flash, o: &DesignOptions) -> Result<WCache, FtlError> {
         let params = Params::parse(o, &flash)?;
         let g = flash.geometry().clone();
-        let logical = ftl::logical_pages(&g, 0, params.op);
-        let pool = BlockPool::new(&g, 2, |_| false);
+        // Besides over-provisioning, keep back what the design needs free at all times: one open
+        // block per stream and chip and GC's free-block target (as every other design does;
+        // without it a 90 % fill left GC 4 % of the flash to work with, issue #17).
+        let working = ftl::working_blocks(&g, STREAMS, params.gc_free_blocks);
+        let logical = ftl::logical_pages(&g, working, params.op);
+        if logical == 0 {
+            return Err(FtlError::InvalidOption(format!(
+                "no logical pages left: {} blocks cannot keep {working} for open blocks and GC (lower gc_free_blocks)",
+                g.blocks()
+            )));
+        }
+        let pool = BlockPool::new(&g, STREAMS, |_| false);
         let space = Space::new(pool, Validity::new(&g), params.gc_policy, u32::MAX);
         let cache = WriteCache::new(params.cache_pages(&flash), logical);
         Ok(WCache {
