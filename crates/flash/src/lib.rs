@@ -31,4 +31,4 @@ pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use stats::{FlashStats, OpCause};
 pub use store::{MemStore, PageState, Store, TagStore};
-pub use timing::{Span, Timeline, Timing};
+pub use timing::{Bookings, Span, Timeline, Timing};

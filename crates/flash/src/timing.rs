@@ -60,18 +60,20 @@ pub struct Span {
 #[derive(Clone, Debug)]
 pub struct Timeline {
     chip_free_ns: Vec<u64>,
-    channels: Vec<ChannelBookings>,
+    channels: Vec<Bookings>,
 }
 
-/// Booked transfer intervals of one channel, start → end, adjacent intervals coalesced.
+/// Booked intervals of one shared resource (a channel, a host link's direction), start → end,
+/// adjacent intervals coalesced: each new booking takes the first gap long enough at or after
+/// the instant it is ready.
 #[derive(Clone, Debug, Default)]
-struct ChannelBookings {
+pub struct Bookings {
     busy: BTreeMap<u64, u64>,
 }
 
-impl ChannelBookings {
+impl Bookings {
     /// Books `length` ns in the first gap at or after `ready`; returns the transfer's start.
-    fn book(&mut self, ready: u64, length: u64) -> u64 {
+    pub fn book(&mut self, ready: u64, length: u64) -> u64 {
         if length == 0 {
             return ready;
         }
@@ -102,7 +104,7 @@ impl ChannelBookings {
     }
 
     /// Forgets intervals that end at or before `floor`: no later transfer can start before it.
-    fn prune(&mut self, floor: u64) {
+    pub fn prune(&mut self, floor: u64) {
         while let Some((&s, &e)) = self.busy.first_key_value() {
             if e > floor {
                 break;
@@ -120,7 +122,7 @@ impl Timeline {
     pub fn new(chips: u32, channels: u32) -> Self {
         Timeline {
             chip_free_ns: vec![0; chips as usize],
-            channels: vec![ChannelBookings::default(); channels.max(1) as usize],
+            channels: vec![Bookings::default(); channels.max(1) as usize],
         }
     }
 
@@ -252,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_transfer_fills_the_first_gap_that_is_long_enough() {
-        let mut c = ChannelBookings::default();
+        let mut c = Bookings::default();
         assert_eq!(c.book(0, 10), 0);
         assert_eq!(c.book(30, 10), 30);
         assert_eq!(c.book(0, 25), 40, "the 10..30 gap is too short");

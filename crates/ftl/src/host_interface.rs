@@ -23,9 +23,9 @@ use crate::device::{
 };
 use crate::error::{FtlError, TxUuid};
 use crate::promise::Promise;
-use flash::{Content, Flash, HostInterface, Lpn};
+use flash::{Bookings, Content, Flash, HostInterface, Lpn};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 
 /// The link and staging buffer timelines of one device.
 #[derive(Clone, Debug)]
@@ -37,8 +37,8 @@ pub struct HostLink {
     /// Staged write pages, by the instant they are released.
     staged: BinaryHeap<Reverse<(u64, u64)>>,
     staged_pages: u64,
-    /// Booked intervals of the device → host direction: start → end.
-    up_busy: BTreeMap<u64, u64>,
+    /// Booked intervals of the device → host direction.
+    up: Bookings,
     /// Commands sent.
     pub commands: u64,
     /// Total time requests waited for the link behind earlier requests.
@@ -55,7 +55,7 @@ impl HostLink {
             down_free_ns: 0,
             staged: BinaryHeap::new(),
             staged_pages: 0,
-            up_busy: BTreeMap::new(),
+            up: Bookings::default(),
             commands: 0,
             link_wait_ns: 0,
             buffer_wait_ns: 0,
@@ -104,24 +104,7 @@ impl HostLink {
         if length == 0 {
             return ready_ns;
         }
-        let mut start = ready_ns;
-        // Back up to a booking that may still cover `start`, then walk forward to the first gap.
-        let first = self
-            .up_busy
-            .range(..=start)
-            .next_back()
-            .map(|(&s, _)| s)
-            .unwrap_or(start);
-        for (&s, &e) in self.up_busy.range(first..) {
-            if s >= start + length {
-                break;
-            }
-            if e > start {
-                start = e;
-            }
-        }
-        self.up_busy.insert(start, start + length);
-        start + length
+        self.up.book(ready_ns, length) + length
     }
 
     /// Pages a write occupies in the buffer (a write larger than the buffer fills it).
@@ -149,12 +132,7 @@ impl HostLink {
 
     /// Replies that ended before the host's clock can no longer hold a later reply back.
     fn prune_replies(&mut self, host_ns: u64) {
-        while let Some((&s, &e)) = self.up_busy.first_key_value() {
-            if e > host_ns {
-                break;
-            }
-            self.up_busy.remove(&s);
-        }
+        self.up.prune(host_ns);
     }
 }
 

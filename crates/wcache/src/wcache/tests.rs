@@ -84,7 +84,11 @@ fn stress_reads_back_everything() {
 /// of what GC could use); greedy GC at the fixed utilisation gives about 4.
 #[test]
 fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
-    let flash = Flash::in_memory(flash::DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+    let flash = Flash::in_memory(
+        flash::DeviceConfig::preset("small").unwrap(),
+        OOB_BYTES,
+        true,
+    );
     let g = flash.geometry().clone();
     let mut d = WCache::new(flash, &DesignOptions::default()).unwrap();
     let working = ftl::working_blocks(&g, STREAMS, d.params.gc_free_blocks);
@@ -100,7 +104,9 @@ fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
     let mut x: u64 = 12345;
     let writes = 20 * fill as u64;
     for i in 0..writes {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let l = ((x >> 33) % d.logical as u64) as u32;
         t = d.write(Lpn(l), &[tag(l, i + 2)], t).unwrap().ack_ns;
     }
@@ -111,7 +117,14 @@ fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
 
 #[test]
 fn a_gc_reserve_larger_than_the_device_is_refused() {
-    let flash = Flash::in_memory(flash::DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+    let flash = Flash::in_memory(
+        flash::DeviceConfig::preset("small").unwrap(),
+        OOB_BYTES,
+        true,
+    );
     let o = DesignOptions::default().with("gc_free_blocks", 200);
-    assert!(matches!(WCache::new(flash, &o), Err(FtlError::InvalidOption(_))));
+    assert!(matches!(
+        WCache::new(flash, &o),
+        Err(FtlError::InvalidOption(_))
+    ));
 }
