@@ -131,14 +131,11 @@ fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::
 
 /// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
 fn run_on_dask(args: &CompareArgs, ids: &[&str]) -> anyhow::Result<()> {
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import dask.distributed"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        anyhow::bail!(
-            "mobius compare --scheduler/--workers needs python3 with dask.distributed: pip install 'dask[distributed]' (docs/python.md)"
-        );
-    }
+    crate::python::require(
+        "dask.distributed",
+        "mobius compare --scheduler/--workers",
+        "pip install 'dask[distributed]'",
+    )?;
     if args.workers == Some(0) {
         anyhow::bail!("--workers must be at least 1");
     }

@@ -11,6 +11,7 @@ pub mod info;
 pub mod nbd_backend;
 pub mod nvmfs_cmd;
 pub mod progress;
+pub mod python;
 pub mod replay;
 pub mod serve;
 pub mod sql_cmd;

@@ -76,14 +76,11 @@ fn sweep(a: &SweepArgs) -> anyhow::Result<()> {
     if let Some(w) = a.workers {
         cmd.args(["--workers", &w.to_string()]);
     }
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import mobius.dask_sweep, dask.distributed"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        anyhow::bail!(
-            "mobius sweep needs python3 with the mobius package and dask: pip install './python[sweep]' (docs/python.md)"
-        );
-    }
+    mobius_cli::python::require(
+        "mobius.dask_sweep, dask.distributed",
+        "mobius sweep",
+        "pip install './python[sweep]'",
+    )?;
     let status = cmd.status()?;
     if !status.success() {
         anyhow::bail!("the sweep failed ({status})");
