@@ -1,6 +1,6 @@
 //! # mobius-crashtest: every crash image recovered and judged
 //!
-//! Our version of the VST method of the OPTR paper (§5, SPEC.md §5.9), taken further: crashes
+//! Our version of the VST method of the OPTR paper (§5), taken further: crashes
 //! land between any two flash operations of a parallel device and may tear the operation in flight.
 //! A campaign runs a seeded workload once with the flash operation log and the host log recorded,
 //! chooses crash instants ([`points`]), builds each image incrementally from the log, runs the

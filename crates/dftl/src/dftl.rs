@@ -1,5 +1,5 @@
-//! The DFTL device: demand-cached page mapping (Gupta et al., ASPLOS '09, as SPEC.md §3.1 and the
-//! Möbius paper §II describe it), made to survive power cuts the way a real DFTL SSD must.
+//! The DFTL device: demand-cached page mapping (Gupta et al., ASPLOS '09, as the Möbius
+//! paper §II describes it), made to survive power cuts the way a real DFTL SSD must.
 //!
 //! - Mapping: translation pages on flash (one per `page_bytes / 4` LPNs), located by the global
 //!   translation directory (GTD, in RAM), cached entry by entry in the CMT (LRU). A dirty

@@ -1,7 +1,7 @@
 //! [`Flash`]: the device an FTL talks to. It enforces the NAND rules, schedules each operation on
 //! its chip and channel, counts it, optionally logs it, and hands it to the store.
 //!
-//! Rules (SPEC.md §1.2), each a typed [`FlashError`]:
+//! Rules of NAND flash, each a typed [`FlashError`]:
 //! - a page is programmed only when erased ([`FlashError::ProgramNotErased`]);
 //! - pages of a block are programmed in increasing order; skipping ahead is allowed and a skipped
 //!   page stays dead until the block is erased ([`FlashError::OutOfOrderProgram`]);

@@ -2,7 +2,7 @@
 //!
 //! A device is `channels × chips_per_channel` chips; each chip holds `blocks_per_chip` blocks of
 //! `pages_per_block` pages; each page has a data area of `page_bytes` and a spare (OOB) area of
-//! `oob_bytes` (SPEC.md §1.1). Chips are numbered so that consecutive chips sit on different
+//! `oob_bytes` (docs/presets.md). Chips are numbered so that consecutive chips sit on different
 //! channels (`channel = chip % channels`), which lets an allocator that round-robins over chips
 //! stripe over channels first.
 //!

@@ -4,7 +4,7 @@
 //! rules NAND imposes (erase before program, in-order programming inside a block, block erase,
 //! atomic page program unless a power cut tears it); a timing model in which chips and channels
 //! work in parallel; storage backends (tag-only, full data in memory, full data in a file); and
-//! power cuts at any simulated instant (SPEC.md §1).
+//! power cuts at any simulated instant (docs/presets.md, docs/crashtest.md).
 //!
 //! Layering follows MQSim: FTLs (crates `ftl`, `dftl`, …) call [`Flash`]; `Flash` checks the
 //! rules, schedules the operation on its chip and channel, records it and hands it to a [`Store`].

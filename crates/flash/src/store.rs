@@ -8,7 +8,7 @@
 //! - [`crate::file::FileStore`]: every page as bytes in a file that outlives the process.
 //!
 //! Only the first `oob_record_bytes` bytes of each spare area are kept: the bytes the design
-//! using the device declares (SPEC.md §1.4), so a 16 M-page device fits in memory.
+//! using the device declares, so a 16 M-page device fits in memory.
 
 use crate::content::{Content, ContentTag};
 use crate::geometry::{BlockId, Geometry, Ppn};

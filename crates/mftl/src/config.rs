@@ -1,4 +1,4 @@
-//! Möbius parameters (SPEC.md §2.13, §8-1, §8-3) and the reserved-block layout.
+//! Möbius parameters (§IV, §V; [R] where the paper is silent) and the reserved-block layout.
 
 use flash::{BlockId, ChipId, Geometry};
 use ftl::{DesignOptions, FtlError};

@@ -1,4 +1,4 @@
-//! On-flash formats of Möbius (SPEC.md §2.3, §1.4, §8-16), written down once.
+//! On-flash formats of Möbius (atom inode §III-C, §III-F; byte layouts our decisions [R]), written down once.
 //!
 //! Every persisted integer is little-endian and fixed width; every record carries a crc32c.
 //!
@@ -14,7 +14,7 @@
 //! | 20 | crc32c of bytes 0..20 | u32 |
 //!
 //! ## Atom inode (one page in the ALA)
-//! Tx-info block of 96 B at offset 0 exactly as SPEC §2.3 (magic, ala_seq, tx_id, kind, flags,
+//! Tx-info block of 96 B at offset 0 ([R] layout: magic, ala_seq, tx_id, kind, flags,
 //! n_items, n_commit_flags, part_index, part_count, commit_flags[8], uuid, head_ppn, chain_id at
 //! 78, reserved, crc at 92), then the mapping items: 8 B `(lpn u32, ppn u32)` each, or for
 //! [`InodeKind::GcReloc`] 12 B `(lpn, from, to)`. The crc covers the tx-info block (with the crc
@@ -83,7 +83,7 @@ impl PageKind {
     }
 }
 
-/// The per-page OOB record (SPEC §1.4: tx id 4 B, LPN 4 B, seq, next pointer).
+/// The per-page OOB record ([R]: tx id 4 B, LPN 4 B, seq, next pointer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageOob {
     pub tx_id: u32,
@@ -119,7 +119,7 @@ impl PageOob {
     }
 }
 
-/// Inode kinds (SPEC §2.3).
+/// Inode kinds (§III-C, §III-D, §IV-D; the recovery and GC kinds are ours [R]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum InodeKind {
@@ -157,7 +157,7 @@ impl InodeKind {
 
 pub const FLAG_MULTIPART: u8 = 1;
 
-/// One atom inode (SPEC §2.3). `items` are `(lpn, ppn)`; `relocs` `(lpn, from, to)` for GcReloc.
+/// One atom inode (Möbius §III-C). `items` are `(lpn, ppn)`; `relocs` `(lpn, from, to)` for GcReloc.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Inode {
     pub ala_seq: u64,
@@ -176,7 +176,7 @@ pub struct Inode {
     pub relocs: Vec<(u32, u32, u32)>,
 }
 
-/// Mapping items one inode of `kind` holds on a `page_bytes` page (500 for 4 KB, SPEC §2.3).
+/// Mapping items one inode of `kind` holds on a `page_bytes` page (500 for 4 KB, Möbius §IV-E).
 pub fn inode_capacity(page_bytes: u32, kind: InodeKind) -> usize {
     (page_bytes as usize - TX_INFO_BYTES) / kind.item_bytes()
 }
@@ -319,7 +319,7 @@ fn decode_table(magic: u32, b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
     ))
 }
 
-/// Translation page: PPNs of `entries_per_page` consecutive LPNs (DFTL-style, SPEC §2.9).
+/// Translation page: PPNs of `entries_per_page` consecutive LPNs (DFTL-style, Möbius §III-F).
 pub fn encode_tp(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<[u8]> {
     encode_table(TP_MAGIC, index, seq, entries, page_bytes)
 }
@@ -334,7 +334,7 @@ pub fn decode_gtd(b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
     decode_table(GTD_MAGIC, b)
 }
 
-/// Global metadata seal (SPEC §8-16): the last page of a GM record; names the GTD chunks.
+/// Global metadata seal [R]: the last page of a GM record; names the GTD chunks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GmSeal {
     pub gm_seq: u32,

@@ -2,7 +2,7 @@
 //!
 //! Atom inodes, the Atom Log Area, DAG commit, dynamic transactions via the Head List, chained
 //! normal writes, Resident Area + translation pages, ALA merge, GC and fast recovery
-//! (SPEC.md §2). See `docs/mobius.md` for the design and every deviation from the paper.
+//! (Möbius §III–IV). See `docs/mobius.md` for the design and every deviation from the paper.
 
 pub mod config;
 pub mod format;

@@ -1,4 +1,4 @@
-//! The Möbius device (SPEC.md §2): static/dynamic transactions over atom inodes in the Atom Log
+//! The Möbius device (§III): static/dynamic transactions over atom inodes in the Atom Log
 //! Area, DAG commit, chained normal writes, Resident Area + translation pages, merge and GC.
 //!
 //! Time model: every call issues its flash operations at once; ordering on flash is expressed

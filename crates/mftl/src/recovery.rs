@@ -1,4 +1,4 @@
-//! Recovery (SPEC.md §2.6, §2.7, §8-20): GM → GTD → scan of the active ALA → DAG commit
+//! Recovery (Möbius §III-C, §III-D, §IV-C; [R] where noted): GM → GTD → scan of the active ALA → DAG commit
 //! resolution with read-and-verify of the last S_max inodes and the ordering cascade → replay
 //! in ALA order → the newest Head List chain → a resolution inode before host I/O resumes.
 

@@ -1,4 +1,4 @@
-//! The paper's measurements (§IV; SPEC §6.6): SSD write traffic, flash erases, GC page copies
+//! The paper's measurements (§IV): SSD write traffic, flash erases, GC page copies
 //! and cleaning efficiency of NVMFS against ext4 (and xfs where `mkfs.xfs` exists), on the same
 //! emulated SSD (same geometry, same FTL, fresh image per run) under the same seeded workloads.
 //!

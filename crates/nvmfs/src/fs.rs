@@ -1,7 +1,7 @@
 //! The NVMFS core: files on NVRAM and SSD, the dirty/clean LRU lists, flushing to fresh 512 KB
-//! SSD extents, segment cleaning, and mount-time recovery (paper §III, SPEC §6).
+//! SSD extents, segment cleaning, and mount-time recovery (paper §III).
 //!
-//! Every NVRAM store that matters is followed by `persist` (SPEC §8-37); data reaches NVRAM
+//! Every NVRAM store that matters is followed by `persist` ([R]); data reaches NVRAM
 //! before any pointer to it. A test hook (`set_crash_after`) stops the file system right after
 //! the k-th durable step (NVRAM persist point or SSD write), as if the process died there.
 
@@ -16,20 +16,20 @@ use std::path::Path;
 #[path = "recovery.rs"]
 mod recovery;
 
-/// Tunables; defaults are the paper's values (SPEC §6.2-6.3, §8-33/34).
+/// Tunables; defaults are the paper's values (§III-B, §III-C; [R] where noted).
 #[derive(Clone, Debug)]
 pub struct NvmfsParams {
     /// Inodes in the inode table (used only by `create`).
     pub inode_count: u32,
-    /// Share of NVRAM data pages the dirty list may hold (SPEC §8-33; default all).
+    /// Share of NVRAM data pages the dirty list may hold ([R]; default all).
     pub dirty_share: f64,
     /// Flushing starts when the dirty list reaches this share of its capacity (paper: 80 %).
     pub flush_high: f64,
     /// ... and stops at this share (paper: 50 %).
     pub flush_low: f64,
-    /// Cleaning needs allocated extents / ideal extents >= this (SPEC §8-34).
+    /// Cleaning needs allocated extents / ideal extents >= this ([R]).
     pub clean_fragmentation: f64,
-    /// ... and free extents below this share of all extents (SPEC §8-34).
+    /// ... and free extents below this share of all extents ([R]).
     pub clean_free_share: f64,
     /// msync every persist point (machine-crash ordering) instead of a fence only.
     pub strict_persist: bool,
@@ -350,7 +350,7 @@ impl Nvmfs {
         let free = self.ext_valid.iter().filter(|&&v| v == 0).count() as u64;
         (free, self.sb.extents() - free)
     }
-    /// Allocated extents / ceil(valid blocks / 128) (SPEC §8-34; 1.0 when nothing is on SSD).
+    /// Allocated extents / ceil(valid blocks / 128) ([R]; 1.0 when nothing is on SSD).
     pub fn fragmentation_ratio(&self) -> f64 {
         let valid: u64 = self.ext_valid.iter().map(|&v| v as u64).sum();
         let (_, allocated) = self.extent_usage();
@@ -608,7 +608,7 @@ impl Nvmfs {
 
     // ---------------------------------------------------------------- NVRAM page allocation
 
-    /// A free NVRAM data page, marked used; evicts clean pages, then (SPEC §8-38) flushes.
+    /// A free NVRAM data page, marked used; evicts clean pages, then ([R]) flushes.
     fn alloc_page(&mut self, allow_flush: bool) -> Result<u32> {
         loop {
             if let Some(p) = self.nv_free.pop() {
@@ -813,7 +813,7 @@ impl Nvmfs {
             self.touch_read(p)?;
             p
         } else if let Some(lba) = addr.as_ssd() {
-            // SPEC §8-36: a read miss copies the block to NVRAM at the clean MRU.
+            // [R]: a read miss copies the block to NVRAM at the clean MRU.
             let p = self.alloc_page(true)?;
             if BlockAddr(self.get64(slot)) != addr {
                 self.free_page(p)?;
@@ -944,7 +944,7 @@ impl Nvmfs {
 
     // ---------------------------------------------------------------- cleaning (§III-C, §III-D)
 
-    /// Both conditions of §III-C hold (SPEC §8-34).
+    /// Both conditions of §III-C hold ([R]).
     pub fn cleaning_due(&self) -> bool {
         let (free, _) = self.extent_usage();
         let few_free = (free as f64) < self.params.clean_free_share * self.sb.extents() as f64;
@@ -964,7 +964,7 @@ impl Nvmfs {
 
     /// One cleaning round: the allocated extent with the fewest valid blocks; its valid blocks
     /// move to NVRAM (dirty LRU end), then inode repointing and the extent's release commit as
-    /// one transaction through the redo log (SPEC §8-35). With `force` the thresholds are not
+    /// one transaction through the redo log ([R]). With `force` the thresholds are not
     /// consulted (the caller needs an extent). `false` when there is nothing to clean or not
     /// enough NVRAM.
     pub fn clean_round(&mut self, force: bool) -> Result<bool> {

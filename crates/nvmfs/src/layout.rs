@@ -1,4 +1,4 @@
-//! The NVRAM layout of NVMFS (paper §III-E, SPEC §6.5), written down once.
+//! The NVRAM layout of NVMFS (paper §III-E), written down once.
 //!
 //! All integers are little-endian and fixed width. The NVRAM file is divided into 4 KB pages:
 //! ```text
@@ -9,7 +9,7 @@
 //! page_records_at       32 B per NVRAM data page: LRU list, LRU stamp, owner, page_info
 //! ssd_owners_at         8 B per SSD block: owning (inode, file block) — the extent info of §III-C
 //! extent_flags_at       4 B per SSD extent: bit 0 = fragmented
-//! redo_at               one page: the cleaning redo log (SPEC §8-35)
+//! redo_at               one page: the cleaning redo log ([R])
 //! data_at               data_pages x 4 KB: file data, directory data, indirect blocks
 //! ```
 //! Superblock (page 0):
@@ -29,7 +29,7 @@
 //!  60  extent_flags_at  u32
 //!  64  redo_at          u32
 //!  68  data_at          u32
-//!  72  dirty_capacity   u32  (pages the dirty list may hold, SPEC §8-33)
+//!  72  dirty_capacity   u32  (pages the dirty list may hold, [R])
 //!  76  crc32c of bytes 0..76
 //! 128  clean_unmount    u32  (1 after an orderly unmount; 0 while mounted)
 //! 132  lists_state      u32  (0 consistent, 1 an LRU/page_info update is in progress)
@@ -126,7 +126,7 @@ fn pages_for(bytes: u64) -> u32 {
 
 impl Superblock {
     /// Plans the layout of an NVRAM of `nvram_bytes` over an SSD of `ssd_blocks` blocks.
-    /// `dirty_share` is the fraction of data pages the dirty list may hold (SPEC §8-33).
+    /// `dirty_share` is the fraction of data pages the dirty list may hold ([R]).
     pub fn plan(
         nvram_bytes: u64,
         ssd_blocks: u64,
@@ -429,7 +429,7 @@ impl DirEntry {
     }
 }
 
-/// The cleaning redo log (SPEC §8-35), one page at `redo_at`:
+/// The cleaning redo log ([R]), one page at `redo_at`:
 /// ```text
 ///  0 state u32 (0 empty, 1 committed)   4 count u32   8 extent u64
 /// 16 crc32c of bytes 20..20+16*count, then of bytes 0..16   (u32)

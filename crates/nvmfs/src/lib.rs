@@ -1,4 +1,4 @@
-//! NVMFS: a hybrid NVRAM + SSD file system (Qiu & Reddy, MSST 2013; SPEC §6).
+//! NVMFS: a hybrid NVRAM + SSD file system (Qiu & Reddy, MSST 2013, §III).
 //!
 //! Metadata and hot data live on NVRAM (a memory-mapped file here); cold data is flushed, 512 KB
 //! at a time, to fresh extents of the SSD (our emulated device, through `ftl::BlockDevice`),

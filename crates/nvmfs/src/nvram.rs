@@ -2,7 +2,7 @@
 //! persistent across process death (a MAP_SHARED mapping's stores reach the file even when the
 //! process is killed).
 //!
-//! Durable ordering (SPEC §8-37): every metadata record is followed by `persist(range)`, the
+//! Durable ordering ([R]): every metadata record is followed by `persist(range)`, the
 //! emulation's "flush the cache lines and fence". By default it is a fence only, which is exact
 //! for process death (the kernel keeps every store of a killed process); with `strict` it also
 //! msyncs the range, which orders the stores for a machine crash too, at the cost of a

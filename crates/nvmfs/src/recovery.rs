@@ -1,4 +1,4 @@
-//! Mount-time recovery (§III-D, SPEC §8-35): replay a committed cleaning transaction, walk the
+//! Mount-time recovery (§III-D; redo log [R]): replay a committed cleaning transaction, walk the
 //! namespace from the root, free what nothing reaches, and load — or reset — the LRU lists.
 //!
 //! The LRU lists and `page_info` are trusted only when no update of them was in progress

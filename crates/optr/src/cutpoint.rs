@@ -1,4 +1,4 @@
-//! The optimal recovery point (OPTR §4.4, Algorithm 1; SPEC.md §5.7).
+//! The optimal recovery point (OPTR §3.5, Algorithm 1).
 //!
 //! Vertices are the post-checkpoint requests in wid order, straight edges join consecutive wids
 //! and every coalescing record `<x, y>` is a bent edge. A valid cut is crossed by exactly one
@@ -13,7 +13,7 @@ pub struct Coalescing {
     pub later: u64,
 }
 
-/// Phase 3 of recovery (OPTR §4.1-§4.2; SPEC.md §5.3, §8 item 27): the smallest incomplete
+/// Phase 3 of recovery (OPTR §3.1–§3.2; [R] where noted): the smallest incomplete
 /// post-checkpoint wid. `pages` are `(wid, size)` of the data pages found after the checkpoint
 /// (relocated pages and wids ≤ `seal_wid` excluded by the caller), `records` the coalescing
 /// records with the earlier request's size. Request i is incomplete iff `P_i + D_i < Size_i`;

@@ -1,6 +1,6 @@
 //! The OPTR device: write cache with wid/size tags, coalescing records, per-block summaries,
-//! full (shadowed) and incremental checkpoints, constrained GC, internal flushes (OPTR §4;
-//! SPEC.md §5.2-§5.6) and the five-phase recovery (§5.7). Layout and scaling: docs/optr.md.
+//! full (shadowed) and incremental checkpoints, constrained GC, internal flushes (OPTR §3.1–§3.4)
+//! and the five-phase recovery (§3.5). Layout and scaling: docs/optr.md.
 
 use crate::cutpoint::{algorithm1, first_incomplete, Coalescing};
 use crate::format::*;

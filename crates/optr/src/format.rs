@@ -1,4 +1,4 @@
-//! OPTR's on-flash formats, written once (SPEC.md §1.4, §5.2-§5.4, §8 item 31).
+//! OPTR's on-flash formats, written once (OPTR §3.1–§3.3; byte layouts [R]).
 //!
 //! **Page OOB record** (24 bytes, little-endian):
 //! `kind u8 | flags u8 | pad u16 | wid u64 | size u32 | lpn u32 | crc32c(bytes 0..20) u32`.
@@ -372,7 +372,7 @@ mod tests {
             3,
         )];
         assert_eq!(decode_records(&encode_records(&r, 2, 4096)), Some((2, r)));
-        // 20-byte records: about 800 per 16 KB page (SPEC.md §1.4)
+        // 20-byte records: about 800 per 16 KB page (OPTR §7.1)
         assert_eq!(entries_per_page(16384, RECORD_ENTRY, 0), 818);
         let d = vec![(1, 2), (3, 4)];
         assert_eq!(

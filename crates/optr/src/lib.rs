@@ -1,6 +1,6 @@
 //! # mobius-optr: OPTR, an order-preserving FTL behind a plain block interface
 //!
-//! OPTR (SPEC.md §5; seed paper 003) keeps the consumer write cache of the `wcache` baseline
+//! OPTR (the OPTR paper, §3) keeps the consumer write cache of the `wcache` baseline
 //! but guarantees prefix semantics, request atomicity and flush semantics after a power cut.
 //!
 //! - [`cutpoint`]: the optimal recovery point — Algorithm 1 and the naive flow-network search;

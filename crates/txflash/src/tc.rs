@@ -1,4 +1,4 @@
-//! TxFlash with the Traditional Commit protocol (Prabhakaran et al., OSDI'08 §4.1; SPEC §4.3).
+//! TxFlash with the Traditional Commit protocol (Prabhakaran et al., OSDI'08 §3.1, §4.1).
 //!
 //! Every new version of a logical page is an *intention record* (data + OOB {LPN, version,
 //! tx id}). A transaction of more than one page commits when its *commit record* page is on
@@ -9,7 +9,7 @@
 //! cover is obsolete (a newer committed version is on flash).
 //!
 //! The last page of every block is a summary page holding the OOB records of the block's other
-//! pages (TxFlash §5 / SPEC §4.7), so recovery reads one page per full block and scans only the
+//! pages (TxFlash §4.1), so recovery reads one page per full block and scans only the
 //! blocks that were open, page by page.
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
@@ -142,7 +142,7 @@ pub struct TxFlashTc {
     map: Vec<u32>,
     /// lpn -> txid of the committed version when it has a commit record, else NONE.
     map_tx: Vec<u32>,
-    /// lpn -> highest version ever used (SPEC §8-22).
+    /// lpn -> highest version ever used ([R]).
     version: Vec<u32>,
     /// lpn -> when the last transaction that wrote it is committed on flash.
     busy_until: Vec<u64>,
@@ -683,7 +683,7 @@ impl TxFlashTc {
         Ok(())
     }
 
-    /// Rebuilds the device from flash alone (SPEC §4.3, §4.7, §8-22, §8-25, §8-26).
+    /// Rebuilds the device from flash alone (TxFlash §3.1; [R] where noted).
     pub fn recover(
         mut flash: Flash,
         o: &DesignOptions,
@@ -1351,7 +1351,7 @@ mod tests {
                 PageOutcome::Data(tag(l + 200, last))
             );
         }
-        // Versions continue above everything on flash (SPEC §8-22).
+        // Versions continue above everything on flash ([R]).
         assert!(r.version[0] >= 4);
     }
 

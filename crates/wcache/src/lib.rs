@@ -1,6 +1,6 @@
 //! # mobius-wcache: a consumer-grade write-cached page-level FTL
 //!
-//! The baseline of the OPTR paper (SPEC.md §5, §5.8): a page-level mapping, a DRAM write-back
+//! The baseline of the OPTR paper (OPTR §6.1): a page-level mapping, a DRAM write-back
 //! cache (8 MB, LRU) that coalesces rewrites of dirty pages, and write-back of evicted and flushed
 //! pages spread over the chips in any order. It promises only flush semantics
 //! ([`Promise::FlushOnly`]); under the `ordered` promise the crash checker must catch it (it is

@@ -1,5 +1,5 @@
 //! Recovery classification of the cyclic protocols (TxFlash §3.2 "SCC Recovery", §3.3 "BPCC
-//! Recovery"; SPEC §4.4 pseudo-code): decides, for every logical page, whether its highest
+//! Recovery"): decides, for every logical page, whether its highest
 //! version P_h on flash is committed, and from that the page's last committed version.
 //!
 //! With Q_l = P_h.next and h_Q the highest version of Q on flash:

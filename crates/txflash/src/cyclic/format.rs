@@ -1,4 +1,4 @@
-//! On-flash layouts of the cyclic protocols (TxFlash §3.2–§3.3, Figure 2(b)/(c); SPEC §1.4):
+//! On-flash layouts of the cyclic protocols (TxFlash §3.2–§3.3, Figure 2(b)/(c)):
 //! the per-page OOB record with its next-link (and, for BPCC, its back pointer) and the
 //! per-block summary page. Every integer is little-endian and fixed width; every record carries
 //! a crc32c, so a torn or foreign page is never mistaken for an intention.
@@ -17,9 +17,9 @@
 //! | 28 | back pointer (BPCC only) | 4 |
 //! | 28 / 32 | crc32c of everything before | 4 |
 //!
-//! SPEC §1.4 gives 24 B (SCC) and 28 B (BPCC) of protocol metadata plus a 16 B simulator
+//! The paper gives 24 B (SCC) and 28 B (BPCC) of protocol metadata plus a 16 B simulator
 //! checksum; we keep the protocol fields at exactly those sizes and use a 4-byte crc32c as the
-//! checksum (SPEC §8-21, §8-39).
+//! checksum (§4.1; ours is smaller [R]).
 
 pub use crate::format::Kind;
 

@@ -1,4 +1,4 @@
-//! TxFlash with the cyclic commit protocols (Prabhakaran et al., OSDI'08 §3.2–§3.4; SPEC §4.4–§4.7):
+//! TxFlash with the cyclic commit protocols (Prabhakaran et al., OSDI'08 §3.2–§3.4):
 //! Simple Cyclic Commit (SCC, design `txflash-scc`) and Back Pointer Cyclic Commit (BPCC, design
 //! `txflash-bpcc`).
 //!
@@ -157,7 +157,7 @@ pub struct TxFlashCyclic {
     map: Vec<u32>,
     /// lpn → the committed version number (0 = initial).
     committed: Vec<u32>,
-    /// lpn → highest version used in S ∪ R or allocated in RAM (SPEC §8-22).
+    /// lpn → highest version used in S ∪ R or allocated in RAM ([R]).
     version: Vec<u32>,
     /// lpn → earliest instant a new intention may start: the last commit on flash (isolation)
     /// and, for SCC, the erase of an aborted intention of the page's transaction.
@@ -290,7 +290,7 @@ impl TxFlashCyclic {
     }
 
     /// A fresh device: every block erased, every page at its initial version 0 (virtual, so
-    /// nothing is written — an absent page is a committed self-linked version 0, SPEC §4.4).
+    /// nothing is written — an absent page is a committed self-linked version 0 [R]).
     pub fn format(
         flash: Flash,
         protocol: Protocol,
@@ -579,7 +579,7 @@ impl TxFlashCyclic {
         slot
     }
 
-    /// Gives `lpn` its next version (above everything in S ∪ R and RAM, SPEC §8-22) and, for
+    /// Gives `lpn` its next version (above everything in S ∪ R and RAM [R]) and, for
     /// BPCC, the back pointer to its last committed version.
     fn next_version(&mut self, lpn: Lpn) -> (Version, u32) {
         let i = lpn.0 as usize;

@@ -1,5 +1,5 @@
 //! Recovery of the cyclic protocols from flash alone (TxFlash §3.2 "SCC Recovery", §3.3 "BPCC
-//! Recovery", §4.1 summary pages; SPEC §4.4, §4.5, §4.7, §8-22, §8-25, §8-26).
+//! Recovery", §4.1 summary pages; [R] where noted).
 //!
 //! 1. Every block: an erase-torn block is erased; a block whose last page is a valid summary
 //!    gives all its records in one read; any other block (open at the crash, or a damaged
@@ -152,7 +152,7 @@ impl TxFlashCyclic {
 
     /// Step 2: S as one record per (page, version), highest version first, with every physical
     /// copy (lowest PPN first); also the summary entries and the version high-water marks
-    /// (S ∪ R, SPEC §8-22).
+    /// (S ∪ R, [R]).
     fn build_s(
         &mut self,
         found: &[(Ppn, CyclicOob)],

@@ -1,4 +1,4 @@
-//! BPCC straddle responsibility sets (TxFlash §3.3 "BPCC Garbage Collection"; SPEC §4.5, §8-23).
+//! BPCC straddle responsibility sets (TxFlash §3.3 "BPCC Garbage Collection"; [R] where noted).
 //!
 //! For P_k with back pointer i, SRS(P_k) = {Q_l ∈ S | Q_l.next = P_j, i < j < k}: the
 //! uncommitted intentions whose classification (Case I) depends on P_k's back pointer. GC
