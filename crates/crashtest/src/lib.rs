@@ -669,11 +669,25 @@ pub mod testing {
         seed: u64,
         torn: bool,
     ) {
+        let small = flash::DeviceConfig::preset("small").expect("small preset");
+        assert_keeps_promise_on(small, design, workload, options, points, seed, torn)
+    }
+
+    /// [`assert_keeps_promise`] on another device (e.g. the soak's `wide` geometry).
+    pub fn assert_keeps_promise_on(
+        device: flash::DeviceConfig,
+        design: DesignSpec,
+        workload: WorkloadSpec,
+        options: DesignOptions,
+        points: usize,
+        seed: u64,
+        torn: bool,
+    ) {
         let cfg = CampaignConfig {
             promise: design.promise,
             design,
             options,
-            device: flash::DeviceConfig::preset("small").expect("small preset"),
+            device,
             workload,
             seed,
             crash_points: points,

@@ -185,6 +185,10 @@ pub struct Mobius {
     superseded_tps: Vec<u32>,
     /// Completion of the translation pages the running merge has written so far.
     merge_tp_end: u64,
+    /// When every page the Resident Area maps is on flash: a merge folds the Resident Area into
+    /// translation pages, which must not reach flash before the pages they name (a normal write
+    /// or a GC copy is mapped before its program ends).
+    pub(crate) resident_durable_by: u64,
     /// Pages of the running dynamic tx start after this instant.
     pub(crate) dyn_not_before: u64,
     /// The open group of merged small transactions, if any (§2.11).
@@ -280,6 +284,7 @@ impl Mobius {
             merging: false,
             superseded_tps: Vec::new(),
             merge_tp_end: 0,
+            resident_durable_by: 0,
             dyn_not_before: 0,
             group: None,
             deferred_done: Vec::new(),
@@ -440,6 +445,7 @@ impl Mobius {
     fn remap(&mut self, lpn: u32, ppn: u32, at: u64, durable_ns: u64) -> Result<(), FtlError> {
         let (old, _) = self.lookup(lpn, at)?;
         self.resident.insert(lpn, ppn);
+        self.resident_durable_by = self.resident_durable_by.max(durable_ns);
         if old != NO_PPN && old != ppn && self.space.validity.owner(Ppn(old)) == Some(lpn) {
             self.supersede(old, durable_ns);
         }
@@ -1240,6 +1246,8 @@ impl Mobius {
         }
         dirty.sort_unstable();
         dirty.dedup();
+        // The translation pages name the folded pages: not on flash before those are.
+        end = end.max(self.resident_durable_by);
         self.map_seq += 1;
         let per = entries_per_page(pb);
         let mut tp_end = end;
@@ -1463,6 +1471,7 @@ impl Mobius {
                     )));
                 }
                 self.resident.insert(owner, to.0);
+                self.resident_durable_by = self.resident_durable_by.max(span.end_ns);
                 if self.merging {
                     // The merge folded the Resident Area already; the new mapping stays
                     // Resident (its translation page may be written already, and the next
@@ -1836,6 +1845,7 @@ impl Mobius {
         ino.uuid = uuid.0 as u128;
         ino.items = c.pages.clone();
         let end = self.append_inode(ino, c.prefix_end.max(now))?;
+        self.resident_durable_by = self.resident_durable_by.max(end);
         for &(_, p) in &c.pages {
             self.unpin(p, end);
         }

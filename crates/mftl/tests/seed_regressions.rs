@@ -10,7 +10,7 @@
 //! transactions"). Found by `mobius crashtest --ftl all --seeds 25 --seed 9200050 --crash-points
 //! 2000 --torn --second-lives 4`.
 
-use crashtest::testing::assert_keeps_promise;
+use crashtest::testing::{assert_keeps_promise, assert_keeps_promise_on};
 use ftl::DesignOptions;
 use workload::WorkloadSpec;
 
@@ -30,4 +30,35 @@ fn a_stale_gc_relocation_no_longer_reverts_a_committed_page() {
         9200065,
         true,
     );
+}
+
+/// Seeds 9500029 and 9500044 (trim-heavy shape on the `wide` geometry: txmix with 20 % trims,
+/// queue depth 16, 50 % / 80 % fill; found by the second soak chunk on the channel-gap timing
+/// model): 1 of 2,000 images read two LPNs as uncorrectable pages; 2 images mapped a page in a
+/// free block. A merge had folded normal writes' mappings from the Resident Area
+/// into a translation page that, with its GM record, reached flash before the written page (the
+/// head of the normal-write chain) did. Translation pages of a merge now wait for every page the
+/// Resident Area maps (`resident_durable_by`: normal writes, GC copies, committed dynamic
+/// transactions).
+#[test]
+fn a_merge_no_longer_maps_a_normal_write_before_its_page_is_on_flash() {
+    for (seed, fill) in [(9500044, 0.8), (9500029, 0.5)] {
+        let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
+        w.requests = 3000;
+        w.fill = fill;
+        w.queue_depth = 16;
+        w.trim_fraction = 0.2;
+        let mut device = flash::DeviceConfig::preset("small").expect("small preset");
+        device.geometry.blocks_per_chip = 16;
+        device.geometry.channels = 4;
+        assert_keeps_promise_on(
+            device,
+            mftl::spec(),
+            w,
+            DesignOptions::default(),
+            2000,
+            seed,
+            true,
+        );
+    }
 }
