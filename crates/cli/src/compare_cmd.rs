@@ -52,7 +52,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         return assemble(args, scale, &ids);
     }
     if args.scheduler.is_some() || args.workers.is_some() {
-        return run_on_dask(args, &ids);
+        return run_on_dask(args, scale, &ids);
     }
     let multi = MultiProgress::new();
     let bars: Mutex<BTreeMap<String, indicatif::ProgressBar>> = Mutex::new(BTreeMap::new());
@@ -130,7 +130,7 @@ fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::
 }
 
 /// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
-fn run_on_dask(args: &CompareArgs, ids: &[&str]) -> anyhow::Result<()> {
+fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
     crate::python::require(
         "dask.distributed",
         "mobius compare --scheduler/--workers",
@@ -155,18 +155,5 @@ fn run_on_dask(args: &CompareArgs, ids: &[&str]) -> anyhow::Result<()> {
     if !status.success() {
         anyhow::bail!("the Dask run of the experiments failed ({status})");
     }
-    let mut assemble = std::process::Command::new(&exe);
-    assemble
-        .args(["compare", "--assemble", "--scale", &args.scale, "--seed"])
-        .arg(args.seed.to_string())
-        .arg("--out")
-        .arg(&args.out);
-    for id in ids {
-        assemble.args(["--only", id]);
-    }
-    let status = assemble.status()?;
-    if !status.success() {
-        anyhow::bail!("assembling the report failed ({status})");
-    }
-    Ok(())
+    assemble(args, scale, ids)
 }
