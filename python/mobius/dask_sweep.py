@@ -279,7 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     elif a.workers == 0:
         frame = run_sweep(grid, out=a.out, progress=True, serial=True)
     else:
-        frame = run_sweep(grid, client=local_client(a.workers), out=a.out, progress=True)
+        client = local_client(a.workers)
+        try:
+            frame = run_sweep(grid, client=client, out=a.out, progress=True)
+        finally:
+            # Close the client before its cluster, so shutdown does not report lost results.
+            cluster = client.cluster
+            client.close()
+            cluster.close()
     failed = int(frame["error"].notna().sum()) if len(frame) else 0
     print(f"{len(frame)} cells in {a.out}/cells ({failed} failed)")
     return 1 if failed else 0
