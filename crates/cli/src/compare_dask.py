@@ -7,7 +7,7 @@ Run by the `mobius` binary as ``python3 -c <this file> JOB`` where JOB is a JSON
 Each task runs ``mobius compare --only ID`` into a temporary directory on its worker and hands
 back the files it wrote (report.md, results.json, the SVGs), so workers need no shared file
 system, only the same binary at the same path. The driver writes each part under
-``OUT/parts/ID/`` as it finishes; ``mobius compare --assemble`` then builds the report. An
+``OUT/parts/ID/`` as it finishes; the binary then assembles the report from the parts. An
 experiment is deterministic for its seed, so the assembled report equals a one-process run's.
 """
 

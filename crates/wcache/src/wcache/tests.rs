@@ -78,17 +78,22 @@ fn stress_reads_back_everything() {
     assert!(dev.flash().stats().total_erases() > 0);
 }
 
+fn small_flash() -> Flash {
+    Flash::in_memory(
+        flash::DeviceConfig::preset("small").unwrap(),
+        OOB_BYTES,
+        true,
+    )
+}
+
 /// The exported capacity leaves the open blocks and GC's free-block target out (issue #17):
 /// random writes over the whole exported range on `small` (after a 90 % fill) keep GC room to
 /// work. Write amplification was 30.7 when the capacity ignored them (the exported pages were 99 %
 /// of what GC could use); greedy GC at the fixed utilisation gives about 4.
 #[test]
 fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
-    let flash = Flash::in_memory(
-        flash::DeviceConfig::preset("small").unwrap(),
-        OOB_BYTES,
-        true,
-    );
+    use rand::{RngExt, SeedableRng};
+    let flash = small_flash();
     let g = flash.geometry().clone();
     let mut d = WCache::new(flash, &DesignOptions::default()).unwrap();
     let working = ftl::working_blocks(&g, STREAMS, d.params.gc_free_blocks);
@@ -101,13 +106,10 @@ fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
     }
     t = d.flush(t).unwrap().ack_ns;
     let before = d.flash.stats().clone();
-    let mut x: u64 = 12345;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(12345);
     let writes = 20 * fill as u64;
     for i in 0..writes {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let l = ((x >> 33) % d.logical as u64) as u32;
+        let l = rng.random_range(0..d.logical);
         t = d.write(Lpn(l), &[tag(l, i + 2)], t).unwrap().ack_ns;
     }
     d.flush(t).unwrap();
@@ -117,11 +119,7 @@ fn random_writes_at_90_percent_fill_keep_write_amplification_bounded() {
 
 #[test]
 fn a_gc_reserve_larger_than_the_device_is_refused() {
-    let flash = Flash::in_memory(
-        flash::DeviceConfig::preset("small").unwrap(),
-        OOB_BYTES,
-        true,
-    );
+    let flash = small_flash();
     let o = DesignOptions::default().with("gc_free_blocks", 200);
     assert!(matches!(
         WCache::new(flash, &o),
