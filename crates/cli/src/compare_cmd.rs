@@ -86,11 +86,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         .flat_map(|r| &r.claims)
         .flat_map(|c| c.checks.iter().map(|k| k.verdict))
         .collect();
-    let names: Vec<String> = checks
-        .iter()
-        .map(|v| serde_json::to_value(v).map_or(String::new(), |j| j.as_str().unwrap_or("").into()))
-        .collect();
-    print_summary(&names, &args.out);
+    print_summary(&checks, &args.out);
     Ok(())
 }
 
@@ -102,15 +98,15 @@ fn header(scale: compare::Scale, seed: u64) -> String {
     )
 }
 
-/// The summary line, from verdicts as results.json spells them.
-fn print_summary(verdicts: &[String], out: &std::path::Path) {
-    let count = |v: &str| verdicts.iter().filter(|k| *k == v).count();
+/// The summary line.
+fn print_summary(verdicts: &[compare::Verdict], out: &std::path::Path) {
+    let count = |v: compare::Verdict| verdicts.iter().filter(|k| **k == v).count();
     println!(
         "sub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction",
-        count("PASS"),
-        count("FAIL"),
-        count("NOT-REPRODUCED"),
-        count("BY-CONSTRUCTION")
+        count(compare::Verdict::Pass),
+        count(compare::Verdict::Fail),
+        count(compare::Verdict::NotReproduced),
+        count(compare::Verdict::ByConstruction)
     );
     println!("wrote {}", out.join("report.md").display());
 }

@@ -7,7 +7,7 @@
 //! with the reason. A check that is true by construction is not graded: it is shown with
 //! [`Check::by_construction`] and says why.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The range a measured number must fall in to agree with the paper.
@@ -54,7 +54,7 @@ impl fmt::Display for Tolerance {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     #[serde(rename = "PASS")]
     Pass,

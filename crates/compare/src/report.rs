@@ -194,13 +194,13 @@ pub fn claims_json(claims: &[Claim]) -> serde_json::Value {
 /// Builds `dir`/report.md and `dir`/results.json from experiments run apart (one `mobius
 /// compare --only ID --out dir/parts/ID` each, e.g. as Dask tasks): each part's report section
 /// (its report.md after the header), its results.json entry and its figures, in the order of
-/// `ids` (report order). Returns every sub-claim verdict of the assembled report, as
-/// results.json spells it (PASS, FAIL, ...), and the ids that had no part.
+/// `ids` (report order). Returns every sub-claim verdict of the assembled report and the ids
+/// that had no part.
 pub fn assemble_report(
     dir: &Path,
     header: &str,
     ids: &[&str],
-) -> std::io::Result<(Vec<String>, Vec<String>)> {
+) -> std::io::Result<(Vec<Verdict>, Vec<String>)> {
     let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     let mut md = String::new();
     let _ = writeln!(md, "{header}\n");
@@ -225,7 +225,10 @@ pub fn assemble_report(
             .get(*id)
             .ok_or_else(|| bad(format!("{}/results.json has no '{id}'", part.display())))?;
         for c in entry["claims"].as_array().into_iter().flatten() {
-            verdicts.push(c["verdict"].as_str().unwrap_or("?").to_string());
+            verdicts.push(
+                serde_json::from_value(c["verdict"].clone())
+                    .map_err(|e| bad(format!("{}/results.json: verdict: {e}", part.display())))?,
+            );
         }
         json.insert(id.to_string(), entry.clone());
         for f in std::fs::read_dir(&part)? {
