@@ -118,4 +118,16 @@ fn bad_requests_are_refused_before_anything_runs() {
         "{}",
         text(&o)
     );
+    // A part whose results.json carries a verdict no grader gives is refused, not counted.
+    let part = dir.path().join("parts/macro");
+    std::fs::create_dir_all(&part).expect("part dir");
+    std::fs::write(part.join("report.md"), "# header\n\n## 2. macro\n").expect("report");
+    std::fs::write(
+        part.join("results.json"),
+        r#"{"macro": {"claims": [{"verdict": "MAYBE"}]}}"#,
+    )
+    .expect("results");
+    let o = mobius(&["compare", "--assemble", "--only", "macro"], dir.path());
+    assert!(!o.status.success());
+    assert!(text(&o).contains("verdict"), "{}", text(&o));
 }
