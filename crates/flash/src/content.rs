@@ -1,10 +1,11 @@
 //! What a host data page holds.
 //!
 //! In tag-only mode a host page keeps a [`ContentTag`] — which logical page and which host write
-//! produced it — instead of its bytes, as the VST simulator of the OPTR paper does (OPTR §5). In full-data mode the same tag is expanded into a deterministic page image
-//! ([`ContentTag::fill`]) so the crash checker can tell, from bytes alone, which write a page came
-//! from and whether it is intact ([`ContentTag::decode`]). Metadata pages (translation pages,
-//! atom inodes, checkpoints, summaries) are always real bytes.
+//! produced it — instead of its bytes, as the VST simulator of the OPTR paper does (OPTR §5). In
+//! full-data mode the same tag is expanded into a deterministic page image ([`ContentTag::fill`])
+//! so the crash checker can tell, from bytes alone, which write a page came from and whether it is
+//! intact ([`ContentTag::decode`]). Metadata pages (translation pages, atom inodes, checkpoints,
+//! summaries) are always real bytes.
 
 use xxhash_rust::xxh3::xxh3_64;
 

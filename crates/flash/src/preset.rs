@@ -1,9 +1,9 @@
 //! Device presets: one source of truth for every paper's device, with its source.
 //!
-//! Values marked [P] come from the papers (Möbius §IV-A, TxFlash §2.1 and §5, OPTR §6.1, NVMFS §IV); values marked
-//! [R] are our decisions where the papers are silent, explained in `docs/presets.md`.
-//! A preset is a starting point: any field can be overridden from a TOML file or `key=value`
-//! pairs (see [`DeviceConfig::with_overrides`]).
+//! Values marked [P] come from the papers (Möbius §IV-A, TxFlash §2.1 and §5, OPTR §6.1, NVMFS
+//! §IV); values marked [R] are our decisions where the papers are silent, explained in
+//! `docs/presets.md`. A preset is a starting point: any field can be overridden from a TOML file or
+//! `key=value` pairs (see [`DeviceConfig::with_overrides`]).
 
 use crate::geometry::Geometry;
 use crate::host::HostInterface;

@@ -2,13 +2,13 @@
 //!
 //! A read occupies its chip for tR and then its channel for the page transfer out; a program
 //! occupies the channel for the transfer in and the chip for transfer + tPROG; an erase occupies
-//! only the chip for tBERS (docs/presets.md, "Flash timing"). Operations on one chip are served
-//! in the order they are issued (FIFO, no back-filling), so programs to one block keep their
-//! order; operations on different chips overlap. A channel moves each transfer in the first free
-//! gap at or after its chip is ready, so a chip with a long queue does not hold up the other
-//! chips on its channel (a controller schedules each channel among the ready chips). Every operation also takes a `not_before` time
-//! from its issuer: that is how an FTL states "this program may start only after those finished"
-//! — the only ordering a crash respects.
+//! only the chip for tBERS (docs/presets.md, "Flash timing"). Operations on one chip are served in
+//! the order they are issued (FIFO, no back-filling), so programs to one block keep their order;
+//! operations on different chips overlap. A channel moves each transfer in the first free gap at or
+//! after its chip is ready, so a chip with a long queue does not hold up the other chips on its
+//! channel (a controller schedules each channel among the ready chips). Every operation also takes
+//! a `not_before` time from its issuer: that is how an FTL states "this program may start only
+//! after those finished" — the only ordering a crash respects.
 //!
 //! Times are plain integer nanoseconds of simulated time; nothing here reads a wall clock.
 

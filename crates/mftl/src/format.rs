@@ -1,4 +1,5 @@
-//! On-flash formats of Möbius (atom inode §III-C, §III-F; byte layouts our decisions [R]), written down once.
+//! On-flash formats of Möbius (atom inode §III-C, §III-F; byte layouts our decisions [R]), written
+//! down once.
 //!
 //! Every persisted integer is little-endian and fixed width; every record carries a crc32c.
 //!
@@ -157,7 +158,8 @@ impl InodeKind {
 
 pub const FLAG_MULTIPART: u8 = 1;
 
-/// One atom inode (Möbius §III-C). `items` are `(lpn, ppn)`; `relocs` `(lpn, from, to)` for GcReloc.
+/// One atom inode (Möbius §III-C). `items` are `(lpn, ppn)`; `relocs` `(lpn, from, to)` for
+/// GcReloc.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Inode {
     pub ala_seq: u64,

@@ -1407,17 +1407,16 @@ impl Mobius {
     /// translation pages in a GM record, then erases the victim after both (§8-12).
     ///
     /// A live page whose LPN a *pending* static tx rewrites is current in RAM but already
-    /// superseded in ALA order (the tx's inode precedes any relocation logged now). Such a move
-    /// is not logged yet and the victim is not erased: [`Mobius::settle_deferred_victims`] logs
-    /// it once no pending tx covers the LPN and the copy is still the mapping (every such tx was
+    /// superseded in ALA order (the tx's inode precedes any relocation logged now). Such a move is
+    /// not logged yet and the victim is not erased: [`Mobius::settle_deferred_victims`] logs it
+    /// once no pending tx covers the LPN and the copy is still the mapping (every such tx was
     /// aborted), or drops it (a tx installed its own page), and only then erases the victim.
-    /// Logging it at once made recovery replay a stale relocation: its `from` page had been
-    /// erased and reused by a later copy of the same LPN, which the merged translation page
-    /// mapped, so `cur == from` held and a committed transaction lost that page to the older
-    /// version (soak seed 9200065, large-tx shape; docs/mobius.md). `pending` is
-    /// [`Mobius::pending_lpns`] as the caller computed it; GC creates no transaction, so it can
-    /// only be a superset of the current one, which defers a move that [`Mobius::settle_deferred_victims`]
-    /// then drops.
+    /// Logging it at once made recovery replay a stale relocation: its `from` page had been erased
+    /// and reused by a later copy of the same LPN, which the merged translation page mapped, so
+    /// `cur == from` held and a committed transaction lost that page to the older version (soak
+    /// seed 9200065, large-tx shape; docs/mobius.md). `pending` is [`Mobius::pending_lpns`] as the
+    /// caller computed it; GC creates no transaction, so it can only be a superset of the current
+    /// one, which defers a move that [`Mobius::settle_deferred_victims`] then drops.
     pub(crate) fn collect(
         &mut self,
         victim: BlockId,

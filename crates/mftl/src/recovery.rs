@@ -1,6 +1,6 @@
-//! Recovery (Möbius §III-C, §III-D, §IV-C; [R] where noted): GM → GTD → scan of the active ALA → DAG commit
-//! resolution with read-and-verify of the last S_max inodes and the ordering cascade → replay
-//! in ALA order → the newest Head List chain → a resolution inode before host I/O resumes.
+//! Recovery (Möbius §III-C, §III-D, §IV-C; [R] where noted): GM → GTD → scan of the active ALA →
+//! DAG commit resolution with read-and-verify of the last S_max inodes and the ordering cascade →
+//! replay in ALA order → the newest Head List chain → a resolution inode before host I/O resumes.
 
 use crate::config::InjectBug;
 use crate::format::*;

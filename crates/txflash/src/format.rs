@@ -1,9 +1,10 @@
 //! On-flash layouts of TxFlash (TC): the per-page OOB record, the commit record page and the
-//! per-block summary page. Every integer is little-endian and fixed width; every record carries
-//! a crc32c so a torn or foreign page is never mistaken for metadata (TxFlash Figure 2; checksum and kind bytes [R]).
+//! per-block summary page. Every integer is little-endian and fixed width; every record carries a
+//! crc32c so a torn or foreign page is never mistaken for metadata (TxFlash Figure 2; checksum and
+//! kind bytes [R]).
 
-/// Bytes of OOB each page uses (TxFlash Figure 2(a): LPN 8 + version 4 + tx id 4, plus kind/flag bytes and
-/// a crc32c; the paper's 16-byte simulator checksum is replaced by the crc32c, see docs).
+/// Bytes of OOB each page uses (TxFlash Figure 2(a): LPN 8 + version 4 + tx id 4, plus kind/flag
+/// bytes and a crc32c; the paper's 16-byte simulator checksum is replaced by the crc32c, see docs).
 pub const OOB_BYTES: u32 = 24;
 
 /// What a page holds.
