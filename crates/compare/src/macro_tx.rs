@@ -558,6 +558,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut figures = Vec::new();
     let mut claims = Vec::new();
     let total = (workloads.len() * MODES.len()) as u64;
+    // TPS of each mode on the first workload at `clients`, reused by the clients sweep.
+    let mut first_tps: Vec<Option<f64>> = Vec::new();
     let mut step = 0;
     for wl in &workloads {
         let mut results: Vec<Option<Outcome>> = Vec::new();
@@ -674,9 +676,12 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 .and_then(|i| results[i].as_ref())
         };
         claims.extend(workload_claims(&wl.name, &get, &refused_note(&results)));
+        if first_tps.is_empty() {
+            first_tps = results.iter().map(|r| r.as_ref().map(|o| o.tps)).collect();
+        }
     }
     if let Some(wl) = workloads.first() {
-        let (table, sweep) = clients_sweep(ctx, wl, &config, &mut skipped);
+        let (table, sweep) = clients_sweep(ctx, wl, &config, (clients, &first_tps), &mut skipped);
         let one = |label: &str| {
             let t = &sweep["tps"];
             t[label][0].as_f64().unwrap_or(f64::NAN)
@@ -709,33 +714,40 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 pub const CLIENT_COUNTS: [usize; 4] = [1, 2, 4, 8];
 
 /// TPS of every mode on `wl` against the number of concurrent clients, normalised to
-/// Atomic-Write at the same count. Atomic-Write takes one transaction at a time (Möbius §II), so
+/// Atomic-Write at the same count. `measured` is the client count the experiment already ran
+/// and its TPS per mode (in [`MODES`] order), which is not run again. Atomic-Write takes one transaction at a time (Möbius §II), so
 /// the others' lead grows with concurrency; the paper does not state DBT-2's.
 fn clients_sweep(
     ctx: &Context,
     wl: &Workload,
     config: &flash::DeviceConfig,
+    measured: (usize, &[Option<f64>]),
     skipped: &mut Vec<String>,
 ) -> (Table, serde_json::Value) {
-    let built: Vec<&Mode> = MODES
+    let built: Vec<(usize, &Mode)> = MODES
         .iter()
-        .filter(|m| ctx.design(m.design).is_some())
+        .enumerate()
+        .filter(|(_, m)| ctx.design(m.design).is_some())
         .collect();
     let mut tps = vec![vec![f64::NAN; CLIENT_COUNTS.len()]; built.len()];
     for (k, &clients) in CLIENT_COUNTS.iter().enumerate() {
-        for (i, mode) in built.iter().enumerate() {
+        for (i, &(m, mode)) in built.iter().enumerate() {
+            if clients == measured.0 {
+                tps[i][k] = measured.1.get(m).copied().flatten().unwrap_or(f64::NAN);
+                continue;
+            }
             match run_mode(ctx, mode, wl, config, clients) {
                 Ok(o) => tps[i][k] = o.tps,
                 Err(e) => skipped.push(format!("{} with {clients} clients: {e}", mode.label)),
             }
         }
     }
-    let aw = built.iter().position(|m| m.design == "atomic-write");
+    let aw = built.iter().position(|(_, m)| m.design == "atomic-write");
     let norm = |i: usize, k: usize| aw.map_or(f64::NAN, |a| tps[i][k] / tps[a][k]);
     let rows = built
         .iter()
         .enumerate()
-        .map(|(i, m)| {
+        .map(|(i, (_, m))| {
             std::iter::once(m.label.to_string())
                 .chain(
                     (0..CLIENT_COUNTS.len())
@@ -746,7 +758,7 @@ fn clients_sweep(
         .collect();
     let data = serde_json::json!({
         "clients": CLIENT_COUNTS,
-        "tps": built.iter().enumerate().map(|(i, m)| (m.label.to_string(), serde_json::json!(tps[i]))).collect::<serde_json::Map<_, _>>(),
+        "tps": built.iter().enumerate().map(|(i, (_, m))| (m.label.to_string(), serde_json::json!(tps[i]))).collect::<serde_json::Map<_, _>>(),
     });
     let table = Table {
         caption: format!(
