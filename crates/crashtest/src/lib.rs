@@ -641,7 +641,8 @@ pub fn replay_one(
 
 /// Helpers for design crates' own crash-campaign tests.
 pub mod testing {
-    use super::{run_campaign, CampaignConfig};
+    use super::second_life::{judge_life, FirstCut};
+    use super::{record, run_campaign, CampaignConfig};
     use ftl::{DesignOptions, DesignSpec};
     use workload::WorkloadSpec;
 
@@ -683,19 +684,9 @@ pub mod testing {
         seed: u64,
         torn: bool,
     ) {
-        let cfg = CampaignConfig {
-            promise: design.promise,
-            design,
-            options,
-            device,
-            workload,
-            seed,
-            crash_points: points,
-            torn,
-            exhaustive: false,
-            threads: 2,
-            tag_only: true,
-        };
+        let mut cfg = config(device, design, workload, seed, torn);
+        cfg.options = options;
+        cfg.crash_points = points;
         let r = run_campaign(&cfg, &|_, _| {}).expect("campaign runs");
         eprintln!(
             "{} {} seed {seed} torn {torn}: {} points, {} recovered, {} violating, reads mean {:.0}",
@@ -708,5 +699,50 @@ pub mod testing {
             &r.violations[..r.violations.len().min(5)]
         );
         assert_eq!(r.recovered, r.crash_points);
+    }
+
+    /// A campaign of `design` on `device` under its own promise (default options, 2,000 points,
+    /// tag-only, two threads): the soak's configuration of one seed.
+    pub fn config(
+        device: flash::DeviceConfig,
+        design: DesignSpec,
+        workload: WorkloadSpec,
+        seed: u64,
+        torn: bool,
+    ) -> CampaignConfig {
+        CampaignConfig {
+            promise: design.promise,
+            design,
+            options: DesignOptions::default(),
+            device,
+            workload,
+            seed,
+            crash_points: 2000,
+            torn,
+            exhaustive: false,
+            threads: 2,
+            tag_only: true,
+        }
+    }
+
+    /// Runs the second life that starts at `cut` (as the soak's `--second-lives` does: a quarter
+    /// of `cfg.crash_points` sampled in it) and panics with the first violations.
+    pub fn assert_second_life_keeps_promise(cfg: &CampaignConfig, cut: FirstCut) {
+        let rec = record(cfg).expect("life one runs");
+        let (points, violations) = judge_life(cfg, &rec, cut, (cfg.crash_points / 4).max(1), None);
+        eprintln!(
+            "{} seed {} second life after {}: {points} points, {} violations",
+            cfg.design.name,
+            cfg.seed,
+            cut.instant_ns,
+            violations.len()
+        );
+        assert!(points > 0, "the second life ran no crash point");
+        assert!(
+            violations.is_empty(),
+            "{} violations, first: {:#?}",
+            violations.len(),
+            &violations[..violations.len().min(5)]
+        );
     }
 }

@@ -160,6 +160,9 @@ pub struct Mobius {
     // Transactions.
     pub(crate) next_tx_id: u32,
     pub(crate) txs: VecDeque<StaticTx>,
+    /// When the latest static tx dropped from `txs` (installed and flagged in RAM) is on flash:
+    /// its inode and the inode carrying its flag may still be queued on the ALA chip.
+    pub(crate) dropped_static_durable: u64,
     pub(crate) used_uuids: FxHashSet<TxUuid>,
     // Chains (normal batches and dynamic txs) and the Head List announcement.
     pub(crate) chain: Option<Chain>,
@@ -268,6 +271,7 @@ impl Mobius {
             gm_end: 0,
             next_tx_id: 1,
             txs: VecDeque::new(),
+            dropped_static_durable: 0,
             used_uuids: FxHashSet::default(),
             chain: None,
             chain_next: NO_PPN,
@@ -675,7 +679,10 @@ impl Mobius {
             .front()
             .is_some_and(|t| t.resolved && t.state != TxState::Pending)
         {
-            self.txs.pop_front();
+            let t = self.txs.pop_front().expect("front");
+            if t.state == TxState::Installed {
+                self.dropped_static_durable = self.dropped_static_durable.max(t.durable_ns);
+            }
         }
     }
 
@@ -778,17 +785,21 @@ impl Mobius {
             .unwrap_or(0)
     }
 
-    /// When every pending static tx is recoverable: data *and* inode on flash. A dynamic tx's
-    /// ring may close (and so commit at recovery, even without its inode) only after this: a
-    /// static tx whose inode is still queued on the ALA chip would otherwise vanish in a crash
-    /// that keeps the later dynamic tx (found by the long campaign, seed 11).
-    fn pending_static_durable(&self) -> u64 {
+    /// When every static tx admitted so far and not aborted is recoverable: data *and* inode on
+    /// flash. A dynamic tx's ring may close (and so commit at recovery, even without its inode)
+    /// only after this: a static tx whose inode is still queued on the ALA chip would otherwise
+    /// vanish in a crash that keeps the later dynamic tx (found by the long campaign, seed 11).
+    /// Installed txs count too, and so do those already dropped from the table: an async tx is
+    /// installed once its data is programmed, and flagged once a later inode is built, both
+    /// possibly before its own inode is on flash (found by the second-life soak, seed 9500104).
+    fn static_durable(&self) -> u64 {
         self.txs
             .iter()
-            .filter(|t| t.state == TxState::Pending)
+            .filter(|t| t.state != TxState::Aborted)
             .map(|t| t.commit_ns.max(t.durable_ns))
             .max()
             .unwrap_or(0)
+            .max(self.dropped_static_durable)
     }
 
     /// Every request's entry: arrival order, then the open group of small transactions is
@@ -1801,7 +1812,7 @@ impl Mobius {
             // HEAD waits for in-flight static txs (§8-19) and closes the normal batch. Every page
             // of the dynamic tx starts after their data and inodes are on flash, so a closed
             // ring can never survive a crash that loses or rejects an earlier static tx.
-            nb = nb.max(self.pending_static_durable());
+            nb = nb.max(self.static_durable());
             self.dyn_not_before = nb;
             self.close_normal(now)?;
             self.used_uuids.insert(uuid);

@@ -62,3 +62,30 @@ fn a_merge_no_longer_maps_a_normal_write_before_its_page_is_on_flash() {
         );
     }
 }
+
+/// Seed 9500104 (trim-heavy shape on the `wide` geometry, 90 % fill; second life after a cut at
+/// 142,979,000 ns; found by the soak chunk from 9500100): 2 images kept a dynamic transaction and
+/// lost the earlier async SWRITE that wrote the same pages (Tx(A)/Tx(B) order broken). The SWRITE
+/// was a small one, merged into a group whose inode was still queued on the ALA chip; its data
+/// was programmed, so it was installed in RAM and, once a later inode was built to carry its flag,
+/// dropped from the table of pending transactions. DWRITE HEAD waited only for pending ones, so
+/// the dynamic transaction's ring closed (and committed at recovery) before the SWRITE's inode was
+/// on flash. HEAD now waits for every static transaction admitted before it
+/// (`static_durable`), dropped ones included.
+#[test]
+fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_flash() {
+    let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
+    w.requests = 3000;
+    w.fill = 0.9;
+    w.queue_depth = 16;
+    w.trim_fraction = 0.2;
+    let mut device = flash::DeviceConfig::preset("small").expect("small preset");
+    device.geometry.blocks_per_chip = 16;
+    device.geometry.channels = 4;
+    let cfg = crashtest::testing::config(device, mftl::spec(), w, 9500104, true);
+    let cut = crashtest::second_life::FirstCut {
+        instant_ns: 142_979_000,
+        torn: false,
+    };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}
