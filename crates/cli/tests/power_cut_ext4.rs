@@ -15,7 +15,7 @@
 //!   reports its damage rate, and with 10 or more trials asserts that at least one was damaged
 //!   (a power-cut test that cannot tell the designs apart proves nothing).
 //!
-//! Both designs get the OPTR paper's 8 MB write cache (§5.8, `--param cache_mb=8`) rather than
+//! Both designs get the OPTR paper's 8 MB write cache (§6.1, `--param cache_mb=8`) rather than
 //! the default of 1/64 of this 128 MiB device (2 MiB). With 2 MiB, LRU eviction writes pages
 //! back almost in arrival order and wcache came out damaged in only 0–4 of 20 trials; with
 //! 8 MiB, hot metadata stays cached while the journal moves on, as in a real drive's cache.
@@ -32,7 +32,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 const SIZE: &str = "128M";
-/// The write cache of both designs (OPTR §5.8: 8 MB).
+/// The write cache of both designs (OPTR §6.1: 8 MB).
 const CACHE: [&str; 2] = ["--param", "cache_mb=8"];
 
 fn trials() -> u64 {

@@ -281,7 +281,7 @@ pub fn run_mode(
     let mut out = Outcome::default();
     let mut end = start_ns;
     let mut reads = Vec::new();
-    // Möbius merges small transactions (§2.11) and answers their SWRITE later: (client, txn)
+    // Möbius merges small transactions (§IV-E) and answers their SWRITE later: (client, txn)
     // per held uuid, and lock-manager waits parked until a holder completes.
     let mut held: std::collections::HashMap<TxUuid, (usize, usize)> = Default::default();
     let mut parked: Vec<(usize, usize)> = Vec::new();

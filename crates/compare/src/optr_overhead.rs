@@ -1,4 +1,4 @@
-//! Experiment `optr` — OPTR's overhead against its write-cached baseline (OPTR §6.3, Figs. 12 and
+//! Experiment `optr` — OPTR's overhead against its write-cached baseline (OPTR §7, Figs. 12 and
 //! 13; §7 recovery estimate).
 //!
 //! The paper's synthetic grid: random writes within a footprint of 1 MB / 80 MB / 1 GB (high /
@@ -15,7 +15,7 @@
 //!
 //! Scales: `paper` runs on the `optr` preset (128 GB, 16 KB pages, 128-page blocks, 8 MB cache,
 //! 32 + 32 reserved blocks) with no pre-fill (the footprints are < 1 % of the device, so GC
-//! does not run, as it hardly does in the paper: §6.3 counts 0.2 % of blocks GC-constrained);
+//! does not run, as it hardly does in the paper: §7.2 counts 0.2 % of blocks GC-constrained);
 //! `quick` runs on the same geometry cut to 128 blocks per chip (4 GB: same page, block, chip
 //! count, cache and reserved areas) after filling 90 % of the logical space, so GC runs in the
 //! measured phase. `tiny` (for CI) is `small` with a 0.25 MB cache and a few points.

@@ -95,7 +95,7 @@ pub enum DwriteFlag {
 }
 
 /// `TxCompletion::ack_ns` of an SWRITE the device holds back: Möbius merges small static
-/// transactions into one atom inode (§2.11), so it knows when a transaction is acknowledged only
+/// transactions into one atom inode (§IV-E), so it knows when a transaction is acknowledged only
 /// once the group closes. The real completion comes later from
 /// [`Transactional::take_completions`].
 pub const ACK_DEFERRED: u64 = u64::MAX;

@@ -15,9 +15,9 @@ pub enum InjectBug {
 
 #[derive(Clone, Debug)]
 pub struct MobiusConfig {
-    /// Inodes a tx may stay unflagged behind the ALA tail (§8-3; default 16).
+    /// Inodes a tx may stay unflagged behind the ALA tail (decision M3; default 16).
     pub s_max: u32,
-    /// Active ALA size in inodes (12 MB / page size by default; §2.4).
+    /// Active ALA size in inodes (12 MB / page size by default; §IV-C).
     pub active_ala_pages: u64,
     /// Blocks in the ALA ring (500 MB by default).
     pub ala_blocks: u32,
@@ -25,11 +25,11 @@ pub struct MobiusConfig {
     pub c_percent: f64,
     /// Controller DRAM in bytes (64 MiB).
     pub dram_bytes: u64,
-    /// Evicting Area (§2.3): DRAM for cached translation pages, the (100 − c) % of `dram_bytes`
+    /// Evicting Area (§III-F): DRAM for cached translation pages, the (100 − c) % of `dram_bytes`
     /// the Resident Area leaves (`evicting_kb` overrides it, for tests of eviction).
     pub evicting_bytes: u64,
     pub inject_bug: InjectBug,
-    /// Merge static txs of fewer than `small_tx_pages` pages into one atom inode (§2.11; on).
+    /// Merge static txs of fewer than `small_tx_pages` pages into one atom inode (§IV-E; on).
     pub merge_small: bool,
     /// The paper's threshold: fewer than 10 pages.
     pub small_tx_pages: u32,
@@ -125,7 +125,7 @@ impl MobiusConfig {
         if c.s_max < 2 {
             return Err(FtlError::InvalidOption("s_max must be at least 2".into()));
         }
-        // §8-1: the worst-case Resident Area must fit c % of DRAM.
+        // Decision M1: the worst-case Resident Area must fit c % of DRAM.
         let items = crate::format::inode_capacity(g.page_bytes, crate::format::InodeKind::Static);
         let resident = c.active_ala_pages * items as u64 * 8;
         let budget = c.dram_bytes as f64 * c.c_percent / 100.0;
@@ -139,13 +139,14 @@ impl MobiusConfig {
     }
 
     /// Parts a multipart transaction may have: half the verification window, so every part of
-    /// an unflagged transaction can be verified (§8-10).
+    /// an unflagged transaction can be verified (decision M10).
     pub fn max_parts(&self) -> u32 {
         (self.s_max / 2).max(1)
     }
 }
 
-/// Reserved blocks: two GM blocks (alternating slots, §8-16) and the ALA ring striped over chips.
+/// Reserved blocks: two GM blocks (alternating slots, decision M16) and the ALA ring striped over
+/// chips.
 #[derive(Clone, Debug)]
 pub struct Layout {
     pub gm: [BlockId; 2],

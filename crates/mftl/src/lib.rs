@@ -3,6 +3,9 @@
 //! Atom inodes, the Atom Log Area, DAG commit, dynamic transactions via the Head List, chained
 //! normal writes, Resident Area + translation pages, ALA merge, GC and fast recovery
 //! (Möbius §III–IV). See `docs/mobius.md` for the design and every deviation from the paper.
+//! `§III-C` and the like cite the Möbius paper; `decision M3` and the like cite the numbered
+//! decisions we took where the paper is silent (docs/mobius.md, "Decisions where the paper is
+//! silent").
 
 pub mod config;
 pub mod format;

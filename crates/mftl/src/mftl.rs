@@ -77,7 +77,7 @@ pub(crate) struct StaticTx {
     pub superseded_dyn: FxHashSet<u32>,
 }
 
-/// Small static transactions merged into one atom inode (§2.11): their data pages are on flash
+/// Small static transactions merged into one atom inode (§IV-E): their data pages are on flash
 /// (OOB tx id = the group's), the inode is written when the group closes.
 #[derive(Clone, Debug)]
 pub(crate) struct SmallGroup {
@@ -128,7 +128,7 @@ pub struct Mobius {
     pub(crate) resident: FxHashMap<u32, u32>,
     pub(crate) base: Vec<u32>,
     pub(crate) tp_loaded: Vec<bool>,
-    /// Evicting Area (§2.3): cached translation pages, least recently used first out. A cached
+    /// Evicting Area (§III-F): cached translation pages, least recently used first out. A cached
     /// page is always clean (merges write every page they change), so eviction never writes.
     pub(crate) tp_lru: std::collections::BTreeMap<u64, usize>,
     tp_stamp: Vec<u64>,
@@ -170,7 +170,7 @@ pub struct Mobius {
     pub(crate) announced_id: u32,
     pub(crate) announce_end: u64,
     pub(crate) announce_written: bool,
-    // GC protection (§2.12).
+    // GC protection (§IV-D).
     pub(crate) pins: Vec<u32>,
     pub(crate) unpinned_at: Vec<u64>,
     pub(crate) last_arrival: u64,
@@ -194,7 +194,7 @@ pub struct Mobius {
     pub(crate) resident_durable_by: u64,
     /// Pages of the running dynamic tx start after this instant.
     pub(crate) dyn_not_before: u64,
-    /// The open group of merged small transactions, if any (§2.11).
+    /// The open group of merged small transactions, if any (§IV-E).
     pub(crate) group: Option<SmallGroup>,
     /// Completions of deferred SWRITEs, for `take_completions`.
     pub(crate) deferred_done: Vec<(TxUuid, TxCompletion)>,
@@ -511,7 +511,7 @@ impl Mobius {
                         return Err(FtlError::NoSpace);
                     }
                     // The ring is full: stall until the txs pinning the head have committed,
-                    // then merge (§8-14).
+                    // then merge (decision M14).
                     let w = self
                         .txs
                         .iter()
@@ -547,8 +547,8 @@ impl Mobius {
         Ok(())
     }
 
-    /// Appends an inode to the ALA, attaching commit flags / abort marks (DAG commit, §2.6) and
-    /// enforcing the S_max window (§8-3). Returns the inode's end.
+    /// Appends an inode to the ALA, attaching commit flags / abort marks (DAG commit, §III-C) and
+    /// enforcing the S_max window (decision M3). Returns the inode's end.
     pub(crate) fn append_inode(&mut self, ino: Inode, not_before: u64) -> Result<u64, FtlError> {
         let mut wait = not_before;
         loop {
@@ -559,7 +559,7 @@ impl Mobius {
                 return self.program_inode(ino, nb, chosen);
             }
             if stall > nb {
-                // A tx about to leave the S_max window is not on flash yet: stall (§8-3).
+                // A tx about to leave the S_max window is not on flash yet: stall (decision M3).
                 wait = stall;
                 continue;
             }
@@ -688,7 +688,7 @@ impl Mobius {
 
     // ---------------------------------------------------------------- RAM commit
 
-    /// Installs, in arrival order, every static tx committed by `now` (§2.5 step 4, §2.10).
+    /// Installs, in arrival order, every static tx committed by `now` (§III-C, §III-G).
     pub(crate) fn advance(&mut self, now: u64) -> Result<(), FtlError> {
         let mut blocked: FxHashSet<u32> = FxHashSet::default();
         for i in 0..self.txs.len() {
@@ -775,7 +775,7 @@ impl Mobius {
         }
     }
 
-    /// Latest commit instant of pending static txs (WRITE never overlaps them, §2.2).
+    /// Latest commit instant of pending static txs (WRITE never overlaps them, §III-B).
     fn pending_static_end(&self) -> u64 {
         self.txs
             .iter()
@@ -882,7 +882,7 @@ impl Mobius {
         Ok(())
     }
 
-    /// Ordering (§2.10): a tx writing `lpns` commits after every earlier overlapping tx that is
+    /// Ordering (§III-G): a tx writing `lpns` commits after every earlier overlapping tx that is
     /// still unsettled. Returns (commit, durable) from the tx's own instants.
     fn order_after_earlier(&self, lpns: &FxHashSet<u32>, commit: u64, durable: u64) -> (u64, u64) {
         let (mut commit, mut durable) = (commit, durable);
@@ -1028,7 +1028,7 @@ impl Mobius {
         Ok(())
     }
 
-    /// Pre-allocates a static tx's pages, spread over the chips (§2.5 step 1: written in
+    /// Pre-allocates a static tx's pages, spread over the chips (§III-C: written in
     /// parallel), and pins them.
     fn preallocate(
         &mut self,
@@ -1118,7 +1118,7 @@ impl Mobius {
         });
     }
 
-    /// Closes the open normal batch with a NormalBatch inode (§2.8).
+    /// Closes the open normal batch with a NormalBatch inode (§III-D).
     fn close_normal(&mut self, at: u64) -> Result<u64, FtlError> {
         let Some(c) = self.chain.as_ref() else {
             return Ok(at);
@@ -1140,7 +1140,7 @@ impl Mobius {
 
     // ---------------------------------------------------------------- GM, merge
 
-    /// Writes a GM record (GTD chunks + seal) into the other GM block (§8-16).
+    /// Writes a GM record (GTD chunks + seal) into the other GM block (decision M16).
     pub(crate) fn write_gm(&mut self, not_before: u64) -> Result<u64, FtlError> {
         let pb = self.flash.geometry().page_bytes;
         self.gm_seq += 1;
@@ -1210,8 +1210,8 @@ impl Mobius {
         Ok(s.end_ns)
     }
 
-    /// ALA merge (§2.4): Resident Area → translation pages, GM with the new head, erase stale
-    /// ALA blocks. The head never passes the inode of a tx not yet installed (§8-15).
+    /// ALA merge (§III-F): Resident Area → translation pages, GM with the new head, erase stale
+    /// ALA blocks. The head never passes the inode of a tx not yet installed (decision M15).
     pub(crate) fn merge(&mut self, at: u64, forced: bool) -> Result<(), FtlError> {
         if self.merging {
             return Ok(());
@@ -1362,7 +1362,7 @@ impl Mobius {
             }
             if !pending.is_empty() && !self.merging && !self.settling {
                 // Every candidate holds a page a pending tx rewrites: stall until those txs
-                // have committed (as a full ALA ring does, §8-14), then collect.
+                // have committed (as a full ALA ring does, decision M14), then collect.
                 at = self.pending_static_end().max(at);
                 self.gc_stalls += 1;
                 self.advance(at)?;
@@ -1415,7 +1415,7 @@ impl Mobius {
     }
 
     /// Moves a victim's live pages, logs the moves of data pages in a GcReloc inode and of
-    /// translation pages in a GM record, then erases the victim after both (§8-12).
+    /// translation pages in a GM record, then erases the victim after both (decision M12).
     ///
     /// A live page whose LPN a *pending* static tx rewrites is current in RAM but already
     /// superseded in ALA order (the tx's inode precedes any relocation logged now). Such a move is
@@ -1605,7 +1605,7 @@ impl Mobius {
         Ok(())
     }
 
-    /// Largest atomic transaction: `max_parts` inodes (§8-10), and at most half the spare
+    /// Largest atomic transaction: `max_parts` inodes (decision M10), and at most half the spare
     /// (over-provisioned) pages, because every page of a pending tx coexists with the page it
     /// replaces until the tx settles.
     pub fn max_tx_pages(&self) -> u64 {
@@ -1651,7 +1651,7 @@ impl Mobius {
         self.used_uuids.insert(uuid);
         let tx_id = self.next_tx_id;
         self.next_tx_id += 1;
-        // Pre-allocate every page (spread over chips by the allocator, §2.5 step 1).
+        // Pre-allocate every page (spread over chips by the allocator, §III-C).
         let items = self.preallocate(pages, now)?;
         // Inode part(s) first (paper order), then the data pages in parallel.
         let parts: Vec<&[(u32, u32)]> = items.chunks(self.items_per_inode).collect();
@@ -1671,7 +1671,7 @@ impl Mobius {
             inode_end = self.append_inode(ino, now)?;
         }
         let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
-        // Ordering (§2.10): after every earlier overlapping tx that is still unsettled.
+        // Ordering (§III-G): after every earlier overlapping tx that is still unsettled.
         let (commit, durable) = self.order_after_earlier(&seen, data_end, data_end.max(inode_end));
         self.txs.push_back(StaticTx {
             uuid,
@@ -1809,9 +1809,9 @@ impl Mobius {
         self.advance(now)?;
         let mut nb = now;
         if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
-            // HEAD waits for in-flight static txs (§8-19) and closes the normal batch. Every page
-            // of the dynamic tx starts after their data and inodes are on flash, so a closed
-            // ring can never survive a crash that loses or rejects an earlier static tx.
+            // HEAD waits for every earlier static tx (decision M19) and closes the normal batch.
+            // Every page of the dynamic tx starts after their data and inodes are on flash, so a
+            // closed ring can never survive a crash that loses or rejects an earlier static tx.
             nb = nb.max(self.static_durable());
             self.dyn_not_before = nb;
             self.close_normal(now)?;
@@ -1828,7 +1828,7 @@ impl Mobius {
         let last = matches!(flag, DwriteFlag::Rear | DwriteFlag::Single);
         self.supersede_pending(lpn.0, true);
         let (ppn, end) = self.chain_page(lpn.0, content, last, nb)?;
-        // Per-page mapping update (§2.7) with an undo record; the old page stays pinned.
+        // Per-page mapping update (§III-D) with an undo record; the old page stays pinned.
         let (old, _) = self.lookup(lpn.0, now)?;
         let prev_res = self.resident.insert(lpn.0, ppn);
         if old != NO_PPN {
@@ -2013,7 +2013,7 @@ impl BlockDevice for Mobius {
         self.logical
     }
 
-    /// Normal WRITE (§2.8): chained pages, per-page mapping update; acked when the page and
+    /// Normal WRITE (§III-D): chained pages, per-page mapping update; acked when the page and
     /// every earlier page of its chain are on flash (so the boot walk reaches it).
     fn write(
         &mut self,
@@ -2087,12 +2087,8 @@ impl BlockDevice for Mobius {
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let now = self.arrive(arrival_ns, true)?;
         self.advance(now)?;
-        let mut ack = now;
-        for t in &self.txs {
-            if t.state != TxState::Aborted {
-                ack = ack.max(t.durable_ns);
-            }
-        }
+        // Every static tx sent before the flush, installed and dropped ones included.
+        let mut ack = now.max(self.static_durable());
         if let Some(c) = &self.chain {
             if c.kind == PageKind::Normal {
                 ack = ack.max(c.prefix_end).max(self.announce_end);
@@ -2212,13 +2208,13 @@ impl Transactional for Mobius {
     fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, FtlError> {
         self.do_abort(uuid, arrival_ns)
     }
-    /// Merged small transactions (§2.11) complete when their group's inode is written.
+    /// Merged small transactions (§IV-E) complete when their group's inode is written.
     fn take_completions(&mut self, now_ns: u64) -> Result<Vec<(TxUuid, TxCompletion)>, FtlError> {
         let now = now_ns.max(self.last_arrival);
         self.settle_group(now, false)?;
         Ok(std::mem::take(&mut self.deferred_done))
     }
-    /// SREAD (§2.10): served once every static tx that arrived before it has committed.
+    /// SREAD (§III-E): served once every static tx that arrived before it has committed.
     fn sread(
         &mut self,
         start: Lpn,

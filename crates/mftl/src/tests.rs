@@ -397,7 +397,7 @@ fn campaign_on(
         let (mut r, mut rep) =
             Mobius::recover(f, o).map_err(|e| format!("recovery at {t}: {e}"))?;
         if let Some(base2) = base2 {
-            // A second power cut in the middle of recovery's own writes (§8-20).
+            // A second power cut in the middle of recovery's own writes (decision M20).
             let log2 = r.flash_mut().take_log().unwrap();
             let o2 = log2.completion_order();
             if !o2.is_empty() {
@@ -489,7 +489,7 @@ fn evicting_area_bounded_crash_campaign() {
     assert!(d.tp_lru.len() <= d.evicting_tps);
 }
 
-/// §2.11: small static txs share one atom inode; each SWRITE completes when the group closes
+/// §IV-E: small static txs share one atom inode; each SWRITE completes when the group closes
 /// (at the merge window, or when a conflicting / non-small request arrives); the group commits
 /// or aborts as one tx; a member aborted while the group is open leaves no trace.
 #[test]

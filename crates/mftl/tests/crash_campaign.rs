@@ -2,7 +2,7 @@
 //! content-tag oracle and crash-image builder are the ones every design is judged by. The txmix
 //! workload mixes WRITE, sync/async SWRITE (conflicting, concurrent), DWRITE, ABORT, READ and
 //! SREAD; with queue depth 8 and transactions of at most 8 pages most SWRITEs are small, so
-//! they are merged into shared atom inodes (§2.11) and acknowledged late.
+//! they are merged into shared atom inodes (§IV-E) and acknowledged late.
 
 use crashtest::testing::{assert_keeps_promise, long, txmix};
 use ftl::DesignOptions;

@@ -6,7 +6,7 @@
 //! side. Both functions return an exclusive bound: recover every request with wid < bound.
 
 /// A coalescing record: a page of request `earlier` was overwritten in the cache by request
-/// `later` before it reached flash (OPTR §4.2).
+/// `later` before it reached flash (OPTR §3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Coalescing {
     pub earlier: u64,

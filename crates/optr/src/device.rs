@@ -41,7 +41,7 @@ pub struct Params {
     pub gc_hysteresis_blocks: u32,
 }
 
-/// Where the reserved areas are: striped over the first blocks of each chip (§8 item 31).
+/// Where the reserved areas are: striped over the first blocks of each chip (decision O5).
 #[derive(Clone, Debug)]
 struct Layout {
     slots: [Vec<BlockId>; 2],
@@ -67,7 +67,7 @@ impl Layout {
     }
 }
 
-/// Extra page programs by cause (OPTR §6.3 overhead breakdown).
+/// Extra page programs by cause (OPTR §7.1 overhead breakdown).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Overhead {
     pub incremental_checkpoint_pages: u64,
@@ -135,7 +135,7 @@ impl Params {
         // GC needs room for the internal flush it starts with (the whole cache) and for the
         // chains' next blocks (one per stream and chip); the paper's device hardly notices
         // (8 MB of 128 GB), `small` does. A recovery seals every open stream block and links
-        // fresh ones (§8 item 28), so a second crash reserve of one block per stream and chip
+        // fresh ones (decision O2), so a second crash reserve of one block per stream and chip
         // keeps GC able to copy after it: without it the recovered device could be left with
         // no free block beyond the chains' and no room to collect (found by second-life soaks).
         let chains = STREAMS as u32 * g.chips();
@@ -346,7 +346,7 @@ impl Optr {
         Ok((ppn, span.start_ns, span.end_ns))
     }
 
-    /// Writes a full block's summary page, choosing the stream's next block first (§5.4 [R]).
+    /// Writes a full block's summary page, choosing the stream's next block first (§3.3 [R]).
     fn close_block(
         &mut self,
         stream: usize,
@@ -553,7 +553,7 @@ impl Optr {
         self.diff_list.clear();
     }
 
-    /// Incremental checkpoint (the default, §5.4); a full one when the area is too full.
+    /// Incremental checkpoint (the default, §3.3); a full one when the area is too full.
     fn checkpoint(&mut self, now: u64) -> Result<u64, FtlError> {
         let per = entries_per_page(self.flash.geometry().page_bytes, DIFF_ENTRY, 0) as usize;
         // the internal flush adds mapping changes, so size the checkpoint after it
@@ -595,7 +595,7 @@ impl Optr {
     }
 
     /// Full checkpoint into the older slot (the newer stays as the shadow), then the
-    /// incremental area is erased (§5.4).
+    /// incremental area is erased (§3.3).
     fn full_checkpoint(&mut self, now: u64) -> Result<u64, FtlError> {
         // buffered records only concern requests this checkpoint seals
         let end = self.internal_flush(now, false, true)?;
@@ -673,7 +673,7 @@ impl Optr {
         Ok(seal_end)
     }
 
-    /// GC (§5.5): internal flush + checkpoint, relocate up to `gc_batch` greedy victims among
+    /// GC (§3.4): internal flush + checkpoint, relocate up to `gc_batch` greedy victims among
     /// blocks programmed before the latest checkpoint, checkpoint, then erase the victims.
     fn gc(&mut self, now: u64) -> Result<(), FtlError> {
         self.gc_rounds += 1;
@@ -930,7 +930,7 @@ impl BlockDevice for Optr {
     }
 }
 
-/// Five-phase recovery (§5.7).
+/// Five-phase recovery (§3.5).
 pub fn recover(
     flash: Flash,
     o: &DesignOptions,
@@ -1122,7 +1122,7 @@ pub fn recover(
             d.validity.index_block(block);
         }
     }
-    // Crash after recovery (§8 item 28): seal what was recovered with fresh stream blocks.
+    // Crash after recovery (decision O2): seal what was recovered with fresh stream blocks.
     let now = d.flash.idle_ns();
     d.inc_last_end = now;
     d.full_checkpoint(now)?;

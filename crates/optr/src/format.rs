@@ -3,7 +3,7 @@
 //! **Page OOB record** (24 bytes, little-endian):
 //! `kind u8 | flags u8 | pad u16 | wid u64 | size u32 | lpn u32 | crc32c(bytes 0..20) u32`.
 //! `kind` tags the page type (data, summary, full-checkpoint L2P, seal, diff, records); `flags`
-//! bit 0 marks a GC relocation (§8 item 29). wid 8 + size 4 + lpn 4 are the paper's 16 bytes.
+//! bit 0 marks a GC relocation (decision O3). wid 8 + size 4 + lpn 4 are the paper's 16 bytes.
 //!
 //! **Metadata page** (summary, L2P chunk, incremental diff, coalescing records, seal):
 //! `magic [u8;4] | crc32c(bytes 8..24+len) u32 | generation u64 | aux u32 | count u32 | body`,
@@ -53,7 +53,7 @@ impl PageKind {
     }
 }
 
-/// The per-page OOB record (OPTR §4.1: wid, size, lpn in every page's spare area).
+/// The per-page OOB record (OPTR §3.1: wid, size, lpn in every page's spare area).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageOob {
     pub kind: PageKind,
@@ -148,7 +148,7 @@ pub fn entries_per_page(page_bytes: u32, entry_bytes: usize, extra: usize) -> u3
 pub const SUMMARY_ENTRY: usize = 16;
 pub const L2P_ENTRY: usize = 4;
 pub const DIFF_ENTRY: usize = 8;
-/// OPTR §4.2: a coalescing record is 20 bytes.
+/// OPTR §3.2, §7.1: a coalescing record is 20 bytes.
 pub const RECORD_ENTRY: usize = 20;
 pub const SEAL_EXTRA: usize = 20;
 
@@ -191,7 +191,7 @@ pub fn decode_summary(p: &[u8]) -> Option<(Vec<SummaryEntry>, u32)> {
     Some((e, m.aux))
 }
 
-/// A checkpoint seal (OPTR §4.3).
+/// A checkpoint seal (OPTR §3.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seal {
     pub generation: u64,

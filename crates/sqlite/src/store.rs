@@ -728,7 +728,7 @@ impl Store {
         Ok(CommitOutcome::Committed)
     }
 
-    /// Möbius holds small SWRITEs back to merge them (§2.11): the host waits for its group.
+    /// Möbius holds small SWRITEs back to merge them (§IV-E): the host waits for its group.
     fn take_deferred(&mut self, uuid: TxUuid) -> Result<ftl::TxCompletion, SqlError> {
         let tx = self.dev.transactional().expect("checked at open");
         tx.take_completions(u64::MAX)?

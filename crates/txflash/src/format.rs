@@ -15,7 +15,7 @@ pub enum Kind {
     Data = 1,
     /// A commit record page (TC, TxFlash §4.1).
     Commit = 2,
-    /// The per-block summary page (TxFlash §5, "summary page").
+    /// The per-block summary page (TxFlash §4.1, "summary page").
     Summary = 3,
     /// An intention that unmaps the page (our trim; reads as unwritten).
     Tombstone = 4,

@@ -35,7 +35,7 @@ pub const PARAMS: &[&str] = &[
     "commit_reserve",
 ];
 
-/// What a write to a page of an in-flight transaction does (TxFlash §4.2).
+/// What a write to a page of an in-flight transaction does (TxFlash §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
     /// Delay it (in simulated time) until the owner has committed.
@@ -745,7 +745,8 @@ impl TxFlashTc {
         }
         let mut dev = TxFlashTc::empty(flash, o)?;
         let logical = dev.logical as u64;
-        // Committed transactions (duplicates after a GC crash: the lowest PPN wins, §8-26).
+        // Committed transactions (duplicates after a GC crash: the lowest PPN wins [R],
+        // docs/txflash.md "Recovery").
         let mut commit_at: FxHashMap<u32, Ppn> = FxHashMap::default();
         let mut max_txid = 0u32;
         for (ppn, r) in &found {

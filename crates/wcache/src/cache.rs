@@ -1,6 +1,6 @@
-//! The DRAM write-back cache (OPTR §5.8: 8 MB, LRU) shared by `wcache` and `optr`.
+//! The DRAM write-back cache (OPTR §6.1: 8 MB, LRU) shared by `wcache` and `optr`.
 //!
-//! Each entry holds one logical page with the tags OPTR's coalescing tracking needs (§5.3): the
+//! Each entry holds one logical page with the tags OPTR's coalescing tracking needs (§3.2): the
 //! dirty flag, the wid of the request that wrote it and that request's size in pages. A write to a
 //! page that is already dirty replaces it (write coalescing) and reports the tags it replaced, so
 //! OPTR can log the coalescing record `<earlier, later>, size_earlier`.
@@ -17,7 +17,7 @@ const LENT: Content = Content::Tag(flash::ContentTag {
     write: u64::MAX,
 });
 
-/// The paper's cache: 8 MB on its 128 GB device (OPTR §5.8).
+/// The paper's cache: 8 MB on its 128 GB device (OPTR §6.1).
 pub const PAPER_CACHE_MB: f64 = 8.0;
 
 /// Default cache size of both `wcache` and `optr` on a device: the paper's 8 MB, but at most
@@ -28,7 +28,7 @@ pub fn default_cache_mb(g: &flash::Geometry) -> f64 {
     PAPER_CACHE_MB.min(g.capacity_bytes() as f64 / 64.0 / 1048576.0)
 }
 
-/// Tags of a cached page (OPTR §5.3).
+/// Tags of a cached page (OPTR §3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageTags {
     /// Request that wrote the page.

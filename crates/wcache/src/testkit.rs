@@ -8,7 +8,7 @@
 //!
 //! - **flush-only**: each page holds its last write before the last acknowledged flush or a later
 //!   write of the same page (or stays unwritten if it had no write before that flush);
-//! - **ordered** (OPTR §5.1): the state equals the state after some prefix of the write requests
+//! - **ordered** (OPTR §3): the state equals the state after some prefix of the write requests
 //!   in arrival order, a prefix that includes every request received before the last acknowledged
 //!   flush. Each request is then all-or-nothing by construction.
 

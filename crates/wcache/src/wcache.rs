@@ -67,7 +67,7 @@ pub fn decode_oob(b: &[u8]) -> Option<(u32, u64)> {
 /// Design parameters.
 #[derive(Clone, Debug)]
 pub struct Params {
-    /// DRAM write cache in MB (OPTR §5.8: 8; [`crate::cache::default_cache_mb`]).
+    /// DRAM write cache in MB (OPTR §6.1: 8; [`crate::cache::default_cache_mb`]).
     pub cache_mb: f64,
     /// Over-provisioning share.
     pub op: f64,
