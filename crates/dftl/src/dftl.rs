@@ -865,6 +865,10 @@ impl BlockDevice for Dftl {
                 "blocks_opened".into(),
                 self.space.pool.blocks_opened() as f64,
             ),
+            (
+                "blocks_since_checkpoint".into(),
+                (self.space.pool.blocks_opened() - self.opened_at_ckpt) as f64,
+            ),
             ("reservation_pages".into(), s.reservation_pages as f64),
             ("gc_runs".into(), s.gc_runs as f64),
             ("gc_copies".into(), s.gc_copies as f64),
