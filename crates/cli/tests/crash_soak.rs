@@ -100,3 +100,33 @@ fn bad_soak_input_is_a_clear_error() {
     let (ok, _, stderr) = mobius(&["crashtest", "--ftl", "nosuch", "--seeds", "2"]);
     assert!(!ok && stderr.contains("unknown design"), "{stderr}");
 }
+
+/// Möbius with its ALA striped over four chips (the default on devices with room for it, e.g.
+/// `jasmine`; `small` keeps one) on fresh seeds, with second lives: inodes programmed in parallel
+/// must leave every acknowledged transaction recoverable, through a cut during recovery too.
+#[test]
+fn mobius_with_a_striped_ala_keeps_its_promise_on_fresh_seeds() {
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--param",
+        "ala_stripe=4",
+        "--seeds",
+        "3",
+        "--crash-points",
+        "400",
+        "--torn",
+        "--second-lives",
+        "4",
+        "--json",
+    ]);
+    eprintln!("{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
+    assert!(
+        ok,
+        "soak failed (seeds and replay commands above): {}",
+        json["failures"]
+    );
+    assert_eq!(json["violations"], 0);
+}

@@ -19,8 +19,13 @@ pub struct MobiusConfig {
     pub s_max: u32,
     /// Active ALA size in inodes (12 MB / page size by default; §IV-C).
     pub active_ala_pages: u64,
-    /// Blocks in the ALA ring (500 MB by default).
+    /// Blocks in the ALA ring (500 MB by default), a multiple of `ala_stripe`.
     pub ala_blocks: u32,
+    /// Blocks (on as many chips) a ring slot stripes consecutive atom inodes over, so that
+    /// independent transactions commit in parallel and recovery scans the ALA on every chip at
+    /// once (§IV-C: "continuous physical addresses can enhance internal parallelism of SSD and
+    /// shorten the scanning time"). Default: every chip where the ring holds three slots, else 1.
+    pub ala_stripe: u32,
     /// c, % of DRAM for the cached mapping table (20).
     pub c_percent: f64,
     /// Controller DRAM in bytes (64 MiB).
@@ -54,6 +59,7 @@ pub const KNOWN: &[&str] = &[
     "merge_window_us",
     "inject_bug",
     "deferred_invalidation",
+    "ala_stripe",
 ];
 
 /// A switch parameter: `on`/`true` or `off`/`false`, `default` when absent.
@@ -80,14 +86,33 @@ impl MobiusConfig {
         let cap = (g.blocks() / 25).max(4);
         let scaled = ala_blocks > cap;
         ala_blocks = ala_blocks.min(cap);
+        let stripe_default = if ala_blocks >= 3 * g.chips() {
+            g.chips()
+        } else {
+            1
+        };
+        let stripe: u32 = o.get("ala_stripe", stripe_default)?;
+        if stripe == 0 || stripe > g.chips() {
+            return Err(FtlError::InvalidOption(format!(
+                "ala_stripe={stripe} must be between 1 and the {} chips",
+                g.chips()
+            )));
+        }
+        // Whole slots of `stripe` blocks, at least four of them.
+        ala_blocks = ala_blocks.max(4 * stripe) / stripe * stripe;
         let mut active = (active_mb * 1048576.0) as u64 / page;
         let ring_pages = ala_blocks as u64 * g.pages_per_block as u64;
+        let slot_pages = stripe as u64 * g.pages_per_block as u64;
+        // Slack of three slots: the one the tail is in, the next one (erased ahead), and the
+        // rest of a slot a recovery leaves behind when it skips a hole (recovery.rs).
         if scaled {
-            active = active.min(ring_pages / 3);
+            active = active
+                .min(ring_pages / 3)
+                .min(ring_pages.saturating_sub(3 * slot_pages));
         }
-        if active + 2 * g.pages_per_block as u64 > ring_pages {
+        if active + 3 * slot_pages > ring_pages {
             return Err(FtlError::InvalidOption(format!(
-                "active ALA of {active} inodes does not fit a ring of {ala_blocks} blocks with two blocks of slack"
+                "active ALA of {active} inodes does not fit a ring of {ala_blocks} blocks with three slots of {stripe} blocks of slack"
             )));
         }
         let bug = match o.params.get("inject_bug").map(String::as_str) {
@@ -104,6 +129,7 @@ impl MobiusConfig {
             s_max: o.get("s_max", 16)?,
             active_ala_pages: active.max(4),
             ala_blocks,
+            ala_stripe: stripe,
             c_percent: o.get("c_percent", 20.0)?,
             dram_bytes: (o.get("dram_mb", 64.0f64)? * 1048576.0) as u64,
             evicting_bytes: 0,

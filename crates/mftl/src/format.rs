@@ -131,6 +131,10 @@ pub enum InodeKind {
     FlagOnly = 5,
     GcReloc = 6,
     RecoveryResolution = 7,
+    /// Written by a recovery as the first inode after a hole in the ALA (a torn or blank inode
+    /// with later ones programmed): `uuid` holds the index of the hole, so that a later scan
+    /// that reaches the hole continues here instead of stopping (a striped ALA, §IV-C).
+    HoleSkip = 8,
 }
 
 impl InodeKind {
@@ -143,6 +147,7 @@ impl InodeKind {
             5 => InodeKind::FlagOnly,
             6 => InodeKind::GcReloc,
             7 => InodeKind::RecoveryResolution,
+            8 => InodeKind::HoleSkip,
             _ => return None,
         })
     }

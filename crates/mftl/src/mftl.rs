@@ -154,6 +154,14 @@ pub struct Mobius {
     pub(crate) head: u64,
     pub(crate) tail: u64,
     pub(crate) ala_last_end: u64,
+    /// End instants of the last `ala_stripe` inodes: inode `i` starts after inode
+    /// `i - ala_stripe` ended, so at a cut every programmed inode lies within `ala_stripe` of the
+    /// first blank one (recovery skips what lies beyond it).
+    pub(crate) ala_recent: VecDeque<u64>,
+    /// Set by a recovery that left a hole in the ALA (its index): the next inode programmed is
+    /// preceded by a HoleSkip inode naming it, so that a later scan continues past the hole.
+    /// (hole index, head of the chain and chain id the recovery found before the hole).
+    pub(crate) hole_marker: Option<(u64, u32, u32)>,
     pub(crate) slots: Vec<SlotState>,
     pub(crate) gm_seq: u32,
     pub(crate) gm_end: u64,
@@ -202,6 +210,24 @@ pub struct Mobius {
     pub(crate) grouped_txs: u64,
 }
 
+/// Where ALA inode `idx` lives: ring slot `(idx / slot pages) % slots`, and inside the slot page
+/// `pos / stripe` of its block `pos % stripe`, so consecutive inodes go to consecutive chips
+/// (the ring's blocks are laid out one chip after another).
+pub(crate) fn ala_place(
+    g: &flash::Geometry,
+    ala: &[BlockId],
+    stripe: u32,
+    idx: u64,
+) -> (usize, Ppn) {
+    let w = stripe as u64;
+    let slot_pages = w * g.pages_per_block as u64;
+    let slots = ala.len() as u64 / w;
+    let slot = ((idx / slot_pages) % slots) as usize;
+    let pos = idx % slot_pages;
+    let block = ala[slot * stripe as usize + (pos % w) as usize];
+    (slot, g.ppn(block, (pos / w) as u32))
+}
+
 fn err_flash(e: flash::FlashError) -> FtlError {
     e.into()
 }
@@ -239,7 +265,9 @@ impl Mobius {
         }
         Ok(Mobius {
             items_per_inode: inode_capacity(g.page_bytes, InodeKind::Static),
-            slots: vec![SlotState::Erased; layout.ala.len()],
+            slots: vec![SlotState::Erased; layout.ala.len() / cfg.ala_stripe as usize],
+            ala_recent: VecDeque::new(),
+            hole_marker: None,
             pins: vec![0; g.blocks() as usize],
             unpinned_at: vec![0; g.blocks() as usize],
             base: vec![NO_PPN; logical as usize],
@@ -327,7 +355,7 @@ impl Mobius {
 
     // ---------------------------------------------------------------- mapping
 
-    fn tp_of(&self, lpn: u32) -> usize {
+    pub(crate) fn tp_of(&self, lpn: u32) -> usize {
         lpn as usize / entries_per_page(self.flash.geometry().page_bytes)
     }
 
@@ -486,19 +514,44 @@ impl Mobius {
     }
 
     pub(crate) fn ala_ppn(&self, idx: u64) -> (usize, Ppn) {
-        let ppb = self.flash.geometry().pages_per_block as u64;
-        let slot = ((idx / ppb) % self.layout.ala.len() as u64) as usize;
-        (
-            slot,
-            self.flash
-                .geometry()
-                .ppn(self.layout.ala[slot], (idx % ppb) as u32),
+        ala_place(
+            self.flash.geometry(),
+            &self.layout.ala,
+            self.cfg.ala_stripe,
+            idx,
         )
+    }
+
+    /// When the inode `ala_stripe` places back has ended (the next inode may start then).
+    fn ala_window_end(&self) -> u64 {
+        if self.ala_recent.len() < self.cfg.ala_stripe as usize {
+            return 0;
+        }
+        self.ala_recent.front().copied().unwrap_or(0)
+    }
+
+    /// Inodes per ring slot: `ala_stripe` blocks.
+    pub(crate) fn slot_pages(&self) -> u64 {
+        self.cfg.ala_stripe as u64 * self.flash.geometry().pages_per_block as u64
+    }
+
+    /// Erases the blocks of ALA slot `slot` after `not_before`; returns the last end.
+    fn erase_slot(&mut self, slot: usize, not_before: u64) -> Result<u64, FtlError> {
+        let w = self.cfg.ala_stripe as usize;
+        let mut end = not_before;
+        for k in 0..w {
+            let span = self
+                .flash
+                .erase(self.layout.ala[slot * w + k], not_before, OpCause::TxMeta)
+                .map_err(err_flash)?;
+            end = end.max(span.end_ns);
+        }
+        Ok(end)
     }
 
     /// Makes the ALA slot the tail enters programmable (erase stale, or merge when the ring is full).
     fn prepare_slot(&mut self, at: u64) -> Result<(), FtlError> {
-        let ppb = self.flash.geometry().pages_per_block as u64;
+        let ppb = self.slot_pages();
         if !self.tail.is_multiple_of(ppb) {
             return Ok(());
         }
@@ -524,11 +577,8 @@ impl Mobius {
                     self.merge(w, true)?;
                 }
                 _ => {
-                    let span = self
-                        .flash
-                        .erase(self.layout.ala[slot], at.max(self.gm_end), OpCause::TxMeta)
-                        .map_err(err_flash)?;
-                    self.ala_last_end = self.ala_last_end.max(span.end_ns);
+                    let end = self.erase_slot(slot, at.max(self.gm_end))?;
+                    self.ala_last_end = self.ala_last_end.max(end);
                     self.slots[slot] = SlotState::Erased;
                     break;
                 }
@@ -552,7 +602,7 @@ impl Mobius {
     pub(crate) fn append_inode(&mut self, ino: Inode, not_before: u64) -> Result<u64, FtlError> {
         let mut wait = not_before;
         loop {
-            let nb = wait.max(self.ala_last_end).max(self.ready_ns);
+            let nb = wait.max(self.ala_window_end()).max(self.ready_ns);
             let room = MAX_FLAGS - ino.commit_flags.len();
             let (chosen, forced_left, stall) = self.choose_flags(nb, room);
             if forced_left == 0 {
@@ -634,26 +684,17 @@ impl Mobius {
                 t.tx_id
             });
         }
-        let nb = nb.max(self.ala_last_end);
-        ino.ala_seq = self.tail;
-        ino.head_ppn = self.chain.as_ref().map_or(self.chain_next, |c| c.head);
-        ino.chain_id = self.chain.as_ref().map_or(self.announced_id, |c| c.id);
-        let bytes = ino.encode(self.flash.geometry().page_bytes);
-        let oob = PageOob {
-            tx_id: ino.tx_id,
-            lpn: 0,
-            next: NO_PPN,
-            seq: 0,
-            kind: PageKind::Inode,
+        let nb = nb.max(self.ala_window_end());
+        if let Some((hole, head_ppn, chain_id)) = self.hole_marker.take() {
+            // At the start of the slot after the hole (recovery rounded the tail up to it).
+            let mut marker = self.blank_inode(InodeKind::HoleSkip);
+            marker.uuid = hole as u128;
+            marker.head_ppn = head_ppn;
+            marker.chain_id = chain_id;
+            self.write_inode_at_tail(marker, nb)?;
         }
-        .encode();
-        let (_, ppn) = self.ala_ppn(self.tail);
-        let span = self
-            .flash
-            .program(ppn, &Content::Bytes(bytes), &oob, nb, OpCause::TxMeta)
-            .map_err(err_flash)?;
-        self.tail += 1;
-        self.ala_last_end = span.end_ns;
+        let nb = nb.max(self.ala_window_end());
+        let span = self.write_inode_at_tail(ino, nb)?;
         if !self.announce_written {
             self.announce_written = true;
             self.announce_end = span.end_ns;
@@ -670,6 +711,41 @@ impl Mobius {
             }
         }
         Ok(span.end_ns)
+    }
+
+    /// Programs `ino` at the ALA tail (its slot prepared) and advances the tail. Returns its span,
+    /// its end counted from when every earlier inode is durable too: recovery reads the ALA up
+    /// to its first inode not on flash whole (§IV-C).
+    fn write_inode_at_tail(&mut self, mut ino: Inode, nb: u64) -> Result<flash::Span, FtlError> {
+        ino.ala_seq = self.tail;
+        if ino.kind() != InodeKind::HoleSkip {
+            ino.head_ppn = self.chain.as_ref().map_or(self.chain_next, |c| c.head);
+            ino.chain_id = self.chain.as_ref().map_or(self.announced_id, |c| c.id);
+        }
+        let bytes = ino.encode(self.flash.geometry().page_bytes);
+        let oob = PageOob {
+            tx_id: ino.tx_id,
+            lpn: 0,
+            next: NO_PPN,
+            seq: 0,
+            kind: PageKind::Inode,
+        }
+        .encode();
+        let (_, ppn) = self.ala_ppn(self.tail);
+        let span = self
+            .flash
+            .program(ppn, &Content::Bytes(bytes), &oob, nb, OpCause::TxMeta)
+            .map_err(err_flash)?;
+        self.tail += 1;
+        self.ala_last_end = self.ala_last_end.max(span.end_ns);
+        self.ala_recent.push_back(span.end_ns);
+        if self.ala_recent.len() > self.cfg.ala_stripe as usize {
+            self.ala_recent.pop_front();
+        }
+        Ok(flash::Span {
+            start_ns: span.start_ns,
+            end_ns: self.ala_last_end,
+        })
     }
 
     /// Drops resolved, settled txs from the front of the table.
@@ -1314,14 +1390,12 @@ impl Mobius {
             .collect();
         self.resident
             .retain(|l, _| undo.contains_key(l) || relocated.contains(l));
-        // Stale ALA blocks are erased in the background once the head is durable.
-        let ppb = self.flash.geometry().pages_per_block as u64;
+        // Stale ALA slots are erased in the background once the head is durable.
+        let ppb = self.slot_pages();
         for s in 0..self.slots.len() {
             if let SlotState::InUse(b) = self.slots[s] {
                 if b + ppb <= self.head {
-                    self.flash
-                        .erase(self.layout.ala[s], gm, OpCause::TxMeta)
-                        .map_err(err_flash)?;
+                    self.erase_slot(s, gm)?;
                     self.slots[s] = SlotState::Erased;
                 }
             }

@@ -22,6 +22,59 @@ struct Scan {
 
 impl Mobius {
     /// Rebuilds Möbius from the flash image alone.
+    /// True when the `stripe - 1` ALA pages after the blank page `idx` are blank too.
+    fn ala_blank_after(
+        &mut self,
+        idx: u64,
+        stripe: u64,
+        at: u64,
+        reads: &mut u64,
+    ) -> Result<bool, FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for k in 1..stripe {
+            let (_, ppn) = self.ala_ppn(idx + k);
+            *reads += 1;
+            let (st, _) = self
+                .flash
+                .read_oob(ppn, &mut oob, at, OpCause::Recovery)
+                .map_err(fe)?;
+            if st != PageState::Erased {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// At a hole at ALA index `hole`: the HoleSkip inode an earlier recovery wrote at the start
+    /// of the next slot, naming this hole, if it is on flash whole.
+    fn skip_hole(
+        &mut self,
+        hole: u64,
+        slot_pages: u64,
+        at: u64,
+        reads: &mut u64,
+    ) -> Result<Option<Inode>, FtlError> {
+        let next = hole.div_ceil(slot_pages) * slot_pages;
+        if next == hole {
+            return Ok(None);
+        }
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let (_, ppn) = self.ala_ppn(next);
+        *reads += 1;
+        let (st, _) = self
+            .flash
+            .read(ppn, &mut oob, at, OpCause::Recovery)
+            .map_err(fe)?;
+        let ReadStatus::Data(Content::Bytes(b)) = st else {
+            return Ok(None);
+        };
+        Ok(Inode::decode(&b).filter(|ino| {
+            ino.ala_seq == next
+                && ino.kind == Some(InodeKind::HoleSkip)
+                && ino.uuid == hole as u128
+        }))
+    }
+
     pub fn recover(flash: Flash, o: &DesignOptions) -> Result<(Mobius, RecoveryReport), FtlError> {
         let start = flash.idle_ns();
         let before = flash.stats().clone();
@@ -75,47 +128,69 @@ impl Mobius {
             chain_reads: 0,
             ala_pages: 0,
         };
+        let stripe = m.cfg.ala_stripe as u64;
+        let slot_pages = m.slot_pages();
         let ring = m.layout.ala.len() as u64 * ppb;
         let mut idx = m.head;
+        // `tail_clean`: the scan ended at a blank page with nothing programmed after it.
         let mut tail_clean = true;
+        let mut round_up = false;
+        // The hole this recovery leaves (the first inode not on flash whole), if any.
+        let mut hole = None;
         while idx - m.head < ring {
-            let slot = ((idx / ppb) % m.layout.ala.len() as u64) as usize;
-            let ppn = g.ppn(m.layout.ala[slot], (idx % ppb) as u32);
+            let (_, ppn) = m.ala_ppn(idx);
             let (st, _) = m
                 .flash
                 .read(ppn, &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
             scan.ala_pages += 1;
-            match st {
-                ReadStatus::Data(Content::Bytes(b)) => match Inode::decode(&b) {
-                    Some(ino) if ino.ala_seq == idx => scan.inodes.push(ino),
-                    _ => {
-                        tail_clean = false;
-                        break;
-                    }
-                },
-                // A torn inode (the one in flight at the cut) is skipped inside its block.
-                ReadStatus::Uncorrectable if !idx.is_multiple_of(ppb) => {}
-                ReadStatus::Erased => break,
-                _ => {
-                    tail_clean = false;
+            // The scan ends at the first inode not on flash whole: blank, or torn (in flight at
+            // the cut). Up to `stripe - 1` later inodes may have been programmed in parallel:
+            // never acknowledged (their prefix was not durable), they are ignored. A torn page
+            // or ignored inodes leave a hole: recovery writes on from the next slot (erased
+            // first), beginning with a HoleSkip inode that names the hole, so that a later scan
+            // reaching the same hole continues there (`skip_hole`); it also merges (below) to
+            // move the head past the hole.
+            let erased = matches!(st, ReadStatus::Erased);
+            let whole = match st {
+                ReadStatus::Data(Content::Bytes(b)) => {
+                    Inode::decode(&b).filter(|ino| ino.ala_seq == idx)
+                }
+                _ => None,
+            };
+            if let Some(ino) = whole {
+                scan.inodes.push(ino);
+                idx += 1;
+                continue;
+            }
+            if erased
+                && m.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)?
+            {
+                break; // a clean end
+            }
+            match m.skip_hole(idx, slot_pages, start, &mut scan.ala_pages)? {
+                Some(marker) => {
+                    idx = marker.ala_seq + 1;
+                    scan.inodes.push(marker);
+                }
+                None => {
+                    (tail_clean, round_up, hole) = (false, true, Some(idx));
                     break;
                 }
             }
-            idx += 1;
         }
-        if !tail_clean {
-            idx = idx.div_ceil(ppb) * ppb;
+        if round_up {
+            idx = idx.div_ceil(slot_pages) * slot_pages;
         }
         m.tail = idx;
         for s in 0..m.slots.len() {
             m.slots[s] = SlotState::Stale;
         }
-        let mut b = m.head / ppb * ppb;
+        let mut b = m.head / slot_pages * slot_pages;
         while b < m.tail {
-            let slot = ((b / ppb) % m.layout.ala.len() as u64) as usize;
+            let (slot, _) = m.ala_ppn(b);
             m.slots[slot] = SlotState::InUse(b);
-            b += ppb;
+            b += slot_pages;
         }
         m.ala_last_end = start;
         // 3-4. DAG commit resolution.
@@ -231,6 +306,9 @@ impl Mobius {
             .inodes
             .last()
             .map_or((seal.head_ppn, seal.chain_id), |i| (i.head_ppn, i.chain_id));
+        // The HoleSkip inode that will precede this recovery's first inode names the same
+        // chain, so that a later recovery that finds only it derives what this one did.
+        m.hole_marker = hole.map(|h| (h, head, chain_id));
         let mut chain_pages: Vec<(u32, u32)> = Vec::new();
         let mut chain_kind = None;
         let mut closed = false;
@@ -321,6 +399,13 @@ impl Mobius {
             if res.is_empty() {
                 break;
             }
+        }
+        if !tail_clean {
+            // The ALA now has a hole a later scan from this head would stop at: persist a head
+            // past it (a merge writes the translation pages and a GM record) before the host
+            // may write anything a later recovery must find.
+            m.merge(end, true)?;
+            end = end.max(m.gm_end);
         }
         m.ready_ns = end.max(m.flash.idle_ns());
         m.last_arrival = start;

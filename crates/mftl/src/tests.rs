@@ -1091,7 +1091,8 @@ fn parameters_follow_the_paper_and_are_validated() {
     let g = DeviceConfig::preset("jasmine").unwrap().geometry;
     let c = crate::MobiusConfig::from_options(&g, &opts()).unwrap();
     assert_eq!((c.s_max, c.active_ala_pages, c.c_percent), (16, 3072, 20.0));
-    assert_eq!(c.ala_blocks, 1000);
+    assert_eq!(c.ala_blocks, 992); // 1,000 blocks in whole slots of 16 (one per chip)
+    assert_eq!(c.ala_stripe, 16);
     let twenty = opts().with("active_ala_mb", 20);
     assert!(matches!(
         crate::MobiusConfig::from_options(&g, &twenty),
