@@ -194,7 +194,18 @@ impl Mobius {
         }
         m.ala_last_end = start;
         // 3-4. DAG commit resolution.
-        let last_idx = scan.inodes.last().map_or(m.head, |i| i.ala_seq);
+        // The S_max window counts inodes the device appended, not ALA indices: a hole a recovery
+        // skipped (the rest of its slot) and the HoleSkip inode it wrote are not in it, or a
+        // tx a first recovery verified would fall outside the window at the next one.
+        let mut window_pos: Vec<u64> = Vec::with_capacity(scan.inodes.len());
+        let mut n = 0u64;
+        for ino in &scan.inodes {
+            if ino.kind() != InodeKind::HoleSkip {
+                n += 1;
+            }
+            window_pos.push(n);
+        }
+        let last_idx = n;
         let mut flags = FxHashSet::default();
         let mut marks = FxHashSet::default();
         let mut max_id = seal.next_tx_id.max(seal.chain_id);
@@ -210,11 +221,9 @@ impl Mobius {
         }
         // Parts of each static tx.
         let mut parts: FxHashMap<u32, (u16, u16, u64)> = FxHashMap::default();
-        for ino in &scan.inodes {
+        for (ino, &pos) in scan.inodes.iter().zip(&window_pos) {
             if ino.kind() == InodeKind::Static {
-                let e = parts
-                    .entry(ino.tx_id)
-                    .or_insert((0, ino.part_count, ino.ala_seq));
+                let e = parts.entry(ino.tx_id).or_insert((0, ino.part_count, pos));
                 e.0 += 1;
             }
         }

@@ -89,3 +89,29 @@ fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_
     };
     crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
 }
+
+/// Seed 9600005 with a striped ALA (`ala_stripe=4`; large-tx shape: txmix, 64-page requests,
+/// transactions of at least 16 pages, queue depth 1, 50 % fill on `small`), second life after a
+/// torn cut at 967,913,999 ns: a recovery that met a hole at ALA index 278 verified the unflagged
+/// transactions before it and went on from the next slot (index 384, a HoleSkip inode first); cut
+/// again before its resolution inode was on flash, the next recovery counted the S_max window in
+/// ALA indices across the skipped slot (384 − 270 > 16) and rejected a complete 64-page SWRITE
+/// without reading it, although it had been durable before the first cut. The window now counts
+/// the inodes the device appended (skipped indices and HoleSkip inodes are not among them).
+#[test]
+fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
+    let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
+    w.requests = 3000;
+    w.fill = 0.5;
+    w.request_pages = 64;
+    w.queue_depth = 1;
+    w.min_tx_pages = 16;
+    let small = flash::DeviceConfig::preset("small").expect("small preset");
+    let mut cfg = crashtest::testing::config(small, mftl::spec(), w, 9600005, true);
+    cfg.options = DesignOptions::default().with("ala_stripe", 4);
+    let cut = crashtest::second_life::FirstCut {
+        instant_ns: 967_913_999,
+        torn: true,
+    };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}
