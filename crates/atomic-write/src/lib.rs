@@ -36,5 +36,6 @@ pub fn spec() -> DesignSpec {
         format: format_fn,
         recover: recover_fn,
         default_workload: "txmix",
+        soak_params: &[],
     }
 }

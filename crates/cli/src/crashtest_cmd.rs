@@ -395,8 +395,19 @@ fn print_cell(c: &CellResult) {
         (None, v) => format!("FAIL {v} violations in {} images", c.violating_points),
     };
     eprintln!(
-        "{:<13} seed {:<20} {:<15} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}",
-        c.design, c.seed, c.shape, c.geometry, c.queue_depth, c.fill, c.crash_points
+        "{:<13} seed {:<20} {:<15} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}{}",
+        c.design,
+        c.seed,
+        c.shape,
+        c.geometry,
+        c.queue_depth,
+        c.fill,
+        c.crash_points,
+        if c.params.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", c.params)
+        }
     );
     if c.failed() {
         if let Some(v) = &c.first_violation {

@@ -195,6 +195,8 @@ pub struct CellResult {
     pub seed: u64,
     pub shape: String,
     pub geometry: String,
+    /// Design parameters the soak chose for this seed (`k=v,...`; empty: the defaults).
+    pub params: String,
     pub queue_depth: u32,
     pub fill: f64,
     pub crash_points: usize,
@@ -303,7 +305,7 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
     };
     let campaign = CampaignConfig {
         design: design.clone(),
-        options: cfg.options.clone(),
+        options: soak_options(cfg, design, seed),
         device: variant.device.clone(),
         workload: variant.workload.clone(),
         seed,
@@ -317,6 +319,37 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
     (campaign, variant)
 }
 
+/// The options of one cell: the soak's own, plus (when the soak varies its cells) one of the
+/// design's [`DesignSpec::soak_params`] sets, chosen by the seed with a generator of its own so
+/// that the shape and geometry a seed chooses do not depend on it. Keys the soak was given
+/// explicitly win.
+pub fn soak_options(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> DesignOptions {
+    let mut options = cfg.options.clone();
+    if !cfg.vary || design.soak_params.is_empty() {
+        return options;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9a2a_5e75);
+    let set = design.soak_params[rng.random_range(0..design.soak_params.len())];
+    for (k, v) in set {
+        if !cfg.options.params.contains_key(*k) {
+            options = options.with(k, v);
+        }
+    }
+    options
+}
+
+/// The design parameters a cell ran with beyond the soak's own (`k=v,...`; empty: none).
+fn extra_params(cfg: &SoakConfig, options: &DesignOptions) -> String {
+    let mut extra: Vec<String> = options
+        .params
+        .iter()
+        .filter(|(k, _)| !cfg.options.params.contains_key(*k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    extra.sort();
+    extra.join(",")
+}
+
 fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
     let (campaign, variant) = cell_config(cfg, design, seed);
     let wall = std::time::Instant::now();
@@ -326,6 +359,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         seed,
         shape: variant.shape.name().to_string(),
         geometry: variant.geometry.to_string(),
+        params: extra_params(cfg, &campaign.options),
         queue_depth: variant.workload.queue_depth,
         fill: variant.workload.fill,
         crash_points: 0,

@@ -321,6 +321,7 @@ fn lazy_spec() -> DesignSpec {
         format: lazy_format,
         recover: lazy_recover,
         default_workload: "randwrite-flush",
+        soak_params: &[],
     }
 }
 

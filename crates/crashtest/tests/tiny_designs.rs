@@ -365,6 +365,7 @@ fn tiny_spec() -> DesignSpec {
         format: tiny_format,
         recover: tiny_recover,
         default_workload: "txmix",
+        soak_params: &[],
     }
 }
 
@@ -513,4 +514,40 @@ fn a_design_that_panics_in_recovery_is_reported_not_fatal() {
     assert!(r.violations[0]
         .replay
         .contains("--param bug=panic_recovery"));
+}
+
+/// A soak gives each seed one of the parameter sets a design names (chosen by the seed alone),
+/// never overrides a parameter it was given, and leaves a fixed soak alone.
+#[test]
+fn a_soak_varies_the_parameter_sets_a_design_names() {
+    use crashtest::soak::{soak_options, SoakConfig};
+    let mut spec = tiny_spec();
+    spec.soak_params = &[&[], &[("bug", "none")]];
+    let mut cfg = SoakConfig {
+        designs: vec![spec.clone()],
+        promise: None,
+        options: DesignOptions::default(),
+        seeds: (0..40).collect(),
+        crash_points: 10,
+        torn: false,
+        jobs: 1,
+        vary: true,
+        shapes: Vec::new(),
+        fixed: None,
+        second_lives: 0,
+    };
+    let bug =
+        |cfg: &SoakConfig, seed: u64| soak_options(cfg, &spec, seed).params.get("bug").cloned();
+    let chosen: Vec<Option<String>> = (0..40).map(|s| bug(&cfg, s)).collect();
+    assert!(chosen.iter().any(|c| c.is_none()), "{chosen:?}");
+    assert!(
+        chosen.iter().any(|c| c.as_deref() == Some("none")),
+        "{chosen:?}"
+    );
+    assert_eq!(chosen, (0..40).map(|s| bug(&cfg, s)).collect::<Vec<_>>());
+    cfg.options = DesignOptions::default().with("bug", "forget_chip");
+    assert!((0..40).all(|s| bug(&cfg, s).as_deref() == Some("forget_chip")));
+    cfg.options = DesignOptions::default();
+    cfg.vary = false;
+    assert!((0..40).all(|s| bug(&cfg, s).is_none()));
 }

@@ -33,5 +33,6 @@ pub fn spec() -> DesignSpec {
         format,
         recover,
         default_workload: "randwrite",
+        soak_params: &[],
     }
 }

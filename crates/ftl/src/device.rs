@@ -274,6 +274,10 @@ pub struct DesignSpec {
     pub recover: RecoverFn,
     /// Name of the workload that exercises the design's whole interface.
     pub default_workload: &'static str,
+    /// Parameter sets a soak varies across seeds (each seed runs one of them; none: only the
+    /// defaults), so that a mode the soak's small geometries would not choose by default is
+    /// soaked too (Möbius's striped ALA).
+    pub soak_params: &'static [&'static [(&'static str, &'static str)]],
 }
 
 impl DesignSpec {

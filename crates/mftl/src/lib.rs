@@ -41,5 +41,8 @@ pub fn spec() -> DesignSpec {
         format,
         recover,
         default_workload: "txmix",
+        // Half the seeds soak the ALA striped over four chips (the default where the ring has
+        // room for it, e.g. `jasmine`; the soak's 16 MB geometries keep one).
+        soak_params: &[&[], &[("ala_stripe", "4")]],
     }
 }

@@ -69,9 +69,7 @@ impl Mobius {
             return Ok(None);
         };
         Ok(Inode::decode(&b).filter(|ino| {
-            ino.ala_seq == next
-                && ino.kind == Some(InodeKind::HoleSkip)
-                && ino.uuid == hole as u128
+            ino.ala_seq == next && ino.kind == Some(InodeKind::HoleSkip) && ino.uuid == hole as u128
         }))
     }
 
@@ -163,9 +161,7 @@ impl Mobius {
                 idx += 1;
                 continue;
             }
-            if erased
-                && m.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)?
-            {
+            if erased && m.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)? {
                 break; // a clean end
             }
             match m.skip_hole(idx, slot_pages, start, &mut scan.ala_pages)? {

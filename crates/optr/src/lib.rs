@@ -28,5 +28,6 @@ pub fn spec() -> DesignSpec {
         format,
         recover,
         default_workload: "randwrite-flush",
+        soak_params: &[],
     }
 }

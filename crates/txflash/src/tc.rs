@@ -183,6 +183,7 @@ pub fn spec() -> ftl::DesignSpec {
             Ok((Box::new(d), r))
         },
         default_workload: "txmix",
+        soak_params: &[],
     }
 }
 

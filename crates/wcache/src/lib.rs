@@ -29,5 +29,6 @@ pub fn spec() -> DesignSpec {
         format,
         recover,
         default_workload: "randwrite-flush",
+        soak_params: &[],
     }
 }

@@ -198,6 +198,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
                 Ok((Box::new(d), r))
             },
             default_workload: "txmix",
+            soak_params: &[],
         },
         Protocol::Bpcc => ftl::DesignSpec {
             name: "txflash-bpcc",
@@ -210,6 +211,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
                 Ok((Box::new(d), r))
             },
             default_workload: "txmix",
+            soak_params: &[],
         },
     }
 }
