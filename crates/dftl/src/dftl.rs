@@ -481,6 +481,7 @@ impl Dftl {
         )?;
         if !old.is_none() {
             self.space.validity.invalidate(old, span.end_ns);
+            self.flash.release_bytes(old);
         }
         self.space.validity.set_valid(ppn, TRANSLATION | t as u32);
         self.gtd[t] = (ppn, seq);

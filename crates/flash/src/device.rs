@@ -121,6 +121,16 @@ impl Flash {
         self.timeline.advance_all_to(ns);
     }
 
+    /// The design will not read `ppn`'s data again (a superseded translation page): a tag-only
+    /// image may forget the bytes it keeps for it, which is what grows with the run on a large
+    /// device (issue #19). Ignored while recording, since a crash image of an earlier instant
+    /// may still hold `ppn` as the newest copy. Reading the page afterwards returns its tag.
+    pub fn release_bytes(&mut self, ppn: Ppn) {
+        if self.log.is_none() {
+            self.store.release_bytes(ppn);
+        }
+    }
+
     /// Starts logging every operation (for crash campaigns). Returns the image as of now, which
     /// is the base the log applies to.
     pub fn start_recording(&mut self) -> Box<dyn Store> {
@@ -399,6 +409,38 @@ mod tests {
 
     fn tag(lpn: u32, write: u64) -> Content {
         Content::Tag(ContentTag { lpn, write })
+    }
+
+    /// A superseded metadata page's bytes are dropped by a tag-only image that is not recording,
+    /// and kept by a recording one (a crash image may need them) and by a full-data one.
+    #[test]
+    fn released_bytes_are_dropped_only_where_no_image_needs_them() {
+        let bytes = || Content::Bytes(vec![7u8; 4096].into_boxed_slice());
+        let data = |f: &mut Flash| {
+            let mut oob = [0u8; 16];
+            match f.read(Ppn(0), &mut oob, 0, OpCause::HostData).unwrap().0 {
+                ReadStatus::Data(c) => c,
+                other => panic!("{other:?}"),
+            }
+        };
+        for (tag_only, recording, kept) in [
+            (true, false, false),
+            (true, true, true),
+            (false, false, true),
+        ] {
+            let mut f = flash(tag_only);
+            if recording {
+                f.start_recording();
+            }
+            f.program(Ppn(0), &bytes(), &[1], 0, OpCause::Mapping)
+                .unwrap();
+            f.release_bytes(Ppn(0));
+            assert_eq!(
+                data(&mut f) == bytes(),
+                kept,
+                "tag_only {tag_only} recording {recording}"
+            );
+        }
     }
 
     #[test]

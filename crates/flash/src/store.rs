@@ -48,6 +48,9 @@ pub trait Store: Send {
     fn oob(&self, ppn: Ppn, out: &mut [u8]);
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]);
     fn set_torn(&mut self, ppn: Ppn);
+    /// The design will not read `ppn`'s data again (a superseded metadata page): a tag-only
+    /// store may drop the bytes it keeps for it. Full-data stores keep them (they are the image).
+    fn release_bytes(&mut self, _ppn: Ppn) {}
     /// Erases every page of the block and counts one erase cycle.
     fn erase_block(&mut self, block: BlockId);
     fn set_erase_torn(&mut self, block: BlockId);
@@ -180,6 +183,9 @@ impl Store for TagStore {
         }
         self.common.put_oob(ppn, oob);
         self.common.states[i] = PageState::Programmed as u8;
+    }
+    fn release_bytes(&mut self, ppn: Ppn) {
+        self.bytes.remove(&ppn.0);
     }
     fn set_torn(&mut self, ppn: Ppn) {
         self.common.states[ppn.0 as usize] = PageState::Torn as u8;

@@ -1384,6 +1384,7 @@ impl Mobius {
         self.merge_tp_end = 0;
         for p in std::mem::take(&mut self.superseded_tps) {
             self.space.validity.invalidate(Ppn(p), gm);
+            self.flash.release_bytes(Ppn(p));
         }
         let relocated: FxHashSet<u32> = std::mem::take(&mut self.merge_relocated)
             .into_iter()
