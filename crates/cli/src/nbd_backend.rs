@@ -649,7 +649,7 @@ mod tests {
         }
         let mut b = backend("atomic-write").with_atomic_requests().unwrap();
         let max = b.max_payload_bytes() as usize;
-        assert!(max >= 4096 && max < 32 << 20, "{max}");
+        assert!((4096..32 << 20).contains(&max), "{max}");
         assert!(b.write(0, &vec![1u8; max], true, 0).is_ok());
         let err = b.write(0, &vec![1u8; max + 4096], false, 0).unwrap_err();
         assert!(matches!(err, BackendError::TooLarge(_)), "{err}");

@@ -105,11 +105,11 @@ pub fn run(args: &NvmfsArgs) -> anyhow::Result<()> {
     fs.set_kill_point(kill_at);
     let (d, c, f, _) = fs.list_lengths();
     eprintln!(
-        "mobius nvmfs: {} {} on {} ({}), SSD {} by {}: {} dirty, {} clean, {} free NVRAM pages{}",
+        "mobius nvmfs: {} {} on {} ({} MiB), SSD {} by {}: {} dirty, {} clean, {} free NVRAM pages{}",
         if existed { "recovered" } else { "formatted" },
         args.nvram.display(),
         args.mountpoint.display(),
-        format!("{} MiB", fs.superblock().nvram_bytes >> 20),
+        fs.superblock().nvram_bytes >> 20,
         args.ssd_image.display(),
         design.name,
         d,

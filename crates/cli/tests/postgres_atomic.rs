@@ -306,6 +306,8 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
         let mut bench = pgbench(&cluster, 30, 4);
         std::thread::sleep(cut_after);
         if !server.power_cut() {
+            let _ = bench.kill();
+            let _ = bench.wait();
             return Err(format!(
                 "the server did not write its cut image: {}",
                 std::fs::read_to_string(&server.log).unwrap_or_default()

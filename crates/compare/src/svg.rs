@@ -65,7 +65,8 @@ fn header(out: &mut String, title: &str) {
 
 /// "Nice" tick values covering [lo, hi].
 fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) {
+    // Also an empty or NaN range.
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;

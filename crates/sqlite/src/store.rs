@@ -360,7 +360,7 @@ impl Store {
         }
         (first..=last)
             .map(|p| match self.buffered(kind, p) {
-                Some(b) => Ok(b.clone()),
+                Some(b) => Ok(Box::from(b)),
                 None => match &from_device[(p - first) as usize] {
                     PageOutcome::Data(c) => Ok(c.to_page_bytes(self.page_bytes)),
                     PageOutcome::Unwritten => Ok(vec![0u8; self.page_bytes].into_boxed_slice()),
@@ -383,7 +383,7 @@ impl Store {
                 .is_some_and(|t| t.capabilities().sread)
     }
 
-    fn buffered(&self, kind: FileKind, page: u32) -> Option<&Box<[u8]>> {
+    fn buffered(&self, kind: FileKind, page: u32) -> Option<&[u8]> {
         if let (FileKind::Db, Some(b)) = (kind, &self.batch) {
             if let Some((l, data)) = &b.held {
                 if *l == lpn_of(&self.dir, kind, page) {
@@ -391,7 +391,7 @@ impl Store {
                 }
             }
         }
-        self.files[kind as usize].dirty.get(&page)
+        self.files[kind as usize].dirty.get(&page).map(|b| &b[..])
     }
 
     // ------------------------------------------------------------ writes
@@ -438,7 +438,7 @@ impl Store {
     /// The current content of a page about to be partly overwritten.
     fn page_for_update(&mut self, kind: FileKind, p: u32) -> Result<Box<[u8]>, SqlError> {
         if let Some(b) = self.buffered(kind, p) {
-            return Ok(b.clone());
+            return Ok(Box::from(b));
         }
         if (p as u64 * self.page_bytes as u64) < self.size(kind) {
             return Ok(self.fetch_pages(kind, p, p)?.pop().expect("one page"));
@@ -460,7 +460,7 @@ impl Store {
         f.size = size;
         let keep = size.div_ceil(pb) as u32;
         f.dirty.retain(|&p, _| p < keep);
-        if size % pb != 0 {
+        if !size.is_multiple_of(pb) {
             if let Some(page) = f.dirty.get_mut(&(keep - 1)) {
                 page[(size % pb) as usize..].fill(0);
             }

@@ -17,7 +17,8 @@ use rusqlite::{params, Connection};
 pub const DISTRICTS: u32 = 10;
 pub const CUSTOMERS: u32 = 300;
 pub const ITEMS: u32 = 10_000;
-const INITIAL_YTD: i64 = 300_000_00;
+/// 300,000.00 in cents (TPC-C's initial year-to-date balance).
+const INITIAL_YTD: i64 = 30_000_000;
 
 pub fn setup(conn: &Connection, warehouses: u32) -> Result<(), SqlError> {
     conn.execute_batch(
