@@ -296,6 +296,7 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
         &["--pace", "--power-cut-signal"]
     };
     let cut_after = Duration::from_millis(1500 + splitmix(0x9a5 ^ n) % 4000);
+    let mut cut_line = String::new();
     {
         let mut server = Server::start(dir, "mobius", &image, SIZE, extra);
         let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
@@ -313,6 +314,13 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
                 std::fs::read_to_string(&server.log).unwrap_or_default()
             ));
         }
+        // "power cut at T ns: N of M operations not finished (torn if running)"
+        cut_line = std::fs::read_to_string(&server.log)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("power cut at"))
+            .map(|l| l.trim_start_matches("mobius serve: ").to_string())
+            .unwrap_or_default();
         cluster.kill9();
         let _ = bench.kill();
         let _ = bench.wait();
@@ -349,7 +357,7 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
     drop(fuse);
     let _ = server.stop();
     eprintln!(
-        "postgres trial {n} (atomic {atomic}): cut after {cut_after:?}: {}",
+        "postgres trial {n} (atomic {atomic}): cut after {cut_after:?} ({cut_line}): {}",
         match &verdict {
             Ok(h) => format!("clean, {h} pgbench transactions survived"),
             Err(e) => format!("DAMAGED: {e}"),
