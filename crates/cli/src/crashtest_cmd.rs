@@ -12,7 +12,7 @@ use ftl::{DesignOptions, DesignSpec, Promise};
 
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Design (`mobius info --list`), or `all` with `--seeds`.
+    /// Design (`mobius info --list`); a soak also takes `all` or a comma-separated list.
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
@@ -96,7 +96,7 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.controls {
         return run_controls(args);
     }
-    if args.seeds.is_some() || args.ftl == "all" {
+    if is_soak(args) {
         return run_soak_cmd(args);
     }
     let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
@@ -140,7 +140,7 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
 /// without printing: the library entry point of the Python package. SQLite workloads, controls,
 /// replays and shrinking stay command-line only.
 pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
-    if args.seeds.is_some() || args.ftl == "all" {
+    if is_soak(args) {
         let cfg = soak_config(args, designs_named(&args.ftl)?)?;
         return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
     }
@@ -163,8 +163,10 @@ pub fn measure_share(
     if parts == 0 || part >= parts {
         anyhow::bail!("share {part} of {parts} does not exist");
     }
-    if args.seeds.is_some() || args.ftl == "all" || args.second_lives > 0 {
-        anyhow::bail!("shares split one campaign: no --seeds, --ftl all or --second-lives");
+    if is_soak(args) || args.second_lives > 0 {
+        anyhow::bail!(
+            "shares split one campaign: no --seeds, --ftl all, a design list or --second-lives"
+        );
     }
     let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
     let rec = crashtest::record(&cfg)?;
@@ -337,13 +339,19 @@ fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
     Ok(s)
 }
 
-/// The designs `--ftl` names (`all`: every design in the build).
+/// A soak: `--seeds`, or more than one design (`all`, or a comma-separated list).
+fn is_soak(args: &CrashtestArgs) -> bool {
+    args.seeds.is_some() || args.ftl == "all" || args.ftl.contains(',')
+}
+
+/// The designs `--ftl` names (`all`: every design in the build; `a,b`: those, in that order).
 fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
     if name == "all" {
-        Ok(crate::designs::all())
-    } else {
-        Ok(vec![crate::designs::find(name)?])
+        return Ok(crate::designs::all());
     }
+    name.split(',')
+        .map(|n| Ok(crate::designs::find(n.trim())?))
+        .collect()
 }
 
 fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<SoakConfig> {

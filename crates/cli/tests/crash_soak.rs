@@ -99,6 +99,11 @@ fn a_soak_replays_from_its_seed_whatever_the_job_count() {
 fn bad_soak_input_is_a_clear_error() {
     let (ok, _, stderr) = mobius(&["crashtest", "--ftl", "nosuch", "--seeds", "2"]);
     assert!(!ok && stderr.contains("unknown design"), "{stderr}");
+    let (ok, _, stderr) = mobius(&["crashtest", "--ftl", "dftl,nosuch", "--seeds", "1"]);
+    assert!(
+        !ok && stderr.contains("unknown design 'nosuch'"),
+        "{stderr}"
+    );
 }
 
 /// Möbius with its ALA striped over four chips (the default on devices with room for it, e.g.
@@ -129,4 +134,28 @@ fn mobius_with_a_striped_ala_keeps_its_promise_on_fresh_seeds() {
         json["failures"]
     );
     assert_eq!(json["violations"], 0);
+}
+
+/// `--ftl a,b` soaks those designs and no other.
+#[test]
+fn a_design_list_soaks_those_designs() {
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "dftl,wcache",
+        "--seed",
+        "11",
+        "--crash-points",
+        "20",
+        "--json",
+    ]);
+    assert!(ok, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
+    let names: Vec<&str> = json["designs"]
+        .as_object()
+        .expect("per-design results")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["dftl", "wcache"]);
 }
