@@ -241,6 +241,19 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
 }
 
+/// A run's `synchronous` setting, its TPS and `ratio` (to a baseline run) as table cells.
+fn tps_cells(r: &RunReport, ratio: f64) -> [String; 3] {
+    [
+        r.synchronous.clone(),
+        r.tps_sim.map_or("— (no simulated time)".into(), fmt),
+        if ratio.is_finite() {
+            format!("{ratio:.2}×")
+        } else {
+            "—".into()
+        },
+    ]
+}
+
 /// OPTR's modes on kv behind its own paper's host link, as graded against Fig. 9.
 fn optr_table(runs: &[(Mode, RunReport)], host: &flash::HostInterface) -> Table {
     let journal = runs
@@ -252,15 +265,12 @@ fn optr_table(runs: &[(Mode, RunReport)], host: &flash::HostInterface) -> Table 
         .iter()
         .map(|(mode, r)| {
             let ratio = r.tps_sim.map_or(f64::NAN, |t| t / journal);
+            let [sync, tps, ratio] = tps_cells(r, ratio);
             vec![
                 format!("optr {}", mode.name()),
-                r.synchronous.clone(),
-                r.tps_sim.map_or("— (no simulated time)".into(), fmt),
-                if ratio.is_finite() {
-                    format!("{ratio:.2}×")
-                } else {
-                    "—".into()
-                },
+                sync,
+                tps,
+                ratio,
                 fmt(r.flash_programs_per_tx),
                 fmt(r.flushes_per_tx),
             ]
@@ -309,16 +319,13 @@ fn present(results: &[(Workload, Setup, RunReport)]) -> (Vec<Table>, Vec<Figure>
             } else {
                 0.0
             });
+            let [sync, tps, ratio] = tps_cells(r, norm);
             rows.push(vec![
                 w.name().into(),
                 label(s),
-                r.synchronous.clone(),
-                r.tps_sim.map_or("— (no simulated time)".into(), fmt),
-                if norm.is_finite() {
-                    format!("{norm:.2}×")
-                } else {
-                    "—".into()
-                },
+                sync,
+                tps,
+                ratio,
                 fmt(r.host_pages_written_per_tx),
                 fmt(r.flash_programs_per_tx),
                 fmt(r.flushes_per_tx),

@@ -10,21 +10,40 @@
 //! transactions"). Found by `mobius crashtest --ftl all --seeds 25 --seed 9200050 --crash-points
 //! 2000 --torn --second-lives 4`.
 
+use crashtest::soak::wide_device;
 use crashtest::testing::{assert_keeps_promise, assert_keeps_promise_on};
 use ftl::DesignOptions;
 use workload::WorkloadSpec;
 
-#[test]
-fn a_stale_gc_relocation_no_longer_reverts_a_committed_page() {
+/// The soak's transactional mix, as its cells run it (3,000 requests after a `fill`).
+fn txmix(fill: f64, queue_depth: u32) -> WorkloadSpec {
     let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
     w.requests = 3000;
-    w.fill = 0.5;
+    w.fill = fill;
+    w.queue_depth = queue_depth;
+    w
+}
+
+/// The soak's large-tx shape: 64-page requests, transactions of at least 16 pages.
+fn large_tx(fill: f64, queue_depth: u32) -> WorkloadSpec {
+    let mut w = txmix(fill, queue_depth);
     w.request_pages = 64;
-    w.queue_depth = 16;
     w.min_tx_pages = 16;
+    w
+}
+
+/// The soak's trim-heavy shape: one request in five a trim, queue depth 16.
+fn trim_heavy(fill: f64) -> WorkloadSpec {
+    let mut w = txmix(fill, 16);
+    w.trim_fraction = 0.2;
+    w
+}
+
+#[test]
+fn a_stale_gc_relocation_no_longer_reverts_a_committed_page() {
     assert_keeps_promise(
         mftl::spec(),
-        w,
+        large_tx(0.5, 16),
         DesignOptions::default(),
         2000,
         9200065,
@@ -43,18 +62,10 @@ fn a_stale_gc_relocation_no_longer_reverts_a_committed_page() {
 #[test]
 fn a_merge_no_longer_maps_a_normal_write_before_its_page_is_on_flash() {
     for (seed, fill) in [(9500044, 0.8), (9500029, 0.5)] {
-        let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
-        w.requests = 3000;
-        w.fill = fill;
-        w.queue_depth = 16;
-        w.trim_fraction = 0.2;
-        let mut device = flash::DeviceConfig::preset("small").expect("small preset");
-        device.geometry.blocks_per_chip = 16;
-        device.geometry.channels = 4;
         assert_keeps_promise_on(
-            device,
+            wide_device(),
             mftl::spec(),
-            w,
+            trim_heavy(fill),
             DesignOptions::default(),
             2000,
             seed,
@@ -74,15 +85,8 @@ fn a_merge_no_longer_maps_a_normal_write_before_its_page_is_on_flash() {
 /// (`static_durable`), dropped ones included.
 #[test]
 fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_flash() {
-    let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
-    w.requests = 3000;
-    w.fill = 0.9;
-    w.queue_depth = 16;
-    w.trim_fraction = 0.2;
-    let mut device = flash::DeviceConfig::preset("small").expect("small preset");
-    device.geometry.blocks_per_chip = 16;
-    device.geometry.channels = 4;
-    let cfg = crashtest::testing::config(device, mftl::spec(), w, 9500104, true);
+    let cfg =
+        crashtest::testing::config(wide_device(), mftl::spec(), trim_heavy(0.9), 9500104, true);
     let cut = crashtest::second_life::FirstCut {
         instant_ns: 142_979_000,
         torn: false,
@@ -100,14 +104,8 @@ fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_
 /// the inodes the device appended (skipped indices and HoleSkip inodes are not among them).
 #[test]
 fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
-    let mut w = WorkloadSpec::named("txmix").expect("txmix is a workload");
-    w.requests = 3000;
-    w.fill = 0.5;
-    w.request_pages = 64;
-    w.queue_depth = 1;
-    w.min_tx_pages = 16;
     let small = flash::DeviceConfig::preset("small").expect("small preset");
-    let mut cfg = crashtest::testing::config(small, mftl::spec(), w, 9600005, true);
+    let mut cfg = crashtest::testing::config(small, mftl::spec(), large_tx(0.5, 1), 9600005, true);
     cfg.options = DesignOptions::default().with("ala_stripe", 4);
     let cut = crashtest::second_life::FirstCut {
         instant_ns: 967_913_999,
