@@ -1003,11 +1003,16 @@ impl Dftl {
             let c = match flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)? {
                 (ReadStatus::Data(c), _) => c,
                 (ReadStatus::Uncorrectable, _) => {
-                    // A torn reservation page ends the log; its blocks were never opened
-                    // (programs into them wait for it). The log continues after it.
+                    // A torn reservation page: its blocks were never opened (programs into them
+                    // wait for it), and its sequence number was never used. A recovery from that
+                    // cut wrote the log on after it with that number, so the log is followed past
+                    // it: stopping here would hide the blocks that recovery (and the run after
+                    // it) opened whenever its own checkpoint did not become durable (soak seed
+                    // 9500145: its GC had erased a block the older checkpoint still named, whose
+                    // translation page it had copied into a block only that page reserved).
                     lb = nb;
                     lp = np + 1;
-                    break;
+                    continue;
                 }
                 (ReadStatus::Erased, _) => break,
             };
