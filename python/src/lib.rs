@@ -129,7 +129,7 @@ fn designs(py: Python<'_>) -> PyResult<Py<PyAny>> {
 fn presets(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let mut map = serde_json::Map::new();
     for name in flash::PRESET_NAMES {
-        let c = DeviceConfig::preset(name).map_err(ConfigError::new_err)?;
+        let c = DeviceConfig::preset(name).map_err(|e| ConfigError::new_err(e.to_string()))?;
         let v = serde_json::to_value(&c).map_err(|e| MobiusError::new_err(e.to_string()))?;
         map.insert(name.to_string(), v);
     }

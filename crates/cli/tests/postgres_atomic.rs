@@ -296,7 +296,7 @@ fn trial(n: u64, atomic: bool) -> Result<u64, String> {
         &["--pace", "--power-cut-signal"]
     };
     let cut_after = Duration::from_millis(1500 + splitmix(0x9a5 ^ n) % 4000);
-    let mut cut_line = String::new();
+    let cut_line: String;
     {
         let mut server = Server::start(dir, "mobius", &image, SIZE, extra);
         let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());

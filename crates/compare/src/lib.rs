@@ -66,7 +66,7 @@ impl Context<'_> {
     pub fn design(&self, name: &str) -> Option<&DesignSpec> {
         self.designs.iter().find(|d| d.name == name)
     }
-    pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, String> {
+    pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, flash::ConfigError> {
         flash::DeviceConfig::preset(preset)
     }
 }

@@ -47,3 +47,40 @@ impl From<std::io::Error> for FlashError {
         FlashError::Io(e.to_string())
     }
 }
+
+/// A device configuration that cannot be used: an unknown preset, a bad field, or an override or
+/// configuration file that does not parse. Each names the field and the rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown preset '{name}'; known presets: {known}")]
+    UnknownPreset { name: String, known: String },
+    #[error("geometry field {0} must be at least 1")]
+    ZeroGeometryField(&'static str),
+    #[error("page_bytes = {page_bytes} must be a power of two from 512 to {max}")]
+    PageBytes { page_bytes: u32, max: usize },
+    #[error("pages_per_block = {0} exceeds 65535")]
+    PagesPerBlock(u32),
+    #[error("{0} pages do not fit 32-bit physical page numbers")]
+    TooManyPages(u64),
+    #[error("timing.bus_mb_s must be at least 1")]
+    ZeroBusSpeed,
+    #[error("over_provisioning = {0} must be in [0, 0.9)")]
+    OverProvisioning(f64),
+    #[error("config file: {0}")]
+    ConfigFile(String),
+    #[error("override '{0}' is not key=value")]
+    NotKeyValue(String),
+    #[error("override key '{key}': '{part}' is not inside a table")]
+    NotATable { key: String, part: String },
+    #[error("override key '{0}' names no configuration field")]
+    UnknownKey(String),
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+/// For callers that still report errors as text.
+impl From<ConfigError> for String {
+    fn from(e: ConfigError) -> String {
+        e.to_string()
+    }
+}

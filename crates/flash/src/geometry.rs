@@ -88,7 +88,7 @@ impl Geometry {
     }
 
     /// Checks that the geometry is usable and that every page has a 32-bit address.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
         let fields = [
             ("channels", self.channels),
             ("chips_per_channel", self.chips_per_channel),
@@ -98,33 +98,27 @@ impl Geometry {
         ];
         for (name, value) in fields {
             if value == 0 {
-                return Err(format!("geometry field {name} must be at least 1"));
+                return Err(crate::ConfigError::ZeroGeometryField(name));
             }
         }
         if self.page_bytes < 512
             || !self.page_bytes.is_power_of_two()
             || self.page_bytes as usize > crate::store::SLAB_BYTES
         {
-            return Err(format!(
-                "page_bytes = {} must be a power of two from 512 to {}",
-                self.page_bytes,
-                crate::store::SLAB_BYTES
-            ));
+            return Err(crate::ConfigError::PageBytes {
+                page_bytes: self.page_bytes,
+                max: crate::store::SLAB_BYTES,
+            });
         }
         if self.pages_per_block > u16::MAX as u32 {
-            return Err(format!(
-                "pages_per_block = {} exceeds 65535",
-                self.pages_per_block
-            ));
+            return Err(crate::ConfigError::PagesPerBlock(self.pages_per_block));
         }
         let pages = self.channels as u64
             * self.chips_per_channel as u64
             * self.blocks_per_chip as u64
             * self.pages_per_block as u64;
         if pages >= u32::MAX as u64 {
-            return Err(format!(
-                "{pages} pages do not fit 32-bit physical page numbers"
-            ));
+            return Err(crate::ConfigError::TooManyPages(pages));
         }
         Ok(())
     }

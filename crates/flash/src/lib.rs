@@ -23,7 +23,7 @@ pub mod timing;
 
 pub use content::{Content, ContentTag};
 pub use device::{Flash, ReadStatus};
-pub use error::FlashError;
+pub use error::{ConfigError, FlashError};
 pub use file::{FileStore, ImageHeader, ImageIdentity};
 pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
 pub use host::HostInterface;

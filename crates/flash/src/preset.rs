@@ -5,6 +5,7 @@
 //! `docs/presets.md`. A preset is a starting point: any field can be overridden from a TOML file or
 //! `key=value` pairs (see [`DeviceConfig::with_overrides`]).
 
+use crate::error::ConfigError;
 use crate::geometry::Geometry;
 use crate::host::HostInterface;
 use crate::timing::Timing;
@@ -53,7 +54,7 @@ const MLC_16K: Timing = Timing {
 
 impl DeviceConfig {
     /// Looks a preset up by name.
-    pub fn preset(name: &str) -> Result<DeviceConfig, String> {
+    pub fn preset(name: &str) -> Result<DeviceConfig, ConfigError> {
         let (geometry, timing, over_provisioning, host) = match name {
             // Möbius on Jasmine OpenSSD: 64 GB [P], 4 KB page + 224 B spare [P], 128 pages per
             // block [R], 4 channels × 4 chips [R] → 8,192 blocks per chip.
@@ -137,10 +138,10 @@ impl DeviceConfig {
                 HostInterface::NONE,
             ),
             other => {
-                return Err(format!(
-                    "unknown preset '{other}'; known presets: {}",
-                    PRESET_NAMES.join(", ")
-                ))
+                return Err(ConfigError::UnknownPreset {
+                    name: other.to_string(),
+                    known: PRESET_NAMES.join(", "),
+                })
             }
         };
         Ok(DeviceConfig {
@@ -158,16 +159,19 @@ impl DeviceConfig {
         self,
         toml_text: Option<&str>,
         pairs: &[String],
-    ) -> Result<DeviceConfig, String> {
-        let mut value = toml::Value::try_from(&self).map_err(|e| e.to_string())?;
+    ) -> Result<DeviceConfig, ConfigError> {
+        let mut value =
+            toml::Value::try_from(&self).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if let Some(text) = toml_text {
-            let doc: toml::Table = text.parse().map_err(|e| format!("config file: {e}"))?;
+            let doc: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| ConfigError::ConfigFile(e.to_string()))?;
             merge(&mut value, toml::Value::Table(doc));
         }
         for pair in pairs {
             let (key, raw) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("override '{pair}' is not key=value"))?;
+                .ok_or_else(|| ConfigError::NotKeyValue(pair.clone()))?;
             let parsed: toml::Value = format!("v = {raw}")
                 .parse::<toml::Table>()
                 .map(|mut t| t.remove("v").expect("key v was just written"))
@@ -176,19 +180,16 @@ impl DeviceConfig {
         }
         let config: DeviceConfig = value
             .try_into()
-            .map_err(|e| format!("configuration: {e}"))?;
+            .map_err(|e: toml::de::Error| ConfigError::Invalid(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         self.geometry.validate()?;
         self.timing.validate()?;
         if !(0.0..0.9).contains(&self.over_provisioning) {
-            return Err(format!(
-                "over_provisioning = {} must be in [0, 0.9)",
-                self.over_provisioning
-            ));
+            return Err(ConfigError::OverProvisioning(self.over_provisioning));
         }
         Ok(())
     }
@@ -210,25 +211,28 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
     }
 }
 
-fn set_path(value: &mut toml::Value, key: &str, new: toml::Value) -> Result<(), String> {
+fn set_path(value: &mut toml::Value, key: &str, new: toml::Value) -> Result<(), ConfigError> {
     let mut cursor = value;
     let parts: Vec<&str> = key.split('.').collect();
     for (i, part) in parts.iter().enumerate() {
         let table = cursor
             .as_table_mut()
-            .ok_or_else(|| format!("override key '{key}': '{part}' is not inside a table"))?;
+            .ok_or_else(|| ConfigError::NotATable {
+                key: key.to_string(),
+                part: part.to_string(),
+            })?;
         if i + 1 == parts.len() {
             if !table.contains_key(*part) {
-                return Err(format!("override key '{key}' names no configuration field"));
+                return Err(ConfigError::UnknownKey(key.to_string()));
             }
             table.insert(part.to_string(), new);
             return Ok(());
         }
         cursor = table
             .get_mut(*part)
-            .ok_or_else(|| format!("override key '{key}' names no configuration field"))?;
+            .ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
     }
-    Err(format!("override key '{key}' is empty"))
+    Err(ConfigError::UnknownKey(key.to_string()))
 }
 
 #[cfg(test)]
@@ -276,26 +280,39 @@ mod tests {
     #[test]
     fn bad_overrides_are_clear_errors() {
         let base = DeviceConfig::preset("small").unwrap();
-        assert!(base
-            .clone()
-            .with_overrides(None, &["geometry.chanels=4".into()])
-            .unwrap_err()
-            .contains("names no"));
-        assert!(base
-            .clone()
-            .with_overrides(None, &["geometry.page_bytes=1000".into()])
-            .is_err());
-        assert!(base
-            .clone()
-            .with_overrides(None, &["geometry.page_bytes=4194304".into()])
-            .unwrap_err()
-            .contains("from 512 to"));
-        assert!(base
-            .clone()
-            .with_overrides(Some("[geometry]\nbogus = 1"), &[])
-            .is_err());
-        assert!(DeviceConfig::preset("nope")
-            .unwrap_err()
-            .contains("known presets"));
+        let with = |pair: &str| base.clone().with_overrides(None, &[pair.into()]);
+        assert_eq!(
+            with("geometry.chanels=4").unwrap_err(),
+            ConfigError::UnknownKey("geometry.chanels".into())
+        );
+        assert!(matches!(
+            with("geometry.page_bytes=1000"),
+            Err(ConfigError::PageBytes {
+                page_bytes: 1000,
+                ..
+            })
+        ));
+        let e = with("geometry.page_bytes=4194304").unwrap_err();
+        assert!(e.to_string().contains("from 512 to"), "{e}");
+        assert_eq!(
+            with("geometry.channels").unwrap_err(),
+            ConfigError::NotKeyValue("geometry.channels".into())
+        );
+        assert_eq!(
+            with("timing.bus_mb_s=0").unwrap_err(),
+            ConfigError::ZeroBusSpeed
+        );
+        assert!(matches!(
+            base.clone()
+                .with_overrides(Some("[geometry]\nbogus = 1"), &[]),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            base.clone().with_overrides(Some("[geometry"), &[]),
+            Err(ConfigError::ConfigFile(_))
+        ));
+        let e = DeviceConfig::preset("nope").unwrap_err();
+        assert!(matches!(e, ConfigError::UnknownPreset { .. }));
+        assert!(e.to_string().contains("known presets"), "{e}");
     }
 }

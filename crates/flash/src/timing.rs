@@ -36,9 +36,9 @@ impl Timing {
         (bytes * 1000).div_ceil(self.bus_mb_s.max(1))
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
         if self.bus_mb_s == 0 {
-            return Err("timing.bus_mb_s must be at least 1".into());
+            return Err(crate::ConfigError::ZeroBusSpeed);
         }
         Ok(())
     }
