@@ -31,7 +31,9 @@ pub enum CampaignError {
         source: ftl::FtlError,
     },
     #[error("the recorded run failed: {0}")]
-    Workload(String),
+    Workload(#[from] workload::WorkloadError),
+    #[error("the driver kept no host log")]
+    NoHostLog,
     #[error("flash recording was switched off during the run")]
     NoLog,
 }
@@ -174,9 +176,7 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     )
     .map_err(CampaignError::Workload)?;
     let ops = dev.flash_mut().take_log().ok_or(CampaignError::NoLog)?;
-    let host = run
-        .log
-        .ok_or_else(|| CampaignError::Workload("the driver kept no host log".into()))?;
+    let host = run.log.ok_or(CampaignError::NoHostLog)?;
     Ok(Recording {
         base,
         ops,

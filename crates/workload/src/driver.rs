@@ -5,6 +5,7 @@
 //! when the earliest outstanding request completes (arrivals never go back in time). A flush
 //! covers every write that arrived before it.
 
+use crate::error::WorkloadError;
 use crate::gen::{Generator, Phase, View};
 use crate::op::{HostLog, HostOp, HostRecord};
 use crate::spec::WorkloadSpec;
@@ -85,7 +86,7 @@ pub fn run(
     start_ns: u64,
     record: bool,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<RunResult, String> {
+) -> Result<RunResult, WorkloadError> {
     run_from(
         dev,
         spec,
@@ -106,7 +107,7 @@ pub fn run_from(
     record: bool,
     origin: &Origin,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<RunResult, String> {
+) -> Result<RunResult, WorkloadError> {
     let logical_pages = dev.logical_pages();
     let caps = dev.transactional().map(|t| t.capabilities());
     let mut generator = Generator::new(spec, logical_pages, caps)?;
@@ -214,11 +215,11 @@ pub fn run_from(
             Ok(_) if held => (None, None, None),
             Ok((ack, durable)) => (Some(ack), durable, None),
             Err(e) if fatal(&e) => {
-                return Err(format!(
-                    "request {} ({}) failed: {e}",
-                    issued - 1,
-                    op.kind()
-                ))
+                return Err(WorkloadError::Request {
+                    index: issued - 1,
+                    op: op.kind(),
+                    source: e,
+                })
             }
             Err(e) => {
                 if let (
@@ -242,11 +243,10 @@ pub fn run_from(
         }
         if held {
             let HostOp::SWrite { uuid, .. } = &op else {
-                return Err(format!(
-                    "{} answered ACK_DEFERRED to a {}",
-                    dev.design(),
-                    op.kind()
-                ));
+                return Err(WorkloadError::DeferredAck {
+                    design: dev.design().to_string(),
+                    what: format!("answered ACK_DEFERRED to a {}", op.kind()),
+                });
             };
             deferred.insert(
                 *uuid,
@@ -275,13 +275,12 @@ pub fn run_from(
         if record {
             // Recording runs (crash campaigns, tests) check the design's invariants after
             // every request: a broken one names the request that broke it.
-            dev.check_invariants().map_err(|e| {
-                format!(
-                    "request {} ({}) broke an invariant: {e}",
-                    issued - 1,
-                    op.kind()
-                )
-            })?;
+            dev.check_invariants()
+                .map_err(|reason| WorkloadError::Invariant {
+                    index: issued - 1,
+                    op: op.kind(),
+                    reason,
+                })?;
             log.records.push(HostRecord {
                 index: log.records.len() as u64,
                 op,
@@ -300,17 +299,18 @@ pub fn run_from(
             progress(generator.measured(), spec.requests);
         }
     }
-    let flush = dev
-        .flush(last_arrival)
-        .map_err(|e| format!("final flush failed: {e}"))?;
+    let flush = dev.flush(last_arrival).map_err(WorkloadError::FinalFlush)?;
     end_ns = end_ns.max(flush.ack_ns);
     drain_deferred!(u64::MAX);
     if record {
         dev.check_invariants()
-            .map_err(|e| format!("the final flush broke an invariant: {e}"))?;
+            .map_err(WorkloadError::FinalInvariant)?;
     }
     if let Some(u) = deferred.keys().next() {
-        return Err(format!("{}: SWRITE {u:?} never completed", dev.design()));
+        return Err(WorkloadError::NeverCompleted {
+            design: dev.design().to_string(),
+            uuid: *u,
+        });
     }
     if record {
         log.records.push(HostRecord {
@@ -415,12 +415,12 @@ struct Settle<'a> {
 fn take_completions(
     dev: &mut dyn BlockDevice,
     now: u64,
-) -> Result<Vec<(TxUuid, ftl::TxCompletion)>, String> {
+) -> Result<Vec<(TxUuid, ftl::TxCompletion)>, WorkloadError> {
     let Some(tx) = dev.transactional() else {
         return Ok(Vec::new());
     };
     tx.take_completions(now)
-        .map_err(|e| format!("closing held transactions failed: {e}"))
+        .map_err(WorkloadError::HeldTransactions)
 }
 
 fn complete_deferred(
@@ -428,10 +428,10 @@ fn complete_deferred(
     uuid: TxUuid,
     c: ftl::TxCompletion,
     s: &mut Settle,
-) -> Result<(), String> {
+) -> Result<(), WorkloadError> {
     let d = deferred
         .remove(&uuid)
-        .ok_or_else(|| format!("completion of {uuid:?}, which was not held"))?;
+        .ok_or(WorkloadError::UnheldCompletion(uuid))?;
     s.outstanding.push(Reverse(c.ack_ns));
     *s.end_ns = (*s.end_ns).max(c.ack_ns);
     if let Some(durable) = c.durable_ns {

@@ -1,5 +1,6 @@
 //! The seeded request generator behind every workload.
 
+use crate::error::WorkloadError;
 use crate::op::HostOp;
 use crate::spec::WorkloadSpec;
 use flash::Lpn;
@@ -47,12 +48,10 @@ impl Generator {
         spec: &WorkloadSpec,
         logical_pages: u32,
         caps: Option<TxCapabilities>,
-    ) -> Result<Generator, String> {
+    ) -> Result<Generator, WorkloadError> {
         spec.validate(logical_pages)?;
         if spec.name == "txmix" && caps.is_none() {
-            return Err(
-                "workload txmix needs a transactional design (use randwrite, randrw, ...)".into(),
-            );
+            return Err(WorkloadError::NeedsTransactions(spec.name.clone()));
         }
         let range = spec.range(logical_pages);
         Ok(Generator {

@@ -12,6 +12,7 @@
 //! Every workload may start with a sequential `fill` phase to a target utilisation so that GC runs
 //! during the measured phase.
 
+use crate::error::WorkloadError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,12 +73,12 @@ pub const WORKLOAD_NAMES: [&str; 6] = [
 ];
 
 impl WorkloadSpec {
-    pub fn named(name: &str) -> Result<WorkloadSpec, String> {
+    pub fn named(name: &str) -> Result<WorkloadSpec, WorkloadError> {
         if !WORKLOAD_NAMES.contains(&name) {
-            return Err(format!(
-                "unknown workload '{name}'; known: {}",
-                WORKLOAD_NAMES.join(", ")
-            ));
+            return Err(WorkloadError::UnknownWorkload {
+                name: name.to_string(),
+                known: WORKLOAD_NAMES.join(", "),
+            });
         }
         let mut s = WorkloadSpec {
             name: name.to_string(),
@@ -96,32 +97,29 @@ impl WorkloadSpec {
         Ok(s)
     }
 
-    pub fn validate(&self, logical_pages: u32) -> Result<(), String> {
+    pub fn validate(&self, logical_pages: u32) -> Result<(), WorkloadError> {
         if self.request_pages == 0 {
-            return Err("request_pages must be at least 1".into());
+            return Err(WorkloadError::ZeroRequestPages);
         }
         if self.queue_depth == 0 {
-            return Err("queue_depth must be at least 1".into());
+            return Err(WorkloadError::ZeroQueueDepth);
         }
         if !(0.0..=1.0).contains(&self.fill)
             || !(0.0..=1.0).contains(&self.read_fraction)
             || !(0.0..=1.0).contains(&self.abort_fraction)
             || !(0.0..=1.0).contains(&self.trim_fraction)
         {
-            return Err(
-                "fill, read_fraction, abort_fraction and trim_fraction must be within [0, 1]"
-                    .into(),
-            );
+            return Err(WorkloadError::FractionOutOfRange);
         }
         let range = self.range(logical_pages);
         if range < self.request_pages {
-            return Err(format!(
-                "range of {range} pages is smaller than a request of {} pages",
-                self.request_pages
-            ));
+            return Err(WorkloadError::RangeTooSmall {
+                range,
+                request_pages: self.request_pages,
+            });
         }
         if self.min_tx_pages == 0 || self.min_tx_pages > self.request_pages.max(2) {
-            return Err("min_tx_pages must be within 1..=request_pages".into());
+            return Err(WorkloadError::MinTxPages);
         }
         Ok(())
     }
@@ -133,5 +131,40 @@ impl WorkloadSpec {
         } else {
             self.range_pages.min(logical_pages)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way a spec can be unusable is its own error, named before anything runs.
+    #[test]
+    fn bad_specs_are_typed_errors() {
+        assert!(matches!(
+            WorkloadSpec::named("nosuch"),
+            Err(WorkloadError::UnknownWorkload { .. })
+        ));
+        let ok = WorkloadSpec::named("randwrite").unwrap();
+        assert_eq!(ok.validate(1024), Ok(()));
+        let with = |f: fn(&mut WorkloadSpec)| {
+            let mut s = ok.clone();
+            f(&mut s);
+            s.validate(1024).unwrap_err()
+        };
+        assert_eq!(
+            with(|s| s.request_pages = 0),
+            WorkloadError::ZeroRequestPages
+        );
+        assert_eq!(with(|s| s.queue_depth = 0), WorkloadError::ZeroQueueDepth);
+        assert_eq!(with(|s| s.fill = 1.5), WorkloadError::FractionOutOfRange);
+        assert_eq!(
+            with(|s| s.request_pages = 2048),
+            WorkloadError::RangeTooSmall {
+                range: 1024,
+                request_pages: 2048
+            }
+        );
+        assert_eq!(with(|s| s.min_tx_pages = 0), WorkloadError::MinTxPages);
     }
 }
