@@ -316,14 +316,18 @@ fn check_image_as(
     replay: &str,
 ) -> Outcome {
     // A design that panics on an image (in recovery, a read or its invariants) is a violation
-    // of that image, with its replay command; the campaign goes on.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // of that image, with its replay command; the campaign goes on, and the panic is reported
+    // there (with its location) instead of on the terminal.
+    quiet_panics::install();
+    quiet_panics::QUIET.with(|q| q.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         judge_image(cfg, model, image, p, judge_ns, replay)
-    }))
-    .unwrap_or_else(|payload| {
-        let what = payload
-            .downcast_ref::<String>()
-            .cloned()
+    }));
+    quiet_panics::QUIET.with(|q| q.set(false));
+    outcome.unwrap_or_else(|payload| {
+        let what = quiet_panics::CAUGHT
+            .with(|c| c.borrow_mut().take())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
             .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a panic without a message".into());
         Outcome {
@@ -336,6 +340,31 @@ fn check_image_as(
             recovery: None,
         }
     })
+}
+
+/// A panic hook that stays silent on the threads judging an image and keeps the panic's text
+/// (location and message) for the violation; every other panic prints as before.
+mod quiet_panics {
+    use std::cell::{Cell, RefCell};
+
+    thread_local! {
+        pub static QUIET: Cell<bool> = const { Cell::new(false) };
+        pub static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+
+    pub fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if QUIET.with(|q| q.get()) {
+                    CAUGHT.with(|c| *c.borrow_mut() = Some(info.to_string().replace('\n', " ")));
+                } else {
+                    previous(info);
+                }
+            }));
+        });
+    }
 }
 
 fn judge_image(

@@ -514,6 +514,17 @@ fn a_design_that_panics_in_recovery_is_reported_not_fatal() {
     assert!(r.violations[0]
         .replay
         .contains("--param bug=panic_recovery"));
+    // The panic is reported in the violation, with where it happened (not on the terminal).
+    let first = r
+        .violations
+        .iter()
+        .find(|v| v.what.contains("the design panicked on this image"))
+        .expect("a panic");
+    assert!(
+        first.what.contains("tiny_designs.rs:"),
+        "no location in {:?}",
+        first.what
+    );
 }
 
 /// A soak gives each seed one of the parameter sets a design names (chosen by the seed alone),
