@@ -13,15 +13,37 @@ fn fe(e: flash::FlashError) -> FtlError {
     e.into()
 }
 
+/// What the ALA scan found (step 2) and what the later steps read from flash.
 struct Scan {
     inodes: Vec<Inode>,
     verify_reads: u64,
     chain_reads: u64,
     ala_pages: u64,
+    /// The scan ended at a blank page with nothing programmed after it.
+    tail_clean: bool,
+    /// The hole this recovery leaves (the first inode not on flash whole), if any.
+    hole: Option<u64>,
+}
+
+/// The outcome of DAG commit resolution (steps 3–4).
+struct Resolution {
+    committed: FxHashSet<u32>,
+    /// Unflagged transactions read and found whole: flagged by the resolution inode.
+    verified: Vec<u32>,
+    /// Transactions given up: marked aborted by the resolution inode.
+    rejected: Vec<u32>,
+    /// The largest transaction or chain id seen (new ids start above it).
+    max_id: u32,
+}
+
+/// The newest Head List chain (step 6): its id, its pages (lpn, ppn) and what it resolves to.
+struct ChainFound {
+    id: u32,
+    pages: Vec<(u32, u32)>,
+    result: Option<InodeKind>,
 }
 
 impl Mobius {
-    /// Rebuilds Möbius from the flash image alone.
     /// True when the `stripe - 1` ALA pages after the blank page `idx` are blank too.
     fn ala_blank_after(
         &mut self,
@@ -73,18 +95,54 @@ impl Mobius {
         }))
     }
 
+    /// Rebuilds Möbius from the flash image alone, in the named steps below.
     pub fn recover(flash: Flash, o: &DesignOptions) -> Result<(Mobius, RecoveryReport), FtlError> {
         let start = flash.idle_ns();
         let before = flash.stats().clone();
         let mut m = Mobius::empty(flash, o)?;
-        let g = m.flash.geometry().clone();
-        let ppb = g.pages_per_block as u64;
-        // 1. Global metadata: the newest sealed record of the two slots.
-        let mut best: Option<GmSeal> = None;
+        let seal = m.read_global_metadata(start)?;
+        let mut scan = m.scan_ala(start)?;
+        let res = m.resolve_transactions(&seal, &mut scan, start)?;
+        m.replay_mappings(&scan, &res.committed, start)?;
+        let chain = m.walk_newest_chain(&seal, &mut scan, start)?;
+        m.mark_written_blocks();
+        let end = m.write_resolution(&scan, &res, &chain, start)?;
+        m.ready_ns = end.max(m.flash.idle_ns());
+        m.last_arrival = start;
+        let mut r = RecoveryReport::measure(&m.flash, &before, start);
+        // Background: page validity for GC, from every translation page, issued once the
+        // device is ready (the reads occupy the chips after `ready_ns`, competing with the host).
+        let bg = m.flash.stats().clone();
+        let rebuild_reads = if m.validity_ready {
+            0.0
+        } else {
+            m.rebuild_validity(m.ready_ns)?;
+            m.flash.stats().since(&bg).total_reads() as f64
+        };
+        r.details = vec![
+            ("ala_pages_scanned".into(), scan.ala_pages as f64),
+            ("inodes".into(), scan.inodes.len() as f64),
+            ("verify_reads".into(), scan.verify_reads as f64),
+            ("chain_reads".into(), scan.chain_reads as f64),
+            ("tx_verified".into(), res.verified.len() as f64),
+            ("tx_rejected".into(), res.rejected.len() as f64),
+            ("validity_rebuild_reads".into(), rebuild_reads),
+            (
+                "validity_rebuild_ms".into(),
+                m.flash.idle_ns().saturating_sub(m.ready_ns) as f64 / 1e6,
+            ),
+        ];
+        Ok((m, r))
+    }
+
+    /// Step 1: the newest sealed GM record of the two slots, then the GTD it names.
+    fn read_global_metadata(&mut self, start: u64) -> Result<GmSeal, FtlError> {
+        let g = self.flash.geometry().clone();
         let mut oob = [0u8; OOB_BYTES as usize];
-        for blk in m.layout.gm {
+        let mut best: Option<GmSeal> = None;
+        for blk in self.layout.gm {
             for p in 0..g.pages_per_block {
-                let (st, _) = m
+                let (st, _) = self
                     .flash
                     .read(g.ppn(blk, p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
@@ -102,11 +160,11 @@ impl Mobius {
             }
         }
         let seal = best.ok_or_else(|| FtlError::Corrupt("no global metadata record".into()))?;
-        m.gm_seq = seal.gm_seq;
-        m.head = seal.ala_head;
+        self.gm_seq = seal.gm_seq;
+        self.head = seal.ala_head;
         let per = entries_per_page(g.page_bytes);
         for (i, &p) in seal.gtd_ppns.iter().enumerate() {
-            let (st, _) = m
+            let (st, _) = self
                 .flash
                 .read(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
@@ -116,28 +174,37 @@ impl Mobius {
             let (_, _, e) = decode_gtd(&b)
                 .ok_or_else(|| FtlError::Corrupt(format!("GTD chunk {i} damaged")))?;
             let s0 = i * per;
-            let s1 = (s0 + per).min(m.gtd.len());
-            m.gtd[s0..s1].copy_from_slice(&e[..s1 - s0]);
+            let s1 = (s0 + per).min(self.gtd.len());
+            self.gtd[s0..s1].copy_from_slice(&e[..s1 - s0]);
         }
-        // 2. Scan the active ALA to the first erased page.
+        Ok(seal)
+    }
+
+    /// Step 2: the active ALA from the head to its first inode not on flash whole (skipping a
+    /// hole an earlier recovery marked), then the tail and the ring's slots.
+    fn scan_ala(&mut self, start: u64) -> Result<Scan, FtlError> {
+        let ppb = self.flash.geometry().pages_per_block as u64;
+        let mut oob = [0u8; OOB_BYTES as usize];
         let mut scan = Scan {
             inodes: Vec::new(),
             verify_reads: 0,
             chain_reads: 0,
             ala_pages: 0,
+            tail_clean: true,
+            hole: None,
         };
-        let stripe = m.cfg.ala_stripe as u64;
-        let slot_pages = m.slot_pages();
-        let ring = m.layout.ala.len() as u64 * ppb;
-        let mut idx = m.head;
+        let stripe = self.cfg.ala_stripe as u64;
+        let slot_pages = self.slot_pages();
+        let ring = self.layout.ala.len() as u64 * ppb;
+        let mut idx = self.head;
         // `tail_clean`: the scan ended at a blank page with nothing programmed after it.
         let mut tail_clean = true;
         let mut round_up = false;
         // The hole this recovery leaves (the first inode not on flash whole), if any.
         let mut hole = None;
-        while idx - m.head < ring {
-            let (_, ppn) = m.ala_ppn(idx);
-            let (st, _) = m
+        while idx - self.head < ring {
+            let (_, ppn) = self.ala_ppn(idx);
+            let (st, _) = self
                 .flash
                 .read(ppn, &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
@@ -161,10 +228,10 @@ impl Mobius {
                 idx += 1;
                 continue;
             }
-            if erased && m.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)? {
+            if erased && self.ala_blank_after(idx, stripe, start, &mut scan.ala_pages)? {
                 break; // a clean end
             }
-            match m.skip_hole(idx, slot_pages, start, &mut scan.ala_pages)? {
+            match self.skip_hole(idx, slot_pages, start, &mut scan.ala_pages)? {
                 Some(marker) => {
                     idx = marker.ala_seq + 1;
                     scan.inodes.push(marker);
@@ -178,18 +245,31 @@ impl Mobius {
         if round_up {
             idx = idx.div_ceil(slot_pages) * slot_pages;
         }
-        m.tail = idx;
-        for s in 0..m.slots.len() {
-            m.slots[s] = SlotState::Stale;
+        self.tail = idx;
+        for s in 0..self.slots.len() {
+            self.slots[s] = SlotState::Stale;
         }
-        let mut b = m.head / slot_pages * slot_pages;
-        while b < m.tail {
-            let (slot, _) = m.ala_ppn(b);
-            m.slots[slot] = SlotState::InUse(b);
+        let mut b = self.head / slot_pages * slot_pages;
+        while b < self.tail {
+            let (slot, _) = self.ala_ppn(b);
+            self.slots[slot] = SlotState::InUse(b);
             b += slot_pages;
         }
-        m.ala_last_end = start;
-        // 3-4. DAG commit resolution.
+        self.ala_last_end = start;
+        scan.tail_clean = tail_clean;
+        scan.hole = hole;
+        Ok(scan)
+    }
+
+    /// Steps 3–4, DAG commit resolution (§III-C): flagged transactions commit, marked ones
+    /// abort, unflagged ones inside the S_max window are read and verified, and the ordering
+    /// cascade rejects every later unflagged transaction that overlaps a rejected one.
+    fn resolve_transactions(
+        &mut self,
+        seal: &GmSeal,
+        scan: &mut Scan,
+        start: u64,
+    ) -> Result<Resolution, FtlError> {
         // The S_max window counts inodes the device appended, not ALA indices: a hole a recovery
         // skipped (the rest of its slot) and the HoleSkip inode it wrote are not in it, or a
         // tx a first recovery verified would fall outside the window at the next one.
@@ -228,7 +308,7 @@ impl Mobius {
         let mut rejected: Vec<u32> = Vec::new();
         let mut cascade: FxHashSet<u32> = FxHashSet::default();
         let mut decided: FxHashSet<u32> = FxHashSet::default();
-        let s_max = m.cfg.s_max as u64;
+        let s_max = self.cfg.s_max as u64;
         for k in 0..scan.inodes.len() {
             let ino = &scan.inodes[k];
             if ino.kind() != InodeKind::Static || !decided.insert(ino.tx_id) {
@@ -253,26 +333,8 @@ impl Mobius {
                 rejected.push(id);
                 false
             } else {
-                let good = m.cfg.inject_bug == InjectBug::SkipVerify || {
-                    let mut good = true;
-                    for &(l, p) in &all_items {
-                        scan.verify_reads += 1;
-                        let (st, _) = m
-                            .flash
-                            .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
-                            .map_err(fe)?;
-                        let o = (st == PageState::Programmed)
-                            .then(|| PageOob::decode(&oob))
-                            .flatten();
-                        if !o.is_some_and(|o| {
-                            o.tx_id == id && o.lpn == l && o.kind == PageKind::Static
-                        }) {
-                            good = false;
-                            break;
-                        }
-                    }
-                    good
-                };
+                let good = self.cfg.inject_bug == InjectBug::SkipVerify
+                    || self.read_and_verify(id, &all_items, start, &mut scan.verify_reads)?;
                 if good {
                     verified.push(id);
                 } else {
@@ -285,35 +347,90 @@ impl Mobius {
                 committed.insert(id);
             }
         }
-        // 5. Replay committed mappings in ALA order (later wins).
+        Ok(Resolution {
+            committed,
+            verified,
+            rejected,
+            max_id,
+        })
+    }
+
+    /// Read-and-verify (§III-C): transaction `id` committed iff every page it maps is programmed
+    /// and its OOB names this transaction and the mapped LPN ([R]: the LPN too). Stops at the
+    /// first page that does not.
+    fn read_and_verify(
+        &mut self,
+        id: u32,
+        items: &[(u32, u32)],
+        start: u64,
+        reads: &mut u64,
+    ) -> Result<bool, FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for &(l, p) in items {
+            *reads += 1;
+            let (st, _) = self
+                .flash
+                .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
+                .map_err(fe)?;
+            let o = (st == PageState::Programmed)
+                .then(|| PageOob::decode(&oob))
+                .flatten();
+            if !o.is_some_and(|o| o.tx_id == id && o.lpn == l && o.kind == PageKind::Static) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Step 5: committed mappings replayed in ALA order (later wins), relocations only where the
+    /// mapping still names their source.
+    fn replay_mappings(
+        &mut self,
+        scan: &Scan,
+        committed: &FxHashSet<u32>,
+        start: u64,
+    ) -> Result<(), FtlError> {
         for k in 0..scan.inodes.len() {
             let kind = scan.inodes[k].kind();
             match kind {
                 InodeKind::Static if !committed.contains(&scan.inodes[k].tx_id) => {}
                 InodeKind::Static | InodeKind::NormalBatch | InodeKind::Dynamic => {
                     for &(l, p) in &scan.inodes[k].items {
-                        m.resident.insert(l, p);
+                        self.resident.insert(l, p);
                     }
                 }
                 InodeKind::GcReloc => {
                     for &(l, from, to) in &scan.inodes[k].relocs.clone() {
-                        let (cur, _) = m.lookup(l, start)?;
+                        let (cur, _) = self.lookup(l, start)?;
                         if cur == from {
-                            m.resident.insert(l, to);
+                            self.resident.insert(l, to);
                         }
                     }
                 }
                 _ => {}
             }
         }
-        // 6. The newest Head List chain.
+        Ok(())
+    }
+
+    /// Step 6: the newest Head List chain, walked from the head the last inode (or the seal)
+    /// announces; a normal-write chain is adopted page by page, a dynamic one only if closed.
+    fn walk_newest_chain(
+        &mut self,
+        seal: &GmSeal,
+        scan: &mut Scan,
+        start: u64,
+    ) -> Result<ChainFound, FtlError> {
+        let g = self.flash.geometry().clone();
+        let hole = scan.hole;
+        let mut oob = [0u8; OOB_BYTES as usize];
         let (head, chain_id) = scan
             .inodes
             .last()
             .map_or((seal.head_ppn, seal.chain_id), |i| (i.head_ppn, i.chain_id));
         // The HoleSkip inode that will precede this recovery's first inode names the same
         // chain, so that a later recovery that finds only it derives what this one did.
-        m.hole_marker = hole.map(|h| (h, head, chain_id));
+        self.hole_marker = hole.map(|h| (h, head, chain_id));
         let mut chain_pages: Vec<(u32, u32)> = Vec::new();
         let mut chain_kind = None;
         let mut closed = false;
@@ -322,7 +439,7 @@ impl Mobius {
             let mut pos = 0u32;
             while (pos as u64) < g.pages() as u64 {
                 scan.chain_reads += 1;
-                let (st, _) = m
+                let (st, _) = self
                     .flash
                     .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
@@ -359,84 +476,81 @@ impl Mobius {
         };
         if chain_result.is_some() {
             for &(l, p) in &chain_pages {
-                m.resident.insert(l, p);
+                self.resident.insert(l, p);
             }
         }
-        // 7. Block states from the write pointers (no reads). Page validity needs the whole
+        Ok(ChainFound {
+            id: chain_id,
+            pages: chain_pages,
+            result: chain_result,
+        })
+    }
+
+    /// Step 7: block states from the write pointers (no reads).
+    fn mark_written_blocks(&mut self) {
+        let g = self.flash.geometry().clone();
+        // Page validity needs the whole
         // mapping, i.e. every translation page: it is rebuilt after the device is ready
         // (below), or before a merge that recovery's own inodes trigger.
         for b in 0..g.blocks() {
             let blk = flash::BlockId(b);
-            if !m.layout.is_reserved(blk)
-                && (m.flash.write_pointer(blk) > 0 || m.flash.block_erase_torn(blk))
+            if !self.layout.is_reserved(blk)
+                && (self.flash.write_pointer(blk) > 0 || self.flash.block_erase_torn(blk))
             {
-                m.space.pool.mark_full(blk);
+                self.space.pool.mark_full(blk);
             }
         }
-        m.validity_ready = false;
-        // 8-9. New ids, a fresh chain head, and the resolution inodes.
-        m.next_tx_id = max_id + 1 + 1024;
-        m.chain_next = m
+        self.validity_ready = false;
+    }
+
+    /// Steps 8–9: fresh ids and chain head, the adopted chain's inode, then resolution inodes
+    /// (flags for verified transactions, marks for rejected ones) so that a repeated crash does
+    /// not verify again; after a hole, a merge that moves the head past it. Returns when the
+    /// last of them is on flash.
+    fn write_resolution(
+        &mut self,
+        scan: &Scan,
+        res: &Resolution,
+        chain: &ChainFound,
+        start: u64,
+    ) -> Result<u64, FtlError> {
+        self.next_tx_id = res.max_id + 1 + 1024;
+        self.chain_next = self
             .space
-            .allocate(S_CHAIN, &m.flash)
+            .allocate(S_CHAIN, &self.flash)
             .ok_or(FtlError::NoSpace)?
             .0;
-        m.pin(m.chain_next);
-        m.announced_id = m.next_tx_id;
-        m.next_tx_id += 1;
-        m.announce_written = false;
-        if let Some(kind) = chain_result {
-            for chunk in chain_pages.chunks(m.items_per_inode) {
-                let mut ino = m.blank_inode(kind);
-                ino.tx_id = chain_id;
+        self.pin(self.chain_next);
+        self.announced_id = self.next_tx_id;
+        self.next_tx_id += 1;
+        self.announce_written = false;
+        if let Some(kind) = chain.result {
+            for chunk in chain.pages.chunks(self.items_per_inode) {
+                let mut ino = self.blank_inode(kind);
+                ino.tx_id = chain.id;
                 ino.items = chunk.to_vec();
-                m.append_inode(ino, start)?;
+                self.append_inode(ino, start)?;
             }
         }
-        let mut res: Vec<u32> = verified.clone();
-        res.extend(rejected.iter().map(|id| id | ABORT_MARK));
+        let mut flags: Vec<u32> = res.verified.clone();
+        flags.extend(res.rejected.iter().map(|id| id | ABORT_MARK));
         let mut end;
         loop {
-            let take = res.len().min(MAX_FLAGS);
-            let mut ino = m.blank_inode(InodeKind::RecoveryResolution);
-            ino.commit_flags = res.drain(..take).collect();
-            end = m.append_inode(ino, start)?;
-            if res.is_empty() {
+            let take = flags.len().min(MAX_FLAGS);
+            let mut ino = self.blank_inode(InodeKind::RecoveryResolution);
+            ino.commit_flags = flags.drain(..take).collect();
+            end = self.append_inode(ino, start)?;
+            if flags.is_empty() {
                 break;
             }
         }
-        if !tail_clean {
+        if !scan.tail_clean {
             // The ALA now has a hole a later scan from this head would stop at: persist a head
             // past it (a merge writes the translation pages and a GM record) before the host
             // may write anything a later recovery must find.
-            m.merge(end, true)?;
-            end = end.max(m.gm_end);
+            self.merge(end, true)?;
+            end = end.max(self.gm_end);
         }
-        m.ready_ns = end.max(m.flash.idle_ns());
-        m.last_arrival = start;
-        let mut r = RecoveryReport::measure(&m.flash, &before, start);
-        // Background: page validity for GC, from every translation page, issued once the
-        // device is ready (the reads occupy the chips after `ready_ns`, competing with the host).
-        let bg = m.flash.stats().clone();
-        let rebuild_reads = if m.validity_ready {
-            0.0
-        } else {
-            m.rebuild_validity(m.ready_ns)?;
-            m.flash.stats().since(&bg).total_reads() as f64
-        };
-        r.details = vec![
-            ("ala_pages_scanned".into(), scan.ala_pages as f64),
-            ("inodes".into(), scan.inodes.len() as f64),
-            ("verify_reads".into(), scan.verify_reads as f64),
-            ("chain_reads".into(), scan.chain_reads as f64),
-            ("tx_verified".into(), verified.len() as f64),
-            ("tx_rejected".into(), rejected.len() as f64),
-            ("validity_rebuild_reads".into(), rebuild_reads),
-            (
-                "validity_rebuild_ms".into(),
-                m.flash.idle_ns().saturating_sub(m.ready_ns) as f64 / 1e6,
-            ),
-        ];
-        Ok((m, r))
+        Ok(end)
     }
 }
