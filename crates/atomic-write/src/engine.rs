@@ -199,6 +199,21 @@ fn reserved_blocks(g: &Geometry) -> u32 {
     2 + ftl::working_blocks(g, STREAMS, gc_low(g))
 }
 
+/// What recovery's scan of the log tail found (step 3).
+struct TailScan {
+    /// The blocks scanned, each from its first page to read.
+    blocks: Vec<(BlockId, u32)>,
+    /// Data and commit records found, with where.
+    found: Vec<(OobRecord, Ppn)>,
+    block_used: Vec<bool>,
+    /// Blocks whose first page was erased.
+    known_free: Vec<bool>,
+    in_scan_set: Vec<bool>,
+    pages_read: u64,
+    /// Zone-record pages read to learn the region.
+    zone_reads: u64,
+}
+
 impl Engine {
     fn build(flash: Flash, cfg: EngineConfig) -> Result<Engine, FtlError> {
         let g = flash.geometry().clone();
@@ -1008,17 +1023,50 @@ impl Engine {
         let start = flash.idle_ns();
         let before = flash.stats().clone();
         let mut e = Engine::build(flash, cfg)?;
-        let g = e.flash.geometry().clone();
+        let mut t = start;
+        let (root, ring_pages_read) = e.read_root_ring(start, &mut t)?;
+        let (tree_reads, t_map) = e.load_tree(&root, &mut t)?;
+        let mut scan = e.scan_tail_region(&root, t_map, &mut t)?;
+        let (tail_pages, applied) = e.resolve_tail(&root, &mut scan.found);
+        let unknown_empty = e.rebuild_validity(&mut scan)?;
+        let erased = e.erase_unneeded(unknown_empty, t)?;
+        e.last_root_end = t;
+        let root_end = e.flush_root(t, true)?;
+        e.barrier_ns = root_end;
+        e.make_room(root_end)?;
+        e.last_arrival = 0;
+        let mut report = RecoveryReport::measure(&e.flash, &before, start);
+        report.details = vec![
+            ("ring_pages_read".into(), ring_pages_read as f64),
+            (
+                "tree_pages_read".into(),
+                (tree_reads + scan.zone_reads) as f64,
+            ),
+            ("scan_blocks".into(), scan.blocks.len() as f64),
+            ("scan_pages_read".into(), scan.pages_read as f64),
+            ("tail_pages_found".into(), tail_pages as f64),
+            ("tail_pages_applied".into(), applied as f64),
+            ("blocks_erased".into(), erased as f64),
+        ];
+        Ok((e, report))
+    }
+
+    /// Recovery step 1: the newest root in the root ring whose page decodes (the ring is read
+    /// OOB by OOB to find the roots and how far each block is written). Advances `t`; returns
+    /// the root and the ring's OOB reads.
+    fn read_root_ring(&mut self, start: u64, t: &mut u64) -> Result<(Root, u64), FtlError> {
+        let g = self.flash.geometry().clone();
+        let reads_before = self.flash.stats().total_reads();
         let mut oob = [0u8; OOB_BYTES as usize];
-        // 1. Root ring.
         let mut roots = Vec::new();
         let mut used = [0u32; 2];
-        let mut t = start;
-        for (i, &b) in e.ring.iter().enumerate() {
+        for (i, &b) in self.ring.iter().enumerate() {
             for p in 0..g.pages_per_block {
                 let ppn = g.ppn(b, p);
-                let (st, span) = e.flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-                t = t.max(span.end_ns);
+                let (st, span) = self
+                    .flash
+                    .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                *t = (*t).max(span.end_ns);
                 match st {
                     PageState::Erased => break,
                     PageState::Torn => used[i] = p + 1,
@@ -1031,12 +1079,12 @@ impl Engine {
                 }
             }
         }
-        let ring_pages_read = e.flash.stats().since(&before).total_reads();
+        let ring_reads = self.flash.stats().total_reads() - reads_before;
         roots.sort_by_key(|r| std::cmp::Reverse(r.0));
         let mut found = None;
         for &(seq, ppn, i) in &roots {
-            let (st, span) = e.flash.read(ppn, &mut oob, t, OpCause::Recovery)?;
-            t = t.max(span.end_ns);
+            let (st, span) = self.flash.read(ppn, &mut oob, *t, OpCause::Recovery)?;
+            *t = (*t).max(span.end_ns);
             if let ReadStatus::Data(Content::Bytes(b)) = st {
                 if let Some(r) = Root::decode(&b).filter(|r| r.root_seq == seq) {
                     found = Some((r, i));
@@ -1046,57 +1094,72 @@ impl Engine {
         }
         let (root, ring_i) =
             found.ok_or_else(|| FtlError::Corrupt("no valid root in the root ring".into()))?;
-        e.ring_cur = ring_i;
-        e.ring_next = used[ring_i];
-        e.root_seq = root.root_seq;
-        if root.gtd.len() != e.gpage.len() {
+        self.ring_cur = ring_i;
+        self.ring_next = used[ring_i];
+        self.root_seq = root.root_seq;
+        if root.gtd.len() != self.gpage.len() {
             return Err(FtlError::Corrupt(format!(
                 "root names {} GTD pages, this geometry needs {}",
                 root.gtd.len(),
-                e.gpage.len()
+                self.gpage.len()
             )));
         }
-        // 2. The tree.
+        Ok((root, ring_reads))
+    }
+
+    /// Recovery step 2: the mapping tree the root names (GTD pages, then translation pages).
+    /// Returns the pages read and the instant the translation pages were issued at.
+    fn load_tree(&mut self, root: &Root, t: &mut u64) -> Result<(u64, u64), FtlError> {
         let mut tree_reads = 0u64;
-        let t_tree = t;
+        let t_tree = *t;
         for (gi, p) in root.gtd.iter().enumerate() {
-            e.gpage[gi] = p.0;
+            self.gpage[gi] = p.0;
             if p.0 == NONE {
                 continue;
             }
-            let entries = e.read_meta(*p, KIND_GTD, t_tree, &mut t)?;
+            let entries = self.read_meta(*p, KIND_GTD, t_tree, t)?;
             tree_reads += 1;
-            let lo = gi * e.entries as usize;
+            let lo = gi * self.entries as usize;
             for (k, &tp) in entries.iter().enumerate() {
-                if lo + k < e.tpage.len() {
-                    e.tpage[lo + k] = tp;
+                if lo + k < self.tpage.len() {
+                    self.tpage[lo + k] = tp;
                 }
             }
         }
-        let t_map = t;
-        for tv in 0..e.tpage.len() {
-            let p = e.tpage[tv];
+        let t_map = *t;
+        for tv in 0..self.tpage.len() {
+            let p = self.tpage[tv];
             if p == NONE {
                 continue;
             }
-            let entries = e.read_meta(Ppn(p), KIND_TRANSLATION, t_map, &mut t)?;
+            let entries = self.read_meta(Ppn(p), KIND_TRANSLATION, t_map, t)?;
             tree_reads += 1;
-            let lo = tv * e.entries as usize;
+            let lo = tv * self.entries as usize;
             for (k, &dp) in entries.iter().enumerate() {
-                if lo + k < e.map.len() {
-                    e.map[lo + k] = dp;
+                if lo + k < self.map.len() {
+                    self.map[lo + k] = dp;
                 }
             }
         }
-        // 3. Scan the log tail (the region is in the root or in its zone record).
+        Ok((tree_reads, t_map))
+    }
+
+    /// The region the log tail may occupy: in the root, or in the zone record it names.
+    fn tail_region(
+        &mut self,
+        root: &Root,
+        t_map: u64,
+        t: &mut u64,
+    ) -> Result<(Root, u64), FtlError> {
         let mut region = root.clone();
+        let mut reads = 0;
         if !root.zone.is_empty() {
             let mut bytes = Vec::new();
             for (k, &p) in root.zone.iter().enumerate() {
                 let mut oob = [0u8; OOB_BYTES as usize];
-                let (st, span) = e.flash.read(p, &mut oob, t_map, OpCause::Recovery)?;
-                t = t.max(span.end_ns);
-                tree_reads += 1;
+                let (st, span) = self.flash.read(p, &mut oob, t_map, OpCause::Recovery)?;
+                *t = (*t).max(span.end_ns);
+                reads += 1;
                 let rec =
                     OobRecord::decode(&oob).filter(|r| r.kind == KIND_ZONE && r.id == k as u32);
                 match (st, rec) {
@@ -1111,124 +1174,160 @@ impl Engine {
                         )))
                     }
                 }
-                e.space.validity.set_valid(p, OWNER_ZONE | k as u32);
-                e.zone_pages.push(p.0);
+                self.space.validity.set_valid(p, OWNER_ZONE | k as u32);
+                self.zone_pages.push(p.0);
             }
             let list = Root::decode(&bytes)
                 .ok_or_else(|| FtlError::Corrupt("zone record does not decode".into()))?;
             region.scan = list.scan;
             region.window = list.window;
         }
-        let mut scan_blocks: Vec<(BlockId, u32)> = region.scan.clone();
-        scan_blocks.extend(region.window.iter().map(|&b| (b, 0)));
-        let mut scanned = Vec::new();
-        let mut block_used = vec![false; g.blocks() as usize];
-        let mut known_free = vec![false; g.blocks() as usize];
-        let mut in_scan_set = vec![false; g.blocks() as usize];
-        let mut pages_scanned = 0u64;
-        let t_scan = t;
-        for &(b, from) in &scan_blocks {
-            if !g.contains_block(b) || e.ring.contains(&b) {
+        Ok((region, reads))
+    }
+
+    /// Recovery step 3: the OOB scan of the tail region, block by block up to the first erased
+    /// page, collecting data and commit records and which blocks are in use or seen empty.
+    fn scan_tail_region(
+        &mut self,
+        root: &Root,
+        t_map: u64,
+        t: &mut u64,
+    ) -> Result<TailScan, FtlError> {
+        let g = self.flash.geometry().clone();
+        let (region, zone_reads) = self.tail_region(root, t_map, t)?;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut scan = TailScan {
+            blocks: region.scan.clone(),
+            found: Vec::new(),
+            block_used: vec![false; g.blocks() as usize],
+            known_free: vec![false; g.blocks() as usize],
+            in_scan_set: vec![false; g.blocks() as usize],
+            pages_read: 0,
+            zone_reads,
+        };
+        scan.blocks.extend(region.window.iter().map(|&b| (b, 0)));
+        let t_scan = *t;
+        for &(b, from) in &scan.blocks {
+            if !g.contains_block(b) || self.ring.contains(&b) {
                 return Err(FtlError::Corrupt(format!("root names impossible {b}")));
             }
-            in_scan_set[b.0 as usize] = true;
+            scan.in_scan_set[b.0 as usize] = true;
             if from > 0 {
-                block_used[b.0 as usize] = true;
+                scan.block_used[b.0 as usize] = true;
             }
             for p in from..g.pages_per_block {
                 let ppn = g.ppn(b, p);
-                let (st, span) = e.flash.read_oob(ppn, &mut oob, t_scan, OpCause::Recovery)?;
-                pages_scanned += 1;
-                t = t.max(span.end_ns);
+                let (st, span) = self
+                    .flash
+                    .read_oob(ppn, &mut oob, t_scan, OpCause::Recovery)?;
+                scan.pages_read += 1;
+                *t = (*t).max(span.end_ns);
                 match st {
                     PageState::Erased => {
                         if p == 0 {
-                            known_free[b.0 as usize] = true;
+                            scan.known_free[b.0 as usize] = true;
                         }
                         break;
                     }
-                    PageState::Torn => block_used[b.0 as usize] = true,
+                    PageState::Torn => scan.block_used[b.0 as usize] = true,
                     PageState::Programmed => {
-                        block_used[b.0 as usize] = true;
+                        scan.block_used[b.0 as usize] = true;
                         if let Some(r) = OobRecord::decode(&oob) {
                             if r.kind == KIND_DATA || r.kind == KIND_COMMIT {
                                 let bi = b.0 as usize;
-                                e.max_seq[bi] = e.max_seq[bi].max(r.seq);
-                                scanned.push((r, ppn));
+                                self.max_seq[bi] = self.max_seq[bi].max(r.seq);
+                                scan.found.push((r, ppn));
                             }
                         }
                     }
                 }
             }
         }
-        // 4. Resolve the tail.
+        Ok(scan)
+    }
+
+    /// Recovery step 4: the tail resolved by the scheme's commit rule and applied to the map.
+    /// Returns (tail pages found, pages applied).
+    fn resolve_tail(&mut self, root: &Root, scanned: &mut Vec<(OobRecord, Ppn)>) -> (usize, usize) {
         let tail = root.tail_seq;
         let mut next_seq = root.next_seq;
         let mut next_tx = root.next_tx;
-        for (r, _) in &scanned {
+        for (r, _) in scanned.iter() {
             next_seq = next_seq.max(r.seq + 1);
             next_tx = next_tx.max(r.tx.saturating_add(1));
         }
-        let applied = resolve(e.cfg.scheme, tail, &mut scanned, e.logical);
+        let applied = resolve(self.cfg.scheme, tail, scanned, self.logical);
         let tail_pages = scanned.iter().filter(|(r, _)| r.seq >= tail).count();
         for &(lpn, ppn) in &applied {
-            e.map[lpn as usize] = ppn.0;
-            let tv = e.tvpn(lpn);
-            e.tdirty[tv] = true;
+            self.map[lpn as usize] = ppn.0;
+            let tv = self.tvpn(lpn);
+            self.tdirty[tv] = true;
         }
-        e.next_seq = next_seq;
-        e.next_tx = next_tx;
-        // 5. Validity and block states.
-        for (lpn, &p) in e.map.iter().enumerate() {
+        self.next_seq = next_seq;
+        self.next_tx = next_tx;
+        (tail_pages, applied.len())
+    }
+
+    /// Recovery step 5: page validity from the map and the tree, and block states. Free blocks
+    /// are not recorded: any block not seen erased in the scan is taken as used. Returns the
+    /// used blocks nothing can need (outside the scan set, no live page).
+    fn rebuild_validity(&mut self, scan: &mut TailScan) -> Result<Vec<BlockId>, FtlError> {
+        let g = self.flash.geometry().clone();
+        let block_used = &mut scan.block_used;
+        for (lpn, &p) in self.map.iter().enumerate() {
             if p != NONE {
-                if e.space.validity.is_valid(Ppn(p)) || !g.contains_ppn(Ppn(p)) {
+                if self.space.validity.is_valid(Ppn(p)) || !g.contains_ppn(Ppn(p)) {
                     return Err(FtlError::Corrupt(format!(
                         "{p} mapped twice or out of range"
                     )));
                 }
-                e.space.validity.set_valid(Ppn(p), lpn as u32);
+                self.space.validity.set_valid(Ppn(p), lpn as u32);
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }
-        for (tv, &p) in e.tpage.iter().enumerate() {
+        for (tv, &p) in self.tpage.iter().enumerate() {
             if p != NONE {
-                e.space
+                self.space
                     .validity
                     .set_valid(Ppn(p), OWNER_TRANSLATION | tv as u32);
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }
-        for (gi, &p) in e.gpage.iter().enumerate() {
+        for (gi, &p) in self.gpage.iter().enumerate() {
             if p != NONE {
-                e.space.validity.set_valid(Ppn(p), OWNER_GTD | gi as u32);
+                self.space.validity.set_valid(Ppn(p), OWNER_GTD | gi as u32);
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }
-        for &p in &e.zone_pages {
+        for &p in &self.zone_pages {
             block_used[g.block_of(Ppn(p)).0 as usize] = true;
         }
-        // Free blocks are not recorded: any block not seen erased in the window is treated as
-        // used, and the 0-valid ones are erased before reuse.
         let mut unknown_empty = Vec::new();
         for b in 0..g.blocks() {
             let blk = BlockId(b);
-            if e.ring.contains(&blk) || (known_free[b as usize] && !block_used[b as usize]) {
+            if self.ring.contains(&blk) || (scan.known_free[b as usize] && !block_used[b as usize])
+            {
                 continue;
             }
-            e.space.pool.mark_full(blk);
-            e.space.validity.index_block(blk);
-            if !in_scan_set[b as usize] && e.space.validity.valid_count(blk) == 0 {
+            self.space.pool.mark_full(blk);
+            self.space.validity.index_block(blk);
+            if !scan.in_scan_set[b as usize] && self.space.validity.valid_count(blk) == 0 {
                 unknown_empty.push(blk);
             }
         }
-        // 6. Make room for the recovery root: erase blocks nothing can need (outside the scan set,
-        // no live page), spread over chips.
+        Ok(unknown_empty)
+    }
+
+    /// Recovery step 6: room for the recovery root: erases blocks nothing can need, spread over
+    /// the chips, up to GC's low-water mark. Returns how many.
+    fn erase_unneeded(&mut self, mut unknown_empty: Vec<BlockId>, t: u64) -> Result<u64, FtlError> {
+        let g = self.flash.geometry().clone();
         unknown_empty.sort_by_key(|b| (b.0 % g.chips(), b.0));
         let low = gc_low(&g) as usize;
         let mut erased = 0u64;
         let mut per_chip = vec![0usize; g.chips() as usize];
         for b in unknown_empty {
-            if e.space.pool.free_blocks() as usize >= low {
+            if self.space.pool.free_blocks() as usize >= low {
                 break;
             }
             let c = g.chip_of_block(b).0 as usize;
@@ -1236,30 +1335,15 @@ impl Engine {
                 continue;
             }
             per_chip[c] += 1;
-            e.space.validity.unindex_block(b);
-            let span = e.flash.erase(b, t, OpCause::Recovery)?;
-            e.erase_end_ns = e.erase_end_ns.max(span.end_ns);
-            e.space.validity.erased(b);
-            e.space.pool.release(b);
-            e.max_seq[b.0 as usize] = 0;
+            self.space.validity.unindex_block(b);
+            let span = self.flash.erase(b, t, OpCause::Recovery)?;
+            self.erase_end_ns = self.erase_end_ns.max(span.end_ns);
+            self.space.validity.erased(b);
+            self.space.pool.release(b);
+            self.max_seq[b.0 as usize] = 0;
             erased += 1;
         }
-        e.last_root_end = t;
-        let root_end = e.flush_root(t, true)?;
-        e.barrier_ns = root_end;
-        e.make_room(root_end)?;
-        e.last_arrival = 0;
-        let mut report = RecoveryReport::measure(&e.flash, &before, start);
-        report.details = vec![
-            ("ring_pages_read".into(), ring_pages_read as f64),
-            ("tree_pages_read".into(), tree_reads as f64),
-            ("scan_blocks".into(), scan_blocks.len() as f64),
-            ("scan_pages_read".into(), pages_scanned as f64),
-            ("tail_pages_found".into(), tail_pages as f64),
-            ("tail_pages_applied".into(), applied.len() as f64),
-            ("blocks_erased".into(), erased as f64),
-        ];
-        Ok((e, report))
+        Ok(erased)
     }
 
     fn read_meta(
