@@ -930,7 +930,7 @@ impl BlockDevice for Optr {
     }
 }
 
-/// Five-phase recovery (§3.5).
+/// Five-phase recovery (§3.5), each phase a named step below.
 pub fn recover(
     flash: Flash,
     o: &DesignOptions,
@@ -938,46 +938,101 @@ pub fn recover(
     let before = flash.stats().clone();
     let start = flash.idle_ns();
     let mut d = Optr::blank(flash, o)?;
-    let g = d.flash.geometry().clone();
-    let mut oob = vec![0u8; OOB_BYTES as usize];
-    let read_bytes =
-        |d: &mut Optr, ppn: Ppn, oob: &mut Vec<u8>| -> Result<Option<Box<[u8]>>, FtlError> {
-            let (st, _) = d.flash.read(ppn, oob, start, OpCause::Recovery)?;
-            Ok(match st {
-                ReadStatus::Data(Content::Bytes(b)) => Some(b),
-                _ => None,
-            })
-        };
-    // Phase 1: the newest full checkpoint whose seal and every L2P chunk are intact.
-    let mut best: Option<(usize, Seal)> = None;
-    for slot in 0..2 {
-        let ppn = d.layout.slot_page(&g, slot, d.layout.l2p_pages);
-        let Some(seal) = read_bytes(&mut d, ppn, &mut oob)?.and_then(|b| decode_seal(&b)) else {
-            continue;
-        };
-        if !seal.full
-            || best
-                .as_ref()
-                .is_some_and(|(_, s)| s.generation >= seal.generation)
-        {
-            continue;
-        }
-        best = Some((slot, seal));
+    let (mut seal, have_full) = d.load_full_checkpoint(start)?;
+    let mut records = Vec::new();
+    if have_full {
+        records = d.apply_incremental_checkpoints(&mut seal, start)?;
     }
-    let mut seal = Seal {
-        generation: 0,
-        latest_wid: 0,
-        checkpoint_seq: 0,
-        full: true,
-        pointers: Vec::new(),
-    };
-    let have_full = best.is_some();
-    if let Some((slot, s)) = best {
-        for k in 0..d.layout.l2p_pages {
-            let ppn = d.layout.slot_page(&g, slot, k);
-            let b = read_bytes(&mut d, ppn, &mut oob)?;
+    let generation = seal.generation;
+    let mut pages = d.walk_streams(&seal, start)?;
+    pages.retain(|p| p.0 > seal.latest_wid && p.2 < d.logical);
+    records.retain(|r| r.0.earlier > seal.latest_wid);
+    // Phase 4: the optimal recovery point.
+    let counted: Vec<(u64, u32)> = pages.iter().map(|p| (p.0, p.1)).collect();
+    let wid_inc = first_incomplete(seal.latest_wid, &counted, &records);
+    let coalescing: Vec<Coalescing> = records.iter().map(|r| r.0).collect();
+    let bound = algorithm1(wid_inc, &coalescing);
+    d.apply_below(&mut pages, bound);
+    let max_seen = pages
+        .iter()
+        .map(|p| p.0)
+        .chain(records.iter().map(|r| r.0.later))
+        .max()
+        .unwrap_or(0);
+    d.next_wid = seal.latest_wid.max(max_seen) + 1;
+    d.seal_wid = seal.latest_wid;
+    d.generation = generation;
+    d.rebuild_space()?;
+    // Crash after recovery (decision O2): seal what was recovered with fresh stream blocks.
+    let now = d.flash.idle_ns();
+    d.inc_last_end = now;
+    d.full_checkpoint(now)?;
+    let mut report = RecoveryReport::measure(&d.flash, &before, start);
+    report.details = vec![
+        ("post_checkpoint_pages".into(), pages.len() as f64),
+        ("coalescing_records".into(), records.len() as f64),
+        ("recovered_below_wid".into(), bound as f64),
+    ];
+    Ok((Box::new(d), report))
+}
+
+/// A page found by recovery's stream walk: (wid, request size, lpn, where).
+type FoundPage = (u64, u32, u32, Ppn);
+
+impl Optr {
+    /// A metadata page's bytes, if it reads back as data.
+    fn read_meta_bytes(
+        &mut self,
+        ppn: Ppn,
+        oob: &mut Vec<u8>,
+        start: u64,
+    ) -> Result<Option<Box<[u8]>>, FtlError> {
+        let (st, _) = self.flash.read(ppn, oob, start, OpCause::Recovery)?;
+        Ok(match st {
+            ReadStatus::Data(Content::Bytes(b)) => Some(b),
+            _ => None,
+        })
+    }
+
+    /// Recovery phase 1: the newest full checkpoint whose seal and every L2P chunk are intact,
+    /// loaded into the L2P table. Returns its seal (an empty one if there is none) and whether
+    /// there was one.
+    fn load_full_checkpoint(&mut self, start: u64) -> Result<(Seal, bool), FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let mut best: Option<(usize, Seal)> = None;
+        for slot in 0..2 {
+            let ppn = self.layout.slot_page(&g, slot, self.layout.l2p_pages);
+            let Some(seal) = self
+                .read_meta_bytes(ppn, &mut oob, start)?
+                .and_then(|b| decode_seal(&b))
+            else {
+                continue;
+            };
+            if !seal.full
+                || best
+                    .as_ref()
+                    .is_some_and(|(_, s)| s.generation >= seal.generation)
+            {
+                continue;
+            }
+            best = Some((slot, seal));
+        }
+        let Some((slot, s)) = best else {
+            let empty = Seal {
+                generation: 0,
+                latest_wid: 0,
+                checkpoint_seq: 0,
+                full: true,
+                pointers: Vec::new(),
+            };
+            return Ok((empty, false));
+        };
+        for k in 0..self.layout.l2p_pages {
+            let ppn = self.layout.slot_page(&g, slot, k);
+            let b = self.read_meta_bytes(ppn, &mut oob, start)?;
             let Some((gen, pairs)) =
-                b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, d.layout.l2p_per_page))
+                b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, self.layout.l2p_per_page))
             else {
                 return Err(FtlError::Corrupt(format!(
                     "full checkpoint chunk {k} unreadable"
@@ -989,22 +1044,30 @@ pub fn recover(
                 )));
             }
             for (l, p) in pairs {
-                if l < d.logical {
-                    d.l2p[l as usize] = Ppn(p);
+                if l < self.logical {
+                    self.l2p[l as usize] = Ppn(p);
                 }
             }
         }
-        d.cur_slot = slot;
-        seal = s;
+        self.cur_slot = slot;
+        Ok((s, true))
     }
-    // Phase 2: incremental checkpoints (and coalescing records) of the same generation, in log order.
-    let mut pending_diff: Vec<(u32, u32)> = Vec::new();
-    let mut records: Vec<(Coalescing, u32)> = Vec::new();
-    let cap = d.layout.inc.len() as u32 * g.pages_per_block;
-    if have_full {
+
+    /// Recovery phase 2: the incremental checkpoints of the same generation, in log order: each
+    /// sealed diff applied (the seal it ends with becomes `seal`), coalescing records collected.
+    fn apply_incremental_checkpoints(
+        &mut self,
+        seal: &mut Seal,
+        start: u64,
+    ) -> Result<Vec<(Coalescing, u32)>, FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let mut pending_diff: Vec<(u32, u32)> = Vec::new();
+        let mut records: Vec<(Coalescing, u32)> = Vec::new();
+        let cap = self.layout.inc.len() as u32 * g.pages_per_block;
         for pos in 0..cap {
-            let ppn = d.layout.inc_page(&g, pos);
-            let Some(b) = read_bytes(&mut d, ppn, &mut oob)? else {
+            let ppn = self.layout.inc_page(&g, pos);
+            let Some(b) = self.read_meta_bytes(ppn, &mut oob, start)? else {
                 break;
             };
             let Some(po) = PageOob::decode(&oob) else {
@@ -1023,11 +1086,11 @@ pub fn recover(
                 PageKind::Seal => {
                     let Some(s) = decode_seal(&b) else { break };
                     for (l, p) in pending_diff.drain(..) {
-                        if l < d.logical {
-                            d.l2p[l as usize] = Ppn(p);
+                        if l < self.logical {
+                            self.l2p[l as usize] = Ppn(p);
                         }
                     }
-                    seal = s;
+                    *seal = s;
                 }
                 PageKind::Records => {
                     let Some((_, r)) = decode_records(&b) else {
@@ -1038,101 +1101,93 @@ pub fn recover(
                 _ => break,
             }
         }
+        Ok(records)
     }
-    let generation = seal.generation;
-    // Phase 3: walk every stream from its sealed pointer.
-    let mut pages: Vec<(u64, u32, u32, Ppn)> = Vec::new();
-    let data_max = g.pages_per_block - 1;
-    for &p in &seal.pointers {
-        let mut at = p;
-        let mut hops = 0;
-        while at != NONE && hops <= g.blocks() {
-            hops += 1;
-            let block = g.block_of(Ppn(at));
-            let off = g.page_in_block(Ppn(at));
-            let sum = read_bytes(&mut d, g.ppn(block, data_max), &mut oob)?
-                .and_then(|b| decode_summary(&b));
-            if let Some((entries, next)) = sum {
-                for o in off..data_max {
-                    let e = entries[o as usize];
-                    pages.push((e.wid, e.size, e.lpn, g.ppn(block, o)));
-                }
-                at = if next == NONE {
-                    NONE
-                } else {
-                    g.first_page(BlockId(next)).0
-                };
-                continue;
-            }
-            for o in off..data_max {
-                let ppn = g.ppn(block, o);
-                let (st, _) = d.flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-                if st != PageState::Programmed {
-                    break;
-                }
-                match PageOob::decode(&oob) {
-                    Some(po) if po.kind == PageKind::Data && !po.relocated => {
-                        pages.push((po.wid, po.size, po.lpn, ppn))
+
+    /// Recovery phase 3: every stream walked from its sealed pointer, block by block (a block's
+    /// summary if present, else OOBs up to the first page not programmed).
+    fn walk_streams(&mut self, seal: &Seal, start: u64) -> Result<Vec<FoundPage>, FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let mut pages: Vec<FoundPage> = Vec::new();
+        let data_max = g.pages_per_block - 1;
+        for &p in &seal.pointers {
+            let mut at = p;
+            let mut hops = 0;
+            while at != NONE && hops <= g.blocks() {
+                hops += 1;
+                let block = g.block_of(Ppn(at));
+                let off = g.page_in_block(Ppn(at));
+                let sum = self
+                    .read_meta_bytes(g.ppn(block, data_max), &mut oob, start)?
+                    .and_then(|b| decode_summary(&b));
+                if let Some((entries, next)) = sum {
+                    for o in off..data_max {
+                        let e = entries[o as usize];
+                        pages.push((e.wid, e.size, e.lpn, g.ppn(block, o)));
                     }
-                    _ => break,
+                    at = if next == NONE {
+                        NONE
+                    } else {
+                        g.first_page(BlockId(next)).0
+                    };
+                    continue;
                 }
+                for o in off..data_max {
+                    let ppn = g.ppn(block, o);
+                    let (st, _) = self
+                        .flash
+                        .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                    if st != PageState::Programmed {
+                        break;
+                    }
+                    match PageOob::decode(&oob) {
+                        Some(po) if po.kind == PageKind::Data && !po.relocated => {
+                            pages.push((po.wid, po.size, po.lpn, ppn))
+                        }
+                        _ => break,
+                    }
+                }
+                break;
             }
-            break;
         }
+        Ok(pages)
     }
-    pages.retain(|p| p.0 > seal.latest_wid && p.2 < d.logical);
-    records.retain(|r| r.0.earlier > seal.latest_wid);
-    // Phase 4: the optimal recovery point.
-    let counted: Vec<(u64, u32)> = pages.iter().map(|p| (p.0, p.1)).collect();
-    let wid_inc = first_incomplete(seal.latest_wid, &counted, &records);
-    let coalescing: Vec<Coalescing> = records.iter().map(|r| r.0).collect();
-    let bound = algorithm1(wid_inc, &coalescing);
-    // Phase 5: apply requests below the bound in wid order.
-    pages.sort_by_key(|p| p.0);
-    for &(wid, _, lpn, ppn) in &pages {
-        if wid < bound {
-            d.l2p[lpn as usize] = ppn;
-        }
-    }
-    let max_seen = pages
-        .iter()
-        .map(|p| p.0)
-        .chain(records.iter().map(|r| r.0.later))
-        .max()
-        .unwrap_or(0);
-    d.next_wid = seal.latest_wid.max(max_seen) + 1;
-    d.seal_wid = seal.latest_wid;
-    d.generation = generation;
-    for (lpn, &p) in d.l2p.iter().enumerate() {
-        if !p.is_none() {
-            if d.layout.is_reserved(g.block_of(p)) {
-                return Err(FtlError::Corrupt(format!(
-                    "lpn {lpn} maps into a reserved block"
-                )));
+
+    /// Recovery phase 5: the pages of requests below `bound` applied in wid order.
+    fn apply_below(&mut self, pages: &mut [FoundPage], bound: u64) {
+        pages.sort_by_key(|p| p.0);
+        for &(wid, _, lpn, ppn) in pages.iter() {
+            if wid < bound {
+                self.l2p[lpn as usize] = ppn;
             }
-            d.validity.set_valid(p, lpn as u32);
         }
     }
-    for b in 0..g.blocks() {
-        let block = BlockId(b);
-        if !d.layout.is_reserved(block)
-            && (d.flash.write_pointer(block) > 0 || d.flash.block_erase_torn(block))
-        {
-            d.pool.mark_full(block);
-            d.validity.index_block(block);
+
+    /// After recovery: page validity from the L2P table and every written block full.
+    fn rebuild_space(&mut self) -> Result<(), FtlError> {
+        let g = self.flash.geometry().clone();
+        for (lpn, &p) in self.l2p.iter().enumerate() {
+            if !p.is_none() {
+                if self.layout.is_reserved(g.block_of(p)) {
+                    return Err(FtlError::Corrupt(format!(
+                        "lpn {lpn} maps into a reserved block"
+                    )));
+                }
+                self.validity.set_valid(p, lpn as u32);
+            }
         }
+        for b in 0..g.blocks() {
+            let block = BlockId(b);
+            if !self.layout.is_reserved(block)
+                && (self.flash.write_pointer(block) > 0 || self.flash.block_erase_torn(block))
+            {
+                self.pool.mark_full(block);
+                self.validity.index_block(block);
+            }
+        }
+        Ok(())
     }
-    // Crash after recovery (decision O2): seal what was recovered with fresh stream blocks.
-    let now = d.flash.idle_ns();
-    d.inc_last_end = now;
-    d.full_checkpoint(now)?;
-    let mut report = RecoveryReport::measure(&d.flash, &before, start);
-    report.details = vec![
-        ("post_checkpoint_pages".into(), pages.len() as f64),
-        ("coalescing_records".into(), records.len() as f64),
-        ("recovered_below_wid".into(), bound as f64),
-    ];
-    Ok((Box::new(d), report))
 }
 
 #[cfg(test)]
