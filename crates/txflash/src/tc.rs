@@ -684,89 +684,52 @@ impl TxFlashTc {
         Ok(())
     }
 
-    /// Rebuilds the device from flash alone (TxFlash §3.1; [R] where noted).
+    /// Rebuilds the device from flash alone (TxFlash §3.1; [R] where noted): every block read
+    /// through its summary page (or page by page when open), then the committed versions.
     pub fn recover(
         mut flash: Flash,
         o: &DesignOptions,
     ) -> Result<(TxFlashTc, RecoveryReport), FtlError> {
         let before = flash.stats().clone();
         let start = flash.idle_ns();
-        let g = flash.geometry().clone();
-        let ppb = g.pages_per_block;
-        let mut found: Vec<(Ppn, Oob)> = Vec::new();
-        let mut used = vec![false; g.blocks() as usize];
-        let mut torn_erases = Vec::new();
-        let mut summaries = 0u64;
-        let mut scanned = 0u64;
-        let mut oob = [0u8; OOB_BYTES as usize];
-        for b in 0..g.blocks() {
-            let block = BlockId(b);
-            if flash.block_erase_torn(block) {
-                torn_erases.push(block);
-                continue;
-            }
-            let last = g.ppn(block, ppb - 1);
-            let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
-            if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
-                if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Summary) {
-                    if let Some(entries) = format::decode_summary(bytes, b) {
-                        summaries += 1;
-                        used[b as usize] = true;
-                        for (k, e) in entries.into_iter().enumerate() {
-                            if let Some(r) = e {
-                                found.push((g.ppn(block, k as u32), r));
-                            }
-                        }
-                        continue;
-                    }
-                }
-            }
-            if !matches!(status, ReadStatus::Erased) {
-                used[b as usize] = true;
-            }
-            // An open block (or a damaged summary): page by page to the first blank.
-            for k in 0..ppb - 1 {
-                let ppn = g.ppn(block, k);
-                let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-                scanned += 1;
-                match state {
-                    PageState::Erased => break,
-                    PageState::Torn => used[b as usize] = true,
-                    PageState::Programmed => {
-                        used[b as usize] = true;
-                        if let Some(r) = Oob::decode(&oob) {
-                            found.push((ppn, r));
-                        }
-                    }
-                }
-            }
-        }
-        for block in torn_erases {
+        let scan = scan_blocks(&mut flash, start)?;
+        for &block in &scan.torn_erases {
             flash.erase(block, start, OpCause::Recovery)?;
         }
         let mut dev = TxFlashTc::empty(flash, o)?;
-        let logical = dev.logical as u64;
-        // Committed transactions (duplicates after a GC crash: the lowest PPN wins [R],
-        // docs/txflash.md "Recovery").
-        let mut commit_at: FxHashMap<u32, Ppn> = FxHashMap::default();
-        let mut max_txid = 0u32;
-        for (ppn, r) in &found {
-            max_txid = max_txid.max(r.txid);
-            if r.kind == Kind::Commit {
-                let e = commit_at.entry(r.txid).or_insert(*ppn);
-                if ppn.0 < e.0 {
-                    *e = *ppn;
-                }
-            }
-        }
-        // Per page: the highest committed version (lowest PPN among duplicates).
-        let mut best: Vec<(u32, u32, u32)> = vec![(0, NONE, NONE); dev.logical as usize];
-        for (ppn, r) in &found {
+        let (commit_at, max_txid) = committed_transactions(&scan.found);
+        let best = dev.newest_committed_versions(&scan.found, &commit_at);
+        dev.install_recovered(&scan.used, &best, &commit_at);
+        dev.next_txid = max_txid + 1;
+        dev.last_arrival = dev.flash.idle_ns();
+        let mut report = RecoveryReport::measure(&dev.flash, &before, start);
+        report
+            .details
+            .push(("summary_pages_read".into(), scan.summaries as f64));
+        report
+            .details
+            .push(("pages_scanned".into(), scan.scanned as f64));
+        report
+            .details
+            .push(("records_found".into(), scan.found.len() as f64));
+        Ok((dev, report))
+    }
+
+    /// Per page, the highest committed version (lowest PPN among duplicates): (version, ppn,
+    /// transaction or NONE for a single-page write). Raises the version high-water marks.
+    fn newest_committed_versions(
+        &mut self,
+        found: &[(Ppn, Oob)],
+        commit_at: &FxHashMap<u32, Ppn>,
+    ) -> Vec<(u32, u32, u32)> {
+        let logical = self.logical as u64;
+        let mut best: Vec<(u32, u32, u32)> = vec![(0, NONE, NONE); self.logical as usize];
+        for (ppn, r) in found {
             if !matches!(r.kind, Kind::Data | Kind::Tombstone) || r.lpn >= logical {
                 continue;
             }
             let i = r.lpn as usize;
-            dev.version[i] = dev.version[i].max(r.version);
+            self.version[i] = self.version[i].max(r.version);
             let committed = r.single() || commit_at.contains_key(&r.txid);
             if !committed {
                 continue;
@@ -776,9 +739,21 @@ impl TxFlashTc {
                 best[i] = (r.version, ppn.0, if r.single() { NONE } else { r.txid });
             }
         }
-        for b in 0..g.blocks() {
+        best
+    }
+
+    /// The recovered mapping, its commit records (live while a page they cover is) and the
+    /// block states.
+    fn install_recovered(
+        &mut self,
+        used: &[bool],
+        best: &[(u32, u32, u32)],
+        commit_at: &FxHashMap<u32, Ppn>,
+    ) {
+        let blocks = self.flash.geometry().blocks();
+        for b in 0..blocks {
             if used[b as usize] {
-                dev.space.pool.mark_full(BlockId(b));
+                self.space.pool.mark_full(BlockId(b));
             }
         }
         let mut live: FxHashMap<u32, u32> = FxHashMap::default();
@@ -786,18 +761,18 @@ impl TxFlashTc {
             if p == NONE {
                 continue;
             }
-            dev.map[i] = p;
-            dev.map_tx[i] = t;
-            dev.space.validity.set_valid(Ppn(p), i as u32);
+            self.map[i] = p;
+            self.map_tx[i] = t;
+            self.space.validity.set_valid(Ppn(p), i as u32);
             if t != NONE {
                 *live.entry(t).or_default() += 1;
             }
         }
         for (t, n) in live {
             let ppn = commit_at[&t];
-            let rec = dev.new_rec(Rec::Commit { txid: t });
-            dev.space.validity.set_valid(ppn, dev.logical + rec);
-            dev.commits.insert(
+            let rec = self.new_rec(Rec::Commit { txid: t });
+            self.space.validity.set_valid(ppn, self.logical + rec);
+            self.commits.insert(
                 t,
                 CommitLive {
                     ppn,
@@ -807,25 +782,97 @@ impl TxFlashTc {
                 },
             );
         }
-        for b in 0..g.blocks() {
+        for b in 0..blocks {
             if used[b as usize] {
-                dev.space.validity.index_block(BlockId(b));
+                self.space.validity.index_block(BlockId(b));
             }
         }
-        dev.next_txid = max_txid + 1;
-        dev.last_arrival = dev.flash.idle_ns();
-        let mut report = RecoveryReport::measure(&dev.flash, &before, start);
-        report
-            .details
-            .push(("summary_pages_read".into(), summaries as f64));
-        report
-            .details
-            .push(("pages_scanned".into(), scanned as f64));
-        report
-            .details
-            .push(("records_found".into(), found.len() as f64));
-        Ok((dev, report))
     }
+}
+
+/// What recovery's scan of every block found.
+struct BlockScan {
+    /// Every record found, with where.
+    found: Vec<(Ppn, Oob)>,
+    used: Vec<bool>,
+    /// Blocks an interrupted erase left unreadable (erased again before use).
+    torn_erases: Vec<BlockId>,
+    summaries: u64,
+    scanned: u64,
+}
+
+/// Every block: its summary page if the block is full and the summary intact, else its pages
+/// one by one to the first blank (an open block or a damaged summary).
+fn scan_blocks(flash: &mut Flash, start: u64) -> Result<BlockScan, FtlError> {
+    let g = flash.geometry().clone();
+    let ppb = g.pages_per_block;
+    let mut scan = BlockScan {
+        found: Vec::new(),
+        used: vec![false; g.blocks() as usize],
+        torn_erases: Vec::new(),
+        summaries: 0,
+        scanned: 0,
+    };
+    let mut oob = [0u8; OOB_BYTES as usize];
+    for b in 0..g.blocks() {
+        let block = BlockId(b);
+        if flash.block_erase_torn(block) {
+            scan.torn_erases.push(block);
+            continue;
+        }
+        let last = g.ppn(block, ppb - 1);
+        let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
+        if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
+            if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Summary) {
+                if let Some(entries) = format::decode_summary(bytes, b) {
+                    scan.summaries += 1;
+                    scan.used[b as usize] = true;
+                    for (k, e) in entries.into_iter().enumerate() {
+                        if let Some(r) = e {
+                            scan.found.push((g.ppn(block, k as u32), r));
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
+        if !matches!(status, ReadStatus::Erased) {
+            scan.used[b as usize] = true;
+        }
+        for k in 0..ppb - 1 {
+            let ppn = g.ppn(block, k);
+            let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+            scan.scanned += 1;
+            match state {
+                PageState::Erased => break,
+                PageState::Torn => scan.used[b as usize] = true,
+                PageState::Programmed => {
+                    scan.used[b as usize] = true;
+                    if let Some(r) = Oob::decode(&oob) {
+                        scan.found.push((ppn, r));
+                    }
+                }
+            }
+        }
+    }
+    Ok(scan)
+}
+
+/// Committed transactions: those with a commit record on flash, at its lowest PPN among
+/// duplicates after a GC crash ([R], docs/txflash.md "Recovery"); and the largest id seen.
+fn committed_transactions(found: &[(Ppn, Oob)]) -> (FxHashMap<u32, Ppn>, u32) {
+    let mut commit_at: FxHashMap<u32, Ppn> = FxHashMap::default();
+    let mut max_txid = 0u32;
+    for (ppn, r) in found {
+        max_txid = max_txid.max(r.txid);
+        if r.kind == Kind::Commit {
+            let e = commit_at.entry(r.txid).or_insert(*ppn);
+            if ppn.0 < e.0 {
+                *e = *ppn;
+            }
+        }
+    }
+    (commit_at, max_txid)
 }
 
 impl Pending {
