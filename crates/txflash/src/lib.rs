@@ -15,6 +15,7 @@
 
 pub mod cyclic;
 pub mod format;
+mod summary_scan;
 pub mod tc;
 
 pub use cyclic::TxFlashCyclic;

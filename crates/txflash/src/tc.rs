@@ -13,7 +13,7 @@
 //! blocks that were open, page by page.
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
-use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
     FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, SwriteMode, Transactional,
@@ -692,10 +692,17 @@ impl TxFlashTc {
     ) -> Result<(TxFlashTc, RecoveryReport), FtlError> {
         let before = flash.stats().clone();
         let start = flash.idle_ns();
-        let scan = scan_blocks(&mut flash, start)?;
-        for &block in &scan.torn_erases {
-            flash.erase(block, start, OpCause::Recovery)?;
-        }
+        let scan = crate::summary_scan::scan_blocks(
+            &mut flash,
+            start,
+            &crate::summary_scan::RecordFormat {
+                oob_bytes: OOB_BYTES as usize,
+                decode_oob: &Oob::decode,
+                is_summary: &|r: &Oob| r.kind == Kind::Summary,
+                decode_summary: &format::decode_summary,
+                keep: &|_: &Oob| true,
+            },
+        )?;
         let mut dev = TxFlashTc::empty(flash, o)?;
         let (commit_at, max_txid) = committed_transactions(&scan.found);
         let best = dev.newest_committed_versions(&scan.found, &commit_at);
@@ -788,74 +795,6 @@ impl TxFlashTc {
             }
         }
     }
-}
-
-/// What recovery's scan of every block found.
-struct BlockScan {
-    /// Every record found, with where.
-    found: Vec<(Ppn, Oob)>,
-    used: Vec<bool>,
-    /// Blocks an interrupted erase left unreadable (erased again before use).
-    torn_erases: Vec<BlockId>,
-    summaries: u64,
-    scanned: u64,
-}
-
-/// Every block: its summary page if the block is full and the summary intact, else its pages
-/// one by one to the first blank (an open block or a damaged summary).
-fn scan_blocks(flash: &mut Flash, start: u64) -> Result<BlockScan, FtlError> {
-    let g = flash.geometry().clone();
-    let ppb = g.pages_per_block;
-    let mut scan = BlockScan {
-        found: Vec::new(),
-        used: vec![false; g.blocks() as usize],
-        torn_erases: Vec::new(),
-        summaries: 0,
-        scanned: 0,
-    };
-    let mut oob = [0u8; OOB_BYTES as usize];
-    for b in 0..g.blocks() {
-        let block = BlockId(b);
-        if flash.block_erase_torn(block) {
-            scan.torn_erases.push(block);
-            continue;
-        }
-        let last = g.ppn(block, ppb - 1);
-        let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
-        if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
-            if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Summary) {
-                if let Some(entries) = format::decode_summary(bytes, b) {
-                    scan.summaries += 1;
-                    scan.used[b as usize] = true;
-                    for (k, e) in entries.into_iter().enumerate() {
-                        if let Some(r) = e {
-                            scan.found.push((g.ppn(block, k as u32), r));
-                        }
-                    }
-                    continue;
-                }
-            }
-        }
-        if !matches!(status, ReadStatus::Erased) {
-            scan.used[b as usize] = true;
-        }
-        for k in 0..ppb - 1 {
-            let ppn = g.ppn(block, k);
-            let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-            scan.scanned += 1;
-            match state {
-                PageState::Erased => break,
-                PageState::Torn => scan.used[b as usize] = true,
-                PageState::Programmed => {
-                    scan.used[b as usize] = true;
-                    if let Some(r) = Oob::decode(&oob) {
-                        scan.found.push((ppn, r));
-                    }
-                }
-            }
-        }
-    }
-    Ok(scan)
 }
 
 /// Committed transactions: those with a commit record on flash, at its lowest PPN among

@@ -17,76 +17,27 @@
 use super::classify::{self, Record, Status};
 use super::format::{self, CyclicOob, Kind, Protocol, Version, MAX_OOB_BYTES};
 use super::{Rec, TxFlashCyclic, NONE};
-use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
+use flash::{BlockId, Flash, Ppn};
 use ftl::{DesignOptions, FtlError, RecoveryReport};
 use rustc_hash::FxHashMap;
 
-/// What the scan of step 1 found.
-struct Scan {
-    found: Vec<(Ppn, CyclicOob)>,
-    used: Vec<bool>,
-    summaries: u64,
-    scanned: u64,
-}
-
-fn scan(flash: &mut Flash, protocol: Protocol, start: u64) -> Result<Scan, FtlError> {
-    let g = flash.geometry().clone();
-    let ppb = g.pages_per_block;
-    let mut s = Scan {
-        found: Vec::new(),
-        used: vec![false; g.blocks() as usize],
-        summaries: 0,
-        scanned: 0,
-    };
-    let mut torn_erases = Vec::new();
-    let mut oob = [0u8; MAX_OOB_BYTES];
-    for b in 0..g.blocks() {
-        let block = BlockId(b);
-        if flash.block_erase_torn(block) {
-            torn_erases.push(block);
-            continue;
-        }
-        let last = g.ppn(block, ppb - 1);
-        let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
-        if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
-            if CyclicOob::decode(protocol, &oob).is_some_and(|r| r.kind == Kind::Summary) {
-                if let Some(entries) = format::decode_summary(bytes, b) {
-                    s.summaries += 1;
-                    s.used[b as usize] = true;
-                    for (k, e) in entries.into_iter().enumerate() {
-                        if let Some(r) = e.filter(|r| r.kind != Kind::Summary) {
-                            s.found.push((g.ppn(block, k as u32), r));
-                        }
-                    }
-                    continue;
-                }
-            }
-        }
-        if !matches!(status, ReadStatus::Erased) {
-            s.used[b as usize] = true;
-        }
-        for k in 0..ppb - 1 {
-            let ppn = g.ppn(block, k);
-            let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-            s.scanned += 1;
-            match state {
-                PageState::Erased => break,
-                PageState::Torn => s.used[b as usize] = true,
-                PageState::Programmed => {
-                    s.used[b as usize] = true;
-                    if let Some(r) = CyclicOob::decode(protocol, &oob) {
-                        if r.kind != Kind::Summary {
-                            s.found.push((ppn, r));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    for block in torn_erases {
-        flash.erase(block, start, OpCause::Recovery)?;
-    }
-    Ok(s)
+/// Step 1, the scan both protocols share ([`crate::summary_scan`]), with the cyclic records.
+fn scan(
+    flash: &mut Flash,
+    protocol: Protocol,
+    start: u64,
+) -> Result<crate::summary_scan::BlockScan<CyclicOob>, FtlError> {
+    crate::summary_scan::scan_blocks(
+        flash,
+        start,
+        &crate::summary_scan::RecordFormat {
+            oob_bytes: MAX_OOB_BYTES,
+            decode_oob: &|b: &[u8]| CyclicOob::decode(protocol, b),
+            is_summary: &|r: &CyclicOob| r.kind == Kind::Summary,
+            decode_summary: &format::decode_summary,
+            keep: &|r: &CyclicOob| r.kind != Kind::Summary,
+        },
+    )
 }
 
 impl TxFlashCyclic {

@@ -1,0 +1,94 @@
+//! The recovery scan both commit protocols share (TxFlash §4.1: "the simulator also writes a
+//! per-block summary page"): every block read through its summary page when it is full and the
+//! summary intact, else page by page to the first blank (an open block or a damaged summary);
+//! blocks an interrupted erase left unreadable are erased again. The protocols differ only in
+//! their record formats, given as functions.
+
+use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
+use ftl::FtlError;
+
+/// What the scan found.
+pub(crate) struct BlockScan<R> {
+    /// Every record kept, with where.
+    pub found: Vec<(Ppn, R)>,
+    /// Blocks holding anything (programmed or torn pages).
+    pub used: Vec<bool>,
+    pub summaries: u64,
+    pub scanned: u64,
+}
+
+/// How a protocol's records read.
+pub(crate) struct RecordFormat<'a, R> {
+    /// Bytes of OOB a record takes.
+    pub oob_bytes: usize,
+    /// A page's OOB record.
+    pub decode_oob: &'a dyn Fn(&[u8]) -> Option<R>,
+    /// Is this OOB record a summary page's?
+    pub is_summary: &'a dyn Fn(&R) -> bool,
+    /// A summary page's entries (block number given for its check).
+    pub decode_summary: &'a dyn Fn(&[u8], u32) -> Option<Vec<Option<R>>>,
+    /// Records worth keeping.
+    pub keep: &'a dyn Fn(&R) -> bool,
+}
+
+pub(crate) fn scan_blocks<R>(
+    flash: &mut Flash,
+    start: u64,
+    format: &RecordFormat<'_, R>,
+) -> Result<BlockScan<R>, FtlError> {
+    let g = flash.geometry().clone();
+    let ppb = g.pages_per_block;
+    let mut s = BlockScan {
+        found: Vec::new(),
+        used: vec![false; g.blocks() as usize],
+        summaries: 0,
+        scanned: 0,
+    };
+    let mut torn_erases = Vec::new();
+    let mut oob = vec![0u8; format.oob_bytes];
+    for b in 0..g.blocks() {
+        let block = BlockId(b);
+        if flash.block_erase_torn(block) {
+            torn_erases.push(block);
+            continue;
+        }
+        let last = g.ppn(block, ppb - 1);
+        let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
+        if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
+            if (format.decode_oob)(&oob).is_some_and(|r| (format.is_summary)(&r)) {
+                if let Some(entries) = (format.decode_summary)(bytes, b) {
+                    s.summaries += 1;
+                    s.used[b as usize] = true;
+                    for (k, e) in entries.into_iter().enumerate() {
+                        if let Some(r) = e.filter(|r| (format.keep)(r)) {
+                            s.found.push((g.ppn(block, k as u32), r));
+                        }
+                    }
+                    continue;
+                }
+            }
+        }
+        if !matches!(status, ReadStatus::Erased) {
+            s.used[b as usize] = true;
+        }
+        for k in 0..ppb - 1 {
+            let ppn = g.ppn(block, k);
+            let (state, _) = flash.read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+            s.scanned += 1;
+            match state {
+                PageState::Erased => break,
+                PageState::Torn => s.used[b as usize] = true,
+                PageState::Programmed => {
+                    s.used[b as usize] = true;
+                    if let Some(r) = (format.decode_oob)(&oob).filter(|r| (format.keep)(r)) {
+                        s.found.push((ppn, r));
+                    }
+                }
+            }
+        }
+    }
+    for block in torn_erases {
+        flash.erase(block, start, OpCause::Recovery)?;
+    }
+    Ok(s)
+}
