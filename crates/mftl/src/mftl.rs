@@ -1857,29 +1857,7 @@ impl Mobius {
         arrival: u64,
     ) -> Result<TxCompletion, FtlError> {
         check_range(lpn, 1, self.logical)?;
-        let running = self
-            .chain
-            .as_ref()
-            .filter(|c| c.kind == PageKind::Dynamic)
-            .map(|c| c.uuid);
-        match flag {
-            DwriteFlag::Head | DwriteFlag::Single => {
-                if let Some(r) = running {
-                    return Err(FtlError::DynamicTxRunning(r));
-                }
-                if uuid.0 == 0 {
-                    return Err(FtlError::ReservedTx(uuid));
-                }
-                if self.used_uuids.contains(&uuid) {
-                    return Err(FtlError::DuplicateTx(uuid));
-                }
-            }
-            DwriteFlag::Body | DwriteFlag::Rear => match running {
-                None => return Err(FtlError::NoDynamicTx),
-                Some(r) if r != uuid => return Err(FtlError::UnknownTx(uuid)),
-                _ => {}
-            },
-        }
+        self.check_dwrite(uuid, flag)?;
         let now = self.arrive(arrival, true)?;
         self.advance(now)?;
         let mut nb = now;
@@ -1921,7 +1899,48 @@ impl Mobius {
                 durable_ns: None,
             });
         }
-        // REAR: the ring is closed; write the Dynamic inode, ack when it is on flash.
+        let end = self.commit_dynamic(uuid, now)?;
+        Ok(TxCompletion {
+            arrival_ns: arrival,
+            ack_ns: end,
+            durable_ns: Some(end),
+        })
+    }
+
+    /// Whether DWRITE `flag` of `uuid` may run: HEAD/Single only with no dynamic tx running and
+    /// a fresh, non-zero uuid; BODY/REAR only for the running one (one dynamic tx at a time,
+    /// §III-G).
+    fn check_dwrite(&self, uuid: TxUuid, flag: DwriteFlag) -> Result<(), FtlError> {
+        let running = self
+            .chain
+            .as_ref()
+            .filter(|c| c.kind == PageKind::Dynamic)
+            .map(|c| c.uuid);
+        match flag {
+            DwriteFlag::Head | DwriteFlag::Single => {
+                if let Some(r) = running {
+                    return Err(FtlError::DynamicTxRunning(r));
+                }
+                if uuid.0 == 0 {
+                    return Err(FtlError::ReservedTx(uuid));
+                }
+                if self.used_uuids.contains(&uuid) {
+                    return Err(FtlError::DuplicateTx(uuid));
+                }
+            }
+            DwriteFlag::Body | DwriteFlag::Rear => match running {
+                None => return Err(FtlError::NoDynamicTx),
+                Some(r) if r != uuid => return Err(FtlError::UnknownTx(uuid)),
+                _ => {}
+            },
+        }
+        Ok(())
+    }
+
+    /// REAR closed the ring of the running dynamic tx: its Dynamic inode is written (the ack is
+    /// when it is on flash, returned), its pages unpinned and the pages it superseded (the
+    /// pre-tx ones and pages rewritten inside the tx) invalidated from then on (§III-D).
+    fn commit_dynamic(&mut self, uuid: TxUuid, now: u64) -> Result<u64, FtlError> {
         let c = self.chain.take().unwrap();
         self.settle_dynamic_supersessions(true);
         self.new_announcement()?;
@@ -1961,11 +1980,7 @@ impl Mobius {
         }
         self.committed += 1;
         self.maybe_merge(now)?;
-        Ok(TxCompletion {
-            arrival_ns: arrival,
-            ack_ns: end,
-            durable_ns: Some(end),
-        })
+        Ok(end)
     }
 
     fn abort_dynamic(&mut self, now: u64, arrival: u64) -> Result<Completion, FtlError> {
