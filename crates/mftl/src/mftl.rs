@@ -1315,7 +1315,6 @@ impl Mobius {
             return Ok(());
         }
         self.merges += 1;
-        let pb = self.flash.geometry().page_bytes;
         // Uncommitted dynamic mappings stay out of the translation pages.
         let undo: FxHashMap<u32, u32> = self
             .chain
@@ -1336,7 +1335,6 @@ impl Mobius {
         // The translation pages name the folded pages: not on flash before those are.
         end = end.max(self.resident_durable_by);
         self.map_seq += 1;
-        let per = entries_per_page(pb);
         let mut tp_end = end;
         debug_assert!(self.superseded_tps.is_empty());
         for tp in dirty {
@@ -1345,38 +1343,8 @@ impl Mobius {
             if self.space.pool.free_blocks() <= 1 {
                 self.gc_if_needed(at)?;
             }
-            let ppn = self.alloc(S_MAP)?;
-            let s0 = tp * per;
-            let s1 = (s0 + per).min(self.logical as usize);
-            let bytes = encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb);
-            let oob = PageOob {
-                tx_id: 0,
-                lpn: tp as u32,
-                next: NO_PPN,
-                seq: self.map_seq,
-                kind: PageKind::Translation,
-            }
-            .encode();
-            let s = self
-                .flash
-                .program(
-                    Ppn(ppn),
-                    &Content::Bytes(bytes),
-                    &oob,
-                    end,
-                    OpCause::Mapping,
-                )
-                .map_err(err_flash)?;
-            tp_end = tp_end.max(s.end_ns);
+            tp_end = tp_end.max(self.write_translation_page(tp, end)?);
             self.merge_tp_end = tp_end;
-            self.space
-                .validity
-                .set_valid(Ppn(ppn), TP_OWNER | tp as u32);
-            if self.gtd[tp] != NO_PPN {
-                self.superseded_tps.push(self.gtd[tp]);
-            }
-            self.gtd[tp] = ppn;
-            self.touch_tp(tp);
         }
         self.head = new_head;
         let gm = self.write_gm(tp_end)?;
@@ -1402,6 +1370,45 @@ impl Mobius {
             }
         }
         Ok(())
+    }
+
+    /// Programs translation page `tp` from the mapping (after `not_before`) at a fresh place
+    /// and points the GTD at it; the old copy is superseded once the merge's GM record is on
+    /// flash. Returns the program's end.
+    fn write_translation_page(&mut self, tp: usize, not_before: u64) -> Result<u64, FtlError> {
+        let pb = self.flash.geometry().page_bytes;
+        let per = entries_per_page(pb);
+        let ppn = self.alloc(S_MAP)?;
+        let s0 = tp * per;
+        let s1 = (s0 + per).min(self.logical as usize);
+        let bytes = encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb);
+        let oob = PageOob {
+            tx_id: 0,
+            lpn: tp as u32,
+            next: NO_PPN,
+            seq: self.map_seq,
+            kind: PageKind::Translation,
+        }
+        .encode();
+        let s = self
+            .flash
+            .program(
+                Ppn(ppn),
+                &Content::Bytes(bytes),
+                &oob,
+                not_before,
+                OpCause::Mapping,
+            )
+            .map_err(err_flash)?;
+        self.space
+            .validity
+            .set_valid(Ppn(ppn), TP_OWNER | tp as u32);
+        if self.gtd[tp] != NO_PPN {
+            self.superseded_tps.push(self.gtd[tp]);
+        }
+        self.gtd[tp] = ppn;
+        self.touch_tp(tp);
+        Ok(s.end_ns)
     }
 
     fn maybe_merge(&mut self, at: u64) -> Result<(), FtlError> {
