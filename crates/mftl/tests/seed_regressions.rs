@@ -113,3 +113,23 @@ fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
     };
     crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
 }
+
+/// Seed 9500176 with a striped ALA (`ala_stripe=4`, trim-heavy shape at 80 % fill on `small`),
+/// second life after a torn cut at 268,139,599 ns: the next recovery met a hole and went on from
+/// the next slot; preparing that slot merges early when the slot after it is still in use, the
+/// merge appended an inode, and preparing the slot again for that inode (the tail had not moved)
+/// found it "in use" and took the ring for full: recovery failed with "device full". A slot
+/// already prepared for the current tail is now left as it is.
+#[test]
+fn a_slot_prepared_for_the_tail_is_not_taken_for_a_full_ring() {
+    let small = flash::DeviceConfig::preset("small").expect("small preset");
+    let mut w = trim_heavy(0.8);
+    w.queue_depth = 16;
+    let mut cfg = crashtest::testing::config(small, mftl::spec(), w, 9500176, true);
+    cfg.options = DesignOptions::default().with("ala_stripe", 4);
+    let cut = crashtest::second_life::FirstCut {
+        instant_ns: 268_139_599,
+        torn: true,
+    };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}
