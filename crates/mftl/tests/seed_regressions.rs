@@ -32,6 +32,26 @@ fn large_tx(fill: f64, queue_depth: u32) -> WorkloadSpec {
     w
 }
 
+/// The `small` preset.
+fn small() -> flash::DeviceConfig {
+    flash::DeviceConfig::preset("small").expect("small preset")
+}
+
+/// The soak's second life of `seed` after the first cut `(instant, torn)`, with the ALA striped
+/// over `stripe` chips, 2,000 torn points: no violation.
+fn second_life(
+    device: flash::DeviceConfig,
+    w: WorkloadSpec,
+    seed: u64,
+    stripe: u32,
+    (instant_ns, torn): (u64, bool),
+) {
+    let mut cfg = crashtest::testing::config(device, mftl::spec(), w, seed, true);
+    cfg.options = DesignOptions::default().with("ala_stripe", stripe);
+    let cut = crashtest::second_life::FirstCut { instant_ns, torn };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}
+
 /// The soak's trim-heavy shape: one request in five a trim, queue depth 16.
 fn trim_heavy(fill: f64) -> WorkloadSpec {
     let mut w = txmix(fill, 16);
@@ -85,13 +105,13 @@ fn a_merge_no_longer_maps_a_normal_write_before_its_page_is_on_flash() {
 /// (`static_durable`), dropped ones included.
 #[test]
 fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_flash() {
-    let cfg =
-        crashtest::testing::config(wide_device(), mftl::spec(), trim_heavy(0.9), 9500104, true);
-    let cut = crashtest::second_life::FirstCut {
-        instant_ns: 142_979_000,
-        torn: false,
-    };
-    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+    second_life(
+        wide_device(),
+        trim_heavy(0.9),
+        9500104,
+        1,
+        (142_979_000, false),
+    );
 }
 
 /// Seed 9600005 with a striped ALA (`ala_stripe=4`; large-tx shape: txmix, 64-page requests,
@@ -104,14 +124,7 @@ fn a_dynamic_transaction_no_longer_commits_before_an_earlier_async_swrite_is_on_
 /// the inodes the device appended (skipped indices and HoleSkip inodes are not among them).
 #[test]
 fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
-    let small = flash::DeviceConfig::preset("small").expect("small preset");
-    let mut cfg = crashtest::testing::config(small, mftl::spec(), large_tx(0.5, 1), 9600005, true);
-    cfg.options = DesignOptions::default().with("ala_stripe", 4);
-    let cut = crashtest::second_life::FirstCut {
-        instant_ns: 967_913_999,
-        torn: true,
-    };
-    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+    second_life(small(), large_tx(0.5, 1), 9600005, 4, (967_913_999, true));
 }
 
 /// Seed 9500176 with a striped ALA (`ala_stripe=4`, trim-heavy shape at 80 % fill on `small`),
@@ -122,14 +135,5 @@ fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
 /// already prepared for the current tail is now left as it is.
 #[test]
 fn a_slot_prepared_for_the_tail_is_not_taken_for_a_full_ring() {
-    let small = flash::DeviceConfig::preset("small").expect("small preset");
-    let mut w = trim_heavy(0.8);
-    w.queue_depth = 16;
-    let mut cfg = crashtest::testing::config(small, mftl::spec(), w, 9500176, true);
-    cfg.options = DesignOptions::default().with("ala_stripe", 4);
-    let cut = crashtest::second_life::FirstCut {
-        instant_ns: 268_139_599,
-        torn: true,
-    };
-    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+    second_life(small(), trim_heavy(0.8), 9500176, 4, (268_139_599, true));
 }
