@@ -1248,7 +1248,7 @@ impl Engine {
 
     /// Recovery step 4: the tail resolved by the scheme's commit rule and applied to the map.
     /// Returns (tail pages found, pages applied).
-    fn resolve_tail(&mut self, root: &Root, scanned: &mut Vec<(OobRecord, Ppn)>) -> (usize, usize) {
+    fn resolve_tail(&mut self, root: &Root, scanned: &mut [(OobRecord, Ppn)]) -> (usize, usize) {
         let tail = root.tail_seq;
         let mut next_seq = root.next_seq;
         let mut next_tx = root.next_tx;

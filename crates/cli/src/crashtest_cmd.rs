@@ -350,7 +350,7 @@ fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
         return Ok(crate::designs::all());
     }
     name.split(',')
-        .map(|n| Ok(crate::designs::find(n.trim())?))
+        .map(|n| crate::designs::find(n.trim()))
         .collect()
 }
 

@@ -183,10 +183,15 @@ impl Zone {
 
     /// Möbius's active ALA fill against its merge threshold: (inodes, threshold).
     fn active_ala(&self) -> Result<(f64, f64), String> {
-        Ok((
-            metric(self.dev.as_ref(), "ala_active_inodes")?,
-            metric(self.dev.as_ref(), "ala_active_limit")?,
-        ))
+        // One metrics call: it scans the whole device.
+        let m = self.dev.metrics();
+        let get = |k: &str| {
+            m.iter()
+                .find(|(n, _)| n == k)
+                .map(|x| x.1)
+                .ok_or_else(|| format!("{} reports no metric {k}", self.dev.design()))
+        };
+        Ok((get("ala_active_inodes")?, get("ala_active_limit")?))
     }
 
     /// Commits until Möbius's active ALA is within two inodes of `fraction` of its merge
@@ -208,9 +213,13 @@ impl Zone {
 
     /// Commits until Möbius's active ALA has just been merged (its fill dropped).
     fn start_merge_cycle(&mut self) -> Result<(), String> {
-        let (mut last, _) = self.active_ala()?;
+        let (mut last, limit) = self.active_ala()?;
         loop {
-            self.commit_one()?;
+            // Each transaction appends one or two inodes, so half the room left can be committed
+            // before looking again without reaching the threshold; near it, one at a time.
+            for _ in 0..((limit - last - 2.0) / 2.0).max(1.0) as u64 {
+                self.commit_one()?;
+            }
             let (active, _) = self.active_ala()?;
             if active < last {
                 return Ok(());

@@ -237,7 +237,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::to_value(results.iter().map(|(_, _, r)| r).collect::<Vec<_>>())
             .unwrap_or_default(),
         skipped,
-        host: host(ctx).ok(),
+        host: Some(jasmine),
     }
 }
 

@@ -340,14 +340,14 @@ pub fn soak_options(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> DesignO
 
 /// The design parameters a cell ran with beyond the soak's own (`k=v,...`; empty: none).
 fn extra_params(cfg: &SoakConfig, options: &DesignOptions) -> String {
-    let mut extra: Vec<String> = options
+    // `params` is a BTreeMap: already in key order.
+    options
         .params
         .iter()
         .filter(|(k, _)| !cfg.options.params.contains_key(*k))
         .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    extra.sort();
-    extra.join(",")
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {

@@ -984,7 +984,7 @@ impl Optr {
     fn read_meta_bytes(
         &mut self,
         ppn: Ppn,
-        oob: &mut Vec<u8>,
+        oob: &mut [u8],
         start: u64,
     ) -> Result<Option<Box<[u8]>>, FtlError> {
         let (st, _) = self.flash.read(ppn, oob, start, OpCause::Recovery)?;

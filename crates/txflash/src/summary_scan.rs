@@ -17,6 +17,9 @@ pub(crate) struct BlockScan<R> {
     pub scanned: u64,
 }
 
+/// A summary page's entries, decoded (block number given for its check).
+pub(crate) type SummaryDecoder<R> = dyn Fn(&[u8], u32) -> Option<Vec<Option<R>>>;
+
 /// How a protocol's records read.
 pub(crate) struct RecordFormat<'a, R> {
     /// Bytes of OOB a record takes.
@@ -26,7 +29,7 @@ pub(crate) struct RecordFormat<'a, R> {
     /// Is this OOB record a summary page's?
     pub is_summary: &'a dyn Fn(&R) -> bool,
     /// A summary page's entries (block number given for its check).
-    pub decode_summary: &'a dyn Fn(&[u8], u32) -> Option<Vec<Option<R>>>,
+    pub decode_summary: &'a SummaryDecoder<R>,
     /// Records worth keeping.
     pub keep: &'a dyn Fn(&R) -> bool,
 }
