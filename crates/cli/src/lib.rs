@@ -10,6 +10,7 @@ pub mod device_args;
 pub mod info;
 pub mod nbd_backend;
 pub mod nvmfs_cmd;
+pub mod power_cut;
 pub mod progress;
 pub mod python;
 pub mod replay;

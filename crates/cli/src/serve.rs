@@ -6,13 +6,15 @@
 
 use crate::device_args::DeviceArgs;
 use crate::nbd_backend::FtlBackend;
+use crate::power_cut::{self, ServedBackend, WriteCut};
 use clap::Args;
-use flash::{FileStore, Flash};
+use flash::Flash;
 use ftl::DesignOptions;
 use nbd::server::{Server, ServerConfig};
 use nbd::transport::{install_signal_handlers, Listen};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use signal_hook::consts::SIGUSR1;
 use std::sync::Arc;
 
 #[derive(Args, Debug)]
@@ -60,6 +62,13 @@ pub struct ServeArgs {
     /// it was at that instant, operations in flight torn (needs --image and --pace; docs/nbd.md).
     #[arg(long, requires = "pace", requires = "image")]
     pub power_cut_signal: bool,
+    /// With --power-cut-signal: SIGUSR1 only arms the cut, which then falls inside the N-th
+    /// following write request that overwrites two pages or more (default the first), just
+    /// after its first page is programmed (the instant that tears a request that is not
+    /// atomic; docs/nbd.md).
+    #[arg(long, requires = "power_cut_signal", value_name = "N", num_args = 0..=1,
+          default_missing_value = "1", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cut_inside_write: Option<u64>,
 }
 
 fn parse_size(s: &str) -> anyhow::Result<u64> {
@@ -176,98 +185,61 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
         (None, false, l) => Listen::Tcp(l.clone().unwrap_or_else(|| "127.0.0.1:10809".into())),
         _ => anyhow::bail!("choose one of --listen, --socket, --stdio"),
     };
-    let flag = Arc::new(AtomicBool::new(false));
-    install_signal_handlers(&flag)?;
-    let cut = Arc::new(AtomicBool::new(false));
-    let base = if args.power_cut_signal {
-        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&cut))?;
-        signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&flag))?;
-        Some(backend_flash_recording(&mut backend))
-    } else {
-        None
-    };
+    let shutdown = Arc::new(AtomicBool::new(false));
+    install_signal_handlers(&shutdown)?;
+    let power_off = Arc::new(AtomicBool::new(false));
+    let recording = args.power_cut_signal.then(|| power_cut::start_recording(&mut backend));
+    let write_cut = args.cut_inside_write.map(|nth| {
+        Arc::new(WriteCut::new(nth, Arc::clone(&power_off), Arc::clone(&shutdown)))
+    });
+    if let Some(cut) = &write_cut {
+        signal_hook::flag::register(SIGUSR1, Arc::clone(&cut.armed))?;
+    } else if args.power_cut_signal {
+        signal_hook::flag::register(SIGUSR1, Arc::clone(&power_off))?;
+        signal_hook::flag::register(SIGUSR1, Arc::clone(&shutdown))?;
+    }
     let mut server = Server::new(
-        backend,
+        ServedBackend::new(backend, write_cut.clone()),
         ServerConfig {
             pacing: args.pace,
             ..ServerConfig::default()
         },
     )
-    .with_shutdown_flag(flag);
+    .with_shutdown_flag(shutdown)
+    .with_power_off_flag(Arc::clone(&power_off));
     if let Some(t) = &args.trace {
         server = server.with_trace(nbd::trace::TraceWriter::create(t)?);
     }
-    let cut_at = base
-        .as_ref()
-        .map(|_| watch_for_cut(Arc::clone(&cut), server.elapsed_ns()));
+    let served = Arc::new(AtomicBool::new(false));
+    let signal_at = (recording.is_some() && write_cut.is_none()).then(|| {
+        power_cut::watch_for_signal(Arc::clone(&power_off), Arc::clone(&served), server.elapsed_ns())
+    });
     let result = server.serve(&listen);
-    WATCH_DONE.store(true, std::sync::atomic::Ordering::SeqCst);
-    if let (Some(base), Some(cut_at)) = (base, cut_at) {
-        if let Ok(Some(at)) = cut_at.join() {
-            let backend = server.into_backend()?;
-            return power_cut(args, backend, base, at, start);
-        }
+    served.store(true, std::sync::atomic::Ordering::SeqCst);
+    let signal_at = signal_at.and_then(|w| w.join().ok().flatten());
+    let fired = write_cut.as_ref().and_then(|c| c.fired());
+    if let (Some(base), Some(at_ns)) = (recording, signal_at.or(fired.map(|f| f.at_ns))) {
+        let backend = server.into_backend()?.into_inner();
+        let image = args.image.as_ref().expect("clap requires --image");
+        let (unfinished, logged) = power_cut::write_cut_image(image, backend, base, at_ns, start)?;
+        let inside = fired.map_or(String::new(), |f| {
+            format!(
+                " inside a write of {} pages at byte {} ({} of its pages on flash, {} torn, {} not started)",
+                f.pages, f.offset, f.finished, f.torn, f.not_started
+            )
+        });
+        eprintln!(
+            "mobius serve: power cut at {at_ns} ns{inside}: {unfinished} of {logged} operations not finished (torn if running)"
+        );
+        return Ok(());
     }
     // After a backend panic the device is left as it is (a power cut), never flushed.
-    let mut backend = server.into_backend()?;
+    let mut backend = server.into_backend()?.into_inner();
     let flushed = nbd::NbdBackend::flush(&mut backend, 0);
     let mut dev = backend.into_device();
     dev.flash_mut().sync()?;
     result?;
     flushed.map_err(|e| anyhow::anyhow!("final flush: {e}"))?;
-    Ok(())
-}
-
-/// Notes the server time at which SIGUSR1 arrived (within a millisecond): the instant of the
-/// power cut. Requests the server still handles while it shuts down start after it, so their
-/// operations never happened, as after a real cut. Ends with `None` once the server stops
-/// without a cut.
-fn watch_for_cut(cut: Arc<AtomicBool>, server_ns_now: u64) -> std::thread::JoinHandle<Option<u64>> {
-    let start = std::time::Instant::now();
-    std::thread::spawn(move || loop {
-        if cut.load(std::sync::atomic::Ordering::SeqCst) {
-            return Some(server_ns_now + start.elapsed().as_nanos() as u64);
-        }
-        if WATCH_DONE.load(std::sync::atomic::Ordering::SeqCst) {
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    })
-}
-
-static WATCH_DONE: AtomicBool = AtomicBool::new(false);
-
-/// Starts the operation log; returns the image it applies to.
-fn backend_flash_recording(backend: &mut FtlBackend) -> Box<dyn flash::Store> {
-    backend.device_mut().flash_mut().start_recording()
-}
-
-/// The simulated power cut of `--power-cut-signal` at server time `server_ns`: operations that
-/// ended by then are on flash, one running then is torn, later ones never happened (the same
-/// model as the crash checker, `flash::oplog`). With `--pace` every reply the clients saw was
-/// sent after its simulated completion, so nothing acknowledged as durable is lost by the cut.
-fn power_cut(
-    args: &ServeArgs,
-    backend: FtlBackend,
-    base: Box<dyn flash::Store>,
-    server_ns: u64,
-    start_ns: u64,
-) -> anyhow::Result<()> {
-    // The device's clock is the server's, except that a recovered device starts at its own
-    // clock (arrivals are never earlier than `start_ns`).
-    let at = server_ns.max(start_ns);
-    let mut flash = backend.into_device().into_flash();
-    let log = flash.take_log().expect("recording since start");
-    let in_flight = log.ops.iter().filter(|o| o.span.end_ns > at).count();
-    let image = log.image_at(base.as_ref(), at, true);
-    drop(flash);
-    let path = args.image.as_ref().expect("clap requires --image");
-    let header = FileStore::read_header(path)?;
-    FileStore::replace_with(path, image.as_ref(), &header.identity)?;
-    eprintln!(
-        "mobius serve: power cut at {at} ns: {in_flight} of {} operations not finished (torn if running)",
-        log.ops.len()
-    );
     Ok(())
 }
 

@@ -127,6 +127,9 @@ pub struct Server<B: NbdBackend> {
     config: ServerConfig,
     start: Instant,
     shutdown: Arc<AtomicBool>,
+    /// Set by a simulated power cut: from then on no reply leaves, pending ones included (a
+    /// device without power answers nothing); see [`Server::with_power_off_flag`].
+    power_off: Arc<AtomicBool>,
     /// Set when a backend call panicked (the server then stops).
     panicked: AtomicBool,
     size_bytes: u64,
@@ -213,6 +216,7 @@ impl<B: NbdBackend> Server<B> {
         Server {
             start: Instant::now(),
             shutdown: Arc::new(AtomicBool::new(false)),
+            power_off: Arc::new(AtomicBool::new(false)),
             panicked: AtomicBool::new(false),
             size_bytes: backend.size_bytes(),
             preferred_block_bytes: advertised_preferred(backend.preferred_block_size()),
@@ -240,6 +244,18 @@ impl<B: NbdBackend> Server<B> {
     pub fn with_shutdown_flag(mut self, flag: Arc<AtomicBool>) -> Self {
         self.shutdown = flag;
         self
+    }
+
+    /// A flag that, once set, means the device lost power: no reply is sent any more, not even
+    /// one already computed and waiting for its due time (`--power-cut-signal`; a shutdown
+    /// without it sends what is pending). Set the shutdown flag too so the server stops.
+    pub fn with_power_off_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.power_off = flag;
+        self
+    }
+
+    fn powered_off(&self) -> bool {
+        self.power_off.load(Ordering::SeqCst)
     }
 
     /// Set it to make the accept loops and connections wind down; see
@@ -614,6 +630,11 @@ impl<B: NbdBackend> Server<B> {
         let mut reader = io::BufReader::with_capacity(INLINE_BUFFER_BYTES, reader);
         let mut writer = io::BufWriter::with_capacity(INLINE_BUFFER_BYTES, writer);
         let result = self.serve_inline(&mut reader, &mut writer);
+        if self.powered_off() {
+            // Buffered replies die with the device (dropping the BufWriter would send them).
+            drop(writer.into_parts());
+            return result;
+        }
         // Replies already answered go out even when the connection ends on an error.
         let flushed = writer.flush();
         match (result, flushed) {
@@ -655,6 +676,9 @@ impl<B: NbdBackend> Server<B> {
             }
             let data = has_payload.then_some(payload.as_slice());
             let reply = self.execute(&request, data, header_ns, seq);
+            if self.powered_off() {
+                return Ok(ConnectionEnd::Shutdown);
+            }
             writer.write_all(&encode_simple_reply(reply.error, reply.handle))?;
             if let Some(data) = &reply.data {
                 writer.write_all(data)?;
@@ -827,6 +851,10 @@ impl<B: NbdBackend> Server<B> {
         let mut pending_bytes = 0usize;
         let mut disconnected = false;
         loop {
+            if self.powered_off() {
+                // Pending replies die with the device.
+                return Ok(());
+            }
             let room = |pending: &BinaryHeap<Reply>, bytes: usize| {
                 pending.is_empty()
                     || (pending.len() < PENDING_REPLIES_MAX && bytes < PENDING_REPLY_BYTES_MAX)
@@ -847,6 +875,9 @@ impl<B: NbdBackend> Server<B> {
             let hurry = self.is_shutting_down();
             let mut wrote = false;
             while pending.peek().is_some_and(|r| hurry || r.due_ns <= now_ns) {
+                if self.powered_off() {
+                    return Ok(());
+                }
                 let r = pending.pop().expect("peeked");
                 pending_bytes -= r.data_bytes();
                 writer.write_all(&encode_simple_reply(r.error, r.handle))?;

@@ -469,6 +469,48 @@ fn pacing_holds_replies_until_simulated_completion() {
     assert!(elapsed < latency, "{elapsed:?}");
 }
 
+/// A paced reply still waiting for its due time: a shutdown sends it at once, a power cut
+/// (the power-off flag) never sends it.
+#[test]
+fn a_power_cut_drops_replies_a_shutdown_would_send() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for power_cut in [false, true] {
+        let backend = MemoryBackend::new(SIZE).with_latency_ns(Duration::from_secs(30).as_nanos() as u64);
+        let off = Arc::new(AtomicBool::new(false));
+        let server = Server::new(
+            backend,
+            ServerConfig {
+                pacing: true,
+                ..ServerConfig::default()
+            },
+        )
+        .with_power_off_flag(Arc::clone(&off));
+        let stop = server.shutdown_flag();
+        let (end, reply, _) = session(server, |s| {
+            // The test's socket pair has no server-side read timeout, so the server's reader
+            // only ends when the client leaves: "no reply" is one second of silence.
+            let (mut c, _) = Client::connect(s);
+            c.stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            c.send(&request(NBD_CMD_FLUSH, 0, 7, 0, 0));
+            std::thread::sleep(Duration::from_millis(100));
+            off.store(power_cut, Ordering::SeqCst);
+            stop.store(true, Ordering::SeqCst);
+            // After a cut nothing may arrive (a reply's first byte would make `closed` false).
+            if power_cut {
+                Err(c.closed())
+            } else {
+                Ok(c.reply())
+            }
+        });
+        end.unwrap();
+        if power_cut {
+            assert_eq!(reply, Err(true), "a reply left after the power cut");
+        } else {
+            assert_eq!(reply, Ok((0, 7)), "a shutdown sends the pending reply");
+        }
+    }
+}
+
 #[derive(Clone, Default)]
 struct SharedSink(Arc<Mutex<Vec<u8>>>);
 impl std::io::Write for SharedSink {

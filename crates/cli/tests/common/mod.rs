@@ -196,6 +196,14 @@ impl Server {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// SIGUSR1 without waiting: arms the cut of `--cut-inside-write` (the server goes on until
+    /// the cut falls).
+    pub fn arm_cut(&self) {
+        if let Some(c) = &self.child {
+            let _ = run("kill", &["-USR1", &c.id().to_string()], 5);
+        }
+    }
+
     /// Simulated power cut (`--power-cut-signal`): SIGUSR1, then wait for the server to write
     /// the cut image and exit. False if it did not exit cleanly within 120 s.
     pub fn power_cut(&mut self) -> bool {
