@@ -20,8 +20,8 @@
 //!   assumes they cannot tear) is put to the test instead of hoping a random cut hits one.
 
 use crate::nbd_backend::FtlBackend;
-use flash::{FileStore, LoggedOp, OpCause, OpKind};
 use fixedbitset::FixedBitSet;
+use flash::{FileStore, LoggedOp, OpCause, OpKind};
 use nbd::{BackendError, NbdBackend};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,10 @@ impl FiredCut {
         }
         for chunk in data.chunks_exact(page as usize) {
             let program = ops.iter().find(|o| match &o.kind {
-                OpKind::Program { content: flash::Content::Bytes(b), .. } => &b[..] == chunk,
+                OpKind::Program {
+                    content: flash::Content::Bytes(b),
+                    ..
+                } => &b[..] == chunk,
                 _ => false,
             });
             match program.map(|o| o.span) {
@@ -185,9 +188,9 @@ pub struct ServedBackend {
 
 impl ServedBackend {
     pub fn new(inner: FtlBackend, cut: Option<Arc<WriteCut>>) -> ServedBackend {
-        let written = cut.as_ref().map(|_| {
-            WrittenPages::new(inner.size_bytes(), inner.preferred_block_size() as u64)
-        });
+        let written = cut
+            .as_ref()
+            .map(|_| WrittenPages::new(inner.size_bytes(), inner.preferred_block_size() as u64));
         ServedBackend {
             inner,
             cut,
@@ -387,7 +390,10 @@ mod write_cut_tests {
 
     #[test]
     fn the_cut_falls_in_the_nth_write_after_the_signal() {
-        let (off, stop) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let (off, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let cut = WriteCut::new(3, Arc::clone(&off), Arc::clone(&stop));
         cut.armed.store(true, Ordering::SeqCst);
         for n in 1..=3u64 {

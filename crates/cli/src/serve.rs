@@ -12,9 +12,9 @@ use flash::Flash;
 use ftl::DesignOptions;
 use nbd::server::{Server, ServerConfig};
 use nbd::transport::{install_signal_handlers, Listen};
+use signal_hook::consts::SIGUSR1;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use signal_hook::consts::SIGUSR1;
 use std::sync::Arc;
 
 #[derive(Args, Debug)]
@@ -188,9 +188,15 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     let shutdown = Arc::new(AtomicBool::new(false));
     install_signal_handlers(&shutdown)?;
     let power_off = Arc::new(AtomicBool::new(false));
-    let recording = args.power_cut_signal.then(|| power_cut::start_recording(&mut backend));
+    let recording = args
+        .power_cut_signal
+        .then(|| power_cut::start_recording(&mut backend));
     let write_cut = args.cut_inside_write.map(|nth| {
-        Arc::new(WriteCut::new(nth, Arc::clone(&power_off), Arc::clone(&shutdown)))
+        Arc::new(WriteCut::new(
+            nth,
+            Arc::clone(&power_off),
+            Arc::clone(&shutdown),
+        ))
     });
     if let Some(cut) = &write_cut {
         signal_hook::flag::register(SIGUSR1, Arc::clone(&cut.armed))?;
@@ -212,7 +218,11 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     }
     let served = Arc::new(AtomicBool::new(false));
     let signal_at = (recording.is_some() && write_cut.is_none()).then(|| {
-        power_cut::watch_for_signal(Arc::clone(&power_off), Arc::clone(&served), server.elapsed_ns())
+        power_cut::watch_for_signal(
+            Arc::clone(&power_off),
+            Arc::clone(&served),
+            server.elapsed_ns(),
+        )
     });
     let result = server.serve(&listen);
     served.store(true, std::sync::atomic::Ordering::SeqCst);

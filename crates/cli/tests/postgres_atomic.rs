@@ -57,7 +57,10 @@ fn pg(tool: &str) -> String {
 }
 
 fn trials() -> u64 {
-    if let Some(n) = std::env::var("MOBIUS_PG_TRIALS").ok().and_then(|v| v.parse().ok()) {
+    if let Some(n) = std::env::var("MOBIUS_PG_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         return n;
     }
     if std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1") {
@@ -496,7 +499,10 @@ fn postgres_without_full_page_writes_is_damaged_by_a_cut_inside_a_plain_write_lo
 #[test]
 fn postgres_on_plain_requests_cut_at_random_moments_long() {
     if std::env::var("MOBIUS_LONG").is_err()
-        || skip("postgres_plain_random", &[&pg("initdb"), "runuser", "pkill"])
+        || skip(
+            "postgres_plain_random",
+            &[&pg("initdb"), "runuser", "pkill"],
+        )
     {
         eprintln!("skipped: set MOBIUS_LONG=1");
         return;

@@ -60,7 +60,10 @@ fn trial(n: u64, atomic: bool, inside_write: bool) -> usize {
         .unwrap_or("no cut line")
         .to_string();
     if inside_write {
-        assert!(cut_line.contains("inside a write of 32 pages"), "{cut_line}");
+        assert!(
+            cut_line.contains("inside a write of 32 pages"),
+            "{cut_line}"
+        );
     }
     stop.store(true, Ordering::Relaxed);
     drop(fuse);
@@ -92,7 +95,11 @@ fn atomic_requests_are_whole_after_a_simulated_power_cut() {
         return;
     }
     for n in 0..3 {
-        assert_eq!(trial(n, true, false), 0, "trial {n}: an atomic request was torn");
+        assert_eq!(
+            trial(n, true, false),
+            0,
+            "trial {n}: an atomic request was torn"
+        );
     }
 }
 

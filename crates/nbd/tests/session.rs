@@ -475,7 +475,8 @@ fn pacing_holds_replies_until_simulated_completion() {
 fn a_power_cut_drops_replies_a_shutdown_would_send() {
     use std::sync::atomic::{AtomicBool, Ordering};
     for power_cut in [false, true] {
-        let backend = MemoryBackend::new(SIZE).with_latency_ns(Duration::from_secs(30).as_nanos() as u64);
+        let backend =
+            MemoryBackend::new(SIZE).with_latency_ns(Duration::from_secs(30).as_nanos() as u64);
         let off = Arc::new(AtomicBool::new(false));
         let server = Server::new(
             backend,
@@ -490,7 +491,9 @@ fn a_power_cut_drops_replies_a_shutdown_would_send() {
             // The test's socket pair has no server-side read timeout, so the server's reader
             // only ends when the client leaves: "no reply" is one second of silence.
             let (mut c, _) = Client::connect(s);
-            c.stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            c.stream
+                .set_read_timeout(Some(Duration::from_secs(1)))
+                .unwrap();
             c.send(&request(NBD_CMD_FLUSH, 0, 7, 0, 0));
             std::thread::sleep(Duration::from_millis(100));
             off.store(power_cut, Ordering::SeqCst);
