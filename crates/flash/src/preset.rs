@@ -78,12 +78,17 @@ impl DeviceConfig {
                 },
             ),
             // TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
-            // metadata [P], 15 % of pages reserved [P], 64 pages per block [R].
+            // metadata [P], 15 % of pages reserved [P], 64 pages per block [R]. "I/O
+            // interleaving ... up to 4 I/O operations within a single flash package
+            // concurrently" [P] (TxFlash §5): each package is a channel of its own (fully
+            // connected) holding 4 dies that work at once and share the package's bus, so a
+            // package runs up to 4 operations; `--set geometry.chips_per_channel=N` (with
+            // `blocks_per_chip` scaled to keep 4 GB) sets N.
             "txflash" => (
                 Geometry {
                     channels: 8,
-                    chips_per_channel: 1,
-                    blocks_per_chip: 16384,
+                    chips_per_channel: 4,
+                    blocks_per_chip: 4096,
                     pages_per_block: 64,
                     page_bytes: 4096,
                     oob_bytes: 128,
@@ -246,7 +251,12 @@ mod tests {
         assert_eq!(j.geometry.pages(), 16 << 20);
         let t = DeviceConfig::preset("txflash").unwrap();
         assert_eq!(t.geometry.capacity_bytes(), 32 << 30);
-        assert_eq!(t.geometry.chips(), 8);
+        assert_eq!(t.geometry.channels, 8, "8 packages, each fully connected");
+        assert_eq!(
+            t.geometry.chips(),
+            32,
+            "4 concurrent operations per package"
+        );
         let o = DeviceConfig::preset("optr").unwrap();
         assert_eq!(o.geometry.chips(), 16);
         assert_eq!(o.geometry.block_bytes(), 2 << 20);
@@ -314,5 +324,57 @@ mod tests {
         let e = DeviceConfig::preset("nope").unwrap_err();
         assert!(matches!(e, ConfigError::UnknownPreset { .. }));
         assert!(e.to_string().contains("known presets"), "{e}");
+    }
+
+    /// TxFlash §5: up to 4 operations run at once inside one package. The four dies of package
+    /// 0 (chips 0, 8, 16, 24) take four programs whose transfers cross the package's bus one
+    /// after the other and whose program times overlap (the bus, not the dies, is then the
+    /// limit); a fifth program to die 0 waits for its
+    /// first and for the bus, and a program on another package does not wait for package 0's bus at all.
+    #[test]
+    fn a_txflash_package_runs_four_operations_at_once() {
+        use crate::{Content, ContentTag, Flash, OpCause};
+        let config = DeviceConfig::preset("txflash").unwrap();
+        let (g, t) = (config.geometry.clone(), config.timing.clone());
+        let mut flash = Flash::in_memory(config, 16, true);
+        let mut program = |chip: u32, page: u32| {
+            let ppn = g.ppn(g.block(crate::ChipId(chip), 0), page);
+            let tag = Content::Tag(ContentTag { lpn: 0, write: 1 });
+            flash
+                .program(ppn, &tag, &[0u8; 16], 0, OpCause::HostData)
+                .unwrap()
+        };
+        let transfer = t.transfer_ns((g.page_bytes + g.oob_bytes) as u64);
+        let dies: Vec<_> = [0, 8, 16, 24].iter().map(|&c| program(c, 0)).collect();
+        for (i, span) in dies.iter().enumerate() {
+            assert_eq!(
+                span.start_ns,
+                i as u64 * transfer,
+                "die {i}: the bus is shared"
+            );
+            assert_eq!(span.end_ns, (i as u64 + 1) * transfer + t.program_ns);
+        }
+        // With the Samsung timing a page crosses the bus in 106 µs and programs in 200 µs,
+        // so the bus keeps about three dies programming at once.
+        assert!(
+            dies[2].start_ns < dies[0].end_ns,
+            "programs on three dies overlap"
+        );
+        assert!(
+            dies[3].start_ns < dies[1].end_ns,
+            "and the fourth with the second"
+        );
+        let fifth = program(0, 1);
+        assert!(
+            fifth.start_ns >= dies[0].end_ns,
+            "die 0 runs one operation at a time"
+        );
+        assert_eq!(
+            fifth.start_ns,
+            4 * transfer,
+            "and its data waits for the bus"
+        );
+        let other_package = program(1, 0);
+        assert_eq!(other_package.start_ns, 0, "packages are fully connected");
     }
 }
