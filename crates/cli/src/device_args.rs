@@ -30,3 +30,36 @@ impl DeviceArgs {
             .map_err(anyhow::Error::msg)
     }
 }
+
+/// A size in bytes with an optional K/M/G/T suffix (binary: `64M` = 64 MiB).
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        anyhow::anyhow!("size {s}: expected a number with an optional K/M/G/T suffix")
+    })?;
+    n.checked_mul(mult)
+        .ok_or_else(|| anyhow::anyhow!("size {s} is too large"))
+}
+
+/// Sets the blocks per chip so the raw device holds `size` (rounded down to whole blocks).
+pub fn apply_size(config: &mut DeviceConfig, size: &str) -> anyhow::Result<()> {
+    let bytes = parse_size(size)?;
+    let g = &mut config.geometry;
+    let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
+    if per_chip < 8 {
+        anyhow::bail!(
+            "--size {size} is too small for {} chips of {} KiB blocks",
+            g.chips(),
+            g.block_bytes() / 1024
+        );
+    }
+    g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
+    config.validate().map_err(anyhow::Error::msg)
+}

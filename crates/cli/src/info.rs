@@ -38,7 +38,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     }
     let mut c = args.device.resolve()?;
     if let Some(size) = &args.size {
-        crate::serve::apply_size(&mut c, size)?;
+        crate::device_args::apply_size(&mut c, size)?;
     }
     let design = args
         .ftl

@@ -3,7 +3,9 @@
 //! Subcommands: `info` (device presets, designs), `bench` (a seeded workload in simulated time),
 //! `compare` (the papers' experiments side by side).
 
-use mobius_cli::{bench, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd};
+use mobius_cli::{
+    bench, bench_scale, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd,
+};
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +30,9 @@ enum Command {
     Info(info::InfoArgs),
     /// Run a seeded workload on a design and report latency, bandwidth, IOPS, write amplification.
     Bench(bench::BenchArgs),
+    /// The same benchmark on devices from 1 GB to 1 TB: programs per wall second and resident
+    /// bytes per page at each size (each size in its own process).
+    BenchScale(bench_scale::BenchScaleArgs),
     /// Recover every crash image of a seeded run and judge it against the design's promise.
     Crashtest(crashtest_cmd::CrashtestArgs),
     /// Serve a design over NBD on a file-backed flash image (kill -9 = power cut; restart recovers).
@@ -93,6 +98,7 @@ fn main() {
     let result = match &cli.command {
         Command::Info(a) => info::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchScale(a) => bench_scale::run(a),
         Command::Compare(a) => compare_cmd::run(a),
         Command::Crashtest(a) => crashtest_cmd::run(a),
         Command::Serve(a) => serve::run(a),

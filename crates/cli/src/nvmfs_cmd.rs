@@ -47,21 +47,6 @@ pub struct NvmfsArgs {
     pub mountpoint: PathBuf,
 }
 
-fn parse_size(s: &str) -> anyhow::Result<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| {
-        anyhow::anyhow!("size {s}: expected a number with an optional K/M/G suffix")
-    })?;
-    n.checked_mul(mult)
-        .ok_or_else(|| anyhow::anyhow!("size {s} is too large"))
-}
-
 fn parse_kill_at(s: &str) -> anyhow::Result<(KillPoint, u64)> {
     let (point, n) = s.split_once(':').unwrap_or((s, "1"));
     let point = KillPoint::parse(point)
@@ -76,17 +61,10 @@ pub fn run(args: &NvmfsArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
     let mut config = args.device.resolve()?;
     if let Some(size) = &args.size {
-        let bytes = parse_size(size)?;
-        let g = &mut config.geometry;
-        let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
-        if per_chip < 8 {
-            anyhow::bail!("--size {size} is too small for {} chips", g.chips());
-        }
-        g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
-        config.validate().map_err(anyhow::Error::msg)?;
+        crate::device_args::apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
-    let nvram_bytes = parse_size(&args.nvram_size)?;
+    let nvram_bytes = crate::device_args::parse_size(&args.nvram_size)?;
     let kill_at = args.kill_at.as_deref().map(parse_kill_at).transpose()?;
     let params = NvmfsParams {
         inode_count: args.inodes,
@@ -156,6 +134,6 @@ mod tests {
             (KillPoint::FlushAfterSsdWrite, 1)
         );
         assert!(parse_kill_at("nowhere:1").is_err());
-        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(crate::device_args::parse_size("64M").unwrap(), 64 << 20);
     }
 }

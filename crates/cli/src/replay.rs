@@ -368,7 +368,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
     let mut config = args.device.resolve()?;
     if let Some(size) = &args.size {
-        crate::serve::apply_size(&mut config, size)?;
+        crate::device_args::apply_size(&mut config, size)?;
     }
     let format = args
         .format

@@ -71,38 +71,6 @@ pub struct ServeArgs {
     pub cut_inside_write: Option<u64>,
 }
 
-fn parse_size(s: &str) -> anyhow::Result<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|_| {
-        anyhow::anyhow!("--size {s}: expected a number with an optional K/M/G/T suffix")
-    })?;
-    n.checked_mul(mult)
-        .ok_or_else(|| anyhow::anyhow!("--size {s} is too large"))
-}
-
-/// Sets the blocks per chip so the raw device holds `size` (rounded down to whole blocks).
-pub(crate) fn apply_size(config: &mut flash::DeviceConfig, size: &str) -> anyhow::Result<()> {
-    let bytes = parse_size(size)?;
-    let g = &mut config.geometry;
-    let per_chip = bytes / (g.chips() as u64 * g.block_bytes());
-    if per_chip < 8 {
-        anyhow::bail!(
-            "--size {size} is too small for {} chips of {} KiB blocks",
-            g.chips(),
-            g.block_bytes() / 1024
-        );
-    }
-    g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
-    config.validate().map_err(anyhow::Error::msg)
-}
-
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // A write past a file-size limit (RLIMIT_FSIZE) is an I/O error on the image (EFBIG),
     // handled fail-stop like any other, not a reason for the process to die.
@@ -113,7 +81,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
     let mut config = args.device.resolve()?;
     if let Some(size) = &args.size {
-        apply_size(&mut config, size)?;
+        crate::device_args::apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
     let dev = match &args.image {
@@ -257,9 +225,11 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
 mod tests {
     #[test]
     fn sizes_parse() {
-        assert_eq!(super::parse_size("256M").unwrap(), 256 << 20);
-        assert_eq!(super::parse_size("2G").unwrap(), 2 << 30);
-        assert_eq!(super::parse_size("4096").unwrap(), 4096);
-        assert!(super::parse_size("lots").is_err());
+        use crate::device_args::parse_size;
+        assert_eq!(parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1T").unwrap(), 1 << 40);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("lots").is_err());
     }
 }

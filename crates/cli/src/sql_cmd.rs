@@ -55,7 +55,7 @@ impl SqlDeviceArgs {
 
     fn config(&self) -> anyhow::Result<flash::DeviceConfig> {
         let mut config = self.device.resolve()?;
-        crate::serve::apply_size(&mut config, &self.size)?;
+        crate::device_args::apply_size(&mut config, &self.size)?;
         Ok(config)
     }
 }

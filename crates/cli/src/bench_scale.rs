@@ -1,0 +1,207 @@
+//! `mobius bench-scale`: the same benchmark on devices from 1 GB to 1 TB (issue #19 item 3).
+//!
+//! Each size runs as its own `mobius bench --json` process (so each reports its own peak
+//! resident memory), on the preset's geometry with `blocks_per_chip` set to give that raw
+//! size, with the same workload: a sequential fill and then the same number of random writes.
+//! The table gives page programs per wall second and resident bytes per physical page at each
+//! size, and the slowdown from the smallest to the largest: the goal is at most 2× (cache
+//! effects expected; more is a data-structure problem). Wall-clock figures depend on the
+//! machine and on what else runs on it; run it alone for numbers to quote.
+
+use crate::device_args::{apply_size, parse_size, DeviceArgs};
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct BenchScaleArgs {
+    /// Design.
+    #[arg(long, default_value = "dftl")]
+    pub ftl: String,
+    /// Preset whose geometry is scaled (its blocks per chip change).
+    #[arg(long, default_value = "jasmine")]
+    pub preset: String,
+    /// Raw device sizes, comma-separated, K/M/G/T suffixes.
+    #[arg(long, default_value = "1G,8G,64G,256G,1T", value_delimiter = ',')]
+    pub sizes: Vec<String>,
+    /// Workload (the same at every size).
+    #[arg(long, default_value = "randwrite")]
+    pub workload: String,
+    /// Sequential fill before the measured requests.
+    #[arg(long, default_value_t = 0.9)]
+    pub fill: f64,
+    /// Random requests after the fill, the same number at every size.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub requests: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One size's figures, from its `bench --json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ScalePoint {
+    pub size: String,
+    pub raw_bytes: u64,
+    pub physical_pages: u64,
+    pub flash_programs: u64,
+    pub wall_s: f64,
+    pub programs_per_wall_s: f64,
+    pub peak_rss_bytes: u64,
+    pub rss_bytes_per_page: f64,
+    pub write_amplification: f64,
+}
+
+pub fn run(args: &BenchScaleArgs) -> anyhow::Result<()> {
+    let mut points = Vec::new();
+    for size in &args.sizes {
+        let point = measure_size(args, size)?;
+        if !args.json {
+            eprintln!(
+                "{size}: {:.2} M programs/s, {:.1} B/page",
+                point.programs_per_wall_s / 1e6,
+                point.rss_bytes_per_page
+            );
+        }
+        points.push(point);
+    }
+    let slowdown = slowdown(&points);
+    if args.json {
+        let out = serde_json::json!({
+            "ftl": args.ftl, "preset": args.preset, "workload": args.workload,
+            "fill": args.fill, "requests": args.requests, "seed": args.seed,
+            "points": points, "slowdown_smallest_to_largest": slowdown,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_table(&points, slowdown);
+    }
+    Ok(())
+}
+
+/// Programs per wall second at the smallest size over that at the largest (1 = no slowdown).
+pub fn slowdown(points: &[ScalePoint]) -> Option<f64> {
+    let smallest = points.iter().min_by_key(|p| p.raw_bytes)?;
+    let largest = points.iter().max_by_key(|p| p.raw_bytes)?;
+    Some(smallest.programs_per_wall_s / largest.programs_per_wall_s.max(1e-9))
+}
+
+/// The `--set` that gives `size` on the preset's geometry.
+fn blocks_per_chip(preset: &str, size: &str) -> anyhow::Result<u32> {
+    let device = DeviceArgs {
+        preset: preset.to_string(),
+        config: None,
+        overrides: Vec::new(),
+    };
+    let mut config = device.resolve()?;
+    apply_size(&mut config, size)?;
+    Ok(config.geometry.blocks_per_chip)
+}
+
+fn measure_size(args: &BenchScaleArgs, size: &str) -> anyhow::Result<ScalePoint> {
+    let blocks = blocks_per_chip(&args.preset, size)?;
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new(exe)
+        .args(["bench", "--ftl", &args.ftl, "--preset", &args.preset])
+        .arg("--set")
+        .arg(format!("geometry.blocks_per_chip={blocks}"))
+        .args(["--workload", &args.workload])
+        .arg("--fill")
+        .arg(args.fill.to_string())
+        .arg("--requests")
+        .arg(args.requests.to_string())
+        .arg("--seed")
+        .arg(args.seed.to_string())
+        .args(["--no-recovery", "--json"])
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        anyhow::bail!("bench at {size} failed ({})", out.status);
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    point_from(size, &v)
+}
+
+/// Reads one size's figures from `bench --json`.
+pub fn point_from(size: &str, v: &serde_json::Value) -> anyhow::Result<ScalePoint> {
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_f64())
+            .ok_or_else(|| anyhow::anyhow!("bench --json at {size} has no number '{k}'"))
+    };
+    let physical_pages = num("physical_pages")? as u64;
+    let wall_s = num("wall_s")?;
+    let flash_programs = num("flash_programs")? as u64;
+    let peak_rss_bytes = num("peak_rss_bytes")? as u64;
+    Ok(ScalePoint {
+        size: size.to_string(),
+        raw_bytes: parse_size(size)?,
+        physical_pages,
+        flash_programs,
+        wall_s,
+        programs_per_wall_s: num("sim_page_programs_per_s")?,
+        peak_rss_bytes,
+        rss_bytes_per_page: peak_rss_bytes as f64 / physical_pages.max(1) as f64,
+        write_amplification: num("write_amplification")?,
+    })
+}
+
+fn print_table(points: &[ScalePoint], slowdown: Option<f64>) {
+    println!(
+        "{:>6} {:>14} {:>14} {:>9} {:>12} {:>12} {:>8}",
+        "size", "pages", "programs", "wall s", "M progs/s", "peak RSS MB", "B/page"
+    );
+    for p in points {
+        println!(
+            "{:>6} {:>14} {:>14} {:>9.1} {:>12.3} {:>12.0} {:>8.1}",
+            p.size,
+            p.physical_pages,
+            p.flash_programs,
+            p.wall_s,
+            p.programs_per_wall_s / 1e6,
+            p.peak_rss_bytes as f64 / 1e6,
+            p.rss_bytes_per_page
+        );
+    }
+    if let Some(s) = slowdown {
+        println!(
+            "slowdown smallest -> largest: {s:.2}x ({} the 2x goal)",
+            if s <= 2.0 { "within" } else { "beyond" }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(size: &str, per_s: f64) -> ScalePoint {
+        let v = serde_json::json!({
+            "physical_pages": 1000, "wall_s": 2.0, "flash_programs": 5000,
+            "peak_rss_bytes": 40_000, "sim_page_programs_per_s": per_s,
+            "write_amplification": 1.5,
+        });
+        point_from(size, &v).unwrap()
+    }
+
+    #[test]
+    fn the_slowdown_compares_the_smallest_and_largest_sizes() {
+        let points = [point("1T", 1e6), point("1G", 3e6), point("8G", 2e6)];
+        assert_eq!(slowdown(&points), Some(3.0));
+        assert_eq!(points[0].rss_bytes_per_page, 40.0);
+        assert_eq!(slowdown(&[]), None);
+    }
+
+    #[test]
+    fn a_bench_output_without_a_figure_is_an_error() {
+        let e = point_from("1G", &serde_json::json!({"wall_s": 1.0})).unwrap_err();
+        assert!(e.to_string().contains("physical_pages"), "{e}");
+    }
+
+    #[test]
+    fn sizes_map_to_blocks_per_chip() {
+        // jasmine: 16 chips of 128 × 4 KiB pages (512 KiB blocks): 1 GiB = 128 blocks per chip.
+        assert_eq!(blocks_per_chip("jasmine", "1G").unwrap(), 128);
+        assert_eq!(blocks_per_chip("jasmine", "1T").unwrap(), 131_072);
+        assert!(blocks_per_chip("jasmine", "1M").is_err());
+    }
+}
