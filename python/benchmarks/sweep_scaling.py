@@ -11,7 +11,8 @@ import time
 
 from mobius import dask_sweep
 
-VOLATILE = ("wall_s", "peak_rss_bytes", "sim_page_programs_per_s")
+VOLATILE = ("wall_s", "peak_rss_bytes", "sim_page_programs_per_s", "run_wall_s",
+            "run_page_programs_per_s")
 
 
 def grid(requests: int) -> dict:

@@ -8,7 +8,8 @@ import pytest
 
 import mobius
 
-VOLATILE = {"wall_s", "peak_rss_bytes", "sim_page_programs_per_s"}
+VOLATILE = {"wall_s", "peak_rss_bytes", "sim_page_programs_per_s", "run_wall_s",
+            "run_page_programs_per_s"}
 
 
 def page(d, byte):

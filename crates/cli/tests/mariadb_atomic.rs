@@ -95,6 +95,8 @@ struct Mariadb {
     data: PathBuf,
     run: PathBuf,
     server: Option<Child>,
+    /// `innodb_doublewrite` (off in the trials; on in the cost benchmark's first run).
+    doublewrite: bool,
 }
 
 impl Mariadb {
@@ -122,6 +124,7 @@ impl Mariadb {
             data,
             run: run.to_path_buf(),
             server: None,
+            doublewrite: false,
         }
     }
 
@@ -136,8 +139,11 @@ impl Mariadb {
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--pid-file={}", self.run.join("m.pid").display()))
             .arg(format!("--log-error={}", log.display()))
+            .arg(format!(
+                "--innodb-doublewrite={}",
+                u8::from(self.doublewrite)
+            ))
             .args([
-                "--innodb-doublewrite=0",
                 "--innodb-flush-method=O_DIRECT",
                 "--innodb-flush-log-at-trx-commit=1",
                 "--innodb-buffer-pool-size=64M",
@@ -402,6 +408,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
         data: m.dir.join("mysql"),
         run: run_dir.clone(),
         server: None,
+        doublewrite: false,
     };
     let verdict = db
         .start()
@@ -472,4 +479,64 @@ fn mariadb_without_doublewrite_is_damaged_by_a_cut_inside_a_plain_write_long() {
         damaged > 0,
         "the negative control caught none of {n}: the checks cannot see a torn page"
     );
+}
+
+/// Transfers per second and device writes per transfer with the doublewrite buffer on and off on
+/// the same device (atomic requests, paced), 20 s each. Behind MOBIUS_LONG (a benchmark, not a
+/// test); prints the figures for docs/nbd.md.
+#[test]
+fn doublewrite_cost_on_the_same_device_long() {
+    if !long() || skip("mariadb_doublewrite_bench", &tools()) {
+        eprintln!("doublewrite benchmark skipped: set MOBIUS_LONG=1");
+        return;
+    }
+    for doublewrite in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let run_dir = dir.join("run");
+        std::fs::create_dir_all(&run_dir).unwrap();
+        must("chown", &["mysql:mysql", run_dir.to_str().unwrap()], 10);
+        must("chmod", &["755", dir.to_str().unwrap()], 10);
+        let trace = dir.join("requests.trace");
+        let mut extra = vec![
+            "--atomic-requests",
+            "--pace",
+            "--trace",
+            trace.to_str().unwrap(),
+        ];
+        extra.extend(GEOMETRY);
+        let mut server = Server::start(dir, "mobius", &dir.join("dev.img"), SIZE, &extra);
+        let fuse = Fuse::start(&dir.join("fuse"), &server.uri());
+        let lo = Loop::attach(&fuse.file());
+        must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
+        let m = Mount::new(&lo.dev, &dir.join("ext"), "").unwrap();
+        let mut db = Mariadb::install(&m.dir, &run_dir);
+        db.doublewrite = doublewrite;
+        db.start().expect("mariadbd");
+        db.load();
+        let (bytes_before, flushes_before) = trace_totals(&trace);
+        let mut work = db.spawn_sql("CALL bank.transfers(100000000)");
+        std::thread::sleep(Duration::from_secs(20));
+        let _ = work.kill();
+        let _ = work.wait();
+        db.flush_dirty_pages();
+        let (bytes_after, flushes_after) = trace_totals(&trace);
+        let txs: f64 = db
+            .sql("SELECT COUNT(*) FROM bank.history")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN);
+        eprintln!(
+            "innodb_doublewrite={doublewrite}: {txs} transfers in 20 s ({:.1} per s); device writes {:.0} bytes and {:.2} flushes per transfer (dirty pages flushed at the end)",
+            txs / 20.0,
+            (bytes_after - bytes_before) as f64 / txs,
+            (flushes_after - flushes_before) as f64 / txs
+        );
+        db.stop();
+        drop(db);
+        drop(m);
+        drop(lo);
+        drop(fuse);
+        let _ = server.stop();
+    }
 }

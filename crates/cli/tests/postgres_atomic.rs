@@ -543,12 +543,18 @@ fn full_page_writes_cost_on_the_same_device() {
         let dir = tmp.path();
         let run_dir = run_dir_for_postgres(dir);
         // Paced: each reply waits for its simulated completion, so TPS follows the device.
+        let trace = dir.join("requests.trace");
         let server = Server::start(
             dir,
             "mobius",
             &dir.join("dev.img"),
             SIZE,
-            &["--atomic-requests", "--pace"],
+            &[
+                "--atomic-requests",
+                "--pace",
+                "--trace",
+                trace.to_str().unwrap(),
+            ],
         );
         let fuse = Fuse::start(&dir.join("fuse"), &server.uri());
         let lo = Loop::attach(&fuse.file());
@@ -563,8 +569,10 @@ fn full_page_writes_cost_on_the_same_device() {
                 .unwrap_or(f64::NAN)
         };
         let before = lsn();
+        let (bytes_before, flushes_before) = trace_totals(&trace);
         let out = pgbench(&cluster, 20, 4).wait_with_output().unwrap();
         let wal = lsn() - before;
+        let (bytes_after, flushes_after) = trace_totals(&trace);
         let report = String::from_utf8_lossy(&out.stdout);
         let field = |key: &str| {
             report
@@ -579,9 +587,11 @@ fn full_page_writes_cost_on_the_same_device() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(f64::NAN);
         eprintln!(
-            "full_page_writes={fpw}: {}; {txs} transactions; WAL {:.0} bytes per transaction",
+            "full_page_writes={fpw}: {}; {txs} transactions; WAL {:.0} bytes, device writes {:.0} bytes and {:.2} flushes per transaction",
             field("tps"),
-            wal / txs
+            wal / txs,
+            (bytes_after - bytes_before) as f64 / txs,
+            (flushes_after - flushes_before) as f64 / txs
         );
         cluster.stop();
     }

@@ -401,3 +401,21 @@ pub fn fsck_clean(dev: &str) -> Result<(), String> {
         Err(text(&out))
     }
 }
+
+/// Bytes written (WRITE and WRITE_ZEROES) and FLUSH requests in a `mobius serve --trace` file
+/// so far (the server hands every line to the kernel as it goes, so it can be read mid-run).
+pub fn trace_totals(path: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let (mut bytes, mut flushes) = (0u64, 0u64);
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.get(1).copied() {
+            Some("WRITE" | "WRITE_ZEROES") => {
+                bytes += f.get(3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            }
+            Some("FLUSH") => flushes += 1,
+            _ => {}
+        }
+    }
+    (bytes, flushes)
+}
