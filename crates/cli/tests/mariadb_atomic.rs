@@ -8,7 +8,7 @@
 //! system and the doublewrite buffer can go.
 //!
 //! Each trial: `mobius serve --ftl mobius --pace --power-cut-signal` on a fresh image (one
-//! channel of four chips, as the PostgreSQL trials: docs/nbd.md), nbdfuse, a direct-I/O loop
+//! channel of four chips, as the PostgreSQL trials: `common::cut_trial_flags`, docs/nbd.md), nbdfuse, a direct-I/O loop
 //! device, ext4 (4 KiB blocks), `mariadb-install-db`, `mariadbd` with `innodb_doublewrite=0`,
 //! `innodb_flush_method=O_DIRECT` and `innodb_flush_log_at_trx_commit=1`, a bank of 100,000
 //! accounts flushed to the device, then transfers (a stored procedure: two balance updates and
@@ -32,14 +32,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const SIZE: &str = "512M";
-/// As the PostgreSQL trials: on one channel the pages of a request cross the bus one after
-/// another, so a cut can fall inside a 16 KiB page (docs/nbd.md).
-const GEOMETRY: [&str; 4] = [
-    "--set",
-    "geometry.channels=1",
-    "--set",
-    "geometry.chips_per_channel=4",
-];
 const ACCOUNTS: u32 = 100_000;
 
 fn long() -> bool {
@@ -349,37 +341,33 @@ fn run_and_cut(server: &mut Server, db: &mut Mariadb, n: u64, cut: Cut) -> Resul
     }
 }
 
-fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
+/// A temporary directory the `mysql` user can reach, with its run directory (socket, pid,
+/// logs) owned by `mysql`.
+fn dirs_for_mysql() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let run_dir = dir.join("run");
+    let run_dir = tmp.path().join("run");
     std::fs::create_dir_all(&run_dir).unwrap();
     must("chown", &["mysql:mysql", run_dir.to_str().unwrap()], 10);
-    must("chmod", &["755", dir.to_str().unwrap()], 10);
+    must("chmod", &["755", tmp.path().to_str().unwrap()], 10);
+    (tmp, run_dir)
+}
+
+fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
+    let (tmp, run_dir) = dirs_for_mysql();
+    let dir = tmp.path();
     let image = dir.join("dev.img");
-    let mut extra = vec!["--pace", "--power-cut-signal"];
-    extra.extend(GEOMETRY);
-    if atomic {
-        extra.push("--atomic-requests");
-    }
-    let nth = format!("--cut-inside-write={}", 1 + splitmix(0x7e5 ^ n) % 48);
-    if cut == Cut::InsideFlush {
-        extra.push(&nth);
-    }
+    let nth = (cut == Cut::InsideFlush).then(|| 1 + splitmix(0x7e5 ^ n) % 48);
+    let flags = cut_trial_flags(atomic, nth);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (moment, cut_line) = {
-        let mut server = Server::start(dir, "mobius", &image, SIZE, &extra);
-        let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext1"), "").map_err(|e| format!("mount: {e}"))?;
-        let mut db = Mariadb::install(&m.dir, &run_dir);
+        let mut server = Server::start(dir, "mobius", &image, SIZE, &flags);
+        let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
+        let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
         db.start().expect("mariadbd on the fresh device");
         db.load();
         let moment = run_and_cut(&mut server, &mut db, n, cut);
         drop(db);
-        drop(m);
-        drop(lo);
-        drop(fuse);
+        drop(fs);
         // A cut that did not happen is a failure of the harness, never "damage".
         let moment = moment.unwrap_or_else(|e| {
             panic!(
@@ -387,25 +375,15 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
                 std::fs::read_to_string(&server.log).unwrap_or_default()
             )
         });
-        let line = std::fs::read_to_string(&server.log)
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.contains("power cut at"))
-            .map(|l| l.trim_start_matches("mobius serve: ").to_string())
-            .unwrap_or_default();
-        (moment, line)
+        (moment, server.cut_line())
     };
-    let mut again = GEOMETRY.to_vec();
-    if atomic {
-        again.push("--atomic-requests");
-    }
+    let again = restart_flags(atomic);
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
     let mut server = Server::start(dir, "mobius", &image, SIZE, &again);
-    let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
-    let lo = Loop::attach(&fuse.file());
-    let m = Mount::new(&lo.dev, &dir.join("ext2"), "")
-        .map_err(|e| format!("mount after recovery: {e}"))?;
+    let fs = Ext4OnDevice::mount(&server, dir, "again", false)
+        .map_err(|e| format!("after recovery: {e}"))?;
     let mut db = Mariadb {
-        data: m.dir.join("mysql"),
+        data: fs.mount.dir.join("mysql"),
         run: run_dir.clone(),
         server: None,
         doublewrite: false,
@@ -416,9 +394,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
         .and_then(|()| db.check());
     db.stop();
     drop(db);
-    drop(m);
-    drop(lo);
-    drop(fuse);
+    drop(fs);
     let _ = server.stop();
     eprintln!(
         "mariadb trial {n} (atomic {atomic}): {moment} ({cut_line}): {}",
@@ -491,26 +467,19 @@ fn doublewrite_cost_on_the_same_device_long() {
         return;
     }
     for doublewrite in [true, false] {
-        let tmp = tempfile::tempdir().unwrap();
+        let (tmp, run_dir) = dirs_for_mysql();
         let dir = tmp.path();
-        let run_dir = dir.join("run");
-        std::fs::create_dir_all(&run_dir).unwrap();
-        must("chown", &["mysql:mysql", run_dir.to_str().unwrap()], 10);
-        must("chmod", &["755", dir.to_str().unwrap()], 10);
         let trace = dir.join("requests.trace");
-        let mut extra = vec![
+        let mut flags = vec![
             "--atomic-requests",
             "--pace",
             "--trace",
             trace.to_str().unwrap(),
         ];
-        extra.extend(GEOMETRY);
-        let mut server = Server::start(dir, "mobius", &dir.join("dev.img"), SIZE, &extra);
-        let fuse = Fuse::start(&dir.join("fuse"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext"), "").unwrap();
-        let mut db = Mariadb::install(&m.dir, &run_dir);
+        flags.extend(DB_GEOMETRY);
+        let mut server = Server::start(dir, "mobius", &dir.join("dev.img"), SIZE, &flags);
+        let fs = Ext4OnDevice::mount(&server, dir, "bench", true).unwrap();
+        let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
         db.doublewrite = doublewrite;
         db.start().expect("mariadbd");
         db.load();
@@ -534,9 +503,7 @@ fn doublewrite_cost_on_the_same_device_long() {
         );
         db.stop();
         drop(db);
-        drop(m);
-        drop(lo);
-        drop(fuse);
+        drop(fs);
         let _ = server.stop();
     }
 }

@@ -40,17 +40,6 @@ use std::time::Duration;
 
 const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
 const SIZE: &str = "512M";
-/// One channel of four chips: the pages of a request cross the bus one after another, so their
-/// programs end at different instants and a cut can fall between the two halves of an 8 KiB
-/// page. On the 2-channel `small` preset both halves of an aligned 8 KiB write go out on the
-/// two channels at once and finish together (tPROG is uniform), so no instant splits them
-/// (docs/nbd.md).
-const GEOMETRY: [&str; 4] = [
-    "--set",
-    "geometry.channels=1",
-    "--set",
-    "geometry.chips_per_channel=4",
-];
 
 fn pg(tool: &str) -> String {
     format!("{PG_BIN}/{tool}")
@@ -382,13 +371,7 @@ fn run_and_cut(
         }
     };
     // "power cut at T ns [inside a write of P pages at byte B]: N of M operations not finished"
-    let line = std::fs::read_to_string(&server.log)
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.contains("power cut at"))
-        .map(|l| l.trim_start_matches("mobius serve: ").to_string())
-        .unwrap_or_default();
-    Ok((line, moment))
+    Ok((server.cut_line(), moment))
 }
 
 fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
@@ -397,32 +380,19 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let run_dir = run_dir_for_postgres(dir);
     let image = dir.join("dev.img");
     let port = (55432 + n).to_string();
-    // The cut is simulated (SIGUSR1): requests in flight at that instant are torn, as a real
-    // power failure would tear them; `--pace` so every reply was sent after its completion.
-    let mut extra = vec!["--pace", "--power-cut-signal"];
-    extra.extend(GEOMETRY);
-    if atomic {
-        extra.push("--atomic-requests");
-    }
     // Which of the checkpoint's multi-page writes the cut falls inside (its first ones often
     // go to blocks the file system allocated after its last journal commit, which the
     // recovered file system no longer has: nothing there for PostgreSQL to read torn).
-    let nth = format!("--cut-inside-write={}", 1 + splitmix(0x7e4 ^ n) % 48);
-    if cut == Cut::InsideCheckpointWrite {
-        extra.push(&nth);
-    }
+    let nth = (cut == Cut::InsideCheckpointWrite).then(|| 1 + splitmix(0x7e4 ^ n) % 48);
+    let flags = cut_trial_flags(atomic, nth);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (cut_line, moment) = {
-        let mut server = Server::start(dir, "mobius", &image, SIZE, &extra);
-        let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext1"), "").map_err(|e| format!("mount: {e}"))?;
-        let cluster = create(&m.dir, &run_dir, &port, false);
+        let mut server = Server::start(dir, "mobius", &image, SIZE, &flags);
+        let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
+        let cluster = create(&fs.mount.dir, &run_dir, &port, false);
         let cut = run_and_cut(&mut server, &cluster, n, cut);
         drop(cluster);
-        drop(m);
-        drop(lo);
-        drop(fuse);
+        drop(fs);
         // A cut that did not happen is a failure of the harness, never "damage".
         cut.unwrap_or_else(|e| {
             panic!(
@@ -431,17 +401,13 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
             )
         })
     };
-    let mut again = GEOMETRY.to_vec();
-    if atomic {
-        again.push("--atomic-requests");
-    }
+    let again = restart_flags(atomic);
+    let again: Vec<&str> = again.iter().map(String::as_str).collect();
     let mut server = Server::start(dir, "mobius", &image, SIZE, &again);
-    let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
-    let lo = Loop::attach(&fuse.file());
-    let m = Mount::new(&lo.dev, &dir.join("ext2"), "")
-        .map_err(|e| format!("mount after recovery: {e}"))?;
+    let fs = Ext4OnDevice::mount(&server, dir, "again", false)
+        .map_err(|e| format!("after recovery: {e}"))?;
     let cluster = Cluster {
-        data: m.dir.join("pg"),
+        data: fs.mount.dir.join("pg"),
         socket_dir: run_dir.clone(),
         port,
         postmaster: std::cell::Cell::new(None),
@@ -452,9 +418,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
         .and_then(|()| check(&cluster));
     cluster.stop();
     drop(cluster);
-    drop(m);
-    drop(lo);
-    drop(fuse);
+    drop(fs);
     let _ = server.stop();
     eprintln!(
         "postgres trial {n} (atomic {atomic}): {moment} ({cut_line}): {}",
@@ -556,11 +520,8 @@ fn full_page_writes_cost_on_the_same_device() {
                 trace.to_str().unwrap(),
             ],
         );
-        let fuse = Fuse::start(&dir.join("fuse"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext"), "").unwrap();
-        let cluster = create(&m.dir, &run_dir, "55499", fpw);
+        let fs = Ext4OnDevice::mount(&server, dir, "bench", true).unwrap();
+        let cluster = create(&fs.mount.dir, &run_dir, "55499", fpw);
         let lsn = || {
             cluster
                 .psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")

@@ -196,6 +196,17 @@ impl Server {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// The server's "power cut at …" line (where the cut fell), without its prefix; empty if
+    /// it printed none.
+    pub fn cut_line(&self) -> String {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("power cut at"))
+            .map(|l| l.trim_start_matches("mobius serve: ").to_string())
+            .unwrap_or_default()
+    }
+
     /// SIGUSR1 without waiting: arms the cut of `--cut-inside-write` (the server goes on until
     /// the cut falls).
     pub fn arm_cut(&self) {
@@ -371,6 +382,38 @@ impl Drop for Mount {
     }
 }
 
+/// ext4 with 4 KiB blocks on a served device: nbdfuse, a direct-I/O loop device, the mount.
+/// Dropped in that order reversed: unmount, detach the loop device, unmount FUSE.
+pub struct Ext4OnDevice {
+    pub mount: Mount,
+    _lo: Loop,
+    _fuse: Fuse,
+}
+
+impl Ext4OnDevice {
+    /// Mounts the server's export under `dir/<name>-fuse` and `dir/<name>-ext`; `mkfs` first
+    /// when `format`.
+    pub fn mount(
+        server: &Server,
+        dir: &Path,
+        name: &str,
+        format: bool,
+    ) -> Result<Ext4OnDevice, String> {
+        let fuse = Fuse::start(&dir.join(format!("{name}-fuse")), &server.uri());
+        let lo = Loop::attach(&fuse.file());
+        if format {
+            must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
+        }
+        let mount = Mount::new(&lo.dev, &dir.join(format!("{name}-ext")), "")
+            .map_err(|e| format!("mount: {e}"))?;
+        Ok(Ext4OnDevice {
+            mount,
+            _lo: lo,
+            _fuse: fuse,
+        })
+    }
+}
+
 /// Deterministic file contents: file `i` of a workload with `seed`.
 pub fn content(seed: u64, i: u64, len: usize) -> Vec<u8> {
     let mut x = splitmix(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -419,3 +462,34 @@ pub fn trace_totals(path: &Path) -> (u64, u64) {
     }
     (bytes, flushes)
 }
+
+/// `mobius serve` flags of a database power-cut trial: paced, the simulated cut, one channel of
+/// four chips (the pages of a request cross the bus one after another, so a cut can fall inside
+/// a database page: docs/nbd.md), atomic requests or not, and the cut placed inside the `nth`
+/// multi-page overwrite after the signal when given.
+pub fn cut_trial_flags(atomic: bool, nth: Option<u64>) -> Vec<String> {
+    let mut flags: Vec<String> = ["--pace", "--power-cut-signal"].map(String::from).to_vec();
+    flags.extend(restart_flags(atomic));
+    if let Some(n) = nth {
+        flags.push(format!("--cut-inside-write={n}"));
+    }
+    flags
+}
+
+/// The flags of the server restarted on a trial's image after the cut: the same device and
+/// requests, no cut.
+pub fn restart_flags(atomic: bool) -> Vec<String> {
+    let mut flags: Vec<String> = DB_GEOMETRY.map(String::from).to_vec();
+    if atomic {
+        flags.push("--atomic-requests".into());
+    }
+    flags
+}
+
+/// One channel of four chips for the database trials (see [`cut_trial_flags`]).
+pub const DB_GEOMETRY: [&str; 4] = [
+    "--set",
+    "geometry.channels=1",
+    "--set",
+    "geometry.chips_per_channel=4",
+];
