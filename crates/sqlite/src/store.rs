@@ -89,6 +89,9 @@ pub struct StoreStats {
     pub read_requests: u64,
     pub host_pages_read: u64,
     pub flushes: u64,
+    /// Flushes the VFS added so a file's new size never reaches flash before its data, on a
+    /// device that only promises what a flush covers (included in `flushes`).
+    pub ordering_flushes: u64,
     /// Syncs SQLite asked for that the mode turned into no flush.
     pub syncs_skipped: u64,
     pub directory_writes: u64,
@@ -486,7 +489,27 @@ impl Store {
         let f = &self.files[kind as usize];
         let on_flash = self.dir.file(kind);
         if (on_flash.size, on_flash.exists) != (f.size, f.exists) {
+            let grows = f.exists && (!on_flash.exists || f.size > on_flash.size);
+            if grows {
+                self.data_before_size()?;
+            }
             self.write_directory_for(kind)?;
+        }
+        Ok(())
+    }
+
+    /// A file's new size must not reach flash before the data it covers: a journal recreated
+    /// after a delete reuses its extent, so a directory entry that lands first would expose the
+    /// previous journal's pages, a valid hot journal SQLite would roll back (losing a commit
+    /// that had returned; found by the long crash matrix on the write-cached FTL, seed 1061).
+    /// Where an acknowledged write is on flash (durable-writes, atomic-transactions) or the
+    /// device keeps request order (OPTR), writing the directory after the data is enough; a
+    /// device that only promises what a flush covers may land them in any order, so the data
+    /// is flushed first — what ext4's ordered mode does before it commits a size change.
+    fn data_before_size(&mut self) -> Result<(), SqlError> {
+        if self.unflushed && self.dev.promise() == Promise::FlushOnly {
+            self.stats.ordering_flushes += 1;
+            self.flush()?;
         }
         Ok(())
     }

@@ -227,6 +227,9 @@ pub struct RunReport {
     pub host_pages_written_per_tx: f64,
     pub flash_programs_per_tx: f64,
     pub flushes_per_tx: f64,
+    /// Of `flushes_per_tx`: those the VFS added so a grown file's size never reaches flash
+    /// before its data (devices that only promise what a flush covers).
+    pub ordering_flushes_per_tx: f64,
     pub device_tx_per_tx: f64,
     pub journal_fallbacks: u64,
     pub write_amplification: f64,
@@ -275,6 +278,7 @@ pub fn run(
         host_pages_written_per_tx: per(host),
         flash_programs_per_tx: per(p1 - p0),
         flushes_per_tx: per(s1.flushes - s0.flushes),
+        ordering_flushes_per_tx: per(s1.ordering_flushes - s0.ordering_flushes),
         device_tx_per_tx: per(s1.tx_committed - s0.tx_committed),
         journal_fallbacks: s1.journal_fallbacks - s0.journal_fallbacks,
         write_amplification: (p1 - p0) as f64 / host.max(1) as f64,
