@@ -61,10 +61,15 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         description: format!(
             "SSD {} MiB ({}), NVRAM {} MiB; fresh image per run; counters from mount to unmount. \
              FTL cleaning efficiency = 1 − GC copies / pages of erased blocks; NVMFS's own = \
-             1 − moved valid blocks / recycled blocks.",
+             1 − moved valid blocks / recycled blocks.{}",
             e.ssd_bytes >> 20,
             e.design,
-            e.nvram_bytes >> 20
+            e.nvram_bytes >> 20,
+            if ctx.scale == Scale::Paper {
+                ""
+            } else {
+                " xfs runs at `--scale paper` only: mkfs.xfs refuses 300 MiB or less."
+            }
         ),
         tables: vec![Table {
             caption: "SSD traffic, erases, GC copies, cleaning efficiency".into(),
