@@ -11,7 +11,7 @@
 //! mapping cache far more; the table shows both. Wall-clock figures depend on the
 //! machine and on what else runs on it; run it alone for numbers to quote.
 
-use crate::device_args::{apply_size, parse_size, DeviceArgs};
+use crate::device_args::{apply_size, parse_size};
 use clap::Args;
 
 #[derive(Args, Debug)]
@@ -95,12 +95,7 @@ pub fn slowdown(points: &[ScalePoint]) -> Option<f64> {
 
 /// The `--set` that gives `size` on the preset's geometry.
 fn blocks_per_chip(preset: &str, size: &str) -> anyhow::Result<u32> {
-    let device = DeviceArgs {
-        preset: preset.to_string(),
-        config: None,
-        overrides: Vec::new(),
-    };
-    let mut config = device.resolve()?;
+    let mut config = flash::DeviceConfig::preset(preset).map_err(anyhow::Error::msg)?;
     apply_size(&mut config, size)?;
     Ok(config.geometry.blocks_per_chip)
 }

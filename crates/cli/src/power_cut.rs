@@ -103,15 +103,12 @@ impl WriteCut {
         *self.fired.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A multi-page write with an instant inside it went by: the cut falls there unless more
-    /// are to pass first.
-    fn write_went_by(&self, cut: FiredCut) {
-        let pass = self
-            .to_pass
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        if pass.is_err() {
-            self.fire(cut);
-        }
+    /// A multi-page write with an instant inside it went by: `true` when the cut falls in it,
+    /// `false` while more are to pass first.
+    fn falls_in_this_write(&self) -> bool {
+        self.to_pass
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
     }
 
     fn fire(&self, cut: FiredCut) {
@@ -218,22 +215,28 @@ impl ServedBackend {
             .written
             .as_ref()
             .is_some_and(|w| w.all_written(offset, data.len() as u64));
-        let logged = |b: &mut FtlBackend| b.device_mut().flash().log().map_or(0, |l| l.ops.len());
-        let before = logged(&mut self.inner);
+        let before = self
+            .inner
+            .device_mut()
+            .flash()
+            .log()
+            .map_or(0, |l| l.ops.len());
         let result = self.inner.write(offset, data, fua, arrival_ns);
         if pages >= 2 && overwrite {
             let flash = self.inner.device_mut().flash();
             let ops = flash.log().map_or(&[][..], |l| &l.ops[before..]);
             if let Some(at_ns) = instant_inside(ops) {
-                let fired = FiredCut {
-                    at_ns,
-                    offset,
-                    pages,
-                    finished: 0,
-                    torn: 0,
-                    not_started: 0,
-                };
-                cut.write_went_by(fired.page_states(ops, offset, data, page));
+                if cut.falls_in_this_write() {
+                    let fired = FiredCut {
+                        at_ns,
+                        offset,
+                        pages,
+                        finished: 0,
+                        torn: 0,
+                        not_started: 0,
+                    };
+                    cut.fire(fired.page_states(ops, offset, data, page));
+                }
             }
         }
         result
@@ -398,14 +401,16 @@ mod write_cut_tests {
         cut.armed.store(true, Ordering::SeqCst);
         for n in 1..=3u64 {
             assert!(cut.waiting(), "write {n}");
-            cut.write_went_by(FiredCut {
-                at_ns: n,
-                offset: 0,
-                pages: 2,
-                finished: 1,
-                torn: 1,
-                not_started: 0,
-            });
+            if cut.falls_in_this_write() {
+                cut.fire(FiredCut {
+                    at_ns: n,
+                    offset: 0,
+                    pages: 2,
+                    finished: 1,
+                    torn: 1,
+                    not_started: 0,
+                });
+            }
         }
         assert_eq!(cut.fired().map(|f| f.at_ns), Some(3));
         assert!(!cut.waiting());

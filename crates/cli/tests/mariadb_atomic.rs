@@ -34,22 +34,8 @@ use std::time::Duration;
 const SIZE: &str = "512M";
 const ACCOUNTS: u32 = 100_000;
 
-fn long() -> bool {
-    std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1")
-}
-
 fn trials() -> u64 {
-    if let Some(n) = std::env::var("MOBIUS_MARIADB_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        return n;
-    }
-    if long() {
-        20
-    } else {
-        2
-    }
+    trial_count("MOBIUS_MARIADB_TRIALS")
 }
 
 const SCHEMA: &str = "CREATE DATABASE bank; USE bank;
@@ -440,9 +426,7 @@ fn mariadb_without_doublewrite_survives_power_cuts_on_atomic_requests() {
 /// writes; a rate that must be at least one damaged trial.
 #[test]
 fn mariadb_without_doublewrite_is_damaged_by_a_cut_inside_a_plain_write_long() {
-    if !(long() || std::env::var("MOBIUS_MARIADB_TRIALS").is_ok())
-        || skip("mariadb_plain", &tools())
-    {
+    if !control_requested("MOBIUS_MARIADB_TRIALS") || skip("mariadb_plain", &tools()) {
         eprintln!("MariaDB negative control skipped: set MOBIUS_LONG=1");
         return;
     }
@@ -462,7 +446,7 @@ fn mariadb_without_doublewrite_is_damaged_by_a_cut_inside_a_plain_write_long() {
 /// test); prints the figures for docs/nbd.md.
 #[test]
 fn doublewrite_cost_on_the_same_device_long() {
-    if !long() || skip("mariadb_doublewrite_bench", &tools()) {
+    if !long_mode() || skip("mariadb_doublewrite_bench", &tools()) {
         eprintln!("doublewrite benchmark skipped: set MOBIUS_LONG=1");
         return;
     }

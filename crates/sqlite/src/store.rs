@@ -489,10 +489,6 @@ impl Store {
         let f = &self.files[kind as usize];
         let on_flash = self.dir.file(kind);
         if (on_flash.size, on_flash.exists) != (f.size, f.exists) {
-            let grows = f.exists && (!on_flash.exists || f.size > on_flash.size);
-            if grows {
-                self.data_before_size()?;
-            }
             self.write_directory_for(kind)?;
         }
         Ok(())
@@ -534,8 +530,16 @@ impl Store {
         Ok(())
     }
 
-    /// Writes the directory with `kind`'s current size and existence.
+    /// Writes the directory with `kind`'s current size and existence; when that grows or creates
+    /// the file, its data first reaches flash ([`Self::data_before_size`]).
     fn write_directory_for(&mut self, kind: FileKind) -> Result<(), SqlError> {
+        let grows = {
+            let (f, on_flash) = (&self.files[kind as usize], self.dir.file(kind));
+            f.exists && (!on_flash.exists || f.size > on_flash.size)
+        };
+        if grows {
+            self.data_before_size()?;
+        }
         let f = &self.files[kind as usize];
         let e = self.dir.file_mut(kind);
         e.size = f.size;

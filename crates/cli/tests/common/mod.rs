@@ -493,3 +493,24 @@ pub const DB_GEOMETRY: [&str; 4] = [
     "--set",
     "geometry.chips_per_channel=4",
 ];
+
+/// `MOBIUS_LONG=1`: the long mode.
+pub fn long_mode() -> bool {
+    std::env::var("MOBIUS_LONG").is_ok_and(|v| v == "1")
+}
+
+/// Trials of a database power-cut test: `var=N` when set, else 20 in the long mode, 2
+/// otherwise.
+pub fn trial_count(var: &str) -> u64 {
+    match std::env::var(var).ok().and_then(|v| v.parse().ok()) {
+        Some(n) => n,
+        None if long_mode() => 20,
+        None => 2,
+    }
+}
+
+/// A negative control of the database trials runs in the long mode or when `var` asks for a
+/// number of trials.
+pub fn control_requested(var: &str) -> bool {
+    long_mode() || std::env::var(var).is_ok()
+}
