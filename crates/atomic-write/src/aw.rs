@@ -279,6 +279,12 @@ impl BlockDevice for AtomicWrite {
     fn check_invariants(&self) -> Result<(), String> {
         self.e.check_invariants()
     }
+    fn memory(&self) -> Vec<(String, u64)> {
+        let mut m = self.flash().memory();
+        m.extend(self.e.memory());
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         self.e.metrics()
     }

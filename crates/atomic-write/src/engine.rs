@@ -215,6 +215,23 @@ struct TailScan {
 }
 
 impl Engine {
+    /// Heap bytes per structure: the block space and the page mapping with its translation
+    /// pages' dirty state.
+    pub fn memory(&self) -> Vec<(String, u64)> {
+        use flash::vec_bytes;
+        let mut m = self.space.memory();
+        m.push((
+            "engine.mapping".into(),
+            vec_bytes(&self.map)
+                + vec_bytes(&self.tpage)
+                + vec_bytes(&self.tdirty)
+                + vec_bytes(&self.gpage)
+                + vec_bytes(&self.gdirty)
+                + vec_bytes(&self.old_tree),
+        ));
+        m
+    }
+
     fn build(flash: Flash, cfg: EngineConfig) -> Result<Engine, FtlError> {
         let g = flash.geometry().clone();
         if g.chips() < 1 || g.blocks_per_chip < 8 {

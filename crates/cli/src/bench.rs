@@ -153,6 +153,8 @@ pub fn measure(
     let run_wall_s = started.elapsed().as_secs_f64();
     let s = &result.stats;
     let metrics = dev.metrics();
+    let mut memory = dev.memory();
+    memory.push(("driver.expected_contents".into(), s.expected_contents_bytes));
     let (wear_min, wear_max, wear_mean) = dev.flash().wear_spread();
     let total_programs_all = dev.flash().stats().total_programs();
     let logical_pages = dev.logical_pages();
@@ -198,6 +200,9 @@ pub fn measure(
         "run_wall_s": run_wall_s,
         "run_page_programs_per_s": total_programs_all as f64 / run_wall_s.max(1e-9),
         "peak_rss_bytes": peak_rss_bytes(),
+        // Heap bytes per structure (allocated; zeroed arrays become resident on first touch).
+        "memory_allocated_bytes": memory.iter().map(|(_, b)| b).sum::<u64>(),
+        "memory": memory.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
     });
     let obj = out.as_object_mut().expect("object");
     for (k, v) in metrics {

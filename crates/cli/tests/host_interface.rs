@@ -61,3 +61,29 @@ fn an_unknown_host_field_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("host.speed"), "{err}");
 }
+
+/// `bench --json`'s per-structure memory reaches every design through the host-interface
+/// wrapper: the flash arrays and the design's own block space are both reported, and the total
+/// is their sum.
+#[test]
+fn every_design_reports_its_memory_per_structure() {
+    for ftl in [
+        "dftl",
+        "mobius",
+        "atomic-write",
+        "lighttx",
+        "txflash-tc",
+        "txflash-bpcc",
+        "wcache",
+        "optr",
+    ] {
+        let out = bench(ftl, &["--set", "host.link_mb_s=20"]);
+        let memory = out["memory"].as_object().expect("memory map");
+        for key in ["flash.page_state", "flash.oob_records", "space.page_owners"] {
+            let bytes = memory.get(key).and_then(|v| v.as_u64());
+            assert!(bytes.is_some_and(|b| b > 0), "{ftl}: {key} = {bytes:?}");
+        }
+        let sum: u64 = memory.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(out["memory_allocated_bytes"].as_u64(), Some(sum), "{ftl}");
+    }
+}

@@ -1,10 +1,11 @@
 //! The cached mapping table (CMT): a bounded LRU of (LPN → PPN, dirty) entries (DFTL §3).
 //!
-//! Layout for the hot path: a dense slot array (one 24-byte slot per entry, so an access touches
+//! Layout for the hot path: a dense slot array (one 16-byte slot per entry, so an access touches
 //! one cache line plus its list neighbours), an intrusive doubly linked LRU list through the
-//! slots, and an index `slot_of[lpn]`. No allocation per access. Dirty entries are also chained
-//! per translation page (singly linked), so a write-back finds the dirty entries of its page in
-//! O(dirty entries) and a checkpoint finds the dirty pages in O(translation pages).
+//! slots, an index `slot_of[lpn]` and a bitset of dirty slots. No allocation per access. A
+//! write-back finds the dirty entries of its translation page by walking the page's span of
+//! `slot_of` (contiguous, 4 bytes per LPN) and stops once it has seen the page's dirty count; a
+//! checkpoint finds the dirty pages from the per-page counts in O(translation pages).
 
 use flash::Ppn;
 
@@ -17,9 +18,6 @@ struct Slot {
     /// LRU neighbours (towards most / least recently used).
     prev: u32,
     next: u32,
-    /// Next dirty slot of the same translation page, when dirty.
-    dirty_next: u32,
-    dirty: bool,
 }
 
 const EMPTY: Slot = Slot {
@@ -27,24 +25,26 @@ const EMPTY: Slot = Slot {
     ppn: Ppn::NONE,
     prev: NIL,
     next: NIL,
-    dirty_next: NIL,
-    dirty: false,
 };
 
 pub struct Cmt {
     capacity: u32,
+    logical_pages: u32,
     /// Slot of each LPN, or NIL.
     slot_of: Vec<u32>,
+    /// Slots in use or once used: `slots.len()` grows to `capacity`, then stays.
     slots: Vec<Slot>,
+    /// One bit per slot: the entry differs from its translation page on flash.
+    dirty: Vec<u64>,
     /// Most recently used.
     head: u32,
     /// Least recently used.
     tail: u32,
+    /// Slots given back by `remove`, reused before `slots` grows.
     free: Vec<u32>,
     /// LPNs per translation page.
     per_tpage: u32,
-    /// Per translation page: first dirty slot and number of dirty entries.
-    dirty_head: Vec<u32>,
+    /// Per translation page: number of dirty entries.
     dirty_count: Vec<u32>,
     pub hits: u64,
     pub misses: u64,
@@ -56,33 +56,62 @@ impl Cmt {
         let tpages = logical_pages.div_ceil(per_tpage) as usize;
         Cmt {
             capacity,
+            logical_pages,
             slot_of: vec![NIL; logical_pages as usize],
-            slots: vec![EMPTY; capacity as usize],
+            // Reserved whole (no copies as it grows); pages are touched only as slots are used.
+            slots: Vec::with_capacity(capacity as usize),
+            dirty: vec![0; (capacity as usize).div_ceil(64)],
             head: NIL,
             tail: NIL,
-            free: (0..capacity).rev().collect(),
+            free: Vec::new(),
             per_tpage,
-            dirty_head: vec![NIL; tpages],
             dirty_count: vec![0; tpages],
             hits: 0,
             misses: 0,
         }
     }
 
+    /// Heap bytes: the per-LPN slot index, and the slots with their LRU and dirty chains.
+    pub fn memory(&self) -> [(&'static str, u64); 2] {
+        use flash::vec_bytes;
+        [
+            ("cmt_index", vec_bytes(&self.slot_of)),
+            (
+                "cmt_slots",
+                vec_bytes(&self.slots)
+                    + vec_bytes(&self.dirty)
+                    + vec_bytes(&self.free)
+                    + vec_bytes(&self.dirty_count),
+            ),
+        ]
+    }
+
     pub fn capacity(&self) -> u32 {
         self.capacity
     }
     pub fn len(&self) -> u32 {
-        self.capacity - self.free.len() as u32
+        (self.slots.len() - self.free.len()) as u32
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
     pub fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.len() == self.capacity
     }
     pub fn contains(&self, lpn: u32) -> bool {
         self.slot_of[lpn as usize] != NIL
+    }
+
+    fn is_dirty(&self, s: u32) -> bool {
+        self.dirty[s as usize / 64] & (1 << (s % 64)) != 0
+    }
+    fn set_dirty_bit(&mut self, s: u32, dirty: bool) {
+        let bit = 1u64 << (s % 64);
+        if dirty {
+            self.dirty[s as usize / 64] |= bit;
+        } else {
+            self.dirty[s as usize / 64] &= !bit;
+        }
     }
 
     fn unlink(&mut self, s: u32) {
@@ -118,39 +147,23 @@ impl Cmt {
         }
     }
 
-    /// Makes slot `s` dirty (chaining it to its translation page's dirty list).
+    /// Makes slot `s` dirty (counted against its translation page).
     fn make_dirty(&mut self, s: u32) {
-        let slot = &mut self.slots[s as usize];
-        if slot.dirty {
-            return;
-        }
-        let t = (slot.lpn / self.per_tpage) as usize;
-        slot.dirty = true;
-        slot.dirty_next = self.dirty_head[t];
-        self.dirty_head[t] = s;
-        self.dirty_count[t] += 1;
-    }
-
-    /// Takes slot `s` off its page's dirty list (O(dirty entries of that page); only used when
-    /// a dirty entry is dropped without a write-back).
-    fn unchain_dirty(&mut self, s: u32) {
-        if !self.slots[s as usize].dirty {
+        if self.is_dirty(s) {
             return;
         }
         let t = (self.slots[s as usize].lpn / self.per_tpage) as usize;
-        let next = self.slots[s as usize].dirty_next;
-        if self.dirty_head[t] == s {
-            self.dirty_head[t] = next;
-        } else {
-            let mut p = self.dirty_head[t];
-            while self.slots[p as usize].dirty_next != s {
-                p = self.slots[p as usize].dirty_next;
-                assert_ne!(p, NIL, "dirty slot {s} missing from its page's list");
-            }
-            self.slots[p as usize].dirty_next = next;
+        self.set_dirty_bit(s, true);
+        self.dirty_count[t] += 1;
+    }
+
+    /// Makes slot `s` clean without a write-back (its entry is being dropped).
+    fn clear_dirty(&mut self, s: u32) {
+        if !self.is_dirty(s) {
+            return;
         }
-        self.slots[s as usize].dirty = false;
-        self.slots[s as usize].dirty_next = NIL;
+        let t = (self.slots[s as usize].lpn / self.per_tpage) as usize;
+        self.set_dirty_bit(s, false);
         self.dirty_count[t] -= 1;
     }
 
@@ -166,17 +179,24 @@ impl Cmt {
             .collect()
     }
 
-    /// Hands every dirty entry of translation page `t` to `f` (lpn, ppn) and marks it clean:
-    /// the batch of one write-back.
+    /// Hands every dirty entry of translation page `t` to `f` (lpn, ppn) in LPN order and
+    /// marks it clean: the batch of one write-back.
     pub fn take_dirty(&mut self, t: usize, mut f: impl FnMut(u32, Ppn)) {
-        let mut s = std::mem::replace(&mut self.dirty_head[t], NIL);
-        while s != NIL {
-            let slot = &mut self.slots[s as usize];
-            debug_assert!(slot.dirty && (slot.lpn / self.per_tpage) as usize == t);
-            f(slot.lpn, slot.ppn);
-            slot.dirty = false;
-            s = std::mem::replace(&mut slot.dirty_next, NIL);
+        let first = t as u32 * self.per_tpage;
+        let last = (first + self.per_tpage).min(self.logical_pages);
+        let mut left = self.dirty_count[t];
+        for lpn in first..last {
+            if left == 0 {
+                break;
+            }
+            let s = self.slot_of[lpn as usize];
+            if s != NIL && self.is_dirty(s) {
+                f(lpn, self.slots[s as usize].ppn);
+                self.set_dirty_bit(s, false);
+                left -= 1;
+            }
         }
+        debug_assert_eq!(left, 0, "page {t}'s dirty count exceeds its dirty entries");
         self.dirty_count[t] = 0;
     }
 
@@ -195,7 +215,7 @@ impl Cmt {
     /// Entry without touching recency or counters.
     pub fn peek(&self, lpn: u32) -> Option<(Ppn, bool)> {
         let s = self.slot_of[lpn as usize];
-        (s != NIL).then(|| (self.slots[s as usize].ppn, self.slots[s as usize].dirty))
+        (s != NIL).then(|| (self.slots[s as usize].ppn, self.is_dirty(s)))
     }
 
     /// Updates a cached entry (it must be cached).
@@ -212,10 +232,14 @@ impl Cmt {
     /// Inserts an entry (the CMT must not be full and the LPN not cached).
     pub fn insert(&mut self, lpn: u32, ppn: Ppn, dirty: bool) {
         assert!(!self.contains(lpn));
-        let s = self
-            .free
-            .pop()
-            .expect("insert into a full CMT: evict first");
+        assert!(!self.is_full(), "insert into a full CMT: evict first");
+        let s = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(EMPTY);
+                self.slots.len() as u32 - 1
+            }
+        };
         self.slot_of[lpn as usize] = s;
         self.slots[s as usize] = Slot { lpn, ppn, ..EMPTY };
         if dirty {
@@ -228,7 +252,7 @@ impl Cmt {
     pub fn lru(&self) -> Option<(u32, Ppn, bool)> {
         (self.tail != NIL).then(|| {
             let s = &self.slots[self.tail as usize];
-            (s.lpn, s.ppn, s.dirty)
+            (s.lpn, s.ppn, self.is_dirty(self.tail))
         })
     }
 
@@ -238,7 +262,7 @@ impl Cmt {
         if s == NIL {
             return;
         }
-        self.unchain_dirty(s);
+        self.clear_dirty(s);
         self.unlink(s);
         self.slot_of[lpn as usize] = NIL;
         self.free.push(s);
@@ -246,16 +270,12 @@ impl Cmt {
 
     /// Every dirty entry's LPN, sorted (tests and invariant checks).
     pub fn dirty_lpns(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = (0..self.dirty_head.len())
-            .flat_map(|t| {
-                std::iter::successors(Some(self.dirty_head[t]).filter(|&s| s != NIL), |&s| {
-                    Some(self.slots[s as usize].dirty_next).filter(|&n| n != NIL)
-                })
+        (0..self.logical_pages)
+            .filter(|&lpn| {
+                let s = self.slot_of[lpn as usize];
+                s != NIL && self.is_dirty(s)
             })
-            .map(|s| self.slots[s as usize].lpn)
-            .collect();
-        v.sort_unstable();
-        v
+            .collect()
     }
 
     pub fn check_invariants(&self) -> Result<(), String> {
@@ -273,7 +293,7 @@ impl Cmt {
             if n > self.capacity {
                 return Err("CMT list has a cycle".into());
             }
-            if slot.dirty {
+            if self.is_dirty(s) {
                 dirty.push(slot.lpn);
             }
             s = slot.next;
@@ -287,14 +307,22 @@ impl Cmt {
         }
         dirty.sort_unstable();
         if dirty != self.dirty_lpns() {
-            return Err("CMT per-translation-page dirty lists disagree with the entries".into());
+            return Err("CMT dirty bits disagree with the linked entries".into());
         }
-        let counted: u32 = self.dirty_count.iter().sum();
-        if counted as usize != dirty.len() {
-            return Err(format!(
-                "CMT dirty counts sum to {counted}, {} entries are dirty",
-                dirty.len()
-            ));
+        let free_dirty = self.free.iter().filter(|&&s| self.is_dirty(s)).count();
+        if free_dirty > 0 {
+            return Err(format!("{free_dirty} free CMT slots are marked dirty"));
+        }
+        let mut per_page = vec![0u32; self.dirty_count.len()];
+        for &lpn in &dirty {
+            per_page[(lpn / self.per_tpage) as usize] += 1;
+        }
+        for (t, (&count, &in_page)) in self.dirty_count.iter().zip(&per_page).enumerate() {
+            if count != in_page {
+                return Err(format!(
+                    "CMT says translation page {t} has {count} dirty entries, it has {in_page}"
+                ));
+            }
         }
         Ok(())
     }
@@ -339,7 +367,7 @@ mod tests {
         c.update(5, Ppn(105), true);
         assert_eq!(c.dirty_lpns(), vec![0, 1, 2, 5, 6]);
         assert_eq!(c.dirty_tvpns(), vec![0, 1]);
-        // Dropping a dirty entry unchains it from the middle of its page's list.
+        // Dropping a dirty entry takes it off its page's dirty count.
         c.remove(1);
         assert_eq!(c.dirty_in(0), 2);
         c.check_invariants().unwrap();
@@ -349,5 +377,31 @@ mod tests {
         assert_eq!(taken, vec![(5, Ppn(105)), (6, Ppn(6))]);
         assert_eq!(c.dirty_tvpns(), vec![0]);
         c.check_invariants().unwrap();
+    }
+
+    /// The invariant check is an oracle: it must fail on a CMT whose dirty bookkeeping lies.
+    #[test]
+    fn the_invariant_check_catches_wrong_dirty_bookkeeping() {
+        let mut c = Cmt::new(4, 16, 4);
+        c.insert(1, Ppn(1), true);
+        c.insert(6, Ppn(6), false);
+        c.check_invariants().unwrap();
+        c.dirty_count[1] += 1;
+        assert!(
+            c.check_invariants().is_err(),
+            "count on a page with no dirty entry"
+        );
+        c.dirty_count[1] -= 1;
+        let s = c.slot_of[1];
+        c.set_dirty_bit(s, false);
+        assert!(
+            c.check_invariants().is_err(),
+            "dirty count without its dirty bit"
+        );
+        c.set_dirty_bit(s, true);
+        c.check_invariants().unwrap();
+        c.remove(6);
+        c.set_dirty_bit(c.free[0], true);
+        assert!(c.check_invariants().is_err(), "a free slot marked dirty");
     }
 }

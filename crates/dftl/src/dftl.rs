@@ -847,6 +847,33 @@ impl BlockDevice for Dftl {
         Ok(())
     }
 
+    fn memory(&self) -> Vec<(String, u64)> {
+        use flash::vec_bytes;
+        let mut m = self.flash.memory();
+        m.extend(self.space.memory());
+        m.extend(
+            self.cmt
+                .memory()
+                .iter()
+                .map(|(name, bytes)| (format!("dftl.{name}"), *bytes)),
+        );
+        m.push(("dftl.mapping_mirror".into(), vec_bytes(&self.gmt)));
+        let reserved: u64 = self
+            .reserved
+            .iter()
+            .map(|q| (q.capacity() * std::mem::size_of::<BlockId>()) as u64)
+            .sum();
+        m.push((
+            "dftl.directory".into(),
+            vec_bytes(&self.gtd)
+                + vec_bytes(&self.tvpn_data_end)
+                + vec_bytes(&self.pending)
+                + vec_bytes(&self.block_ready_ns)
+                + reserved,
+        ));
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         let lookups = (self.cmt.hits + self.cmt.misses).max(1) as f64;

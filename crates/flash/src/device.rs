@@ -41,6 +41,22 @@ pub struct Flash {
 }
 
 impl Flash {
+    /// Heap bytes of the emulated device per structure, named `flash.<structure>` (allocated,
+    /// not necessarily resident; docs/performance.md).
+    pub fn memory(&self) -> Vec<(String, u64)> {
+        let mut m: Vec<(String, u64)> = self
+            .store
+            .memory()
+            .into_iter()
+            .map(|(name, bytes)| (format!("flash.{name}"), bytes))
+            .collect();
+        m.push((
+            "flash.write_pointers".into(),
+            crate::store::vec_bytes(&self.write_pointer),
+        ));
+        m
+    }
+
     /// A device over an existing store (fresh, or an image after a power cut).
     pub fn new(config: DeviceConfig, store: Box<dyn Store>) -> Flash {
         assert_eq!(

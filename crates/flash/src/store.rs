@@ -70,6 +70,16 @@ pub trait Store: Send {
     fn io_errors(&self) -> u64 {
         0
     }
+    /// Heap bytes this store allocated, per structure (allocated, not necessarily resident:
+    /// zeroed arrays are faulted in on first touch).
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}
+
+/// Heap bytes a vector holds (its capacity).
+pub fn vec_bytes<T>(v: &Vec<T>) -> u64 {
+    (v.capacity() * std::mem::size_of::<T>()) as u64
 }
 
 /// Shared per-page and per-block bookkeeping of the in-memory stores.
@@ -112,6 +122,16 @@ impl Common {
         dst[..n].copy_from_slice(&oob[..n]);
         dst[n..].fill(0);
     }
+    fn memory(&self) -> [(&'static str, u64); 3] {
+        [
+            ("page_state", vec_bytes(&self.states)),
+            ("oob_records", vec_bytes(&self.oob)),
+            (
+                "block_counters",
+                vec_bytes(&self.erase_counts) + vec_bytes(&self.erase_torn),
+            ),
+        ]
+    }
     fn erase(&mut self, block: BlockId) -> std::ops::Range<usize> {
         let ppb = self.geometry.pages_per_block as usize;
         let first = block.0 as usize * ppb;
@@ -122,12 +142,16 @@ impl Common {
     }
 }
 
-/// Tag-only store for paper-scale simulation: a host page costs a 12-byte tag.
+/// Tag-only store for paper-scale simulation: a host page costs an 8-byte tag.
 #[derive(Clone)]
 pub struct TagStore {
     common: Common,
     tag_lpn: Vec<u32>,
-    tag_write: Vec<u64>,
+    /// Low 32 bits of each page's write number.
+    tag_write: Vec<u32>,
+    /// High 32 bits of the write numbers that have them, by PPN: empty until a run has made
+    /// 2^32 page writes, so a tag costs 8 bytes instead of 12 and stays exact beyond.
+    tag_write_high: FxHashMap<u32, u32>,
     /// Pages written with real bytes (metadata pages), keyed by PPN.
     bytes: FxHashMap<u32, Box<[u8]>>,
 }
@@ -139,6 +163,7 @@ impl TagStore {
             common: Common::new(geometry, oob_record_bytes),
             tag_lpn: vec![0; pages],
             tag_write: vec![0; pages],
+            tag_write_high: FxHashMap::default(),
             bytes: FxHashMap::default(),
         }
     }
@@ -160,10 +185,13 @@ impl Store for TagStore {
     fn data(&self, ppn: Ppn) -> Content {
         match self.bytes.get(&ppn.0) {
             Some(b) => Content::Bytes(b.clone()),
-            None => Content::Tag(ContentTag {
-                lpn: self.tag_lpn[ppn.0 as usize],
-                write: self.tag_write[ppn.0 as usize],
-            }),
+            None => {
+                let high = self.tag_write_high.get(&ppn.0).copied().unwrap_or(0);
+                Content::Tag(ContentTag {
+                    lpn: self.tag_lpn[ppn.0 as usize],
+                    write: (high as u64) << 32 | self.tag_write[ppn.0 as usize] as u64,
+                })
+            }
         }
     }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
@@ -174,7 +202,13 @@ impl Store for TagStore {
         match content {
             Content::Tag(t) => {
                 self.tag_lpn[i] = t.lpn;
-                self.tag_write[i] = t.write;
+                self.tag_write[i] = t.write as u32;
+                let high = (t.write >> 32) as u32;
+                if high != 0 {
+                    self.tag_write_high.insert(ppn.0, high);
+                } else if !self.tag_write_high.is_empty() {
+                    self.tag_write_high.remove(&ppn.0);
+                }
                 self.bytes.remove(&ppn.0);
             }
             Content::Bytes(b) => {
@@ -194,8 +228,13 @@ impl Store for TagStore {
     fn erase_block(&mut self, block: BlockId) {
         let range = self.common.erase(block);
         if !self.bytes.is_empty() {
-            for p in range {
+            for p in range.clone() {
                 self.bytes.remove(&(p as u32));
+            }
+        }
+        if !self.tag_write_high.is_empty() {
+            for p in range {
+                self.tag_write_high.remove(&(p as u32));
             }
         }
     }
@@ -210,6 +249,21 @@ impl Store for TagStore {
     }
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())
+    }
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        let page = self.common.geometry.page_bytes as u64;
+        // Each kept page: its buffer, plus a table slot (key, boxed-slice pointer and length,
+        // one control byte) for every slot of the table's capacity.
+        let table =
+            self.bytes.capacity() as u64 * (std::mem::size_of::<(u32, Box<[u8]>)>() as u64 + 1);
+        let mut m = self.common.memory().to_vec();
+        let high = self.tag_write_high.capacity() as u64 * 9;
+        m.push((
+            "content_tags",
+            vec_bytes(&self.tag_lpn) + vec_bytes(&self.tag_write) + high,
+        ));
+        m.push(("metadata_pages", self.bytes.len() as u64 * page + table));
+        m
     }
 }
 
@@ -333,6 +387,14 @@ impl Store for MemStore {
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())
     }
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        let mut m = self.common.memory().to_vec();
+        m.push((
+            "page_slabs",
+            self.allocated_bytes() + vec_bytes(&self.slabs),
+        ));
+        m
+    }
 }
 
 #[cfg(test)]
@@ -415,5 +477,26 @@ mod tests {
         copy.erase_block(store.geometry().block_of(kept));
         copy.write_page(kept, &Content::Bytes(vec![0x33; page_bytes].into()), &[]);
         assert_eq!(store.data(kept).as_bytes().unwrap()[0], 0x11);
+    }
+
+    /// A tag keeps 32 bits of its write number in the per-page array; larger write numbers
+    /// (a run past 2^32 page writes) keep their high half aside and still read back exactly,
+    /// until the page is programmed again or its block erased.
+    #[test]
+    fn write_numbers_past_32_bits_read_back_exactly() {
+        let geometry = DeviceConfig::preset("small").unwrap().geometry;
+        let mut store = TagStore::new(&geometry, 16);
+        let tag = |lpn, write| Content::Tag(ContentTag { lpn, write });
+        let big = (7u64 << 32) | 5;
+        store.write_page(Ppn(0), &tag(1, big), &[]);
+        store.write_page(Ppn(1), &tag(2, 5), &[]);
+        assert_eq!(store.data(Ppn(0)).tag().unwrap().write, big);
+        assert_eq!(store.data(Ppn(1)).tag().unwrap().write, 5);
+        store.erase_block(BlockId(0));
+        store.write_page(Ppn(0), &tag(1, 9), &[]);
+        assert_eq!(store.data(Ppn(0)).tag().unwrap().write, 9);
+        let next_block = geometry.first_page(BlockId(1));
+        store.write_page(next_block, &tag(3, u64::MAX), &[]);
+        assert_eq!(store.data(next_block).tag().unwrap().write, u64::MAX);
     }
 }

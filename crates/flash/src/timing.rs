@@ -13,7 +13,7 @@
 //! Times are plain integer nanoseconds of simulated time; nothing here reads a wall clock.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Latency parameters of one flash part and its bus.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,12 +63,16 @@ pub struct Timeline {
     channels: Vec<Bookings>,
 }
 
-/// Booked intervals of one shared resource (a channel, a host link's direction), start → end,
-/// adjacent intervals coalesced: each new booking takes the first gap long enough at or after
-/// the instant it is ready.
+/// Booked intervals of one shared resource (a channel, a host link's direction), sorted by
+/// start, disjoint, adjacent intervals coalesced: each new booking takes the first gap long
+/// enough at or after the instant it is ready.
+///
+/// A sorted deque rather than a tree: the set is small (pruned from the front as the resource's
+/// users move on) and a booking lands near its end, so a binary search and an insert near the
+/// back beat a tree's node walks on the simulator's hottest path (docs/performance.md).
 #[derive(Clone, Debug, Default)]
 pub struct Bookings {
-    busy: BTreeMap<u64, u64>,
+    busy: VecDeque<(u64, u64)>,
 }
 
 impl Bookings {
@@ -77,44 +81,44 @@ impl Bookings {
         if length == 0 {
             return ready;
         }
+        // First interval starting after `ready`; the one before it may still cover `ready`.
+        let after = self.busy.partition_point(|&(s, _)| s <= ready);
         let mut start = ready;
-        // An interval beginning before `ready` may still cover it.
-        if let Some((_, &e)) = self.busy.range(..=start).next_back() {
-            start = start.max(e);
+        if after > 0 {
+            start = start.max(self.busy[after - 1].1);
         }
-        for (&s, &e) in self.busy.range(start..) {
+        for &(s, e) in self.busy.range(after..) {
             if s >= start + length {
                 break;
             }
             start = start.max(e);
         }
-        let mut begin = start;
-        let mut end = start + length;
+        let end = start + length;
         // Coalesce with the interval ending exactly at `start` and the one starting at `end`.
-        if let Some((&s, &e)) = self.busy.range(..=start).next_back() {
-            if e == start {
-                begin = s;
+        let next = self.busy.partition_point(|&(s, _)| s <= start);
+        let joins_prev = next > 0 && self.busy[next - 1].1 == start;
+        let joins_next = next < self.busy.len() && self.busy[next].0 == end;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                self.busy[next - 1].1 = self.busy[next].1;
+                self.busy.remove(next);
             }
+            (true, false) => self.busy[next - 1].1 = end,
+            (false, true) => self.busy[next].0 = start,
+            (false, false) => self.busy.insert(next, (start, end)),
         }
-        if let Some(e) = self.busy.remove(&end) {
-            end = e;
-        }
-        self.busy.insert(begin, end);
         start
     }
 
     /// Forgets intervals that end at or before `floor`: no later transfer can start before it.
     pub fn prune(&mut self, floor: u64) {
-        while let Some((&s, &e)) = self.busy.first_key_value() {
-            if e > floor {
-                break;
-            }
-            self.busy.remove(&s);
+        while self.busy.front().is_some_and(|&(_, e)| e <= floor) {
+            self.busy.pop_front();
         }
     }
 
     fn last_end(&self) -> u64 {
-        self.busy.last_key_value().map_or(0, |(_, &e)| e)
+        self.busy.back().map_or(0, |&(_, e)| e)
     }
 }
 
@@ -200,8 +204,8 @@ impl Timeline {
         }
         for c in self.channels.iter_mut() {
             let last = c.last_end();
-            c.prune(u64::MAX);
-            c.busy.insert(0, last.max(ns));
+            c.busy.clear();
+            c.busy.push_back((0, last.max(ns)));
         }
     }
 }
@@ -265,6 +269,40 @@ mod tests {
         assert_eq!(c.busy.len(), 1);
         c.prune(66);
         assert!(c.busy.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Bookings against the plainest model: a bitmap of busy nanoseconds. Every booking
+        /// takes the earliest start at or after `ready` whose `length` ns are all free, the
+        /// stored intervals stay sorted, disjoint and coalesced, and pruning forgets only
+        /// intervals that end at or before the floor.
+        #[test]
+        fn bookings_take_the_first_free_gap(
+            ops in proptest::collection::vec((0u64..400, 1u64..40, 0u8..8), 1..120)
+        ) {
+            let mut c = Bookings::default();
+            let mut busy = vec![false; 8192];
+            let mut floor = 0u64;
+            for (ready, length, prune) in ops {
+                let ready = ready.max(floor);
+                let expected = (ready..)
+                    .find(|&t| (t..t + length).all(|n| !busy[n as usize]))
+                    .unwrap();
+                let got = c.book(ready, length);
+                proptest::prop_assert_eq!(got, expected);
+                for n in got..got + length {
+                    busy[n as usize] = true;
+                }
+                let v: Vec<_> = c.busy.iter().copied().collect();
+                proptest::prop_assert!(v.iter().all(|&(s, e)| s < e));
+                proptest::prop_assert!(v.windows(2).all(|w| w[0].1 < w[1].0), "{:?}", v);
+                if prune == 0 {
+                    floor = ready;
+                    c.prune(floor);
+                    proptest::prop_assert!(c.busy.iter().all(|&(_, e)| e > floor));
+                }
+            }
+        }
     }
 
     #[test]

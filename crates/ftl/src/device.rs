@@ -69,6 +69,11 @@ pub trait BlockDevice: Send {
     fn metrics(&self) -> Vec<(String, f64)> {
         Vec::new()
     }
+    /// Heap bytes per structure, for `mobius bench --json`'s `memory` (docs/performance.md):
+    /// the emulated flash's by default; a design adds its own (`<design>.<structure>`).
+    fn memory(&self) -> Vec<(String, u64)> {
+        self.flash().memory()
+    }
     /// The transactional interface, for designs that offer one.
     fn transactional(&mut self) -> Option<&mut dyn Transactional> {
         None

@@ -233,6 +233,9 @@ impl BlockDevice for HostLinked {
     fn check_invariants(&self) -> Result<(), String> {
         self.inner.check_invariants()
     }
+    fn memory(&self) -> Vec<(String, u64)> {
+        self.inner.memory()
+    }
 
     fn metrics(&self) -> Vec<(String, f64)> {
         let mut m = self.inner.metrics();

@@ -54,6 +54,18 @@ pub struct Space {
 }
 
 impl Space {
+    /// Heap bytes per structure, named `space.<structure>`.
+    pub fn memory(&self) -> Vec<(String, u64)> {
+        let mut m: Vec<(String, u64)> = self
+            .validity
+            .memory()
+            .iter()
+            .map(|(name, bytes)| (format!("space.{name}"), *bytes))
+            .collect();
+        m.push(("space.block_pool".into(), self.pool.memory()));
+        m
+    }
+
     pub fn new(
         pool: BlockPool,
         validity: Validity,

@@ -40,6 +40,23 @@ impl Validity {
         }
     }
 
+    /// Heap bytes: the owner of every page, and the per-block counters and greedy index.
+    pub fn memory(&self) -> [(&'static str, u64); 2] {
+        use flash::vec_bytes;
+        [
+            ("page_owners", vec_bytes(&self.owner)),
+            (
+                "block_validity",
+                vec_bytes(&self.valid)
+                    + vec_bytes(&self.invalidated_by_ns)
+                    + vec_bytes(&self.in_index)
+                    + vec_bytes(&self.prev)
+                    + vec_bytes(&self.next)
+                    + vec_bytes(&self.head),
+            ),
+        ]
+    }
+
     pub fn owner(&self, ppn: Ppn) -> Option<u32> {
         let o = self.owner[ppn.0 as usize];
         (o != NO_OWNER).then_some(o)

@@ -280,6 +280,12 @@ impl BlockDevice for LightTx {
     fn check_invariants(&self) -> Result<(), String> {
         self.e.check_invariants()
     }
+    fn memory(&self) -> Vec<(String, u64)> {
+        let mut m = self.flash().memory();
+        m.extend(self.e.memory());
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         let mut m = self.e.metrics();
         m.push(("running_tx".into(), self.e.txs.len() as f64));

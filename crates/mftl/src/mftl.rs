@@ -2243,6 +2243,25 @@ impl BlockDevice for Mobius {
     fn check_invariants(&self) -> Result<(), String> {
         self.state_check()
     }
+    fn memory(&self) -> Vec<(String, u64)> {
+        use flash::vec_bytes;
+        let mut m = self.flash.memory();
+        m.extend(self.space.memory());
+        m.push((
+            "mobius.mapping".into(),
+            vec_bytes(&self.base)
+                + vec_bytes(&self.tp_loaded)
+                + vec_bytes(&self.tp_stamp)
+                + vec_bytes(&self.gtd),
+        ));
+        // Resident Area: a hash table slot (key, value, control byte) per slot of capacity.
+        m.push((
+            "mobius.resident_area".into(),
+            self.resident.capacity() as u64 * 9,
+        ));
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         vec![
             ("tx_committed".into(), self.committed as f64),

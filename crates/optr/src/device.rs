@@ -907,6 +907,19 @@ impl BlockDevice for Optr {
         Ok(())
     }
 
+    fn memory(&self) -> Vec<(String, u64)> {
+        let mut m = self.flash().memory();
+        m.extend(
+            self.validity
+                .memory()
+                .iter()
+                .map(|(name, bytes)| (format!("space.{name}"), *bytes)),
+        );
+        m.push(("space.block_pool".into(), self.pool.memory()));
+        m.push(("optr.mapping".into(), flash::vec_bytes(&self.l2p)));
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         let o = self.overhead;
         vec![

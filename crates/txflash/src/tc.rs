@@ -935,6 +935,12 @@ impl BlockDevice for TxFlashTc {
     fn check_invariants(&self) -> Result<(), String> {
         self.check()
     }
+    fn memory(&self) -> Vec<(String, u64)> {
+        let mut m = self.flash().memory();
+        m.extend(self.space.memory());
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         vec![
             ("transactions".into(), self.txs as f64),

@@ -415,6 +415,12 @@ impl BlockDevice for WCache {
         Ok(())
     }
 
+    fn memory(&self) -> Vec<(String, u64)> {
+        let mut m = self.flash().memory();
+        m.extend(self.space.memory());
+        m
+    }
+
     fn metrics(&self) -> Vec<(String, f64)> {
         vec![
             ("coalesced_pages".into(), self.coalesced as f64),

@@ -33,7 +33,11 @@ pub struct RunStats {
     pub end_ns: u64,
     /// Flash counters of the measured phase.
     pub flash: FlashStats,
+    /// Wall seconds of the measured phase (from the end of the fill to the final flush).
     pub wall_s: f64,
+    /// Heap bytes of the driver's expected contents (the last write to each page, kept only
+    /// when the workload reads).
+    pub expected_contents_bytes: u64,
 }
 
 impl RunStats {
@@ -114,7 +118,9 @@ pub fn run_from(
     generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let verify_exact = spec.name != "txmix";
-    let mut expected: Vec<u64> = if verify_exact {
+    // The last write to each page, for checking reads: 8 bytes per logical page, kept only
+    // when the workload reads.
+    let mut expected: Vec<u64> = if verify_exact && spec.issues_reads() {
         origin
             .contents
             .clone()
@@ -147,6 +153,7 @@ pub fn run_from(
         end_ns: start_ns,
         flash: FlashStats::default(),
         wall_s: 0.0,
+        expected_contents_bytes: flash::vec_bytes(&expected),
     };
     let mut measured_from: Option<(FlashStats, u64)> = None;
     let mut end_ns = start_ns;
@@ -174,7 +181,8 @@ pub fn run_from(
             }
         };
     }
-    let wall = std::time::Instant::now();
+    // Wall time of the measured phase: restarted when the fill is done.
+    let mut wall = std::time::Instant::now();
     loop {
         let arrival = if outstanding.len() + deferred.len() >= spec.queue_depth as usize {
             if !deferred.is_empty() {
@@ -199,6 +207,7 @@ pub fn run_from(
             // The measured phase starts when the fill is done.
             let t = dev.flash().idle_ns().max(arrival);
             measured_from = Some((dev.flash().stats().clone(), t));
+            wall = std::time::Instant::now();
             outstanding.clear();
             last_arrival = t;
             stats.start_ns = t;
@@ -261,7 +270,7 @@ pub fn run_from(
         } else if phase == Phase::Measured {
             account(&mut stats, &op, arrival, ack, &error, &written);
         }
-        if verify_exact && ack.is_some() {
+        if !expected.is_empty() && ack.is_some() {
             check_reads(
                 &op,
                 &reads,

@@ -333,3 +333,43 @@ impl Generator {
         self.caps.is_some_and(|c| c.concurrent_dynamic)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::WORKLOAD_NAMES;
+    use rand::SeedableRng;
+
+    /// The driver keeps expected contents only when `issues_reads` says so: a workload that
+    /// reads without saying it would have its reads go unchecked.
+    #[test]
+    fn a_workload_reads_only_if_its_spec_says_it_may() {
+        let caps = TxCapabilities {
+            static_tx: true,
+            async_swrite: true,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: true,
+            sread: true,
+            abort: true,
+            max_tx_pages: 64,
+        };
+        for name in WORKLOAD_NAMES {
+            for trim_fraction in [0.0, 0.2] {
+                let mut spec = WorkloadSpec::named(name).unwrap();
+                spec.trim_fraction = trim_fraction;
+                let mut g = Generator::new(&spec, 4096, Some(caps)).unwrap();
+                let mut rng = ChaCha8Rng::seed_from_u64(7);
+                let view = View {
+                    now_ns: 0,
+                    inflight_static: &[],
+                };
+                let reads = (0..5_000)
+                    .filter_map(|_| g.next(&mut rng, &view))
+                    .filter(|(op, _)| matches!(op, HostOp::Read { .. } | HostOp::SRead { .. }))
+                    .count();
+                assert_eq!(reads > 0, spec.issues_reads(), "{name}: {reads} reads");
+            }
+        }
+    }
+}

@@ -124,6 +124,12 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// Whether the generator may issue reads (READ or SREAD): `randrw` and `txmix` with a read
+    /// fraction above zero. Without reads the driver keeps no expected contents per page.
+    pub fn issues_reads(&self) -> bool {
+        matches!(self.name.as_str(), "randrw" | "txmix") && self.read_fraction > 0.0
+    }
+
     /// The logical range actually used.
     pub fn range(&self, logical_pages: u32) -> u32 {
         if self.range_pages == 0 {
