@@ -2,14 +2,18 @@
 //!
 //! Layout for the hot path: a dense slot array (one 16-byte slot per entry, so an access touches
 //! one cache line plus its list neighbours), an intrusive doubly linked LRU list through the
-//! slots, an index `slot_of[lpn]` and a bitset of dirty slots. No allocation per access. A
-//! write-back finds the dirty entries of its translation page by walking the page's span of
-//! `slot_of` (contiguous, 4 bytes per LPN) and stops once it has seen the page's dirty count; a
-//! checkpoint finds the dirty pages from the per-page counts in O(translation pages).
+//! slots, and an index `slot_of[lpn]` whose top bit marks the entry dirty. No allocation per
+//! access. A write-back finds the dirty entries of its translation page by scanning the page's
+//! span of `slot_of` (contiguous, 4 bytes per LPN) and stops once it has seen the page's dirty
+//! count; a checkpoint finds the dirty pages from the per-page counts in O(translation pages).
 
 use flash::Ppn;
 
 const NIL: u32 = u32::MAX;
+/// Top bit of a `slot_of` entry: the entry differs from its translation page on flash.
+const DIRTY: u32 = 1 << 31;
+/// Slots are numbered below this, so a slot with its dirty bit is never `NIL`.
+pub const MAX_CAPACITY: u32 = DIRTY - 1;
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -30,12 +34,10 @@ const EMPTY: Slot = Slot {
 pub struct Cmt {
     capacity: u32,
     logical_pages: u32,
-    /// Slot of each LPN, or NIL.
+    /// Slot of each LPN (with `DIRTY` when dirty), or NIL.
     slot_of: Vec<u32>,
     /// Slots in use or once used: `slots.len()` grows to `capacity`, then stays.
     slots: Vec<Slot>,
-    /// One bit per slot: the entry differs from its translation page on flash.
-    dirty: Vec<u64>,
     /// Most recently used.
     head: u32,
     /// Least recently used.
@@ -52,7 +54,7 @@ pub struct Cmt {
 
 impl Cmt {
     pub fn new(capacity: u32, logical_pages: u32, per_tpage: u32) -> Cmt {
-        assert!(capacity >= 1 && per_tpage >= 1);
+        assert!((1..=MAX_CAPACITY).contains(&capacity) && per_tpage >= 1);
         let tpages = logical_pages.div_ceil(per_tpage) as usize;
         Cmt {
             capacity,
@@ -60,7 +62,6 @@ impl Cmt {
             slot_of: vec![NIL; logical_pages as usize],
             // Reserved whole (no copies as it grows); pages are touched only as slots are used.
             slots: Vec::with_capacity(capacity as usize),
-            dirty: vec![0; (capacity as usize).div_ceil(64)],
             head: NIL,
             tail: NIL,
             free: Vec::new(),
@@ -78,10 +79,7 @@ impl Cmt {
             ("cmt_index", vec_bytes(&self.slot_of)),
             (
                 "cmt_slots",
-                vec_bytes(&self.slots)
-                    + vec_bytes(&self.dirty)
-                    + vec_bytes(&self.free)
-                    + vec_bytes(&self.dirty_count),
+                vec_bytes(&self.slots) + vec_bytes(&self.free) + vec_bytes(&self.dirty_count),
             ),
         ]
     }
@@ -102,15 +100,18 @@ impl Cmt {
         self.slot_of[lpn as usize] != NIL
     }
 
-    fn is_dirty(&self, s: u32) -> bool {
-        self.dirty[s as usize / 64] & (1 << (s % 64)) != 0
+    /// Slot of a cached LPN and whether it is dirty.
+    fn entry(&self, lpn: u32) -> Option<(u32, bool)> {
+        let v = self.slot_of[lpn as usize];
+        (v != NIL).then_some((v & !DIRTY, v & DIRTY != 0))
     }
-    fn set_dirty_bit(&mut self, s: u32, dirty: bool) {
-        let bit = 1u64 << (s % 64);
+    fn set_dirty_bit(&mut self, lpn: u32, dirty: bool) {
+        let v = &mut self.slot_of[lpn as usize];
+        debug_assert_ne!(*v, NIL);
         if dirty {
-            self.dirty[s as usize / 64] |= bit;
+            *v |= DIRTY;
         } else {
-            self.dirty[s as usize / 64] &= !bit;
+            *v &= !DIRTY;
         }
     }
 
@@ -147,24 +148,22 @@ impl Cmt {
         }
     }
 
-    /// Makes slot `s` dirty (counted against its translation page).
-    fn make_dirty(&mut self, s: u32) {
-        if self.is_dirty(s) {
+    /// Makes a cached entry dirty (counted against its translation page).
+    fn make_dirty(&mut self, lpn: u32) {
+        if self.slot_of[lpn as usize] & DIRTY != 0 {
             return;
         }
-        let t = (self.slots[s as usize].lpn / self.per_tpage) as usize;
-        self.set_dirty_bit(s, true);
-        self.dirty_count[t] += 1;
+        self.set_dirty_bit(lpn, true);
+        self.dirty_count[(lpn / self.per_tpage) as usize] += 1;
     }
 
-    /// Makes slot `s` clean without a write-back (its entry is being dropped).
-    fn clear_dirty(&mut self, s: u32) {
-        if !self.is_dirty(s) {
+    /// Makes a cached entry clean without a write-back (it is being dropped).
+    fn clear_dirty(&mut self, lpn: u32) {
+        if self.slot_of[lpn as usize] & DIRTY == 0 {
             return;
         }
-        let t = (self.slots[s as usize].lpn / self.per_tpage) as usize;
-        self.set_dirty_bit(s, false);
-        self.dirty_count[t] -= 1;
+        self.set_dirty_bit(lpn, false);
+        self.dirty_count[(lpn / self.per_tpage) as usize] -= 1;
     }
 
     /// Dirty entries of translation page `t`.
@@ -185,16 +184,24 @@ impl Cmt {
         let first = t as u32 * self.per_tpage;
         let last = (first + self.per_tpage).min(self.logical_pages);
         let mut left = self.dirty_count[t];
-        for lpn in first..last {
-            if left == 0 {
-                break;
+        // Dirty entries are DIRTY..NIL-1: one unsigned compare each, so a chunk of the span is
+        // tested without branches and skipped whole when it holds none.
+        let is_dirty = |v: u32| v.wrapping_sub(DIRTY) < DIRTY - 1;
+        const CHUNK: u32 = 16;
+        let mut lpn = first;
+        while lpn < last && left > 0 {
+            let end = (lpn + CHUNK).min(last);
+            let span = &mut self.slot_of[lpn as usize..end as usize];
+            if span.iter().fold(false, |any, &v| any | is_dirty(v)) {
+                for (i, v) in span.iter_mut().enumerate() {
+                    if is_dirty(*v) {
+                        *v &= !DIRTY;
+                        f(lpn + i as u32, self.slots[*v as usize].ppn);
+                        left -= 1;
+                    }
+                }
             }
-            let s = self.slot_of[lpn as usize];
-            if s != NIL && self.is_dirty(s) {
-                f(lpn, self.slots[s as usize].ppn);
-                self.set_dirty_bit(s, false);
-                left -= 1;
-            }
+            lpn = end;
         }
         debug_assert_eq!(left, 0, "page {t}'s dirty count exceeds its dirty entries");
         self.dirty_count[t] = 0;
@@ -202,11 +209,10 @@ impl Cmt {
 
     /// Looks an entry up, making it most recently used.
     pub fn get(&mut self, lpn: u32) -> Option<Ppn> {
-        let s = self.slot_of[lpn as usize];
-        if s == NIL {
+        let Some((s, _)) = self.entry(lpn) else {
             self.misses += 1;
             return None;
-        }
+        };
         self.hits += 1;
         self.touch(s);
         Some(self.slots[s as usize].ppn)
@@ -214,17 +220,18 @@ impl Cmt {
 
     /// Entry without touching recency or counters.
     pub fn peek(&self, lpn: u32) -> Option<(Ppn, bool)> {
-        let s = self.slot_of[lpn as usize];
-        (s != NIL).then(|| (self.slots[s as usize].ppn, self.is_dirty(s)))
+        self.entry(lpn)
+            .map(|(s, dirty)| (self.slots[s as usize].ppn, dirty))
     }
 
     /// Updates a cached entry (it must be cached).
     pub fn update(&mut self, lpn: u32, ppn: Ppn, dirty: bool) {
-        let s = self.slot_of[lpn as usize];
-        assert_ne!(s, NIL, "lpn {lpn} is not cached");
+        let (s, _) = self
+            .entry(lpn)
+            .unwrap_or_else(|| panic!("lpn {lpn} is not cached"));
         self.slots[s as usize].ppn = ppn;
         if dirty {
-            self.make_dirty(s);
+            self.make_dirty(lpn);
         }
         self.touch(s);
     }
@@ -243,7 +250,7 @@ impl Cmt {
         self.slot_of[lpn as usize] = s;
         self.slots[s as usize] = Slot { lpn, ppn, ..EMPTY };
         if dirty {
-            self.make_dirty(s);
+            self.make_dirty(lpn);
         }
         self.push_front(s);
     }
@@ -252,17 +259,16 @@ impl Cmt {
     pub fn lru(&self) -> Option<(u32, Ppn, bool)> {
         (self.tail != NIL).then(|| {
             let s = &self.slots[self.tail as usize];
-            (s.lpn, s.ppn, self.is_dirty(self.tail))
+            (s.lpn, s.ppn, self.slot_of[s.lpn as usize] & DIRTY != 0)
         })
     }
 
     /// Drops an entry (a dirty one loses its pending update: write it back first).
     pub fn remove(&mut self, lpn: u32) {
-        let s = self.slot_of[lpn as usize];
-        if s == NIL {
+        let Some((s, _)) = self.entry(lpn) else {
             return;
-        }
-        self.clear_dirty(s);
+        };
+        self.clear_dirty(lpn);
         self.unlink(s);
         self.slot_of[lpn as usize] = NIL;
         self.free.push(s);
@@ -271,10 +277,7 @@ impl Cmt {
     /// Every dirty entry's LPN, sorted (tests and invariant checks).
     pub fn dirty_lpns(&self) -> Vec<u32> {
         (0..self.logical_pages)
-            .filter(|&lpn| {
-                let s = self.slot_of[lpn as usize];
-                s != NIL && self.is_dirty(s)
-            })
+            .filter(|&lpn| self.entry(lpn).is_some_and(|(_, dirty)| dirty))
             .collect()
     }
 
@@ -285,15 +288,16 @@ impl Cmt {
         while s != NIL {
             n += 1;
             let slot = &self.slots[s as usize];
-            if self.slot_of[slot.lpn as usize] != s {
+            let Some((at, is_dirty)) = self.entry(slot.lpn).filter(|&(at, _)| at == s) else {
                 return Err(format!(
                     "CMT slot {s} is linked but its lpn points elsewhere"
                 ));
-            }
+            };
+            debug_assert_eq!(at, s);
             if n > self.capacity {
                 return Err("CMT list has a cycle".into());
             }
-            if self.is_dirty(s) {
+            if is_dirty {
                 dirty.push(slot.lpn);
             }
             s = slot.next;
@@ -306,13 +310,6 @@ impl Cmt {
             ));
         }
         dirty.sort_unstable();
-        if dirty != self.dirty_lpns() {
-            return Err("CMT dirty bits disagree with the linked entries".into());
-        }
-        let free_dirty = self.free.iter().filter(|&&s| self.is_dirty(s)).count();
-        if free_dirty > 0 {
-            return Err(format!("{free_dirty} free CMT slots are marked dirty"));
-        }
         let mut per_page = vec![0u32; self.dirty_count.len()];
         for &lpn in &dirty {
             per_page[(lpn / self.per_tpage) as usize] += 1;
@@ -392,16 +389,70 @@ mod tests {
             "count on a page with no dirty entry"
         );
         c.dirty_count[1] -= 1;
-        let s = c.slot_of[1];
-        c.set_dirty_bit(s, false);
+        c.set_dirty_bit(1, false);
         assert!(
             c.check_invariants().is_err(),
             "dirty count without its dirty bit"
         );
-        c.set_dirty_bit(s, true);
+        c.set_dirty_bit(1, true);
         c.check_invariants().unwrap();
-        c.remove(6);
-        c.set_dirty_bit(c.free[0], true);
-        assert!(c.check_invariants().is_err(), "a free slot marked dirty");
+        c.slot_of[6] = c.slot_of[1];
+        assert!(
+            c.check_invariants().is_err(),
+            "an index entry pointing at another's slot"
+        );
+    }
+
+    /// Against a plain map of (ppn, dirty) per LPN: a write-back hands over exactly its page's
+    /// dirty entries, on pages wider than the scan's chunk, with evictions in between.
+    #[test]
+    fn take_dirty_matches_a_plain_map() {
+        use rand::{RngExt, SeedableRng};
+        let (lpns, per_tpage, capacity) = (600u32, 100u32, 200u32);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut c = Cmt::new(capacity, lpns, per_tpage);
+        let mut model: std::collections::BTreeMap<u32, (Ppn, bool)> = Default::default();
+        for step in 0..20_000u32 {
+            let lpn = rng.random_range(0..lpns);
+            match rng.random_range(0..10) {
+                0 => {
+                    let t = rng.random_range(0..lpns / per_tpage) as usize;
+                    let mut got = Vec::new();
+                    c.take_dirty(t, |l, p| got.push((l, p)));
+                    let range = t as u32 * per_tpage..(t as u32 + 1) * per_tpage;
+                    let want: Vec<_> = model
+                        .range_mut(range)
+                        .filter(|(_, e)| e.1)
+                        .map(|(&l, e)| {
+                            e.1 = false;
+                            (l, e.0)
+                        })
+                        .collect();
+                    assert_eq!(got, want, "step {step}");
+                }
+                1 => {
+                    c.remove(lpn);
+                    model.remove(&lpn);
+                }
+                _ => {
+                    let dirty = rng.random_bool(0.5);
+                    if c.contains(lpn) {
+                        c.update(lpn, Ppn(step), dirty);
+                        let e = model.get_mut(&lpn).unwrap();
+                        *e = (Ppn(step), e.1 || dirty);
+                    } else {
+                        if c.is_full() {
+                            let (victim, _, _) = c.lru().unwrap();
+                            c.remove(victim);
+                            model.remove(&victim);
+                        }
+                        c.insert(lpn, Ppn(step), dirty);
+                        model.insert(lpn, (Ppn(step), dirty));
+                    }
+                }
+            }
+            assert_eq!(c.peek(lpn), model.get(&lpn).copied(), "step {step}");
+        }
+        c.check_invariants().unwrap();
     }
 }

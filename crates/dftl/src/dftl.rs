@@ -75,7 +75,8 @@ impl DftlConfig {
                 "dram_mb={dram_mb}: must be positive"
             )));
         }
-        let by_dram = ((dram_mb * 1048576.0) as u64 / CMT_ENTRY_BYTES).min(u32::MAX as u64) as u32;
+        let by_dram = ((dram_mb * 1048576.0) as u64 / CMT_ENTRY_BYTES)
+            .min(crate::cmt::MAX_CAPACITY as u64) as u32;
         let cfg = DftlConfig {
             cmt_entries: o.get("cmt_entries", by_dram)?,
             checkpoint_blocks: o
@@ -100,6 +101,13 @@ impl DftlConfig {
             return Err(FtlError::InvalidOption(
                 "cmt_entries and checkpoint_blocks must be at least 1".into(),
             ));
+        }
+        if cfg.cmt_entries > crate::cmt::MAX_CAPACITY {
+            return Err(FtlError::InvalidOption(format!(
+                "cmt_entries={}: at most {}",
+                cfg.cmt_entries,
+                crate::cmt::MAX_CAPACITY
+            )));
         }
         Ok(cfg)
     }

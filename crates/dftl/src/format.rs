@@ -80,9 +80,13 @@ impl OobRecord {
 }
 
 pub fn encode_translation(entries: &[Ppn], page_bytes: usize) -> Box<[u8]> {
+    assert!(
+        entries.len() * 4 <= page_bytes,
+        "more entries than a page holds"
+    );
     let mut page = vec![0xFFu8; page_bytes].into_boxed_slice();
-    for (i, p) in entries.iter().enumerate() {
-        page[4 * i..4 * i + 4].copy_from_slice(&p.0.to_le_bytes());
+    for (out, p) in page.chunks_exact_mut(4).zip(entries) {
+        out.copy_from_slice(&p.0.to_le_bytes());
     }
     page
 }

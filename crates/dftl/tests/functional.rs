@@ -123,16 +123,21 @@ fn bad_input_is_a_typed_error() {
         dftl::Dftl::format(flash, &DesignOptions::default().with("oob_scan", "of")),
         Err(FtlError::InvalidOption(_))
     ));
-    let o = DesignOptions::default().with("cmt_entires", 5);
-    let flash = Flash::in_memory(
-        DeviceConfig::preset("small").unwrap(),
-        dftl::format::OOB_BYTES,
-        true,
-    );
-    assert!(matches!(
-        dftl::Dftl::format(flash, &o),
-        Err(FtlError::InvalidOption(_))
-    ));
+    for o in [
+        DesignOptions::default().with("cmt_entires", 5),
+        // The CMT's index keeps the dirty bit in a slot number's top bit.
+        DesignOptions::default().with("cmt_entries", 1u64 << 31),
+    ] {
+        let flash = Flash::in_memory(
+            DeviceConfig::preset("small").unwrap(),
+            dftl::format::OOB_BYTES,
+            true,
+        );
+        assert!(matches!(
+            dftl::Dftl::format(flash, &o),
+            Err(FtlError::InvalidOption(_))
+        ));
+    }
 }
 
 #[test]
