@@ -480,9 +480,9 @@ impl Dftl {
             not_before.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
         let seq = self.next_seq();
         let crc = translation_crc(&page);
-        let span = self.flash.program(
+        let span = self.flash.program_owned(
             ppn,
-            &Content::Bytes(page),
+            Content::Bytes(page),
             &oob(KIND_TRANSLATION, t as u32, seq, crc),
             not_before,
             cause,

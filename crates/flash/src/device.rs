@@ -321,6 +321,39 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<Span, FlashError> {
+        let span = self.schedule_program(ppn, content, oob, not_before, cause)?;
+        let errors = self.store.io_errors();
+        self.store.write_page(ppn, content, oob);
+        self.check_io(errors)?;
+        Ok(span)
+    }
+
+    /// [`program`](Self::program) handing the content over: a tag-only store keeps a metadata
+    /// page's buffer as it is instead of copying it (a translation page per write-back).
+    pub fn program_owned(
+        &mut self,
+        ppn: Ppn,
+        content: Content,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
+        let span = self.schedule_program(ppn, &content, oob, not_before, cause)?;
+        let errors = self.store.io_errors();
+        self.store.write_page_owned(ppn, content, oob);
+        self.check_io(errors)?;
+        Ok(span)
+    }
+
+    /// Checks a program against the rules, schedules it and records it; the caller stores it.
+    fn schedule_program(
+        &mut self,
+        ppn: Ppn,
+        content: &Content,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
         self.check_page(ppn)?;
         self.check_writable()?;
         let g = &self.config.geometry;
@@ -364,9 +397,6 @@ impl Flash {
             content: content.clone(),
             oob: oob.into(),
         });
-        let errors = self.store.io_errors();
-        self.store.write_page(ppn, content, oob);
-        self.check_io(errors)?;
         Ok(span)
     }
 
@@ -456,6 +486,42 @@ mod tests {
                 kept,
                 "tag_only {tag_only} recording {recording}"
             );
+        }
+    }
+
+    /// Handing the content over stores the same page as lending it, on every store, and the
+    /// rules still apply.
+    #[test]
+    fn program_owned_stores_what_program_stores() {
+        for tag_only in [true, false] {
+            let mut f = flash(tag_only);
+            let page: Box<[u8]> = (0..4096u32).map(|i| i as u8).collect();
+            f.program_owned(
+                Ppn(0),
+                Content::Bytes(page.clone()),
+                &[9],
+                0,
+                OpCause::Mapping,
+            )
+            .unwrap();
+            f.program_owned(Ppn(1), tag(3, 4), &[8], 0, OpCause::HostData)
+                .unwrap();
+            let mut oob = [0u8; 16];
+            let (ReadStatus::Data(c), _) = f.read(Ppn(0), &mut oob, 0, OpCause::Mapping).unwrap()
+            else {
+                panic!("expected data")
+            };
+            assert_eq!(c.as_bytes(), Some(&page[..]));
+            assert_eq!(oob[0], 9);
+            let (ReadStatus::Data(c), _) = f.read(Ppn(1), &mut oob, 0, OpCause::HostData).unwrap()
+            else {
+                panic!("expected data")
+            };
+            assert_eq!(c.tag(), Some(ContentTag { lpn: 3, write: 4 }));
+            assert!(matches!(
+                f.program_owned(Ppn(0), tag(1, 1), &[], 0, OpCause::HostData),
+                Err(FlashError::ProgramNotErased { .. })
+            ));
         }
     }
 

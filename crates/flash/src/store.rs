@@ -47,6 +47,11 @@ pub trait Store: Send {
     /// Copies the OOB record of a programmed page into `out` (up to `out.len()` bytes).
     fn oob(&self, ppn: Ppn, out: &mut [u8]);
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]);
+    /// [`write_page`](Self::write_page) taking the content (a store that keeps buffers can
+    /// keep this one instead of a copy).
+    fn write_page_owned(&mut self, ppn: Ppn, content: Content, oob: &[u8]) {
+        self.write_page(ppn, &content, oob)
+    }
     fn set_torn(&mut self, ppn: Ppn);
     /// The design will not read `ppn`'s data again (a superseded metadata page): a tag-only
     /// store may drop the bytes it keeps for it. Full-data stores keep them (they are the image).
@@ -209,7 +214,8 @@ impl Store for TagStore {
                 } else if !self.tag_write_high.is_empty() {
                     self.tag_write_high.remove(&ppn.0);
                 }
-                self.bytes.remove(&ppn.0);
+                // Only an erased page is programmed, and an erase drops the page's bytes.
+                debug_assert!(!self.bytes.contains_key(&ppn.0), "{ppn} still has bytes");
             }
             Content::Bytes(b) => {
                 self.bytes.insert(ppn.0, b.clone());
@@ -217,6 +223,16 @@ impl Store for TagStore {
         }
         self.common.put_oob(ppn, oob);
         self.common.states[i] = PageState::Programmed as u8;
+    }
+    fn write_page_owned(&mut self, ppn: Ppn, content: Content, oob: &[u8]) {
+        match content {
+            Content::Bytes(b) => {
+                self.bytes.insert(ppn.0, b);
+                self.common.put_oob(ppn, oob);
+                self.common.states[ppn.0 as usize] = PageState::Programmed as u8;
+            }
+            tag => self.write_page(ppn, &tag, oob),
+        }
     }
     fn release_bytes(&mut self, ppn: Ppn) {
         self.bytes.remove(&ppn.0);

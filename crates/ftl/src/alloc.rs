@@ -114,16 +114,21 @@ impl BlockPool {
         self.open[stream][chip.0 as usize]
     }
 
+    /// Every chip once, starting at `stream`'s round-robin cursor (no division per chip: this
+    /// runs for every page allocated).
+    fn chips_from_cursor(&self, stream: usize) -> impl Iterator<Item = u32> {
+        let start = self.cursor[stream];
+        (start..self.geometry.chips()).chain(0..start)
+    }
+
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
     /// `None` when no chip has an open block with room or a free block.
     pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
         let chips = self.geometry.chips();
-        let start = self.cursor[stream];
+        let open = &self.open[stream];
         let mut best: Option<(u64, u32)> = None;
-        for i in 0..chips {
-            let chip = (start + i) % chips;
-            let has_room =
-                self.open[stream][chip as usize].is_some() || !self.free[chip as usize].is_empty();
+        for chip in self.chips_from_cursor(stream) {
+            let has_room = open[chip as usize].is_some() || !self.free[chip as usize].is_empty();
             if !has_room {
                 continue;
             }
@@ -157,12 +162,10 @@ impl BlockPool {
             chips as usize,
             "one pending entry per chip"
         );
-        let start = self.cursor[stream];
+        let open = &self.open[stream];
         let mut best: Option<(u64, u32)> = None;
-        for i in 0..chips {
-            let chip = (start + i) % chips;
-            let has_room =
-                self.open[stream][chip as usize].is_some() || !self.free[chip as usize].is_empty();
+        for chip in self.chips_from_cursor(stream) {
+            let has_room = open[chip as usize].is_some() || !self.free[chip as usize].is_empty();
             if !has_room {
                 continue;
             }
