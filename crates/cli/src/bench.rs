@@ -107,6 +107,10 @@ pub struct BenchArgs {
     /// Skip the power cut + recovery measured after the run.
     #[arg(long)]
     pub no_recovery: bool,
+    /// Also play the same request stream on the in-process peer (a bare page-mapped FTL,
+    /// `bench_peer`), once before and once after the design, and report the speed ratio.
+    #[arg(long)]
+    pub peer: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -144,6 +148,12 @@ pub fn measure(
     let oob = (design.oob_record_bytes)(&config.geometry);
     let flash = Flash::in_memory(config.clone(), oob, !args.full_data);
     let mut dev = design.build(flash, &options)?;
+    // The peer runs before and after the design so that drift in the machine's speed during
+    // the run affects both sides of the ratio alike.
+    let peer_before = args
+        .peer
+        .then(|| crate::bench_peer::play(&config.geometry, dev.logical_pages(), &spec, args.seed))
+        .transpose()?;
     let total = spec.requests;
     let started = std::time::Instant::now();
     let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
@@ -151,6 +161,10 @@ pub fn measure(
     })
     .map_err(anyhow::Error::msg)?;
     let run_wall_s = started.elapsed().as_secs_f64();
+    let peer_after = args
+        .peer
+        .then(|| crate::bench_peer::play(&config.geometry, dev.logical_pages(), &spec, args.seed))
+        .transpose()?;
     let s = &result.stats;
     let metrics = dev.metrics();
     let mut memory = dev.memory();
@@ -205,6 +219,23 @@ pub fn measure(
         "memory": memory.into_iter().collect::<std::collections::BTreeMap<_, _>>(),
     });
     let obj = out.as_object_mut().expect("object");
+    if let (Some(before), Some(after)) = (&peer_before, &peer_after) {
+        let programs = before.programs + after.programs;
+        let peer_per_s = programs as f64 / (before.wall_s + after.wall_s).max(1e-9);
+        let sim_per_s = s.flash.total_programs() as f64 / s.wall_s.max(1e-9);
+        obj.insert(
+            "peer_page_programs_per_s".into(),
+            serde_json::json!(peer_per_s),
+        );
+        obj.insert(
+            "peer_write_amplification".into(),
+            serde_json::json!(after.write_amplification()),
+        );
+        obj.insert(
+            "speed_vs_peer".into(),
+            serde_json::json!(sim_per_s / peer_per_s.max(1e-9)),
+        );
+    }
     for (k, v) in metrics {
         obj.insert(k, serde_json::json!(v));
     }
