@@ -618,6 +618,9 @@ impl Engine {
         }
         for old in std::mem::take(&mut self.old_tree) {
             self.space.validity.invalidate(old, root_end);
+            // The root just written names the new tree: recovery of this image reads the
+            // newest intact root's tree only, so nothing reads the old page's bytes again.
+            self.flash.release_bytes(old);
         }
         let stale: Vec<u32> = self
             .commits
