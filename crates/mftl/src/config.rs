@@ -178,6 +178,9 @@ pub struct Layout {
     pub gm: [BlockId; 2],
     pub ala: Vec<BlockId>,
     reserved: Vec<bool>,
+    /// Blocks marked in `reserved` (counted once: every SWRITE asks, via the largest
+    /// transaction, and a scan of every block cost a fifth of a Möbius run's time).
+    reserved_count: u32,
 }
 
 impl Layout {
@@ -203,12 +206,18 @@ impl Layout {
             }
             k += 1;
         }
-        Layout { gm, ala, reserved }
+        let reserved_count = reserved.iter().filter(|r| **r).count() as u32;
+        Layout {
+            gm,
+            ala,
+            reserved,
+            reserved_count,
+        }
     }
     pub fn is_reserved(&self, b: BlockId) -> bool {
         self.reserved[b.0 as usize]
     }
     pub fn reserved_count(&self) -> u32 {
-        self.reserved.iter().filter(|r| **r).count() as u32
+        self.reserved_count
     }
 }

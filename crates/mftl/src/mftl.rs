@@ -1436,16 +1436,19 @@ impl Mobius {
         }
         let low = gc_low_blocks(self.flash.geometry());
         let mut at = at;
-        let mut pending = self.pending_lpns();
+        // The LPNs pending static txs rewrite, gathered only when a victim is to be chosen (most
+        // calls find enough free blocks and return).
+        let mut pending_set: Option<FxHashSet<u32>> = None;
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
             rounds += 1;
             if rounds > 2 * self.space.pool.blocks() {
                 return Err(FtlError::NoSpace);
             }
-            let clean = self.pick_gc_victim(&pending);
+            let pending = pending_set.get_or_insert_with(|| self.pending_lpns());
+            let clean = self.pick_gc_victim(pending);
             if let Some(v) = clean {
-                self.collect(v, at, OpCause::GcCopy, &pending)?;
+                self.collect(v, at, OpCause::GcCopy, pending)?;
                 continue;
             }
             if !pending.is_empty() && !self.merging && !self.settling {
@@ -1454,13 +1457,13 @@ impl Mobius {
                 at = self.pending_static_end().max(at);
                 self.gc_stalls += 1;
                 self.advance(at)?;
-                pending = self.pending_lpns();
+                pending_set = Some(self.pending_lpns());
                 continue;
             }
             // Inside a merge (which must not install txs) take any victim: its moves of
             // pending-rewritten pages are deferred (see `collect`).
             match self.space.pick_victim(&self.flash, |b| self.gc_eligible(b)) {
-                Some(v) => self.collect(v, at, OpCause::GcCopy, &pending)?,
+                Some(v) => self.collect(v, at, OpCause::GcCopy, pending)?,
                 // Blocks pinned by superseded pages awaiting a merge (deferred invalidation):
                 // merge now, which makes them collectable.
                 None if !self.merge_pending_invalid.is_empty() && !self.merging => {
@@ -1478,8 +1481,9 @@ impl Mobius {
             .wear_victim(&self.flash, |b| self.pins[b.0 as usize] == 0)
         {
             // A cold block holding a page a pending tx rewrites waits for the next check.
-            if !self.layout.is_reserved(v) && !self.holds_pending(v, &pending) {
-                self.collect(v, at, OpCause::WearLevel, &pending)?;
+            let pending = pending_set.get_or_insert_with(|| self.pending_lpns());
+            if !self.layout.is_reserved(v) && !self.holds_pending(v, pending) {
+                self.collect(v, at, OpCause::WearLevel, pending)?;
             }
         }
         Ok(())
