@@ -112,186 +112,210 @@ pub fn run_from(
     origin: &Origin,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<RunResult, WorkloadError> {
-    let logical_pages = dev.logical_pages();
     let caps = dev.transactional().map(|t| t.capabilities());
-    let mut generator = Generator::new(spec, logical_pages, caps)?;
+    let mut generator = Generator::new(spec, dev.logical_pages(), caps)?;
     generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let verify_exact = spec.name != "txmix";
-    // The last write to each page, for checking reads: 8 bytes per logical page, kept only
-    // when the workload reads.
-    let mut expected: Vec<u64> = if verify_exact && spec.issues_reads() {
-        origin
-            .contents
-            .clone()
-            .unwrap_or_else(|| vec![u64::MAX; logical_pages as usize])
-    } else {
-        Vec::new()
-    };
-    let mut log = HostLog {
-        design: dev.design().to_string(),
-        logical_pages,
-        ..HostLog::default()
-    };
-    let mut outstanding: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
-    let mut inflight_static: Vec<(TxUuid, u64)> = Vec::new();
-    // The host starts once the device is ready (a fresh design may still be writing its format).
-    let start_ns = start_ns.max(dev.flash().idle_ns());
-    let mut last_arrival = start_ns;
-    let mut next_write: u64 = origin.first_write;
-    let mut issued: u64 = 0;
-    let mut stats = RunStats {
-        requests: 0,
-        host_pages_written: 0,
-        host_pages_read: 0,
-        transactions_committed: 0,
-        errors: BTreeMap::new(),
-        read_mismatches: 0,
-        latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-            .expect("valid histogram bounds"),
-        start_ns,
-        end_ns: start_ns,
-        flash: FlashStats::default(),
-        wall_s: 0.0,
-        expected_contents_bytes: flash::vec_bytes(&expected),
-    };
-    let mut measured_from: Option<(FlashStats, u64)> = None;
-    let mut end_ns = start_ns;
-    let mut reads = Vec::new();
-    // SWRITEs the device answered with ACK_DEFERRED (Möbius merging small transactions): they
-    // hold a queue slot until their completion arrives from `take_completions`.
-    let mut deferred: HashMap<TxUuid, Deferred> = HashMap::new();
-    // Collects the completions the device has by `$now` and settles their requests.
-    macro_rules! drain_deferred {
-        ($now:expr) => {
-            for (uuid, c) in take_completions(dev, $now)? {
-                complete_deferred(
-                    &mut deferred,
-                    uuid,
-                    c,
-                    &mut Settle {
-                        outstanding: &mut outstanding,
-                        inflight_static: &mut inflight_static,
-                        end_ns: &mut end_ns,
-                        stats: &mut stats,
-                        log: &mut log,
-                        record,
-                    },
-                )?;
-            }
-        };
-    }
-    // Wall time of the measured phase: restarted when the fill is done.
-    let mut wall = std::time::Instant::now();
+    let mut host = Host::new(dev, spec, start_ns, record, origin);
     loop {
-        let arrival = if outstanding.len() + deferred.len() >= spec.queue_depth as usize {
-            if !deferred.is_empty() {
-                // The host waits for its earliest known completion; the device's timers
-                // (a group's deadline) may fire before it.
-                let horizon = outstanding.peek().map_or(u64::MAX, |r| r.0);
-                drain_deferred!(horizon);
-            }
-            last_arrival.max(outstanding.pop().map_or(last_arrival, |r| r.0))
-        } else {
-            last_arrival
-        };
-        inflight_static.retain(|&(_, durable)| durable > arrival);
+        let arrival = host.next_arrival(dev)?;
+        host.inflight_static
+            .retain(|&(_, durable)| durable > arrival);
         let view = View {
             now_ns: arrival,
-            inflight_static: &inflight_static,
+            inflight_static: &host.inflight_static,
         };
         let Some((op, phase)) = generator.next(&mut rng, &view) else {
             break;
         };
-        if phase == Phase::Measured && measured_from.is_none() {
-            // The measured phase starts when the fill is done.
-            let t = dev.flash().idle_ns().max(arrival);
-            measured_from = Some((dev.flash().stats().clone(), t));
-            wall = std::time::Instant::now();
-            outstanding.clear();
-            last_arrival = t;
-            stats.start_ns = t;
+        if phase == Phase::Measured && host.measured_from.is_none() {
+            host.start_measured(dev, arrival);
         }
-        let arrival = arrival.max(last_arrival);
-        last_arrival = arrival;
-        issued += 1;
-        let first_write = next_write;
+        host.issue_and_settle(dev, &mut generator, op, phase, arrival)?;
+        if generator.measured() % 4096 == 0 {
+            progress(generator.measured(), spec.requests);
+        }
+    }
+    let result = host.finish(dev)?;
+    progress(spec.requests, spec.requests);
+    Ok(result)
+}
+
+/// The host's side of one run: the closed loop's queue, the requests the device holds, what the
+/// measured phase has accumulated so far, and the log of every request when recording.
+struct Host {
+    record: bool,
+    queue_depth: usize,
+    /// Acknowledgement instants of the requests in the queue.
+    outstanding: BinaryHeap<Reverse<u64>>,
+    /// Static transactions acknowledged or running whose durability instant is still ahead.
+    inflight_static: Vec<(TxUuid, u64)>,
+    /// SWRITEs the device answered with ACK_DEFERRED (Möbius merging small transactions): they
+    /// hold a queue slot until their completion arrives from `take_completions`.
+    deferred: HashMap<TxUuid, Deferred>,
+    /// The last write to each page, for checking reads: 8 bytes per logical page, kept only
+    /// when the workload reads (and is not txmix, whose reads are checked for foreign data).
+    expected: Vec<u64>,
+    reads: Vec<PageOutcome>,
+    stats: RunStats,
+    log: HostLog,
+    start_ns: u64,
+    last_arrival: u64,
+    end_ns: u64,
+    next_write: u64,
+    issued: u64,
+    /// Flash counters and instant at the start of the measured phase.
+    measured_from: Option<(FlashStats, u64)>,
+    /// Wall time of the measured phase: restarted when the fill is done.
+    wall: std::time::Instant,
+}
+
+impl Host {
+    fn new(
+        dev: &dyn BlockDevice,
+        spec: &WorkloadSpec,
+        start_ns: u64,
+        record: bool,
+        origin: &Origin,
+    ) -> Host {
+        let logical_pages = dev.logical_pages();
+        let expected: Vec<u64> = if spec.name != "txmix" && spec.issues_reads() {
+            origin
+                .contents
+                .clone()
+                .unwrap_or_else(|| vec![u64::MAX; logical_pages as usize])
+        } else {
+            Vec::new()
+        };
+        // The host starts once the device is ready (a fresh design may still be writing its
+        // format).
+        let start_ns = start_ns.max(dev.flash().idle_ns());
+        let stats = RunStats {
+            requests: 0,
+            host_pages_written: 0,
+            host_pages_read: 0,
+            transactions_committed: 0,
+            errors: BTreeMap::new(),
+            read_mismatches: 0,
+            latency_ns: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            start_ns,
+            end_ns: start_ns,
+            flash: FlashStats::default(),
+            wall_s: 0.0,
+            expected_contents_bytes: flash::vec_bytes(&expected),
+        };
+        Host {
+            record,
+            queue_depth: spec.queue_depth as usize,
+            outstanding: BinaryHeap::new(),
+            inflight_static: Vec::new(),
+            deferred: HashMap::new(),
+            expected,
+            reads: Vec::new(),
+            stats,
+            log: HostLog {
+                design: dev.design().to_string(),
+                logical_pages,
+                ..HostLog::default()
+            },
+            start_ns,
+            last_arrival: start_ns,
+            end_ns: start_ns,
+            next_write: origin.first_write,
+            issued: 0,
+            measured_from: None,
+            wall: std::time::Instant::now(),
+        }
+    }
+
+    /// When the next request arrives: now while the queue has room, else when the earliest
+    /// outstanding request completes (arrivals never go back in time).
+    fn next_arrival(&mut self, dev: &mut dyn BlockDevice) -> Result<u64, WorkloadError> {
+        if self.outstanding.len() + self.deferred.len() < self.queue_depth {
+            return Ok(self.last_arrival);
+        }
+        if !self.deferred.is_empty() {
+            // The host waits for its earliest known completion; the device's timers (a
+            // group's deadline) may fire before it.
+            let horizon = self.outstanding.peek().map_or(u64::MAX, |r| r.0);
+            self.drain_deferred(dev, horizon)?;
+        }
+        let earliest = self.outstanding.pop().map_or(self.last_arrival, |r| r.0);
+        Ok(self.last_arrival.max(earliest))
+    }
+
+    /// The fill is done: the measured phase's counters, clocks and queue start afresh, once
+    /// the device is idle.
+    fn start_measured(&mut self, dev: &dyn BlockDevice, arrival: u64) {
+        let t = dev.flash().idle_ns().max(arrival);
+        self.measured_from = Some((dev.flash().stats().clone(), t));
+        self.wall = std::time::Instant::now();
+        self.outstanding.clear();
+        self.last_arrival = t;
+        self.stats.start_ns = t;
+    }
+
+    /// Issues one request, then settles what the device answered: the queue, the held
+    /// requests, the measured figures, the read checks and (when recording) the design's
+    /// invariants and the log.
+    fn issue_and_settle(
+        &mut self,
+        dev: &mut dyn BlockDevice,
+        generator: &mut Generator,
+        op: HostOp,
+        phase: Phase,
+        arrival: u64,
+    ) -> Result<(), WorkloadError> {
+        let arrival = arrival.max(self.last_arrival);
+        self.last_arrival = arrival;
+        self.issued += 1;
+        let first_write = self.next_write;
         let written = op.written_lpns();
-        next_write += written.len() as u64;
-        let outcome = issue(dev, &op, first_write, arrival, &mut reads);
+        self.next_write += written.len() as u64;
+        let outcome = issue(dev, &op, first_write, arrival, &mut self.reads);
         let held = matches!(outcome, Ok((ftl::ACK_DEFERRED, _)));
         let (ack, durable, error) = match outcome {
             Ok(_) if held => (None, None, None),
             Ok((ack, durable)) => (Some(ack), durable, None),
             Err(e) if fatal(&e) => {
                 return Err(WorkloadError::Request {
-                    index: issued - 1,
+                    index: self.issued - 1,
                     op: op.kind(),
                     source: e,
                 })
             }
             Err(e) => {
-                if let (
-                    FtlError::DynamicTxRunning(_)
-                    | FtlError::UnknownTx(_)
-                    | FtlError::Conflict { .. },
-                    HostOp::DWrite { uuid, .. },
-                ) = (&e, &op)
-                {
-                    generator.forget_dynamic(*uuid);
-                }
+                forget_refused_dynamic(generator, &op, &e);
                 (None, None, Some(e.to_string()))
             }
         };
         if let Some(ack) = ack {
-            outstanding.push(Reverse(ack));
-            end_ns = end_ns.max(ack);
+            self.outstanding.push(Reverse(ack));
+            self.end_ns = self.end_ns.max(ack);
             if let HostOp::SWrite { uuid, .. } = &op {
-                inflight_static.push((*uuid, durable.unwrap_or(ack)));
+                self.inflight_static.push((*uuid, durable.unwrap_or(ack)));
             }
         }
         if held {
-            let HostOp::SWrite { uuid, .. } = &op else {
-                return Err(WorkloadError::DeferredAck {
-                    design: dev.design().to_string(),
-                    what: format!("answered ACK_DEFERRED to a {}", op.kind()),
-                });
-            };
-            deferred.insert(
-                *uuid,
-                Deferred {
-                    op: op.clone(),
-                    arrival,
-                    measured: phase == Phase::Measured,
-                    written: written.clone(),
-                    record: log.records.len(),
-                },
-            );
+            self.hold(dev, &op, arrival, phase, written)?;
         } else if phase == Phase::Measured {
-            account(&mut stats, &op, arrival, ack, &error, &written);
+            account(&mut self.stats, &op, arrival, ack, &error, &written);
         }
-        if !expected.is_empty() && ack.is_some() {
-            check_reads(
-                &op,
-                &reads,
-                &mut expected,
-                first_write,
-                &mut stats.read_mismatches,
-            );
-        } else if ack.is_some() {
-            check_foreign(&op, &reads, &mut stats.read_mismatches);
+        if ack.is_some() {
+            self.check_reads(&op, first_write);
         }
-        if record {
+        if self.record {
             // Recording runs (crash campaigns, tests) check the design's invariants after
             // every request: a broken one names the request that broke it.
             dev.check_invariants()
                 .map_err(|reason| WorkloadError::Invariant {
-                    index: issued - 1,
+                    index: self.issued - 1,
                     op: op.kind(),
                     reason,
                 })?;
-            log.records.push(HostRecord {
-                index: log.records.len() as u64,
+            self.log.records.push(HostRecord {
+                index: self.log.records.len() as u64,
                 op,
                 arrival_ns: arrival,
                 ack_ns: ack,
@@ -300,49 +324,147 @@ pub fn run_from(
                 first_write,
             });
         }
-        if !deferred.is_empty() {
+        if !self.deferred.is_empty() {
             // Requests this one made the device close a group for (or expired timers).
-            drain_deferred!(arrival);
+            self.drain_deferred(dev, arrival)?;
         }
-        if generator.measured() % 4096 == 0 {
-            progress(generator.measured(), spec.requests);
+        Ok(())
+    }
+
+    /// An SWRITE the device answered with ACK_DEFERRED: it holds a queue slot until its
+    /// completion arrives. Any other request answered so is the design's error.
+    fn hold(
+        &mut self,
+        dev: &dyn BlockDevice,
+        op: &HostOp,
+        arrival: u64,
+        phase: Phase,
+        written: Vec<Lpn>,
+    ) -> Result<(), WorkloadError> {
+        let HostOp::SWrite { uuid, .. } = op else {
+            return Err(WorkloadError::DeferredAck {
+                design: dev.design().to_string(),
+                what: format!("answered ACK_DEFERRED to a {}", op.kind()),
+            });
+        };
+        self.deferred.insert(
+            *uuid,
+            Deferred {
+                op: op.clone(),
+                arrival,
+                measured: phase == Phase::Measured,
+                written,
+                record: self.log.records.len(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Plain workloads: every read returns the page's last write; txmix: no read returns
+    /// another page's data or garbage.
+    fn check_reads(&mut self, op: &HostOp, first_write: u64) {
+        let mismatches = &mut self.stats.read_mismatches;
+        if self.expected.is_empty() {
+            check_foreign(op, &self.reads, mismatches);
+        } else {
+            check_reads(op, &self.reads, &mut self.expected, first_write, mismatches);
         }
     }
-    let flush = dev.flush(last_arrival).map_err(WorkloadError::FinalFlush)?;
-    end_ns = end_ns.max(flush.ack_ns);
-    drain_deferred!(u64::MAX);
-    if record {
-        dev.check_invariants()
-            .map_err(WorkloadError::FinalInvariant)?;
+
+    /// Collects the completions the device has by `now` and settles their requests.
+    fn drain_deferred(&mut self, dev: &mut dyn BlockDevice, now: u64) -> Result<(), WorkloadError> {
+        for (uuid, c) in take_completions(dev, now)? {
+            self.complete_deferred(uuid, c)?;
+        }
+        Ok(())
     }
-    if let Some(u) = deferred.keys().next() {
-        return Err(WorkloadError::NeverCompleted {
-            design: dev.design().to_string(),
-            uuid: *u,
-        });
+
+    fn complete_deferred(
+        &mut self,
+        uuid: TxUuid,
+        c: ftl::TxCompletion,
+    ) -> Result<(), WorkloadError> {
+        let d = self
+            .deferred
+            .remove(&uuid)
+            .ok_or(WorkloadError::UnheldCompletion(uuid))?;
+        self.outstanding.push(Reverse(c.ack_ns));
+        self.end_ns = self.end_ns.max(c.ack_ns);
+        if let Some(durable) = c.durable_ns {
+            self.inflight_static.push((uuid, durable));
+        }
+        if d.measured {
+            account(
+                &mut self.stats,
+                &d.op,
+                d.arrival,
+                Some(c.ack_ns),
+                &None,
+                &d.written,
+            );
+        }
+        if self.record {
+            let r = &mut self.log.records[d.record];
+            r.ack_ns = Some(c.ack_ns);
+            r.durable_ns = c.durable_ns;
+        }
+        Ok(())
     }
-    if record {
-        log.records.push(HostRecord {
-            index: log.records.len() as u64,
-            op: HostOp::Flush,
-            arrival_ns: last_arrival,
-            ack_ns: Some(flush.ack_ns),
-            durable_ns: None,
-            error: None,
-            first_write: next_write,
-        });
+
+    /// The final flush, the last held completions and checks, and the run's figures.
+    fn finish(mut self, dev: &mut dyn BlockDevice) -> Result<RunResult, WorkloadError> {
+        let flush = dev
+            .flush(self.last_arrival)
+            .map_err(WorkloadError::FinalFlush)?;
+        self.end_ns = self.end_ns.max(flush.ack_ns);
+        self.drain_deferred(dev, u64::MAX)?;
+        if self.record {
+            dev.check_invariants()
+                .map_err(WorkloadError::FinalInvariant)?;
+        }
+        if let Some(u) = self.deferred.keys().next() {
+            return Err(WorkloadError::NeverCompleted {
+                design: dev.design().to_string(),
+                uuid: *u,
+            });
+        }
+        if self.record {
+            self.log.records.push(HostRecord {
+                index: self.log.records.len() as u64,
+                op: HostOp::Flush,
+                arrival_ns: self.last_arrival,
+                ack_ns: Some(flush.ack_ns),
+                durable_ns: None,
+                error: None,
+                first_write: self.next_write,
+            });
+        }
+        self.log.next_write = self.next_write;
+        let (before, _) = self
+            .measured_from
+            .unwrap_or_else(|| (FlashStats::default(), self.start_ns));
+        let mut stats = self.stats;
+        stats.flash = dev.flash().stats().since(&before);
+        stats.end_ns = self.end_ns.max(stats.start_ns);
+        stats.wall_s = self.wall.elapsed().as_secs_f64();
+        Ok(RunResult {
+            stats,
+            log: self.record.then_some(self.log),
+            end_ns: self.end_ns,
+        })
     }
-    log.next_write = next_write;
-    let (before, _) = measured_from.unwrap_or_else(|| (FlashStats::default(), start_ns));
-    stats.flash = dev.flash().stats().since(&before);
-    stats.end_ns = end_ns.max(stats.start_ns);
-    stats.wall_s = wall.elapsed().as_secs_f64();
-    progress(spec.requests, spec.requests);
-    Ok(RunResult {
-        stats,
-        log: record.then_some(log),
-        end_ns,
-    })
+}
+
+/// A DWRITE the device refused because its transaction is gone (or conflicts) ends that
+/// transaction on the host's side too.
+fn forget_refused_dynamic(generator: &mut Generator, op: &HostOp, e: &FtlError) {
+    if let (
+        FtlError::DynamicTxRunning(_) | FtlError::UnknownTx(_) | FtlError::Conflict { .. },
+        HostOp::DWrite { uuid, .. },
+    ) = (e, op)
+    {
+        generator.forget_dynamic(*uuid);
+    }
 }
 
 fn tag_content(lpn: Lpn, write: u64) -> Content {
@@ -411,16 +533,6 @@ struct Deferred {
     record: usize,
 }
 
-/// What a late completion updates.
-struct Settle<'a> {
-    outstanding: &'a mut BinaryHeap<Reverse<u64>>,
-    inflight_static: &'a mut Vec<(TxUuid, u64)>,
-    end_ns: &'a mut u64,
-    stats: &'a mut RunStats,
-    log: &'a mut HostLog,
-    record: bool,
-}
-
 fn take_completions(
     dev: &mut dyn BlockDevice,
     now: u64,
@@ -430,31 +542,6 @@ fn take_completions(
     };
     tx.take_completions(now)
         .map_err(WorkloadError::HeldTransactions)
-}
-
-fn complete_deferred(
-    deferred: &mut HashMap<TxUuid, Deferred>,
-    uuid: TxUuid,
-    c: ftl::TxCompletion,
-    s: &mut Settle,
-) -> Result<(), WorkloadError> {
-    let d = deferred
-        .remove(&uuid)
-        .ok_or(WorkloadError::UnheldCompletion(uuid))?;
-    s.outstanding.push(Reverse(c.ack_ns));
-    *s.end_ns = (*s.end_ns).max(c.ack_ns);
-    if let Some(durable) = c.durable_ns {
-        s.inflight_static.push((uuid, durable));
-    }
-    if d.measured {
-        account(s.stats, &d.op, d.arrival, Some(c.ack_ns), &None, &d.written);
-    }
-    if s.record {
-        let r = &mut s.log.records[d.record];
-        r.ack_ns = Some(c.ack_ns);
-        r.durable_ns = c.durable_ns;
-    }
-    Ok(())
 }
 
 fn account(
