@@ -24,6 +24,11 @@ const PROTOCOLS: [(&str, &str); 3] = [
     ("txflash-tc", "TC"),
 ];
 const TX_PAGES: [u32; 6] = [1, 4, 16, 64, 256, 1024];
+/// Simulated controller time per record a recovery analyses (`recovery_ns_per_record`,
+/// docs/txflash.md "Recovery time"). The paper gives no figure; its TC recovery (~2.4 s on the
+/// 32 GB device) is about our summary-page reads alone (~2.6 s), so analysis is a small part of
+/// it. 250 ns is a hash-table probe and a version compare on a controller of the time.
+const ANALYSIS_NS_PER_RECORD: u64 = 250;
 const ABORT_PCT: [u32; 6] = [0, 10, 20, 30, 40, 50];
 
 struct Host {
@@ -147,8 +152,9 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64)
     let spec = ctx.design(design).ok_or("not built")?;
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
+    let options = DesignOptions::default().with("recovery_ns_per_record", ANALYSIS_NS_PER_RECORD);
     let (_d, r) = spec
-        .reopen(flash, &DesignOptions::default())
+        .reopen(flash, &options)
         .map_err(|e| format!("recovery: {e}"))?;
     Ok((
         total_time as f64 / committed.max(1) as f64 / 1e6,
@@ -305,8 +311,8 @@ fn claims(m: &Measured) -> Vec<Claim> {
     let (rs, rb, rt) = (rec(&s), rec(&b), rec(&t));
     let recovery = Claim::new("TxFlash §5.1, Fig. 8 (recovery)", "SCC has the fastest recovery (it reads only the top two versions of each page); BPCC's recovery is less than 1 % above TC's")
         .check(Check::grade("BPCC / TC recovery time (mean over abort rates)", rb / rt, Tolerance::Within { target: 1.0, rel: 0.01 }))
-        .check(Check::not_reproduced(format!("SCC / fastest of TC, BPCC recovery time (measured {})", fmt(rs / rt.min(rb))), "recovery CPU work is not modelled: every protocol reads one summary page per block, and the classification work where SCC saves is not timed"))
-        .note("Recovery time is simulated flash time.");
+        .check(Check::grade("SCC / fastest of TC, BPCC recovery time (mean over abort rates)", rs / rt.min(rb), Tolerance::Below { bound: 1.0 }))
+        .note(format!("Recovery time is the simulated flash time of the summary-page scan plus {ANALYSIS_NS_PER_RECORD} ns of controller time per record analysed (a documented model parameter; the paper gives none): SCC analyses the top two versions of each page, BPCC every version and its straddle responsibility sets, TC every record. Without that cost all three read the same summary pages and take the same time."));
     vec![fig6, same, fig8, recovery]
 }
 
@@ -333,17 +339,9 @@ mod claim_tests {
     }
 
     #[test]
-    fn paper_like_numbers_pass_except_what_is_not_modelled() {
+    fn paper_like_numbers_pass() {
         let v: Vec<Verdict> = claims(&paper()).iter().map(|c| c.verdict()).collect();
-        assert_eq!(
-            v,
-            vec![
-                Verdict::Pass,
-                Verdict::Pass,
-                Verdict::Pass,
-                Verdict::NotReproduced
-            ]
-        );
+        assert_eq!(v, vec![Verdict::Pass; 4]);
     }
 
     #[test]
@@ -364,6 +362,14 @@ mod claim_tests {
         assert_eq!(claims(&m)[2].verdict(), Verdict::Fail);
         let mut m = paper();
         m.bpcc = curves([100.0, 90.0, 78.0, 40.0, 12.0, 3.0], [5.0; 6], 110.0);
+        assert_eq!(claims(&m)[3].verdict(), Verdict::Fail);
+        // SCC no faster than TC: its recovery advantage is gone.
+        let mut m = paper();
+        m.scc = curves(
+            [100.0, 90.0, 78.0, 40.0, 12.0, 3.0],
+            [5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
+            100.0,
+        );
         assert_eq!(claims(&m)[3].verdict(), Verdict::Fail);
     }
 }

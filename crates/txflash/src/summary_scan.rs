@@ -7,6 +7,26 @@
 use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
 use ftl::FtlError;
 
+/// Recovery's analysis of the records it read, as simulated controller time (TxFlash §5.1,
+/// Fig. 8: "SCC has better recovery time than BPCC and TC because during recovery it considers
+/// only the top 2 versions for every page rather than paying the cost of analyzing all the page
+/// versions"). `--param recovery_ns_per_record=N` charges N ns of CPU per record a protocol
+/// analyses, after its scan's reads and before it writes anything; 0 (the default) leaves
+/// recovery time as flash time alone. Returns the ns charged. docs/txflash.md, "Recovery time".
+pub(crate) fn charge_analysis(flash: &mut Flash, records: u64, ns_per_record: u64) -> u64 {
+    let ns = records.saturating_mul(ns_per_record);
+    if ns > 0 {
+        let ready = flash.idle_ns().saturating_add(ns);
+        flash.start_clock_at(ready);
+    }
+    ns
+}
+
+/// The `recovery_ns_per_record` parameter both protocols take.
+pub(crate) fn recovery_ns_per_record(o: &ftl::DesignOptions) -> Result<u64, FtlError> {
+    o.get("recovery_ns_per_record", 0u64)
+}
+
 /// What the scan found.
 pub(crate) struct BlockScan<R> {
     /// Every record kept, with where.

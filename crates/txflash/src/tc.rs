@@ -33,6 +33,7 @@ pub const PARAMS: &[&str] = &[
     "wear_threshold",
     "isolation",
     "commit_reserve",
+    "recovery_ns_per_record",
 ];
 
 /// What a write to a page of an in-flight transaction does (TxFlash §2.2).
@@ -53,6 +54,8 @@ pub struct Params {
     pub gc_policy: GcPolicy,
     pub wear_threshold: u32,
     pub isolation: Isolation,
+    /// Simulated CPU time per record recovery analyses (`summary_scan::charge_analysis`).
+    pub recovery_ns_per_record: u64,
 }
 
 impl Params {
@@ -92,6 +95,7 @@ impl Params {
             gc_policy,
             wear_threshold: o.get("wear_threshold", 64)?,
             isolation,
+            recovery_ns_per_record: crate::summary_scan::recovery_ns_per_record(o)?,
         })
     }
 }
@@ -708,8 +712,22 @@ impl TxFlashTc {
         let best = dev.newest_committed_versions(&scan.found, &commit_at);
         dev.install_recovered(&scan.used, &best, &commit_at);
         dev.next_txid = max_txid + 1;
+        // TC analyses every record it found: commit records to learn which transactions
+        // committed, every intention to find each page's newest committed version.
+        let analysed = scan.found.len() as u64;
+        let analysis_ns = crate::summary_scan::charge_analysis(
+            &mut dev.flash,
+            analysed,
+            dev.p.recovery_ns_per_record,
+        );
         dev.last_arrival = dev.flash.idle_ns();
         let mut report = RecoveryReport::measure(&dev.flash, &before, start);
+        report
+            .details
+            .push(("records_analysed".into(), analysed as f64));
+        report
+            .details
+            .push(("analysis_ms".into(), analysis_ns as f64 / 1e6));
         report
             .details
             .push(("summary_pages_read".into(), scan.summaries as f64));

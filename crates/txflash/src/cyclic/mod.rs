@@ -46,6 +46,7 @@ pub const PARAMS: &[&str] = &[
     "gc_policy",
     "wear_threshold",
     "isolation",
+    "recovery_ns_per_record",
 ];
 
 #[derive(Clone, Debug)]
@@ -55,6 +56,8 @@ pub struct Params {
     pub gc_policy: GcPolicy,
     pub wear_threshold: u32,
     pub isolation: Isolation,
+    /// Simulated CPU time per record recovery analyses (`summary_scan::charge_analysis`).
+    pub recovery_ns_per_record: u64,
 }
 
 impl Params {
@@ -87,6 +90,7 @@ impl Params {
             gc_policy,
             wear_threshold: o.get("wear_threshold", 64)?,
             isolation,
+            recovery_ns_per_record: crate::summary_scan::recovery_ns_per_record(o)?,
         })
     }
 }

@@ -40,6 +40,15 @@ fn scan(
     )
 }
 
+/// Records recovery analyses (TxFlash §5.1): SCC only the top two versions of each page (only
+/// a page's highest version can be uncommitted, so the last committed one is at most one
+/// below); BPCC every version (a straddler may sit anywhere above the version it straddles),
+/// plus the straddle responsibility sets it rebuilds (counted by the caller).
+pub(crate) fn records_analysed(pages: &[Vec<classify::Record>], bpcc: bool) -> u64 {
+    let per_page = if bpcc { usize::MAX } else { 2 };
+    pages.iter().map(|p| p.len().min(per_page) as u64).sum()
+}
+
 impl TxFlashCyclic {
     /// Rebuilds the device from flash alone.
     pub fn recover(
@@ -65,6 +74,12 @@ impl TxFlashCyclic {
         if bpcc {
             members = dev.rebuild_srs(&pages, &copies);
         }
+        let analysed = records_analysed(&pages, bpcc) + members;
+        let analysis_ns = crate::summary_scan::charge_analysis(
+            &mut dev.flash,
+            analysed,
+            dev.p.recovery_ns_per_record,
+        );
         for b in 0..g.blocks() {
             if s.used[b as usize] {
                 dev.space.validity.index_block(BlockId(b));
@@ -94,6 +109,8 @@ impl TxFlashCyclic {
             ("scc_erased_blocks", erased_blocks as f64),
             ("srs_members", members as f64),
             ("pinned_versions", dev.pinned.len() as f64),
+            ("records_analysed", analysed as f64),
+            ("analysis_ms", analysis_ns as f64 / 1e6),
         ];
         for (k, v) in details {
             report.details.push((k.into(), v));
