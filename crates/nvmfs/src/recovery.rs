@@ -144,133 +144,215 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
     let sb = fs.sb.clone();
     let redo_replayed = replay_redo(fs)?;
     let live = reachable_inodes(fs)?;
+    let mut owners = claim_blocks(fs, &sb, &live)?;
+    // The lists are trusted only if no update was in progress and they match the inodes.
+    let trusted = !redo_replayed && get_u32(fs.nv.bytes(), SB_LISTS_STATE as usize) == 0;
+    let second_copy = if trusted {
+        lists_agree_with_inodes(fs, &sb, &owners)
+    } else {
+        None
+    };
+    let consistent = second_copy.is_some();
+    let (lru, hi, lo) = match &second_copy {
+        Some(copies) => load_lists(fs, &mut owners, copies),
+        None => (reset_lists(&owners), 1u64 << 62, (1u64 << 62) - 1),
+    };
+    let no_copies = vec![None; sb.data_pages as usize];
+    let second_copy = second_copy.unwrap_or(no_copies);
+    let (lru, nv_free, hi) =
+        rewrite_page_records(fs, &sb, &owners, lru, consistent, &second_copy, lo, hi);
+    let ext_valid = rewrite_ssd_tables(fs, &sb, &owners.ssd);
+    put_u32(fs.nv.bytes_mut(), SB_LISTS_STATE as usize, 0);
+    put_u32(fs.nv.bytes_mut(), SB_CLEAN_UNMOUNT as usize, 0);
+    fs.nv.persist_all()?;
+    fs.lru = lru;
+    fs.nv_free = nv_free;
+    fs.inode_free = owners.inode_free;
+    fs.ext_valid = ext_valid;
+    fs.stamp_hi = hi;
+    fs.stamp_lo = lo;
+    fs.stats.lists_reset_at_mount = !consistent;
+    fs.stats.redo_replayed_at_mount = redo_replayed;
+    Ok(())
+}
+
+/// Who owns each block, from the inodes alone (recovery step 3).
+struct Owners {
+    /// Per NVRAM data page: (inode, file block) of the pointer to it.
+    nvram: Vec<Option<(u32, u32)>>,
+    /// Per NVRAM data page: an indirect block of some live inode.
+    indirect: Vec<bool>,
+    /// Per SSD block: (inode, file block) of the pointer to it.
+    ssd: Vec<Option<(u32, u32)>>,
+    /// Unreachable inodes (cleared), highest first.
+    inode_free: Vec<u32>,
+}
+
+/// Clears every unreachable inode and claims the blocks of every live one: each block may be
+/// referenced once; pointers beyond EOF (an interrupted truncate) are dropped; each inode's
+/// block counts are rewritten.
+fn claim_blocks(fs: &mut Nvmfs, sb: &Superblock, live: &[bool]) -> Result<Owners> {
     let data_pages = sb.data_pages as usize;
-    let mut nv_owner: Vec<Option<(u32, u32)>> = vec![None; data_pages];
-    let mut indirect = vec![false; data_pages];
-    let mut ssd_owner: Vec<Option<(u32, u32)>> = vec![None; sb.ssd_blocks as usize];
-    let mut inode_free = Vec::new();
+    let mut owners = Owners {
+        nvram: vec![None; data_pages],
+        indirect: vec![false; data_pages],
+        ssd: vec![None; sb.ssd_blocks as usize],
+        inode_free: Vec::new(),
+    };
     for ino in (1..sb.inode_count).rev() {
         if !live[ino as usize] {
             if fs.read_inode(ino).mode != 0 {
                 Inode::default().encode(fs.inode_slice(ino));
             }
-            inode_free.push(ino);
+            owners.inode_free.push(ino);
             continue;
         }
-        for p in indirect_pages(fs, ino)? {
-            if indirect[p as usize] || nv_owner[p as usize].is_some() {
-                return Err(NvmfsError::Corrupt(format!(
-                    "NVRAM page {p} referenced twice"
-                )));
-            }
-            indirect[p as usize] = true;
-        }
-        let blocks = fs.read_inode(ino).size.div_ceil(PAGE_BYTES);
-        let mut ptrs = Vec::new();
-        for_each_block(fs, ino, |b, slot, a| ptrs.push((b, slot, a)));
-        let (mut n_nv, mut n_ssd) = (0u32, 0u32);
-        for (b, slot, a) in ptrs {
-            if b >= blocks {
-                // Left behind by an interrupted truncate: beyond EOF, so drop it.
-                put_u64(fs.nv.bytes_mut(), slot as usize, 0);
-                continue;
-            }
-            let owner = Some((ino, b as u32));
-            if let Some(p) = a.as_nvram().filter(|&p| (p as usize) < data_pages) {
-                if indirect[p as usize] || nv_owner[p as usize].is_some() {
-                    return Err(NvmfsError::Corrupt(format!(
-                        "NVRAM page {p} referenced twice"
-                    )));
-                }
-                nv_owner[p as usize] = owner;
-                n_nv += 1;
-            } else if let Some(l) = a.as_ssd().filter(|&l| l < sb.ssd_blocks) {
-                if ssd_owner[l as usize].is_some() {
-                    return Err(NvmfsError::Corrupt(format!(
-                        "SSD block {l} referenced twice"
-                    )));
-                }
-                ssd_owner[l as usize] = owner;
-                n_ssd += 1;
-            } else {
-                return Err(NvmfsError::Corrupt(format!(
-                    "inode {ino}: bad pointer {a:?}"
-                )));
-            }
-        }
-        let at = fs.inode_at(ino) as usize;
-        put_u32(fs.nv.bytes_mut(), at + INODE_NVRAM_BLOCKS_AT, n_nv);
-        put_u32(fs.nv.bytes_mut(), at + INODE_SSD_BLOCKS_AT, n_ssd);
+        claim_inode(fs, sb, ino, &mut owners)?;
     }
+    Ok(owners)
+}
 
-    // The lists: trusted only if no update was in progress and they match the inodes.
-    let mut consistent = !redo_replayed && get_u32(fs.nv.bytes(), SB_LISTS_STATE as usize) == 0;
+/// [`claim_blocks`] for one live inode.
+fn claim_inode(fs: &mut Nvmfs, sb: &Superblock, ino: u32, owners: &mut Owners) -> Result<()> {
+    let data_pages = sb.data_pages as usize;
+    let twice = |what: &str, n: u64| NvmfsError::Corrupt(format!("{what} {n} referenced twice"));
+    for p in indirect_pages(fs, ino)? {
+        if owners.indirect[p as usize] || owners.nvram[p as usize].is_some() {
+            return Err(twice("NVRAM page", p as u64));
+        }
+        owners.indirect[p as usize] = true;
+    }
+    let blocks = fs.read_inode(ino).size.div_ceil(PAGE_BYTES);
+    let mut ptrs = Vec::new();
+    for_each_block(fs, ino, |b, slot, a| ptrs.push((b, slot, a)));
+    let (mut n_nv, mut n_ssd) = (0u32, 0u32);
+    for (b, slot, a) in ptrs {
+        if b >= blocks {
+            // Left behind by an interrupted truncate: beyond EOF, so drop it.
+            put_u64(fs.nv.bytes_mut(), slot as usize, 0);
+            continue;
+        }
+        let owner = Some((ino, b as u32));
+        if let Some(p) = a.as_nvram().filter(|&p| (p as usize) < data_pages) {
+            if owners.indirect[p as usize] || owners.nvram[p as usize].is_some() {
+                return Err(twice("NVRAM page", p as u64));
+            }
+            owners.nvram[p as usize] = owner;
+            n_nv += 1;
+        } else if let Some(l) = a.as_ssd().filter(|&l| l < sb.ssd_blocks) {
+            if owners.ssd[l as usize].is_some() {
+                return Err(twice("SSD block", l));
+            }
+            owners.ssd[l as usize] = owner;
+            n_ssd += 1;
+        } else {
+            return Err(NvmfsError::Corrupt(format!(
+                "inode {ino}: bad pointer {a:?}"
+            )));
+        }
+    }
+    let at = fs.inode_at(ino) as usize;
+    put_u32(fs.nv.bytes_mut(), at + INODE_NVRAM_BLOCKS_AT, n_nv);
+    put_u32(fs.nv.bytes_mut(), at + INODE_SSD_BLOCKS_AT, n_ssd);
+    Ok(())
+}
+
+/// Whether every page record agrees with the inodes: a dirty page names its owner; a clean one
+/// names its owner and a second copy on an SSD block no inode and no other page claims; a page
+/// no inode points to is on neither list. Returns each clean page's second copy if so.
+fn lists_agree_with_inodes(
+    fs: &Nvmfs,
+    sb: &Superblock,
+    owners: &Owners,
+) -> Option<Vec<Option<u64>>> {
+    let data_pages = sb.data_pages as usize;
     let mut second_copy: Vec<Option<u64>> = vec![None; data_pages];
-    if consistent {
-        let mut claimed = vec![false; sb.ssd_blocks as usize];
-        for p in 0..data_pages {
-            let rec = fs.read_record(p as u32);
-            let ok = match nv_owner[p] {
-                Some(o) => match rec.list {
-                    PageList::Dirty => {
-                        rec.page_info.is_hole() && (rec.owner_ino, rec.owner_block) == o
+    let mut claimed = vec![false; sb.ssd_blocks as usize];
+    for p in 0..data_pages {
+        let rec = fs.read_record(p as u32);
+        let ok = match owners.nvram[p] {
+            Some(o) => match rec.list {
+                PageList::Dirty => rec.page_info.is_hole() && (rec.owner_ino, rec.owner_block) == o,
+                PageList::Clean => {
+                    let l = rec.page_info.as_ssd().filter(|&l| l < sb.ssd_blocks);
+                    let fine = (rec.owner_ino, rec.owner_block) == o
+                        && l.is_some_and(|l| {
+                            owners.ssd[l as usize].is_none() && !claimed[l as usize]
+                        });
+                    if fine {
+                        claimed[l.unwrap() as usize] = true;
+                        second_copy[p] = l;
                     }
-                    PageList::Clean => {
-                        let l = rec.page_info.as_ssd().filter(|&l| l < sb.ssd_blocks);
-                        let fine = (rec.owner_ino, rec.owner_block) == o
-                            && l.is_some_and(|l| {
-                                ssd_owner[l as usize].is_none() && !claimed[l as usize]
-                            });
-                        if fine {
-                            claimed[l.unwrap() as usize] = true;
-                            second_copy[p] = l;
-                        }
-                        fine
-                    }
-                    _ => false,
-                },
-                None => !matches!(rec.list, PageList::Dirty | PageList::Clean),
-            };
-            if !ok {
-                consistent = false;
-                break;
-            }
+                    fine
+                }
+                _ => false,
+            },
+            None => !matches!(rec.list, PageList::Dirty | PageList::Clean),
+        };
+        if !ok {
+            return None;
         }
     }
-    let mut lru = Lru::new(sb.data_pages);
-    let (mut hi, mut lo) = (1u64 << 62, (1u64 << 62) - 1);
-    if consistent {
-        let mut order: Vec<(u64, u32)> = (0..data_pages as u32)
-            .filter(|&p| nv_owner[p as usize].is_some())
-            .map(|p| (fs.read_record(p).stamp, p))
-            .collect();
-        order.sort_unstable();
-        for &(stamp, p) in &order {
-            let list = fs.read_record(p).list;
-            lru.push_mru(list, p);
-            hi = hi.max(stamp);
-            lo = lo.min(stamp.saturating_sub(1));
-        }
-        for (p, l) in second_copy.iter().enumerate() {
-            if let Some(l) = l {
-                ssd_owner[*l as usize] = nv_owner[p];
-            }
-        }
-    } else {
-        second_copy.iter_mut().for_each(|c| *c = None);
-        for p in 0..data_pages as u32 {
-            if nv_owner[p as usize].is_some() {
-                lru.push_mru(PageList::Dirty, p);
-            }
-        }
-    }
+    Some(second_copy)
+}
 
-    // Rewrite the persistent structures from the rebuilt state.
-    let mut stamp = lo;
-    let mut nv_free = Vec::new();
+/// Trusted lists: every owned page back on its list in stamp order; each clean page's second
+/// copy becomes an owned SSD block. Returns the lists and the highest and lowest stamps.
+fn load_lists(fs: &Nvmfs, owners: &mut Owners, second_copy: &[Option<u64>]) -> (Lru, u64, u64) {
+    let data_pages = owners.nvram.len() as u32;
+    let mut lru = Lru::new(data_pages);
+    let (mut hi, mut lo) = (1u64 << 62, (1u64 << 62) - 1);
+    let mut order: Vec<(u64, u32)> = (0..data_pages)
+        .filter(|&p| owners.nvram[p as usize].is_some())
+        .map(|p| (fs.read_record(p).stamp, p))
+        .collect();
+    order.sort_unstable();
+    for &(stamp, p) in &order {
+        let list = fs.read_record(p).list;
+        lru.push_mru(list, p);
+        hi = hi.max(stamp);
+        lo = lo.min(stamp.saturating_sub(1));
+    }
+    for (p, l) in second_copy.iter().enumerate() {
+        if let Some(l) = l {
+            owners.ssd[*l as usize] = owners.nvram[p];
+        }
+    }
+    (lru, hi, lo)
+}
+
+/// Reset lists (§III-B): every NVRAM page an inode points to is dirty, the clean list empty.
+fn reset_lists(owners: &Owners) -> Lru {
+    let data_pages = owners.nvram.len() as u32;
+    let mut lru = Lru::new(data_pages);
+    for p in 0..data_pages {
+        if owners.nvram[p as usize].is_some() {
+            lru.push_mru(PageList::Dirty, p);
+        }
+    }
+    lru
+}
+
+/// Rewrites every page record and the NVRAM bitmap from the rebuilt state: with trusted lists
+/// owned pages keep their stamps; after a reset they get fresh ones in list order (the LRU end
+/// lowest, from `lo`). Indirect blocks go off the lists; the rest is free. Returns the lists,
+/// the free pages (highest first) and the highest stamp.
+#[allow(clippy::too_many_arguments)]
+fn rewrite_page_records(
+    fs: &mut Nvmfs,
+    sb: &Superblock,
+    owners: &Owners,
+    mut lru: Lru,
+    consistent: bool,
+    second_copy: &[Option<u64>],
+    lo: u64,
+    hi: u64,
+) -> (Lru, Vec<u32>, u64) {
+    let data_pages = sb.data_pages as usize;
+    let mut hi = hi;
     let mut stamps = vec![0u64; data_pages];
     if !consistent {
-        // Reset lists: stamps in list order, LRU end lowest.
+        let mut stamp = lo;
         let pages: Vec<u32> = lru.iter(PageList::Dirty).collect();
         for &p in pages.iter().rev() {
             stamp += 1;
@@ -278,9 +360,10 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
         }
         hi = stamp;
     }
+    let mut nv_free = Vec::new();
     for p in (0..data_pages as u32).rev() {
         let i = p as usize;
-        let rec = if let Some((ino, b)) = nv_owner[i] {
+        let rec = if let Some((ino, b)) = owners.nvram[i] {
             PageRecord {
                 list: lru.list_of(p),
                 owner_ino: ino,
@@ -292,7 +375,7 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
                 },
                 page_info: second_copy[i].map_or(BlockAddr::HOLE, BlockAddr::ssd),
             }
-        } else if indirect[i] {
+        } else if owners.indirect[i] {
             lru.set_off_list(p, PageList::Indirect);
             PageRecord {
                 list: PageList::Indirect,
@@ -305,16 +388,18 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
         };
         let at = fs.record_at(p) as usize;
         rec.encode(&mut fs.nv.bytes_mut()[at..at + PAGE_RECORD_BYTES as usize]);
-        set_bit_raw(
-            fs,
-            sb.nvram_bitmap_at,
-            p as u64,
-            nv_owner[i].is_some() || indirect[i],
-        );
+        let used = owners.nvram[i].is_some() || owners.indirect[i];
+        set_bit_raw(fs, sb.nvram_bitmap_at, p as u64, used);
     }
+    (lru, nv_free, hi)
+}
+
+/// Rewrites the SSD bitmap, the SSD owner table and the per-extent "partly valid" flags from
+/// the owners; returns the valid blocks per extent.
+fn rewrite_ssd_tables(fs: &mut Nvmfs, sb: &Superblock, ssd: &[Option<(u32, u32)>]) -> Vec<u32> {
     let mut ext_valid = vec![0u32; sb.extents() as usize];
     for l in 0..sb.ssd_blocks {
-        let o = ssd_owner[l as usize];
+        let o = ssd[l as usize];
         set_bit_raw(fs, sb.ssd_bitmap_at, l, o.is_some());
         let v = o.map_or(0, |(ino, b)| ino as u64 | (b as u64) << 32);
         let at = fs.owner_at(l) as usize;
@@ -329,18 +414,7 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
             (*v > 0 && *v < EXTENT_BLOCKS as u32) as u32,
         );
     }
-    put_u32(fs.nv.bytes_mut(), SB_LISTS_STATE as usize, 0);
-    put_u32(fs.nv.bytes_mut(), SB_CLEAN_UNMOUNT as usize, 0);
-    fs.nv.persist_all()?;
-    fs.lru = lru;
-    fs.nv_free = nv_free;
-    fs.inode_free = inode_free;
-    fs.ext_valid = ext_valid;
-    fs.stamp_hi = hi;
-    fs.stamp_lo = lo;
-    fs.stats.lists_reset_at_mount = !consistent;
-    fs.stats.redo_replayed_at_mount = redo_replayed;
-    Ok(())
+    ext_valid
 }
 
 fn set_bit_raw(fs: &mut Nvmfs, region_page: u32, idx: u64, on: bool) {
