@@ -535,7 +535,32 @@ impl Engine {
             .max(self.data_end_ns)
             .max(self.erase_end_ns)
             .max(self.gc_copies_end);
-        let mut end = nb;
+        let mut end = self.write_dirty_tree(nb)?;
+        let tail = self.tail_seq();
+        let refresh = slide || matches!(self.cfg.window, WindowPolicy::PerChip(_));
+        if refresh {
+            self.refresh_window(tail);
+        }
+        let (root, zone_end) = self.next_root(tail, refresh, nb)?;
+        end = end.max(zone_end);
+        self.root_seq += 1;
+        let g = self.flash.geometry().clone();
+        let bytes = root.encode(g.page_bytes).ok_or_else(|| {
+            FtlError::InvalidOption(format!(
+                "{}: root of {} bytes does not fit a page",
+                self.cfg.design,
+                root.encoded_len()
+            ))
+        })?;
+        let root_end = self.program_root(bytes, end)?;
+        self.after_root(root_end, tail)?;
+        Ok(root_end)
+    }
+
+    /// Writes every dirty translation page, then every dirty GTD page (which name them), none
+    /// before `not_before`; returns when the last is on flash.
+    fn write_dirty_tree(&mut self, not_before: u64) -> Result<u64, FtlError> {
+        let mut end = not_before;
         let dirty: Vec<u32> = (0..self.tdirty.len() as u32)
             .filter(|&t| self.tdirty[t as usize])
             .collect();
@@ -543,7 +568,7 @@ impl Engine {
             let lo = (t * self.entries) as usize;
             let hi = (lo + self.entries as usize).min(self.logical as usize);
             let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
-            end = end.max(self.write_tree_page(KIND_TRANSLATION, t, bytes, nb)?);
+            end = end.max(self.write_tree_page(KIND_TRANSLATION, t, bytes, not_before)?);
         }
         let dirty: Vec<u32> = (0..self.gdirty.len() as u32)
             .filter(|&g| self.gdirty[g as usize])
@@ -552,13 +577,20 @@ impl Engine {
             let lo = (gi * self.entries) as usize;
             let hi = (lo + self.entries as usize).min(self.tpage.len());
             let bytes = encode_entries(&self.tpage[lo..hi], self.flash.geometry().page_bytes);
-            end = end.max(self.write_tree_page(KIND_GTD, gi, bytes, nb)?);
+            end = end.max(self.write_tree_page(KIND_GTD, gi, bytes, not_before)?);
         }
-        let tail = self.tail_seq();
-        let refresh = slide || matches!(self.cfg.window, WindowPolicy::PerChip(_));
-        if refresh {
-            self.refresh_window(tail);
-        }
+        Ok(end)
+    }
+
+    /// The next root: the GTD, the log tail and the scan region — in the root itself when it
+    /// fits a page, else in a zone record the root names (written when the region changed).
+    /// Returns the root and when any zone record written is on flash.
+    fn next_root(
+        &mut self,
+        tail: u64,
+        refresh: bool,
+        not_before: u64,
+    ) -> Result<(Root, u64), FtlError> {
         let g = self.flash.geometry().clone();
         let scan: Vec<(BlockId, u32)> = self
             .scan_list
@@ -586,10 +618,11 @@ impl Engine {
         if refresh {
             self.zone_dirty = true;
         }
+        let mut end = not_before;
         if root.encoded_len() > g.page_bytes as usize {
             // Too many blocks for one page: the scan region goes to a zone record.
             if self.zone_dirty || self.zone_pages.is_empty() {
-                end = end.max(self.write_zone_record(&root, nb)?);
+                end = end.max(self.write_zone_record(&root, not_before)?);
             }
             root.scan.clear();
             root.window.clear();
@@ -604,15 +637,13 @@ impl Engine {
             }
         }
         self.zone_dirty = false;
-        self.root_seq += 1;
-        let bytes = root.encode(g.page_bytes).ok_or_else(|| {
-            FtlError::InvalidOption(format!(
-                "{}: root of {} bytes does not fit a page",
-                self.cfg.design,
-                root.encoded_len()
-            ))
-        })?;
-        let root_end = self.program_root(bytes, end)?;
+        Ok((root, end))
+    }
+
+    /// Once the root ending at `root_end` is on flash: the blocks it announced, the tree pages
+    /// and commit records it superseded (invalid, their bytes released), the GC victims whose
+    /// copies it names (erased).
+    fn after_root(&mut self, root_end: u64, tail: u64) -> Result<(), FtlError> {
         for b in std::mem::take(&mut self.announcing) {
             self.announced_ns[b.0 as usize] = root_end;
         }
@@ -634,8 +665,7 @@ impl Engine {
         }
         self.last_root_end = root_end;
         self.stats.roots += 1;
-        self.erase_copied_victims(root_end)?;
-        Ok(root_end)
+        self.erase_copied_victims(root_end)
     }
 
     /// Writes `root`'s scan and window as a zone record (page-sized pieces in the map stream).
