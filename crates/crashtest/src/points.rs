@@ -80,7 +80,6 @@ pub fn sample(
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c4a5);
     let mut order = log.completion_order();
     order.retain(|&i| log.ops[i].span.end_ns >= from_ns);
-    let mut out = Vec::with_capacity(n);
     if n == 0 {
         return Vec::new();
     }
@@ -91,41 +90,13 @@ pub fn sample(
             kind: PointKind::Spread,
         }];
     }
-    let metadata: Vec<&LoggedOp> = log
-        .ops
-        .iter()
-        .filter(|o| {
-            o.mutates()
-                && o.span.end_ns > from_ns
-                && !matches!(
-                    o.cause,
-                    OpCause::HostData | OpCause::GcCopy | OpCause::WearLevel
-                )
-        })
-        .collect();
-    let gc: Vec<&LoggedOp> = log
-        .ops
-        .iter()
-        .filter(|o| {
-            o.mutates()
-                && o.span.end_ns > from_ns
-                && (matches!(o.cause, OpCause::GcCopy | OpCause::WearLevel)
-                    || matches!(o.kind, OpKind::Erase { .. }))
-        })
-        .collect();
-    let acks: Vec<u64> = host
-        .records
-        .iter()
-        .filter(|r| r.succeeded())
-        .flat_map(|r| [r.ack_ns, r.durable_ns])
-        .flatten()
-        .filter(|&a| a > from_ns)
-        .collect();
+    let targets = Targets::new(log, host, order, from_ns);
+    let mut out = Vec::with_capacity(n);
     let mut taken: rustc_hash::FxHashSet<(u64, bool)> = Default::default();
-    let windows = transaction_windows(host);
-    let ends: Vec<u64> = order.iter().map(|&i| log.ops[i].span.end_ns).collect();
+    // A third spread evenly over the completions, untorn.
     let spread = n.div_ceil(3);
     for k in 0..spread {
+        let order = &targets.order;
         let i = order[(k * order.len() / spread).min(order.len() - 1)];
         let p = CrashPoint {
             instant_ns: log.ops[i].span.end_ns,
@@ -136,43 +107,98 @@ pub fn sample(
             out.push(p);
         }
     }
+    // The rest aimed at the moments a design is most likely to get wrong.
     let mut attempts = 0usize;
     while out.len() < n && attempts < 50 * n {
         attempts += 1;
+        let p = targets.aim(log, torn, &mut rng);
+        if p.instant_ns >= from_ns && taken.insert((p.instant_ns, p.torn)) {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What the aimed crash points aim at, from the operation log and the host log.
+struct Targets<'a> {
+    /// Operations in completion order (from the instant sampled from on).
+    order: Vec<usize>,
+    /// Their completion instants, in that order.
+    ends: Vec<u64>,
+    /// Programs and erases of metadata (neither host data nor GC).
+    metadata: Vec<&'a LoggedOp>,
+    /// GC and wear-levelling copies, and every erase.
+    gc: Vec<&'a LoggedOp>,
+    /// Acknowledgement and durability instants of the requests that succeeded.
+    acks: Vec<u64>,
+    /// Windows of multi-page requests and transactions ([`transaction_windows`]).
+    windows: Vec<(u64, u64)>,
+}
+
+impl<'a> Targets<'a> {
+    fn new(log: &'a OpLog, host: &HostLog, order: Vec<usize>, from_ns: u64) -> Targets<'a> {
+        let mutating_after = |o: &&LoggedOp| o.mutates() && o.span.end_ns > from_ns;
+        let metadata = log
+            .ops
+            .iter()
+            .filter(mutating_after)
+            .filter(|o| {
+                !matches!(
+                    o.cause,
+                    OpCause::HostData | OpCause::GcCopy | OpCause::WearLevel
+                )
+            })
+            .collect();
+        let gc = log
+            .ops
+            .iter()
+            .filter(mutating_after)
+            .filter(|o| {
+                matches!(o.cause, OpCause::GcCopy | OpCause::WearLevel)
+                    || matches!(o.kind, OpKind::Erase { .. })
+            })
+            .collect();
+        let acks = host
+            .records
+            .iter()
+            .filter(|r| r.succeeded())
+            .flat_map(|r| [r.ack_ns, r.durable_ns])
+            .flatten()
+            .filter(|&a| a > from_ns)
+            .collect();
+        let ends = order.iter().map(|&i| log.ops[i].span.end_ns).collect();
+        Targets {
+            order,
+            ends,
+            metadata,
+            gc,
+            acks,
+            windows: transaction_windows(host),
+        }
+    }
+
+    /// One aimed point: at a metadata operation, a GC operation, inside a transaction's
+    /// window, at an acknowledgement, or at any completion — torn half the time when `torn`.
+    fn aim(&self, log: &OpLog, torn: bool, rng: &mut ChaCha8Rng) -> CrashPoint {
         let tear = torn && rng.random_bool(0.5);
         let pick = rng.random_range(0..4u32);
-        let p = match pick {
-            0 if !metadata.is_empty() => aimed(
-                metadata[rng.random_range(0..metadata.len())],
+        match pick {
+            0 if !self.metadata.is_empty() => aimed(
+                self.metadata[rng.random_range(0..self.metadata.len())],
                 tear,
                 PointKind::Metadata,
-                &mut rng,
+                rng,
             ),
-            1 if !gc.is_empty() => aimed(
-                gc[rng.random_range(0..gc.len())],
+            1 if !self.gc.is_empty() => aimed(
+                self.gc[rng.random_range(0..self.gc.len())],
                 tear,
                 PointKind::Gc,
-                &mut rng,
+                rng,
             ),
-            2 if !windows.is_empty() => {
-                // A completion inside the window of one multi-page request or transaction: the
-                // crash lands between its pages (tearing the op that was about to complete).
-                let (from, to) = windows[rng.random_range(0..windows.len())];
-                let lo = ends.partition_point(|&e| e <= from);
-                let hi = ends.partition_point(|&e| e <= to);
-                let at = if hi > lo {
-                    ends[rng.random_range(lo..hi)]
-                } else {
-                    from + (to - from) / 2
-                };
-                CrashPoint {
-                    instant_ns: if tear { at.saturating_sub(1) } else { at },
-                    torn: tear,
-                    kind: PointKind::Transaction,
-                }
-            }
-            _ if !acks.is_empty() => {
-                let a = acks[rng.random_range(0..acks.len())];
+            2 if !self.windows.is_empty() => self.inside_window(tear, rng),
+            _ if !self.acks.is_empty() => {
+                let a = self.acks[rng.random_range(0..self.acks.len())];
                 // Just before or at an acknowledgement.
                 let at = if rng.random_bool(0.5) {
                     a.saturating_sub(1)
@@ -186,16 +212,29 @@ pub fn sample(
                 }
             }
             _ => {
-                let i = order[rng.random_range(0..order.len())];
-                aimed(&log.ops[i], tear, PointKind::Spread, &mut rng)
+                let i = self.order[rng.random_range(0..self.order.len())];
+                aimed(&log.ops[i], tear, PointKind::Spread, rng)
             }
-        };
-        if p.instant_ns >= from_ns && taken.insert((p.instant_ns, p.torn)) {
-            out.push(p);
         }
     }
-    out.sort();
-    out
+
+    /// A completion inside the window of one multi-page request or transaction: the crash
+    /// lands between its pages (tearing the op that was about to complete).
+    fn inside_window(&self, tear: bool, rng: &mut ChaCha8Rng) -> CrashPoint {
+        let (from, to) = self.windows[rng.random_range(0..self.windows.len())];
+        let lo = self.ends.partition_point(|&e| e <= from);
+        let hi = self.ends.partition_point(|&e| e <= to);
+        let at = if hi > lo {
+            self.ends[rng.random_range(lo..hi)]
+        } else {
+            from + (to - from) / 2
+        };
+        CrashPoint {
+            instant_ns: if tear { at.saturating_sub(1) } else { at },
+            torn: tear,
+            kind: PointKind::Transaction,
+        }
+    }
 }
 
 /// (arrival, durable-or-ack) of every multi-page write or static transaction, and (HEAD arrival,
