@@ -223,6 +223,46 @@ pub fn run_mode(
     config: &flash::DeviceConfig,
     clients: usize,
 ) -> Result<Outcome, String> {
+    let (dev, host) = loaded_device(ctx, mode, wl, config)?;
+    let mut run = MacroRun::new(dev, host, mode, wl, clients);
+    loop {
+        run.settle_held()?;
+        let Some(Reverse((at, client, i, phase))) = run.events.pop() else {
+            if run.held.is_empty() {
+                break;
+            }
+            // Nothing else to run: the poll above (horizon = forever) completed every held
+            // transaction unless the design never answers.
+            return Err(format!(
+                "{} transactions held and never completed",
+                run.held.len()
+            ));
+        };
+        run.clock = run.clock.max(at);
+        let done = if let Some(step) = JournalStep::of(phase) {
+            run.journal(step, client, i, at)?
+        } else if phase == 0 {
+            run.reads(client, i, at)?
+        } else {
+            run.commit(client, i, at)?
+        };
+        if let Some(t) = done {
+            run.end = run.end.max(t);
+            run.start_next(client, t);
+        }
+    }
+    Ok(run.outcome(config))
+}
+
+/// A fresh device of `mode`'s design with the database written once, sequentially (the
+/// unmeasured load phase), and the host that wrote it; refuses a device too small for the
+/// database and the host journal.
+fn loaded_device(
+    ctx: &Context,
+    mode: &Mode,
+    wl: &Workload,
+    config: &flash::DeviceConfig,
+) -> Result<(Box<dyn BlockDevice>, Host), String> {
     let spec = ctx.design(mode.design).ok_or("not built")?;
     let flash = Flash::in_memory(
         config.clone(),
@@ -239,20 +279,14 @@ pub fn run_mode(
             dev.logical_pages()
         ));
     }
-    // The host journal (commit record + the largest transaction) after the database.
-    let journal_base = wl.logical_pages_needed;
-    let journal_pages = 1 + wl.txns.iter().map(|t| t.writes.len()).max().unwrap_or(0) as u32;
-    if dev.logical_pages() < journal_base + journal_pages {
+    let journal_needed = wl.logical_pages_needed + journal_pages(wl);
+    if dev.logical_pages() < journal_needed {
         return Err(format!(
-            "needs {} logical pages with the host journal, device has {}",
-            journal_base + journal_pages,
+            "needs {journal_needed} logical pages with the host journal, device has {}",
             dev.logical_pages()
         ));
     }
-    let mut journal_owner: Option<usize> = None;
-    let mut journal_waiting: Vec<(usize, usize)> = Vec::new();
     let mut host = Host { write: 0, uuid: 0 };
-    // Load phase: the database written once, sequentially, unmeasured.
     let mut t = 0;
     for start in (0..wl.logical_pages_needed).step_by(64) {
         let n = 64.min(wl.logical_pages_needed - start);
@@ -262,186 +296,266 @@ pub fn run_mode(
             .map_err(|e| format!("load: {e}"))?
             .ack_ns;
     }
-    let start_ns = dev.flash().idle_ns();
-    let before = dev.flash().stats().clone();
-    let concurrent = dev
-        .transactional()
-        .map(|t| t.capabilities().concurrent_static)
-        .unwrap_or(true);
-    let mut page_busy = vec![0u64; wl.logical_pages_needed as usize];
-    let mut tx_busy = start_ns;
-    // Events in time order, so the device sees arrivals that never go back in time:
-    // (time, client, transaction index, phase 0 = reads, 1 = commit, 2.. = JournalStep).
-    let mut events: BinaryHeap<Reverse<(u64, usize, usize, u8)>> = BinaryHeap::new();
-    let mut next_txn = 0usize;
-    for c in 0..clients.min(wl.txns.len()) {
-        events.push(Reverse((start_ns, c, next_txn, 0)));
-        next_txn += 1;
-    }
-    let mut out = Outcome::default();
-    let mut end = start_ns;
-    let mut reads = Vec::new();
-    // Möbius merges small transactions (§IV-E) and answers their SWRITE later: (client, txn)
-    // per held uuid, and lock-manager waits parked until a holder completes.
-    let mut held: std::collections::HashMap<TxUuid, (usize, usize)> = Default::default();
-    let mut parked: Vec<(usize, usize)> = Vec::new();
-    let mut clock = start_ns;
-    loop {
-        if !held.is_empty() {
-            let horizon = events.peek().map_or(u64::MAX, |e| e.0 .0);
-            let done = dev
-                .transactional()
-                .map(|t| t.take_completions(horizon))
-                .transpose()
-                .map_err(|e| e.to_string())?
-                .unwrap_or_default();
-            for (uuid, c) in done {
-                let (client, i) = held
-                    .remove(&uuid)
-                    .ok_or("completion of a transaction not held")?;
-                let ack = c.ack_ns.max(clock);
-                for l in &wl.txns[i].writes {
-                    page_busy[l.0 as usize] = ack;
-                }
-                end = end.max(ack);
-                for (c2, i2) in parked.drain(..) {
-                    events.push(Reverse((ack, c2, i2, 1)));
-                }
-                if next_txn < wl.txns.len() {
-                    events.push(Reverse((ack, client, next_txn, 0)));
-                    next_txn += 1;
-                }
-            }
-        }
-        let Some(Reverse((at, client, i, phase))) = events.pop() else {
-            if held.is_empty() {
-                break;
-            }
-            // Nothing else to run: the poll above (horizon = forever) completed every held
-            // transaction unless the design never answers.
-            return Err(format!(
-                "{} transactions held and never completed",
-                held.len()
-            ));
+    Ok((dev, host))
+}
+
+/// The host journal: a commit record and room for the largest transaction.
+fn journal_pages(wl: &Workload) -> u32 {
+    1 + wl.txns.iter().map(|t| t.writes.len()).max().unwrap_or(0) as u32
+}
+
+/// Events in time order, so the device sees arrivals that never go back in time: (time,
+/// client, transaction index, phase 0 = reads, 1 = commit, 2.. = [`JournalStep`]).
+type Event = Reverse<(u64, usize, usize, u8)>;
+
+/// One run of the clients against a loaded device: the event queue, the host's lock manager
+/// (per page, when its last writer completes), the transactions the device holds.
+struct MacroRun<'a> {
+    dev: Box<dyn BlockDevice>,
+    mode: &'a Mode,
+    wl: &'a Workload,
+    host: Host,
+    events: BinaryHeap<Event>,
+    next_txn: usize,
+    /// Per page: when its last writer completes ([`HELD`] while unknown).
+    page_busy: Vec<u64>,
+    /// Designs that take one transaction at a time: when the running one completes.
+    tx_busy: u64,
+    concurrent: bool,
+    /// Möbius merges small transactions (§IV-E) and answers their SWRITE later: (client, txn)
+    /// per held uuid, and lock-manager waits parked until a holder completes.
+    held: std::collections::HashMap<TxUuid, (usize, usize)>,
+    parked: Vec<(usize, usize)>,
+    /// The transaction committing through the host journal, and those waiting for it.
+    journal_owner: Option<usize>,
+    journal_waiting: Vec<(usize, usize)>,
+    journal_base: u32,
+    reads_buf: Vec<ftl::PageOutcome>,
+    before: flash::FlashStats,
+    start_ns: u64,
+    clock: u64,
+    end: u64,
+    out: Outcome,
+}
+
+impl<'a> MacroRun<'a> {
+    fn new(
+        mut dev: Box<dyn BlockDevice>,
+        host: Host,
+        mode: &'a Mode,
+        wl: &'a Workload,
+        clients: usize,
+    ) -> MacroRun<'a> {
+        let start_ns = dev.flash().idle_ns();
+        let concurrent = dev
+            .transactional()
+            .map(|t| t.capabilities().concurrent_static)
+            .unwrap_or(true);
+        let mut run = MacroRun {
+            before: dev.flash().stats().clone(),
+            dev,
+            mode,
+            wl,
+            host,
+            events: BinaryHeap::new(),
+            next_txn: 0,
+            page_busy: vec![0u64; wl.logical_pages_needed as usize],
+            tx_busy: start_ns,
+            concurrent,
+            held: Default::default(),
+            parked: Vec::new(),
+            journal_owner: None,
+            journal_waiting: Vec::new(),
+            journal_base: wl.logical_pages_needed,
+            reads_buf: Vec::new(),
+            start_ns,
+            clock: start_ns,
+            end: start_ns,
+            out: Outcome::default(),
         };
-        clock = clock.max(at);
-        let txn = &wl.txns[i];
-        let done = if let Some(step) = JournalStep::of(phase) {
-            let t = journal_step(dev.as_mut(), step, &txn.writes, journal_base, &mut host, at)
-                .map_err(|e| format!("host journal: {e}"))?;
-            if step == JournalStep::Checkpoint {
-                for l in &txn.writes {
-                    page_busy[l.0 as usize] = t;
-                }
-                for (c2, i2) in parked.drain(..).chain(journal_waiting.drain(..)) {
-                    events.push(Reverse((t, c2, i2, 1)));
-                }
-                journal_owner = None;
-                out.committed += 1;
-                out.journal_fallbacks += 1;
-                out.host_pages_written += txn.writes.len() as u64;
-                Some(t)
-            } else {
-                events.push(Reverse((t, client, i, phase + 1)));
-                None
+        for c in 0..clients.min(wl.txns.len()) {
+            run.start_next(c, start_ns);
+        }
+        run
+    }
+
+    /// `client`'s next transaction, if any is left, starts at `at`.
+    fn start_next(&mut self, client: usize, at: u64) {
+        if self.next_txn < self.wl.txns.len() {
+            self.events.push(Reverse((at, client, self.next_txn, 0)));
+            self.next_txn += 1;
+        }
+    }
+
+    /// Completions of held transactions up to the next event: their pages unlock, parked
+    /// commits retry, their clients move on.
+    fn settle_held(&mut self) -> Result<(), String> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let horizon = self.events.peek().map_or(u64::MAX, |e| e.0 .0);
+        let done = self
+            .dev
+            .transactional()
+            .map(|t| t.take_completions(horizon))
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        for (uuid, c) in done {
+            let (client, i) = self
+                .held
+                .remove(&uuid)
+                .ok_or("completion of a transaction not held")?;
+            let ack = c.ack_ns.max(self.clock);
+            self.lock_pages(i, ack);
+            self.end = self.end.max(ack);
+            for (c2, i2) in self.parked.drain(..) {
+                self.events.push(Reverse((ack, c2, i2, 1)));
             }
-        } else if phase == 0 {
-            let mut t = at;
-            for &l in &txn.reads {
-                t = t.max(
-                    dev.read(l, 1, at, &mut reads)
-                        .map_err(|e| e.to_string())?
-                        .ack_ns,
-                );
-            }
-            if txn.writes.is_empty() {
-                out.committed += 1;
-                Some(t)
-            } else {
-                events.push(Reverse((t, client, i, 1)));
-                None
-            }
+            self.start_next(client, ack);
+        }
+        Ok(())
+    }
+
+    /// Transaction `i`'s pages are busy until `until`.
+    fn lock_pages(&mut self, i: usize, until: u64) {
+        for l in &self.wl.txns[i].writes {
+            self.page_busy[l.0 as usize] = until;
+        }
+    }
+
+    /// One step of a commit through the host journal; the checkpoint ends it.
+    fn journal(
+        &mut self,
+        step: JournalStep,
+        client: usize,
+        i: usize,
+        at: u64,
+    ) -> Result<Option<u64>, String> {
+        let writes = &self.wl.txns[i].writes;
+        let t = journal_step(
+            self.dev.as_mut(),
+            step,
+            writes,
+            self.journal_base,
+            &mut self.host,
+            at,
+        )
+        .map_err(|e| format!("host journal: {e}"))?;
+        if step != JournalStep::Checkpoint {
+            self.events.push(Reverse((t, client, i, step as u8 + 1)));
+            return Ok(None);
+        }
+        self.lock_pages(i, t);
+        let waiting: Vec<_> = self
+            .parked
+            .drain(..)
+            .chain(self.journal_waiting.drain(..))
+            .collect();
+        for (c2, i2) in waiting {
+            self.events.push(Reverse((t, c2, i2, 1)));
+        }
+        self.journal_owner = None;
+        self.out.committed += 1;
+        self.out.journal_fallbacks += 1;
+        self.out.host_pages_written += self.wl.txns[i].writes.len() as u64;
+        Ok(Some(t))
+    }
+
+    /// The transaction's reads; a read-only one is then done, any other goes on to commit.
+    fn reads(&mut self, client: usize, i: usize, at: u64) -> Result<Option<u64>, String> {
+        let txn = &self.wl.txns[i];
+        let mut t = at;
+        for &l in &txn.reads {
+            let done = self
+                .dev
+                .read(l, 1, at, &mut self.reads_buf)
+                .map_err(|e| e.to_string())?;
+            t = t.max(done.ack_ns);
+        }
+        if txn.writes.is_empty() {
+            self.out.committed += 1;
+            Ok(Some(t))
         } else {
-            // The host's lock manager: wait for earlier transactions on the same pages (and for
-            // the running one where the design takes one at a time).
-            let mut ready = txn
-                .writes
-                .iter()
-                .map(|l| page_busy[l.0 as usize])
-                .fold(at, u64::max);
-            if !concurrent {
-                ready = ready.max(tx_busy);
+            self.events.push(Reverse((t, client, i, 1)));
+            Ok(None)
+        }
+    }
+
+    /// The commit, once the host's lock manager lets it go: after earlier transactions on the
+    /// same pages (and the running one where the design takes one at a time).
+    fn commit(&mut self, client: usize, i: usize, at: u64) -> Result<Option<u64>, String> {
+        let writes = &self.wl.txns[i].writes;
+        let mut ready = writes
+            .iter()
+            .map(|l| self.page_busy[l.0 as usize])
+            .fold(at, u64::max);
+        if !self.concurrent {
+            ready = ready.max(self.tx_busy);
+        }
+        if ready == HELD {
+            self.parked.push((client, i));
+            return Ok(None);
+        }
+        if ready > at {
+            self.events.push(Reverse((ready, client, i, 1)));
+            return Ok(None);
+        }
+        let pages = writes.len() as u64;
+        match commit(self.dev.as_mut(), self.mode, writes, at, &mut self.host) {
+            Ok(ftl::ACK_DEFERRED) => {
+                self.lock_pages(i, HELD);
+                self.held.insert(TxUuid(self.host.uuid), (client, i));
+                self.out.committed += 1;
+                self.out.host_pages_written += pages;
+                Ok(None)
             }
-            if ready == HELD {
-                parked.push((client, i));
-                None
-            } else if ready > at {
-                events.push(Reverse((ready, client, i, 1)));
-                None
-            } else {
-                match commit(dev.as_mut(), mode, &txn.writes, at, &mut host) {
-                    Ok(ftl::ACK_DEFERRED) => {
-                        for l in &txn.writes {
-                            page_busy[l.0 as usize] = HELD;
-                        }
-                        held.insert(TxUuid(host.uuid), (client, i));
-                        out.committed += 1;
-                        out.host_pages_written += txn.writes.len() as u64;
-                        None
-                    }
-                    Ok(ack) => {
-                        for l in &txn.writes {
-                            page_busy[l.0 as usize] = ack;
-                        }
-                        tx_busy = ack;
-                        out.committed += 1;
-                        out.host_pages_written += txn.writes.len() as u64;
-                        Some(ack)
-                    }
-                    Err(
-                        e @ (FtlError::Flash(_)
-                        | FtlError::ImageIo(_)
-                        | FtlError::Corrupt(_)
-                        | FtlError::NoSpace),
-                    ) => return Err(e.to_string()),
-                    Err(FtlError::TxTooLarge { .. }) if journal_owner.is_some() => {
-                        journal_waiting.push((client, i));
-                        None
-                    }
-                    Err(FtlError::TxTooLarge { .. }) => {
-                        // Refused as too large: the host commits it through its journal. Its
-                        // pages stay locked until the in-place write is flushed.
-                        journal_owner = Some(i);
-                        for l in &txn.writes {
-                            page_busy[l.0 as usize] = HELD;
-                        }
-                        events.push(Reverse((at, client, i, JournalStep::Data as u8)));
-                        None
-                    }
-                    Err(_) => {
-                        out.errors += 1;
-                        Some(at)
-                    }
-                }
+            Ok(ack) => {
+                self.lock_pages(i, ack);
+                self.tx_busy = ack;
+                self.out.committed += 1;
+                self.out.host_pages_written += pages;
+                Ok(Some(ack))
             }
-        };
-        if let Some(t) = done {
-            end = end.max(t);
-            if next_txn < wl.txns.len() {
-                events.push(Reverse((t, client, next_txn, 0)));
-                next_txn += 1;
+            Err(
+                e @ (FtlError::Flash(_)
+                | FtlError::ImageIo(_)
+                | FtlError::Corrupt(_)
+                | FtlError::NoSpace),
+            ) => Err(e.to_string()),
+            Err(FtlError::TxTooLarge { .. }) if self.journal_owner.is_some() => {
+                self.journal_waiting.push((client, i));
+                Ok(None)
+            }
+            Err(FtlError::TxTooLarge { .. }) => {
+                // Refused as too large: the host commits it through its journal. Its pages
+                // stay locked until the in-place write is flushed.
+                self.journal_owner = Some(i);
+                self.lock_pages(i, HELD);
+                self.events
+                    .push(Reverse((at, client, i, JournalStep::Data as u8)));
+                Ok(None)
+            }
+            Err(_) => {
+                self.out.errors += 1;
+                Ok(Some(at))
             }
         }
     }
-    let d = dev.flash().stats().since(&before);
-    out.sim_s = (end - start_ns) as f64 / 1e9;
-    out.tps = out.committed as f64 / out.sim_s.max(1e-12);
-    out.flash_programs = d.total_programs();
-    out.write_amplification = d.total_programs() as f64 / out.host_pages_written.max(1) as f64;
-    out.bandwidth_mb_s = out.host_pages_written as f64 * config.geometry.page_bytes as f64
-        / out.sim_s.max(1e-12)
-        / 1e6;
-    Ok(out)
+
+    /// The run's figures from the measured phase.
+    fn outcome(mut self, config: &flash::DeviceConfig) -> Outcome {
+        let d = self.dev.flash().stats().since(&self.before);
+        let out = &mut self.out;
+        out.sim_s = (self.end - self.start_ns) as f64 / 1e9;
+        out.tps = out.committed as f64 / out.sim_s.max(1e-12);
+        out.flash_programs = d.total_programs();
+        out.write_amplification = d.total_programs() as f64 / out.host_pages_written.max(1) as f64;
+        out.bandwidth_mb_s = out.host_pages_written as f64 * config.geometry.page_bytes as f64
+            / out.sim_s.max(1e-12)
+            / 1e6;
+        self.out
+    }
 }
 
 /// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
