@@ -3,7 +3,7 @@
 use crate::device_args::DeviceArgs;
 use clap::Args;
 use flash::{Flash, OpCause};
-use ftl::DesignOptions;
+use ftl::{DesignOptions, RecoveryReport};
 use workload::WorkloadSpec;
 
 #[derive(Args, Debug, Clone, Default)]
@@ -150,10 +150,13 @@ pub fn measure(
     let mut dev = design.build(flash, &options)?;
     // The peer runs before and after the design so that drift in the machine's speed during
     // the run affects both sides of the ratio alike.
-    let peer_before = args
-        .peer
-        .then(|| crate::bench_peer::play(&config.geometry, dev.logical_pages(), &spec, args.seed))
-        .transpose()?;
+    let logical = dev.logical_pages();
+    let peer = || {
+        args.peer
+            .then(|| crate::bench_peer::play(&config.geometry, logical, &spec, args.seed))
+            .transpose()
+    };
+    let peer_before = peer()?;
     let total = spec.requests;
     let started = std::time::Instant::now();
     let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
@@ -161,10 +164,7 @@ pub fn measure(
     })
     .map_err(anyhow::Error::msg)?;
     let run_wall_s = started.elapsed().as_secs_f64();
-    let peer_after = args
-        .peer
-        .then(|| crate::bench_peer::play(&config.geometry, dev.logical_pages(), &spec, args.seed))
-        .transpose()?;
+    let peer_after = peer()?;
     let s = &result.stats;
     let metrics = dev.metrics();
     let mut memory = dev.memory();
@@ -220,39 +220,50 @@ pub fn measure(
     });
     let obj = out.as_object_mut().expect("object");
     if let (Some(before), Some(after)) = (&peer_before, &peer_after) {
-        let programs = before.programs + after.programs;
-        let peer_per_s = programs as f64 / (before.wall_s + after.wall_s).max(1e-9);
         let sim_per_s = s.flash.total_programs() as f64 / s.wall_s.max(1e-9);
-        obj.insert(
-            "peer_page_programs_per_s".into(),
-            serde_json::json!(peer_per_s),
-        );
-        obj.insert(
-            "peer_write_amplification".into(),
-            serde_json::json!(after.write_amplification()),
-        );
-        obj.insert(
-            "speed_vs_peer".into(),
-            serde_json::json!(sim_per_s / peer_per_s.max(1e-9)),
-        );
+        add_peer_keys(obj, before, after, sim_per_s);
     }
     for (k, v) in metrics {
         obj.insert(k, serde_json::json!(v));
     }
     if let Some(r) = &recovery {
-        obj.insert(
-            "recovery_flash_reads".into(),
-            serde_json::json!(r.flash_reads),
-        );
-        obj.insert(
-            "recovery_sim_ms".into(),
-            serde_json::json!(r.sim_ns as f64 / 1e6),
-        );
-        for (k, v) in &r.details {
-            obj.insert(format!("recovery_{k}"), serde_json::json!(v));
-        }
+        add_recovery_keys(obj, r);
     }
     Ok(out)
+}
+
+/// `bench --peer`'s keys: the peer's rate over both of its plays, and the design's over it.
+fn add_peer_keys(
+    obj: &mut serde_json::Map<String, serde_json::Value>,
+    before: &crate::bench_peer::PeerRun,
+    after: &crate::bench_peer::PeerRun,
+    sim_per_s: f64,
+) {
+    let programs = before.programs + after.programs;
+    let peer_per_s = programs as f64 / (before.wall_s + after.wall_s).max(1e-9);
+    let keys = [
+        ("peer_page_programs_per_s", peer_per_s),
+        ("peer_write_amplification", after.write_amplification()),
+        ("speed_vs_peer", sim_per_s / peer_per_s.max(1e-9)),
+    ];
+    for (k, v) in keys {
+        obj.insert(k.into(), serde_json::json!(v));
+    }
+}
+
+/// The recovery after the run's power cut: reads, simulated time and the design's details.
+fn add_recovery_keys(obj: &mut serde_json::Map<String, serde_json::Value>, r: &RecoveryReport) {
+    obj.insert(
+        "recovery_flash_reads".into(),
+        serde_json::json!(r.flash_reads),
+    );
+    obj.insert(
+        "recovery_sim_ms".into(),
+        serde_json::json!(r.sim_ns as f64 / 1e6),
+    );
+    for (k, v) in &r.details {
+        obj.insert(format!("recovery_{k}"), serde_json::json!(v));
+    }
 }
 
 /// The process's peak resident set (VmHWM in /proc/self/status), in bytes; `None` where the

@@ -87,3 +87,23 @@ fn every_design_reports_its_memory_per_structure() {
         assert_eq!(out["memory_allocated_bytes"].as_u64(), Some(sum), "{ftl}");
     }
 }
+
+/// `bench --peer` plays the same requests on the in-process peer and reports the ratio.
+#[test]
+fn bench_peer_reports_the_ratio_to_the_peer() {
+    let out = bench("dftl", &["--peer"]);
+    let peer = out["peer_page_programs_per_s"].as_f64().unwrap();
+    let ratio = out["speed_vs_peer"].as_f64().unwrap();
+    let sim = out["sim_page_programs_per_s"].as_f64().unwrap();
+    assert!(peer > 0.0 && ratio > 0.0);
+    assert!((ratio - sim / peer).abs() <= 1e-9 * ratio.max(1.0), "{out}");
+    // seqwrite from empty: the peer programs each host page once.
+    assert_eq!(out["peer_write_amplification"].as_f64(), Some(1.0));
+    let txmix = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(["bench", "--ftl", "mobius", "--preset", "small", "--workload", "txmix"])
+        .args(["--requests", "100", "--no-recovery", "--peer"])
+        .output()
+        .unwrap();
+    assert!(!txmix.status.success());
+    assert!(String::from_utf8_lossy(&txmix.stderr).contains("plain workloads"));
+}
