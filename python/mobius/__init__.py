@@ -64,14 +64,15 @@ def _strs(d: dict | None) -> dict[str, str] | None:
 
 def bench(ftl: str, preset: str = "small", *, params: dict | None = None,
           set: dict | None = None, seed: int = 1, full_data: bool = False,
-          no_recovery: bool = False, **workload: Any) -> dict:
+          no_recovery: bool = False, peer: bool = False, **workload: Any) -> dict:
     """``mobius bench --json``: a seeded workload on a design, in simulated time.
 
     ``params`` are the design's ``--param`` pairs, ``set`` the device's ``--set`` overrides;
     workload options (``workload=``, ``requests=``, ``fill=``, ``qd=``, ...) as the CLI names them.
+    ``peer=True`` also plays the requests on the in-process peer (``speed_vs_peer``).
     """
     return _native.bench(ftl, preset, _strs(params), _strs(set), seed, full_data, no_recovery,
-                         _split(workload))
+                         _split(workload), peer)
 
 
 def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,

@@ -174,7 +174,7 @@ fn device_args(preset: String, set: Option<BTreeMap<String, String>>) -> DeviceA
 /// `mobius bench --json`: a seeded workload on a design, measured in simulated time.
 #[pyfunction(name = "bench")]
 #[pyo3(signature = (ftl, preset = "small".to_string(), params = None, set = None, seed = 1,
-                    full_data = false, no_recovery = false, shape = None))]
+                    full_data = false, no_recovery = false, shape = None, peer = false))]
 #[allow(clippy::too_many_arguments)]
 fn run_bench(
     py: Python<'_>,
@@ -186,6 +186,7 @@ fn run_bench(
     full_data: bool,
     no_recovery: bool,
     shape: Option<&Bound<'_, PyDict>>,
+    peer: bool,
 ) -> PyResult<Py<PyAny>> {
     let args = BenchArgs {
         ftl,
@@ -195,6 +196,7 @@ fn run_bench(
         seed,
         full_data,
         no_recovery,
+        peer,
         json: true,
     };
     let out = py

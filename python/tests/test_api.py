@@ -167,3 +167,9 @@ def test_a_results_frame_draws_with_matplotlib(tmp_path):
     assert out.stat().st_size > 1000
     with pytest.raises(mobius.ConfigError):
         mobius.plot(frame, x="seed", y="no_such_column")
+
+
+def test_bench_can_report_its_speed_against_the_peer():
+    r = mobius.bench("dftl", requests=300, fill=0.5, no_recovery=True, peer=True)
+    assert r["speed_vs_peer"] > 0 and r["peer_page_programs_per_s"] > 0
+    assert "peer_page_programs_per_s" not in mobius.bench("dftl", requests=100, no_recovery=True)
