@@ -897,7 +897,7 @@ impl Nvmfs {
             Some(e) => e,
             None => {
                 self.cold = cold;
-                if !self.clean_round(false)? {
+                if !self.clean_round()? {
                     return Ok(false);
                 }
                 return self.flush_round();
@@ -954,7 +954,7 @@ impl Nvmfs {
     fn maybe_clean(&mut self) -> Result<()> {
         let mut rounds = 0;
         while self.cleaning_due() && rounds < self.sb.extents() {
-            if !self.clean_round(false)? {
+            if !self.clean_round()? {
                 break;
             }
             rounds += 1;
@@ -964,12 +964,11 @@ impl Nvmfs {
 
     /// One cleaning round: the allocated extent with the fewest valid blocks; its valid blocks
     /// move to NVRAM (dirty LRU end), then inode repointing and the extent's release commit as
-    /// one transaction through the redo log ([R]). With `force` the thresholds are not
-    /// consulted (the caller needs an extent). `false` when there is nothing to clean or not
-    /// enough NVRAM.
-    pub fn clean_round(&mut self, force: bool) -> Result<bool> {
+    /// one transaction through the redo log ([R]). The callers decide when a round is due (the
+    /// cleaning thresholds); a round itself consults none. `false` when there is nothing to
+    /// clean or not enough NVRAM.
+    pub fn clean_round(&mut self) -> Result<bool> {
         self.live()?;
-        let _ = force;
         let Some(extent) = (0..self.sb.extents())
             .filter(|&e| {
                 self.ext_valid[e as usize] > 0 && self.ext_valid[e as usize] < EXTENT_BLOCKS as u32

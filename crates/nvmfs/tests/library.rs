@@ -408,7 +408,7 @@ fn cleaning_never_logs_a_page_its_own_allocation_evicted() {
     fs.truncate(b, next * 4096).unwrap();
     assert_eq!(fs.list_lengths().2, 1);
     fs.check_invariants().unwrap();
-    let _ = fs.clean_round(true).unwrap();
+    let _ = fs.clean_round().unwrap();
     fs.check_invariants().unwrap();
     for (i, want) in model.iter().enumerate() {
         fs.read(a, i as u64 * 4096, &mut buf).unwrap();
