@@ -100,7 +100,15 @@ fn bench_peer_reports_the_ratio_to_the_peer() {
     // seqwrite from empty: the peer programs each host page once.
     assert_eq!(out["peer_write_amplification"].as_f64(), Some(1.0));
     let txmix = Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(["bench", "--ftl", "mobius", "--preset", "small", "--workload", "txmix"])
+        .args([
+            "bench",
+            "--ftl",
+            "mobius",
+            "--preset",
+            "small",
+            "--workload",
+            "txmix",
+        ])
         .args(["--requests", "100", "--no-recovery", "--peer"])
         .output()
         .unwrap();

@@ -12,6 +12,7 @@
 //! again after it is unmounted (everything written back): `ssd_pages_written` is what the file
 //! system sent to the SSD, the flash counters are the FTL's (programs by cause, erases).
 
+use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
 use crate::ssd::create_ssd;
 use flash::{Content, DeviceConfig, FlashStats, Lpn, OpCause};
@@ -26,6 +27,37 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Why one file system's run could not be measured: the report shows it as "skipped" with this
+/// text.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// A file operation of the workload failed on NVMFS.
+    #[error("{path}: {source}")]
+    Nvmfs { path: String, source: NvmfsError },
+    /// Building, mounting or unmounting NVMFS failed.
+    #[error("{0}")]
+    Fs(#[from] NvmfsError),
+    /// A file operation of the workload failed on a kernel file system.
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A system command failed.
+    #[error("{command}: {reason}")]
+    Command { command: String, reason: String },
+    /// What the run needs is not on this machine (root, a tool, /dev/fuse, a large enough SSD).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A read returned other bytes than the workload wrote.
+    #[error("postmark: {0} differs from what was written")]
+    Mismatch(String),
+}
+
+type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
 /// A seeded workload of the paper's evaluation (4 KB requests).
 #[derive(Clone, Debug, Serialize)]
@@ -150,11 +182,11 @@ pub fn run(opts: &Options) -> Experiment {
     }
 }
 
-fn skipped(fs: &str, w: &Workload, why: String) -> FsRun {
+fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
     FsRun {
         fs: fs.to_string(),
         workload: w.name().to_string(),
-        skipped: Some(why),
+        skipped: Some(why.to_string()),
         app_bytes_written: 0,
         ssd_pages_written: 0,
         flash_programs: 0,
@@ -199,17 +231,17 @@ fn flash_run(
 
 /// What the workloads need of a file system (paths relative to its root).
 trait Files {
-    fn mkdir(&mut self, path: &str) -> Result<(), String>;
-    fn create(&mut self, path: &str) -> Result<(), String>;
-    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String>;
-    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String>;
-    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String>;
-    fn remove(&mut self, path: &str) -> Result<(), String>;
-    fn fsync(&mut self, path: &str) -> Result<(), String>;
+    fn mkdir(&mut self, path: &str) -> Result<()>;
+    fn create(&mut self, path: &str) -> Result<()>;
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<()>;
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<()>;
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>>;
+    fn remove(&mut self, path: &str) -> Result<()>;
+    fn fsync(&mut self, path: &str) -> Result<()>;
 }
 
 /// Runs `w`; returns the bytes written. Reads are checked against the model.
-fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64, String> {
+fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut written = 0u64;
     match *w {
@@ -250,7 +282,7 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64, String> 
             let mut create = |files: &mut dyn Files,
                               rng: &mut ChaCha8Rng,
                               model: &mut BTreeMap<String, Vec<u8>>|
-             -> Result<u64, String> {
+             -> Result<u64> {
                 let path = format!("d{}/f{next}", next % DIRS);
                 next += 1;
                 let len = rng.random_range(512..16_384usize);
@@ -269,7 +301,7 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64, String> 
                     let p = model.keys().nth(k).expect("in range").clone();
                     if rng.random_bool(0.5) {
                         if files.read_all(&p)? != model[&p] {
-                            return Err(format!("postmark: {p} differs from what was written"));
+                            return Err(ExperimentError::Mismatch(p));
                         }
                     } else {
                         let len = rng.random_range(1..4_096usize);
@@ -301,73 +333,83 @@ impl NvmfsFiles<'_> {
     fn split(path: &str) -> (&str, &str) {
         path.rsplit_once('/').unwrap_or(("", path))
     }
-    fn ino(&mut self, path: &str) -> Result<u32, String> {
-        self.0.resolve(path).map_err(|e| format!("{path}: {e}"))
+    fn ino(&mut self, path: &str) -> Result<u32> {
+        self.0
+            .resolve(path)
+            .map_err(|source| ExperimentError::Nvmfs {
+                path: path.to_string(),
+                source,
+            })
     }
 }
 
 impl Files for NvmfsFiles<'_> {
-    fn mkdir(&mut self, path: &str) -> Result<(), String> {
+    fn mkdir(&mut self, path: &str) -> Result<()> {
         let (dir, name) = Self::split(path);
         let d = self.ino(dir)?;
         self.0
             .mkdir(d, name.as_bytes(), 0o755, 0, 0)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(ExperimentError::from)
     }
-    fn create(&mut self, path: &str) -> Result<(), String> {
+    fn create(&mut self, path: &str) -> Result<()> {
         let (dir, name) = Self::split(path);
         let d = self.ino(dir)?;
         self.0
             .create_file(d, name.as_bytes(), 0o644, 0, 0)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(ExperimentError::from)
     }
-    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String> {
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<()> {
         let ino = self.ino(path)?;
         self.0
             .write(ino, offset, data)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(ExperimentError::from)
     }
-    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<()> {
         let ino = self.ino(path)?;
-        let size = self.0.getattr(ino).map_err(|e| e.to_string())?.size;
+        let size = self.0.getattr(ino).map_err(ExperimentError::from)?.size;
         self.0
             .write(ino, size, data)
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(ExperimentError::from)
     }
-    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String> {
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>> {
         let ino = self.ino(path)?;
-        let size = self.0.getattr(ino).map_err(|e| e.to_string())?.size;
+        let size = self.0.getattr(ino).map_err(ExperimentError::from)?.size;
         let mut buf = vec![0u8; size as usize];
-        let n = self.0.read(ino, 0, &mut buf).map_err(|e| e.to_string())?;
+        let n = self
+            .0
+            .read(ino, 0, &mut buf)
+            .map_err(ExperimentError::from)?;
         buf.truncate(n);
         Ok(buf)
     }
-    fn remove(&mut self, path: &str) -> Result<(), String> {
+    fn remove(&mut self, path: &str) -> Result<()> {
         let (dir, name) = Self::split(path);
         let d = self.ino(dir)?;
-        self.0.unlink(d, name.as_bytes()).map_err(|e| e.to_string())
+        self.0
+            .unlink(d, name.as_bytes())
+            .map_err(ExperimentError::from)
     }
-    fn fsync(&mut self, path: &str) -> Result<(), String> {
+    fn fsync(&mut self, path: &str) -> Result<()> {
         let ino = self.ino(path)?;
-        self.0.fsync(ino).map_err(|e| e.to_string())
+        self.0.fsync(ino).map_err(ExperimentError::from)
     }
 }
 
-fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun, String> {
+fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     let dir = opts.work_dir.join(format!("nvmfs-{}", w.name()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(ExperimentError::from)?;
     let dev = create_ssd(
         &dir.join("ssd.img"),
         &opts.config,
         &opts.design,
         &DesignOptions::default(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(ExperimentError::from)?;
     let mut fs = Nvmfs::create(
         &dir.join("nvram.img"),
         opts.nvram_bytes,
@@ -380,11 +422,11 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun, String> {
             ..NvmfsParams::default()
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(ExperimentError::from)?;
     let before = fs.device().flash().stats().clone();
     let app = drive(&mut NvmfsFiles(&mut fs), w, opts.seed)?;
     let stats = fs.stats().clone();
-    let dev = fs.unmount().map_err(|e| e.to_string())?;
+    let dev = fs.unmount().map_err(ExperimentError::from)?;
     let d = dev.flash().stats().since(&before);
     let ppb = opts.config.geometry.pages_per_block as u64;
     let mut r = flash_run("nvmfs", w, app, stats.ssd_pages_written, &d, ppb);
@@ -539,21 +581,19 @@ impl NbdBackend for SharedDevice {
     }
 }
 
-fn sh(cmd: &mut Command) -> Result<String, String> {
+fn sh(cmd: &mut Command) -> Result<String> {
+    let failed = |cmd: &Command, reason: String| ExperimentError::Command {
+        command: format!("{cmd:?}"),
+        reason,
+    };
     let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{cmd:?}: {e}"))?;
+        .map_err(|e| failed(cmd, e.to_string()))?;
     if !out.status.success() {
-        return Err(format!(
-            "{cmd:?}: {} {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or("").trim();
+        return Err(failed(cmd, format!("{} {first}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -577,7 +617,7 @@ struct KernelStack {
 }
 
 impl KernelStack {
-    fn unmount_fs(&mut self) -> Result<(), String> {
+    fn unmount_fs(&mut self) -> Result<()> {
         if let Some(m) = self.mnt.take() {
             sh(Command::new("umount").arg(&m))?;
         }
@@ -615,25 +655,29 @@ impl Drop for KernelStack {
     }
 }
 
-fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, String> {
+fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     // SAFETY: a plain syscall without arguments.
     if unsafe { libc::geteuid() } != 0 {
-        return Err("needs root (losetup, mount)".into());
+        return Err(ExperimentError::Unavailable(
+            "needs root (losetup, mount)".into(),
+        ));
     }
     for tool in ["nbdfuse", "losetup", "fusermount3", &format!("mkfs.{kind}")] {
         if tool_missing(tool) {
-            return Err(format!("{tool} is not installed"));
+            return Err(ExperimentError::Unavailable(format!(
+                "{tool} is not installed"
+            )));
         }
     }
     if !Path::new("/dev/fuse").exists() {
-        return Err("/dev/fuse is missing".into());
+        return Err(ExperimentError::Unavailable("/dev/fuse is missing".into()));
     }
     let dir = opts.work_dir.join(format!("{kind}-{}", w.name()));
     let _ = std::fs::remove_dir_all(&dir);
     let fuse_dir = dir.join("nbd");
     let mnt = dir.join("mnt");
     for d in [&fuse_dir, &mnt] {
-        std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(d).map_err(ExperimentError::from)?;
     }
     let dev = create_ssd(
         &dir.join("ssd.img"),
@@ -641,14 +685,14 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, Stri
         &opts.design,
         &DesignOptions::default(),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(ExperimentError::from)?;
     let page_bytes = dev.flash().geometry().page_bytes as u64;
     let bytes = dev.logical_pages() as u64 * page_bytes;
     if kind == "xfs" && bytes <= 300 << 20 {
-        return Err(format!(
+        return Err(ExperimentError::Unavailable(format!(
             "xfs needs more than 300 MiB; this SSD exports {} MiB",
             bytes >> 20
-        ));
+        )));
     }
     let shared = Arc::new(Mutex::new(dev));
     let pages_written = Arc::new(AtomicU64::new(0));
@@ -689,7 +733,10 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, Stri
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("nbdfuse: {e}"))?,
+            .map_err(|e| ExperimentError::Command {
+                command: "nbdfuse".into(),
+                reason: e.to_string(),
+            })?,
     );
     let nbd_file = fuse_dir.join("nbd");
     let mut ready = false;
@@ -701,7 +748,10 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, Stri
         std::thread::sleep(Duration::from_millis(25));
     }
     if !ready {
-        return Err("nbdfuse did not come up".into());
+        return Err(ExperimentError::Command {
+            command: "nbdfuse".into(),
+            reason: "did not come up".into(),
+        });
     }
     let loop_dev = sh(Command::new("losetup")
         .args(["--direct-io=on", "-f", "--show"])
@@ -737,42 +787,49 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun, Stri
 
 struct DirFiles(PathBuf);
 
-impl Files for DirFiles {
-    fn mkdir(&mut self, path: &str) -> Result<(), String> {
-        std::fs::create_dir(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+fn file_error(path: &str, source: std::io::Error) -> ExperimentError {
+    ExperimentError::File {
+        path: path.to_string(),
+        source,
     }
-    fn create(&mut self, path: &str) -> Result<(), String> {
+}
+
+impl Files for DirFiles {
+    fn mkdir(&mut self, path: &str) -> Result<()> {
+        std::fs::create_dir(self.0.join(path)).map_err(|source| file_error(path, source))
+    }
+    fn create(&mut self, path: &str) -> Result<()> {
         std::fs::File::create(self.0.join(path))
             .map(|_| ())
-            .map_err(|e| format!("{path}: {e}"))
+            .map_err(|source| file_error(path, source))
     }
-    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<(), String> {
+    fn write_at(&mut self, path: &str, offset: u64, data: &[u8]) -> Result<()> {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(self.0.join(path))
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|source| file_error(path, source))?;
         f.write_all_at(data, offset)
-            .map_err(|e| format!("{path}: {e}"))
+            .map_err(|source| file_error(path, source))
     }
-    fn append(&mut self, path: &str, data: &[u8]) -> Result<(), String> {
+    fn append(&mut self, path: &str, data: &[u8]) -> Result<()> {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(self.0.join(path))
-            .map_err(|e| format!("{path}: {e}"))?;
-        f.write_all(data).map_err(|e| format!("{path}: {e}"))
+            .map_err(|source| file_error(path, source))?;
+        f.write_all(data).map_err(|source| file_error(path, source))
     }
-    fn read_all(&mut self, path: &str) -> Result<Vec<u8>, String> {
-        std::fs::read(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    fn read_all(&mut self, path: &str) -> Result<Vec<u8>> {
+        std::fs::read(self.0.join(path)).map_err(|source| file_error(path, source))
     }
-    fn remove(&mut self, path: &str) -> Result<(), String> {
-        std::fs::remove_file(self.0.join(path)).map_err(|e| format!("{path}: {e}"))
+    fn remove(&mut self, path: &str) -> Result<()> {
+        std::fs::remove_file(self.0.join(path)).map_err(|source| file_error(path, source))
     }
-    fn fsync(&mut self, path: &str) -> Result<(), String> {
+    fn fsync(&mut self, path: &str) -> Result<()> {
         std::fs::File::open(self.0.join(path))
             .and_then(|f| f.sync_all())
-            .map_err(|e| format!("{path}: {e}"))
+            .map_err(|source| file_error(path, source))
     }
 }
 

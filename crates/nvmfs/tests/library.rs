@@ -454,3 +454,32 @@ fn unlinked_open_file_lives_until_close_or_crash() {
     assert!(fs.getattr(b).is_err());
     assert_eq!(fs.usage().free_inodes, free0);
 }
+
+/// A file system the experiment cannot run is reported as skipped, with the typed reason's text
+/// (here a mkfs that does not exist), not as a failure of the whole experiment.
+#[test]
+fn a_kernel_fs_that_cannot_run_is_skipped_with_its_reason() {
+    use nvmfs::experiment::{run, Options, Workload};
+    let work = tempfile::tempdir().unwrap();
+    let opts = Options {
+        config: config(64),
+        design: dftl::spec(),
+        nvram_bytes: 4 << 20,
+        seed: 7,
+        workloads: vec![Workload::Iozone {
+            file_bytes: 1 << 20,
+            overwrites: 10,
+        }],
+        kernel_fs: vec!["nosuchfs".into()],
+        work_dir: work.path().to_path_buf(),
+    };
+    let e = run(&opts);
+    let skipped = e.runs.iter().find(|r| r.fs == "nosuchfs").unwrap();
+    let why = skipped.skipped.as_deref().unwrap();
+    assert!(
+        why.contains("mkfs.nosuchfs is not installed") || why.contains("needs root"),
+        "{why}"
+    );
+    let nvmfs = e.runs.iter().find(|r| r.fs == "nvmfs").unwrap();
+    assert_eq!(nvmfs.skipped, None);
+}
