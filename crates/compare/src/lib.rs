@@ -17,6 +17,7 @@ pub mod report;
 pub mod sqlite_exp;
 pub mod svg;
 pub mod tpcc;
+pub mod txflash_macro;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
@@ -95,6 +96,10 @@ pub fn experiments() -> Vec<Experiment> {
         Experiment {
             id: "commit",
             run: commit_protocols::run,
+        },
+        Experiment {
+            id: "txflash-macro",
+            run: txflash_macro::run,
         },
         Experiment {
             id: "optr",

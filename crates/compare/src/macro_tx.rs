@@ -68,6 +68,9 @@ pub struct Workload {
     pub name: String,
     pub logical_pages_needed: u32,
     pub txns: Vec<Txn>,
+    /// Write the whole range once before the measured run (the unmeasured load phase), so the
+    /// device starts full; a trace replayed as a trace-driven simulator does starts empty.
+    pub preload: bool,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -84,6 +87,10 @@ pub struct Outcome {
     /// Transactions the design refused as too large, committed the way a host would: through
     /// its own journal (see [`JournalStep`]); their whole cost is in every figure.
     pub journal_fallbacks: u64,
+    /// The design's own figures at the end of the run (`BlockDevice::metrics`; not in the
+    /// experiment's JSON).
+    #[serde(skip)]
+    pub design_metrics: Vec<(String, f64)>,
 }
 
 /// The host-side journal a transaction the design refuses as too large falls back to, the way
@@ -288,7 +295,12 @@ fn loaded_device(
     }
     let mut host = Host { write: 0, uuid: 0 };
     let mut t = 0;
-    for start in (0..wl.logical_pages_needed).step_by(64) {
+    let load_to = if wl.preload {
+        wl.logical_pages_needed
+    } else {
+        0
+    };
+    for start in (0..load_to).step_by(64) {
         let n = 64.min(wl.logical_pages_needed - start);
         let pages: Vec<Content> = (start..start + n).map(|l| host.page(Lpn(l))).collect();
         t = dev
@@ -554,6 +566,7 @@ impl<'a> MacroRun<'a> {
         out.bandwidth_mb_s = out.host_pages_written as f64 * config.geometry.page_bytes as f64
             / out.sim_s.max(1e-12)
             / 1e6;
+        out.design_metrics = self.dev.metrics();
         self.out
     }
 }
@@ -587,6 +600,7 @@ pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
         name: "tpcc-like".into(),
         logical_pages_needed: gen.pages(),
         txns,
+        preload: true,
     }
 }
 
@@ -644,6 +658,7 @@ pub fn trace_workload(
         name: name.into(),
         logical_pages_needed: needed,
         txns,
+        preload: true,
     })
 }
 

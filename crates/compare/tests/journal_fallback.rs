@@ -27,6 +27,7 @@ fn workload(big: u32) -> Workload {
         name: "test".into(),
         logical_pages_needed: 2000,
         txns,
+        preload: true,
     }
 }
 
