@@ -303,26 +303,19 @@ fn cleaning_while_reads_fill_nvram_with_clean_pages() {
 /// same workload on the same SSD.
 #[test]
 fn experiment_nvmfs_vs_kernel_fs() {
-    use nvmfs::experiment::{run, table, Options, Workload};
+    use nvmfs::experiment::{run, table, Workload};
     let work = tempfile::tempdir().unwrap();
-    let opts = Options {
-        config: config(64),
-        design: dftl::spec(),
-        nvram_bytes: 4 << 20,
-        seed: 7,
-        workloads: vec![
-            Workload::Iozone {
-                file_bytes: 12 << 20,
-                overwrites: 6_000,
-            },
-            Workload::Postmark {
-                pool: 600,
-                transactions: 1_500,
-            },
-        ],
-        kernel_fs: vec!["ext4".into()],
-        work_dir: work.path().to_path_buf(),
-    };
+    let workloads = vec![
+        Workload::Iozone {
+            file_bytes: 12 << 20,
+            overwrites: 6_000,
+        },
+        Workload::Postmark {
+            pool: 600,
+            transactions: 1_500,
+        },
+    ];
+    let opts = experiment_options(&work, workloads, "ext4");
     let e = run(&opts);
     eprintln!("{}", table(&e));
     let json = serde_json::to_string(&e).unwrap();
@@ -459,20 +452,13 @@ fn unlinked_open_file_lives_until_close_or_crash() {
 /// (here a mkfs that does not exist), not as a failure of the whole experiment.
 #[test]
 fn a_kernel_fs_that_cannot_run_is_skipped_with_its_reason() {
-    use nvmfs::experiment::{run, Options, Workload};
+    use nvmfs::experiment::{run, Workload};
     let work = tempfile::tempdir().unwrap();
-    let opts = Options {
-        config: config(64),
-        design: dftl::spec(),
-        nvram_bytes: 4 << 20,
-        seed: 7,
-        workloads: vec![Workload::Iozone {
-            file_bytes: 1 << 20,
-            overwrites: 10,
-        }],
-        kernel_fs: vec!["nosuchfs".into()],
-        work_dir: work.path().to_path_buf(),
-    };
+    let workloads = vec![Workload::Iozone {
+        file_bytes: 1 << 20,
+        overwrites: 10,
+    }];
+    let opts = experiment_options(&work, workloads, "nosuchfs");
     let e = run(&opts);
     let skipped = e.runs.iter().find(|r| r.fs == "nosuchfs").unwrap();
     let why = skipped.skipped.as_deref().unwrap();
@@ -482,4 +468,21 @@ fn a_kernel_fs_that_cannot_run_is_skipped_with_its_reason() {
     );
     let nvmfs = e.runs.iter().find(|r| r.fs == "nvmfs").unwrap();
     assert_eq!(nvmfs.skipped, None);
+}
+
+/// The experiment on a 64-block-per-chip SSD with 4 MiB of NVRAM, NVMFS beside `kernel_fs`.
+fn experiment_options(
+    work: &tempfile::TempDir,
+    workloads: Vec<nvmfs::experiment::Workload>,
+    kernel_fs: &str,
+) -> nvmfs::experiment::Options {
+    nvmfs::experiment::Options {
+        config: config(64),
+        design: dftl::spec(),
+        nvram_bytes: 4 << 20,
+        seed: 7,
+        workloads,
+        kernel_fs: vec![kernel_fs.into()],
+        work_dir: work.path().to_path_buf(),
+    }
 }
