@@ -132,6 +132,12 @@ impl Reader<'_> {
     fn magic(&mut self, m: &[u8; 8]) -> Option<()> {
         (self.b.get(self.at..self.at + 8)? == m).then(|| self.at += 8)
     }
+    /// Room for `count` items of `item_bytes` each, as far as the bytes left can hold them: a
+    /// count read from a damaged page must not size an allocation (a 4 G count asked for
+    /// 64 GB and aborted the process; tests/decoders_fuzz.rs in the CLI crate).
+    fn capacity(&self, count: u32, item_bytes: usize) -> usize {
+        (count as usize).min(self.b.len().saturating_sub(self.at) / item_bytes.max(1))
+    }
 }
 
 fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
@@ -144,13 +150,13 @@ fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
 }
 
 fn get_lists(r: &mut Reader, chips: u32, blocks: u32) -> Option<Vec<Vec<BlockId>>> {
-    let mut lists = Vec::with_capacity(chips as usize);
+    let mut lists = Vec::with_capacity(r.capacity(chips, 4));
     for _ in 0..chips {
         let n = r.u32()?;
         if n > blocks {
             return None;
         }
-        let mut l = Vec::with_capacity(n as usize);
+        let mut l = Vec::with_capacity(r.capacity(n, 4));
         for _ in 0..n {
             let b = r.u32()?;
             if b >= blocks {
@@ -261,12 +267,12 @@ impl Checkpoint {
         let (ckpt_seq, seq, log_seq) = (r.u64()?, r.u64()?, r.u64()?);
         let (log_block, log_page, tvpns, chips, n_open) =
             (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
-        let mut gtd = Vec::with_capacity(tvpns as usize);
+        let mut gtd = Vec::with_capacity(r.capacity(tvpns, 12));
         for _ in 0..tvpns {
             gtd.push((Ppn(r.u32()?), r.u64()?));
         }
         let reserved = get_lists(&mut r, chips, blocks)?;
-        let mut open = Vec::with_capacity(n_open as usize);
+        let mut open = Vec::with_capacity(r.capacity(n_open, 8));
         for _ in 0..n_open {
             let block = r.u32()?;
             if block >= blocks {
@@ -399,5 +405,27 @@ mod tests {
         assert_eq!(Seal::decode(&page), Some(s));
         page[9] ^= 0x80;
         assert_eq!(Seal::decode(&page), None);
+    }
+
+    /// Counts read from a damaged checkpoint size nothing: a page claiming 4 G translation
+    /// pages decodes to `None` instead of asking for 48 GB.
+    #[test]
+    fn a_huge_count_in_a_damaged_checkpoint_is_refused_without_allocating() {
+        let c = Checkpoint {
+            ckpt_seq: 1,
+            seq: 2,
+            log_seq: 3,
+            log_block: 4,
+            log_page: 5,
+            gtd: vec![(Ppn(9), 5)],
+            reserved: vec![vec![]],
+            open: vec![],
+            used: Checkpoint::bitmap(16, std::iter::empty()),
+        };
+        let mut page = c.encode();
+        assert!(Checkpoint::decode(&page, 16).is_some());
+        // tvpns sits after the magic, three u64 and two u32.
+        page[8 + 24 + 8..8 + 24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Checkpoint::decode(&page, 16).is_none());
     }
 }

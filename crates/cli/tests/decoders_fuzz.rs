@@ -1,0 +1,330 @@
+//! Every on-flash decoder against damaged input (issue #20: "decoders trust what they read"):
+//! the corpus is the metadata pages and OOB records real images hold (each design runs a
+//! seeded workload on a tag-only device), and each sample is fed as it is and then mutated —
+//! bytes flipped, cut short, run long, filled with noise — to every decoder. A decoder may
+//! refuse any input; it must not panic. Seeded, so a failure names the design, sample, mutation
+//! and decoder needed to replay it. `MOBIUS_LONG=1` runs 50× the mutations.
+
+use flash::{Content, DeviceConfig, Flash, OpCause, PageState, Ppn, ReadStatus};
+use ftl::DesignOptions;
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+const DESIGNS: [&str; 9] = [
+    "dftl",
+    "mobius",
+    "atomic-write",
+    "lighttx",
+    "txflash-tc",
+    "txflash-scc",
+    "txflash-bpcc",
+    "wcache",
+    "optr",
+];
+
+/// Metadata pages (as bytes) and OOB records of a `small` image after a seeded workload.
+fn corpus(design: &str) -> Vec<Vec<u8>> {
+    let spec = mobius_cli::designs::find(design).unwrap();
+    let config = DeviceConfig::preset("small").unwrap();
+    let oob_bytes = (spec.oob_record_bytes)(&config.geometry);
+    let flash = Flash::in_memory(config, oob_bytes, true);
+    let mut dev = spec.build(flash, &DesignOptions::default()).unwrap();
+    let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
+    w.requests = 3_000;
+    w.fill = 0.5;
+    let run = workload::run(dev.as_mut(), &w, 11, 0, false, &mut |_, _| {}).unwrap();
+    let mut flash = dev.into_flash();
+    flash.start_clock_at(run.end_ns);
+    let g = flash.geometry().clone();
+    let mut out = Vec::new();
+    let mut oob = vec![0u8; oob_bytes as usize];
+    for p in 0..g.pages() {
+        if flash.peek_state(Ppn(p)) != PageState::Programmed {
+            continue;
+        }
+        let at = flash.idle_ns();
+        let (status, _) = flash.read(Ppn(p), &mut oob, at, OpCause::Recovery).unwrap();
+        if let ReadStatus::Data(Content::Bytes(b)) = status {
+            out.push(b.to_vec());
+        }
+        // OOB records repeat a lot: keep every 16th.
+        if p % 16 == 0 {
+            out.push(oob.clone());
+        }
+    }
+    out
+}
+
+/// A decoder, by name, with the size of what it is handed in the code that calls it: a whole
+/// page, a whole OOB record, or one fixed-size record sliced from a page. The data is the
+/// image's; the length is the caller's, so the harness hands each decoder input of that length.
+struct Decoder {
+    name: &'static str,
+    bytes: usize,
+    decode: Box<dyn Fn(&[u8])>,
+}
+
+fn d(name: &'static str, bytes: usize, decode: impl Fn(&[u8]) + 'static) -> Decoder {
+    Decoder {
+        name,
+        bytes,
+        decode: Box::new(decode),
+    }
+}
+
+/// Every decoder of every format.
+fn decoders() -> Vec<Decoder> {
+    use std::hint::black_box as keep;
+    const PAGE: usize = 4096;
+    vec![
+        d("dftl oob", dftl::format::OOB_BYTES as usize, |b| {
+            keep(dftl::format::OobRecord::decode(b));
+        }),
+        d("dftl translation", PAGE, |b| {
+            let mut out = vec![Ppn(0); PAGE / 4];
+            keep(dftl::format::decode_translation_checked(b, 0, &mut out));
+            dftl::format::decode_translation(b, &mut out);
+        }),
+        d("dftl reservation", PAGE, |b| {
+            keep(dftl::format::Reservation::decode(b, 512));
+        }),
+        d("dftl checkpoint", PAGE, |b| {
+            keep(dftl::format::Checkpoint::decode(b, 512));
+        }),
+        d("dftl seal", PAGE, |b| {
+            keep(dftl::format::Seal::decode(b));
+        }),
+        d("mobius page oob", mftl::format::OOB_BYTES as usize, |b| {
+            keep(mftl::format::PageOob::decode(b));
+        }),
+        d("mobius inode", PAGE, |b| {
+            keep(mftl::format::Inode::decode(b));
+        }),
+        d("mobius tp", PAGE, |b| {
+            keep(mftl::format::decode_tp(b));
+        }),
+        d("mobius gtd", PAGE, |b| {
+            keep(mftl::format::decode_gtd(b));
+        }),
+        d("mobius gm seal", PAGE, |b| {
+            keep(mftl::format::GmSeal::decode(b));
+        }),
+        d("aw oob", atomic_write::format::OOB_BYTES as usize, |b| {
+            keep(atomic_write::format::OobRecord::decode(b));
+        }),
+        d("aw entries", PAGE, |b| {
+            keep(atomic_write::format::decode_entries(b));
+        }),
+        d("aw root", PAGE, |b| {
+            keep(atomic_write::format::Root::decode(b));
+        }),
+        d("aw commit", PAGE, |b| {
+            keep(atomic_write::format::CommitRecord::decode(b));
+        }),
+        d("tc oob", txflash::format::OOB_BYTES as usize, |b| {
+            keep(txflash::format::Oob::decode(b));
+        }),
+        d("tc entry", txflash::format::ENTRY_BYTES, |b| {
+            keep(txflash::format::decode_entry(b));
+        }),
+        d("tc summary", PAGE, |b| {
+            keep(txflash::format::decode_summary(b, 7));
+        }),
+        d("tc commit", PAGE, |b| {
+            keep(txflash::format::decode_commit(b));
+        }),
+        d("cyclic oob", txflash::cyclic::format::MAX_OOB_BYTES, |b| {
+            use txflash::cyclic::format::{CyclicOob, Protocol};
+            keep(CyclicOob::decode(Protocol::Scc, b));
+            keep(CyclicOob::decode(Protocol::Bpcc, b));
+        }),
+        d("cyclic entry", txflash::cyclic::format::ENTRY_BYTES, |b| {
+            keep(txflash::cyclic::format::decode_entry(b));
+        }),
+        d("cyclic summary", PAGE, |b| {
+            keep(txflash::cyclic::format::decode_summary(b, 7));
+        }),
+        d("optr oob", optr::format::OOB_BYTES as usize, |b| {
+            keep(optr::format::PageOob::decode(b));
+        }),
+        d("optr meta", PAGE, |b| {
+            use optr::format::{MetaPage, PageKind};
+            for kind in [PageKind::FullL2p, PageKind::Diff, PageKind::Records] {
+                keep(MetaPage::decode(b, kind, 8, 4));
+                keep(optr::format::decode_pairs(b, kind, 256));
+            }
+        }),
+        d("optr summary", PAGE, |b| {
+            keep(optr::format::decode_summary(b));
+        }),
+        d("optr seal", PAGE, |b| {
+            keep(optr::format::decode_seal(b));
+        }),
+        d("optr records", PAGE, |b| {
+            keep(optr::format::decode_records(b));
+        }),
+        d("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
+            keep(wcache::wcache::decode_oob(b));
+        }),
+        d("nvmfs superblock", PAGE, |b| {
+            keep(nvmfs::layout::Superblock::decode(b).is_ok());
+        }),
+        d("nvmfs inode", nvmfs::layout::INODE_BYTES as usize, |b| {
+            keep(nvmfs::layout::Inode::decode(b));
+        }),
+        d(
+            "nvmfs page record",
+            nvmfs::layout::PAGE_RECORD_BYTES as usize,
+            |b| {
+                keep(nvmfs::layout::PageRecord::decode(b));
+            },
+        ),
+        d(
+            "nvmfs dir entry",
+            nvmfs::layout::DIRENT_BYTES as usize,
+            |b| {
+                keep(nvmfs::layout::DirEntry::decode(b));
+            },
+        ),
+        d("nvmfs redo log", PAGE, |b| {
+            keep(nvmfs::layout::RedoLog::decode(b));
+        }),
+        d("sqlite directory", PAGE, |b| {
+            keep(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
+        }),
+        d("content tag", PAGE, |b| {
+            keep(flash::ContentTag::decode(b));
+        }),
+    ]
+}
+
+/// `input` at `len` bytes: cut, or padded with the mutation's noise byte.
+fn sized(input: &[u8], len: usize, pad: u8) -> Vec<u8> {
+    let mut b = input.to_vec();
+    b.resize(len, pad);
+    b
+}
+
+/// `sample` damaged the `k`-th way.
+fn mutate(sample: &[u8], rng: &mut ChaCha8Rng) -> Vec<u8> {
+    let mut b = sample.to_vec();
+    match rng.random_range(0..5u32) {
+        0 => {
+            for _ in 0..rng.random_range(1..=8) {
+                if !b.is_empty() {
+                    let i = rng.random_range(0..b.len());
+                    b[i] ^= 1 << rng.random_range(0..8);
+                }
+            }
+        }
+        1 => b.truncate(rng.random_range(0..=b.len())),
+        2 => {
+            let extra = rng.random_range(1..64);
+            b.extend((0..extra).map(|_| rng.random::<u8>()));
+        }
+        3 => {
+            // A field overwritten with an extreme value (counts, offsets, lengths).
+            if b.len() >= 4 {
+                let i = rng.random_range(0..b.len() - 3);
+                let v = [u32::MAX, 0x8000_0000, 0x7fff_ffff, 4097][rng.random_range(0..4)];
+                b[i..i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        _ => rng.fill_bytes(&mut b),
+    }
+    b
+}
+
+/// Feeds each sample, then `rounds` mutations of it, to every decoder; returns one line per
+/// decoder that panicked (its first failure), and the number of decodes.
+fn fuzz(
+    decoders: &[Decoder],
+    samples: &[Vec<u8>],
+    rounds: u32,
+    seed: u64,
+    what: &str,
+) -> (Vec<String>, u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut failures: Vec<String> = Vec::new();
+    let mut fed = 0u64;
+    for (s, sample) in samples.iter().enumerate() {
+        for m in 0..=rounds {
+            let input = if m == 0 {
+                sample.clone()
+            } else {
+                mutate(sample, &mut rng)
+            };
+            let pad = if m % 2 == 0 { 0 } else { 0xff };
+            for dec in decoders {
+                fed += 1;
+                let input = sized(&input, dec.bytes, pad);
+                let panicked = catch_unwind(AssertUnwindSafe(|| (dec.decode)(&input))).is_err();
+                if panicked && !failures.iter().any(|f| f.starts_with(dec.name)) {
+                    failures.push(format!(
+                        "{} panicked on {what} sample {s}, mutation {m} (seed {seed}; starts {:02x?})",
+                        dec.name,
+                        &input[..input.len().min(24)]
+                    ));
+                }
+            }
+        }
+    }
+    (failures, fed)
+}
+
+/// Runs `f` with the panic hook silenced (panics are caught and reported by [`fuzz`]).
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = f();
+    std::panic::set_hook(hook);
+    out
+}
+
+#[test]
+fn no_decoder_panics_on_damaged_images() {
+    let rounds = if std::env::var("MOBIUS_LONG").is_ok() {
+        500
+    } else {
+        10
+    };
+    let decoders = decoders();
+    let mut failures = Vec::new();
+    let mut fed = 0;
+    for design in DESIGNS {
+        let samples: Vec<Vec<u8>> = corpus(design).into_iter().step_by(3).collect();
+        assert!(!samples.is_empty(), "{design}: no metadata in the image");
+        let (f, n) = quietly(|| fuzz(&decoders, &samples, rounds, 0xdec0de, design));
+        eprintln!("{design}: {} samples, {n} decodes", samples.len());
+        failures.extend(f);
+        fed += n;
+    }
+    assert!(
+        failures.is_empty(),
+        "decoders panicked ({fed} decodes):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The harness is an oracle: a decoder that indexes by a length it read (the bug this test
+/// hunts) is reported, with the sample and mutation that made it panic.
+#[test]
+fn the_harness_reports_a_decoder_that_trusts_a_length() {
+    let trusting = d("trusting", 64, |b| {
+        let n = b[0] as usize;
+        std::hint::black_box(&b[1..1 + n]);
+    });
+    let careful = d("careful", 64, |b| {
+        let n = b[0] as usize;
+        std::hint::black_box(b.get(1..1 + n));
+    });
+    let samples = vec![vec![8u8; 64]];
+    let (failures, fed) = quietly(|| fuzz(&[trusting, careful], &samples, 50, 1, "test"));
+    assert_eq!(fed, 2 * 51);
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        failures[0].starts_with("trusting panicked on test sample 0"),
+        "{failures:?}"
+    );
+}
