@@ -7,6 +7,7 @@
 
 use flash::{Content, DeviceConfig, Flash, OpCause, PageState, Ppn, ReadStatus};
 use ftl::DesignOptions;
+use mobius_cli::decoders::{decoder as d, sized, Decoder};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -54,156 +55,6 @@ fn corpus(design: &str) -> Vec<Vec<u8>> {
         }
     }
     out
-}
-
-/// A decoder, by name, with the size of what it is handed in the code that calls it: a whole
-/// page, a whole OOB record, or one fixed-size record sliced from a page. The data is the
-/// image's; the length is the caller's, so the harness hands each decoder input of that length.
-struct Decoder {
-    name: &'static str,
-    bytes: usize,
-    decode: Box<dyn Fn(&[u8])>,
-}
-
-fn d(name: &'static str, bytes: usize, decode: impl Fn(&[u8]) + 'static) -> Decoder {
-    Decoder {
-        name,
-        bytes,
-        decode: Box::new(decode),
-    }
-}
-
-/// Every decoder of every format.
-fn decoders() -> Vec<Decoder> {
-    use std::hint::black_box as keep;
-    const PAGE: usize = 4096;
-    vec![
-        d("dftl oob", dftl::format::OOB_BYTES as usize, |b| {
-            keep(dftl::format::OobRecord::decode(b));
-        }),
-        d("dftl translation", PAGE, |b| {
-            let mut out = vec![Ppn(0); PAGE / 4];
-            keep(dftl::format::decode_translation_checked(b, 0, &mut out));
-            dftl::format::decode_translation(b, &mut out);
-        }),
-        d("dftl reservation", PAGE, |b| {
-            keep(dftl::format::Reservation::decode(b, 512));
-        }),
-        d("dftl checkpoint", PAGE, |b| {
-            keep(dftl::format::Checkpoint::decode(b, 512));
-        }),
-        d("dftl seal", PAGE, |b| {
-            keep(dftl::format::Seal::decode(b));
-        }),
-        d("mobius page oob", mftl::format::OOB_BYTES as usize, |b| {
-            keep(mftl::format::PageOob::decode(b));
-        }),
-        d("mobius inode", PAGE, |b| {
-            keep(mftl::format::Inode::decode(b));
-        }),
-        d("mobius tp", PAGE, |b| {
-            keep(mftl::format::decode_tp(b));
-        }),
-        d("mobius gtd", PAGE, |b| {
-            keep(mftl::format::decode_gtd(b));
-        }),
-        d("mobius gm seal", PAGE, |b| {
-            keep(mftl::format::GmSeal::decode(b));
-        }),
-        d("aw oob", atomic_write::format::OOB_BYTES as usize, |b| {
-            keep(atomic_write::format::OobRecord::decode(b));
-        }),
-        d("aw entries", PAGE, |b| {
-            keep(atomic_write::format::decode_entries(b));
-        }),
-        d("aw root", PAGE, |b| {
-            keep(atomic_write::format::Root::decode(b));
-        }),
-        d("aw commit", PAGE, |b| {
-            keep(atomic_write::format::CommitRecord::decode(b));
-        }),
-        d("tc oob", txflash::format::OOB_BYTES as usize, |b| {
-            keep(txflash::format::Oob::decode(b));
-        }),
-        d("tc entry", txflash::format::ENTRY_BYTES, |b| {
-            keep(txflash::format::decode_entry(b));
-        }),
-        d("tc summary", PAGE, |b| {
-            keep(txflash::format::decode_summary(b, 7));
-        }),
-        d("tc commit", PAGE, |b| {
-            keep(txflash::format::decode_commit(b));
-        }),
-        d("cyclic oob", txflash::cyclic::format::MAX_OOB_BYTES, |b| {
-            use txflash::cyclic::format::{CyclicOob, Protocol};
-            keep(CyclicOob::decode(Protocol::Scc, b));
-            keep(CyclicOob::decode(Protocol::Bpcc, b));
-        }),
-        d("cyclic entry", txflash::cyclic::format::ENTRY_BYTES, |b| {
-            keep(txflash::cyclic::format::decode_entry(b));
-        }),
-        d("cyclic summary", PAGE, |b| {
-            keep(txflash::cyclic::format::decode_summary(b, 7));
-        }),
-        d("optr oob", optr::format::OOB_BYTES as usize, |b| {
-            keep(optr::format::PageOob::decode(b));
-        }),
-        d("optr meta", PAGE, |b| {
-            use optr::format::{MetaPage, PageKind};
-            for kind in [PageKind::FullL2p, PageKind::Diff, PageKind::Records] {
-                keep(MetaPage::decode(b, kind, 8, 4));
-                keep(optr::format::decode_pairs(b, kind, 256));
-            }
-        }),
-        d("optr summary", PAGE, |b| {
-            keep(optr::format::decode_summary(b));
-        }),
-        d("optr seal", PAGE, |b| {
-            keep(optr::format::decode_seal(b));
-        }),
-        d("optr records", PAGE, |b| {
-            keep(optr::format::decode_records(b));
-        }),
-        d("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
-            keep(wcache::wcache::decode_oob(b));
-        }),
-        d("nvmfs superblock", PAGE, |b| {
-            keep(nvmfs::layout::Superblock::decode(b).is_ok());
-        }),
-        d("nvmfs inode", nvmfs::layout::INODE_BYTES as usize, |b| {
-            keep(nvmfs::layout::Inode::decode(b));
-        }),
-        d(
-            "nvmfs page record",
-            nvmfs::layout::PAGE_RECORD_BYTES as usize,
-            |b| {
-                keep(nvmfs::layout::PageRecord::decode(b));
-            },
-        ),
-        d(
-            "nvmfs dir entry",
-            nvmfs::layout::DIRENT_BYTES as usize,
-            |b| {
-                keep(nvmfs::layout::DirEntry::decode(b));
-            },
-        ),
-        d("nvmfs redo log", PAGE, |b| {
-            keep(nvmfs::layout::RedoLog::decode(b));
-        }),
-        d("sqlite directory", PAGE, |b| {
-            keep(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
-        }),
-        d("content tag", PAGE, |b| {
-            keep(flash::ContentTag::decode(b));
-        }),
-    ]
-}
-
-/// `input` at `len` bytes: cut, or padded with the mutation's noise byte.
-fn sized(input: &[u8], len: usize, pad: u8) -> Vec<u8> {
-    let mut b = input.to_vec();
-    b.resize(len, pad);
-    b
 }
 
 /// `sample` damaged the `k`-th way.
@@ -289,7 +140,7 @@ fn no_decoder_panics_on_damaged_images() {
     } else {
         10
     };
-    let decoders = decoders();
+    let decoders = mobius_cli::decoders::all();
     let mut failures = Vec::new();
     let mut fed = 0;
     for design in DESIGNS {
