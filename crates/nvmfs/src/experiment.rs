@@ -655,7 +655,8 @@ impl Drop for KernelStack {
     }
 }
 
-fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
+/// What a kernel file system's run needs of the machine: root, the tools, /dev/fuse.
+fn kernel_fs_available(kind: &str) -> Result<()> {
     // SAFETY: a plain syscall without arguments.
     if unsafe { libc::geteuid() } != 0 {
         return Err(ExperimentError::Unavailable(
@@ -672,6 +673,11 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     if !Path::new("/dev/fuse").exists() {
         return Err(ExperimentError::Unavailable("/dev/fuse is missing".into()));
     }
+    Ok(())
+}
+
+fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
+    kernel_fs_available(kind)?;
     let dir = opts.work_dir.join(format!("{kind}-{}", w.name()));
     let _ = std::fs::remove_dir_all(&dir);
     let fuse_dir = dir.join("nbd");

@@ -724,12 +724,6 @@ impl TxFlashTc {
         let mut report = RecoveryReport::measure(&dev.flash, &before, start);
         report
             .details
-            .push(("records_analysed".into(), analysed as f64));
-        report
-            .details
-            .push(("analysis_ms".into(), analysis_ns as f64 / 1e6));
-        report
-            .details
             .push(("summary_pages_read".into(), scan.summaries as f64));
         report
             .details
@@ -737,6 +731,12 @@ impl TxFlashTc {
         report
             .details
             .push(("records_found".into(), scan.found.len() as f64));
+        report
+            .details
+            .push(("records_analysed".into(), analysed as f64));
+        report
+            .details
+            .push(("analysis_ms".into(), analysis_ns as f64 / 1e6));
         Ok((dev, report))
     }
 
