@@ -686,118 +686,22 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut tables = Vec::new();
     let mut figures = Vec::new();
     let mut claims = Vec::new();
-    let total = (workloads.len() * MODES.len()) as u64;
+    let progress =
+        |step: usize| (ctx.progress)("macro", step as u64, (workloads.len() * MODES.len()) as u64);
     // TPS of each mode on the first workload at `clients`, reused by the clients sweep.
     let mut first_tps: Vec<Option<f64>> = Vec::new();
-    let mut step = 0;
-    for wl in &workloads {
-        let mut results: Vec<Option<Outcome>> = Vec::new();
-        for mode in &MODES {
-            let r = if ctx.design(mode.design).is_none() {
-                skipped.push(format!(
-                    "{}: design '{}' not built",
-                    mode.label, mode.design
-                ));
-                None
-            } else {
-                match run_mode(ctx, mode, wl, &config, clients) {
-                    Ok(o) => Some(o),
-                    Err(e) => {
-                        skipped.push(format!("{} on {}: {e}", mode.label, wl.name));
-                        None
-                    }
-                }
-            };
-            results.push(r);
-            step += 1;
-            (ctx.progress)("macro", step, total);
-        }
-        let aw = MODES
-            .iter()
-            .position(|m| m.design == "atomic-write")
-            .and_then(|i| results[i].as_ref())
-            .map(|o| o.tps);
-        let mut rows = Vec::new();
-        for (m, r) in MODES.iter().zip(&results) {
-            let Some(o) = r else { continue };
-            let norm = aw.map_or(f64::NAN, |a| o.tps / a);
-            rows.push(vec![
-                m.label.to_string(),
-                fmt(o.tps),
-                fmt(norm),
-                fmt(o.bandwidth_mb_s),
-                fmt(o.write_amplification),
-                o.journal_fallbacks.to_string(),
-                o.errors.to_string(),
-            ]);
-            data.insert(
-                format!("{}/{}", wl.name, m.label),
-                serde_json::to_value(o).unwrap_or_default(),
-            );
-        }
-        tables.push(Table {
-            caption: format!(
-                "{}: {} transactions, {clients} clients, simulated time",
-                wl.name,
-                wl.txns.len()
-            ),
-            header: [
-                "mode",
-                "TPS",
-                "TPS / Atomic-Write",
-                "bandwidth MB/s",
-                "write amplification",
-                "host-journal fallbacks",
-                "refused",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows,
-        });
-        let present: Vec<(usize, &Outcome)> = results
+    for (w, wl) in workloads.iter().enumerate() {
+        let results: Vec<Option<Outcome>> = MODES
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.as_ref().map(|o| (i, o)))
+            .map(|(m, mode)| {
+                let r = run_or_skip(ctx, mode, wl, &config, clients, &mut skipped);
+                progress(w * MODES.len() + m + 1);
+                r
+            })
             .collect();
-        figures.push(Figure {
-            file: format!("fig9_tps_{}.svg", wl.name),
-            caption: format!(
-                "Möbius Fig. 9 — TPS normalised to Atomic-Write, {}",
-                wl.name
-            ),
-            svg: BarChart {
-                title: format!("TPS / Atomic-Write ({})", wl.name),
-                y_label: "normalised TPS".into(),
-                categories: vec![wl.name.clone()],
-                series: present
-                    .iter()
-                    .map(|(i, _)| MODES[*i].label.to_string())
-                    .collect(),
-                values: present
-                    .iter()
-                    .map(|(_, o)| vec![aw.map_or(f64::NAN, |a| o.tps / a)])
-                    .collect(),
-            }
-            .to_svg(),
-        });
-        figures.push(Figure {
-            file: format!("fig10_wa_{}.svg", wl.name),
-            caption: format!("Möbius Fig. 10 — write amplification, {}", wl.name),
-            svg: BarChart {
-                title: format!("Write amplification ({})", wl.name),
-                y_label: "flash programs / host pages".into(),
-                categories: vec![wl.name.clone()],
-                series: present
-                    .iter()
-                    .map(|(i, _)| MODES[*i].label.to_string())
-                    .collect(),
-                values: present
-                    .iter()
-                    .map(|(_, o)| vec![o.write_amplification])
-                    .collect(),
-            }
-            .to_svg(),
-        });
+        tables.push(workload_table(wl, &results, clients, &mut data));
+        figures.extend(workload_figures(wl, &results));
         let get = |label: &str| {
             MODES
                 .iter()
@@ -811,18 +715,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
     if let Some(wl) = workloads.first() {
         let (table, sweep) = clients_sweep(ctx, wl, &config, (clients, &first_tps), &mut skipped);
-        let one = |label: &str| {
-            let t = &sweep["tps"];
-            t[label][0].as_f64().unwrap_or(f64::NAN)
-                / t["Atomic-Write"][0].as_f64().unwrap_or(f64::NAN)
-        };
-        if let Some(c) = claims.iter_mut().find(|c| c.source.contains("DBT-2")) {
-            c.note.push_str(&format!(
-                " Graded at {clients} clients (fixed before measuring). Atomic-Write takes one transaction at a time, so every other design's lead grows with the host's concurrency, which the paper does not state for DBT-2: with one client A-SWRITE / Atomic-Write is {} and S-SWRITE / Atomic-Write {} (table of TPS against clients below).",
-                fmt(one("Möbius A-SWRITE")),
-                fmt(one("Möbius S-SWRITE"))
-            ));
-        }
+        note_one_client(&mut claims, &sweep, clients);
         tables.push(table);
         data.insert(format!("{}/clients_sweep", wl.name), sweep);
     }
@@ -836,6 +729,148 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: device(ctx).ok().map(|c| c.host),
+    }
+}
+
+/// `mode` on `wl`, or `None` with the reason in `skipped` (design not built, run failed).
+fn run_or_skip(
+    ctx: &Context,
+    mode: &Mode,
+    wl: &Workload,
+    config: &flash::DeviceConfig,
+    clients: usize,
+    skipped: &mut Vec<String>,
+) -> Option<Outcome> {
+    if ctx.design(mode.design).is_none() {
+        skipped.push(format!(
+            "{}: design '{}' not built",
+            mode.label, mode.design
+        ));
+        return None;
+    }
+    match run_mode(ctx, mode, wl, config, clients) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            skipped.push(format!("{} on {}: {e}", mode.label, wl.name));
+            None
+        }
+    }
+}
+
+/// Atomic-Write's TPS among `results` (the normaliser of Fig. 9).
+fn atomic_write_tps(results: &[Option<Outcome>]) -> Option<f64> {
+    MODES
+        .iter()
+        .position(|m| m.design == "atomic-write")
+        .and_then(|i| results[i].as_ref())
+        .map(|o| o.tps)
+}
+
+/// One workload's table (every mode that ran), its outcomes also into `data`.
+fn workload_table(
+    wl: &Workload,
+    results: &[Option<Outcome>],
+    clients: usize,
+    data: &mut serde_json::Map<String, serde_json::Value>,
+) -> Table {
+    let aw = atomic_write_tps(results);
+    let mut rows = Vec::new();
+    for (m, r) in MODES.iter().zip(results) {
+        let Some(o) = r else { continue };
+        let norm = aw.map_or(f64::NAN, |a| o.tps / a);
+        rows.push(vec![
+            m.label.to_string(),
+            fmt(o.tps),
+            fmt(norm),
+            fmt(o.bandwidth_mb_s),
+            fmt(o.write_amplification),
+            o.journal_fallbacks.to_string(),
+            o.errors.to_string(),
+        ]);
+        data.insert(
+            format!("{}/{}", wl.name, m.label),
+            serde_json::to_value(o).unwrap_or_default(),
+        );
+    }
+    Table {
+        caption: format!(
+            "{}: {} transactions, {clients} clients, simulated time",
+            wl.name,
+            wl.txns.len()
+        ),
+        header: [
+            "mode",
+            "TPS",
+            "TPS / Atomic-Write",
+            "bandwidth MB/s",
+            "write amplification",
+            "host-journal fallbacks",
+            "refused",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
+}
+
+/// Fig. 9 (TPS over Atomic-Write's) and Fig. 10 (write amplification) for one workload.
+fn workload_figures(wl: &Workload, results: &[Option<Outcome>]) -> [Figure; 2] {
+    let aw = atomic_write_tps(results);
+    let present: Vec<(usize, &Outcome)> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.as_ref().map(|o| (i, o)))
+        .collect();
+    let series: Vec<String> = present
+        .iter()
+        .map(|(i, _)| MODES[*i].label.to_string())
+        .collect();
+    let chart = |title: String, y_label: &str, value: &dyn Fn(&Outcome) -> f64| BarChart {
+        title,
+        y_label: y_label.into(),
+        categories: vec![wl.name.clone()],
+        series: series.clone(),
+        values: present.iter().map(|(_, o)| vec![value(o)]).collect(),
+    };
+    [
+        Figure {
+            file: format!("fig9_tps_{}.svg", wl.name),
+            caption: format!(
+                "Möbius Fig. 9 — TPS normalised to Atomic-Write, {}",
+                wl.name
+            ),
+            svg: chart(
+                format!("TPS / Atomic-Write ({})", wl.name),
+                "normalised TPS",
+                &|o| aw.map_or(f64::NAN, |a| o.tps / a),
+            )
+            .to_svg(),
+        },
+        Figure {
+            file: format!("fig10_wa_{}.svg", wl.name),
+            caption: format!("Möbius Fig. 10 — write amplification, {}", wl.name),
+            svg: chart(
+                format!("Write amplification ({})", wl.name),
+                "flash programs / host pages",
+                &|o| o.write_amplification,
+            )
+            .to_svg(),
+        },
+    ]
+}
+
+/// The DBT-2 claim's note gets the one-client ratios from the clients sweep.
+fn note_one_client(claims: &mut [Claim], sweep: &serde_json::Value, clients: usize) {
+    let one = |label: &str| {
+        let t = &sweep["tps"];
+        t[label][0].as_f64().unwrap_or(f64::NAN) / t["Atomic-Write"][0].as_f64().unwrap_or(f64::NAN)
+    };
+    if let Some(c) = claims.iter_mut().find(|c| c.source.contains("DBT-2")) {
+        c.note.push_str(&format!(
+            " Graded at {clients} clients (fixed before measuring). Atomic-Write takes one transaction at a time, so every other design's lead grows with the host's concurrency, which the paper does not state for DBT-2: with one client A-SWRITE / Atomic-Write is {} and S-SWRITE / Atomic-Write {} (table of TPS against clients below).",
+            fmt(one("Möbius A-SWRITE")),
+            fmt(one("Möbius S-SWRITE"))
+        ));
     }
 }
 
