@@ -386,74 +386,14 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         });
     }
     rows.extend(rebuild_rows);
-    // Möbius at the worst point of its merge cycle, rebuild counted.
-    let mut worst = vec![f64::NAN; ZONES_GB.len()];
-    if ctx.design(SUBJECTS[0].design).is_some() {
-        let mut cells = Vec::new();
-        for (z, &gb) in ZONES_GB.iter().enumerate() {
-            match measure(ctx, &SUBJECTS[0], gb, true) {
-                Ok(r) => {
-                    worst[z] = r.ms + r.rebuild_ms;
-                    cells.push(format!(
-                        "{} ms ({} reads)",
-                        fmt(worst[z]),
-                        r.reads + r.rebuild_reads
-                    ));
-                }
-                Err(e) => {
-                    skipped.push(format!("{} worst case at {gb} GB: {e}", SUBJECTS[0].label));
-                    cells.push("–".into());
-                }
-            }
-        }
-        rows.push(
-            std::iter::once(format!(
-                "{} + validity rebuild, active ALA full",
-                SUBJECTS[0].label
-            ))
-            .chain(cells)
-            .collect(),
-        );
-        data.insert(
-            "Möbius worst case (active ALA full, rebuild counted)".into(),
-            serde_json::json!({ "zone_gb": ZONES_GB, "recovery_with_rebuild_ms": worst }),
-        );
-    }
-    // The paper's 20 MB active ALA, at the worst point of its merge cycle, at the largest zone.
-    let mut worst_eval = f64::NAN;
-    if ctx.design(SUBJECTS[0].design).is_some() {
-        let gb = ZONES_GB[ZONES_GB.len() - 1];
-        let o = EVALUATION_PROFILE
-            .iter()
-            .fold(DesignOptions::default(), |o, (k, v)| o.with(k, v));
-        let label = format!(
-            "{} with a 20 MB active ALA (§V evaluation), + validity rebuild, active ALA full",
-            SUBJECTS[0].label
-        );
-        let cell = match measure_with(ctx, &SUBJECTS[0], gb, true, o) {
-            Ok(r) => {
-                worst_eval = r.ms + r.rebuild_ms;
-                format!(
-                    "{} ms ({} reads)",
-                    fmt(worst_eval),
-                    r.reads + r.rebuild_reads
-                )
-            }
-            Err(e) => {
-                skipped.push(format!("{label} at {gb} GB: {e}"));
-                "–".into()
-            }
-        };
-        let mut row = vec![label; 1];
-        row.extend(std::iter::repeat_n("–".to_string(), ZONES_GB.len() - 1));
-        row.push(cell);
-        rows.push(row);
-        data.insert(
-            "Möbius 20 MB active ALA worst case (rebuild counted)".into(),
-            serde_json::json!({ "zone_gb": gb, "recovery_with_rebuild_ms": worst_eval,
-                "params": EVALUATION_PROFILE.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>() }),
-        );
-    }
+    let (worst, worst_eval) = if ctx.design(SUBJECTS[0].design).is_some() {
+        (
+            worst_case_row(ctx, &mut rows, &mut data, &mut skipped),
+            evaluation_profile_row(ctx, &mut rows, &mut data, &mut skipped),
+        )
+    } else {
+        (vec![f64::NAN; ZONES_GB.len()], f64::NAN)
+    };
     let cycle_mean = if ctx.design(SUBJECTS[0].design).is_some() {
         merge_cycle_row(ctx, &mut rows, &mut data, &mut skipped)
     } else {
@@ -479,6 +419,90 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
     }
+}
+
+/// Möbius at the worst point of its merge cycle (active ALA full), rebuild counted, at every
+/// zone size: a row of the table; returns the times.
+fn worst_case_row(
+    ctx: &Context,
+    rows: &mut Vec<Vec<String>>,
+    data: &mut serde_json::Map<String, serde_json::Value>,
+    skipped: &mut Vec<String>,
+) -> Vec<f64> {
+    let mut worst = vec![f64::NAN; ZONES_GB.len()];
+    let mut cells = Vec::new();
+    for (z, &gb) in ZONES_GB.iter().enumerate() {
+        match measure(ctx, &SUBJECTS[0], gb, true) {
+            Ok(r) => {
+                worst[z] = r.ms + r.rebuild_ms;
+                cells.push(format!(
+                    "{} ms ({} reads)",
+                    fmt(worst[z]),
+                    r.reads + r.rebuild_reads
+                ));
+            }
+            Err(e) => {
+                skipped.push(format!("{} worst case at {gb} GB: {e}", SUBJECTS[0].label));
+                cells.push("–".into());
+            }
+        }
+    }
+    rows.push(
+        std::iter::once(format!(
+            "{} + validity rebuild, active ALA full",
+            SUBJECTS[0].label
+        ))
+        .chain(cells)
+        .collect(),
+    );
+    data.insert(
+        "Möbius worst case (active ALA full, rebuild counted)".into(),
+        serde_json::json!({ "zone_gb": ZONES_GB, "recovery_with_rebuild_ms": worst }),
+    );
+    worst
+}
+
+/// The paper's 20 MB active ALA (§V evaluation), at the worst point of its merge cycle, at the
+/// largest zone: a row of the table; returns the time.
+fn evaluation_profile_row(
+    ctx: &Context,
+    rows: &mut Vec<Vec<String>>,
+    data: &mut serde_json::Map<String, serde_json::Value>,
+    skipped: &mut Vec<String>,
+) -> f64 {
+    let mut worst_eval = f64::NAN;
+    let gb = ZONES_GB[ZONES_GB.len() - 1];
+    let o = EVALUATION_PROFILE
+        .iter()
+        .fold(DesignOptions::default(), |o, (k, v)| o.with(k, v));
+    let label = format!(
+        "{} with a 20 MB active ALA (§V evaluation), + validity rebuild, active ALA full",
+        SUBJECTS[0].label
+    );
+    let cell = match measure_with(ctx, &SUBJECTS[0], gb, true, o) {
+        Ok(r) => {
+            worst_eval = r.ms + r.rebuild_ms;
+            format!(
+                "{} ms ({} reads)",
+                fmt(worst_eval),
+                r.reads + r.rebuild_reads
+            )
+        }
+        Err(e) => {
+            skipped.push(format!("{label} at {gb} GB: {e}"));
+            "–".into()
+        }
+    };
+    let mut row = vec![label; 1];
+    row.extend(std::iter::repeat_n("–".to_string(), ZONES_GB.len() - 1));
+    row.push(cell);
+    rows.push(row);
+    data.insert(
+        "Möbius 20 MB active ALA worst case (rebuild counted)".into(),
+        serde_json::json!({ "zone_gb": gb, "recovery_with_rebuild_ms": worst_eval,
+            "params": EVALUATION_PROFILE.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>() }),
+    );
+    worst_eval
 }
 
 /// Cuts over one merge cycle of Möbius's active ALA at the largest zone.
