@@ -166,6 +166,8 @@ pub fn measure(
     let run_wall_s = started.elapsed().as_secs_f64();
     let peer_after = peer()?;
     let s = &result.stats;
+    // Programs and wall time of the same span: the measured phase (GC included).
+    let sim_per_s = s.flash.total_programs() as f64 / s.wall_s.max(1e-9);
     let metrics = dev.metrics();
     let mut memory = dev.memory();
     memory.push(("driver.expected_contents".into(), s.expected_contents_bytes));
@@ -208,9 +210,8 @@ pub fn measure(
         "read_mismatches": s.read_mismatches,
         "erase_count": { "min": wear_min, "max": wear_max, "mean": wear_mean },
         "wall_s": s.wall_s,
-        // Programs and wall time of the same span: the measured phase (GC included) ...
-        "sim_page_programs_per_s": s.flash.total_programs() as f64 / s.wall_s.max(1e-9),
-        // ... and the whole run, the sequential fill included.
+        "sim_page_programs_per_s": sim_per_s,
+        // The whole run, the sequential fill included.
         "run_wall_s": run_wall_s,
         "run_page_programs_per_s": total_programs_all as f64 / run_wall_s.max(1e-9),
         "peak_rss_bytes": peak_rss_bytes(),
@@ -220,7 +221,6 @@ pub fn measure(
     });
     let obj = out.as_object_mut().expect("object");
     if let (Some(before), Some(after)) = (&peer_before, &peer_after) {
-        let sim_per_s = s.flash.total_programs() as f64 / s.wall_s.max(1e-9);
         add_peer_keys(obj, before, after, sim_per_s);
     }
     for (k, v) in metrics {

@@ -12,21 +12,8 @@ use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-const DESIGNS: [&str; 9] = [
-    "dftl",
-    "mobius",
-    "atomic-write",
-    "lighttx",
-    "txflash-tc",
-    "txflash-scc",
-    "txflash-bpcc",
-    "wcache",
-    "optr",
-];
-
 /// Metadata pages (as bytes) and OOB records of a `small` image after a seeded workload.
-fn corpus(design: &str) -> Vec<Vec<u8>> {
-    let spec = mobius_cli::designs::find(design).unwrap();
+fn corpus(spec: &ftl::DesignSpec) -> Vec<Vec<u8>> {
     let config = DeviceConfig::preset("small").unwrap();
     let oob_bytes = (spec.oob_record_bytes)(&config.geometry);
     let flash = Flash::in_memory(config, oob_bytes, true);
@@ -57,7 +44,7 @@ fn corpus(design: &str) -> Vec<Vec<u8>> {
     out
 }
 
-/// `sample` damaged the `k`-th way.
+/// `sample` damaged one of five ways, chosen by `rng`.
 fn mutate(sample: &[u8], rng: &mut ChaCha8Rng) -> Vec<u8> {
     let mut b = sample.to_vec();
     match rng.random_range(0..5u32) {
@@ -143,8 +130,9 @@ fn no_decoder_panics_on_damaged_images() {
     let decoders = mobius_cli::decoders::all();
     let mut failures = Vec::new();
     let mut fed = 0;
-    for design in DESIGNS {
-        let samples: Vec<Vec<u8>> = corpus(design).into_iter().step_by(3).collect();
+    for spec in mobius_cli::designs::all() {
+        let design = spec.name;
+        let samples: Vec<Vec<u8>> = corpus(&spec).into_iter().step_by(3).collect();
         assert!(!samples.is_empty(), "{design}: no metadata in the image");
         let (f, n) = quietly(|| fuzz(&decoders, &samples, rounds, 0xdec0de, design));
         eprintln!("{design}: {} samples, {n} decodes", samples.len());

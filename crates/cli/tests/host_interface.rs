@@ -67,16 +67,8 @@ fn an_unknown_host_field_is_a_clear_error() {
 /// is their sum.
 #[test]
 fn every_design_reports_its_memory_per_structure() {
-    for ftl in [
-        "dftl",
-        "mobius",
-        "atomic-write",
-        "lighttx",
-        "txflash-tc",
-        "txflash-bpcc",
-        "wcache",
-        "optr",
-    ] {
+    for spec in mobius_cli::designs::all() {
+        let ftl = spec.name;
         let out = bench(ftl, &["--set", "host.link_mb_s=20"]);
         let memory = out["memory"].as_object().expect("memory map");
         for key in ["flash.page_state", "flash.oob_records", "space.page_owners"] {

@@ -86,6 +86,11 @@ struct Replay {
 
 const IDEAL: usize = 0;
 const LINKED: usize = 1;
+/// Modes by index: the SSD, then [`PROTOCOLS`] in order.
+const SSD_MODE: usize = 0;
+const TC_MODE: usize = 1;
+const SCC_MODE: usize = 2;
+const BPCC_MODE: usize = 3;
 
 impl Replay {
     fn tps(&self, link: usize, mode: usize) -> Option<f64> {
@@ -93,15 +98,15 @@ impl Replay {
     }
     /// Mean transaction (response) time of `mode` over the SSD's.
     fn over_ssd(&self, link: usize, mode: usize) -> Option<f64> {
-        Some(self.tps(link, 0)? / self.tps(link, mode)?)
+        Some(self.tps(link, SSD_MODE)? / self.tps(link, mode)?)
     }
     /// BPCC's throughput over TC's.
     fn bpcc_over_tc(&self, link: usize) -> Option<f64> {
-        Some(self.tps(link, 3)? / self.tps(link, 1)?)
+        Some(self.tps(link, BPCC_MODE)? / self.tps(link, TC_MODE)?)
     }
     /// TC's live commit records over the valid pages.
     fn tc_space_overhead(&self) -> Option<f64> {
-        let tc = self.outcomes[IDEAL][1].as_ref()?;
+        let tc = self.outcomes[IDEAL][TC_MODE].as_ref()?;
         let live = tc
             .design_metrics
             .iter()
@@ -128,6 +133,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         10
     };
     let modes: Vec<&Mode> = std::iter::once(&SSD).chain(PROTOCOLS.iter()).collect();
+    let max_tx_pages = device_max_tx_pages(ctx, &configs[IDEAL]);
     let total = (BENCHMARKS.len() * JOURNALS.len() * modes.len() * configs.len()) as u64;
     let mut step = 0;
     // replays[journal][benchmark]
@@ -148,7 +154,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 }
             };
             workload.preload = false;
-            split_at_max_tx(&mut workload);
+            split_at_max_tx(&mut workload, max_tx_pages);
             let valid_pages = distinct_pages(&workload);
             let mut outcomes: [[Option<Outcome>; 4]; 2] = Default::default();
             for (c, config) in configs.iter().enumerate() {
@@ -204,16 +210,20 @@ fn report(
                 format!("{name}, {journal}"),
                 r.workload.txns.len().to_string(),
                 fmt(mean_pages(&r.workload)),
-                cell(0),
-                cell(1),
-                cell(3),
+                cell(SSD_MODE),
+                cell(TC_MODE),
+                cell(BPCC_MODE),
                 both(&|l| r.bpcc_over_tc(l)),
-                ratio(r.tps(IDEAL, 2).zip(r.tps(IDEAL, 1)).map(|(s, t)| s / t)),
+                ratio(
+                    r.tps(IDEAL, SCC_MODE)
+                        .zip(r.tps(IDEAL, TC_MODE))
+                        .map(|(s, t)| s / t),
+                ),
                 ratio(r.tc_space_overhead().map(|x| x * 100.0)),
-                both(&|l| r.over_ssd(l, 1)),
-                both(&|l| r.over_ssd(l, 3)),
+                both(&|l| r.over_ssd(l, TC_MODE)),
+                both(&|l| r.over_ssd(l, BPCC_MODE)),
             ]);
-            let tps = |l: usize| serde_json::json!({ "ssd": r.tps(l, 0), "tc": r.tps(l, 1), "scc": r.tps(l, 2), "bpcc": r.tps(l, 3) });
+            let tps = |l: usize| serde_json::json!({ "ssd": r.tps(l, SSD_MODE), "tc": r.tps(l, TC_MODE), "scc": r.tps(l, SCC_MODE), "bpcc": r.tps(l, BPCC_MODE) });
             data.insert(
                 format!("{name}, {journal}"),
                 serde_json::json!({
@@ -234,13 +244,13 @@ fn report(
         .map(|b| get(0, b, &|r| r.tc_space_overhead()))
         .collect();
     let fig9_tc: Vec<Option<f64>> = (0..BENCHMARKS.len())
-        .map(|b| get(0, b, &|r| r.over_ssd(IDEAL, 1)))
+        .map(|b| get(0, b, &|r| r.over_ssd(IDEAL, TC_MODE)))
         .collect();
     let worst_bpcc = |link: usize| {
         (0..2 * BENCHMARKS.len())
             .filter_map(|k| {
                 get(k / BENCHMARKS.len(), k % BENCHMARKS.len(), &|r| {
-                    r.over_ssd(link, 3)
+                    r.over_ssd(link, BPCC_MODE)
                 })
             })
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
@@ -282,21 +292,35 @@ fn report(
     }
 }
 
-/// TxFlash's largest WriteAtomic (4 MB, §2.1: TxExt3 keeps its transactions within it).
-const MAX_TX_PAGES: usize = 1024;
+/// The largest WriteAtomic every protocol built here takes on `config` (TxFlash's 4 MB by
+/// default, §2.1), read from the devices themselves; unbounded when none is built.
+fn device_max_tx_pages(ctx: &Context, config: &flash::DeviceConfig) -> usize {
+    PROTOCOLS
+        .iter()
+        .filter_map(|mode| {
+            let spec = ctx.design(mode.design)?;
+            let oob = (spec.oob_record_bytes)(&config.geometry);
+            let flash = flash::Flash::in_memory(config.clone(), oob, true);
+            let mut dev = spec.build(flash, &ftl::DesignOptions::default()).ok()?;
+            let caps = dev.transactional()?.capabilities();
+            Some(caps.max_tx_pages as usize)
+        })
+        .min()
+        .unwrap_or(usize::MAX)
+}
 
 /// A journal commit larger than the device's largest transaction becomes consecutive
-/// transactions of at most [`MAX_TX_PAGES`], as TxExt3 would issue it (a file system that knows
-/// the limit commits within it; otherwise the replay would fall back to a host journal for
-/// them, which the paper's traces never do).
-fn split_at_max_tx(w: &mut Workload) {
+/// transactions of at most `max_pages`, as TxExt3 would issue it (a file system that knows the
+/// limit commits within it; otherwise the replay would fall back to a host journal for them,
+/// which the paper's traces never do).
+fn split_at_max_tx(w: &mut Workload, max_pages: usize) {
     let txns = std::mem::take(&mut w.txns);
     for t in txns {
-        if t.writes.len() <= MAX_TX_PAGES {
+        if t.writes.len() <= max_pages {
             w.txns.push(t);
             continue;
         }
-        for chunk in t.writes.chunks(MAX_TX_PAGES) {
+        for chunk in t.writes.chunks(max_pages) {
             w.txns.push(crate::tpcc::Txn {
                 kind: t.kind,
                 reads: Vec::new(),

@@ -284,21 +284,21 @@ impl Cmt {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut n = 0;
         let mut s = self.head;
-        let mut dirty = Vec::new();
+        // Dirty entries per translation page, counted along the LRU list.
+        let mut per_page = vec![0u32; self.dirty_count.len()];
         while s != NIL {
             n += 1;
             let slot = &self.slots[s as usize];
-            let Some((at, is_dirty)) = self.entry(slot.lpn).filter(|&(at, _)| at == s) else {
+            let Some((_, is_dirty)) = self.entry(slot.lpn).filter(|&(at, _)| at == s) else {
                 return Err(format!(
                     "CMT slot {s} is linked but its lpn points elsewhere"
                 ));
             };
-            debug_assert_eq!(at, s);
             if n > self.capacity {
                 return Err("CMT list has a cycle".into());
             }
             if is_dirty {
-                dirty.push(slot.lpn);
+                per_page[(slot.lpn / self.per_tpage) as usize] += 1;
             }
             s = slot.next;
         }
@@ -308,11 +308,6 @@ impl Cmt {
                 self.len(),
                 self.capacity
             ));
-        }
-        dirty.sort_unstable();
-        let mut per_page = vec![0u32; self.dirty_count.len()];
-        for &lpn in &dirty {
-            per_page[(lpn / self.per_tpage) as usize] += 1;
         }
         for (t, (&count, &in_page)) in self.dirty_count.iter().zip(&per_page).enumerate() {
             if count != in_page {

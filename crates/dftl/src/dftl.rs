@@ -866,11 +866,7 @@ impl BlockDevice for Dftl {
                 .map(|(name, bytes)| (format!("dftl.{name}"), *bytes)),
         );
         m.push(("dftl.mapping_mirror".into(), vec_bytes(&self.gmt)));
-        let reserved: u64 = self
-            .reserved
-            .iter()
-            .map(|q| (q.capacity() * std::mem::size_of::<BlockId>()) as u64)
-            .sum();
+        let reserved: u64 = self.reserved.iter().map(flash::deque_bytes).sum();
         m.push((
             "dftl.directory".into(),
             vec_bytes(&self.gtd)

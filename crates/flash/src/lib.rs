@@ -30,5 +30,5 @@ pub use host::HostInterface;
 pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use stats::{FlashStats, OpCause};
-pub use store::{vec_bytes, MemStore, PageState, Store, TagStore};
+pub use store::{deque_bytes, vec_bytes, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};

@@ -87,6 +87,11 @@ pub fn vec_bytes<T>(v: &Vec<T>) -> u64 {
     (v.capacity() * std::mem::size_of::<T>()) as u64
 }
 
+/// Heap bytes a deque holds (its capacity).
+pub fn deque_bytes<T>(v: &std::collections::VecDeque<T>) -> u64 {
+    (v.capacity() * std::mem::size_of::<T>()) as u64
+}
+
 /// Shared per-page and per-block bookkeeping of the in-memory stores.
 #[derive(Clone)]
 struct Common {
@@ -203,6 +208,10 @@ impl Store for TagStore {
         self.common.copy_oob(ppn, out)
     }
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]) {
+        // A tag is copied whole either way; bytes are copied once, here.
+        self.write_page_owned(ppn, content.clone(), oob)
+    }
+    fn write_page_owned(&mut self, ppn: Ppn, content: Content, oob: &[u8]) {
         let i = ppn.0 as usize;
         match content {
             Content::Tag(t) => {
@@ -218,21 +227,11 @@ impl Store for TagStore {
                 debug_assert!(!self.bytes.contains_key(&ppn.0), "{ppn} still has bytes");
             }
             Content::Bytes(b) => {
-                self.bytes.insert(ppn.0, b.clone());
+                self.bytes.insert(ppn.0, b);
             }
         }
         self.common.put_oob(ppn, oob);
         self.common.states[i] = PageState::Programmed as u8;
-    }
-    fn write_page_owned(&mut self, ppn: Ppn, content: Content, oob: &[u8]) {
-        match content {
-            Content::Bytes(b) => {
-                self.bytes.insert(ppn.0, b);
-                self.common.put_oob(ppn, oob);
-                self.common.states[ppn.0 as usize] = PageState::Programmed as u8;
-            }
-            tag => self.write_page(ppn, &tag, oob),
-        }
     }
     fn release_bytes(&mut self, ppn: Ppn) {
         self.bytes.remove(&ppn.0);

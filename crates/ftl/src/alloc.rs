@@ -69,12 +69,8 @@ impl BlockPool {
 
     /// Heap bytes: per-block state and age, the free queues and the open blocks.
     pub fn memory(&self) -> u64 {
-        use flash::vec_bytes;
-        let queues: u64 = self
-            .free
-            .iter()
-            .map(|q| (q.capacity() * std::mem::size_of::<BlockId>()) as u64)
-            .sum();
+        use flash::{deque_bytes, vec_bytes};
+        let queues: u64 = self.free.iter().map(deque_bytes).sum();
         let open: u64 = self.open.iter().map(vec_bytes).sum();
         vec_bytes(&self.state) + vec_bytes(&self.opened_at) + queues + open
     }

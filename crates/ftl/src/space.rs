@@ -53,17 +53,22 @@ pub struct Space {
     erases_at_wear_check: u64,
 }
 
+/// Heap bytes of a block space per structure, named `space.<structure>` (for designs that keep
+/// the validity and the pool without a [`Space`], too).
+pub fn block_space_memory(validity: &Validity, pool: &BlockPool) -> Vec<(String, u64)> {
+    let mut m: Vec<(String, u64)> = validity
+        .memory()
+        .iter()
+        .map(|(name, bytes)| (format!("space.{name}"), *bytes))
+        .collect();
+    m.push(("space.block_pool".into(), pool.memory()));
+    m
+}
+
 impl Space {
     /// Heap bytes per structure, named `space.<structure>`.
     pub fn memory(&self) -> Vec<(String, u64)> {
-        let mut m: Vec<(String, u64)> = self
-            .validity
-            .memory()
-            .iter()
-            .map(|(name, bytes)| (format!("space.{name}"), *bytes))
-            .collect();
-        m.push(("space.block_pool".into(), self.pool.memory()));
-        m
+        block_space_memory(&self.validity, &self.pool)
     }
 
     pub fn new(

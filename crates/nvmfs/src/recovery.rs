@@ -153,14 +153,13 @@ pub(crate) fn recover(fs: &mut Nvmfs) -> Result<()> {
         None
     };
     let consistent = second_copy.is_some();
-    let (lru, hi, lo) = match &second_copy {
+    let lists = match &second_copy {
         Some(copies) => load_lists(fs, &mut owners, copies),
-        None => (reset_lists(&owners), 1u64 << 62, (1u64 << 62) - 1),
+        None => reset_lists(&owners),
     };
-    let no_copies = vec![None; sb.data_pages as usize];
-    let second_copy = second_copy.unwrap_or(no_copies);
-    let (lru, nv_free, hi) =
-        rewrite_page_records(fs, &sb, &owners, lru, consistent, &second_copy, lo, hi);
+    let second_copy = second_copy.unwrap_or_else(|| vec![None; sb.data_pages as usize]);
+    let (lo, hi) = (lists.lo, lists.hi);
+    let (lru, nv_free) = rewrite_page_records(fs, &sb, &owners, lists, &second_copy);
     let ext_valid = rewrite_ssd_tables(fs, &sb, &owners.ssd);
     put_u32(fs.nv.bytes_mut(), SB_LISTS_STATE as usize, 0);
     put_u32(fs.nv.bytes_mut(), SB_CLEAN_UNMOUNT as usize, 0);
@@ -296,12 +295,26 @@ fn lists_agree_with_inodes(
     Some(second_copy)
 }
 
-/// Trusted lists: every owned page back on its list in stamp order; each clean page's second
-/// copy becomes an owned SSD block. Returns the lists and the highest and lowest stamps.
-fn load_lists(fs: &Nvmfs, owners: &mut Owners, second_copy: &[Option<u64>]) -> (Lru, u64, u64) {
+/// The LRU lists and the stamp of every page on them, as recovery rebuilt them.
+struct Lists {
+    lru: Lru,
+    /// Per NVRAM data page: its stamp (0 off the lists).
+    stamps: Vec<u64>,
+    /// Stamps in use are above `lo` and at most `hi`.
+    lo: u64,
+    hi: u64,
+}
+
+/// Trusted lists: every owned page back on its list in stamp order, keeping its stamp; each
+/// clean page's second copy becomes an owned SSD block.
+fn load_lists(fs: &Nvmfs, owners: &mut Owners, second_copy: &[Option<u64>]) -> Lists {
     let data_pages = owners.nvram.len() as u32;
-    let mut lru = Lru::new(data_pages);
-    let (mut hi, mut lo) = (1u64 << 62, (1u64 << 62) - 1);
+    let mut lists = Lists {
+        lru: Lru::new(data_pages),
+        stamps: vec![0; data_pages as usize],
+        lo: (1u64 << 62) - 1,
+        hi: 1u64 << 62,
+    };
     let mut order: Vec<(u64, u32)> = (0..data_pages)
         .filter(|&p| owners.nvram[p as usize].is_some())
         .map(|p| (fs.read_record(p).stamp, p))
@@ -309,20 +322,22 @@ fn load_lists(fs: &Nvmfs, owners: &mut Owners, second_copy: &[Option<u64>]) -> (
     order.sort_unstable();
     for &(stamp, p) in &order {
         let list = fs.read_record(p).list;
-        lru.push_mru(list, p);
-        hi = hi.max(stamp);
-        lo = lo.min(stamp.saturating_sub(1));
+        lists.lru.push_mru(list, p);
+        lists.stamps[p as usize] = stamp;
+        lists.hi = lists.hi.max(stamp);
+        lists.lo = lists.lo.min(stamp.saturating_sub(1));
     }
     for (p, l) in second_copy.iter().enumerate() {
         if let Some(l) = l {
             owners.ssd[*l as usize] = owners.nvram[p];
         }
     }
-    (lru, hi, lo)
+    lists
 }
 
-/// Reset lists (§III-B): every NVRAM page an inode points to is dirty, the clean list empty.
-fn reset_lists(owners: &Owners) -> Lru {
+/// Reset lists (§III-B): every NVRAM page an inode points to is dirty, the clean list empty;
+/// fresh stamps in list order, the LRU end lowest.
+fn reset_lists(owners: &Owners) -> Lists {
     let data_pages = owners.nvram.len() as u32;
     let mut lru = Lru::new(data_pages);
     for p in 0..data_pages {
@@ -330,49 +345,44 @@ fn reset_lists(owners: &Owners) -> Lru {
             lru.push_mru(PageList::Dirty, p);
         }
     }
-    lru
+    let lo = (1u64 << 62) - 1;
+    let mut stamps = vec![0u64; data_pages as usize];
+    let mut stamp = lo;
+    let pages: Vec<u32> = lru.iter(PageList::Dirty).collect();
+    for &p in pages.iter().rev() {
+        stamp += 1;
+        stamps[p as usize] = stamp;
+    }
+    Lists {
+        lru,
+        stamps,
+        lo,
+        hi: stamp,
+    }
 }
 
-/// Rewrites every page record and the NVRAM bitmap from the rebuilt state: with trusted lists
-/// owned pages keep their stamps; after a reset they get fresh ones in list order (the LRU end
-/// lowest, from `lo`). Indirect blocks go off the lists; the rest is free. Returns the lists,
-/// the free pages (highest first) and the highest stamp.
-#[allow(clippy::too_many_arguments)]
+/// Rewrites every page record and the NVRAM bitmap from the rebuilt state: owned pages with
+/// their list and stamp, indirect blocks off the lists, the rest free. Returns the lists and
+/// the free pages (highest first).
 fn rewrite_page_records(
     fs: &mut Nvmfs,
     sb: &Superblock,
     owners: &Owners,
-    mut lru: Lru,
-    consistent: bool,
+    lists: Lists,
     second_copy: &[Option<u64>],
-    lo: u64,
-    hi: u64,
-) -> (Lru, Vec<u32>, u64) {
-    let data_pages = sb.data_pages as usize;
-    let mut hi = hi;
-    let mut stamps = vec![0u64; data_pages];
-    if !consistent {
-        let mut stamp = lo;
-        let pages: Vec<u32> = lru.iter(PageList::Dirty).collect();
-        for &p in pages.iter().rev() {
-            stamp += 1;
-            stamps[p as usize] = stamp;
-        }
-        hi = stamp;
-    }
+) -> (Lru, Vec<u32>) {
+    let Lists {
+        mut lru, stamps, ..
+    } = lists;
     let mut nv_free = Vec::new();
-    for p in (0..data_pages as u32).rev() {
+    for p in (0..sb.data_pages as u32).rev() {
         let i = p as usize;
         let rec = if let Some((ino, b)) = owners.nvram[i] {
             PageRecord {
                 list: lru.list_of(p),
                 owner_ino: ino,
                 owner_block: b,
-                stamp: if consistent {
-                    fs.read_record(p).stamp
-                } else {
-                    stamps[i]
-                },
+                stamp: stamps[i],
                 page_info: second_copy[i].map_or(BlockAddr::HOLE, BlockAddr::ssd),
             }
         } else if owners.indirect[i] {
@@ -391,7 +401,7 @@ fn rewrite_page_records(
         let used = owners.nvram[i].is_some() || owners.indirect[i];
         set_bit_raw(fs, sb.nvram_bitmap_at, p as u64, used);
     }
-    (lru, nv_free, hi)
+    (lru, nv_free)
 }
 
 /// Rewrites the SSD bitmap, the SSD owner table and the per-extent "partly valid" flags from

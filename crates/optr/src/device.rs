@@ -909,13 +909,7 @@ impl BlockDevice for Optr {
 
     fn memory(&self) -> Vec<(String, u64)> {
         let mut m = self.flash().memory();
-        m.extend(
-            self.validity
-                .memory()
-                .iter()
-                .map(|(name, bytes)| (format!("space.{name}"), *bytes)),
-        );
-        m.push(("space.block_pool".into(), self.pool.memory()));
+        m.extend(ftl::space::block_space_memory(&self.validity, &self.pool));
         m.push(("optr.mapping".into(), flash::vec_bytes(&self.l2p)));
         m
     }

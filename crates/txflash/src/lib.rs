@@ -19,6 +19,9 @@ mod summary_scan;
 pub mod tc;
 
 pub use cyclic::TxFlashCyclic;
+
+/// Largest `WriteAtomic` by default (`--param max_tx_bytes`): 4 MB, TxFlash §2.1.
+pub const DEFAULT_MAX_TX_BYTES: u64 = 4 << 20;
 pub use tc::TxFlashTc;
 
 /// TxFlash with the Traditional Commit protocol.

@@ -61,7 +61,7 @@ pub struct Params {
 impl Params {
     pub fn parse(o: &DesignOptions, page_bytes: u32) -> Result<Params, FtlError> {
         o.check_known("txflash", PARAMS)?;
-        let max_bytes: u64 = o.get("max_tx_bytes", 4u64 << 20)?;
+        let max_bytes: u64 = o.get("max_tx_bytes", crate::DEFAULT_MAX_TX_BYTES)?;
         let max_tx_pages = (max_bytes / page_bytes as u64).max(1) as u32;
         let over_provisioning: f64 = o.get("over_provisioning", 0.15)?;
         if !(0.0..0.9).contains(&over_provisioning) {
