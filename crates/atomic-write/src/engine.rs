@@ -146,7 +146,7 @@ pub struct Engine {
     /// Recently resolved uuids (to tell AlreadyCommitted from UnknownTx).
     pub committed_uuids: FxHashSet<u64>,
     pub stats: EngineStats,
-    last_arrival: u64,
+    arrivals: ftl::ArrivalClock,
     /// GC victims whose live pages are copied, erased after the next root.
     gc_copied: Vec<BlockId>,
     /// When the last GC copy so far is on flash.
@@ -313,7 +313,7 @@ impl Engine {
             txs: Vec::new(),
             committed_uuids: FxHashSet::default(),
             stats: EngineStats::default(),
-            last_arrival: 0,
+            arrivals: ftl::ArrivalClock::starting_at(0),
             gc_copied: Vec::new(),
             gc_copies_end: 0,
             space,
@@ -339,13 +339,7 @@ impl Engine {
     }
 
     pub fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
-        if arrival < self.last_arrival {
-            return Err(FtlError::TimeWentBackwards {
-                arrival_ns: arrival,
-                previous_ns: self.last_arrival,
-            });
-        }
-        self.last_arrival = arrival;
+        self.arrivals.admit(arrival)?;
         Ok(())
     }
 
@@ -815,7 +809,7 @@ impl Engine {
         }
         if self.lpn_barrier.len() > 1 << 16 {
             // Barriers already passed by every later arrival are no longer needed.
-            let now = self.last_arrival;
+            let now = self.arrivals.last();
             self.lpn_barrier.retain(|_, &mut end| end > now);
         }
         self.committed_uuids.insert(tx.uuid.0);
@@ -1084,7 +1078,7 @@ impl Engine {
         let root_end = e.flush_root(t, true)?;
         e.barrier_ns = root_end;
         e.make_room(root_end)?;
-        e.last_arrival = 0;
+        e.arrivals = ftl::ArrivalClock::starting_at(0);
         let mut report = RecoveryReport::measure(&e.flash, &before, start);
         report.details = vec![
             ("ring_pages_read".into(), ring_pages_read as f64),

@@ -1,12 +1,12 @@
 //! `mobius replay`: a recorded block trace against any design, in simulated time.
 //!
 //! The trace (our `serve --trace` lines, blkparse text, MSRC CSV; plain or gzip) is loaded by
-//! the `trace` crate. Each request is one host request to the design, exactly as `mobius
-//! serve` would hand it over:
+//! the `trace` crate. Each request is one host request to the design through the same host
+//! layer `mobius serve` uses ([`host::Host`], docs/host.md):
 //!
 //! - a write covering part of a page reads its edge pages first (read-modify-write), then writes
 //!   the whole pages as one request; WRITE_ZEROES is split into writes of
-//!   [`SPLIT_CHUNK_PAGES`]; a FUA write is followed by a flush at its acknowledgement;
+//!   [`host::SPLIT_PAGES`]; a FUA write is followed by a flush at its acknowledgement;
 //! - a trim forgets the whole pages inside its range (split likewise);
 //! - pages carry content tags, not bytes (like `mobius bench`).
 //!
@@ -19,15 +19,13 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::path::PathBuf;
 
 use clap::Args;
-use flash::{Content, ContentTag, Flash, FlashStats, Lpn, OpCause};
-use ftl::{BlockDevice, DesignOptions, FtlError, PageOutcome};
+use flash::{Flash, FlashStats, OpCause};
+use ftl::{BlockDevice, DesignOptions};
 use hdrhistogram::Histogram;
+use host::{Host, HostError};
 use trace::{Format, Op, Request};
 
 use crate::device_args::DeviceArgs;
-
-/// Pages per FTL request when a trim or a write-zeroes is split (as `mobius serve` splits).
-pub const SPLIT_CHUNK_PAGES: u32 = 1024;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -80,7 +78,7 @@ pub enum ReplayError {
     Device {
         index: usize,
         op: Op,
-        source: FtlError,
+        source: HostError,
     },
 }
 
@@ -142,14 +140,6 @@ impl ReplayStats {
     }
 }
 
-/// Errors that stop a run (the same rule as the workload driver).
-fn fatal(e: &FtlError) -> bool {
-    matches!(
-        e,
-        FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) | FtlError::NoSpace
-    )
-}
-
 /// Replays `requests` on `dev`, starting at `start_ns`.
 pub fn replay(
     dev: &mut dyn BlockDevice,
@@ -158,19 +148,8 @@ pub fn replay(
     wrap: bool,
     start_ns: u64,
 ) -> Result<ReplayStats, ReplayError> {
-    let mut r = Replayer {
-        page_bytes: u64::from(dev.flash().geometry().page_bytes),
-        logical_pages: dev.logical_pages(),
-        dev,
-        wrap,
-        last_call_ns: start_ns,
-        next_write: 1,
-        pages: Vec::new(),
-        written: 0,
-        read: 0,
-        trims_ignored: 0,
-    };
-    let before = r.dev.flash().stats().clone();
+    let mut host = Host::new(dev, start_ns).tag_only();
+    let before = host.device().flash().stats().clone();
     let mut stats = ReplayStats {
         requests: 0,
         requests_by_op: BTreeMap::new(),
@@ -198,9 +177,10 @@ pub fn replay(
             }
         };
         last_arrival = arrival;
-        let ack = match r.execute(index, req, arrival) {
+        let ack = match execute(&mut host, wrap, index, req, arrival) {
             Ok(ack) => ack.max(arrival),
-            Err(ReplayError::Device { source, .. }) if !fatal(&source) => {
+            // Refused requests are counted and the run goes on (as the workload driver does).
+            Err(ReplayError::Device { source, .. }) if !source.is_fatal() => {
                 *stats.errors.entry(source.to_string()).or_default() += 1;
                 arrival
             }
@@ -212,156 +192,74 @@ pub fn replay(
         stats.latency_ns.saturating_record((ack - arrival).max(1));
         stats.end_ns = stats.end_ns.max(ack);
     }
-    stats.host_pages_written = r.written;
-    stats.host_pages_read = r.read;
-    stats.trims_ignored = r.trims_ignored;
-    stats.flash = r.dev.flash().stats().since(&before);
+    let asked = host.stats();
+    stats.host_pages_written = asked.pages_written;
+    stats.host_pages_read = asked.pages_read;
+    stats.trims_ignored = asked.trims_ignored;
+    stats.flash = host.device().flash().stats().since(&before);
     Ok(stats)
 }
 
-struct Replayer<'a> {
-    dev: &'a mut dyn BlockDevice,
-    page_bytes: u64,
-    logical_pages: u32,
+/// The request's byte range on the device (folded back if `wrap`).
+fn range<D: host::DeviceHandle>(
+    host: &Host<D>,
     wrap: bool,
-    /// Calls to the design never go back in time.
-    last_call_ns: u64,
-    next_write: u64,
-    pages: Vec<PageOutcome>,
-    written: u64,
-    read: u64,
-    trims_ignored: u64,
+    index: usize,
+    req: &Request,
+) -> Result<(u64, u64), ReplayError> {
+    let page_bytes = host.page_bytes();
+    let capacity_bytes = host.capacity_bytes();
+    let logical_pages = capacity_bytes / page_bytes;
+    let (offset, end) = (req.offset_bytes, req.end_bytes());
+    if end <= capacity_bytes {
+        return Ok((offset, end));
+    }
+    let first = offset / page_bytes;
+    let count = end.div_ceil(page_bytes) - first;
+    if !wrap || count > logical_pages {
+        return Err(ReplayError::OutOfRange {
+            index,
+            end_bytes: end,
+            capacity_bytes,
+        });
+    }
+    let folded = first % (logical_pages - count + 1);
+    let shift = (first - folded) * page_bytes;
+    Ok((offset - shift, end - shift))
 }
 
-impl Replayer<'_> {
-    fn at(&mut self, t: u64) -> u64 {
-        self.last_call_ns = self.last_call_ns.max(t);
-        self.last_call_ns
+/// One trace request through the host layer; its acknowledgement.
+fn execute<D: host::DeviceHandle>(
+    host: &mut Host<D>,
+    wrap: bool,
+    index: usize,
+    req: &Request,
+    arrival: u64,
+) -> Result<u64, ReplayError> {
+    let fail = |source| ReplayError::Device {
+        index,
+        op: req.op,
+        source,
+    };
+    if req.op == Op::Flush {
+        return host.flush(arrival).map_err(fail);
     }
-
-    /// The request's byte range on the device (folded back if `wrap`).
-    fn range(&self, index: usize, req: &Request) -> Result<(u64, u64), ReplayError> {
-        let capacity_bytes = u64::from(self.logical_pages) * self.page_bytes;
-        let (offset, end) = (req.offset_bytes, req.end_bytes());
-        if end <= capacity_bytes {
-            return Ok((offset, end));
-        }
-        let first = offset / self.page_bytes;
-        let count = end.div_ceil(self.page_bytes) - first;
-        if !self.wrap || count > u64::from(self.logical_pages) {
-            return Err(ReplayError::OutOfRange {
-                index,
-                end_bytes: end,
-                capacity_bytes,
-            });
-        }
-        let folded = first % (u64::from(self.logical_pages) - count + 1);
-        let shift = (first - folded) * self.page_bytes;
-        Ok((offset - shift, end - shift))
-    }
-
-    fn execute(&mut self, index: usize, req: &Request, arrival: u64) -> Result<u64, ReplayError> {
-        let fail = |source| ReplayError::Device {
-            index,
-            op: req.op,
-            source,
-        };
-        let mut ack = match req.op {
-            Op::Flush => {
-                let at = self.at(arrival);
-                self.dev.flush(at).map_err(fail)?.ack_ns
+    let (offset, end) = range(host, wrap, index, req)?;
+    let len = end - offset;
+    let done = match req.op {
+        Op::Flush => unreachable!("served above"),
+        Op::Read => host.read_range(offset, len, arrival),
+        Op::Write => host.write_tags(offset, len, req.fua, arrival),
+        Op::WriteZeroes => host.write_zeroes(offset, len, req.fua, arrival),
+        Op::Trim => host.trim(offset, len, arrival).and_then(|ack| {
+            if req.fua {
+                Ok(ack.max(host.flush(ack)?))
+            } else {
+                Ok(ack)
             }
-            Op::Read => {
-                let (offset, end) = self.range(index, req)?;
-                let first = offset / self.page_bytes;
-                let count = (end.div_ceil(self.page_bytes) - first) as u32;
-                let at = self.at(arrival);
-                let mut pages = std::mem::take(&mut self.pages);
-                let done = self.dev.read(Lpn(first as u32), count, at, &mut pages);
-                self.pages = pages;
-                self.read += u64::from(count);
-                done.map_err(fail)?.ack_ns
-            }
-            Op::Write => {
-                let (offset, end) = self.range(index, req)?;
-                self.write(offset, end, arrival).map_err(fail)?
-            }
-            Op::WriteZeroes => {
-                let (offset, end) = self.range(index, req)?;
-                let chunk = u64::from(SPLIT_CHUNK_PAGES) * self.page_bytes;
-                let (mut pos, mut ack) = (offset, arrival);
-                while pos < end {
-                    let next = ((pos / chunk + 1) * chunk).min(end);
-                    ack = ack.max(self.write(pos, next, arrival).map_err(fail)?);
-                    pos = next;
-                }
-                ack
-            }
-            Op::Trim => {
-                let (offset, end) = self.range(index, req)?;
-                let (first, last) = (offset.div_ceil(self.page_bytes), end / self.page_bytes);
-                let mut ack = arrival;
-                let mut lpn = first;
-                while lpn < last {
-                    let n = (last - lpn).min(u64::from(SPLIT_CHUNK_PAGES)) as u32;
-                    let at = self.at(arrival);
-                    match self.dev.trim(Lpn(lpn as u32), n, at) {
-                        Ok(done) => ack = ack.max(done.ack_ns),
-                        // As `mobius serve` does: a design without trim ignores it.
-                        Err(FtlError::Unsupported(_)) => {
-                            self.trims_ignored += 1;
-                            break;
-                        }
-                        Err(e) => return Err(fail(e)),
-                    }
-                    lpn += u64::from(n);
-                }
-                ack
-            }
-        };
-        if req.fua && req.op.modifies() {
-            let at = self.at(ack);
-            ack = ack.max(self.dev.flush(at).map_err(fail)?.ack_ns);
-        }
-        Ok(ack)
-    }
-
-    /// One write request over the pages of `[offset, end)`, reading partial edge pages first.
-    fn write(&mut self, offset: u64, end: u64, arrival: u64) -> Result<u64, FtlError> {
-        let pb = self.page_bytes;
-        let first = offset / pb;
-        let count = end.div_ceil(pb) - first;
-        let mut edges = Vec::with_capacity(2);
-        if !offset.is_multiple_of(pb) || (count == 1 && !end.is_multiple_of(pb)) {
-            edges.push(first);
-        }
-        if !end.is_multiple_of(pb) && (count > 1 || edges.is_empty()) {
-            edges.push(first + count - 1);
-        }
-        let mut ready = arrival;
-        for lpn in edges {
-            let at = self.at(arrival);
-            let mut pages = std::mem::take(&mut self.pages);
-            let done = self.dev.read(Lpn(lpn as u32), 1, at, &mut pages);
-            self.pages = pages;
-            self.read += 1;
-            ready = ready.max(done?.ack_ns);
-        }
-        let contents: Vec<Content> = (0..count)
-            .map(|i| {
-                let tag = ContentTag {
-                    lpn: (first + i) as u32,
-                    write: self.next_write,
-                };
-                self.next_write += 1;
-                Content::Tag(tag)
-            })
-            .collect();
-        let at = self.at(ready);
-        let done = self.dev.write(Lpn(first as u32), &contents, at)?;
-        self.written += count;
-        Ok(done.ack_ns)
-    }
+        }),
+    };
+    done.map_err(fail)
 }
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {

@@ -141,7 +141,7 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
     );
     let mut backend = FtlBackend::new(dev, start);
     if args.atomic_requests {
-        backend = backend.with_atomic_requests().map_err(anyhow::Error::msg)?;
+        backend = backend.with_atomic_requests()?;
         eprintln!(
             "mobius serve: atomic requests, at most {} bytes each",
             nbd::NbdBackend::max_payload_bytes(&backend)

@@ -18,110 +18,9 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     } else {
         10_000
     };
-    let mut rows = Vec::new();
-    let mut data = serde_json::Map::new();
-    let mut skipped = Vec::new();
-    let mut claims = Vec::new();
-    let total = ctx.designs.len() as u64;
-    for (i, d) in ctx.designs.iter().enumerate() {
-        let mut workload = match workload::WorkloadSpec::named(d.default_workload) {
-            Ok(w) => w,
-            Err(e) => {
-                skipped.push(format!("{}: {e}", d.name));
-                continue;
-            }
-        };
-        workload.requests = 3000;
-        workload.fill = 0.8;
-        let cfg = CampaignConfig {
-            design: d.clone(),
-            options: DesignOptions::default(),
-            device: flash::DeviceConfig::preset("small").expect("small preset"),
-            workload,
-            seed: ctx.seed,
-            crash_points: points,
-            torn: true,
-            exhaustive: false,
-            promise: d.promise,
-            threads: 2,
-            tag_only: true,
-        };
-        match run_campaign(&cfg, &|_, _| {}) {
-            Ok(r) => {
-                rows.push(vec![
-                    d.name.to_string(),
-                    r.promise.clone(),
-                    r.crash_points.to_string(),
-                    r.recovered.to_string(),
-                    r.violations.len().to_string(),
-                    fmt(r.recovery_flash_reads.mean),
-                    fmt(r.recovery_sim_ms.mean),
-                ]);
-                claims.push(kept_claim(d.name, &r));
-                data.insert(d.name.to_string(), r.to_json());
-            }
-            Err(e) => skipped.push(format!("{}: {e}", d.name)),
-        }
-        (ctx.progress)("campaigns", i as u64 + 1, total);
-    }
-    let mut control_rows = Vec::new();
-    for crashtest::soak::Control {
-        design: name,
-        params,
-        promise,
-        what,
-        ..
-    } in crashtest::soak::CONTROLS
-    {
-        let Some(d) = ctx.design(name) else {
-            skipped.push(format!("control {name}: design not built"));
-            continue;
-        };
-        let Ok(mut workload) = workload::WorkloadSpec::named(d.default_workload) else {
-            continue;
-        };
-        workload.requests = 3000;
-        workload.fill = 0.8;
-        let mut options = DesignOptions::default();
-        for (k, v) in params {
-            options = options.with(k, *v);
-        }
-        let cfg = CampaignConfig {
-            design: d.clone(),
-            options,
-            device: flash::DeviceConfig::preset("small").expect("small preset"),
-            workload,
-            seed: ctx.seed,
-            crash_points: points,
-            torn: true,
-            exhaustive: false,
-            promise,
-            threads: 2,
-            tag_only: true,
-        };
-        let label = if params.is_empty() {
-            name.to_string()
-        } else {
-            let p: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!("{name} ({})", p.join(", "))
-        };
-        match run_campaign(&cfg, &|_, _| {}) {
-            Ok(r) => {
-                let caught = !r.violations.is_empty();
-                control_rows.push(vec![
-                    label.clone(),
-                    what.to_string(),
-                    r.promise.clone(),
-                    r.crash_points.to_string(),
-                    r.violations.len().to_string(),
-                    if caught { "caught" } else { "**not caught**" }.to_string(),
-                ]);
-                claims.push(caught_claim(&label, &r));
-                data.insert(format!("control/{label}"), r.to_json());
-            }
-            Err(e) => skipped.push(format!("control {label}: {e}")),
-        }
-    }
+    let mut out = Collected::default();
+    let rows = design_campaigns(ctx, points, &mut out);
+    let control_rows = control_campaigns(ctx, points, &mut out);
     ExperimentResult {
         id: "campaigns",
         title: "6. Crash campaign summary".into(),
@@ -136,11 +35,126 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             rows: control_rows,
         }],
         figures: Vec::new(),
-        claims,
-        data: serde_json::Value::Object(data),
-        skipped,
+        claims: out.claims,
+        data: serde_json::Value::Object(out.data),
+        skipped: out.skipped,
         host: Some(flash::DeviceConfig::preset("small").expect("small preset").host),
     }
+}
+
+/// What the campaigns give besides their table rows.
+#[derive(Default)]
+struct Collected {
+    data: serde_json::Map<String, serde_json::Value>,
+    skipped: Vec<String>,
+    claims: Vec<Claim>,
+}
+
+/// A campaign of `d` on the `small` preset: its default workload (3,000 requests after an
+/// 80 % fill), `points` torn crash instants, judged against `promise`.
+fn campaign_config(
+    ctx: &Context,
+    d: &ftl::DesignSpec,
+    options: DesignOptions,
+    promise: ftl::Promise,
+    points: usize,
+) -> Result<CampaignConfig, workload::WorkloadError> {
+    let mut workload = workload::WorkloadSpec::named(d.default_workload)?;
+    workload.requests = 3000;
+    workload.fill = 0.8;
+    Ok(CampaignConfig {
+        design: d.clone(),
+        options,
+        device: flash::DeviceConfig::preset("small").expect("small preset"),
+        workload,
+        seed: ctx.seed,
+        crash_points: points,
+        torn: true,
+        exhaustive: false,
+        promise,
+        threads: 2,
+        tag_only: true,
+    })
+}
+
+/// Every design judged against its own promise: one table row each.
+fn design_campaigns(ctx: &Context, points: usize, out: &mut Collected) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let total = ctx.designs.len() as u64;
+    for (i, d) in ctx.designs.iter().enumerate() {
+        let report = match campaign_config(ctx, d, DesignOptions::default(), d.promise, points) {
+            Ok(cfg) => run_campaign(&cfg, &|_, _| {}).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match report {
+            Ok(r) => {
+                rows.push(vec![
+                    d.name.to_string(),
+                    r.promise.clone(),
+                    r.crash_points.to_string(),
+                    r.recovered.to_string(),
+                    r.violations.len().to_string(),
+                    fmt(r.recovery_flash_reads.mean),
+                    fmt(r.recovery_sim_ms.mean),
+                ]);
+                out.claims.push(kept_claim(d.name, &r));
+                out.data.insert(d.name.to_string(), r.to_json());
+            }
+            Err(e) => out.skipped.push(format!("{}: {e}", d.name)),
+        }
+        (ctx.progress)("campaigns", i as u64 + 1, total);
+    }
+    rows
+}
+
+/// The negative controls (`crashtest::soak::CONTROLS`): weaker designs judged against a
+/// stronger promise, each of which must be caught.
+fn control_campaigns(ctx: &Context, points: usize, out: &mut Collected) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for crashtest::soak::Control {
+        design: name,
+        params,
+        promise,
+        what,
+        ..
+    } in crashtest::soak::CONTROLS
+    {
+        let Some(d) = ctx.design(name) else {
+            out.skipped
+                .push(format!("control {name}: design not built"));
+            continue;
+        };
+        let mut options = DesignOptions::default();
+        for (k, v) in params {
+            options = options.with(k, *v);
+        }
+        let Ok(cfg) = campaign_config(ctx, d, options, promise, points) else {
+            continue;
+        };
+        let label = if params.is_empty() {
+            name.to_string()
+        } else {
+            let p: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("{name} ({})", p.join(", "))
+        };
+        match run_campaign(&cfg, &|_, _| {}) {
+            Ok(r) => {
+                let caught = !r.violations.is_empty();
+                rows.push(vec![
+                    label.clone(),
+                    what.to_string(),
+                    r.promise.clone(),
+                    r.crash_points.to_string(),
+                    r.violations.len().to_string(),
+                    if caught { "caught" } else { "**not caught**" }.to_string(),
+                ]);
+                out.claims.push(caught_claim(&label, &r));
+                out.data.insert(format!("control/{label}"), r.to_json());
+            }
+            Err(e) => out.skipped.push(format!("control {label}: {e}")),
+        }
+    }
+    rows
 }
 
 /// A design's own campaign: every crash image keeps its promise.

@@ -218,7 +218,30 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         .device("jasmine")
         .map(|c| c.geometry.page_bytes)
         .unwrap_or(4096) as f64;
-    // latency[pattern][mode][size]
+    let latency = measure_all(ctx, &mut skipped);
+    for (p, pattern) in ["random", "sequential"].into_iter().enumerate() {
+        let (table, pattern_figures) =
+            pattern_report(ctx, pattern, &latency[p], page_bytes, &mut data);
+        tables.push(table);
+        figures.extend(pattern_figures);
+    }
+    let claims = claims(&latency, page_bytes);
+    ExperimentResult {
+        id: "micro",
+        title: "1. Möbius vs DFTL, micro (Möbius Figs. 7 and 8)".into(),
+        description: "Compound writes of 32–256 pages, random within 5 GB and sequential, one at a time on an idle 64 GB `jasmine` device. DFTL single = one synchronous single-page write after another; DFTL batched = all pages submitted at once; Möbius S-SWRITE / A-SWRITE = one static transaction; DWRITE = HEAD..REAR, each page waiting for the previous acknowledgement.".into(),
+        tables,
+        figures,
+        claims,
+        data: serde_json::Value::Object(data),
+        skipped,
+        host: ctx.device("jasmine").ok().map(|c| c.host),
+    }
+}
+
+/// Mean latency in ns, `latency[pattern][mode][size]` (pattern 0 random, 1 sequential); NaN
+/// where a mode's design is not built or a measurement failed (named in `skipped`).
+fn measure_all(ctx: &Context, skipped: &mut Vec<String>) -> Vec<Vec<Vec<f64>>> {
     let mut latency = vec![vec![vec![f64::NAN; SIZES.len()]; Mode::ALL.len()]; 2];
     let total_steps = (2 * Mode::ALL.len() * SIZES.len()) as u64;
     let mut step = 0;
@@ -245,95 +268,91 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             }
         }
     }
-    for (p, pattern) in ["random", "sequential"].into_iter().enumerate() {
-        let mut rows = Vec::new();
-        let mut lat_series = Vec::new();
-        let mut bw_series = Vec::new();
-        for (m, mode) in Mode::ALL.into_iter().enumerate() {
-            if latency[p][m].iter().all(|v| !v.is_finite()) {
-                continue;
-            }
-            let lat_ms: Vec<f64> = latency[p][m].iter().map(|ns| ns / 1e6).collect();
-            let bw: Vec<f64> = SIZES
-                .iter()
-                .zip(&latency[p][m])
-                .map(|(&n, ns)| n as f64 * page_bytes / (ns / 1e9) / 1e6)
-                .collect();
-            rows.push(
-                std::iter::once(mode.label().to_string())
-                    .chain(
-                        lat_ms
-                            .iter()
-                            .zip(&bw)
-                            .map(|(l, b)| format!("{} ms / {} MB/s", fmt(*l), fmt(*b))),
-                    )
-                    .collect(),
-            );
-            data.insert(
-                format!("{pattern}/{}", mode.label()),
-                serde_json::json!({ "pages": SIZES, "latency_ms": lat_ms, "bandwidth_mb_s": bw }),
-            );
-            lat_series.push(Series {
-                name: mode.label().into(),
-                points: SIZES
-                    .iter()
-                    .map(|&n| n as f64)
-                    .zip(lat_ms.iter().copied())
-                    .collect(),
-            });
-            bw_series.push(Series {
-                name: mode.label().into(),
-                points: SIZES
-                    .iter()
-                    .map(|&n| n as f64)
-                    .zip(bw.iter().copied())
-                    .collect(),
-            });
+    latency
+}
+
+/// One access pattern's table and its two figures (Figs. 7 and 8); its data under `data`.
+fn pattern_report(
+    ctx: &Context,
+    pattern: &str,
+    latency: &[Vec<f64>],
+    page_bytes: f64,
+    data: &mut serde_json::Map<String, serde_json::Value>,
+) -> (Table, [Figure; 2]) {
+    let mut rows = Vec::new();
+    let mut lat_series = Vec::new();
+    let mut bw_series = Vec::new();
+    let along_sizes = |ys: &[f64]| -> Vec<(f64, f64)> {
+        SIZES
+            .iter()
+            .map(|&n| n as f64)
+            .zip(ys.iter().copied())
+            .collect()
+    };
+    for (m, mode) in Mode::ALL.into_iter().enumerate() {
+        if latency[m].iter().all(|v| !v.is_finite()) {
+            continue;
         }
-        tables.push(Table {
-            caption: format!("Compound write latency / bandwidth, {pattern} pages (mean of {} iterations, jasmine preset, simulated time)", ctx.scale.micro_iterations()),
-            header: std::iter::once("mode".to_string()).chain(SIZES.iter().map(|n| format!("{n} pages"))).collect(),
-            rows,
+        let lat_ms: Vec<f64> = latency[m].iter().map(|ns| ns / 1e6).collect();
+        let bw: Vec<f64> = SIZES
+            .iter()
+            .zip(&latency[m])
+            .map(|(&n, ns)| n as f64 * page_bytes / (ns / 1e9) / 1e6)
+            .collect();
+        rows.push(
+            std::iter::once(mode.label().to_string())
+                .chain(
+                    lat_ms
+                        .iter()
+                        .zip(&bw)
+                        .map(|(l, b)| format!("{} ms / {} MB/s", fmt(*l), fmt(*b))),
+                )
+                .collect(),
+        );
+        data.insert(
+            format!("{pattern}/{}", mode.label()),
+            serde_json::json!({ "pages": SIZES, "latency_ms": lat_ms, "bandwidth_mb_s": bw }),
+        );
+        lat_series.push(Series {
+            name: mode.label().into(),
+            points: along_sizes(&lat_ms),
         });
-        figures.push(Figure {
+        bw_series.push(Series {
+            name: mode.label().into(),
+            points: along_sizes(&bw),
+        });
+    }
+    let table = Table {
+        caption: format!("Compound write latency / bandwidth, {pattern} pages (mean of {} iterations, jasmine preset, simulated time)", ctx.scale.micro_iterations()),
+        header: std::iter::once("mode".to_string()).chain(SIZES.iter().map(|n| format!("{n} pages"))).collect(),
+        rows,
+    };
+    let chart = |title: String, y_label: &str, series| LineChart {
+        title,
+        x_label: "pages per compound write".into(),
+        y_label: y_label.into(),
+        log_x: true,
+        log_y: false,
+        series,
+    };
+    let figures = [
+        Figure {
             file: format!("fig7_latency_{pattern}.svg"),
             caption: format!("Möbius Fig. 7 — compound write latency, {pattern}"),
-            svg: LineChart {
-                title: format!("Write latency ({pattern})"),
-                x_label: "pages per compound write".into(),
-                y_label: "latency (ms)".into(),
-                log_x: true,
-                log_y: false,
-                series: lat_series,
-            }
+            svg: chart(
+                format!("Write latency ({pattern})"),
+                "latency (ms)",
+                lat_series,
+            )
             .to_svg(),
-        });
-        figures.push(Figure {
+        },
+        Figure {
             file: format!("fig8_bandwidth_{pattern}.svg"),
             caption: format!("Möbius Fig. 8 — compound write bandwidth, {pattern}"),
-            svg: LineChart {
-                title: format!("Write bandwidth ({pattern})"),
-                x_label: "pages per compound write".into(),
-                y_label: "MB/s".into(),
-                log_x: true,
-                log_y: false,
-                series: bw_series,
-            }
-            .to_svg(),
-        });
-    }
-    let claims = claims(&latency, page_bytes);
-    ExperimentResult {
-        id: "micro",
-        title: "1. Möbius vs DFTL, micro (Möbius Figs. 7 and 8)".into(),
-        description: "Compound writes of 32–256 pages, random within 5 GB and sequential, one at a time on an idle 64 GB `jasmine` device. DFTL single = one synchronous single-page write after another; DFTL batched = all pages submitted at once; Möbius S-SWRITE / A-SWRITE = one static transaction; DWRITE = HEAD..REAR, each page waiting for the previous acknowledgement.".into(),
-        tables,
-        figures,
-        claims,
-        data: serde_json::Value::Object(data),
-        skipped,
-        host: ctx.device("jasmine").ok().map(|c| c.host),
-    }
+            svg: chart(format!("Write bandwidth ({pattern})"), "MB/s", bw_series).to_svg(),
+        },
+    ];
+    (table, figures)
 }
 
 /// The platform ceiling the Möbius paper's OpenSSD board reached (§V-A, Fig. 8: "about 95MB/s").

@@ -328,62 +328,21 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             step += ZONES_GB.len() as u64;
             continue;
         }
-        let mut reads = Vec::new();
-        let mut rebuild = Vec::new();
-        for (z, &gb) in ZONES_GB.iter().enumerate() {
-            match measure(ctx, s, gb, false) {
-                Ok(r) => {
-                    ms[i][z] = r.ms;
-                    full[i][z] = r.ms + r.rebuild_ms;
-                    reads.push(r.reads);
-                    rebuild.push((r.rebuild_ms, r.rebuild_reads));
-                }
-                Err(e) => {
-                    skipped.push(format!("{} at {gb} GB: {e}", s.label));
-                    reads.push(0);
-                    rebuild.push((f64::NAN, 0));
-                }
-            }
-            step += 1;
-            (ctx.progress)("recovery", step, total);
-        }
-        rows.push(
-            std::iter::once(s.label.to_string())
-                .chain(
-                    ms[i]
-                        .iter()
-                        .zip(&reads)
-                        .map(|(t, r)| format!("{} ms ({r} reads)", fmt(*t))),
-                )
-                .collect(),
-        );
-        if rebuild.iter().any(|r| r.1 > 0) {
-            rebuild_rows.push(
-                std::iter::once(format!("{} + validity rebuild", s.label))
-                    .chain(
-                        full[i]
-                            .iter()
-                            .zip(&reads)
-                            .zip(&rebuild)
-                            .map(|((t, r), b)| format!("{} ms ({} reads)", fmt(*t), r + b.1)),
-                    )
-                    .collect(),
-            );
-        }
-        let rebuild_ms: Vec<f64> = rebuild.iter().map(|r| r.0).collect();
-        data.insert(
-            s.label.into(),
-            serde_json::json!({ "zone_gb": ZONES_GB, "recovery_ms": ms[i], "flash_reads": reads,
-                "validity_rebuild_ms": rebuild_ms, "recovery_with_rebuild_ms": full[i] }),
-        );
+        let curve = measure_zones(ctx, s, &mut step, total, &mut skipped);
+        let (row, rebuild_row) = curve.rows(s);
+        rows.push(row);
+        rebuild_rows.extend(rebuild_row);
+        data.insert(s.label.into(), curve.to_json());
         series.push(Series {
             name: s.label.into(),
             points: ZONES_GB
                 .iter()
                 .copied()
-                .zip(ms[i].iter().copied())
+                .zip(curve.ms.iter().copied())
                 .collect(),
         });
+        ms[i] = curve.ms;
+        full[i] = curve.full;
     }
     rows.extend(rebuild_rows);
     let (worst, worst_eval) = if ctx.design(SUBJECTS[0].design).is_some() {
@@ -418,6 +377,85 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
+    }
+}
+
+/// One subject's recovery at every zone size (NaN where a measurement failed, named in
+/// `skipped`).
+struct ZoneCurve {
+    ms: Vec<f64>,
+    /// `ms` plus the page-validity rebuild.
+    full: Vec<f64>,
+    reads: Vec<u64>,
+    /// (ms, reads) of the validity rebuild.
+    rebuild: Vec<(f64, u64)>,
+}
+
+fn measure_zones(
+    ctx: &Context,
+    s: &Subject,
+    step: &mut u64,
+    total: u64,
+    skipped: &mut Vec<String>,
+) -> ZoneCurve {
+    let mut curve = ZoneCurve {
+        ms: Vec::new(),
+        full: Vec::new(),
+        reads: Vec::new(),
+        rebuild: Vec::new(),
+    };
+    for &gb in ZONES_GB.iter() {
+        match measure(ctx, s, gb, false) {
+            Ok(r) => {
+                curve.ms.push(r.ms);
+                curve.full.push(r.ms + r.rebuild_ms);
+                curve.reads.push(r.reads);
+                curve.rebuild.push((r.rebuild_ms, r.rebuild_reads));
+            }
+            Err(e) => {
+                skipped.push(format!("{} at {gb} GB: {e}", s.label));
+                curve.ms.push(f64::NAN);
+                curve.full.push(f64::NAN);
+                curve.reads.push(0);
+                curve.rebuild.push((f64::NAN, 0));
+            }
+        }
+        *step += 1;
+        (ctx.progress)("recovery", *step, total);
+    }
+    curve
+}
+
+impl ZoneCurve {
+    /// The subject's table row, and a second one with the validity rebuild counted when the
+    /// design has one.
+    fn rows(&self, s: &Subject) -> (Vec<String>, Option<Vec<String>>) {
+        let row = std::iter::once(s.label.to_string())
+            .chain(
+                self.ms
+                    .iter()
+                    .zip(&self.reads)
+                    .map(|(t, r)| format!("{} ms ({r} reads)", fmt(*t))),
+            )
+            .collect();
+        let rebuild_row = self.rebuild.iter().any(|r| r.1 > 0).then(|| {
+            std::iter::once(format!("{} + validity rebuild", s.label))
+                .chain(
+                    self.full
+                        .iter()
+                        .zip(&self.reads)
+                        .zip(&self.rebuild)
+                        .map(|((t, r), b)| format!("{} ms ({} reads)", fmt(*t), r + b.1)),
+                )
+                .collect()
+        });
+        (row, rebuild_row)
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let rebuild_ms: Vec<f64> = self.rebuild.iter().map(|r| r.0).collect();
+        serde_json::json!({ "zone_gb": ZONES_GB, "recovery_ms": self.ms, "flash_reads": self.reads,
+            "validity_rebuild_ms": rebuild_ms, "recovery_with_rebuild_ms": self.full })
     }
 }
 

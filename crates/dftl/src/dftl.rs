@@ -146,7 +146,7 @@ pub struct Dftl {
     ckpt_seq: u64,
     ckpt_log: (u32, u32),
     opened_at_ckpt: u64,
-    last_arrival: u64,
+    arrivals: ftl::ArrivalClock,
     /// The newest translation-page read (tvpn, page read, when its data is in DRAM): a miss on
     /// that page while the read is still in flight waits for it instead of reading the page a
     /// second time (a controller does not issue two reads of one page at once).
@@ -222,7 +222,7 @@ impl Dftl {
             ckpt_seq: 0,
             ckpt_log: (0, 0),
             opened_at_ckpt: 0,
-            last_arrival: 0,
+            arrivals: ftl::ArrivalClock::starting_at(0),
             tp_read_in_flight: None,
             gc_low_blocks,
             stats: Counters::default(),
@@ -548,13 +548,7 @@ impl Dftl {
     }
 
     fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
-        if arrival < self.last_arrival {
-            return Err(FtlError::TimeWentBackwards {
-                arrival_ns: arrival,
-                previous_ns: self.last_arrival,
-            });
-        }
-        self.last_arrival = arrival;
+        self.arrivals.admit(arrival)?;
         Ok(())
     }
 
@@ -1184,7 +1178,7 @@ impl Dftl {
         d.log_pages_since_ckpt = log_seq - ck.log_seq;
         d.rebuild_space(&ck, &list, &found)?;
         let now = d.flash.idle_ns();
-        d.last_arrival = start;
+        d.arrivals = ftl::ArrivalClock::starting_at(start);
         // Persist what the scan found, then a fresh checkpoint, before serving. The translation
         // pages to write back may need more blocks than are free: blocks GC erased after the
         // checkpoint come back as full blocks with nothing valid, so GC runs first (the

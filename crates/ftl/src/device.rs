@@ -327,6 +327,57 @@ impl DesignSpec {
     }
 }
 
+/// The instant of the last request a design took. Arrivals never go back in time (the
+/// contract of [`BlockDevice`]; the host layer keeps it): every design admits each request
+/// through its clock and refuses one that arrives earlier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArrivalClock(u64);
+
+impl ArrivalClock {
+    /// A clock whose next request may arrive at `ns` or later (after a format or recovery).
+    pub fn starting_at(ns: u64) -> ArrivalClock {
+        ArrivalClock(ns)
+    }
+
+    /// The last arrival admitted.
+    pub fn last(&self) -> u64 {
+        self.0
+    }
+
+    /// Admits a request arriving at `arrival_ns`; `TimeWentBackwards` if it is earlier than
+    /// the last one.
+    pub fn admit(&mut self, arrival_ns: u64) -> Result<(), FtlError> {
+        if arrival_ns < self.0 {
+            return Err(FtlError::TimeWentBackwards {
+                arrival_ns,
+                previous_ns: self.0,
+            });
+        }
+        self.0 = arrival_ns;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod arrival_tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_arrival_is_refused_and_leaves_the_clock() {
+        let mut clock = ArrivalClock::starting_at(100);
+        assert!(clock.admit(100).is_ok());
+        assert!(clock.admit(250).is_ok());
+        assert_eq!(
+            clock.admit(249),
+            Err(FtlError::TimeWentBackwards {
+                arrival_ns: 249,
+                previous_ns: 250
+            })
+        );
+        assert_eq!(clock.last(), 250);
+    }
+}
+
 /// Checks that `[start, start+count)` lies inside the device and is not empty.
 pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), FtlError> {
     if count == 0 {

@@ -19,8 +19,9 @@ pub mod validity;
 
 pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState};
 pub use device::{
-    check_range, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag, PageOutcome,
-    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,
+    check_range, ArrivalClock, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag,
+    PageOutcome, RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
+    ACK_DEFERRED,
 };
 pub use error::{FtlError, TxUuid};
 pub use host_interface::{HostLink, HostLinked};

@@ -181,7 +181,7 @@ pub struct Mobius {
     // GC protection (§IV-D).
     pub(crate) pins: Vec<u32>,
     pub(crate) unpinned_at: Vec<u64>,
-    pub(crate) last_arrival: u64,
+    pub(crate) arrivals: ftl::ArrivalClock,
     pub(crate) ready_ns: u64,
     /// False between recovery and the rebuild of page validity from the translation pages.
     pub(crate) validity_ready: bool,
@@ -306,7 +306,7 @@ impl Mobius {
             announced_id: 0,
             announce_end: 0,
             announce_written: false,
-            last_arrival: 0,
+            arrivals: ftl::ArrivalClock::starting_at(0),
             ready_ns: 0,
             validity_ready: true,
             committed: 0,
@@ -1086,13 +1086,7 @@ impl Mobius {
     }
 
     fn check_arrival(&mut self, arrival: u64) -> Result<u64, FtlError> {
-        if arrival < self.last_arrival {
-            return Err(FtlError::TimeWentBackwards {
-                arrival_ns: arrival,
-                previous_ns: self.last_arrival,
-            });
-        }
-        self.last_arrival = arrival;
+        self.arrivals.admit(arrival)?;
         Ok(arrival.max(self.ready_ns))
     }
 
@@ -2336,7 +2330,7 @@ impl Transactional for Mobius {
     }
     /// Merged small transactions (§IV-E) complete when their group's inode is written.
     fn take_completions(&mut self, now_ns: u64) -> Result<Vec<(TxUuid, TxCompletion)>, FtlError> {
-        let now = now_ns.max(self.last_arrival);
+        let now = now_ns.max(self.arrivals.last());
         self.settle_group(now, false)?;
         Ok(std::mem::take(&mut self.deferred_done))
     }

@@ -108,7 +108,7 @@ impl Mobius {
         m.mark_written_blocks();
         let end = m.write_resolution(&scan, &res, &chain, start)?;
         m.ready_ns = end.max(m.flash.idle_ns());
-        m.last_arrival = start;
+        m.arrivals = ftl::ArrivalClock::starting_at(start);
         let mut r = RecoveryReport::measure(&m.flash, &before, start);
         // Background: page validity for GC, from every translation page, issued once the
         // device is ready (the reads occupy the chips after `ready_ns`, competing with the host).

@@ -32,6 +32,7 @@
 //!   vanishes ends the connection with a [`ServerError`]; nothing panics, and a write whose
 //!   payload is cut short never reaches the backend.
 
+pub mod ftl_backend;
 pub mod memory;
 pub mod protocol;
 pub mod server;

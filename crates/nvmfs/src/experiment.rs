@@ -15,17 +15,16 @@
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
 use crate::ssd::create_ssd;
-use flash::{Content, DeviceConfig, FlashStats, Lpn, OpCause};
-use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, PageOutcome};
-use nbd::{BackendError, NbdBackend};
+use flash::{DeviceConfig, FlashStats, OpCause};
+use ftl::{DesignOptions, DesignSpec};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why one file system's run could not be measured: the report shows it as "skipped" with this
@@ -439,148 +438,6 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
 
 // ------------------------------------------------------------------ kernel file systems over NBD
 
-/// The emulated SSD as an NBD export, shared so counters can be read while it serves. Each
-/// request is one FTL request; partial pages are read-modify-written.
-struct SharedDevice {
-    dev: Arc<Mutex<Box<dyn BlockDevice>>>,
-    page_bytes: u64,
-    now_ns: u64,
-    pages_written: Arc<AtomicU64>,
-}
-
-fn backend_error(e: FtlError) -> BackendError {
-    match e {
-        FtlError::LpnOutOfRange { .. } => BackendError::OutOfRange,
-        FtlError::NoSpace => BackendError::NoSpace,
-        other => BackendError::Io(other.to_string()),
-    }
-}
-
-impl SharedDevice {
-    fn read_pages(&mut self, first: u64, count: u64) -> Result<Vec<u8>, BackendError> {
-        let mut out = Vec::new();
-        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
-        let mut pages: Vec<PageOutcome> = Vec::new();
-        let c = dev
-            .read(Lpn(first as u32), count as u32, self.now_ns, &mut pages)
-            .map_err(backend_error)?;
-        self.now_ns = self.now_ns.max(c.ack_ns);
-        for p in &pages {
-            match p {
-                PageOutcome::Data(c) => {
-                    out.extend_from_slice(&c.to_page_bytes(self.page_bytes as usize))
-                }
-                PageOutcome::Unwritten => out.resize(out.len() + self.page_bytes as usize, 0),
-                PageOutcome::Uncorrectable => {
-                    return Err(BackendError::Io("uncorrectable flash page".into()))
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl NbdBackend for SharedDevice {
-    fn size_bytes(&self) -> u64 {
-        let dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
-        dev.logical_pages() as u64 * self.page_bytes
-    }
-    fn preferred_block_size(&self) -> u32 {
-        self.page_bytes as u32
-    }
-    fn multi_conn_safe(&self) -> bool {
-        false
-    }
-    fn read(&mut self, offset: u64, buf: &mut [u8], _arrival_ns: u64) -> Result<u64, BackendError> {
-        if buf.is_empty() {
-            return Ok(self.now_ns);
-        }
-        let pb = self.page_bytes;
-        let first = offset / pb;
-        let last = (offset + buf.len() as u64).div_ceil(pb);
-        let data = self.read_pages(first, last - first)?;
-        let head = (offset % pb) as usize;
-        buf.copy_from_slice(&data[head..head + buf.len()]);
-        Ok(self.now_ns)
-    }
-    fn write(
-        &mut self,
-        offset: u64,
-        data: &[u8],
-        fua: bool,
-        _arrival_ns: u64,
-    ) -> Result<u64, BackendError> {
-        if data.is_empty() {
-            return Ok(self.now_ns);
-        }
-        let pb = self.page_bytes;
-        let first = offset / pb;
-        let last = (offset + data.len() as u64).div_ceil(pb);
-        let head = (offset % pb) as usize;
-        let mut buf = if head != 0 || !data.len().is_multiple_of(pb as usize) {
-            self.read_pages(first, last - first)?
-        } else {
-            vec![0u8; data.len()]
-        };
-        buf[head..head + data.len()].copy_from_slice(data);
-        let contents: Vec<Content> = buf
-            .chunks(pb as usize)
-            .map(|c| Content::Bytes(c.into()))
-            .collect();
-        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
-        let c = dev
-            .write(Lpn(first as u32), &contents, self.now_ns)
-            .map_err(backend_error)?;
-        self.now_ns = self.now_ns.max(c.ack_ns);
-        self.pages_written
-            .fetch_add(last - first, Ordering::Relaxed);
-        if fua {
-            let c = dev.flush(self.now_ns).map_err(backend_error)?;
-            self.now_ns = self.now_ns.max(c.ack_ns);
-        }
-        Ok(self.now_ns)
-    }
-    fn flush(&mut self, _arrival_ns: u64) -> Result<u64, BackendError> {
-        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
-        let c = dev.flush(self.now_ns).map_err(backend_error)?;
-        self.now_ns = self.now_ns.max(c.ack_ns);
-        Ok(self.now_ns)
-    }
-    fn trim(&mut self, offset: u64, len: u64, _arrival_ns: u64) -> Result<u64, BackendError> {
-        let pb = self.page_bytes;
-        let first = offset.div_ceil(pb);
-        let end = (offset + len) / pb;
-        let mut dev = self.dev.lock().unwrap_or_else(|p| p.into_inner());
-        let mut lpn = first;
-        while lpn < end {
-            let n = (end - lpn).min(1024);
-            match dev.trim(Lpn(lpn as u32), n as u32, self.now_ns) {
-                Ok(c) => self.now_ns = self.now_ns.max(c.ack_ns),
-                Err(FtlError::Unsupported(_)) => break,
-                Err(e) => return Err(backend_error(e)),
-            }
-            lpn += n;
-        }
-        Ok(self.now_ns)
-    }
-    fn write_zeroes(
-        &mut self,
-        offset: u64,
-        len: u64,
-        fua: bool,
-        arrival_ns: u64,
-    ) -> Result<u64, BackendError> {
-        let pb = self.page_bytes;
-        let mut at = offset;
-        while at < offset + len {
-            let n = (offset + len - at).min(256 * pb);
-            self.write(at, &vec![0u8; n as usize], fua, arrival_ns)?;
-            at += n;
-        }
-        Ok(self.now_ns)
-    }
-}
-
 fn sh(cmd: &mut Command) -> Result<String> {
     let failed = |cmd: &Command, reason: String| ExperimentError::Command {
         command: format!("{cmd:?}"),
@@ -680,11 +537,8 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     kernel_fs_available(kind)?;
     let dir = opts.work_dir.join(format!("{kind}-{}", w.name()));
     let _ = std::fs::remove_dir_all(&dir);
-    let fuse_dir = dir.join("nbd");
     let mnt = dir.join("mnt");
-    for d in [&fuse_dir, &mnt] {
-        std::fs::create_dir_all(d).map_err(ExperimentError::from)?;
-    }
+    std::fs::create_dir_all(&mnt).map_err(ExperimentError::from)?;
     let dev = create_ssd(
         &dir.join("ssd.img"),
         &opts.config,
@@ -692,29 +546,67 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         &DesignOptions::default(),
     )
     .map_err(ExperimentError::from)?;
-    let page_bytes = dev.flash().geometry().page_bytes as u64;
-    let bytes = dev.logical_pages() as u64 * page_bytes;
+    let bytes = dev.logical_pages() as u64 * dev.flash().geometry().page_bytes as u64;
     if kind == "xfs" && bytes <= 300 << 20 {
         return Err(ExperimentError::Unavailable(format!(
             "xfs needs more than 300 MiB; this SSD exports {} MiB",
             bytes >> 20
         )));
     }
-    let shared = Arc::new(Mutex::new(dev));
-    let pages_written = Arc::new(AtomicU64::new(0));
-    let backend = SharedDevice {
-        dev: Arc::clone(&shared),
-        page_bytes,
-        now_ns: 0,
-        pages_written: Arc::clone(&pages_written),
+    let (mut stack, server) = export_as_loop_device(&dir, dev)?;
+    let loop_dev = stack
+        .loop_dev
+        .clone()
+        .expect("attached by export_as_loop_device");
+    match kind {
+        "ext4" => sh(Command::new("mkfs.ext4").args(["-q", "-F", "-b", "4096", &loop_dev]))?,
+        "xfs" => sh(Command::new("mkfs.xfs").args(["-q", "-f", &loop_dev]))?,
+        other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
     };
+    sh(Command::new("mount").arg(&loop_dev).arg(&mnt))?;
+    stack.mnt = Some(mnt.clone());
+    // Flash counters and the pages the file system had written, read under the server's lock.
+    let counters = || {
+        server.with_backend(|b| {
+            let flash = b.device_mut().flash().stats().clone();
+            (flash, b.host_stats().pages_written)
+        })
+    };
+    let _ = sh(&mut Command::new("sync"));
+    let (before, written_before) = counters();
+    let app = drive(&mut DirFiles(mnt.clone()), w, opts.seed)?;
+    stack.unmount_fs()?;
+    let (after, written_after) = counters();
+    let d = after.since(&before);
+    let ssd_pages = written_after - written_before;
+    drop(stack);
+    let ppb = opts.config.geometry.pages_per_block as u64;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(flash_run(kind, w, app, ssd_pages, &d, ppb))
+}
+
+type SsdServer = nbd::server::Server<nbd::ftl_backend::FtlBackend>;
+
+/// Exports the SSD exactly as `mobius serve` exports it (the one host layer, through NBD),
+/// and attaches the export as a loop device (`nbdfuse`, `losetup --direct-io=on`). The server
+/// is shared so its counters can be read while it serves.
+fn export_as_loop_device(
+    dir: &Path,
+    dev: Box<dyn ftl::BlockDevice>,
+) -> Result<(KernelStack, Arc<SsdServer>)> {
+    let fuse_dir = dir.join("nbd");
+    std::fs::create_dir_all(&fuse_dir).map_err(ExperimentError::from)?;
+    let backend = nbd::ftl_backend::FtlBackend::new(dev, 0);
     let shutdown = Arc::new(AtomicBool::new(false));
-    let server = nbd::server::Server::new(backend, nbd::server::ServerConfig::default())
-        .with_shutdown_flag(Arc::clone(&shutdown));
+    let server = Arc::new(
+        nbd::server::Server::new(backend, nbd::server::ServerConfig::default())
+            .with_shutdown_flag(Arc::clone(&shutdown)),
+    );
     let sock = dir.join("nbd.sock");
     let listen = nbd::transport::Listen::Unix(sock.clone());
+    let serving = Arc::clone(&server);
     let thread = std::thread::spawn(move || {
-        let _ = server.serve(&listen);
+        let _ = serving.serve(&listen);
     });
     let mut stack = KernelStack {
         shutdown,
@@ -724,12 +616,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         loop_dev: None,
         mnt: None,
     };
-    for _ in 0..200 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for(200, Duration::from_millis(10), || sock.exists());
     let uri = format!("nbd+unix:///?socket={}", sock.display());
     stack.nbdfuse = Some(
         Command::new("nbdfuse")
@@ -745,15 +632,8 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
             })?,
     );
     let nbd_file = fuse_dir.join("nbd");
-    let mut ready = false;
-    for _ in 0..400 {
-        if std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0) {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    if !ready {
+    let up = || std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0);
+    if !wait_for(400, Duration::from_millis(25), up) {
         return Err(ExperimentError::Command {
             command: "nbdfuse".into(),
             reason: "did not come up".into(),
@@ -762,33 +642,19 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let loop_dev = sh(Command::new("losetup")
         .args(["--direct-io=on", "-f", "--show"])
         .arg(&nbd_file))?;
-    stack.loop_dev = Some(loop_dev.clone());
-    match kind {
-        "ext4" => sh(Command::new("mkfs.ext4").args(["-q", "-F", "-b", "4096", &loop_dev]))?,
-        "xfs" => sh(Command::new("mkfs.xfs").args(["-q", "-f", &loop_dev]))?,
-        other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
-    };
-    sh(Command::new("mount").arg(&loop_dev).arg(&mnt))?;
-    stack.mnt = Some(mnt.clone());
-    let stats = |shared: &Arc<Mutex<Box<dyn BlockDevice>>>| {
-        shared
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .flash()
-            .stats()
-            .clone()
-    };
-    let _ = sh(&mut Command::new("sync"));
-    let before = stats(&shared);
-    let written_before = pages_written.load(Ordering::Relaxed);
-    let app = drive(&mut DirFiles(mnt.clone()), w, opts.seed)?;
-    stack.unmount_fs()?;
-    let d = stats(&shared).since(&before);
-    let ssd_pages = pages_written.load(Ordering::Relaxed) - written_before;
-    drop(stack);
-    let ppb = opts.config.geometry.pages_per_block as u64;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(flash_run(kind, w, app, ssd_pages, &d, ppb))
+    stack.loop_dev = Some(loop_dev);
+    Ok((stack, server))
+}
+
+/// Polls `ready` up to `tries` times, `pause` apart; whether it became true.
+fn wait_for(tries: u32, pause: Duration, ready: impl Fn() -> bool) -> bool {
+    for _ in 0..tries {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(pause);
+    }
+    ready()
 }
 
 struct DirFiles(PathBuf);

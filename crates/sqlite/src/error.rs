@@ -1,11 +1,13 @@
 //! Typed errors of the SQLite layer.
 
 use ftl::FtlError;
+use host::HostError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SqlError {
+    /// The device (through the host layer) refused or failed a request.
     #[error("device error: {0}")]
-    Device(#[from] FtlError),
+    Device(#[from] HostError),
     #[error("the device holds no SQLite directory (format it first)")]
     NotFormatted,
     #[error("corrupt SQLite directory: {0}")]
@@ -30,4 +32,10 @@ pub enum SqlError {
     Uncorrectable(u32),
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+}
+
+impl From<FtlError> for SqlError {
+    fn from(e: FtlError) -> SqlError {
+        SqlError::Device(HostError::Device(e))
+    }
 }

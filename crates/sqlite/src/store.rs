@@ -10,9 +10,8 @@
 use crate::error::SqlError;
 use crate::layout::{Directory, FileKind};
 use flash::{Content, Lpn};
-use ftl::{
-    BlockDevice, DwriteFlag, FtlError, PageOutcome, Promise, SwriteMode, TxUuid, ACK_DEFERRED,
-};
+use ftl::{BlockDevice, DwriteFlag, FtlError, PageOutcome, Promise, SwriteMode, TxUuid};
+use host::{Host, HostError};
 use std::collections::BTreeMap;
 
 /// How the database reaches the device: chosen per connection (see docs/sqlite.md).
@@ -132,7 +131,8 @@ const DIRTY_LIMIT_PAGES: usize = 256;
 const UUID_LEASE: u64 = 1 << 16;
 
 pub struct Store {
-    dev: Box<dyn BlockDevice>,
+    /// The design behind the one host layer (its clock, fail-stop, errors and statistics).
+    host: Host,
     mode: Mode,
     tx_kind: TxKind,
     page_bytes: usize,
@@ -198,7 +198,8 @@ impl Store {
         check_mode(dev.as_mut(), mode, tx_kind)?;
         let page_bytes = dev.flash().geometry().page_bytes;
         let dir = Directory::new(dev.logical_pages(), page_bytes)?;
-        let mut store = Store::with(dev, mode, tx_kind, dir);
+        let start_ns = dev.flash().idle_ns();
+        let mut store = Store::with(Host::new(dev, start_ns), mode, tx_kind, dir);
         store.lease_uuids()?;
         Ok(store)
     }
@@ -211,31 +212,34 @@ impl Store {
     ) -> Result<Store, SqlError> {
         check_mode(dev.as_mut(), mode, tx_kind)?;
         let page_bytes = dev.flash().geometry().page_bytes;
+        let logical_pages = dev.logical_pages();
+        let start_ns = dev.flash().idle_ns();
+        let mut host = Host::new(dev, start_ns);
         let mut out = Vec::new();
-        let ack = dev.read(Lpn(0), 1, dev.flash().idle_ns(), &mut out)?;
+        let ack = host.read_pages(Lpn(0), 1, start_ns, &mut out)?;
         let page = match &out[0] {
             PageOutcome::Data(c) => c.to_page_bytes(page_bytes as usize),
             PageOutcome::Unwritten => return Err(SqlError::NotFormatted),
             PageOutcome::Uncorrectable => return Err(SqlError::Uncorrectable(0)),
         };
-        let dir = Directory::decode(&page, dev.logical_pages(), page_bytes)?
-            .ok_or(SqlError::NotFormatted)?;
-        let mut store = Store::with(dev, mode, tx_kind, dir);
+        let dir =
+            Directory::decode(&page, logical_pages, page_bytes)?.ok_or(SqlError::NotFormatted)?;
+        let mut store = Store::with(host, mode, tx_kind, dir);
         store.now_ns = ack.ack_ns;
         store.lease_uuids()?;
         Ok(store)
     }
 
-    fn with(dev: Box<dyn BlockDevice>, mode: Mode, tx_kind: TxKind, dir: Directory) -> Store {
+    fn with(host: Host, mode: Mode, tx_kind: TxKind, dir: Directory) -> Store {
         let files = std::array::from_fn(|i| FileState {
             size: dir.files[i].size,
             exists: dir.files[i].exists,
             dirty: BTreeMap::new(),
         });
         Store {
-            now_ns: dev.flash().idle_ns(),
+            now_ns: host.clock_ns(),
             page_bytes: dir.page_bytes as usize,
-            dev,
+            host,
             mode,
             tx_kind,
             dir,
@@ -264,17 +268,17 @@ impl Store {
         self.now_ns
     }
     pub fn device(&self) -> &dyn BlockDevice {
-        self.dev.as_ref()
+        self.host.device()
     }
     pub fn device_mut(&mut self) -> &mut dyn BlockDevice {
-        self.dev.as_mut()
+        self.host.device_mut()
     }
     pub fn directory(&self) -> &Directory {
         &self.dir
     }
     /// The device, with whatever was not yet written back dropped (a power cut's view).
     pub fn into_device(self) -> Box<dyn BlockDevice> {
-        self.dev
+        self.host.into_device()
     }
 
     /// `PRAGMA synchronous` as SQLite reports it through the VFS.
@@ -347,15 +351,11 @@ impl Store {
             let count = last - first + 1;
             let ack = if self.use_sread() {
                 self.stats.sreads += 1;
-                let at = self.now_ns;
-                self.dev.transactional().expect("checked at open").sread(
-                    start,
-                    count,
-                    at,
-                    &mut from_device,
-                )?
+                self.host
+                    .sread(start, count, self.now_ns, &mut from_device)?
             } else {
-                self.dev.read(start, count, self.now_ns, &mut from_device)?
+                self.host
+                    .read_pages(start, count, self.now_ns, &mut from_device)?
             };
             self.now_ns = ack.ack_ns;
             self.stats.read_requests += 1;
@@ -380,10 +380,7 @@ impl Store {
     fn use_sread(&mut self) -> bool {
         self.mode == Mode::Batch
             && self.tx_kind != TxKind::PlainWrites
-            && self
-                .dev
-                .transactional()
-                .is_some_and(|t| t.capabilities().sread)
+            && self.host.capabilities().is_some_and(|c| c.sread)
     }
 
     fn buffered(&self, kind: FileKind, page: u32) -> Option<&[u8]> {
@@ -503,7 +500,7 @@ impl Store {
     /// device that only promises what a flush covers may land them in any order, so the data
     /// is flushed first — what ext4's ordered mode does before it commits a size change.
     fn data_before_size(&mut self) -> Result<(), SqlError> {
-        if self.unflushed && self.dev.promise() == Promise::FlushOnly {
+        if self.unflushed && self.host.device().promise() == Promise::FlushOnly {
             self.stats.ordering_flushes += 1;
             self.flush()?;
         }
@@ -520,8 +517,8 @@ impl Store {
             return Ok(());
         }
         let ack = self
-            .dev
-            .write(lpn_of(&self.dir, kind, first), run, self.now_ns)?;
+            .host
+            .write_pages(lpn_of(&self.dir, kind, first), run, self.now_ns)?;
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += run.len() as u64;
@@ -551,8 +548,8 @@ impl Store {
         self.dir.generation += 1;
         let page = Content::Bytes(self.dir.encode());
         let ack = self
-            .dev
-            .write(Lpn(0), std::slice::from_ref(&page), self.now_ns)?;
+            .host
+            .write_pages(Lpn(0), std::slice::from_ref(&page), self.now_ns)?;
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += 1;
@@ -562,8 +559,7 @@ impl Store {
     }
 
     fn flush(&mut self) -> Result<(), SqlError> {
-        let ack = self.dev.flush(self.now_ns)?;
-        self.now_ns = ack.ack_ns;
+        self.now_ns = self.host.flush(self.now_ns)?;
         self.stats.flushes += 1;
         self.unflushed = false;
         Ok(())
@@ -709,9 +705,7 @@ impl Store {
     }
 
     fn max_tx_pages(&mut self) -> u64 {
-        self.dev
-            .transactional()
-            .map_or(0, |t| t.capabilities().max_tx_pages)
+        self.host.capabilities().map_or(0, |c| c.max_tx_pages)
     }
 
     fn commit_static(&mut self, batch: Batch) -> Result<CommitOutcome, SqlError> {
@@ -728,20 +722,17 @@ impl Store {
             SwriteMode::Async
         };
         let n = pages.len() as u64;
-        let at = self.now_ns;
-        let tx = self.dev.transactional().expect("checked at open");
-        let done = match tx.swrite(batch.uuid, &pages, mode, at) {
-            Err(
+        // Möbius holds small SWRITEs back to merge them (§IV-E): the host waits for its group.
+        let done = match self
+            .host
+            .swrite_acknowledged(batch.uuid, &pages, mode, self.now_ns)
+        {
+            Err(HostError::Device(
                 FtlError::TxTooLarge { .. }
                 | FtlError::TxTooSmall { .. }
                 | FtlError::RequestTooLarge { .. },
-            ) => return Ok(self.refuse(batch)),
+            )) => return Ok(self.refuse(batch)),
             r => r?,
-        };
-        let done = if done.ack_ns == ACK_DEFERRED {
-            self.take_deferred(batch.uuid)?
-        } else {
-            done
         };
         self.now_ns = done.ack_ns;
         self.durable_ns = self.durable_ns.max(done.durable_ns.unwrap_or(done.ack_ns));
@@ -753,16 +744,6 @@ impl Store {
     fn commit_plain(&mut self) -> Result<CommitOutcome, SqlError> {
         self.write_back(FileKind::Db)?;
         Ok(CommitOutcome::Committed)
-    }
-
-    /// Möbius holds small SWRITEs back to merge them (§IV-E): the host waits for its group.
-    fn take_deferred(&mut self, uuid: TxUuid) -> Result<ftl::TxCompletion, SqlError> {
-        let tx = self.dev.transactional().expect("checked at open");
-        tx.take_completions(u64::MAX)?
-            .into_iter()
-            .find(|(u, _)| *u == uuid)
-            .map(|(_, c)| c)
-            .ok_or_else(|| SqlError::Device(FtlError::UnknownTx(uuid)))
     }
 
     fn committed(&mut self, pages: u64) {
@@ -791,9 +772,7 @@ impl Store {
         self.files[FileKind::Db as usize].size = batch.size_before;
         self.stats.batch_rollbacks += 1;
         if batch.sent > 0 {
-            let at = self.now_ns;
-            let tx = self.dev.transactional().expect("checked at open");
-            let done = tx.abort(batch.uuid, at)?;
+            let done = self.host.abort(batch.uuid, self.now_ns)?;
             self.now_ns = done.ack_ns;
             self.stats.aborts += 1;
         }
@@ -826,9 +805,9 @@ impl Store {
         let batch = self.batch.as_mut().expect("inside a batch");
         let uuid = batch.uuid;
         batch.sent += 1;
-        let at = self.now_ns;
-        let tx = self.dev.transactional().expect("checked at open");
-        let done = tx.dwrite(uuid, lpn, &Content::Bytes(page), flag, at)?;
+        let done = self
+            .host
+            .dwrite(uuid, lpn, &Content::Bytes(page), flag, self.now_ns)?;
         self.now_ns = done.ack_ns;
         self.stats.dwrites += 1;
         Ok(())

@@ -165,7 +165,7 @@ pub struct TxFlashTc {
     /// Summary entry of every page, written at program time.
     summ: Vec<[u8; ENTRY_BYTES]>,
     block_last_end: Vec<u64>,
-    last_arrival: u64,
+    arrivals: ftl::ArrivalClock,
     commit_records: u64,
     txs: u64,
     gc_runs: u64,
@@ -242,7 +242,7 @@ impl TxFlashTc {
             recent: FxHashMap::default(),
             summ: vec![format::EMPTY_ENTRY; g.pages() as usize],
             block_last_end: vec![0; g.blocks() as usize],
-            last_arrival: flash.idle_ns(),
+            arrivals: ftl::ArrivalClock::starting_at(flash.idle_ns()),
             commit_records: 0,
             txs: 0,
             gc_runs: 0,
@@ -300,7 +300,7 @@ impl TxFlashTc {
     /// Next page of `stream`; writes the summary page when the block's last page comes up.
     fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
         if stream == HOST {
-            self.gc_if_needed(self.last_arrival)?;
+            self.gc_if_needed(self.arrivals.last())?;
         }
         loop {
             let ppn = self
@@ -408,13 +408,7 @@ impl TxFlashTc {
     }
 
     fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
-        if arrival < self.last_arrival {
-            return Err(FtlError::TimeWentBackwards {
-                arrival_ns: arrival,
-                previous_ns: self.last_arrival,
-            });
-        }
-        self.last_arrival = arrival;
+        self.arrivals.admit(arrival)?;
         self.recent.retain(|_, ack| *ack > arrival);
         Ok(())
     }
@@ -720,7 +714,7 @@ impl TxFlashTc {
             analysed,
             dev.p.recovery_ns_per_record,
         );
-        dev.last_arrival = dev.flash.idle_ns();
+        dev.arrivals = ftl::ArrivalClock::starting_at(dev.flash.idle_ns());
         let mut report = RecoveryReport::measure(&dev.flash, &before, start);
         report
             .details

@@ -12,6 +12,7 @@ use crate::spec::WorkloadSpec;
 use flash::{Content, ContentTag, FlashStats, Lpn};
 use ftl::{BlockDevice, FtlError, PageOutcome, TxUuid};
 use hdrhistogram::Histogram;
+use host::HostError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -60,13 +61,9 @@ pub struct RunResult {
     pub end_ns: u64,
 }
 
-/// Errors that stop a run: the device is broken or full, not merely refusing a request.
-fn fatal(e: &FtlError) -> bool {
-    matches!(
-        e,
-        FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) | FtlError::NoSpace
-    )
-}
+/// The design behind the host layer: every request of a run goes through it (its clock, its
+/// fail-stop, and in recording runs the design's invariants after every request).
+type Device<'a> = host::Host<&'a mut dyn BlockDevice>;
 
 /// Where a run continues from: a device that already holds data (a second life after a power
 /// cut and recovery). Write numbers and transaction ids start past the earlier run's, so that a
@@ -116,7 +113,10 @@ pub fn run_from(
     let mut generator = Generator::new(spec, dev.logical_pages(), caps)?;
     generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut host = Host::new(dev, spec, start_ns, record, origin);
+    let mut host = Run::new(dev, spec, start_ns, record, origin);
+    let dev = &mut host::Host::new(dev, host.start_ns)
+        .tag_only()
+        .checked(record);
     loop {
         let arrival = host.next_arrival(dev)?;
         host.inflight_static
@@ -129,7 +129,7 @@ pub fn run_from(
             break;
         };
         if phase == Phase::Measured && host.measured_from.is_none() {
-            host.start_measured(dev, arrival);
+            host.start_measured(dev.device(), arrival);
         }
         host.issue_and_settle(dev, &mut generator, op, phase, arrival)?;
         if generator.measured() % 4096 == 0 {
@@ -143,7 +143,7 @@ pub fn run_from(
 
 /// The host's side of one run: the closed loop's queue, the requests the device holds, what the
 /// measured phase has accumulated so far, and the log of every request when recording.
-struct Host {
+struct Run {
     record: bool,
     queue_depth: usize,
     /// Acknowledgement instants of the requests in the queue.
@@ -170,14 +170,14 @@ struct Host {
     wall: std::time::Instant,
 }
 
-impl Host {
+impl Run {
     fn new(
         dev: &dyn BlockDevice,
         spec: &WorkloadSpec,
         start_ns: u64,
         record: bool,
         origin: &Origin,
-    ) -> Host {
+    ) -> Run {
         let logical_pages = dev.logical_pages();
         let expected: Vec<u64> = if spec.name != "txmix" && spec.issues_reads() {
             origin
@@ -205,7 +205,7 @@ impl Host {
             wall_s: 0.0,
             expected_contents_bytes: flash::vec_bytes(&expected),
         };
-        Host {
+        Run {
             record,
             queue_depth: spec.queue_depth as usize,
             outstanding: BinaryHeap::new(),
@@ -231,7 +231,7 @@ impl Host {
 
     /// When the next request arrives: now while the queue has room, else when the earliest
     /// outstanding request completes (arrivals never go back in time).
-    fn next_arrival(&mut self, dev: &mut dyn BlockDevice) -> Result<u64, WorkloadError> {
+    fn next_arrival(&mut self, dev: &mut Device) -> Result<u64, WorkloadError> {
         if self.outstanding.len() + self.deferred.len() < self.queue_depth {
             return Ok(self.last_arrival);
         }
@@ -261,7 +261,7 @@ impl Host {
     /// invariants and the log.
     fn issue_and_settle(
         &mut self,
-        dev: &mut dyn BlockDevice,
+        dev: &mut Device,
         generator: &mut Generator,
         op: HostOp,
         phase: Phase,
@@ -278,7 +278,16 @@ impl Host {
         let (ack, durable, error) = match outcome {
             Ok(_) if held => (None, None, None),
             Ok((ack, durable)) => (Some(ack), durable, None),
-            Err(e) if fatal(&e) => {
+            // Recording runs check the design's invariants after every request (the host
+            // layer's check mode): a broken one names the request that broke it.
+            Err(HostError::Invariant { reason, .. }) => {
+                return Err(WorkloadError::Invariant {
+                    index: self.issued - 1,
+                    op: op.kind(),
+                    reason,
+                })
+            }
+            Err(e) if e.is_fatal() => {
                 return Err(WorkloadError::Request {
                     index: self.issued - 1,
                     op: op.kind(),
@@ -298,7 +307,7 @@ impl Host {
             }
         }
         if held {
-            self.hold(dev, &op, arrival, phase, written)?;
+            self.hold(dev.device(), &op, arrival, phase, written)?;
         } else if phase == Phase::Measured {
             account(&mut self.stats, &op, arrival, ack, &error, &written);
         }
@@ -306,14 +315,6 @@ impl Host {
             self.check_reads(&op, first_write);
         }
         if self.record {
-            // Recording runs (crash campaigns, tests) check the design's invariants after
-            // every request: a broken one names the request that broke it.
-            dev.check_invariants()
-                .map_err(|reason| WorkloadError::Invariant {
-                    index: self.issued - 1,
-                    op: op.kind(),
-                    reason,
-                })?;
             self.log.records.push(HostRecord {
                 index: self.log.records.len() as u64,
                 op,
@@ -372,8 +373,11 @@ impl Host {
     }
 
     /// Collects the completions the device has by `now` and settles their requests.
-    fn drain_deferred(&mut self, dev: &mut dyn BlockDevice, now: u64) -> Result<(), WorkloadError> {
-        for (uuid, c) in take_completions(dev, now)? {
+    fn drain_deferred(&mut self, dev: &mut Device, now: u64) -> Result<(), WorkloadError> {
+        let completions = dev
+            .take_completions(now)
+            .map_err(WorkloadError::HeldTransactions)?;
+        for (uuid, c) in completions {
             self.complete_deferred(uuid, c)?;
         }
         Ok(())
@@ -412,16 +416,13 @@ impl Host {
     }
 
     /// The final flush, the last held completions and checks, and the run's figures.
-    fn finish(mut self, dev: &mut dyn BlockDevice) -> Result<RunResult, WorkloadError> {
-        let flush = dev
+    fn finish(mut self, dev: &mut Device) -> Result<RunResult, WorkloadError> {
+        let flush_ack = dev
             .flush(self.last_arrival)
             .map_err(WorkloadError::FinalFlush)?;
-        self.end_ns = self.end_ns.max(flush.ack_ns);
+        self.end_ns = self.end_ns.max(flush_ack);
         self.drain_deferred(dev, u64::MAX)?;
-        if self.record {
-            dev.check_invariants()
-                .map_err(WorkloadError::FinalInvariant)?;
-        }
+        let dev = dev.device();
         if let Some(u) = self.deferred.keys().next() {
             return Err(WorkloadError::NeverCompleted {
                 design: dev.design().to_string(),
@@ -433,7 +434,7 @@ impl Host {
                 index: self.log.records.len() as u64,
                 op: HostOp::Flush,
                 arrival_ns: self.last_arrival,
-                ack_ns: Some(flush.ack_ns),
+                ack_ns: Some(flush_ack),
                 durable_ns: None,
                 error: None,
                 first_write: self.next_write,
@@ -457,11 +458,11 @@ impl Host {
 
 /// A DWRITE the device refused because its transaction is gone (or conflicts) ends that
 /// transaction on the host's side too.
-fn forget_refused_dynamic(generator: &mut Generator, op: &HostOp, e: &FtlError) {
+fn forget_refused_dynamic(generator: &mut Generator, op: &HostOp, e: &HostError) {
     if let (
-        FtlError::DynamicTxRunning(_) | FtlError::UnknownTx(_) | FtlError::Conflict { .. },
+        Some(FtlError::DynamicTxRunning(_) | FtlError::UnknownTx(_) | FtlError::Conflict { .. }),
         HostOp::DWrite { uuid, .. },
-    ) = (e, op)
+    ) = (e.device_error(), op)
     {
         generator.forget_dynamic(*uuid);
     }
@@ -471,55 +472,46 @@ fn tag_content(lpn: Lpn, write: u64) -> Content {
     Content::Tag(ContentTag { lpn: lpn.0, write })
 }
 
-/// Sends one request; returns (ack, durable).
+/// Sends one request through the host layer; returns (ack, durable).
 fn issue(
-    dev: &mut dyn BlockDevice,
+    dev: &mut Device,
     op: &HostOp,
     first_write: u64,
     arrival: u64,
     reads: &mut Vec<PageOutcome>,
-) -> Result<(u64, Option<u64>), FtlError> {
+) -> Result<(u64, Option<u64>), HostError> {
     reads.clear();
-    let unsupported = |what| FtlError::Unsupported(what);
     match op {
         HostOp::Write { start, count } => {
             let pages: Vec<Content> = (0..*count)
                 .map(|i| tag_content(Lpn(start.0 + i), first_write + i as u64))
                 .collect();
-            dev.write(*start, &pages, arrival)
+            dev.write_pages(*start, &pages, arrival)
                 .map(|c| (c.ack_ns, Some(c.ack_ns)))
         }
         HostOp::Read { start, count } => dev
-            .read(*start, *count, arrival, reads)
+            .read_pages(*start, *count, arrival, reads)
             .map(|c| (c.ack_ns, None)),
-        HostOp::Flush => dev.flush(arrival).map(|c| (c.ack_ns, None)),
-        HostOp::Trim { start, count } => {
-            dev.trim(*start, *count, arrival).map(|c| (c.ack_ns, None))
-        }
+        HostOp::Flush => dev.flush(arrival).map(|ack| (ack, None)),
+        HostOp::Trim { start, count } => dev
+            .trim_pages(*start, *count, arrival)
+            .map(|c| (c.ack_ns, None)),
         HostOp::SWrite { uuid, lpns, mode } => {
             let pages: Vec<(Lpn, Content)> = lpns
                 .iter()
                 .enumerate()
                 .map(|(i, &l)| (l, tag_content(l, first_write + i as u64)))
                 .collect();
-            let tx = dev.transactional().ok_or_else(|| unsupported("SWRITE"))?;
-            tx.swrite(*uuid, &pages, *mode, arrival)
+            dev.swrite(*uuid, &pages, *mode, arrival)
                 .map(|c| (c.ack_ns, c.durable_ns))
         }
-        HostOp::DWrite { uuid, lpn, flag } => {
-            let tx = dev.transactional().ok_or_else(|| unsupported("DWRITE"))?;
-            tx.dwrite(*uuid, *lpn, &tag_content(*lpn, first_write), *flag, arrival)
-                .map(|c| (c.ack_ns, c.durable_ns))
-        }
-        HostOp::Abort { uuid } => {
-            let tx = dev.transactional().ok_or_else(|| unsupported("ABORT"))?;
-            tx.abort(*uuid, arrival).map(|c| (c.ack_ns, None))
-        }
-        HostOp::SRead { start, count } => {
-            let tx = dev.transactional().ok_or_else(|| unsupported("SREAD"))?;
-            tx.sread(*start, *count, arrival, reads)
-                .map(|c| (c.ack_ns, None))
-        }
+        HostOp::DWrite { uuid, lpn, flag } => dev
+            .dwrite(*uuid, *lpn, &tag_content(*lpn, first_write), *flag, arrival)
+            .map(|c| (c.ack_ns, c.durable_ns)),
+        HostOp::Abort { uuid } => dev.abort(*uuid, arrival).map(|c| (c.ack_ns, None)),
+        HostOp::SRead { start, count } => dev
+            .sread(*start, *count, arrival, reads)
+            .map(|c| (c.ack_ns, None)),
     }
 }
 
@@ -531,17 +523,6 @@ struct Deferred {
     written: Vec<Lpn>,
     /// Its index in the host log (when recording).
     record: usize,
-}
-
-fn take_completions(
-    dev: &mut dyn BlockDevice,
-    now: u64,
-) -> Result<Vec<(TxUuid, ftl::TxCompletion)>, WorkloadError> {
-    let Some(tx) = dev.transactional() else {
-        return Ok(Vec::new());
-    };
-    tx.take_completions(now)
-        .map_err(WorkloadError::HeldTransactions)
 }
 
 fn account(

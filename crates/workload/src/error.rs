@@ -1,6 +1,7 @@
 //! Typed errors of workloads and the driver: a spec that cannot run, or a run the device stopped.
 
-use ftl::{FtlError, TxUuid};
+use ftl::TxUuid;
+use host::HostError;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WorkloadError {
@@ -23,7 +24,7 @@ pub enum WorkloadError {
     Request {
         index: u64,
         op: &'static str,
-        source: FtlError,
+        source: HostError,
     },
     #[error("request {index} ({op}) broke an invariant: {reason}")]
     Invariant {
@@ -32,11 +33,9 @@ pub enum WorkloadError {
         reason: String,
     },
     #[error("the final flush failed: {0}")]
-    FinalFlush(FtlError),
-    #[error("the final flush broke an invariant: {0}")]
-    FinalInvariant(String),
+    FinalFlush(HostError),
     #[error("closing held transactions failed: {0}")]
-    HeldTransactions(FtlError),
+    HeldTransactions(HostError),
     /// The design broke the deferred-acknowledgement contract (`ftl::ACK_DEFERRED`).
     #[error("{design}: {what}")]
     DeferredAck { design: String, what: String },

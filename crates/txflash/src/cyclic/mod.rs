@@ -180,7 +180,7 @@ pub struct TxFlashCyclic {
     /// Summary entry of every programmed page (also tells an erase which records it removes).
     summ: Vec<[u8; ENTRY_BYTES]>,
     block_last_end: Vec<u64>,
-    last_arrival: u64,
+    arrivals: ftl::ArrivalClock,
     txs: u64,
     aborts: u64,
     gc_runs: u64,
@@ -284,7 +284,7 @@ impl TxFlashCyclic {
             pinned: FxHashMap::default(),
             summ: vec![format::EMPTY_ENTRY; g.pages() as usize],
             block_last_end: vec![0; g.blocks() as usize],
-            last_arrival: flash.idle_ns(),
+            arrivals: ftl::ArrivalClock::starting_at(flash.idle_ns()),
             txs: 0,
             aborts: 0,
             gc_runs: 0,
@@ -348,7 +348,7 @@ impl TxFlashCyclic {
     /// Next page of `stream`; writes the summary page when the block's last page comes up.
     fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
         if stream == HOST {
-            self.gc_if_needed(self.last_arrival)?;
+            self.gc_if_needed(self.arrivals.last())?;
         }
         loop {
             let ppn = self
@@ -517,13 +517,7 @@ impl TxFlashCyclic {
     }
 
     fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
-        if arrival < self.last_arrival {
-            return Err(FtlError::TimeWentBackwards {
-                arrival_ns: arrival,
-                previous_ns: self.last_arrival,
-            });
-        }
-        self.last_arrival = arrival;
+        self.arrivals.admit(arrival)?;
         self.recent.retain(|_, ack| *ack > arrival);
         Ok(())
     }

@@ -85,7 +85,7 @@ impl TxFlashCyclic {
                 dev.space.validity.index_block(BlockId(b));
             }
         }
-        dev.last_arrival = dev.flash.idle_ns();
+        dev.arrivals = ftl::ArrivalClock::starting_at(dev.flash.idle_ns());
         let mut erased_blocks = 0;
         if !uncommitted_ppns.is_empty() {
             let before_erases = dev.abort_erases;
@@ -95,7 +95,7 @@ impl TxFlashCyclic {
                 *b = (*b).max(end);
             }
         }
-        dev.last_arrival = dev.flash.idle_ns();
+        dev.arrivals = ftl::ArrivalClock::starting_at(dev.flash.idle_ns());
         let mut report = RecoveryReport::measure(&dev.flash, &before, start);
         let details = [
             ("summary_pages_read", s.summaries as f64),

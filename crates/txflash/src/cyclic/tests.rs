@@ -25,7 +25,7 @@ fn tag(lpn: u32, write: u64) -> Content {
 
 fn read1(d: &mut TxFlashCyclic, lpn: u32) -> PageOutcome {
     let mut out = Vec::new();
-    let at = d.last_arrival.max(d.flash.idle_ns());
+    let at = d.arrivals.last().max(d.flash.idle_ns());
     d.read(Lpn(lpn), 1, at, &mut out).unwrap();
     out.pop().unwrap()
 }
@@ -130,7 +130,7 @@ fn figure_3a_broken_link_of_an_interrupted_tx_is_uncommitted() {
         }
         // Versions continue above S ∪ R: B_1 was referenced, so B's next version is 2.
         assert!(r.version[B as usize] >= 1 && r.version[A as usize] >= 1);
-        r.write(Lpn(A), &[tag(A, 2)], r.last_arrival).unwrap();
+        r.write(Lpn(A), &[tag(A, 2)], r.arrivals.last()).unwrap();
         assert_eq!(read1(&mut r, A), PageOutcome::Data(tag(A, 2)));
     }
 }
@@ -402,7 +402,7 @@ fn dynamic_tx_holds_each_page_until_the_next() {
             PageOutcome::Unwritten,
             "not visible before REAR"
         );
-        let now = d.last_arrival;
+        let now = d.arrivals.last();
         let c = d
             .dwrite(TxUuid(1), Lpn(3), &tag(3, 1), DwriteFlag::Rear, now)
             .unwrap();

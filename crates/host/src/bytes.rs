@@ -1,0 +1,385 @@
+//! Byte requests: range checks, sub-page writes (read-modify-write), split trims and
+//! write-zeroes, FUA.
+
+use crate::{Contents, DeviceHandle, Host, HostError, SPLIT_PAGES, STAGING_KEEP_PAGES};
+use flash::{Content, Lpn};
+use ftl::{Completion, FtlError, PageOutcome, SwriteMode};
+
+/// What a byte write carries.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Bytes(&'a [u8]),
+    /// `len` bytes of fresh content tags (tag-only).
+    Tags(u64),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(b) => b.len() as u64,
+            Payload::Tags(len) => *len,
+        }
+    }
+}
+
+/// The pages of bytes `[offset, end)` (non-empty) that the write covers only in part: they
+/// are read first and written back whole. At most two, and one when the range lies in a page.
+fn edge_pages(offset: u64, end: u64, page_bytes: u64) -> [Option<u64>; 2] {
+    let (first, last) = (offset / page_bytes, (end - 1) / page_bytes);
+    let head_partial = !offset.is_multiple_of(page_bytes);
+    let tail_partial = !end.is_multiple_of(page_bytes);
+    if first == last {
+        [(head_partial || tail_partial).then_some(first), None]
+    } else {
+        [head_partial.then_some(first), tail_partial.then_some(last)]
+    }
+}
+
+/// Copies `outcome` (one page) into `page`; an uncorrectable page is an error.
+fn copy_page(outcome: &PageOutcome, lpn: Lpn, page: &mut [u8]) -> Result<(), HostError> {
+    match outcome {
+        PageOutcome::Data(c) => c.copy_page_into(page),
+        PageOutcome::Unwritten => page.fill(0),
+        PageOutcome::Uncorrectable => return Err(HostError::Uncorrectable { lpn }),
+    }
+    Ok(())
+}
+
+fn staged_page(content: &mut Content) -> &mut [u8] {
+    match content {
+        Content::Bytes(b) => b,
+        Content::Tag(_) => unreachable!("byte staging pages are bytes"),
+    }
+}
+
+impl<D: DeviceHandle> Host<D> {
+    /// Reads bytes `[offset, offset + buf.len())` into `buf`, as one device request.
+    pub fn read(&mut self, offset: u64, buf: &mut [u8], arrival_ns: u64) -> Result<u64, HostError> {
+        let (start, count) = self.span(offset, buf.len() as u64)?;
+        let head = (offset % self.page_bytes) as usize;
+        let page_bytes = self.page_bytes as usize;
+        self.read_then(start, count, arrival_ns, |pages| {
+            let mut at = 0usize;
+            let mut edge = Vec::new();
+            for (i, p) in pages.iter().enumerate() {
+                let lpn = Lpn(start.0 + i as u32);
+                let from = if i == 0 { head } else { 0 };
+                let n = (page_bytes - from).min(buf.len() - at);
+                if n == page_bytes {
+                    copy_page(p, lpn, &mut buf[at..at + n])?;
+                } else {
+                    edge.resize(page_bytes, 0);
+                    copy_page(p, lpn, &mut edge)?;
+                    buf[at..at + n].copy_from_slice(&edge[from..from + n]);
+                }
+                at += n;
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads the pages of bytes `[offset, offset + len)` as one device request and drops what
+    /// they hold (tag-only replay: the read costs what it costs).
+    pub fn read_range(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, HostError> {
+        let (start, count) = self.span(offset, len)?;
+        self.read_then(start, count, arrival_ns, |_| Ok(()))
+    }
+
+    /// One read request of `count` pages at `start`, handed to `deliver`.
+    fn read_then(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        deliver: impl FnOnce(&[PageOutcome]) -> Result<(), HostError>,
+    ) -> Result<u64, HostError> {
+        let at = self.at(arrival_ns);
+        if count == 0 {
+            return Ok(at);
+        }
+        let mut pages = std::mem::take(&mut self.scratch);
+        let result = self
+            .read_device(start, count, at, &mut pages)
+            .and_then(|done| deliver(&pages).map(|()| done.ack_ns));
+        self.scratch = pages;
+        self.finish(result)
+    }
+
+    /// A device read; an SREAD under atomic writes where the design has it. Without it a read
+    /// arriving before an earlier SWRITE committed (in simulated time) returns the old pages
+    /// on Möbius.
+    fn read_device(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        at: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, HostError> {
+        self.stats.pages_read += u64::from(count);
+        if self.atomic.is_some_and(|a| a.sread) {
+            self.stats.sreads += 1;
+            return Ok(self.tx("SREAD")?.sread(start, count, at, out)?);
+        }
+        Ok(self.device_mut().read(start, count, at, out)?)
+    }
+
+    /// Writes `data` at byte `offset` as one device request; with `fua`, a flush follows.
+    pub fn write(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, HostError> {
+        self.write_payload(offset, Payload::Bytes(data), fua, arrival_ns)
+    }
+
+    /// Writes `len` bytes of fresh content tags at byte `offset` (tag-only simulation).
+    pub fn write_tags(
+        &mut self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, HostError> {
+        self.write_payload(offset, Payload::Tags(len), fua, arrival_ns)
+    }
+
+    fn write_payload(
+        &mut self,
+        offset: u64,
+        payload: Payload,
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            let ack = self.write_request(offset, payload, at)?;
+            self.after_write(ack, fua)
+        });
+        self.finish(result)
+    }
+
+    /// FUA: a flush at the write's acknowledgement. An atomic write is a synchronous SWRITE,
+    /// durable when acknowledged, so it needs none. (The image is synced by [`Host::flush`]
+    /// only: a killed server loses nothing the host's page cache holds.)
+    fn after_write(&mut self, ack: u64, fua: bool) -> Result<u64, HostError> {
+        if !fua || self.atomic.is_some() {
+            return Ok(ack);
+        }
+        let at = self.at(ack);
+        let done = self.device_mut().flush(at)?;
+        self.stats.flushes += 1;
+        Ok(ack.max(done.ack_ns))
+    }
+
+    /// Writes zeros over bytes `[offset, offset + len)` (tags on a tag-only host). Longer than
+    /// one write may be (NBD allows 4 GiB), it is split into writes of at most
+    /// [`SPLIT_PAGES`] pages (with atomic writes, of the transaction limit) at page-aligned
+    /// boundaries, so only each piece is atomic; FUA flushes once, after the last piece.
+    pub fn write_zeroes(
+        &mut self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        arrival_ns: u64,
+    ) -> Result<u64, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            self.span(offset, len)?;
+            let chunk_pages = self
+                .atomic_max_pages()
+                .map_or(SPLIT_PAGES, |m| m.min(SPLIT_PAGES));
+            let chunk_bytes = chunk_pages * self.page_bytes;
+            let zeros = match self.contents {
+                Contents::Bytes => vec![0u8; len.min(chunk_bytes) as usize],
+                Contents::Tags => Vec::new(),
+            };
+            let (end, mut pos, mut ack) = (offset + len, offset, at);
+            while pos < end {
+                let next = ((pos / chunk_bytes + 1) * chunk_bytes).min(end);
+                let payload = match self.contents {
+                    Contents::Bytes => Payload::Bytes(&zeros[..(next - pos) as usize]),
+                    Contents::Tags => Payload::Tags(next - pos),
+                };
+                ack = ack.max(self.write_request(pos, payload, at)?);
+                pos = next;
+            }
+            self.after_write(ack, fua)
+        });
+        self.finish(result)
+    }
+
+    /// Trims the whole pages inside bytes `[offset, offset + len)`, split into requests of at
+    /// most [`SPLIT_PAGES`] pages; partial pages at the edges are left as they are. A design
+    /// without trim ignores it (counted in [`crate::HostStats::trims_ignored`]): TRIM is
+    /// advisory.
+    pub fn trim(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            self.span(offset, len)?;
+            let (mut lpn, end) = (
+                offset.div_ceil(self.page_bytes),
+                (offset + len) / self.page_bytes,
+            );
+            let mut ack = at;
+            while lpn < end {
+                let n = (end - lpn).min(SPLIT_PAGES);
+                let at = self.at(at);
+                match self.device_mut().trim(Lpn(lpn as u32), n as u32, at) {
+                    Ok(done) => ack = ack.max(done.ack_ns),
+                    Err(FtlError::Unsupported(_)) => {
+                        self.stats.trims_ignored += 1;
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                lpn += n;
+            }
+            Ok(ack)
+        });
+        self.finish(result)
+    }
+
+    /// One device write of the pages under `payload` at byte `offset`: edge pages are read
+    /// first (as part of this request), and the write is issued once they are in.
+    fn write_request(&mut self, offset: u64, payload: Payload, at: u64) -> Result<u64, HostError> {
+        let len = payload.len();
+        let (start, count) = self.span(offset, len)?;
+        let at = self.at(at);
+        if count == 0 {
+            return Ok(at);
+        }
+        let count = count as usize;
+        let mut staging = self.take_staging(payload, count);
+        let result = self
+            .stage(offset, payload, at, start, count, &mut staging)
+            .and_then(|ready| self.write_staged(start, &staging[..count], ready));
+        if let Payload::Bytes(_) = payload {
+            staging.truncate(STAGING_KEEP_PAGES);
+            self.staging = staging;
+        }
+        result
+    }
+
+    /// Page buffers for a write of `count` pages: at least `count` reused byte pages, or
+    /// room for the tags.
+    fn take_staging(&mut self, payload: Payload, count: usize) -> Vec<Content> {
+        match payload {
+            Payload::Bytes(_) => {
+                let mut staging = std::mem::take(&mut self.staging);
+                while staging.len() < count {
+                    let page = vec![0u8; self.page_bytes as usize].into_boxed_slice();
+                    staging.push(Content::Bytes(page));
+                }
+                staging
+            }
+            Payload::Tags(_) => Vec::with_capacity(count),
+        }
+    }
+
+    /// Reads the edge pages into `staging` and lays the payload over its first `count` pages
+    /// (fresh tags: pushed); returns when the write may be issued (its edge pages are in).
+    fn stage(
+        &mut self,
+        offset: u64,
+        payload: Payload,
+        at: u64,
+        start: Lpn,
+        count: usize,
+        staging: &mut Vec<Content>,
+    ) -> Result<u64, HostError> {
+        let mut ready = at;
+        let mut pages = std::mem::take(&mut self.scratch);
+        for lpn in edge_pages(offset, offset + payload.len(), self.page_bytes)
+            .into_iter()
+            .flatten()
+        {
+            self.stats.edge_reads += 1;
+            let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
+            let copied = read.and_then(|done| {
+                ready = ready.max(done.ack_ns);
+                match payload {
+                    Payload::Bytes(_) => {
+                        let i = (lpn - u64::from(start.0)) as usize;
+                        copy_page(&pages[0], Lpn(lpn as u32), staged_page(&mut staging[i]))
+                    }
+                    Payload::Tags(_) => Ok(()),
+                }
+            });
+            if let Err(e) = copied {
+                self.scratch = pages;
+                return Err(e);
+            }
+        }
+        self.scratch = pages;
+        self.lay_payload(offset, payload, start, count, staging);
+        Ok(ready)
+    }
+
+    /// The payload over the staged pages, from the offset's place in the first one.
+    fn lay_payload(
+        &mut self,
+        offset: u64,
+        payload: Payload,
+        start: Lpn,
+        count: usize,
+        staging: &mut Vec<Content>,
+    ) {
+        match payload {
+            Payload::Bytes(data) => {
+                let page_bytes = self.page_bytes as usize;
+                let mut at = 0usize;
+                for (i, page) in staging[..count].iter_mut().enumerate() {
+                    let from = if i == 0 {
+                        (offset % self.page_bytes) as usize
+                    } else {
+                        0
+                    };
+                    let n = (page_bytes - from).min(data.len() - at);
+                    staged_page(page)[from..from + n].copy_from_slice(&data[at..at + n]);
+                    at += n;
+                }
+                debug_assert_eq!(at, data.len());
+            }
+            Payload::Tags(_) => {
+                for i in 0..count {
+                    let tag = self.fresh_tag(start.0 + i as u32);
+                    staging.push(tag);
+                }
+            }
+        }
+    }
+
+    /// The write of whole staged pages at `ready`: a plain write, or with atomic writes one
+    /// synchronous SWRITE.
+    fn write_staged(
+        &mut self,
+        start: Lpn,
+        staged: &[Content],
+        ready: u64,
+    ) -> Result<u64, HostError> {
+        let at = self.at(ready);
+        let Some(atomic) = self.atomic else {
+            let done = self.device_mut().write(start, staged, at)?;
+            self.stats.pages_written += staged.len() as u64;
+            return Ok(done.ack_ns);
+        };
+        let pages = staged.len() as u64;
+        if pages > atomic.max_pages {
+            return Err(HostError::TooLarge {
+                pages,
+                max: atomic.max_pages,
+            });
+        }
+        let uuid = self.next_atomic_uuid();
+        let pages: Vec<(Lpn, Content)> = staged
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (Lpn(start.0 + i as u32), c.clone()))
+            .collect();
+        Ok(self
+            .swrite_acknowledged(uuid, &pages, SwriteMode::Sync, at)?
+            .ack_ns)
+    }
+}

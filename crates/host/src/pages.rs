@@ -1,0 +1,188 @@
+//! Page-level and transactional requests: one device call each, on the host's clock.
+
+use crate::{DeviceHandle, Host, HostError};
+use flash::{Content, Lpn};
+use ftl::{
+    Completion, DwriteFlag, PageOutcome, SwriteMode, TxCapabilities, TxCompletion, TxUuid,
+    ACK_DEFERRED,
+};
+
+impl<D: DeviceHandle> Host<D> {
+    /// What the design offers as transactions; `None` for a plain block device.
+    pub fn capabilities(&mut self) -> Option<TxCapabilities> {
+        self.device_mut().transactional().map(|t| t.capabilities())
+    }
+
+    /// One write request of whole pages starting at `start`.
+    pub fn write_pages(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            Ok(self.device_mut().write(start, pages, at)?)
+        });
+        if result.is_ok() {
+            self.stats.pages_written += pages.len() as u64;
+        }
+        self.finish(result)
+    }
+
+    /// One read request of `count` pages into `out`.
+    pub fn read_pages(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, HostError> {
+        let at = self.at(arrival_ns);
+        let result = self.device_mut().read(start, count, at, out);
+        self.stats.pages_read += u64::from(count);
+        self.finish(result.map_err(HostError::from))
+    }
+
+    /// One trim request; a design without trim refuses it with `Unsupported` (callers that may
+    /// ignore a trim use the byte-level [`Host::trim`]).
+    pub fn trim_pages(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+    ) -> Result<Completion, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            Ok(self.device_mut().trim(start, count, at)?)
+        });
+        self.finish(result)
+    }
+
+    /// Makes every acknowledged write durable, then syncs the image (a file-backed image
+    /// reaches the host's disk).
+    pub fn flush(&mut self, arrival_ns: u64) -> Result<u64, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            let done = self.device_mut().flush(at)?;
+            self.device_mut()
+                .flash_mut()
+                .sync()
+                .map_err(ftl::FtlError::from)?;
+            Ok(done.ack_ns)
+        });
+        self.stats.flushes += 1;
+        self.finish(result)
+    }
+
+    /// A static transaction (SWRITE). Its acknowledgement may be [`ACK_DEFERRED`].
+    pub fn swrite(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            Ok(self.tx("SWRITE")?.swrite(uuid, pages, mode, at)?)
+        });
+        if result.is_ok() {
+            self.stats.swrites += 1;
+            self.stats.pages_written += pages.len() as u64;
+        }
+        self.finish(result)
+    }
+
+    /// A static transaction whose acknowledgement is known on return: a completion the device
+    /// held back (Möbius merges small SWRITEs, §IV-E) is waited for.
+    pub fn swrite_acknowledged(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, HostError> {
+        let done = self.swrite(uuid, pages, mode, arrival_ns)?;
+        if done.ack_ns != ACK_DEFERRED {
+            return Ok(done);
+        }
+        self.take_completions(u64::MAX)?
+            .into_iter()
+            .find(|(u, _)| *u == uuid)
+            .map(|(_, c)| c)
+            .ok_or(HostError::NeverAcknowledged(uuid))
+    }
+
+    /// One page of a dynamic transaction (DWRITE).
+    pub fn dwrite(
+        &mut self,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        flag: DwriteFlag,
+        arrival_ns: u64,
+    ) -> Result<TxCompletion, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            Ok(self.tx("DWRITE")?.dwrite(uuid, lpn, content, flag, at)?)
+        });
+        if result.is_ok() {
+            self.stats.dwrites += 1;
+            self.stats.pages_written += 1;
+        }
+        self.finish(result)
+    }
+
+    /// Aborts a running transaction (`TxUuid(0)`: the running dynamic one).
+    pub fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            Ok(self.tx("ABORT")?.abort(uuid, at)?)
+        });
+        if result.is_ok() {
+            self.stats.aborts += 1;
+        }
+        self.finish(result)
+    }
+
+    /// A serializable read (SREAD).
+    pub fn sread(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, HostError> {
+        let at = self.at(arrival_ns);
+        let result = self
+            .tx("SREAD")
+            .and_then(|tx| Ok(tx.sread(start, count, at, out)?));
+        self.stats.sreads += 1;
+        self.stats.pages_read += u64::from(count);
+        self.finish(result)
+    }
+
+    /// Completions of SWRITEs answered with [`ACK_DEFERRED`] that are known by `now_ns`
+    /// (`u64::MAX`: wait for all). Not a request: it issues nothing the clock must follow.
+    pub fn take_completions(
+        &mut self,
+        now_ns: u64,
+    ) -> Result<Vec<(TxUuid, TxCompletion)>, HostError> {
+        let result = match self.device_mut().transactional() {
+            Some(tx) => tx.take_completions(now_ns).map_err(HostError::from),
+            None => Ok(Vec::new()),
+        };
+        self.finish(result)
+    }
+
+    /// The design's transactional interface; a design without one does not offer `op`.
+    pub(crate) fn tx(
+        &mut self,
+        op: &'static str,
+    ) -> Result<&mut dyn ftl::Transactional, HostError> {
+        self.device_mut()
+            .transactional()
+            .ok_or(HostError::Device(ftl::FtlError::Unsupported(op)))
+    }
+}
