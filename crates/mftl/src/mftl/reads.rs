@@ -1,0 +1,81 @@
+//! Möbius: reads and SREAD (Table I), and the invariants the harness checks after every
+//! request.
+
+use super::*;
+
+impl Mobius {
+    // ---------------------------------------------------------------- reads
+
+    pub(super) fn read_pages(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        at: u64,
+        overlay: bool,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<u64, FtlError> {
+        out.clear();
+        let mut ack = at;
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for i in 0..count {
+            let lpn = start.0 + i;
+            let (mut ppn, t) = self.lookup(lpn, at)?;
+            if overlay {
+                for tx in &self.txs {
+                    let dyn_wrote = self
+                        .chain
+                        .as_ref()
+                        .is_some_and(|c| c.undo.iter().any(|u| u.0 == lpn));
+                    if tx.state == TxState::Pending && !tx.superseded.contains(&lpn) && !dyn_wrote {
+                        if let Some(&(_, p)) = tx.items.iter().find(|x| x.0 == lpn) {
+                            ppn = p;
+                        }
+                    }
+                }
+            }
+            if ppn == NO_PPN {
+                out.push(PageOutcome::Unwritten);
+                ack = ack.max(t);
+                continue;
+            }
+            let (st, span) = self
+                .flash
+                .read(Ppn(ppn), &mut oob, t, OpCause::HostData)
+                .map_err(err_flash)?;
+            ack = ack.max(span.end_ns);
+            out.push(match st {
+                ReadStatus::Data(c) => PageOutcome::Data(c),
+                _ => PageOutcome::Uncorrectable,
+            });
+        }
+        Ok(ack)
+    }
+
+    /// Live pages on the data blocks (host data, pending transactions, translation pages).
+    pub fn valid_pages(&self) -> u64 {
+        (0..self.flash.geometry().blocks())
+            .map(BlockId)
+            .filter(|&b| !self.layout.is_reserved(b))
+            .map(|b| self.space.validity.valid_count(b) as u64)
+            .sum()
+    }
+
+    pub(crate) fn state_check(&self) -> Result<(), String> {
+        self.space.check_invariants()?;
+        if self.resident.len() as u64
+            > self.cfg.active_ala_pages * self.items_per_inode as u64
+                + self.flash.geometry().pages() as u64
+        {
+            return Err("Resident Area exceeds its bound".into());
+        }
+        for (l, p) in &self.resident {
+            if *p != NO_PPN && self.space.validity.owner(Ppn(*p)) != Some(*l) {
+                return Err(format!("lpn {l} maps to {p}, which is not live for it"));
+            }
+        }
+        if self.tail < self.head {
+            return Err("ALA tail behind head".into());
+        }
+        Ok(())
+    }
+}
