@@ -36,7 +36,7 @@ pub struct CompareArgs {
 const DASK_DRIVER: &str = include_str!("compare_dask.py");
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
-    let scale = compare::Scale::parse(&args.scale).map_err(anyhow::Error::msg)?;
+    let scale = compare::Scale::parse(&args.scale)?;
     let known: Vec<&str> = compare::experiments().iter().map(|e| e.id).collect();
     for o in &args.only {
         if !known.contains(&o.as_str()) {
@@ -73,7 +73,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         seed: args.seed,
         progress: &progress,
     };
-    let results = compare::run(&ctx, &args.only).map_err(anyhow::Error::msg)?;
+    let results = compare::run(&ctx, &args.only)?;
     let header = header(scale, args.seed);
     compare::write_report(&args.out, &header, &results)?;
     for r in &results {

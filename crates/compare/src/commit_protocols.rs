@@ -50,20 +50,19 @@ impl Host {
     }
 }
 
-fn fresh(ctx: &Context, design: &str) -> Result<Box<dyn BlockDevice>, String> {
-    let spec = ctx.design(design).ok_or("not built")?;
+fn fresh(ctx: &Context, design: &str) -> crate::error::Result<Box<dyn BlockDevice>> {
+    let spec = ctx.built(design)?;
     let config = ctx.device("txflash")?;
     let flash = Flash::in_memory(
         config.clone(),
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    spec.build(flash, &DesignOptions::default())
-        .map_err(|e| e.to_string())
+    Ok(spec.build(flash, &DesignOptions::default())?)
 }
 
 /// Committed transactions per simulated second for a sequential writer of `pages`-page transactions.
-fn throughput(ctx: &Context, design: &str, pages: u32) -> Result<f64, String> {
+fn throughput(ctx: &Context, design: &str, pages: u32) -> crate::error::Result<f64> {
     let mut dev = fresh(ctx, design)?;
     let mut host = Host { write: 0, uuid: 0 };
     let bytes_total: u64 = if ctx.scale == crate::Scale::Quick {
@@ -84,22 +83,20 @@ fn throughput(ctx: &Context, design: &str, pages: u32) -> Result<f64, String> {
             .collect();
         cursor += pages;
         let uuid = host.uuid();
-        let tx = dev.transactional().ok_or("not transactional")?;
+        let tx = dev
+            .transactional()
+            .ok_or(crate::error::MeasureError::NotTransactional)?;
         t = if pages == 1 {
-            dev.write(lpns[0].0, &[lpns[0].1.clone()], t)
-                .map_err(|e| e.to_string())?
-                .ack_ns
+            dev.write(lpns[0].0, &[lpns[0].1.clone()], t)?.ack_ns
         } else {
-            tx.swrite(uuid, &lpns, SwriteMode::Sync, t)
-                .map_err(|e| e.to_string())?
-                .ack_ns
+            tx.swrite(uuid, &lpns, SwriteMode::Sync, t)?.ack_ns
         };
     }
     Ok(count as f64 / (t as f64 / 1e9))
 }
 
 /// (mean transaction time ms, recovery ms, recovery reads) with `abort_pct` % aborted.
-fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64), String> {
+fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(f64, f64, u64)> {
     let mut dev = fresh(ctx, design)?;
     let mut host = Host { write: 0, uuid: 0 };
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ abort_pct as u64);
@@ -117,7 +114,9 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64)
         let start = rng.random_range(0..range - pages);
         let lpns: Vec<Lpn> = (start..start + pages).map(Lpn).collect();
         let uuid = host.uuid();
-        let tx = dev.transactional().ok_or("not transactional")?;
+        let tx = dev
+            .transactional()
+            .ok_or(crate::error::MeasureError::NotTransactional)?;
         if pages > 1 && rng.random_range(0..100) < abort_pct {
             // Sent page by page, then aborted before the last page.
             let mut at = t;
@@ -130,18 +129,18 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64)
                 let c = host.page(l);
                 at = tx
                     .dwrite(uuid, l, &c, flag, at)
-                    .map_err(|e| format!("dwrite: {e}"))?
+                    .map_err(|e| crate::error::MeasureError::step("dwrite", e))?
                     .ack_ns;
             }
             t = tx
                 .abort(uuid, at)
-                .map_err(|e| format!("abort: {e}"))?
+                .map_err(|e| crate::error::MeasureError::step("abort", e))?
                 .ack_ns;
         } else {
             let ps: Vec<(Lpn, Content)> = lpns.iter().map(|&l| (l, host.page(l))).collect();
             let ack = tx
                 .swrite(uuid, &ps, SwriteMode::Sync, t)
-                .map_err(|e| format!("swrite: {e}"))?
+                .map_err(|e| crate::error::MeasureError::step("swrite", e))?
                 .ack_ns;
             total_time += ack - t;
             committed += 1;
@@ -149,13 +148,13 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> Result<(f64, f64, u64)
         }
     }
     let end = dev.flash().idle_ns();
-    let spec = ctx.design(design).ok_or("not built")?;
+    let spec = ctx.built(design)?;
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
     let options = DesignOptions::default().with("recovery_ns_per_record", ANALYSIS_NS_PER_RECORD);
     let (_d, r) = spec
         .reopen(flash, &options)
-        .map_err(|e| format!("recovery: {e}"))?;
+        .map_err(|e| crate::error::MeasureError::step("recovery", e))?;
     Ok((
         total_time as f64 / committed.max(1) as f64 / 1e6,
         r.sim_ns as f64 / 1e6,

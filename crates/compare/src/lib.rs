@@ -8,6 +8,7 @@
 pub mod campaigns;
 pub mod claims;
 pub mod commit_protocols;
+pub mod error;
 pub mod macro_tx;
 pub mod micro;
 pub mod nvmfs_exp;
@@ -23,6 +24,17 @@ pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
 pub use report::{assemble_report, write_report, ExperimentResult, Figure, Table};
 
+#[derive(Debug, thiserror::Error)]
+#[error("unknown scale '{0}' (quick, paper)")]
+pub struct UnknownScale(pub String);
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown experiment '{name}'; known: {known}")]
+pub struct UnknownExperiment {
+    pub name: String,
+    pub known: String,
+}
+
 /// How big the experiments are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scale {
@@ -33,11 +45,11 @@ pub enum Scale {
 }
 
 impl Scale {
-    pub fn parse(s: &str) -> Result<Scale, String> {
+    pub fn parse(s: &str) -> Result<Scale, UnknownScale> {
         match s {
             "quick" => Ok(Scale::Quick),
             "paper" => Ok(Scale::Paper),
-            _ => Err(format!("unknown scale '{s}' (quick, paper)")),
+            _ => Err(UnknownScale(s.to_string())),
         }
     }
     pub fn name(self) -> &'static str {
@@ -66,6 +78,11 @@ pub struct Context<'a> {
 impl Context<'_> {
     pub fn design(&self, name: &str) -> Option<&DesignSpec> {
         self.designs.iter().find(|d| d.name == name)
+    }
+    /// The design, or why a measurement that needs it cannot be made.
+    pub fn built(&self, name: &str) -> error::Result<&DesignSpec> {
+        self.design(name)
+            .ok_or_else(|| error::MeasureError::NotBuilt(name.to_string()))
     }
     pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, flash::ConfigError> {
         flash::DeviceConfig::preset(preset)
@@ -121,15 +138,15 @@ pub fn experiments() -> Vec<Experiment> {
 }
 
 /// Runs the experiments (all, or those named in `only`).
-pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ExperimentResult>, String> {
+pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ExperimentResult>, UnknownExperiment> {
     let all = experiments();
     for o in only {
         if !all.iter().any(|e| e.id == o) {
             let ids: Vec<&str> = all.iter().map(|e| e.id).collect();
-            return Err(format!(
-                "unknown experiment '{o}'; known: {}",
-                ids.join(", ")
-            ));
+            return Err(UnknownExperiment {
+                name: o.clone(),
+                known: ids.join(", "),
+            });
         }
     }
     Ok(all

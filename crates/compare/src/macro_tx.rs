@@ -229,7 +229,7 @@ pub fn run_mode(
     wl: &Workload,
     config: &flash::DeviceConfig,
     clients: usize,
-) -> Result<Outcome, String> {
+) -> crate::error::Result<Outcome> {
     let (dev, host) = loaded_device(ctx, mode, wl, config)?;
     let mut run = MacroRun::new(dev, host, mode, wl, clients);
     loop {
@@ -240,10 +240,10 @@ pub fn run_mode(
             }
             // Nothing else to run: the poll above (horizon = forever) completed every held
             // transaction unless the design never answers.
-            return Err(format!(
+            return Err(crate::error::MeasureError::Precondition(format!(
                 "{} transactions held and never completed",
                 run.held.len()
-            ));
+            )));
         };
         run.clock = run.clock.max(at);
         let done = if let Some(step) = JournalStep::of(phase) {
@@ -269,29 +269,27 @@ fn loaded_device(
     mode: &Mode,
     wl: &Workload,
     config: &flash::DeviceConfig,
-) -> Result<(Box<dyn BlockDevice>, Host), String> {
-    let spec = ctx.design(mode.design).ok_or("not built")?;
+) -> crate::error::Result<(Box<dyn BlockDevice>, Host)> {
+    let spec = ctx.built(mode.design)?;
     let flash = Flash::in_memory(
         config.clone(),
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    let mut dev = spec
-        .build(flash, &DesignOptions::default())
-        .map_err(|e| e.to_string())?;
+    let mut dev = spec.build(flash, &DesignOptions::default())?;
     if dev.logical_pages() < wl.logical_pages_needed {
-        return Err(format!(
+        return Err(crate::error::MeasureError::Precondition(format!(
             "needs {} logical pages, device has {}",
             wl.logical_pages_needed,
             dev.logical_pages()
-        ));
+        )));
     }
     let journal_needed = wl.logical_pages_needed + journal_pages(wl);
     if dev.logical_pages() < journal_needed {
-        return Err(format!(
+        return Err(crate::error::MeasureError::Precondition(format!(
             "needs {journal_needed} logical pages with the host journal, device has {}",
             dev.logical_pages()
-        ));
+        )));
     }
     let mut host = Host { write: 0, uuid: 0 };
     let mut t = 0;
@@ -305,7 +303,7 @@ fn loaded_device(
         let pages: Vec<Content> = (start..start + n).map(|l| host.page(Lpn(l))).collect();
         t = dev
             .write(Lpn(start), &pages, t)
-            .map_err(|e| format!("load: {e}"))?
+            .map_err(|e| crate::error::MeasureError::step("load", e))?
             .ack_ns;
     }
     Ok((dev, host))
@@ -401,7 +399,7 @@ impl<'a> MacroRun<'a> {
 
     /// Completions of held transactions up to the next event: their pages unlock, parked
     /// commits retry, their clients move on.
-    fn settle_held(&mut self) -> Result<(), String> {
+    fn settle_held(&mut self) -> crate::error::Result<()> {
         if self.held.is_empty() {
             return Ok(());
         }
@@ -410,14 +408,14 @@ impl<'a> MacroRun<'a> {
             .dev
             .transactional()
             .map(|t| t.take_completions(horizon))
-            .transpose()
-            .map_err(|e| e.to_string())?
+            .transpose()?
             .unwrap_or_default();
         for (uuid, c) in done {
-            let (client, i) = self
-                .held
-                .remove(&uuid)
-                .ok_or("completion of a transaction not held")?;
+            let (client, i) = self.held.remove(&uuid).ok_or_else(|| {
+                crate::error::MeasureError::Precondition(
+                    "completion of a transaction not held".into(),
+                )
+            })?;
             let ack = c.ack_ns.max(self.clock);
             self.lock_pages(i, ack);
             self.end = self.end.max(ack);
@@ -443,7 +441,7 @@ impl<'a> MacroRun<'a> {
         client: usize,
         i: usize,
         at: u64,
-    ) -> Result<Option<u64>, String> {
+    ) -> crate::error::Result<Option<u64>> {
         let writes = &self.wl.txns[i].writes;
         let t = journal_step(
             self.dev.as_mut(),
@@ -453,7 +451,7 @@ impl<'a> MacroRun<'a> {
             &mut self.host,
             at,
         )
-        .map_err(|e| format!("host journal: {e}"))?;
+        .map_err(|e| crate::error::MeasureError::step("host journal", e))?;
         if step != JournalStep::Checkpoint {
             self.events.push(Reverse((t, client, i, step as u8 + 1)));
             return Ok(None);
@@ -475,14 +473,11 @@ impl<'a> MacroRun<'a> {
     }
 
     /// The transaction's reads; a read-only one is then done, any other goes on to commit.
-    fn reads(&mut self, client: usize, i: usize, at: u64) -> Result<Option<u64>, String> {
+    fn reads(&mut self, client: usize, i: usize, at: u64) -> crate::error::Result<Option<u64>> {
         let txn = &self.wl.txns[i];
         let mut t = at;
         for &l in &txn.reads {
-            let done = self
-                .dev
-                .read(l, 1, at, &mut self.reads_buf)
-                .map_err(|e| e.to_string())?;
+            let done = self.dev.read(l, 1, at, &mut self.reads_buf)?;
             t = t.max(done.ack_ns);
         }
         if txn.writes.is_empty() {
@@ -496,7 +491,7 @@ impl<'a> MacroRun<'a> {
 
     /// The commit, once the host's lock manager lets it go: after earlier transactions on the
     /// same pages (and the running one where the design takes one at a time).
-    fn commit(&mut self, client: usize, i: usize, at: u64) -> Result<Option<u64>, String> {
+    fn commit(&mut self, client: usize, i: usize, at: u64) -> crate::error::Result<Option<u64>> {
         let writes = &self.wl.txns[i].writes;
         let mut ready = writes
             .iter()
@@ -534,7 +529,7 @@ impl<'a> MacroRun<'a> {
                 | FtlError::ImageIo(_)
                 | FtlError::Corrupt(_)
                 | FtlError::NoSpace),
-            ) => Err(e.to_string()),
+            ) => Err(e.into()),
             Err(FtlError::TxTooLarge { .. }) if self.journal_owner.is_some() => {
                 self.journal_waiting.push((client, i));
                 Ok(None)
@@ -573,7 +568,7 @@ impl<'a> MacroRun<'a> {
 
 /// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
 /// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs.
-fn device(ctx: &Context) -> Result<flash::DeviceConfig, String> {
+fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
     let mut c = ctx.device("jasmine")?;
     if ctx.scale == crate::Scale::Quick {
         c.geometry.blocks_per_chip = 128;
@@ -617,8 +612,8 @@ pub fn trace_workload(
     bytes: &[u8],
     page_bytes: u32,
     repeat: usize,
-) -> Result<Workload, String> {
-    let (_, requests) = trace::read(bytes, None).map_err(|e| format!("{name}: {e}"))?;
+) -> crate::error::Result<Workload> {
+    let (_, requests) = trace::read(bytes, None)?;
     let pb = page_bytes as u64;
     let mut one_pass = Vec::new();
     let mut needed = 0u32;
@@ -629,8 +624,11 @@ pub fn trace_workload(
             .filter(|r| r.op != trace::Op::Trim && r.length_bytes > 0)
         {
             for p in r.offset_bytes / pb..=(r.end_bytes() - 1) / pb {
-                let l =
-                    u32::try_from(p).map_err(|_| format!("{name}: offset beyond 2^32 pages"))?;
+                let l = u32::try_from(p).map_err(|_| {
+                    crate::error::MeasureError::Precondition(format!(
+                        "{name}: offset beyond 2^32 pages"
+                    ))
+                })?;
                 writes.push(Lpn(l));
                 needed = needed.max(l + 1);
             }
@@ -646,7 +644,9 @@ pub fn trace_workload(
         }
     }
     if one_pass.is_empty() {
-        return Err(format!("{name}: no writes between flushes"));
+        return Err(crate::error::MeasureError::Precondition(format!(
+            "{name}: no writes between flushes"
+        )));
     }
     let txns = one_pass
         .iter()
@@ -667,7 +667,9 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut skipped = Vec::new();
     let config = match device(ctx) {
         Ok(c) => c,
-        Err(e) => return ExperimentResult::failed("macro", "2. Transactional SSDs, macro", e),
+        Err(e) => {
+            return ExperimentResult::failed("macro", "2. Transactional SSDs, macro", e.to_string())
+        }
     };
     // Logical pages: the smallest any design offers on this device is not known before building;
     // size the database on the raw capacity after over-provisioning.
@@ -680,7 +682,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     };
     match trace_workload("ext4-trace", EXT4_TRACE, config.geometry.page_bytes, repeat) {
         Ok(w) => workloads.push(w),
-        Err(e) => skipped.push(e),
+        Err(e) => skipped.push(e.to_string()),
     }
     let mut data = serde_json::Map::new();
     let mut tables = Vec::new();

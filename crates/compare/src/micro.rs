@@ -153,7 +153,7 @@ fn compound(
 }
 
 /// Mean latency (ns) of `iterations` compound writes of `size` pages for one mode and pattern.
-fn measure(ctx: &Context, mode: Mode, size: u32, sequential: bool) -> Result<f64, String> {
+fn measure(ctx: &Context, mode: Mode, size: u32, sequential: bool) -> crate::error::Result<f64> {
     measure_with(ctx, mode, size, sequential, &DesignOptions::default())
 }
 
@@ -164,15 +164,15 @@ fn measure_with(
     size: u32,
     sequential: bool,
     options: &DesignOptions,
-) -> Result<f64, String> {
-    let spec = ctx.design(mode.design()).ok_or("design not built")?;
+) -> crate::error::Result<f64> {
+    let spec = ctx.built(mode.design())?;
     let config = ctx.device("jasmine")?;
     let flash = Flash::in_memory(
         config.clone(),
         (spec.oob_record_bytes)(&config.geometry),
         true,
     );
-    let mut dev = spec.build(flash, options).map_err(|e| e.to_string())?;
+    let mut dev = spec.build(flash, options)?;
     let range =
         ((5u64 << 30) / config.geometry.page_bytes as u64).min(dev.logical_pages() as u64) as u32;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ size as u64 ^ ((sequential as u64) << 32));
@@ -180,7 +180,9 @@ fn measure_with(
         next_write: 0,
         next_uuid: 0,
     };
-    prefill(dev.as_mut(), range, &mut host).map_err(|e| format!("{}: fill: {e}", mode.label()))?;
+    prefill(dev.as_mut(), range, &mut host).map_err(|e| {
+        crate::error::MeasureError::step(mode.label(), crate::error::MeasureError::step("fill", e))
+    })?;
     let mut total = 0u64;
     let mut seq_cursor = 0u32;
     let iterations = ctx.scale.micro_iterations();
@@ -204,7 +206,7 @@ fn measure_with(
         };
         let start = dev.flash().idle_ns();
         total += compound(dev.as_mut(), mode, &lpns, start, &mut host)
-            .map_err(|e| format!("{}: {e}", mode.label()))?;
+            .map_err(|e| crate::error::MeasureError::step(mode.label(), e))?;
     }
     Ok(total as f64 / iterations as f64)
 }

@@ -76,7 +76,7 @@ impl Grid {
         }
     }
     /// The paper's device (`optr` preset, 128 GB), 4 GB written per point.
-    pub fn paper() -> Result<Grid, String> {
+    pub fn paper() -> crate::error::Result<Grid> {
         Ok(Grid::paper_shape(
             DeviceConfig::preset("optr")?,
             4 << 30,
@@ -84,7 +84,7 @@ impl Grid {
         ))
     }
     /// The paper's geometry cut to 128 blocks per chip (4 GB), 90 % filled, 1 GB per point.
-    pub fn quick() -> Result<Grid, String> {
+    pub fn quick() -> crate::error::Result<Grid> {
         let mut d = DeviceConfig::preset("optr")?;
         d.geometry.blocks_per_chip = 128;
         d.validate()?;
@@ -95,7 +95,7 @@ impl Grid {
     /// The host interface is the `optr` preset's (SATA 3.0): our designs acknowledge a cached
     /// write at once, so without a link a workload that stays in the cache runs at an unbounded
     /// rate and any flash work at all looks like a huge ratio.
-    pub fn tiny() -> Result<Grid, String> {
+    pub fn tiny() -> crate::error::Result<Grid> {
         let mut device = DeviceConfig::preset("small")?;
         device.host = DeviceConfig::preset("optr")?.host;
         Ok(Grid {
@@ -114,7 +114,7 @@ impl Grid {
             optr_params: Vec::new(),
         })
     }
-    pub fn for_scale(scale: Scale) -> Result<Grid, String> {
+    pub fn for_scale(scale: Scale) -> crate::error::Result<Grid> {
         match scale {
             Scale::Quick => Grid::quick(),
             Scale::Paper => Grid::paper(),
@@ -220,14 +220,14 @@ fn run_design(
     shape: (u64, (u64, u64), u32),
     seed: u64,
     recover: bool,
-) -> Result<Run, String> {
+) -> crate::error::Result<Run> {
     let (footprint, (small, large), flush_every) = shape;
     let g = &grid.device.geometry;
     let page = g.page_bytes as u64;
     let flash = Flash::in_memory(grid.device.clone(), (spec.oob_record_bytes)(g), true);
     let options = grid.options(spec);
-    let mut dev = spec.build(flash, &options).map_err(|e| e.to_string())?;
-    let e = |e: ftl::FtlError| format!("{}: {e}", spec.name);
+    let mut dev = spec.build(flash, &options)?;
+    let e = |e: ftl::FtlError| crate::error::MeasureError::step(spec.name, e);
     let mut host = Host {
         rng: ChaCha8Rng::seed_from_u64(seed),
         write: 0,
@@ -313,14 +313,11 @@ pub fn run_grid(
     grid: &Grid,
     seed: u64,
     progress: &dyn Fn(u64, u64),
-) -> Result<Vec<Point>, String> {
+) -> crate::error::Result<Vec<Point>> {
     let g = &grid.device.geometry;
-    let logical = |spec: &DesignSpec| -> Result<u32, String> {
+    let logical = |spec: &DesignSpec| -> crate::error::Result<u32> {
         let flash = Flash::in_memory(grid.device.clone(), (spec.oob_record_bytes)(g), true);
-        Ok(spec
-            .build(flash, &grid.options(spec))
-            .map_err(|e| e.to_string())?
-            .logical_pages())
+        Ok(spec.build(flash, &grid.options(spec))?.logical_pages())
     };
     // same address range for both (OPTR keeps a few more blocks for itself)
     let range = logical(optr)?.min(logical(wcache)?);
@@ -543,13 +540,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     };
     let grid = match Grid::for_scale(ctx.scale) {
         Ok(g) => g,
-        Err(e) => return ExperimentResult::failed("optr", TITLE, e),
+        Err(e) => return ExperimentResult::failed("optr", TITLE, e.to_string()),
     };
     let points = match run_grid(optr, wcache, &grid, ctx.seed, &|d, t| {
         (ctx.progress)("optr", d, t)
     }) {
         Ok(p) => p,
-        Err(e) => return ExperimentResult::failed("optr", TITLE, e),
+        Err(e) => return ExperimentResult::failed("optr", TITLE, e.to_string()),
     };
     let (est_reads, est_s) = recovery_estimate(&grid);
     ExperimentResult {

@@ -85,7 +85,12 @@ struct Recovery {
 /// The recovery after writing `zone_gb` on a fresh device; with `ala_full`, after committing
 /// further transactions until Möbius's active ALA is one inode short of its merge threshold (the
 /// worst case of its merge cycle: the longest ALA scan and the most unflagged inodes).
-fn measure(ctx: &Context, s: &Subject, zone_gb: f64, ala_full: bool) -> Result<Recovery, String> {
+fn measure(
+    ctx: &Context,
+    s: &Subject,
+    zone_gb: f64,
+    ala_full: bool,
+) -> crate::error::Result<Recovery> {
     measure_with(ctx, s, zone_gb, ala_full, DesignOptions::default())
 }
 
@@ -100,7 +105,7 @@ fn measure_with(
     zone_gb: f64,
     ala_full: bool,
     options: DesignOptions,
-) -> Result<Recovery, String> {
+) -> crate::error::Result<Recovery> {
     let mut zone = write_zone(ctx, s, zone_gb, options)?;
     if ala_full {
         zone.fill_active_ala(1.0)?;
@@ -127,8 +132,8 @@ fn write_zone(
     s: &Subject,
     zone_gb: f64,
     mut options: DesignOptions,
-) -> Result<Zone, String> {
-    let spec = ctx.design(s.design).ok_or("not built")?.clone();
+) -> crate::error::Result<Zone> {
+    let spec = ctx.built(s.design)?.clone();
     let config = ctx.device("jasmine")?;
     let g = config.geometry.clone();
     let zone_bytes = (zone_gb * (1u64 << 30) as f64) as u64;
@@ -137,7 +142,7 @@ fn write_zone(
         options = options.with(p, zone_blocks);
     }
     let flash = Flash::in_memory(config.clone(), (spec.oob_record_bytes)(&g), true);
-    let dev = spec.build(flash, &options).map_err(|e| e.to_string())?;
+    let dev = spec.build(flash, &options)?;
     let mut zone = Zone {
         dev,
         spec,
@@ -174,29 +179,30 @@ fn write_zone(
 
 impl Zone {
     /// One more 32-page transaction at random places.
-    fn commit_one(&mut self) -> Result<(), String> {
+    fn commit_one(&mut self) -> crate::error::Result<()> {
         let lpns = random_lpns(&mut self.rng, self.dev.logical_pages());
-        self.t = commit(self.dev.as_mut(), &self.mode, &lpns, self.t, &mut self.host)
-            .map_err(|e| e.to_string())?;
+        self.t = commit(self.dev.as_mut(), &self.mode, &lpns, self.t, &mut self.host)?;
         Ok(())
     }
 
     /// Möbius's active ALA fill against its merge threshold: (inodes, threshold).
-    fn active_ala(&self) -> Result<(f64, f64), String> {
+    fn active_ala(&self) -> crate::error::Result<(f64, f64)> {
         // One metrics call: it scans the whole device.
         let m = self.dev.metrics();
         let get = |k: &str| {
-            m.iter()
-                .find(|(n, _)| n == k)
-                .map(|x| x.1)
-                .ok_or_else(|| format!("{} reports no metric {k}", self.dev.design()))
+            m.iter().find(|(n, _)| n == k).map(|x| x.1).ok_or_else(|| {
+                crate::error::MeasureError::MissingMetric {
+                    design: self.dev.design(),
+                    metric: k.to_string(),
+                }
+            })
         };
         Ok((get("ala_active_inodes")?, get("ala_active_limit")?))
     }
 
     /// Commits until Möbius's active ALA is within two inodes of `fraction` of its merge
     /// threshold (1.0: one inode short of the merge, the worst point of the cycle).
-    fn fill_active_ala(&mut self, fraction: f64) -> Result<(), String> {
+    fn fill_active_ala(&mut self, fraction: f64) -> crate::error::Result<()> {
         loop {
             let (active, limit) = self.active_ala()?;
             let target = fraction * limit;
@@ -212,7 +218,7 @@ impl Zone {
     }
 
     /// Commits until Möbius's active ALA has just been merged (its fill dropped).
-    fn start_merge_cycle(&mut self) -> Result<(), String> {
+    fn start_merge_cycle(&mut self) -> crate::error::Result<()> {
         let (mut last, limit) = self.active_ala()?;
         loop {
             // Each transaction appends one or two inodes, so half the room left can be committed
@@ -229,7 +235,7 @@ impl Zone {
     }
 
     /// The recovery of a copy of the device cut now (the device runs on).
-    fn recover_copy(&self) -> Result<Recovery, String> {
+    fn recover_copy(&self) -> crate::error::Result<Recovery> {
         let end = self.dev.flash().idle_ns();
         let mut flash = Flash::new(self.config.clone(), self.dev.flash().store().snapshot());
         flash.start_clock_at(end);
@@ -237,7 +243,7 @@ impl Zone {
     }
 
     /// The recovery of the device cut now.
-    fn recover_after_cut(self) -> Result<Recovery, String> {
+    fn recover_after_cut(self) -> crate::error::Result<Recovery> {
         let end = self.dev.flash().idle_ns();
         let mut flash = self.dev.into_flash();
         flash.start_clock_at(end);
@@ -251,10 +257,10 @@ fn recover_image(
     spec: &ftl::DesignSpec,
     flash: Flash,
     options: &DesignOptions,
-) -> Result<Recovery, String> {
+) -> crate::error::Result<Recovery> {
     let (_dev, report) = spec
         .reopen(flash, options)
-        .map_err(|e| format!("recovery: {e}"))?;
+        .map_err(|e| crate::error::MeasureError::step("recovery", e))?;
     let detail = |k: &str| {
         report
             .details
@@ -279,7 +285,7 @@ fn measure_merge_cycle(
     s: &Subject,
     zone_gb: f64,
     points: usize,
-) -> Result<Vec<Recovery>, String> {
+) -> crate::error::Result<Vec<Recovery>> {
     let mut zone = write_zone(ctx, s, zone_gb, DesignOptions::default())?;
     zone.start_merge_cycle()?;
     let mut cuts = Vec::with_capacity(points);
@@ -291,12 +297,15 @@ fn measure_merge_cycle(
 }
 
 /// A metric the design reports (an error if it does not).
-fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> Result<f64, String> {
+fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> crate::error::Result<f64> {
     dev.metrics()
         .into_iter()
         .find(|(n, _)| n == name)
         .map(|(_, v)| v)
-        .ok_or_else(|| format!("{} reports no metric {name}", dev.design()))
+        .ok_or_else(|| crate::error::MeasureError::MissingMetric {
+            design: dev.design(),
+            metric: name.to_string(),
+        })
 }
 
 /// 32 distinct random pages below `range` (one transaction of the experiment).

@@ -96,7 +96,7 @@ fn sizes(scale: Scale) -> Sizes {
 
 /// The host interface of every run: the Möbius prototype's SATA 2.0 link (the `jasmine` preset's),
 /// in front of the `small` geometry that keeps full-data runs in memory.
-fn host(ctx: &Context) -> Result<flash::HostInterface, String> {
+fn host(ctx: &Context) -> crate::error::Result<flash::HostInterface> {
     Ok(ctx.device("jasmine")?.host)
 }
 
@@ -110,30 +110,28 @@ fn measure(
     w: Workload,
     sz: &Sizes,
     host: flash::HostInterface,
-) -> Result<RunReport, String> {
-    let spec = ctx.design(s.design).ok_or("design not built")?;
+) -> crate::error::Result<RunReport> {
+    let spec = ctx.built(s.design)?;
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     device.host = host;
     let oob = (spec.oob_record_bytes)(&device.geometry);
-    let dev = spec
-        .build(
-            flash::Flash::in_memory(device, oob, false),
-            &ftl::DesignOptions::default(),
-        )
-        .map_err(|e| e.to_string())?;
+    let dev = spec.build(
+        flash::Flash::in_memory(device, oob, false),
+        &ftl::DesignOptions::default(),
+    )?;
     let mut open = OpenOptions::new(s.mode);
     open.tx_kind = s.tx;
     open.synchronous = synchronous(s.mode).into();
     open.seed = ctx.seed;
-    let db = Database::create(dev, &open).map_err(|e| e.to_string())?;
+    let db = Database::create(dev, &open)?;
     let scale = DbScale {
         accounts_per_branch: sz.accounts,
         ..DbScale::default()
     };
-    workload::setup(&db, w, scale).map_err(|e| e.to_string())?;
-    let r = workload::run(&db, w, scale, sz.transactions, ctx.seed).map_err(|e| e.to_string())?;
-    workload::check_invariant(&db, w)?;
+    workload::setup(&db, w, scale)?;
+    let r = workload::run(&db, w, scale, sz.transactions, ctx.seed)?;
+    workload::check_invariant(&db, w).map_err(crate::error::MeasureError::DatabaseCheck)?;
     Ok(r)
 }
 

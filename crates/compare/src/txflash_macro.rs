@@ -147,7 +147,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             let mut workload = match trace_workload(&label, trace, page_bytes, repeat) {
                 Ok(w) => w,
                 Err(e) => {
-                    skipped.push(e);
+                    skipped.push(e.to_string());
                     step += (modes.len() * configs.len()) as u64;
                     row.push(None);
                     continue;

@@ -152,12 +152,10 @@ impl<D: DeviceHandle> Host<D> {
         fua: bool,
         arrival_ns: u64,
     ) -> Result<u64, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            let ack = self.write_request(offset, payload, at)?;
-            self.after_write(ack, fua)
-        });
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            let ack = host.write_request(offset, payload, at)?;
+            host.after_write(ack, fua)
+        })
     }
 
     /// FUA: a flush at the write's acknowledgement. An atomic write is a synchronous SWRITE,
@@ -184,30 +182,28 @@ impl<D: DeviceHandle> Host<D> {
         fua: bool,
         arrival_ns: u64,
     ) -> Result<u64, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            self.span(offset, len)?;
-            let chunk_pages = self
+        self.modify(arrival_ns, |host, at| {
+            host.span(offset, len)?;
+            let chunk_pages = host
                 .atomic_max_pages()
                 .map_or(SPLIT_PAGES, |m| m.min(SPLIT_PAGES));
-            let chunk_bytes = chunk_pages * self.page_bytes;
-            let zeros = match self.contents {
+            let chunk_bytes = chunk_pages * host.page_bytes;
+            let zeros = match host.contents {
                 Contents::Bytes => vec![0u8; len.min(chunk_bytes) as usize],
                 Contents::Tags => Vec::new(),
             };
             let (end, mut pos, mut ack) = (offset + len, offset, at);
             while pos < end {
                 let next = ((pos / chunk_bytes + 1) * chunk_bytes).min(end);
-                let payload = match self.contents {
+                let payload = match host.contents {
                     Contents::Bytes => Payload::Bytes(&zeros[..(next - pos) as usize]),
                     Contents::Tags => Payload::Tags(next - pos),
                 };
-                ack = ack.max(self.write_request(pos, payload, at)?);
+                ack = ack.max(host.write_request(pos, payload, at)?);
                 pos = next;
             }
-            self.after_write(ack, fua)
-        });
-        self.finish(result)
+            host.after_write(ack, fua)
+        })
     }
 
     /// Trims the whole pages inside bytes `[offset, offset + len)`, split into requests of at
@@ -215,21 +211,20 @@ impl<D: DeviceHandle> Host<D> {
     /// without trim ignores it (counted in [`crate::HostStats::trims_ignored`]): TRIM is
     /// advisory.
     pub fn trim(&mut self, offset: u64, len: u64, arrival_ns: u64) -> Result<u64, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            self.span(offset, len)?;
+        self.modify(arrival_ns, |host, at| {
+            host.span(offset, len)?;
             let (mut lpn, end) = (
-                offset.div_ceil(self.page_bytes),
-                (offset + len) / self.page_bytes,
+                offset.div_ceil(host.page_bytes),
+                (offset + len) / host.page_bytes,
             );
             let mut ack = at;
             while lpn < end {
                 let n = (end - lpn).min(SPLIT_PAGES);
-                let at = self.at(at);
-                match self.device_mut().trim(Lpn(lpn as u32), n as u32, at) {
+                let at = host.at(at);
+                match host.device_mut().trim(Lpn(lpn as u32), n as u32, at) {
                     Ok(done) => ack = ack.max(done.ack_ns),
                     Err(FtlError::Unsupported(_)) => {
-                        self.stats.trims_ignored += 1;
+                        host.stats.trims_ignored += 1;
                         break;
                     }
                     Err(e) => return Err(e.into()),
@@ -237,8 +232,7 @@ impl<D: DeviceHandle> Host<D> {
                 lpn += n;
             }
             Ok(ack)
-        });
-        self.finish(result)
+        })
     }
 
     /// One device write of the pages under `payload` at byte `offset`: edge pages are read

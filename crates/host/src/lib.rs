@@ -211,6 +211,20 @@ impl<D: DeviceHandle> Host<D> {
         }
     }
 
+    /// A request that may change the device: refused after an image failure (fail-stop),
+    /// issued at the host's clock, then (check mode) followed by the invariants.
+    fn modify<T>(
+        &mut self,
+        arrival_ns: u64,
+        request: impl FnOnce(&mut Self, u64) -> Result<T, HostError>,
+    ) -> Result<T, HostError> {
+        let result = self.writable().and_then(|()| {
+            let at = self.at(arrival_ns);
+            request(self, at)
+        });
+        self.finish(result)
+    }
+
     /// Ends a request: in check mode a broken invariant replaces its result.
     fn finish<T>(&mut self, result: Result<T, HostError>) -> Result<T, HostError> {
         if self.check {

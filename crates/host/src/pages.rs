@@ -20,14 +20,11 @@ impl<D: DeviceHandle> Host<D> {
         pages: &[Content],
         arrival_ns: u64,
     ) -> Result<Completion, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            Ok(self.device_mut().write(start, pages, at)?)
-        });
-        if result.is_ok() {
-            self.stats.pages_written += pages.len() as u64;
-        }
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            let done = host.device_mut().write(start, pages, at)?;
+            host.stats.pages_written += pages.len() as u64;
+            Ok(done)
+        })
     }
 
     /// One read request of `count` pages into `out`.
@@ -52,27 +49,23 @@ impl<D: DeviceHandle> Host<D> {
         count: u32,
         arrival_ns: u64,
     ) -> Result<Completion, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            Ok(self.device_mut().trim(start, count, at)?)
-        });
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            Ok(host.device_mut().trim(start, count, at)?)
+        })
     }
 
     /// Makes every acknowledged write durable, then syncs the image (a file-backed image
     /// reaches the host's disk).
     pub fn flush(&mut self, arrival_ns: u64) -> Result<u64, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            let done = self.device_mut().flush(at)?;
-            self.device_mut()
+        self.modify(arrival_ns, |host, at| {
+            host.stats.flushes += 1;
+            let done = host.device_mut().flush(at)?;
+            host.device_mut()
                 .flash_mut()
                 .sync()
                 .map_err(ftl::FtlError::from)?;
             Ok(done.ack_ns)
-        });
-        self.stats.flushes += 1;
-        self.finish(result)
+        })
     }
 
     /// A static transaction (SWRITE). Its acknowledgement may be [`ACK_DEFERRED`].
@@ -83,15 +76,12 @@ impl<D: DeviceHandle> Host<D> {
         mode: SwriteMode,
         arrival_ns: u64,
     ) -> Result<TxCompletion, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            Ok(self.tx("SWRITE")?.swrite(uuid, pages, mode, at)?)
-        });
-        if result.is_ok() {
-            self.stats.swrites += 1;
-            self.stats.pages_written += pages.len() as u64;
-        }
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            let done = host.tx("SWRITE")?.swrite(uuid, pages, mode, at)?;
+            host.stats.swrites += 1;
+            host.stats.pages_written += pages.len() as u64;
+            Ok(done)
+        })
     }
 
     /// A static transaction whose acknowledgement is known on return: a completion the device
@@ -123,27 +113,21 @@ impl<D: DeviceHandle> Host<D> {
         flag: DwriteFlag,
         arrival_ns: u64,
     ) -> Result<TxCompletion, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            Ok(self.tx("DWRITE")?.dwrite(uuid, lpn, content, flag, at)?)
-        });
-        if result.is_ok() {
-            self.stats.dwrites += 1;
-            self.stats.pages_written += 1;
-        }
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            let done = host.tx("DWRITE")?.dwrite(uuid, lpn, content, flag, at)?;
+            host.stats.dwrites += 1;
+            host.stats.pages_written += 1;
+            Ok(done)
+        })
     }
 
     /// Aborts a running transaction (`TxUuid(0)`: the running dynamic one).
     pub fn abort(&mut self, uuid: TxUuid, arrival_ns: u64) -> Result<Completion, HostError> {
-        let result = self.writable().and_then(|()| {
-            let at = self.at(arrival_ns);
-            Ok(self.tx("ABORT")?.abort(uuid, at)?)
-        });
-        if result.is_ok() {
-            self.stats.aborts += 1;
-        }
-        self.finish(result)
+        self.modify(arrival_ns, |host, at| {
+            let done = host.tx("ABORT")?.abort(uuid, at)?;
+            host.stats.aborts += 1;
+            Ok(done)
+        })
     }
 
     /// A serializable read (SREAD).
