@@ -854,10 +854,7 @@ impl Engine {
         let (st, span) = self
             .flash
             .read(Ppn(ppn), &mut oob, not_before, OpCause::HostData)?;
-        let out = match st {
-            ReadStatus::Data(c) => PageOutcome::Data(c),
-            ReadStatus::Erased | ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
-        };
+        let out = PageOutcome::of_mapped_page(st);
         Ok((out, span.end_ns))
     }
 

@@ -744,10 +744,7 @@ impl BlockDevice for Dftl {
                 .flash
                 .read(ppn, &mut oob_buf, known, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
-            out.push(match status {
-                ReadStatus::Data(c) => PageOutcome::Data(c),
-                ReadStatus::Erased | ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
-            });
+            out.push(PageOutcome::of_mapped_page(status));
         }
         Ok(Completion {
             arrival_ns,

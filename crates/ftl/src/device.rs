@@ -29,6 +29,21 @@ pub enum PageOutcome {
     Uncorrectable,
 }
 
+impl PageOutcome {
+    /// What the host reads from the flash page a design maps the logical page to. A mapped
+    /// page that reads erased is data the design lost (its mapping names a page that was never
+    /// programmed, or whose block was erased): the host sees an uncorrectable page, never
+    /// zeros, so a lost write cannot pass for a trimmed one.
+    pub fn of_mapped_page(status: flash::ReadStatus) -> PageOutcome {
+        match status {
+            flash::ReadStatus::Data(c) => PageOutcome::Data(c),
+            flash::ReadStatus::Erased | flash::ReadStatus::Uncorrectable => {
+                PageOutcome::Uncorrectable
+            }
+        }
+    }
+}
+
 /// A plain block device: every design implements it.
 pub trait BlockDevice: Send {
     /// The design's `--ftl` name.

@@ -854,11 +854,7 @@ impl BlockDevice for Optr {
                 .flash
                 .read(ppn, &mut oob, arrival_ns, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
-            out.push(match status {
-                ReadStatus::Data(c) => PageOutcome::Data(c),
-                ReadStatus::Erased => PageOutcome::Unwritten,
-                ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
-            });
+            out.push(PageOutcome::of_mapped_page(status));
         }
         Ok(Completion {
             arrival_ns,

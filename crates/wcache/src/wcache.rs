@@ -20,7 +20,7 @@
 //! and a cut after the next flush brought it back (found by the seed soak with trims, issue #22).
 
 use crate::cache::{CachedPage, PageTags, WriteCache};
-use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
     PageOutcome, Promise, RecoveryReport, Space, Validity,
@@ -340,11 +340,7 @@ impl BlockDevice for WCache {
                 .flash
                 .read(ppn, &mut oob, arrival_ns, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
-            out.push(match status {
-                ReadStatus::Data(c) => PageOutcome::Data(c),
-                ReadStatus::Erased => PageOutcome::Unwritten,
-                ReadStatus::Uncorrectable => PageOutcome::Uncorrectable,
-            });
+            out.push(PageOutcome::of_mapped_page(status));
         }
         Ok(Completion {
             arrival_ns,

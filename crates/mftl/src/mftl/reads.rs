@@ -43,10 +43,7 @@ impl Mobius {
                 .read(Ppn(ppn), &mut oob, t, OpCause::HostData)
                 .map_err(err_flash)?;
             ack = ack.max(span.end_ns);
-            out.push(match st {
-                ReadStatus::Data(c) => PageOutcome::Data(c),
-                _ => PageOutcome::Uncorrectable,
-            });
+            out.push(PageOutcome::of_mapped_page(st));
         }
         Ok(ack)
     }
