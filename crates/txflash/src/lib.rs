@@ -16,6 +16,7 @@
 pub mod cyclic;
 pub mod format;
 mod summary_scan;
+mod surface;
 pub mod tc;
 
 pub use cyclic::TxFlashCyclic;

@@ -13,6 +13,7 @@
 //! blocks that were open, page by page.
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
+use crate::surface::{self, CommitProtocol};
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
@@ -407,45 +408,8 @@ impl TxFlashTc {
         Ok(())
     }
 
-    fn check_arrival(&mut self, arrival: u64) -> Result<(), FtlError> {
-        self.arrivals.admit(arrival)?;
-        self.recent.retain(|_, ack| *ack > arrival);
-        Ok(())
-    }
-
     fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
         check_range(lpn, 1, self.logical)
-    }
-
-    /// Isolation for the pages of a new transaction: conflicts with running dynamic
-    /// transactions are refused; overlap in time with committed-but-not-yet-durable ones waits
-    /// (or is refused with `isolation=refuse`). Returns the instant the intentions may start.
-    fn isolate(
-        &self,
-        lpns: impl Iterator<Item = Lpn>,
-        arrival: u64,
-        own: u32,
-    ) -> Result<u64, FtlError> {
-        let mut start = arrival;
-        for l in lpns {
-            let i = l.0 as usize;
-            let holder = self.locked[i];
-            if holder != NONE && holder != own {
-                let uuid = self.pending[holder as usize].as_ref().unwrap().uuid;
-                return Err(FtlError::Conflict {
-                    lpn: l,
-                    holder: uuid,
-                });
-            }
-            if self.busy_until[i] > arrival && self.p.isolation == Isolation::Refuse {
-                return Err(FtlError::Conflict {
-                    lpn: l,
-                    holder: TxUuid(0),
-                });
-            }
-            start = start.max(self.busy_until[i]);
-        }
-        Ok(start)
     }
 
     fn open_pending(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
@@ -844,97 +808,7 @@ impl BlockDevice for TxFlashTc {
     fn logical_pages(&self) -> u32 {
         self.logical
     }
-
-    /// A plain write is a transaction: one page = single-page tx, several = one WriteAtomic.
-    fn write(
-        &mut self,
-        start: Lpn,
-        pages: &[Content],
-        arrival: u64,
-    ) -> Result<Completion, FtlError> {
-        self.check_arrival(arrival)?;
-        check_range(start, pages.len() as u64, self.logical)?;
-        let list: Vec<(Lpn, &Content)> = pages
-            .iter()
-            .enumerate()
-            .map(|(k, c)| (Lpn(start.0 + k as u32), c))
-            .collect();
-        let ack = self.write_atomic(TxUuid(0), &list, Kind::Data, arrival)?;
-        Ok(Completion {
-            arrival_ns: arrival,
-            ack_ns: ack,
-        })
-    }
-
-    fn read(
-        &mut self,
-        start: Lpn,
-        count: u32,
-        arrival: u64,
-        out: &mut Vec<PageOutcome>,
-    ) -> Result<Completion, FtlError> {
-        self.check_arrival(arrival)?;
-        check_range(start, count as u64, self.logical)?;
-        out.clear();
-        let mut ack = arrival;
-        let mut oob = [0u8; OOB_BYTES as usize];
-        for k in 0..count {
-            let ppn = self.map[(start.0 + k) as usize];
-            if ppn == NONE {
-                out.push(PageOutcome::Unwritten);
-                continue;
-            }
-            let (status, span) = self
-                .flash
-                .read(Ppn(ppn), &mut oob, arrival, OpCause::HostData)?;
-            ack = ack.max(span.end_ns);
-            out.push(match status {
-                ReadStatus::Data(c) => {
-                    if Oob::decode(&oob).is_some_and(|r| r.kind == Kind::Tombstone) {
-                        PageOutcome::Unwritten
-                    } else {
-                        PageOutcome::Data(c)
-                    }
-                }
-                _ => PageOutcome::Uncorrectable,
-            });
-        }
-        Ok(Completion {
-            arrival_ns: arrival,
-            ack_ns: ack,
-        })
-    }
-
-    /// Every acknowledged transaction is already durable.
-    fn flush(&mut self, arrival: u64) -> Result<Completion, FtlError> {
-        self.check_arrival(arrival)?;
-        Ok(Completion {
-            arrival_ns: arrival,
-            ack_ns: arrival,
-        })
-    }
-
-    /// Trim writes tombstone intentions (atomically per chunk of `max_tx_bytes`), so a trim
-    /// survives like a write and an older version can never reappear.
-    fn trim(&mut self, start: Lpn, count: u32, arrival: u64) -> Result<Completion, FtlError> {
-        self.check_arrival(arrival)?;
-        check_range(start, count as u64, self.logical)?;
-        let tomb = Content::Bytes(vec![0u8; 8].into_boxed_slice());
-        let lpns: Vec<Lpn> = (start.0..start.0 + count)
-            .map(Lpn)
-            .filter(|l| self.map[l.0 as usize] != NONE)
-            .collect();
-        let mut ack = arrival;
-        for chunk in lpns.chunks(self.max_tx_pages() as usize) {
-            let list: Vec<(Lpn, &Content)> = chunk.iter().map(|&l| (l, &tomb)).collect();
-            ack = ack.max(self.write_atomic(TxUuid(0), &list, Kind::Tombstone, arrival)?);
-        }
-        Ok(Completion {
-            arrival_ns: arrival,
-            ack_ns: ack,
-        })
-    }
-
+    surface::block_requests!();
     fn flash(&self) -> &Flash {
         &self.flash
     }
@@ -952,7 +826,6 @@ impl BlockDevice for TxFlashTc {
         m.extend(self.space.memory());
         m
     }
-
     fn metrics(&self) -> Vec<(String, f64)> {
         vec![
             ("transactions".into(), self.txs as f64),
@@ -966,114 +839,81 @@ impl BlockDevice for TxFlashTc {
     }
 }
 
-impl Transactional for TxFlashTc {
-    fn capabilities(&self) -> TxCapabilities {
-        TxCapabilities {
-            static_tx: true,
-            async_swrite: false,
-            dynamic_tx: true,
-            concurrent_static: true,
-            concurrent_dynamic: true,
-            sread: false,
-            abort: true,
-            max_tx_pages: self.max_tx_pages() as u64,
-        }
-    }
+surface::transactional!(TxFlashTc);
 
-    fn swrite(
+/// Traditional commit's own steps of the shared TxFlash surface.
+impl CommitProtocol for TxFlashTc {
+    fn logical(&self) -> u32 {
+        self.logical
+    }
+    fn max_tx(&self) -> u32 {
+        self.max_tx_pages()
+    }
+    fn mapped(&self, lpn: u32) -> Option<u32> {
+        Some(self.map[lpn as usize]).filter(|&p| p != NONE)
+    }
+    fn oob_len(&self) -> usize {
+        OOB_BYTES as usize
+    }
+    fn is_tombstone(&self, oob: &[u8]) -> bool {
+        Oob::decode(oob).is_some_and(|r| r.kind == Kind::Tombstone)
+    }
+    fn arrivals(&mut self) -> &mut ftl::ArrivalClock {
+        &mut self.arrivals
+    }
+    fn lock_holder(&self, lpn: Lpn) -> u32 {
+        self.locked[lpn.0 as usize]
+    }
+    fn busy_until(&self, lpn: Lpn) -> u64 {
+        self.busy_until[lpn.0 as usize]
+    }
+    fn isolation(&self) -> Isolation {
+        self.p.isolation
+    }
+    fn slot_uuid(&self, slot: u32) -> TxUuid {
+        self.pending[slot as usize].as_ref().unwrap().uuid
+    }
+    fn running(&self) -> &FxHashMap<TxUuid, u32> {
+        &self.by_uuid
+    }
+    fn recent(&mut self) -> &mut FxHashMap<TxUuid, u64> {
+        &mut self.recent
+    }
+    fn write_atomic(
         &mut self,
         uuid: TxUuid,
-        pages: &[(Lpn, Content)],
-        mode: SwriteMode,
+        list: &[(Lpn, &Content)],
+        kind: Kind,
         arrival: u64,
-    ) -> Result<TxCompletion, FtlError> {
-        self.check_arrival(arrival)?;
-        if mode == SwriteMode::Async {
-            return Err(FtlError::Unsupported(
-                "asynchronous SWRITE (TxFlash acknowledges on commit)",
-            ));
-        }
-        if uuid.0 == 0 {
-            return Err(FtlError::ReservedTx(uuid));
-        }
-        if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
-            return Err(FtlError::DuplicateTx(uuid));
-        }
-        let list: Vec<(Lpn, &Content)> = pages.iter().map(|(l, c)| (*l, c)).collect();
-        let ack = self.write_atomic(uuid, &list, Kind::Data, arrival)?;
-        self.recent.insert(uuid, ack);
-        Ok(TxCompletion {
-            arrival_ns: arrival,
-            ack_ns: ack,
-            durable_ns: Some(ack),
-        })
+    ) -> Result<u64, FtlError> {
+        TxFlashTc::write_atomic(self, uuid, list, kind, arrival)
     }
-
-    /// Dynamic transactions: each page is written as an intention at once (TC needs no
-    /// next-link, so nothing is held back); REAR writes the commit record. The pages of a running
-    /// dynamic transaction are locked: other writes to them get `Conflict`. A page that is
-    /// refused (conflict, duplicate page, too large) aborts its whole transaction.
-    fn dwrite(
+    fn open_slot(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
+        self.open_pending(uuid, start_ns, dynamic)
+    }
+    fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64) {
+        let p = self.pending[slot as usize].as_ref().unwrap();
+        (p.pages.iter().any(|x| x.lpn == lpn), p.pages.len() as u64)
+    }
+    fn abort_pending(&mut self, slot: u32, _now: u64) -> Result<(), FtlError> {
+        self.abort_slot(slot);
+        Ok(())
+    }
+    fn collect_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+        self.gc_if_needed(now)
+    }
+    /// TC needs no next-link, so nothing is held back: the page is written as an intention at
+    /// once, and REAR writes the commit record.
+    fn dynamic_page(
         &mut self,
+        slot: u32,
         uuid: TxUuid,
         lpn: Lpn,
         content: &Content,
-        flag: DwriteFlag,
+        rear: bool,
+        start: u64,
         arrival: u64,
     ) -> Result<TxCompletion, FtlError> {
-        self.check_arrival(arrival)?;
-        self.check_lpn(lpn)?;
-        if uuid.0 == 0 {
-            return Err(FtlError::ReservedTx(uuid));
-        }
-        let slot = match flag {
-            DwriteFlag::Single => {
-                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
-                    return Err(FtlError::DuplicateTx(uuid));
-                }
-                let ack = self.write_atomic(uuid, &[(lpn, content)], Kind::Data, arrival)?;
-                self.recent.insert(uuid, ack);
-                return Ok(TxCompletion {
-                    arrival_ns: arrival,
-                    ack_ns: ack,
-                    durable_ns: Some(ack),
-                });
-            }
-            DwriteFlag::Head => {
-                if self.by_uuid.contains_key(&uuid) || self.recent.contains_key(&uuid) {
-                    return Err(FtlError::DuplicateTx(uuid));
-                }
-                let start = self.isolate(std::iter::once(lpn), arrival, NONE)?;
-                self.open_pending(uuid, start, true)
-            }
-            DwriteFlag::Body | DwriteFlag::Rear => {
-                *self.by_uuid.get(&uuid).ok_or(FtlError::UnknownTx(uuid))?
-            }
-        };
-        let p = self.pending[slot as usize].as_ref().unwrap();
-        if p.pages.iter().any(|x| x.lpn == lpn) {
-            self.abort_slot(slot);
-            return Err(FtlError::DuplicatePage { lpn });
-        }
-        let have = p.pages.len() as u64;
-        if have >= self.max_tx_pages() as u64 {
-            self.abort_slot(slot);
-            return Err(FtlError::TxTooLarge {
-                pages: have + 1,
-                max: self.max_tx_pages() as u64,
-            });
-        }
-        let start = match self.isolate(std::iter::once(lpn), arrival, slot) {
-            Ok(s) => s,
-            Err(e) => {
-                self.abort_slot(slot);
-                return Err(e);
-            }
-        };
-        if let Err(e) = self.gc_if_needed(arrival) {
-            self.abort_slot(slot);
-            return Err(e);
-        }
         let nb = start.max(self.pending[slot as usize].as_ref().unwrap().start_ns);
         self.write_intention(slot, lpn, content, Kind::Data, false, nb)?;
         self.locked[lpn.0 as usize] = slot;
@@ -1084,7 +924,7 @@ impl Transactional for TxFlashTc {
             .last()
             .unwrap()
             .end_ns;
-        if flag == DwriteFlag::Rear {
+        if rear {
             let ack = self.commit(slot)?;
             self.recent.insert(uuid, ack);
             return Ok(TxCompletion {
@@ -1098,41 +938,6 @@ impl Transactional for TxFlashTc {
             ack_ns: end,
             durable_ns: None,
         })
-    }
-
-    fn abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
-        self.check_arrival(arrival)?;
-        let slot = if uuid.0 == 0 {
-            let dynamic: Vec<u32> = self.by_uuid.values().copied().collect();
-            match dynamic.as_slice() {
-                [s] => *s,
-                [] => return Err(FtlError::NoDynamicTx),
-                _ => return Err(FtlError::UnknownTx(uuid)),
-            }
-        } else if let Some(&s) = self.by_uuid.get(&uuid) {
-            s
-        } else if self.recent.contains_key(&uuid) {
-            return Err(FtlError::AlreadyCommitted(uuid));
-        } else {
-            return Err(FtlError::UnknownTx(uuid));
-        };
-        self.abort_slot(slot);
-        Ok(Completion {
-            arrival_ns: arrival,
-            ack_ns: arrival,
-        })
-    }
-
-    fn sread(
-        &mut self,
-        _start: Lpn,
-        _count: u32,
-        _arrival: u64,
-        _out: &mut Vec<PageOutcome>,
-    ) -> Result<Completion, FtlError> {
-        Err(FtlError::Unsupported(
-            "serializable read (TxFlash leaves read-inside-transaction out of scope)",
-        ))
     }
 }
 

@@ -1,0 +1,421 @@
+//! The request surface traditional commit ([`crate::tc`]) and cyclic commit ([`crate::cyclic`])
+//! share: TxFlash keeps one interface whatever the commit protocol (TxFlash §2: `WriteAtomic`,
+//! `Abort`, plain reads and writes; a plain write is a one-page transaction). Each protocol
+//! implements [`CommitProtocol`], the steps that differ; the block-device and transactional
+//! requests are written once here and each design's trait impls call them.
+
+use crate::format::Kind;
+use crate::tc::Isolation;
+use flash::{Content, Lpn, OpCause, Ppn, ReadStatus};
+use ftl::{
+    check_range, BlockDevice, Completion, DwriteFlag, FtlError, PageOutcome, TxCapabilities,
+    TxCompletion, TxUuid,
+};
+use rustc_hash::FxHashMap;
+
+/// No pending transaction (the slot a new dynamic transaction isolates against).
+pub(crate) const NO_SLOT: u32 = u32::MAX;
+
+/// Largest OOB record of any TxFlash protocol (a read's OOB buffer).
+const OOB_BUFFER: usize = 64;
+
+/// What a TxFlash commit protocol does its own way.
+pub(crate) trait CommitProtocol: BlockDevice {
+    fn logical(&self) -> u32;
+    /// Largest transaction in pages (`max_tx_bytes`).
+    fn max_tx(&self) -> u32;
+    /// The physical page `lpn` maps to, if any.
+    fn mapped(&self, lpn: u32) -> Option<u32>;
+    /// Bytes of OOB a host read fetches with each page.
+    fn oob_len(&self) -> usize;
+    /// Whether a page's OOB record marks it a trim's tombstone (it reads as unwritten).
+    fn is_tombstone(&self, oob: &[u8]) -> bool;
+    fn arrivals(&mut self) -> &mut ftl::ArrivalClock;
+    /// The pending slot of the running dynamic transaction that holds `lpn`, else [`NO_SLOT`].
+    fn lock_holder(&self, lpn: Lpn) -> u32;
+    /// Until when a committed-but-not-yet-durable transaction keeps `lpn` busy.
+    fn busy_until(&self, lpn: Lpn) -> u64;
+    fn isolation(&self) -> Isolation;
+    /// The id of pending transaction `slot`.
+    fn slot_uuid(&self, slot: u32) -> TxUuid;
+    /// Running transactions: id -> pending slot.
+    fn running(&self) -> &FxHashMap<TxUuid, u32>;
+    /// Recently committed transactions: id -> acknowledgement.
+    fn recent(&mut self) -> &mut FxHashMap<TxUuid, u64>;
+    /// One transaction of whole pages, committed before it returns its acknowledgement.
+    fn write_atomic(
+        &mut self,
+        uuid: TxUuid,
+        list: &[(Lpn, &Content)],
+        kind: Kind,
+        arrival: u64,
+    ) -> Result<u64, FtlError>;
+    /// Opens a pending transaction; its slot.
+    fn open_slot(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32;
+    /// Whether pending transaction `slot` already has `lpn`, and how many pages it has.
+    fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64);
+    /// Aborts pending transaction `slot`.
+    fn abort_pending(&mut self, slot: u32, now: u64) -> Result<(), FtlError>;
+    fn collect_if_needed(&mut self, now: u64) -> Result<(), FtlError>;
+    /// One accepted page of a dynamic transaction; REAR commits it.
+    #[allow(clippy::too_many_arguments)]
+    fn dynamic_page(
+        &mut self,
+        slot: u32,
+        uuid: TxUuid,
+        lpn: Lpn,
+        content: &Content,
+        rear: bool,
+        start: u64,
+        arrival: u64,
+    ) -> Result<TxCompletion, FtlError>;
+
+    /// Admits a request (arrivals never go back in time) and forgets recently committed ids
+    /// no request can name any more.
+    fn admit(&mut self, arrival: u64) -> Result<(), FtlError> {
+        self.arrivals().admit(arrival)?;
+        self.recent().retain(|_, ack| *ack > arrival);
+        Ok(())
+    }
+
+    /// Isolation (TxFlash §2.2) for pages of transaction `own` ([`NO_SLOT`] for a new one):
+    /// pages of running dynamic transactions are refused (`Conflict`); overlap in time with a
+    /// committed-but-not-yet-durable transaction (or an SCC erase) waits, or is refused with
+    /// `isolation=refuse`. Returns the instant the intentions may start.
+    fn isolate(
+        &self,
+        lpns: impl Iterator<Item = Lpn>,
+        arrival: u64,
+        own: u32,
+    ) -> Result<u64, FtlError> {
+        let mut start = arrival;
+        for lpn in lpns {
+            let holder = self.lock_holder(lpn);
+            if holder != NO_SLOT && holder != own {
+                let holder = self.slot_uuid(holder);
+                return Err(FtlError::Conflict { lpn, holder });
+            }
+            let busy = self.busy_until(lpn);
+            if busy > arrival && self.isolation() == Isolation::Refuse {
+                return Err(FtlError::Conflict {
+                    lpn,
+                    holder: TxUuid(0),
+                });
+            }
+            start = start.max(busy);
+        }
+        Ok(start)
+    }
+}
+
+fn done(arrival: u64, ack: u64) -> Completion {
+    Completion {
+        arrival_ns: arrival,
+        ack_ns: ack,
+    }
+}
+
+fn committed(arrival: u64, ack: u64) -> TxCompletion {
+    TxCompletion {
+        arrival_ns: arrival,
+        ack_ns: ack,
+        durable_ns: Some(ack),
+    }
+}
+
+/// A plain write is a transaction: one page = a one-page transaction, several = one
+/// WriteAtomic.
+pub(crate) fn write<P: CommitProtocol>(
+    d: &mut P,
+    start: Lpn,
+    pages: &[Content],
+    arrival: u64,
+) -> Result<Completion, FtlError> {
+    d.admit(arrival)?;
+    check_range(start, pages.len() as u64, d.logical())?;
+    let list: Vec<(Lpn, &Content)> = pages
+        .iter()
+        .enumerate()
+        .map(|(k, c)| (Lpn(start.0 + k as u32), c))
+        .collect();
+    let ack = d.write_atomic(TxUuid(0), &list, Kind::Data, arrival)?;
+    Ok(done(arrival, ack))
+}
+
+/// Reads the committed version of each page; a tombstone reads as unwritten.
+pub(crate) fn read<P: CommitProtocol>(
+    d: &mut P,
+    start: Lpn,
+    count: u32,
+    arrival: u64,
+    out: &mut Vec<PageOutcome>,
+) -> Result<Completion, FtlError> {
+    d.admit(arrival)?;
+    check_range(start, count as u64, d.logical())?;
+    out.clear();
+    let mut ack = arrival;
+    let mut buffer = [0u8; OOB_BUFFER];
+    let oob = &mut buffer[..d.oob_len()];
+    for k in 0..count {
+        let Some(ppn) = d.mapped(start.0 + k) else {
+            out.push(PageOutcome::Unwritten);
+            continue;
+        };
+        let (status, span) = d
+            .flash_mut()
+            .read(Ppn(ppn), oob, arrival, OpCause::HostData)?;
+        ack = ack.max(span.end_ns);
+        out.push(match status {
+            ReadStatus::Data(_) if d.is_tombstone(oob) => PageOutcome::Unwritten,
+            status => PageOutcome::of_mapped_page(status),
+        });
+    }
+    Ok(done(arrival, ack))
+}
+
+/// Every acknowledged transaction is already durable.
+pub(crate) fn flush<P: CommitProtocol>(d: &mut P, arrival: u64) -> Result<Completion, FtlError> {
+    d.admit(arrival)?;
+    Ok(done(arrival, arrival))
+}
+
+/// Trim writes tombstone intentions, committed like a write (atomically per `max_tx_bytes`
+/// chunk), so a trim survives like a write and an older version can never reappear.
+pub(crate) fn trim<P: CommitProtocol>(
+    d: &mut P,
+    start: Lpn,
+    count: u32,
+    arrival: u64,
+) -> Result<Completion, FtlError> {
+    d.admit(arrival)?;
+    check_range(start, count as u64, d.logical())?;
+    let tomb = Content::Bytes(vec![0u8; 8].into_boxed_slice());
+    let lpns: Vec<Lpn> = (start.0..start.0 + count)
+        .map(Lpn)
+        .filter(|l| d.mapped(l.0).is_some())
+        .collect();
+    let mut ack = arrival;
+    for chunk in lpns.chunks(d.max_tx() as usize) {
+        let list: Vec<(Lpn, &Content)> = chunk.iter().map(|&l| (l, &tomb)).collect();
+        ack = ack.max(d.write_atomic(TxUuid(0), &list, Kind::Tombstone, arrival)?);
+    }
+    Ok(done(arrival, ack))
+}
+
+pub(crate) fn capabilities(max_tx_pages: u32) -> TxCapabilities {
+    TxCapabilities {
+        static_tx: true,
+        async_swrite: false,
+        dynamic_tx: true,
+        concurrent_static: true,
+        concurrent_dynamic: true,
+        sread: false,
+        abort: true,
+        max_tx_pages: max_tx_pages as u64,
+    }
+}
+
+/// A transaction id not in use: neither running nor recently committed, and not 0.
+fn fresh_uuid<P: CommitProtocol>(d: &mut P, uuid: TxUuid) -> Result<(), FtlError> {
+    if uuid.0 == 0 {
+        return Err(FtlError::ReservedTx(uuid));
+    }
+    if d.running().contains_key(&uuid) || d.recent().contains_key(&uuid) {
+        return Err(FtlError::DuplicateTx(uuid));
+    }
+    Ok(())
+}
+
+/// WriteAtomic (TxFlash §2.1), acknowledged on commit.
+pub(crate) fn swrite<P: CommitProtocol>(
+    d: &mut P,
+    uuid: TxUuid,
+    pages: &[(Lpn, Content)],
+    mode: ftl::SwriteMode,
+    arrival: u64,
+) -> Result<TxCompletion, FtlError> {
+    d.admit(arrival)?;
+    if mode == ftl::SwriteMode::Async {
+        return Err(FtlError::Unsupported(
+            "asynchronous SWRITE (TxFlash acknowledges on commit)",
+        ));
+    }
+    fresh_uuid(d, uuid)?;
+    let list: Vec<(Lpn, &Content)> = pages.iter().map(|(l, c)| (*l, c)).collect();
+    let ack = d.write_atomic(uuid, &list, Kind::Data, arrival)?;
+    d.recent().insert(uuid, ack);
+    Ok(committed(arrival, ack))
+}
+
+/// One page of a dynamic transaction. The pages of a running dynamic transaction are locked:
+/// other writes to them get `Conflict`. A page that is refused (conflict, duplicate page, too
+/// large, no space) aborts its whole transaction.
+pub(crate) fn dwrite<P: CommitProtocol>(
+    d: &mut P,
+    uuid: TxUuid,
+    lpn: Lpn,
+    content: &Content,
+    flag: DwriteFlag,
+    arrival: u64,
+) -> Result<TxCompletion, FtlError> {
+    d.admit(arrival)?;
+    check_range(lpn, 1, d.logical())?;
+    if uuid.0 == 0 {
+        return Err(FtlError::ReservedTx(uuid));
+    }
+    let slot = match flag {
+        DwriteFlag::Single => {
+            fresh_uuid(d, uuid)?;
+            let ack = d.write_atomic(uuid, &[(lpn, content)], Kind::Data, arrival)?;
+            d.recent().insert(uuid, ack);
+            return Ok(committed(arrival, ack));
+        }
+        DwriteFlag::Head => {
+            fresh_uuid(d, uuid)?;
+            let start = d.isolate(std::iter::once(lpn), arrival, NO_SLOT)?;
+            d.open_slot(uuid, start, true)
+        }
+        DwriteFlag::Body | DwriteFlag::Rear => {
+            *d.running().get(&uuid).ok_or(FtlError::UnknownTx(uuid))?
+        }
+    };
+    let start = match accept_page(d, slot, lpn, arrival) {
+        Ok(start) => start,
+        Err(e) => {
+            d.abort_pending(slot, arrival)?;
+            return Err(e);
+        }
+    };
+    let rear = flag == DwriteFlag::Rear;
+    d.dynamic_page(slot, uuid, lpn, content, rear, start, arrival)
+}
+
+/// Whether transaction `slot` may take `lpn`: not twice, within the largest transaction,
+/// isolated, with room on flash. When its intention may start.
+fn accept_page<P: CommitProtocol>(
+    d: &mut P,
+    slot: u32,
+    lpn: Lpn,
+    arrival: u64,
+) -> Result<u64, FtlError> {
+    let (has, pages) = d.pending_pages(slot, lpn);
+    if has {
+        return Err(FtlError::DuplicatePage { lpn });
+    }
+    let max = d.max_tx() as u64;
+    if pages >= max {
+        return Err(FtlError::TxTooLarge {
+            pages: pages + 1,
+            max,
+        });
+    }
+    let start = d.isolate(std::iter::once(lpn), arrival, slot)?;
+    d.collect_if_needed(arrival)?;
+    Ok(start)
+}
+
+/// Abort (TxFlash §2.1); `TxUuid(0)` names the one running dynamic transaction.
+pub(crate) fn abort<P: CommitProtocol>(
+    d: &mut P,
+    uuid: TxUuid,
+    arrival: u64,
+) -> Result<Completion, FtlError> {
+    d.admit(arrival)?;
+    let slot = if uuid.0 == 0 {
+        let dynamic: Vec<u32> = d.running().values().copied().collect();
+        match dynamic.as_slice() {
+            [s] => *s,
+            [] => return Err(FtlError::NoDynamicTx),
+            _ => return Err(FtlError::UnknownTx(uuid)),
+        }
+    } else if let Some(&s) = d.running().get(&uuid) {
+        s
+    } else if d.recent().contains_key(&uuid) {
+        return Err(FtlError::AlreadyCommitted(uuid));
+    } else {
+        return Err(FtlError::UnknownTx(uuid));
+    };
+    d.abort_pending(slot, arrival)?;
+    Ok(done(arrival, arrival))
+}
+
+/// TxFlash leaves reads inside a transaction out of scope.
+pub(crate) fn sread() -> Result<Completion, FtlError> {
+    Err(FtlError::Unsupported(
+        "serializable read (TxFlash leaves read-inside-transaction out of scope)",
+    ))
+}
+
+/// The block-device requests of a [`CommitProtocol`], inside its `impl BlockDevice`.
+macro_rules! block_requests {
+    () => {
+        fn write(
+            &mut self,
+            start: Lpn,
+            pages: &[Content],
+            arrival: u64,
+        ) -> Result<Completion, FtlError> {
+            surface::write(self, start, pages, arrival)
+        }
+        fn read(
+            &mut self,
+            start: Lpn,
+            count: u32,
+            arrival: u64,
+            out: &mut Vec<PageOutcome>,
+        ) -> Result<Completion, FtlError> {
+            surface::read(self, start, count, arrival, out)
+        }
+        fn flush(&mut self, arrival: u64) -> Result<Completion, FtlError> {
+            surface::flush(self, arrival)
+        }
+        fn trim(&mut self, start: Lpn, count: u32, arrival: u64) -> Result<Completion, FtlError> {
+            surface::trim(self, start, count, arrival)
+        }
+    };
+}
+
+/// The transactional interface of a [`CommitProtocol`] (TxFlash §2.1: WriteAtomic and Abort,
+/// and dynamic transactions, §3.4).
+macro_rules! transactional {
+    ($design:ty) => {
+        impl Transactional for $design {
+            fn capabilities(&self) -> TxCapabilities {
+                surface::capabilities(CommitProtocol::max_tx(self))
+            }
+            fn swrite(
+                &mut self,
+                uuid: TxUuid,
+                pages: &[(Lpn, Content)],
+                mode: SwriteMode,
+                arrival: u64,
+            ) -> Result<TxCompletion, FtlError> {
+                surface::swrite(self, uuid, pages, mode, arrival)
+            }
+            fn dwrite(
+                &mut self,
+                uuid: TxUuid,
+                lpn: Lpn,
+                content: &Content,
+                flag: DwriteFlag,
+                arrival: u64,
+            ) -> Result<TxCompletion, FtlError> {
+                surface::dwrite(self, uuid, lpn, content, flag, arrival)
+            }
+            fn abort(&mut self, uuid: TxUuid, arrival: u64) -> Result<Completion, FtlError> {
+                surface::abort(self, uuid, arrival)
+            }
+            fn sread(
+                &mut self,
+                _start: Lpn,
+                _count: u32,
+                _arrival: u64,
+                _out: &mut Vec<PageOutcome>,
+            ) -> Result<Completion, FtlError> {
+                surface::sread()
+            }
+        }
+    };
+}
+
+pub(crate) use {block_requests, transactional};
