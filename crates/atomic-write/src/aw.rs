@@ -18,7 +18,7 @@
 use crate::engine::{Engine, EngineConfig, Scheme, Tx, WindowPolicy};
 use flash::{Content, Flash, Geometry, Lpn};
 use ftl::{
-    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy, PageOutcome, Promise,
+    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, Promise,
     RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
@@ -34,12 +34,6 @@ pub const PARAMS: [&str; 4] = [
 /// `gc_policy` (greedy).
 pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError> {
     o.check_known("atomic-write", &PARAMS)?;
-    let op: f64 = o.get("over_provisioning", 0.2)?;
-    if !(0.05..=0.9).contains(&op) {
-        return Err(FtlError::InvalidOption(
-            "over_provisioning must be within 0.05..=0.9".into(),
-        ));
-    }
     let reserve: u32 = o.get("reserve_blocks", 2)?;
     if reserve == 0 || reserve > g.blocks_per_chip / 4 {
         return Err(FtlError::InvalidOption(format!(
@@ -47,25 +41,13 @@ pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError>
             g.blocks_per_chip / 4
         )));
     }
-    let cap = (g.pages() / 16).max(1);
-    let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
-    if max_tx == 0 || max_tx > cap {
-        return Err(FtlError::InvalidOption(format!(
-            "max_tx_pages must be within 1..={cap}"
-        )));
-    }
-    let policy: GcPolicy = o
-        .get::<String>("gc_policy", "greedy".into())?
-        .parse()
-        .map_err(FtlError::InvalidOption)?;
-    Ok(EngineConfig {
-        design: "atomic-write",
-        scheme: Scheme::CommitBit,
-        window: WindowPolicy::PerChip(reserve),
-        over_provisioning: op,
-        max_tx_pages: max_tx,
-        gc_policy: policy,
-    })
+    EngineConfig::with_common_params(
+        o,
+        g,
+        "atomic-write",
+        Scheme::CommitBit,
+        WindowPolicy::PerChip(reserve),
+    )
 }
 
 pub struct AtomicWrite {
@@ -114,7 +96,7 @@ impl AtomicWrite {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
         let idx = self.e.tx_index(uuid).ok_or(FtlError::UnknownTx(uuid))?;
-        read_view(&mut self.e, Some(idx), start, count, arrival_ns, out)
+        self.e.read_view(Some(idx), start, count, arrival_ns, out)
     }
 
     fn start_tx(&mut self, uuid: TxUuid, dynamic: bool) -> Result<usize, FtlError> {
@@ -173,40 +155,6 @@ impl AtomicWrite {
     }
 }
 
-/// Reads through the committed map, or through transaction `tx`'s pages first.
-pub fn read_view(
-    e: &mut Engine,
-    tx: Option<usize>,
-    start: Lpn,
-    count: u32,
-    arrival: u64,
-    out: &mut Vec<PageOutcome>,
-) -> Result<Completion, FtlError> {
-    e.check_arrival(arrival)?;
-    ftl::check_range(start, count as u64, e.logical_pages())?;
-    out.clear();
-    let mut ack = arrival;
-    for i in 0..count {
-        let lpn = start.0 + i;
-        let own = tx.and_then(|k| {
-            e.txs[k]
-                .pages
-                .iter()
-                .rev()
-                .find(|p| p.0 == lpn)
-                .map(|p| p.1 .0)
-        });
-        let ppn = own.unwrap_or(e.map[lpn as usize]);
-        let (o, end) = e.read_ppn(ppn, arrival)?;
-        out.push(o);
-        ack = ack.max(end);
-    }
-    Ok(Completion {
-        arrival_ns: arrival,
-        ack_ns: ack,
-    })
-}
-
 impl BlockDevice for AtomicWrite {
     fn design(&self) -> &'static str {
         "atomic-write"
@@ -226,18 +174,7 @@ impl BlockDevice for AtomicWrite {
         self.e.check_arrival(arrival_ns)?;
         ftl::check_range(start, pages.len() as u64, self.e.logical_pages())?;
         self.refuse_if_dynamic()?;
-        let mut ack = arrival_ns;
-        for (i, c) in pages.iter().enumerate() {
-            self.e.make_room(arrival_ns)?;
-            let end = self
-                .e
-                .write_plain_page(start.0 + i as u32, c, 1, arrival_ns)?;
-            ack = ack.max(end);
-        }
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: ack,
-        })
+        self.e.write_plain(start, pages, arrival_ns)
     }
     fn read(
         &mut self,
@@ -246,26 +183,16 @@ impl BlockDevice for AtomicWrite {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        read_view(&mut self.e, None, start, count, arrival_ns, out)
+        self.e.read_view(None, start, count, arrival_ns, out)
     }
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
-        self.e.check_arrival(arrival_ns)?;
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: arrival_ns.max(self.e.data_end_ns()),
-        })
+        self.e.flush_request(arrival_ns)
     }
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         self.e.check_arrival(arrival_ns)?;
         ftl::check_range(start, count as u64, self.e.logical_pages())?;
         self.refuse_if_dynamic()?;
-        for i in 0..count {
-            self.e.trim_page(start.0 + i, arrival_ns);
-        }
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: arrival_ns,
-        })
+        Ok(self.e.trim_pages(start, count, arrival_ns))
     }
     fn flash(&self) -> &Flash {
         &self.e.flash
@@ -316,22 +243,7 @@ impl Transactional for AtomicWrite {
         arrival_ns: u64,
     ) -> Result<TxCompletion, FtlError> {
         self.e.check_arrival(arrival_ns)?;
-        if pages.is_empty() {
-            return Err(FtlError::EmptyRequest);
-        }
-        let max = self.e.cfg.max_tx_pages as u64;
-        if pages.len() as u64 > max {
-            return Err(FtlError::TxTooLarge {
-                pages: pages.len() as u64,
-                max,
-            });
-        }
-        for (i, (l, _)) in pages.iter().enumerate() {
-            self.e.check_lpn(*l)?;
-            if pages[..i].iter().any(|(m, _)| m == l) {
-                return Err(FtlError::DuplicatePage { lpn: *l });
-            }
-        }
+        self.e.check_static(pages, |_| Ok(()))?;
         let idx = self.start_tx(uuid, false)?;
         let mut end = arrival_ns;
         for (i, (lpn, c)) in pages.iter().enumerate() {
@@ -430,6 +342,6 @@ impl Transactional for AtomicWrite {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        read_view(&mut self.e, None, start, count, arrival_ns, out)
+        self.e.read_view(None, start, count, arrival_ns, out)
     }
 }

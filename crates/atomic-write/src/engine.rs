@@ -29,7 +29,8 @@ use crate::format::{
 };
 use flash::{BlockId, ChipId, Content, Flash, Geometry, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
-    BlockPool, BlockState, FtlError, GcPolicy, PageOutcome, RecoveryReport, Space, TxUuid, Validity,
+    BlockPool, BlockState, Completion, FtlError, GcPolicy, PageOutcome, RecoveryReport, Space,
+    TxUuid, Validity,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -72,6 +73,45 @@ pub struct EngineConfig {
     pub over_provisioning: f64,
     pub max_tx_pages: u32,
     pub gc_policy: GcPolicy,
+}
+
+impl EngineConfig {
+    /// The `--param`s both designs take, around the design's own window: `over_provisioning`
+    /// (0.2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device), `gc_policy`
+    /// (greedy).
+    pub fn with_common_params(
+        o: &ftl::DesignOptions,
+        g: &flash::Geometry,
+        design: &'static str,
+        scheme: Scheme,
+        window: WindowPolicy,
+    ) -> Result<EngineConfig, FtlError> {
+        let op: f64 = o.get("over_provisioning", 0.2)?;
+        if !(0.05..=0.9).contains(&op) {
+            return Err(FtlError::InvalidOption(
+                "over_provisioning must be within 0.05..=0.9".into(),
+            ));
+        }
+        let cap = (g.pages() / 16).max(1);
+        let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
+        if max_tx == 0 || max_tx > cap {
+            return Err(FtlError::InvalidOption(format!(
+                "max_tx_pages must be within 1..={cap}"
+            )));
+        }
+        let policy: GcPolicy = o
+            .get::<String>("gc_policy", "greedy".into())?
+            .parse()
+            .map_err(FtlError::InvalidOption)?;
+        Ok(EngineConfig {
+            design,
+            scheme,
+            window,
+            over_provisioning: op,
+            max_tx_pages: max_tx,
+            gc_policy: policy,
+        })
+    }
 }
 
 /// A running transaction.
@@ -345,6 +385,111 @@ impl Engine {
 
     pub fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
         ftl::check_range(lpn, 1, self.logical)
+    }
+
+    // ------------------------------------------------------------ requests both designs serve alike
+
+    /// A plain write, after the design's own checks: every page is a one-page transaction (its
+    /// commit bit set), acknowledged when it is on flash.
+    pub fn write_plain(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        let mut ack = arrival_ns;
+        for (i, c) in pages.iter().enumerate() {
+            self.make_room(arrival_ns)?;
+            let end = self.write_plain_page(start.0 + i as u32, c, 1, arrival_ns)?;
+            ack = ack.max(end);
+        }
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: ack,
+        })
+    }
+
+    /// A flush waits for every page written so far: an acknowledged page is durable once it
+    /// is on flash (the log scan finds it).
+    pub fn flush_request(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival_ns)?;
+        Ok(Completion {
+            arrival_ns,
+            ack_ns: arrival_ns.max(self.data_end_ns()),
+        })
+    }
+
+    /// Unmaps `count` pages from `start`, after the design's own checks (persisted with the
+    /// next root).
+    pub fn trim_pages(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Completion {
+        for i in 0..count {
+            self.trim_page(start.0 + i, arrival_ns);
+        }
+        Completion {
+            arrival_ns,
+            ack_ns: arrival_ns,
+        }
+    }
+
+    /// The page set of a static transaction: not empty, within `max_tx_pages`, inside the
+    /// device, no page twice; `each` adds the design's own check of every page.
+    pub fn check_static(
+        &self,
+        pages: &[(Lpn, Content)],
+        mut each: impl FnMut(Lpn) -> Result<(), FtlError>,
+    ) -> Result<(), FtlError> {
+        if pages.is_empty() {
+            return Err(FtlError::EmptyRequest);
+        }
+        let max = self.cfg.max_tx_pages as u64;
+        if pages.len() as u64 > max {
+            return Err(FtlError::TxTooLarge {
+                pages: pages.len() as u64,
+                max,
+            });
+        }
+        for (i, (l, _)) in pages.iter().enumerate() {
+            self.check_lpn(*l)?;
+            if pages[..i].iter().any(|(m, _)| m == l) {
+                return Err(FtlError::DuplicatePage { lpn: *l });
+            }
+            each(*l)?;
+        }
+        Ok(())
+    }
+
+    /// Reads through the committed map, or through running transaction `tx`'s pages first.
+    pub fn read_view(
+        &mut self,
+        tx: Option<usize>,
+        start: Lpn,
+        count: u32,
+        arrival: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        self.check_arrival(arrival)?;
+        ftl::check_range(start, count as u64, self.logical_pages())?;
+        out.clear();
+        let mut ack = arrival;
+        for i in 0..count {
+            let lpn = start.0 + i;
+            let own = tx.and_then(|k| {
+                self.txs[k]
+                    .pages
+                    .iter()
+                    .rev()
+                    .find(|p| p.0 == lpn)
+                    .map(|p| p.1 .0)
+            });
+            let ppn = own.unwrap_or(self.map[lpn as usize]);
+            let (o, end) = self.read_ppn(ppn, arrival)?;
+            out.push(o);
+            ack = ack.max(end);
+        }
+        Ok(Completion {
+            arrival_ns: arrival,
+            ack_ns: ack,
+        })
     }
 
     /// Oldest data sequence number not yet covered by the tree (the log tail starts here).

@@ -20,12 +20,11 @@
 //! running transaction holds — by another transaction or a plain write — is refused with
 //! [`FtlError::Conflict`] so that the per-LPN order of commits is the order of sequence numbers.
 
-use atomic_write::aw::read_view;
 use atomic_write::engine::{Engine, EngineConfig, Scheme, Tx, WindowPolicy};
 use atomic_write::format::CommitRecord;
 use flash::{Content, Flash, Geometry, Lpn};
 use ftl::{
-    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy, PageOutcome, Promise,
+    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, Promise,
     RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
@@ -42,12 +41,6 @@ pub const PARAMS: [&str; 5] = [
 /// device), `gc_policy` (greedy).
 pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError> {
     o.check_known("lighttx", &PARAMS)?;
-    let op: f64 = o.get("over_provisioning", 0.2)?;
-    if !(0.05..=0.9).contains(&op) {
-        return Err(FtlError::InvalidOption(
-            "over_provisioning must be within 0.05..=0.9".into(),
-        ));
-    }
     let max_zone = g.blocks() / 4;
     let zone = match (o.params.get("zone_blocks"), o.params.get("zone_mb")) {
         (Some(_), Some(_)) => {
@@ -72,25 +65,13 @@ pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError>
             g.chips()
         )));
     }
-    let cap = (g.pages() / 16).max(1);
-    let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
-    if max_tx == 0 || max_tx > cap {
-        return Err(FtlError::InvalidOption(format!(
-            "max_tx_pages must be within 1..={cap}"
-        )));
-    }
-    let policy: GcPolicy = o
-        .get::<String>("gc_policy", "greedy".into())?
-        .parse()
-        .map_err(FtlError::InvalidOption)?;
-    Ok(EngineConfig {
-        design: "lighttx",
-        scheme: Scheme::CommitRecord,
-        window: WindowPolicy::Zone(zone),
-        over_provisioning: op,
-        max_tx_pages: max_tx,
-        gc_policy: policy,
-    })
+    EngineConfig::with_common_params(
+        o,
+        g,
+        "lighttx",
+        Scheme::CommitRecord,
+        WindowPolicy::Zone(zone),
+    )
 }
 
 pub struct LightTx {
@@ -125,7 +106,7 @@ impl LightTx {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
         let idx = self.e.tx_index(uuid).ok_or(FtlError::UnknownTx(uuid))?;
-        read_view(&mut self.e, Some(idx), start, count, arrival_ns, out)
+        self.e.read_view(Some(idx), start, count, arrival_ns, out)
     }
 
     fn refuse_held(&self, lpn: u32, by: Option<TxUuid>) -> Result<(), FtlError> {
@@ -225,18 +206,7 @@ impl BlockDevice for LightTx {
         for i in 0..pages.len() as u32 {
             self.refuse_held(start.0 + i, None)?;
         }
-        let mut ack = arrival_ns;
-        for (i, c) in pages.iter().enumerate() {
-            self.e.make_room(arrival_ns)?;
-            let end = self
-                .e
-                .write_plain_page(start.0 + i as u32, c, 1, arrival_ns)?;
-            ack = ack.max(end);
-        }
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: ack,
-        })
+        self.e.write_plain(start, pages, arrival_ns)
     }
     fn read(
         &mut self,
@@ -245,14 +215,10 @@ impl BlockDevice for LightTx {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        read_view(&mut self.e, None, start, count, arrival_ns, out)
+        self.e.read_view(None, start, count, arrival_ns, out)
     }
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
-        self.e.check_arrival(arrival_ns)?;
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: arrival_ns.max(self.e.data_end_ns()),
-        })
+        self.e.flush_request(arrival_ns)
     }
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         self.e.check_arrival(arrival_ns)?;
@@ -260,13 +226,7 @@ impl BlockDevice for LightTx {
         for i in 0..count {
             self.refuse_held(start.0 + i, None)?;
         }
-        for i in 0..count {
-            self.e.trim_page(start.0 + i, arrival_ns);
-        }
-        Ok(Completion {
-            arrival_ns,
-            ack_ns: arrival_ns,
-        })
+        Ok(self.e.trim_pages(start, count, arrival_ns))
     }
     fn flash(&self) -> &Flash {
         &self.e.flash
@@ -319,23 +279,8 @@ impl Transactional for LightTx {
         arrival_ns: u64,
     ) -> Result<TxCompletion, FtlError> {
         self.e.check_arrival(arrival_ns)?;
-        if pages.is_empty() {
-            return Err(FtlError::EmptyRequest);
-        }
-        let max = self.e.cfg.max_tx_pages as u64;
-        if pages.len() as u64 > max {
-            return Err(FtlError::TxTooLarge {
-                pages: pages.len() as u64,
-                max,
-            });
-        }
-        for (i, (l, _)) in pages.iter().enumerate() {
-            self.e.check_lpn(*l)?;
-            if pages[..i].iter().any(|(m, _)| m == l) {
-                return Err(FtlError::DuplicatePage { lpn: *l });
-            }
-            self.refuse_held(l.0, Some(uuid))?;
-        }
+        self.e
+            .check_static(pages, |l| self.refuse_held(l.0, Some(uuid)))?;
         self.start_tx(uuid, false)?;
         let run = |me: &mut Self| -> Result<u64, FtlError> {
             for (lpn, c) in pages {
@@ -447,6 +392,6 @@ impl Transactional for LightTx {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        read_view(&mut self.e, None, start, count, arrival_ns, out)
+        self.e.read_view(None, start, count, arrival_ns, out)
     }
 }
