@@ -99,10 +99,7 @@ impl EngineConfig {
                 "max_tx_pages must be within 1..={cap}"
             )));
         }
-        let policy: GcPolicy = o
-            .get::<String>("gc_policy", "greedy".into())?
-            .parse()
-            .map_err(FtlError::InvalidOption)?;
+        let policy: GcPolicy = o.get::<String>("gc_policy", "greedy".into())?.parse()?;
         Ok(EngineConfig {
             design,
             scheme,

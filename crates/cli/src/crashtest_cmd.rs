@@ -186,7 +186,7 @@ pub fn merge_shares(
         .into_iter()
         .map(serde_json::from_value)
         .collect::<Result<Vec<crashtest::CampaignPart>, _>>()?;
-    let report = crashtest::merge_parts(&cfg, parts, wall_s).map_err(anyhow::Error::msg)?;
+    let report = crashtest::merge_parts(&cfg, parts, wall_s)?;
     let mut v = report.to_json();
     v["second_lives"] = serde_json::json!(0);
     Ok(v)
@@ -203,7 +203,7 @@ fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<Cam
         workload.fill = 0.8;
     }
     let promise = match &args.promise {
-        Some(p) => Promise::parse(p).map_err(anyhow::Error::msg)?,
+        Some(p) => Promise::parse(p)?,
         None => design.promise,
     };
     Ok(CampaignConfig {
@@ -228,7 +228,7 @@ fn replay_second_life(
     instant: u64,
     torn: bool,
 ) -> anyhow::Result<()> {
-    let cut = crashtest::second_life::FirstCut::parse(cut).map_err(anyhow::Error::msg)?;
+    let cut = crashtest::second_life::FirstCut::parse(cut)?;
     let rec = crashtest::record(cfg)?;
     let (_, v) = crashtest::second_life::judge_life(cfg, &rec, cut, 1, Some((instant, torn)));
     for x in &v {

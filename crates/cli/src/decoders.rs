@@ -29,127 +29,166 @@ pub fn sized(input: &[u8], len: usize, pad: u8) -> Vec<u8> {
 }
 
 /// Every decoder of every format.
+/// The page size the page-sized decoders read.
+const DECODER_PAGE: usize = 4096;
+
 pub fn all() -> Vec<Decoder> {
-    use std::hint::black_box as keep;
-    const PAGE: usize = 4096;
+    [
+        ftl_decoders(),
+        log_decoders(),
+        txflash_decoders(),
+        cache_decoders(),
+        host_side_decoders(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The decoders of DFTL and Möbius.
+fn ftl_decoders() -> Vec<Decoder> {
     vec![
         decoder("dftl oob", dftl::format::OOB_BYTES as usize, |b| {
-            keep(dftl::format::OobRecord::decode(b));
+            std::hint::black_box(dftl::format::OobRecord::decode(b));
         }),
-        decoder("dftl translation", PAGE, |b| {
-            let mut out = vec![Ppn(0); PAGE / 4];
-            keep(dftl::format::decode_translation_checked(b, 0, &mut out));
+        decoder("dftl translation", DECODER_PAGE, |b| {
+            let mut out = vec![Ppn(0); DECODER_PAGE / 4];
+            std::hint::black_box(dftl::format::decode_translation_checked(b, 0, &mut out));
             dftl::format::decode_translation(b, &mut out);
         }),
-        decoder("dftl reservation", PAGE, |b| {
-            keep(dftl::format::Reservation::decode(b, 512));
+        decoder("dftl reservation", DECODER_PAGE, |b| {
+            std::hint::black_box(dftl::format::Reservation::decode(b, 512));
         }),
-        decoder("dftl checkpoint", PAGE, |b| {
-            keep(dftl::format::Checkpoint::decode(b, 512));
+        decoder("dftl checkpoint", DECODER_PAGE, |b| {
+            std::hint::black_box(dftl::format::Checkpoint::decode(b, 512));
         }),
-        decoder("dftl seal", PAGE, |b| {
-            keep(dftl::format::Seal::decode(b));
+        decoder("dftl seal", DECODER_PAGE, |b| {
+            std::hint::black_box(dftl::format::Seal::decode(b));
         }),
         decoder("mobius page oob", mftl::format::OOB_BYTES as usize, |b| {
-            keep(mftl::format::PageOob::decode(b));
+            std::hint::black_box(mftl::format::PageOob::decode(b));
         }),
-        decoder("mobius inode", PAGE, |b| {
-            keep(mftl::format::Inode::decode(b));
+        decoder("mobius inode", DECODER_PAGE, |b| {
+            std::hint::black_box(mftl::format::Inode::decode(b));
         }),
-        decoder("mobius tp", PAGE, |b| {
-            keep(mftl::format::decode_tp(b));
+        decoder("mobius tp", DECODER_PAGE, |b| {
+            std::hint::black_box(mftl::format::decode_tp(b));
         }),
-        decoder("mobius gtd", PAGE, |b| {
-            keep(mftl::format::decode_gtd(b));
+        decoder("mobius gtd", DECODER_PAGE, |b| {
+            std::hint::black_box(mftl::format::decode_gtd(b));
         }),
-        decoder("mobius gm seal", PAGE, |b| {
-            keep(mftl::format::GmSeal::decode(b));
+        decoder("mobius gm seal", DECODER_PAGE, |b| {
+            std::hint::black_box(mftl::format::GmSeal::decode(b));
         }),
+    ]
+}
+
+/// The decoders of Atomic-Write (and LightTx, which shares its format).
+fn log_decoders() -> Vec<Decoder> {
+    vec![
         decoder("aw oob", atomic_write::format::OOB_BYTES as usize, |b| {
-            keep(atomic_write::format::OobRecord::decode(b));
+            std::hint::black_box(atomic_write::format::OobRecord::decode(b));
         }),
-        decoder("aw entries", PAGE, |b| {
-            keep(atomic_write::format::decode_entries(b));
+        decoder("aw entries", DECODER_PAGE, |b| {
+            std::hint::black_box(atomic_write::format::decode_entries(b));
         }),
-        decoder("aw root", PAGE, |b| {
-            keep(atomic_write::format::Root::decode(b));
+        decoder("aw root", DECODER_PAGE, |b| {
+            std::hint::black_box(atomic_write::format::Root::decode(b));
         }),
-        decoder("aw commit", PAGE, |b| {
-            keep(atomic_write::format::CommitRecord::decode(b));
+        decoder("aw commit", DECODER_PAGE, |b| {
+            std::hint::black_box(atomic_write::format::CommitRecord::decode(b));
         }),
+    ]
+}
+
+/// The decoders of TxFlash: traditional and cyclic commit.
+fn txflash_decoders() -> Vec<Decoder> {
+    vec![
         decoder("tc oob", txflash::format::OOB_BYTES as usize, |b| {
-            keep(txflash::format::Oob::decode(b));
+            std::hint::black_box(txflash::format::Oob::decode(b));
         }),
         decoder("tc entry", txflash::format::ENTRY_BYTES, |b| {
-            keep(txflash::format::decode_entry(b));
+            std::hint::black_box(txflash::format::decode_entry(b));
         }),
-        decoder("tc summary", PAGE, |b| {
-            keep(txflash::format::decode_summary(b, 7));
+        decoder("tc summary", DECODER_PAGE, |b| {
+            std::hint::black_box(txflash::format::decode_summary(b, 7));
         }),
-        decoder("tc commit", PAGE, |b| {
-            keep(txflash::format::decode_commit(b));
+        decoder("tc commit", DECODER_PAGE, |b| {
+            std::hint::black_box(txflash::format::decode_commit(b));
         }),
         decoder("cyclic oob", txflash::cyclic::format::MAX_OOB_BYTES, |b| {
             use txflash::cyclic::format::{CyclicOob, Protocol};
-            keep(CyclicOob::decode(Protocol::Scc, b));
-            keep(CyclicOob::decode(Protocol::Bpcc, b));
+            std::hint::black_box(CyclicOob::decode(Protocol::Scc, b));
+            std::hint::black_box(CyclicOob::decode(Protocol::Bpcc, b));
         }),
         decoder("cyclic entry", txflash::cyclic::format::ENTRY_BYTES, |b| {
-            keep(txflash::cyclic::format::decode_entry(b));
+            std::hint::black_box(txflash::cyclic::format::decode_entry(b));
         }),
-        decoder("cyclic summary", PAGE, |b| {
-            keep(txflash::cyclic::format::decode_summary(b, 7));
+        decoder("cyclic summary", DECODER_PAGE, |b| {
+            std::hint::black_box(txflash::cyclic::format::decode_summary(b, 7));
         }),
+    ]
+}
+
+/// The decoders of OPTR and the write-cached FTL.
+fn cache_decoders() -> Vec<Decoder> {
+    vec![
         decoder("optr oob", optr::format::OOB_BYTES as usize, |b| {
-            keep(optr::format::PageOob::decode(b));
+            std::hint::black_box(optr::format::PageOob::decode(b));
         }),
-        decoder("optr meta", PAGE, |b| {
+        decoder("optr meta", DECODER_PAGE, |b| {
             use optr::format::{MetaPage, PageKind};
             for kind in [PageKind::FullL2p, PageKind::Diff, PageKind::Records] {
-                keep(MetaPage::decode(b, kind, 8, 4));
-                keep(optr::format::decode_pairs(b, kind, 256));
+                std::hint::black_box(MetaPage::decode(b, kind, 8, 4));
+                std::hint::black_box(optr::format::decode_pairs(b, kind, 256));
             }
         }),
-        decoder("optr summary", PAGE, |b| {
-            keep(optr::format::decode_summary(b));
+        decoder("optr summary", DECODER_PAGE, |b| {
+            std::hint::black_box(optr::format::decode_summary(b));
         }),
-        decoder("optr seal", PAGE, |b| {
-            keep(optr::format::decode_seal(b));
+        decoder("optr seal", DECODER_PAGE, |b| {
+            std::hint::black_box(optr::format::decode_seal(b));
         }),
-        decoder("optr records", PAGE, |b| {
-            keep(optr::format::decode_records(b));
+        decoder("optr records", DECODER_PAGE, |b| {
+            std::hint::black_box(optr::format::decode_records(b));
         }),
         decoder("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
-            keep(wcache::wcache::decode_oob(b));
+            std::hint::black_box(wcache::wcache::decode_oob(b));
         }),
-        decoder("nvmfs superblock", PAGE, |b| {
-            keep(nvmfs::layout::Superblock::decode(b).is_ok());
+    ]
+}
+
+/// The decoders of NVMFS, the SQLite directory and content tags.
+fn host_side_decoders() -> Vec<Decoder> {
+    vec![
+        decoder("nvmfs superblock", DECODER_PAGE, |b| {
+            std::hint::black_box(nvmfs::layout::Superblock::decode(b).is_ok());
         }),
         decoder("nvmfs inode", nvmfs::layout::INODE_BYTES as usize, |b| {
-            keep(nvmfs::layout::Inode::decode(b));
+            std::hint::black_box(nvmfs::layout::Inode::decode(b));
         }),
         decoder(
             "nvmfs page record",
             nvmfs::layout::PAGE_RECORD_BYTES as usize,
             |b| {
-                keep(nvmfs::layout::PageRecord::decode(b));
+                std::hint::black_box(nvmfs::layout::PageRecord::decode(b));
             },
         ),
         decoder(
             "nvmfs dir entry",
             nvmfs::layout::DIRENT_BYTES as usize,
             |b| {
-                keep(nvmfs::layout::DirEntry::decode(b));
+                std::hint::black_box(nvmfs::layout::DirEntry::decode(b));
             },
         ),
-        decoder("nvmfs redo log", PAGE, |b| {
-            keep(nvmfs::layout::RedoLog::decode(b));
+        decoder("nvmfs redo log", DECODER_PAGE, |b| {
+            std::hint::black_box(nvmfs::layout::RedoLog::decode(b));
         }),
-        decoder("sqlite directory", PAGE, |b| {
-            keep(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
+        decoder("sqlite directory", DECODER_PAGE, |b| {
+            std::hint::black_box(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
         }),
-        decoder("content tag", PAGE, |b| {
-            keep(flash::ContentTag::decode(b));
+        decoder("content tag", DECODER_PAGE, |b| {
+            std::hint::black_box(flash::ContentTag::decode(b));
         }),
     ]
 }

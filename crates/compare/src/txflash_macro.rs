@@ -188,14 +188,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 const TITLE: &str =
     "4b. TxFlash macro benchmarks from real traces (TxFlash Fig. 7, Table 2, Fig. 9)";
 
-fn report(
-    ctx: &Context,
+/// One table row and one JSON entry per replayed trace and journaling mode.
+fn table_rows(
     replays: &[Vec<Option<Replay>>],
-    skipped: Vec<String>,
-    repeat: usize,
-) -> ExperimentResult {
-    let get =
-        |j: usize, b: usize, f: &dyn Fn(&Replay) -> Option<f64>| replays[j][b].as_ref().and_then(f);
+) -> (Vec<Vec<String>>, serde_json::Map<String, serde_json::Value>) {
     let mut rows = Vec::new();
     let mut data = serde_json::Map::new();
     for (j, journal) in JOURNALS.iter().enumerate() {
@@ -237,6 +233,18 @@ fn report(
             );
         }
     }
+    (rows, data)
+}
+
+fn report(
+    ctx: &Context,
+    replays: &[Vec<Option<Replay>>],
+    skipped: Vec<String>,
+    repeat: usize,
+) -> ExperimentResult {
+    let get =
+        |j: usize, b: usize, f: &dyn Fn(&Replay) -> Option<f64>| replays[j][b].as_ref().and_then(f);
+    let (rows, data) = table_rows(replays);
     let fig7: Vec<Option<f64>> = (0..BENCHMARKS.len())
         .map(|b| get(0, b, &|r| r.bpcc_over_tc(IDEAL)))
         .collect();

@@ -36,6 +36,8 @@ pub enum CampaignError {
     NoHostLog,
     #[error("flash recording was switched off during the run")]
     NoLog,
+    #[error("need shares 0..{expected} of one campaign, got {got}")]
+    Shares { expected: usize, got: usize },
 }
 
 /// What to run.
@@ -600,7 +602,7 @@ pub fn merge_parts(
     cfg: &CampaignConfig,
     mut parts: Vec<CampaignPart>,
     wall_s: f64,
-) -> Result<CampaignReport, String> {
+) -> Result<CampaignReport, CampaignError> {
     parts.sort_by_key(|p| p.part);
     let n = parts.first().map_or(0, |p| p.parts);
     if parts.is_empty()
@@ -610,10 +612,10 @@ pub fn merge_parts(
             .enumerate()
             .any(|(k, p)| p.part != k || p.parts != n)
     {
-        return Err(format!(
-            "need shares 0..{n} of one campaign, got {}",
-            parts.len()
-        ));
+        return Err(CampaignError::Shares {
+            expected: n,
+            got: parts.len(),
+        });
     }
     let mut outcomes: Vec<(usize, Vec<Violation>)> = parts
         .iter_mut()

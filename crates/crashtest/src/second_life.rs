@@ -20,6 +20,11 @@ use crate::{
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
 
+/// A `--first-cut` argument that is not `NS` or `NS:torn`.
+#[derive(Debug, thiserror::Error)]
+#[error("first cut '{0}': expected NS or NS:torn")]
+pub struct BadFirstCut(pub String);
+
 /// Where a second life starts: the first cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FirstCut {
@@ -29,14 +34,12 @@ pub struct FirstCut {
 
 impl FirstCut {
     /// `T` or `T:torn` (the `--first-cut` argument).
-    pub fn parse(text: &str) -> Result<FirstCut, String> {
+    pub fn parse(text: &str) -> Result<FirstCut, BadFirstCut> {
         let (t, torn) = match text.strip_suffix(":torn") {
             Some(t) => (t, true),
             None => (text, false),
         };
-        let instant_ns = t
-            .parse()
-            .map_err(|_| format!("first cut '{text}': expected NS or NS:torn"))?;
+        let instant_ns = t.parse().map_err(|_| BadFirstCut(text.to_string()))?;
         Ok(FirstCut { instant_ns, torn })
     }
 

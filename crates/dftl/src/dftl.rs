@@ -90,10 +90,7 @@ impl DftlConfig {
                     )))
                 }
             },
-            gc: o
-                .get::<String>("gc", "greedy".into())?
-                .parse()
-                .map_err(FtlError::InvalidOption)?,
+            gc: o.get::<String>("gc", "greedy".into())?.parse()?,
             wear_threshold: o.get("wear_threshold", 64u32)?,
             max_request_pages: o.get("max_request_pages", 8192u32)?,
         };

@@ -52,96 +52,109 @@ const MLC_16K: Timing = Timing {
     bus_mb_s: 200,
 };
 
+/// A preset's geometry, timing, over-provisioning and host interface.
+type PresetParts = (Geometry, Timing, f64, HostInterface);
+
+/// Möbius on Jasmine OpenSSD: 64 GB [P], 4 KB page + 224 B spare [P], 128 pages per
+/// block [R], 4 channels × 4 chips [R] → 8,192 blocks per chip.
+const JASMINE_PRESET: PresetParts = (
+    Geometry {
+        channels: 4,
+        chips_per_channel: 4,
+        blocks_per_chip: 8192,
+        pages_per_block: 128,
+        page_bytes: 4096,
+        oob_bytes: 224,
+    },
+    MLC_2010,
+    0.07,
+    // Jasmine's SATA 2.0 port; the paper's board peaks near 95 MB/s for writes [P]
+    // (Möbius §V-A, Fig. 8); 20 µs per command, 8 MB DRAM write buffer [R].
+    HostInterface {
+        link_mb_s: 95,
+        command_ns: 20_000,
+        write_buffer_pages: 2048,
+    },
+);
+
+/// TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
+/// metadata [P], 15 % of pages reserved [P], 64 pages per block [R]. "I/O
+/// interleaving ... up to 4 I/O operations within a single flash package
+/// concurrently" [P] (TxFlash §5): each package is a channel of its own (fully
+/// connected) holding 4 dies that work at once and share the package's bus, so a
+/// package runs up to 4 operations; `--set geometry.chips_per_channel=N` (with
+/// `blocks_per_chip` scaled to keep 4 GB) sets N.
+const TXFLASH_PRESET: PresetParts = (
+    Geometry {
+        channels: 8,
+        chips_per_channel: 4,
+        blocks_per_chip: 4096,
+        pages_per_block: 64,
+        page_bytes: 4096,
+        oob_bytes: 128,
+    },
+    SLC_SAMSUNG,
+    0.15,
+    HostInterface::SATA2, // [R]: the TxFlash simulator models no link.
+);
+
+/// OPTR on OpenSSD: 4 ch × 4 chips, 128 × 16 KB pages per block, ≈ 4,000 blocks per
+/// chip, 2,208 B spare [P]; 128 GB nominal.
+const OPTR_PRESET: PresetParts = (
+    Geometry {
+        channels: 4,
+        chips_per_channel: 4,
+        blocks_per_chip: 4000,
+        pages_per_block: 128,
+        page_bytes: 16384,
+        oob_bytes: 2208,
+    },
+    MLC_16K,
+    0.07,
+    HostInterface::SATA3, // OpenSSD's SATA 3.0 port [P]; command cost, buffer [R].
+);
+
+/// NVMFS FTL study: 24 GB, 4 KB page, 256 KB block, 10 % over-provisioning [P];
+/// 8 channels × 2 chips [R], SLC (X25-E class) timing [R].
+const NVMFS_PRESET: PresetParts = (
+    Geometry {
+        channels: 8,
+        chips_per_channel: 2,
+        blocks_per_chip: 6144,
+        pages_per_block: 64,
+        page_bytes: 4096,
+        oob_bytes: 128,
+    },
+    SLC_SAMSUNG,
+    0.10,
+    HostInterface::SATA2, // X25-E class SATA 2.0 [R].
+);
+
+/// A 16 MB device for tests and exhaustive crash campaigns [R].
+const SMALL_PRESET: PresetParts = (
+    Geometry {
+        channels: 2,
+        chips_per_channel: 2,
+        blocks_per_chip: 32,
+        pages_per_block: 32,
+        page_bytes: 4096,
+        oob_bytes: 128,
+    },
+    SLC_SAMSUNG,
+    0.125,
+    // Ideal host: crash-test regression instants depend on it staying so.
+    HostInterface::NONE,
+);
+
 impl DeviceConfig {
     /// Looks a preset up by name.
     pub fn preset(name: &str) -> Result<DeviceConfig, ConfigError> {
         let (geometry, timing, over_provisioning, host) = match name {
-            // Möbius on Jasmine OpenSSD: 64 GB [P], 4 KB page + 224 B spare [P], 128 pages per
-            // block [R], 4 channels × 4 chips [R] → 8,192 blocks per chip.
-            "jasmine" => (
-                Geometry {
-                    channels: 4,
-                    chips_per_channel: 4,
-                    blocks_per_chip: 8192,
-                    pages_per_block: 128,
-                    page_bytes: 4096,
-                    oob_bytes: 224,
-                },
-                MLC_2010,
-                0.07,
-                // Jasmine's SATA 2.0 port; the paper's board peaks near 95 MB/s for writes [P]
-                // (Möbius §V-A, Fig. 8); 20 µs per command, 8 MB DRAM write buffer [R].
-                HostInterface {
-                    link_mb_s: 95,
-                    command_ns: 20_000,
-                    write_buffer_pages: 2048,
-                },
-            ),
-            // TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
-            // metadata [P], 15 % of pages reserved [P], 64 pages per block [R]. "I/O
-            // interleaving ... up to 4 I/O operations within a single flash package
-            // concurrently" [P] (TxFlash §5): each package is a channel of its own (fully
-            // connected) holding 4 dies that work at once and share the package's bus, so a
-            // package runs up to 4 operations; `--set geometry.chips_per_channel=N` (with
-            // `blocks_per_chip` scaled to keep 4 GB) sets N.
-            "txflash" => (
-                Geometry {
-                    channels: 8,
-                    chips_per_channel: 4,
-                    blocks_per_chip: 4096,
-                    pages_per_block: 64,
-                    page_bytes: 4096,
-                    oob_bytes: 128,
-                },
-                SLC_SAMSUNG,
-                0.15,
-                HostInterface::SATA2, // [R]: the TxFlash simulator models no link.
-            ),
-            // OPTR on OpenSSD: 4 ch × 4 chips, 128 × 16 KB pages per block, ≈ 4,000 blocks per
-            // chip, 2,208 B spare [P]; 128 GB nominal.
-            "optr" => (
-                Geometry {
-                    channels: 4,
-                    chips_per_channel: 4,
-                    blocks_per_chip: 4000,
-                    pages_per_block: 128,
-                    page_bytes: 16384,
-                    oob_bytes: 2208,
-                },
-                MLC_16K,
-                0.07,
-                HostInterface::SATA3, // OpenSSD's SATA 3.0 port [P]; command cost, buffer [R].
-            ),
-            // NVMFS FTL study: 24 GB, 4 KB page, 256 KB block, 10 % over-provisioning [P];
-            // 8 channels × 2 chips [R], SLC (X25-E class) timing [R].
-            "nvmfs" => (
-                Geometry {
-                    channels: 8,
-                    chips_per_channel: 2,
-                    blocks_per_chip: 6144,
-                    pages_per_block: 64,
-                    page_bytes: 4096,
-                    oob_bytes: 128,
-                },
-                SLC_SAMSUNG,
-                0.10,
-                HostInterface::SATA2, // X25-E class SATA 2.0 [R].
-            ),
-            // A 16 MB device for tests and exhaustive crash campaigns [R].
-            "small" => (
-                Geometry {
-                    channels: 2,
-                    chips_per_channel: 2,
-                    blocks_per_chip: 32,
-                    pages_per_block: 32,
-                    page_bytes: 4096,
-                    oob_bytes: 128,
-                },
-                SLC_SAMSUNG,
-                0.125,
-                // Ideal host: crash-test regression instants depend on it staying so.
-                HostInterface::NONE,
-            ),
+            "jasmine" => JASMINE_PRESET,
+            "txflash" => TXFLASH_PRESET,
+            "optr" => OPTR_PRESET,
+            "nvmfs" => NVMFS_PRESET,
+            "small" => SMALL_PRESET,
             other => {
                 return Err(ConfigError::UnknownPreset {
                     name: other.to_string(),

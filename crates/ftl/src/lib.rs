@@ -25,6 +25,6 @@ pub use device::{
 };
 pub use error::{FtlError, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
-pub use promise::Promise;
+pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};
 pub use validity::{Validity, NO_OWNER};

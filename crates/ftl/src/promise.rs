@@ -35,10 +35,14 @@ impl Promise {
         }
     }
 
-    pub fn parse(name: &str) -> Result<Promise, String> {
+    pub fn parse(name: &str) -> Result<Promise, UnknownPromise> {
         Promise::ALL
             .into_iter()
             .find(|p| p.name() == name)
-            .ok_or_else(|| format!("unknown promise '{name}'; known: flush-only, durable-writes, atomic-transactions, ordered"))
+            .ok_or_else(|| UnknownPromise(name.to_string()))
     }
 }
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown promise '{0}'; known: flush-only, durable-writes, atomic-transactions, ordered")]
+pub struct UnknownPromise(pub String);

@@ -21,13 +21,16 @@ pub enum GcPolicy {
     CostBenefit,
 }
 
+/// A `gc_policy` parameter that names no policy is an invalid option.
 impl std::str::FromStr for GcPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = crate::FtlError;
+    fn from_str(s: &str) -> Result<Self, crate::FtlError> {
         match s {
             "greedy" => Ok(GcPolicy::Greedy),
             "cost-benefit" => Ok(GcPolicy::CostBenefit),
-            _ => Err(format!("unknown GC policy '{s}' (greedy, cost-benefit)")),
+            _ => Err(crate::FtlError::InvalidOption(format!(
+                "unknown GC policy '{s}' (greedy, cost-benefit)"
+            ))),
         }
     }
 }

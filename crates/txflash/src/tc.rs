@@ -78,7 +78,7 @@ impl Params {
         }
         let gc_policy = match o.params.get("gc_policy") {
             None => GcPolicy::Greedy,
-            Some(v) => v.parse().map_err(FtlError::InvalidOption)?,
+            Some(v) => v.parse()?,
         };
         let isolation = match o.params.get("isolation").map(String::as_str) {
             None | Some("wait") => Isolation::Wait,

@@ -89,7 +89,7 @@ impl Params {
             cache_mb: o.get("cache_mb", crate::cache::default_cache_mb(g))?,
             op: o.get("op", 0.07)?,
             gc_free_blocks: o.get("gc_free_blocks", g.chips() * 2)?,
-            gc_policy: policy.parse().map_err(FtlError::InvalidOption)?,
+            gc_policy: policy.parse()?,
             summary_pages: o.get("summary_pages", false)?,
         })
     }
