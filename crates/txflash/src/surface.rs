@@ -346,9 +346,33 @@ pub(crate) fn sread() -> Result<Completion, FtlError> {
     ))
 }
 
-/// The block-device requests of a [`CommitProtocol`], inside its `impl BlockDevice`.
+/// The block-device requests of a [`CommitProtocol`] and the accessors both protocols share
+/// (their promise, flash, invariants and memory), inside its `impl BlockDevice`.
 macro_rules! block_requests {
     () => {
+        fn promise(&self) -> Promise {
+            Promise::AtomicTransactions
+        }
+        fn logical_pages(&self) -> u32 {
+            self.logical
+        }
+        fn flash(&self) -> &Flash {
+            &self.flash
+        }
+        fn flash_mut(&mut self) -> &mut Flash {
+            &mut self.flash
+        }
+        fn into_flash(self: Box<Self>) -> Flash {
+            self.flash
+        }
+        fn check_invariants(&self) -> Result<(), String> {
+            self.check()
+        }
+        fn memory(&self) -> Vec<(String, u64)> {
+            let mut m = self.flash().memory();
+            m.extend(self.space.memory());
+            m
+        }
         fn write(
             &mut self,
             start: Lpn,
@@ -418,4 +442,44 @@ macro_rules! transactional {
     };
 }
 
-pub(crate) use {block_requests, transactional};
+/// The parts of a [`CommitProtocol`] both protocols keep in fields of the same names, inside
+/// its `impl CommitProtocol`.
+macro_rules! shared_state {
+    () => {
+        fn logical(&self) -> u32 {
+            self.logical
+        }
+        fn mapped(&self, lpn: u32) -> Option<u32> {
+            Some(self.map[lpn as usize]).filter(|&p| p != NONE)
+        }
+        fn arrivals(&mut self) -> &mut ftl::ArrivalClock {
+            &mut self.arrivals
+        }
+        fn lock_holder(&self, lpn: Lpn) -> u32 {
+            self.locked[lpn.0 as usize]
+        }
+        fn busy_until(&self, lpn: Lpn) -> u64 {
+            self.busy_until[lpn.0 as usize]
+        }
+        fn isolation(&self) -> Isolation {
+            self.p.isolation
+        }
+        fn slot_uuid(&self, slot: u32) -> TxUuid {
+            self.pending[slot as usize].as_ref().unwrap().uuid
+        }
+        fn running(&self) -> &FxHashMap<TxUuid, u32> {
+            &self.by_uuid
+        }
+        fn recent(&mut self) -> &mut FxHashMap<TxUuid, u64> {
+            &mut self.recent
+        }
+        fn open_slot(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
+            self.open_pending(uuid, start_ns, dynamic)
+        }
+        fn collect_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+            self.gc_if_needed(now)
+        }
+    };
+}
+
+pub(crate) use {block_requests, shared_state, transactional};

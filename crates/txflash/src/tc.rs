@@ -802,30 +802,7 @@ impl BlockDevice for TxFlashTc {
     fn design(&self) -> &'static str {
         "txflash-tc"
     }
-    fn promise(&self) -> Promise {
-        Promise::AtomicTransactions
-    }
-    fn logical_pages(&self) -> u32 {
-        self.logical
-    }
     surface::block_requests!();
-    fn flash(&self) -> &Flash {
-        &self.flash
-    }
-    fn flash_mut(&mut self) -> &mut Flash {
-        &mut self.flash
-    }
-    fn into_flash(self: Box<Self>) -> Flash {
-        self.flash
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.check()
-    }
-    fn memory(&self) -> Vec<(String, u64)> {
-        let mut m = self.flash().memory();
-        m.extend(self.space.memory());
-        m
-    }
     fn metrics(&self) -> Vec<(String, f64)> {
         vec![
             ("transactions".into(), self.txs as f64),
@@ -843,41 +820,15 @@ surface::transactional!(TxFlashTc);
 
 /// Traditional commit's own steps of the shared TxFlash surface.
 impl CommitProtocol for TxFlashTc {
-    fn logical(&self) -> u32 {
-        self.logical
-    }
+    surface::shared_state!();
     fn max_tx(&self) -> u32 {
         self.max_tx_pages()
-    }
-    fn mapped(&self, lpn: u32) -> Option<u32> {
-        Some(self.map[lpn as usize]).filter(|&p| p != NONE)
     }
     fn oob_len(&self) -> usize {
         OOB_BYTES as usize
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
         Oob::decode(oob).is_some_and(|r| r.kind == Kind::Tombstone)
-    }
-    fn arrivals(&mut self) -> &mut ftl::ArrivalClock {
-        &mut self.arrivals
-    }
-    fn lock_holder(&self, lpn: Lpn) -> u32 {
-        self.locked[lpn.0 as usize]
-    }
-    fn busy_until(&self, lpn: Lpn) -> u64 {
-        self.busy_until[lpn.0 as usize]
-    }
-    fn isolation(&self) -> Isolation {
-        self.p.isolation
-    }
-    fn slot_uuid(&self, slot: u32) -> TxUuid {
-        self.pending[slot as usize].as_ref().unwrap().uuid
-    }
-    fn running(&self) -> &FxHashMap<TxUuid, u32> {
-        &self.by_uuid
-    }
-    fn recent(&mut self) -> &mut FxHashMap<TxUuid, u64> {
-        &mut self.recent
     }
     fn write_atomic(
         &mut self,
@@ -888,9 +839,6 @@ impl CommitProtocol for TxFlashTc {
     ) -> Result<u64, FtlError> {
         TxFlashTc::write_atomic(self, uuid, list, kind, arrival)
     }
-    fn open_slot(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32 {
-        self.open_pending(uuid, start_ns, dynamic)
-    }
     fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64) {
         let p = self.pending[slot as usize].as_ref().unwrap();
         (p.pages.iter().any(|x| x.lpn == lpn), p.pages.len() as u64)
@@ -898,9 +846,6 @@ impl CommitProtocol for TxFlashTc {
     fn abort_pending(&mut self, slot: u32, _now: u64) -> Result<(), FtlError> {
         self.abort_slot(slot);
         Ok(())
-    }
-    fn collect_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
-        self.gc_if_needed(now)
     }
     /// TC needs no next-link, so nothing is held back: the page is written as an intention at
     /// once, and REAR writes the commit record.
