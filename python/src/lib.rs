@@ -8,9 +8,8 @@
 //! run in parallel; every error is a Python exception carrying the typed error's message.
 
 use flash::{Content, DeviceConfig, FileStore, Flash, Lpn, Store};
-use ftl::{
-    BlockDevice, DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, SwriteMode, TxUuid,
-};
+use ftl::{DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, SwriteMode, TxUuid};
+use host::{Host, HostError};
 use mobius_cli::bench::{BenchArgs, WorkloadArgs};
 use mobius_cli::crashtest_cmd::CrashtestArgs;
 use mobius_cli::device_args::DeviceArgs;
@@ -66,6 +65,22 @@ create_exception!(
 );
 
 /// The Python exception for a design's typed error.
+/// The Python exception for an error of the host layer (the design's own errors as
+/// [`ftl_err`]).
+fn host_err(e: HostError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        HostError::Device(f) => ftl_err(f),
+        HostError::OutOfRange { .. } => AddressError::new_err(msg),
+        HostError::TooLarge { .. } => TooLargeError::new_err(msg),
+        HostError::NoTransactions { .. } => ConfigError::new_err(msg),
+        HostError::Failed { .. } => ImageError::new_err(msg),
+        HostError::Uncorrectable { .. }
+        | HostError::NeverAcknowledged(_)
+        | HostError::Invariant { .. } => MobiusError::new_err(msg),
+    }
+}
+
 fn ftl_err(e: FtlError) -> PyErr {
     let msg = e.to_string();
     match e {
@@ -294,7 +309,8 @@ fn run_crashtest(
 
 /// One design on an emulated device, with full page data (see docs/python.md).
 struct Open {
-    dev: Option<Box<dyn BlockDevice>>,
+    /// The design behind the one host layer (its clock, held completions, fail-stop).
+    dev: Option<Host>,
     spec: DesignSpec,
     options: DesignOptions,
     config: DeviceConfig,
@@ -313,7 +329,7 @@ struct Device {
 }
 
 impl Open {
-    fn dev(&mut self) -> PyResult<&mut Box<dyn BlockDevice>> {
+    fn dev(&mut self) -> PyResult<&mut Host> {
         self.dev
             .as_mut()
             .ok_or_else(|| MobiusError::new_err("the device was lost in a failed recovery"))
@@ -347,7 +363,7 @@ impl Open {
         // The host resumes when the device is ready: formatted, or recovered.
         self.now_ns = at.max(dev.flash().idle_ns());
         self.ready_ns = self.now_ns;
-        self.dev = Some(dev);
+        self.dev = Some(Host::new(dev, self.now_ns));
         Ok(())
     }
 
@@ -365,7 +381,7 @@ impl Open {
             .dev
             .take()
             .ok_or_else(|| MobiusError::new_err("no device"))?;
-        let mut flash = dev.into_flash();
+        let mut flash = dev.into_device().into_flash();
         let log = flash.take_log().expect("the device always records");
         let base = self.base.take().expect("recording starts at power-on");
         let image = log.image_at(base.as_ref(), at, torn);
@@ -450,7 +466,7 @@ impl Device {
     /// Logical pages the host may address.
     #[getter]
     fn logical_pages(&self) -> PyResult<u32> {
-        Ok(self.lock().dev()?.logical_pages())
+        Ok(self.lock().dev()?.device().logical_pages())
     }
 
     /// The host's simulated clock (ns): each call waits for its acknowledgement.
@@ -471,7 +487,10 @@ impl Device {
         let pages = s.pages(data)?;
         py.detach(|| {
             let now = s.now_ns;
-            let done = s.dev()?.write(Lpn(lpn), &pages, now).map_err(ftl_err)?;
+            let done = s
+                .dev()?
+                .write_pages(Lpn(lpn), &pages, now)
+                .map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             Ok(done.ack_ns)
         })
@@ -489,9 +508,9 @@ impl Device {
         let s: &mut Open = &mut guard;
         py.detach(|| {
             let now = s.now_ns;
-            let done = s.dev()?.flush(now).map_err(ftl_err)?;
-            s.now_ns = s.now_ns.max(done.ack_ns);
-            Ok(done.ack_ns)
+            let ack = s.dev()?.flush(now).map_err(host_err)?;
+            s.now_ns = s.now_ns.max(ack);
+            Ok(ack)
         })
     }
 
@@ -500,7 +519,10 @@ impl Device {
         let s: &mut Open = &mut guard;
         py.detach(|| {
             let now = s.now_ns;
-            let done = s.dev()?.trim(Lpn(lpn), count, now).map_err(ftl_err)?;
+            let done = s
+                .dev()?
+                .trim_pages(Lpn(lpn), count, now)
+                .map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             Ok(done.ack_ns)
         })
@@ -538,22 +560,11 @@ impl Device {
             let uuid = TxUuid(s.next_uuid);
             s.next_uuid += 1;
             let now = s.now_ns;
-            let t = s
+            // A merged small transaction waits for the group it joined to close.
+            let done = s
                 .dev()?
-                .transactional()
-                .ok_or_else(|| ConfigError::new_err("this design has no transactions"))?;
-            let mut done = t.swrite(uuid, &tx, mode, now).map_err(ftl_err)?;
-            if done.ack_ns == ftl::ACK_DEFERRED {
-                // A merged small transaction: wait for the group it joined to close.
-                let later = t.take_completions(u64::MAX).map_err(ftl_err)?;
-                done = later
-                    .into_iter()
-                    .find(|(u, _)| *u == uuid)
-                    .map(|(_, c)| c)
-                    .ok_or_else(|| {
-                        MobiusError::new_err("a deferred transaction never completed")
-                    })?;
-            }
+                .swrite_acknowledged(uuid, &tx, mode, now)
+                .map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             Ok((done.ack_ns, done.durable_ns.unwrap_or(done.ack_ns)))
         })
@@ -597,10 +608,8 @@ impl Device {
             let now = s.now_ns;
             let done = s
                 .dev()?
-                .transactional()
-                .ok_or_else(|| ConfigError::new_err("this design has no transactions"))?
                 .dwrite(TxUuid(uuid), Lpn(lpn), &page[0], flag, now)
-                .map_err(ftl_err)?;
+                .map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             Ok((done.ack_ns, done.durable_ns))
         })
@@ -612,12 +621,7 @@ impl Device {
         let s: &mut Open = &mut guard;
         py.detach(|| {
             let now = s.now_ns;
-            let done = s
-                .dev()?
-                .transactional()
-                .ok_or_else(|| ConfigError::new_err("this design has no transactions"))?
-                .abort(TxUuid(uuid), now)
-                .map_err(ftl_err)?;
+            let done = s.dev()?.abort(TxUuid(uuid), now).map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             Ok(done.ack_ns)
         })
@@ -632,7 +636,7 @@ impl Device {
     /// What the design offers: static/dynamic transactions, SREAD, ABORT, largest transaction.
     fn capabilities(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut guard = self.lock();
-        let caps = guard.dev()?.transactional().map(|t| t.capabilities());
+        let caps = guard.dev()?.capabilities();
         let v = serde_json::to_value(caps).map_err(|e| MobiusError::new_err(e.to_string()))?;
         json_to_py(py, &v)
     }
@@ -640,7 +644,7 @@ impl Device {
     /// Whether the design offers transactions (SWRITE).
     #[getter]
     fn transactional(&self) -> PyResult<bool> {
-        Ok(self.lock().dev()?.transactional().is_some())
+        Ok(self.lock().dev()?.capabilities().is_some())
     }
 
     /// Power cut at simulated instant `at_ns` (default: now), then recovery; returns the instant.
@@ -655,7 +659,7 @@ impl Device {
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut guard = self.lock();
         let s: &mut Open = &mut guard;
-        let dev = s.dev()?;
+        let dev = s.dev()?.device();
         let f = dev.flash().stats();
         let mut m = serde_json::json!({
             "design": dev.design(),
@@ -689,13 +693,11 @@ impl Device {
             let now = s.now_ns;
             let dev = s.dev()?;
             let done = if serializable {
-                dev.transactional()
-                    .ok_or_else(|| ConfigError::new_err("this design has no SREAD"))?
-                    .sread(Lpn(lpn), count, now, &mut out)
+                dev.sread(Lpn(lpn), count, now, &mut out)
             } else {
-                dev.read(Lpn(lpn), count, now, &mut out)
+                dev.read_pages(Lpn(lpn), count, now, &mut out)
             }
-            .map_err(ftl_err)?;
+            .map_err(host_err)?;
             s.now_ns = s.now_ns.max(done.ack_ns);
             let mut bytes = vec![0u8; pb * out.len()];
             for (page, o) in bytes.chunks_mut(pb).zip(&out) {
