@@ -482,4 +482,44 @@ macro_rules! shared_state {
     };
 }
 
-pub(crate) use {block_requests, shared_state, transactional};
+/// Page allocation with summary pages, inside each protocol's `impl`: the next page of
+/// `stream`, and when a block's last page comes up, the summary of the block's entries written
+/// there first (with the protocol's summary OOB record `$summary_oob`), after every page of the
+/// block (TxFlash §4.1, "summary page": recovery reads one page per full block). Also the
+/// free blocks GC keeps in reserve.
+macro_rules! summary_allocation {
+    ($summary_oob:expr) => {
+        /// Next page of `stream`; writes the summary page when the block's last page comes up.
+        fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
+            if stream == HOST {
+                self.gc_if_needed(self.arrivals.last())?;
+            }
+            loop {
+                let ppn = self
+                    .space
+                    .allocate(stream, &self.flash)
+                    .ok_or(FtlError::NoSpace)?;
+                let g = self.flash.geometry();
+                if g.page_in_block(ppn) + 1 < self.ppb {
+                    return Ok(ppn);
+                }
+                let block = g.block_of(ppn);
+                let first = g.first_page(block).0 as usize;
+                let page = format::encode_summary(
+                    block.0,
+                    &self.summ[first..first + self.ppb as usize - 1],
+                    g.page_bytes as usize,
+                );
+                let nb = self.block_last_end[block.0 as usize];
+                let oob = $summary_oob;
+                self.program(ppn, &Content::Bytes(page), &oob, nb, OpCause::Summary)?;
+            }
+        }
+
+        fn reserve_blocks(&self) -> u32 {
+            2 * self.flash.geometry().chips() + 2
+        }
+    };
+}
+
+pub(crate) use {block_requests, shared_state, summary_allocation, transactional};

@@ -298,42 +298,13 @@ impl TxFlashTc {
         Ok(span.end_ns)
     }
 
-    /// Next page of `stream`; writes the summary page when the block's last page comes up.
-    fn alloc(&mut self, stream: usize) -> Result<Ppn, FtlError> {
-        if stream == HOST {
-            self.gc_if_needed(self.arrivals.last())?;
-        }
-        loop {
-            let ppn = self
-                .space
-                .allocate(stream, &self.flash)
-                .ok_or(FtlError::NoSpace)?;
-            let g = self.flash.geometry();
-            if g.page_in_block(ppn) + 1 < self.ppb {
-                return Ok(ppn);
-            }
-            let block = g.block_of(ppn);
-            let first = g.first_page(block).0 as usize;
-            let page = format::encode_summary(
-                block.0,
-                &self.summ[first..first + self.ppb as usize - 1],
-                g.page_bytes as usize,
-            );
-            let oob = Oob {
-                kind: Kind::Summary,
-                flags: 0,
-                lpn: 0,
-                version: 0,
-                txid: 0,
-            };
-            let nb = self.block_last_end[block.0 as usize];
-            self.program(ppn, &Content::Bytes(page), &oob, nb, OpCause::Summary)?;
-        }
-    }
-
-    fn reserve_blocks(&self) -> u32 {
-        2 * self.flash.geometry().chips() + 2
-    }
+    surface::summary_allocation!(Oob {
+        kind: Kind::Summary,
+        flags: 0,
+        lpn: 0,
+        version: 0,
+        txid: 0,
+    });
 
     /// Garbage collection (and static wear leveling) until enough blocks are free.
     fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
