@@ -18,8 +18,8 @@
 use crate::engine::{Engine, EngineConfig, Scheme, Tx, WindowPolicy};
 use flash::{Content, Flash, Geometry, Lpn};
 use ftl::{
-    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, Promise,
-    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
+    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, RecoveryReport,
+    SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
 pub const PARAMS: [&str; 4] = [
@@ -156,14 +156,9 @@ impl AtomicWrite {
 }
 
 impl BlockDevice for AtomicWrite {
+    crate::engine_accessors!();
     fn design(&self) -> &'static str {
         "atomic-write"
-    }
-    fn promise(&self) -> Promise {
-        Promise::AtomicTransactions
-    }
-    fn logical_pages(&self) -> u32 {
-        self.e.logical_pages()
     }
     fn write(
         &mut self,
@@ -194,23 +189,6 @@ impl BlockDevice for AtomicWrite {
         self.refuse_if_dynamic()?;
         Ok(self.e.trim_pages(start, count, arrival_ns))
     }
-    fn flash(&self) -> &Flash {
-        &self.e.flash
-    }
-    fn flash_mut(&mut self) -> &mut Flash {
-        &mut self.e.flash
-    }
-    fn into_flash(self: Box<Self>) -> Flash {
-        self.e.flash
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.e.check_invariants()
-    }
-    fn memory(&self) -> Vec<(String, u64)> {
-        let mut m = self.flash().memory();
-        m.extend(self.e.memory());
-        m
-    }
 
     fn metrics(&self) -> Vec<(String, f64)> {
         self.e.metrics()
@@ -222,16 +200,7 @@ impl BlockDevice for AtomicWrite {
 
 impl Transactional for AtomicWrite {
     fn capabilities(&self) -> TxCapabilities {
-        TxCapabilities {
-            static_tx: true,
-            async_swrite: false,
-            dynamic_tx: true,
-            concurrent_static: false,
-            concurrent_dynamic: false,
-            sread: true,
-            abort: true,
-            max_tx_pages: self.e.cfg.max_tx_pages as u64,
-        }
+        self.e.capabilities(false)
     }
 
     /// A static transaction; `Async` is served as `Sync` (Atomic-Write has no asynchronous mode).

@@ -75,6 +75,54 @@ pub struct EngineConfig {
     pub gc_policy: GcPolicy,
 }
 
+/// The block-device accessors of a design built on the [`Engine`] held in its field `e`
+/// (Atomic-Write, LightTx), inside its `impl BlockDevice`: promise, capacity, flash,
+/// invariants and memory.
+#[macro_export]
+macro_rules! engine_accessors {
+    () => {
+        fn promise(&self) -> ftl::Promise {
+            ftl::Promise::AtomicTransactions
+        }
+        fn logical_pages(&self) -> u32 {
+            self.e.logical_pages()
+        }
+        fn flash(&self) -> &flash::Flash {
+            &self.e.flash
+        }
+        fn flash_mut(&mut self) -> &mut flash::Flash {
+            &mut self.e.flash
+        }
+        fn into_flash(self: Box<Self>) -> flash::Flash {
+            self.e.flash
+        }
+        fn check_invariants(&self) -> Result<(), String> {
+            self.e.check_invariants()
+        }
+        fn memory(&self) -> Vec<(String, u64)> {
+            let mut m = self.flash().memory();
+            m.extend(self.e.memory());
+            m
+        }
+    };
+}
+
+impl Engine {
+    /// What a design on the engine offers; `concurrent`: more than one transaction at once.
+    pub fn capabilities(&self, concurrent: bool) -> ftl::TxCapabilities {
+        ftl::TxCapabilities {
+            static_tx: true,
+            async_swrite: false,
+            dynamic_tx: true,
+            concurrent_static: concurrent,
+            concurrent_dynamic: concurrent,
+            sread: true,
+            abort: true,
+            max_tx_pages: self.cfg.max_tx_pages as u64,
+        }
+    }
+}
+
 impl EngineConfig {
     /// The `--param`s both designs take, around the design's own window: `over_provisioning`
     /// (0.2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device), `gc_policy`

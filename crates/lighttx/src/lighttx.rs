@@ -24,8 +24,8 @@ use atomic_write::engine::{Engine, EngineConfig, Scheme, Tx, WindowPolicy};
 use atomic_write::format::CommitRecord;
 use flash::{Content, Flash, Geometry, Lpn};
 use ftl::{
-    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, Promise,
-    RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
+    BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome, RecoveryReport,
+    SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
 pub const PARAMS: [&str; 5] = [
@@ -186,14 +186,9 @@ impl LightTx {
 }
 
 impl BlockDevice for LightTx {
+    atomic_write::engine_accessors!();
     fn design(&self) -> &'static str {
         "lighttx"
-    }
-    fn promise(&self) -> Promise {
-        Promise::AtomicTransactions
-    }
-    fn logical_pages(&self) -> u32 {
-        self.e.logical_pages()
     }
     fn write(
         &mut self,
@@ -228,23 +223,6 @@ impl BlockDevice for LightTx {
         }
         Ok(self.e.trim_pages(start, count, arrival_ns))
     }
-    fn flash(&self) -> &Flash {
-        &self.e.flash
-    }
-    fn flash_mut(&mut self) -> &mut Flash {
-        &mut self.e.flash
-    }
-    fn into_flash(self: Box<Self>) -> Flash {
-        self.e.flash
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.e.check_invariants()
-    }
-    fn memory(&self) -> Vec<(String, u64)> {
-        let mut m = self.flash().memory();
-        m.extend(self.e.memory());
-        m
-    }
 
     fn metrics(&self) -> Vec<(String, f64)> {
         let mut m = self.e.metrics();
@@ -258,16 +236,7 @@ impl BlockDevice for LightTx {
 
 impl Transactional for LightTx {
     fn capabilities(&self) -> TxCapabilities {
-        TxCapabilities {
-            static_tx: true,
-            async_swrite: false,
-            dynamic_tx: true,
-            concurrent_static: true,
-            concurrent_dynamic: true,
-            sread: true,
-            abort: true,
-            max_tx_pages: self.e.cfg.max_tx_pages as u64,
-        }
+        self.e.capabilities(true)
     }
 
     /// HEAD..REAR in one call; `Async` is served as `Sync`.
