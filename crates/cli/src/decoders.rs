@@ -57,13 +57,13 @@ fn ftl_decoders() -> Vec<Decoder> {
             dftl::format::decode_translation(b, &mut out);
         }),
         decoder("dftl reservation", DECODER_PAGE, |b| {
-            std::hint::black_box(dftl::format::Reservation::decode(b, 512));
+            let _ = std::hint::black_box(dftl::format::Reservation::decode(b, 512));
         }),
         decoder("dftl checkpoint", DECODER_PAGE, |b| {
-            std::hint::black_box(dftl::format::Checkpoint::decode(b, 512));
+            let _ = std::hint::black_box(dftl::format::Checkpoint::decode(b, 512));
         }),
         decoder("dftl seal", DECODER_PAGE, |b| {
-            std::hint::black_box(dftl::format::Seal::decode(b));
+            let _ = std::hint::black_box(dftl::format::Seal::decode(b));
         }),
         decoder("mobius page oob", mftl::format::OOB_BYTES as usize, |b| {
             std::hint::black_box(mftl::format::PageOob::decode(b));

@@ -942,7 +942,7 @@ impl Dftl {
             if let (ReadStatus::Data(c), _) =
                 flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?
             {
-                if let Some(seal) = c.as_bytes().and_then(Seal::decode) {
+                if let Some(seal) = c.as_bytes().and_then(|b| Seal::decode(b).ok()) {
                     if best.is_none_or(|(b, _)| seal.ckpt_seq > b.ckpt_seq) {
                         best = Some((seal, slot));
                     }
@@ -957,7 +957,7 @@ impl Dftl {
             if let (ReadStatus::Data(c), _) =
                 flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?
             {
-                if let Some(seal) = c.as_bytes().and_then(Seal::decode) {
+                if let Some(seal) = c.as_bytes().and_then(|b| Seal::decode(b).ok()) {
                     order.push((seal, other));
                 }
             }
@@ -987,7 +987,7 @@ impl Dftl {
             }
             payload.truncate(seal.payload_bytes as usize);
             if ok && crc32c::crc32c(&payload) == seal.payload_crc {
-                if let Some(ck) = Checkpoint::decode(&payload, g.blocks()) {
+                if let Ok(ck) = Checkpoint::decode(&payload, g.blocks()) {
                     if ck.ckpt_seq == seal.ckpt_seq {
                         return Ok(Some(ck));
                     }
@@ -1037,7 +1037,7 @@ impl Dftl {
             };
             let Some(r) = c
                 .as_bytes()
-                .and_then(|b| Reservation::decode(b, g.blocks()))
+                .and_then(|b| Reservation::decode(b, g.blocks()).ok())
             else {
                 break;
             };

@@ -42,6 +42,7 @@
 //! **Seal page**: `"DFTLSEAL"`, ckpt_seq u64, payload_bytes u64, payload crc32c u32, crc32c u32
 //! of the 28 bytes before it. A slot counts only if its seal and payload checksums hold.
 
+use flash::codec::{self, CorruptRecord, Reader};
 use flash::{BlockId, Ppn};
 
 pub const OOB_BYTES: u32 = 20;
@@ -113,33 +114,6 @@ pub fn decode_translation(page: &[u8], out: &mut [Ppn]) {
     }
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn u32(&mut self) -> Option<u32> {
-        let v = u32::from_le_bytes(self.b.get(self.at..self.at + 4)?.try_into().ok()?);
-        self.at += 4;
-        Some(v)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let v = u64::from_le_bytes(self.b.get(self.at..self.at + 8)?.try_into().ok()?);
-        self.at += 8;
-        Some(v)
-    }
-    fn magic(&mut self, m: &[u8; 8]) -> Option<()> {
-        (self.b.get(self.at..self.at + 8)? == m).then(|| self.at += 8)
-    }
-    /// Room for `count` items of `item_bytes` each, as far as the bytes left can hold them: a
-    /// count read from a damaged page must not size an allocation (a 4 G count asked for
-    /// 64 GB and aborted the process; tests/decoders_fuzz.rs in the CLI crate).
-    fn capacity(&self, count: u32, item_bytes: usize) -> usize {
-        (count as usize).min(self.b.len().saturating_sub(self.at) / item_bytes.max(1))
-    }
-}
-
 fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
     for l in lists {
         out.extend((l.len() as u32).to_le_bytes());
@@ -149,24 +123,17 @@ fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
     }
 }
 
-fn get_lists(r: &mut Reader, chips: u32, blocks: u32) -> Option<Vec<Vec<BlockId>>> {
+fn get_lists(r: &mut Reader, chips: u32, blocks: u32) -> Result<Vec<Vec<BlockId>>, CorruptRecord> {
     let mut lists = Vec::with_capacity(r.capacity(chips, 4));
     for _ in 0..chips {
-        let n = r.u32()?;
-        if n > blocks {
-            return None;
-        }
+        let n = r.below("blocks in a list", blocks + 1)?;
         let mut l = Vec::with_capacity(r.capacity(n, 4));
         for _ in 0..n {
-            let b = r.u32()?;
-            if b >= blocks {
-                return None;
-            }
-            l.push(BlockId(b));
+            l.push(BlockId(r.below("block", blocks)?));
         }
         lists.push(l);
     }
-    Some(lists)
+    Ok(lists)
 }
 
 /// One page of the block-reservation log.
@@ -189,15 +156,15 @@ impl Reservation {
         out.resize(page_bytes, 0);
         out.into_boxed_slice()
     }
-    pub fn decode(page: &[u8], blocks: u32) -> Option<Reservation> {
-        let mut r = Reader { b: page, at: 0 };
-        r.magic(b"DFTLRESV")?;
+    pub fn decode(page: &[u8], blocks: u32) -> Result<Reservation, CorruptRecord> {
+        let mut r = Reader::new(page);
+        r.magic(b"DFTLRESV", "reservation")?;
         let log_seq = r.u64()?;
         let chips = r.u32()?;
         let per_chip = get_lists(&mut r, chips, blocks)?;
-        let end = r.at;
-        let crc = r.u32()?;
-        (crc == crc32c::crc32c(&page[..end])).then_some(Reservation { log_seq, per_chip })
+        let end = r.position();
+        codec::check_crc(r.u32()?, &page[..end])?;
+        Ok(Reservation { log_seq, per_chip })
     }
 }
 
@@ -261,9 +228,9 @@ impl Checkpoint {
         out.extend(&self.used);
         out
     }
-    pub fn decode(b: &[u8], blocks: u32) -> Option<Checkpoint> {
-        let mut r = Reader { b, at: 0 };
-        r.magic(b"DFTLCKPT")?;
+    pub fn decode(b: &[u8], blocks: u32) -> Result<Checkpoint, CorruptRecord> {
+        let mut r = Reader::new(b);
+        r.magic(b"DFTLCKPT", "checkpoint")?;
         let (ckpt_seq, seq, log_seq) = (r.u64()?, r.u64()?, r.u64()?);
         let (log_block, log_page, tvpns, chips, n_open) =
             (r.u32()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
@@ -274,18 +241,20 @@ impl Checkpoint {
         let reserved = get_lists(&mut r, chips, blocks)?;
         let mut open = Vec::with_capacity(r.capacity(n_open, 8));
         for _ in 0..n_open {
-            let block = r.u32()?;
-            if block >= blocks {
-                return None;
-            }
+            let block = r.below("open block", blocks)?;
             open.push((BlockId(block), r.u32()?));
         }
         let bits = r.u32()?;
-        if bits != blocks.div_ceil(8) * 8 {
-            return None;
+        let want = blocks.div_ceil(8) * 8;
+        if bits != want {
+            return Err(CorruptRecord::OutOfRange {
+                field: "bitmap bits (must equal the device's blocks, rounded to bytes)",
+                value: bits as u64,
+                limit: want as u64,
+            });
         }
-        let used = r.b.get(r.at..r.at + (bits / 8) as usize)?.to_vec();
-        Some(Checkpoint {
+        let used = r.bytes((bits / 8) as usize)?.to_vec();
+        Ok(Checkpoint {
             ckpt_seq,
             seq,
             log_seq,
@@ -318,13 +287,13 @@ impl Seal {
         out.resize(page_bytes, 0);
         out.into_boxed_slice()
     }
-    pub fn decode(page: &[u8]) -> Option<Seal> {
-        let mut r = Reader { b: page, at: 0 };
-        r.magic(b"DFTLSEAL")?;
+    pub fn decode(page: &[u8]) -> Result<Seal, CorruptRecord> {
+        let mut r = Reader::new(page);
+        r.magic(b"DFTLSEAL", "seal")?;
         let (ckpt_seq, payload_bytes) = (r.u64()?, r.u64()?);
         let payload_crc = r.u32()?;
-        let crc = r.u32()?;
-        (crc == crc32c::crc32c(&page[..28])).then_some(Seal {
+        codec::check_crc(r.u32()?, &page[..28])?;
+        Ok(Seal {
             ckpt_seq,
             payload_bytes,
             payload_crc,
@@ -369,14 +338,38 @@ mod tests {
             per_chip: vec![vec![BlockId(1), BlockId(5)], vec![], vec![BlockId(7)]],
         };
         let mut page = r.encode(4096);
-        assert_eq!(Reservation::decode(&page, 100), Some(r.clone()));
-        assert_eq!(
-            Reservation::decode(&page, 6),
-            None,
+        assert_eq!(Reservation::decode(&page, 100), Ok(r.clone()));
+        assert!(
+            matches!(
+                Reservation::decode(&page, 6),
+                Err(CorruptRecord::OutOfRange {
+                    field: "block",
+                    value: 7,
+                    limit: 6
+                })
+            ),
             "block ids beyond the device are rejected"
         );
-        page[20] ^= 1;
-        assert_eq!(Reservation::decode(&page, 100), None);
+        let mut damaged = page.clone();
+        damaged[20] ^= 1;
+        assert!(
+            Reservation::decode(&damaged, 100).is_err(),
+            "a damaged list is refused"
+        );
+        let crc_at = 8 + 8 + 4 + 3 * 4 + 3 * 4;
+        page[crc_at] ^= 1;
+        assert!(matches!(
+            Reservation::decode(&page, 100),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
+        page[0] ^= 1;
+        assert!(matches!(
+            Reservation::decode(&page, 100),
+            Err(CorruptRecord::BadMagic {
+                expected: "reservation",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -394,21 +387,27 @@ mod tests {
         };
         assert!(c.was_used(BlockId(63)) && c.was_used(BlockId(8)) && !c.was_used(BlockId(9)));
         let bytes = c.encode();
-        assert_eq!(Checkpoint::decode(&bytes, 64), Some(c));
-        assert_eq!(Checkpoint::decode(&bytes[..bytes.len() - 1], 64), None);
+        assert_eq!(Checkpoint::decode(&bytes, 64), Ok(c));
+        assert!(matches!(
+            Checkpoint::decode(&bytes[..bytes.len() - 1], 64),
+            Err(CorruptRecord::Truncated { .. })
+        ));
         let s = Seal {
             ckpt_seq: 4,
             payload_bytes: bytes.len() as u64,
             payload_crc: crc32c::crc32c(&bytes),
         };
         let mut page = s.encode(4096);
-        assert_eq!(Seal::decode(&page), Some(s));
+        assert_eq!(Seal::decode(&page), Ok(s));
         page[9] ^= 0x80;
-        assert_eq!(Seal::decode(&page), None);
+        assert!(matches!(
+            Seal::decode(&page),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
     }
 
     /// Counts read from a damaged checkpoint size nothing: a page claiming 4 G translation
-    /// pages decodes to `None` instead of asking for 48 GB.
+    /// pages is refused (truncated) instead of asking for 48 GB.
     #[test]
     fn a_huge_count_in_a_damaged_checkpoint_is_refused_without_allocating() {
         let c = Checkpoint {
@@ -423,9 +422,12 @@ mod tests {
             used: Checkpoint::bitmap(16, std::iter::empty()),
         };
         let mut page = c.encode();
-        assert!(Checkpoint::decode(&page, 16).is_some());
+        assert!(Checkpoint::decode(&page, 16).is_ok());
         // tvpns sits after the magic, three u64 and two u32.
         page[8 + 24 + 8..8 + 24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(Checkpoint::decode(&page, 16).is_none());
+        assert!(matches!(
+            Checkpoint::decode(&page, 16),
+            Err(CorruptRecord::Truncated { .. })
+        ));
     }
 }

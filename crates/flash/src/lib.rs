@@ -9,6 +9,7 @@
 //! Layering follows MQSim: FTLs (crates `ftl`, `dftl`, …) call [`Flash`]; `Flash` checks the
 //! rules, schedules the operation on its chip and channel, records it and hands it to a [`Store`].
 
+pub mod codec;
 pub mod content;
 pub mod device;
 pub mod error;

@@ -1,0 +1,174 @@
+//! The bounds-checked reader on-flash decoders use: every read is checked against the record's
+//! length, and every failure is a typed [`CorruptRecord`] naming where and why. A decoder built
+//! on it cannot index past its buffer, and a count read from a damaged record cannot size an
+//! allocation beyond what the record's bytes could hold ([`Reader::capacity`]). Integers are
+//! little-endian.
+//!
+//! Used by DFTL's page records (`crates/dftl/src/format.rs`); the other designs' codecs are
+//! still hand-written (docs/crashtest.md, "Decoder fuzzing").
+
+/// Why a record is not what its decoder expects: torn, foreign or damaged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CorruptRecord {
+    #[error("the record ends at byte {len}: {need} bytes wanted at byte {at}")]
+    Truncated { at: usize, need: usize, len: usize },
+    #[error("no {expected} record here (magic {found:02x?})")]
+    BadMagic {
+        expected: &'static str,
+        found: Vec<u8>,
+    },
+    #[error("checksum {stored:#010x} stored, {computed:#010x} computed")]
+    BadChecksum { stored: u32, computed: u32 },
+    #[error("{field} = {value} is out of range (limit {limit})")]
+    OutOfRange {
+        field: &'static str,
+        value: u64,
+        limit: u64,
+    },
+}
+
+/// Reads a record front to back.
+#[derive(Clone, Debug)]
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, at: 0 }
+    }
+
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
+    /// The next `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptRecord> {
+        let truncated = CorruptRecord::Truncated {
+            at: self.at,
+            need: n,
+            len: self.bytes.len(),
+        };
+        let end = self.at.checked_add(n).ok_or(truncated.clone())?;
+        let b = self.bytes.get(self.at..end).ok_or(truncated)?;
+        self.at = end;
+        Ok(b)
+    }
+
+    pub fn u32(&mut self) -> Result<u32, CorruptRecord> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, CorruptRecord> {
+        let b = self.bytes(8)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    /// The record's magic, `expected`; `name` says what record it starts.
+    pub fn magic(&mut self, expected: &[u8], name: &'static str) -> Result<(), CorruptRecord> {
+        let found = self.bytes(expected.len())?;
+        if found == expected {
+            Ok(())
+        } else {
+            Err(CorruptRecord::BadMagic {
+                expected: name,
+                found: found.to_vec(),
+            })
+        }
+    }
+
+    /// A value read from the record that must be below `limit`.
+    pub fn below(&mut self, field: &'static str, limit: u32) -> Result<u32, CorruptRecord> {
+        let value = self.u32()?;
+        check_below(field, value as u64, limit as u64)?;
+        Ok(value)
+    }
+
+    /// Room for `count` items of `item_bytes` each, as far as the bytes left can hold them: a
+    /// count read from a damaged record must not size an allocation (DFTL's checkpoint once
+    /// asked for 48 GB on a 4 G count; crates/cli/tests/decoders_fuzz.rs).
+    pub fn capacity(&self, count: u32, item_bytes: usize) -> usize {
+        let left = self.bytes.len().saturating_sub(self.at);
+        (count as usize).min(left / item_bytes.max(1))
+    }
+}
+
+/// `value` must be below `limit`.
+pub fn check_below(field: &'static str, value: u64, limit: u64) -> Result<(), CorruptRecord> {
+    if value < limit {
+        Ok(())
+    } else {
+        Err(CorruptRecord::OutOfRange {
+            field,
+            value,
+            limit,
+        })
+    }
+}
+
+/// The crc32c stored after a record must be the crc32c of its bytes `covered`.
+pub fn check_crc(stored: u32, covered: &[u8]) -> Result<(), CorruptRecord> {
+    let computed = crc32c::crc32c(covered);
+    if stored == computed {
+        Ok(())
+    } else {
+        Err(CorruptRecord::BadChecksum { stored, computed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_read_past_the_end_is_a_typed_error() {
+        let mut r = Reader::new(&[1, 0, 0, 0, 2, 0]);
+        assert_eq!(r.u32(), Ok(1));
+        assert_eq!(
+            r.u32(),
+            Err(CorruptRecord::Truncated {
+                at: 4,
+                need: 4,
+                len: 6
+            })
+        );
+        assert_eq!(r.position(), 4, "a failed read consumes nothing");
+        assert!(r.bytes(usize::MAX).is_err(), "no overflow on a huge length");
+    }
+
+    #[test]
+    fn magic_range_and_checksum_failures_say_what_is_wrong() {
+        let mut r = Reader::new(b"DFTLXXXX\x09\0\0\0");
+        assert!(matches!(
+            r.magic(b"DFTLSEAL", "seal"),
+            Err(CorruptRecord::BadMagic {
+                expected: "seal",
+                ..
+            })
+        ));
+        let mut r = Reader::new(&[9, 0, 0, 0]);
+        assert_eq!(
+            r.below("block", 9),
+            Err(CorruptRecord::OutOfRange {
+                field: "block",
+                value: 9,
+                limit: 9
+            })
+        );
+        assert!(check_crc(crc32c::crc32c(b"abc"), b"abc").is_ok());
+        assert!(matches!(
+            check_crc(0, b"abc"),
+            Err(CorruptRecord::BadChecksum { stored: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn a_damaged_count_cannot_size_an_allocation() {
+        let r = Reader::new(&[0u8; 40]);
+        assert_eq!(r.capacity(u32::MAX, 8), 5);
+        assert_eq!(r.capacity(3, 8), 3);
+    }
+}
