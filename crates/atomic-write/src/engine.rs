@@ -1317,7 +1317,7 @@ impl Engine {
             let (st, span) = self.flash.read(ppn, &mut oob, *t, OpCause::Recovery)?;
             *t = (*t).max(span.end_ns);
             if let ReadStatus::Data(Content::Bytes(b)) = st {
-                if let Some(r) = Root::decode(&b).filter(|r| r.root_seq == seq) {
+                if let Some(r) = Root::decode(&b).ok().filter(|r| r.root_seq == seq) {
                     found = Some((r, i));
                     break;
                 }
@@ -1409,7 +1409,7 @@ impl Engine {
                 self.zone_pages.push(p.0);
             }
             let list = Root::decode(&bytes)
-                .ok_or_else(|| FtlError::Corrupt("zone record does not decode".into()))?;
+                .map_err(|e| FtlError::Corrupt(format!("zone record does not decode: {e}")))?;
             region.scan = list.scan;
             region.window = list.window;
         }

@@ -39,6 +39,7 @@
 //! **Commit record** (LightTx; a data-area page): `"MOBLTXCR"`, tx id u32, pages u32,
 //! uuid u64, crc32c u32 of the 24 bytes before it.
 
+use flash::codec::{self, CorruptRecord, Reader};
 use flash::{BlockId, Ppn};
 
 pub const OOB_BYTES: u32 = 28;
@@ -175,55 +176,35 @@ impl Root {
         Some(b.into_boxed_slice())
     }
 
-    pub fn decode(b: &[u8]) -> Option<Root> {
-        if b.len() < ROOT_HEADER + 4 || b[0..8] != ROOT_MAGIC {
-            return None;
-        }
-        let u32_at = |o: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
-        };
-        let u64_at = |o: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
-        };
-        let (n_gtd, n_scan, n_window, n_zone) = (
-            u32_at(36)? as usize,
-            u32_at(40)? as usize,
-            u32_at(44)? as usize,
-            u32_at(48)? as usize,
-        );
-        if n_gtd.max(n_scan).max(n_window).max(n_zone) > b.len() {
-            return None;
-        }
-        let len = ROOT_HEADER + 4 * n_gtd + 8 * n_scan + 4 * n_window + 4 * n_zone;
-        if len + 4 > b.len() || crc32c::crc32c(&b[..len]) != u32_at(len)? {
-            return None;
-        }
-        let mut o = ROOT_HEADER;
-        let mut gtd = Vec::with_capacity(n_gtd);
+    pub fn decode(b: &[u8]) -> Result<Root, CorruptRecord> {
+        let mut r = Reader::new(b);
+        r.magic(&ROOT_MAGIC, "root")?;
+        let (root_seq, tail_seq, next_seq) = (r.u64()?, r.u64()?, r.u64()?);
+        let next_tx = r.u32()?;
+        let (n_gtd, n_scan, n_window, n_zone) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+        let mut gtd = Vec::with_capacity(r.capacity(n_gtd, 4));
         for _ in 0..n_gtd {
-            gtd.push(Ppn(u32_at(o)?));
-            o += 4;
+            gtd.push(Ppn(r.u32()?));
         }
-        let mut scan = Vec::with_capacity(n_scan);
+        let mut scan = Vec::with_capacity(r.capacity(n_scan, 8));
         for _ in 0..n_scan {
-            scan.push((BlockId(u32_at(o)?), u32_at(o + 4)?));
-            o += 8;
+            scan.push((BlockId(r.u32()?), r.u32()?));
         }
-        let mut window = Vec::with_capacity(n_window);
+        let mut window = Vec::with_capacity(r.capacity(n_window, 4));
         for _ in 0..n_window {
-            window.push(BlockId(u32_at(o)?));
-            o += 4;
+            window.push(BlockId(r.u32()?));
         }
-        let mut zone = Vec::with_capacity(n_zone);
+        let mut zone = Vec::with_capacity(r.capacity(n_zone, 4));
         for _ in 0..n_zone {
-            zone.push(Ppn(u32_at(o)?));
-            o += 4;
+            zone.push(Ppn(r.u32()?));
         }
-        Some(Root {
-            root_seq: u64_at(8)?,
-            tail_seq: u64_at(16)?,
-            next_seq: u64_at(24)?,
-            next_tx: u32_at(32)?,
+        let len = r.position();
+        codec::check_crc(r.u32()?, &b[..len])?;
+        Ok(Root {
+            root_seq,
+            tail_seq,
+            next_seq,
+            next_tx,
             gtd,
             scan,
             window,
@@ -254,19 +235,12 @@ impl CommitRecord {
         b.into_boxed_slice()
     }
 
-    pub fn decode(b: &[u8]) -> Option<CommitRecord> {
-        if b.len() < 28 || b[0..8] != COMMIT_MAGIC {
-            return None;
-        }
-        let crc = u32::from_le_bytes(b[24..28].try_into().ok()?);
-        if crc32c::crc32c(&b[..24]) != crc {
-            return None;
-        }
-        Some(CommitRecord {
-            tx: u32::from_le_bytes(b[8..12].try_into().ok()?),
-            pages: u32::from_le_bytes(b[12..16].try_into().ok()?),
-            uuid: u64::from_le_bytes(b[16..24].try_into().ok()?),
-        })
+    pub fn decode(b: &[u8]) -> Result<CommitRecord, CorruptRecord> {
+        let mut r = Reader::new(b);
+        r.magic(&COMMIT_MAGIC, "commit record")?;
+        let (tx, pages, uuid) = (r.u32()?, r.u32()?, r.u64()?);
+        codec::check_crc(r.u32()?, &b[..24])?;
+        Ok(CommitRecord { tx, pages, uuid })
     }
 }
 
@@ -313,11 +287,20 @@ mod tests {
             zone: vec![Ppn(3)],
         };
         let mut b = r.encode(4096).unwrap().to_vec();
-        assert_eq!(Root::decode(&b), Some(r.clone()));
+        assert_eq!(Root::decode(&b), Ok(r.clone()));
         b.resize(4096, 0xFF);
-        assert_eq!(Root::decode(&b), Some(r.clone()));
-        b[50] ^= 4;
-        assert_eq!(Root::decode(&b), None);
+        assert_eq!(Root::decode(&b), Ok(r.clone()));
+        let mut damaged = b.clone();
+        damaged[50] ^= 4;
+        assert!(
+            Root::decode(&damaged).is_err(),
+            "a damaged count is refused"
+        );
+        b[52] ^= 4;
+        assert!(matches!(
+            Root::decode(&b),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
         assert!(r.encode(32).is_none());
     }
 
@@ -329,8 +312,8 @@ mod tests {
             uuid: 99,
         };
         let mut b = c.encode().to_vec();
-        assert_eq!(CommitRecord::decode(&b), Some(c));
+        assert_eq!(CommitRecord::decode(&b), Ok(c));
         b[10] ^= 1;
-        assert_eq!(CommitRecord::decode(&b), None);
+        assert!(CommitRecord::decode(&b).is_err());
     }
 }

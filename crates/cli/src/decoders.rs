@@ -93,10 +93,10 @@ fn log_decoders() -> Vec<Decoder> {
             std::hint::black_box(atomic_write::format::decode_entries(b));
         }),
         decoder("aw root", DECODER_PAGE, |b| {
-            std::hint::black_box(atomic_write::format::Root::decode(b));
+            let _ = std::hint::black_box(atomic_write::format::Root::decode(b));
         }),
         decoder("aw commit", DECODER_PAGE, |b| {
-            std::hint::black_box(atomic_write::format::CommitRecord::decode(b));
+            let _ = std::hint::black_box(atomic_write::format::CommitRecord::decode(b));
         }),
     ]
 }

@@ -4,8 +4,9 @@
 //! allocation beyond what the record's bytes could hold ([`Reader::capacity`]). Integers are
 //! little-endian.
 //!
-//! Used by DFTL's page records (`crates/dftl/src/format.rs`); the other designs' codecs are
-//! still hand-written (docs/crashtest.md, "Decoder fuzzing").
+//! Used by DFTL's page records (`crates/dftl/src/format.rs`) and the log engine's root and
+//! commit record (`crates/atomic-write/src/format.rs`); the other codecs are still hand-written
+//! (docs/crashtest.md, "Decoders against damaged images").
 
 /// Why a record is not what its decoder expects: torn, foreign or damaged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
