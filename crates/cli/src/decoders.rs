@@ -111,10 +111,10 @@ fn txflash_decoders() -> Vec<Decoder> {
             std::hint::black_box(txflash::format::decode_entry(b));
         }),
         decoder("tc summary", DECODER_PAGE, |b| {
-            std::hint::black_box(txflash::format::decode_summary(b, 7));
+            let _ = std::hint::black_box(txflash::format::decode_summary(b, 7));
         }),
         decoder("tc commit", DECODER_PAGE, |b| {
-            std::hint::black_box(txflash::format::decode_commit(b));
+            let _ = std::hint::black_box(txflash::format::decode_commit(b));
         }),
         decoder("cyclic oob", txflash::cyclic::format::MAX_OOB_BYTES, |b| {
             use txflash::cyclic::format::{CyclicOob, Protocol};
@@ -125,7 +125,7 @@ fn txflash_decoders() -> Vec<Decoder> {
             std::hint::black_box(txflash::cyclic::format::decode_entry(b));
         }),
         decoder("cyclic summary", DECODER_PAGE, |b| {
-            std::hint::black_box(txflash::cyclic::format::decode_summary(b, 7));
+            let _ = std::hint::black_box(txflash::cyclic::format::decode_summary(b, 7));
         }),
     ]
 }

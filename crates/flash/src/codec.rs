@@ -4,9 +4,10 @@
 //! allocation beyond what the record's bytes could hold ([`Reader::capacity`]). Integers are
 //! little-endian.
 //!
-//! Used by DFTL's page records (`crates/dftl/src/format.rs`) and the log engine's root and
-//! commit record (`crates/atomic-write/src/format.rs`); the other codecs are still hand-written
-//! (docs/crashtest.md, "Decoders against damaged images").
+//! Used by DFTL's page records (`crates/dftl/src/format.rs`), the log engine's root and commit
+//! record (`crates/atomic-write/src/format.rs`) and TxFlash's summary and commit pages
+//! (`crates/txflash/src/format.rs`); the other codecs are still hand-written (docs/crashtest.md,
+//! "Decoders against damaged images").
 
 /// Why a record is not what its decoder expects: torn, foreign or damaged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -20,6 +21,12 @@ pub enum CorruptRecord {
     },
     #[error("checksum {stored:#010x} stored, {computed:#010x} computed")]
     BadChecksum { stored: u32, computed: u32 },
+    #[error("{field} is {found}, {expected} expected")]
+    Mismatch {
+        field: &'static str,
+        found: u64,
+        expected: u64,
+    },
     #[error("{field} = {value} is out of range (limit {limit})")]
     OutOfRange {
         field: &'static str,

@@ -5,6 +5,8 @@
 
 /// Bytes of OOB each page uses (TxFlash Figure 2(a): LPN 8 + version 4 + tx id 4, plus kind/flag
 /// bytes and a crc32c; the paper's 16-byte simulator checksum is replaced by the crc32c, see docs).
+use flash::codec::{self, CorruptRecord, Reader};
+
 pub const OOB_BYTES: u32 = 24;
 
 /// What a page holds.
@@ -137,27 +139,35 @@ pub fn encode_summary(block: u32, entries: &[[u8; ENTRY_BYTES]], page_bytes: usi
 }
 
 /// Entries of a summary page of `block`, `None` if damaged or of another block.
-pub fn decode_summary(b: &[u8], block: u32) -> Option<Vec<Option<Oob>>> {
-    if b.len() < 16 || u32::from_le_bytes(b[0..4].try_into().unwrap()) != SUMMARY_MAGIC {
-        return None;
+pub fn decode_summary(b: &[u8], block: u32) -> Result<Vec<Option<Oob>>, CorruptRecord> {
+    decode_summary_of(b, block, SUMMARY_MAGIC, ENTRY_BYTES, decode_entry)
+}
+
+/// A summary page of any TxFlash protocol (`magic u32 | block u32 | count u32 | count ×
+/// entry | crc32c u32`): the summary of `block`, one entry per page, each decoded by `entry`
+/// (`None` for a page it does not describe).
+pub fn decode_summary_of<R>(
+    b: &[u8],
+    block: u32,
+    magic: u32,
+    entry_bytes: usize,
+    entry: impl Fn(&[u8]) -> Option<R>,
+) -> Result<Vec<Option<R>>, CorruptRecord> {
+    let mut r = Reader::new(b);
+    r.magic(&magic.to_le_bytes(), "summary page")?;
+    let found = r.u32()?;
+    if found != block {
+        return Err(CorruptRecord::Mismatch {
+            field: "summary page's block",
+            found: found as u64,
+            expected: block as u64,
+        });
     }
-    if u32::from_le_bytes(b[4..8].try_into().unwrap()) != block {
-        return None;
-    }
-    let n = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
-    let len = 12 + n.checked_mul(ENTRY_BYTES)? + 4;
-    if b.len() < len {
-        return None;
-    }
-    let crc = u32::from_le_bytes(b[len - 4..len].try_into().unwrap());
-    if crc != crc32c::crc32c(&b[..len - 4]) {
-        return None;
-    }
-    Some(
-        (0..n)
-            .map(|i| decode_entry(&b[12 + i * ENTRY_BYTES..12 + (i + 1) * ENTRY_BYTES]))
-            .collect(),
-    )
+    let n = r.u32()? as usize;
+    let entries = r.bytes(n.saturating_mul(entry_bytes))?;
+    let end = r.position();
+    codec::check_crc(r.u32()?, &b[..end])?;
+    Ok(entries.chunks_exact(entry_bytes).map(entry).collect())
 }
 
 /// Commit record page: magic u32 | txid u32 | pages u32 | crc32c u32 (TxFlash §4.1: it fills a
@@ -173,17 +183,12 @@ pub fn encode_commit(txid: u32, pages: u32) -> Box<[u8]> {
 }
 
 /// `(txid, pages)` of a commit record page.
-pub fn decode_commit(b: &[u8]) -> Option<(u32, u32)> {
-    if b.len() < 16 || u32::from_le_bytes(b[0..4].try_into().unwrap()) != COMMIT_MAGIC {
-        return None;
-    }
-    if u32::from_le_bytes(b[12..16].try_into().unwrap()) != crc32c::crc32c(&b[..12]) {
-        return None;
-    }
-    Some((
-        u32::from_le_bytes(b[4..8].try_into().unwrap()),
-        u32::from_le_bytes(b[8..12].try_into().unwrap()),
-    ))
+pub fn decode_commit(b: &[u8]) -> Result<(u32, u32), CorruptRecord> {
+    let mut r = Reader::new(b);
+    r.magic(&COMMIT_MAGIC.to_le_bytes(), "commit record")?;
+    let (txid, pages) = (r.u32()?, r.u32()?);
+    codec::check_crc(r.u32()?, &b[..12])?;
+    Ok((txid, pages))
 }
 
 #[cfg(test)]
@@ -235,21 +240,27 @@ mod tests {
             }
         }
         assert!(
-            decode_summary(&page, 8).is_none(),
+            decode_summary(&page, 8).is_err(),
             "summary of another block"
         );
         let mut bad = page.to_vec();
         bad[20] ^= 4;
-        assert!(decode_summary(&bad, 9).is_none());
+        assert!(matches!(
+            decode_summary(&bad, 9),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
     }
 
     #[test]
     fn commit_round_trip() {
         let c = encode_commit(42, 17);
-        assert_eq!(decode_commit(&c), Some((42, 17)));
+        assert_eq!(decode_commit(&c), Ok((42, 17)));
         let mut bad = c.to_vec();
         bad[5] ^= 1;
-        assert_eq!(decode_commit(&bad), None);
-        assert_eq!(decode_commit(&[0u8; 16]), None);
+        assert!(decode_commit(&bad).is_err());
+        assert!(matches!(
+            decode_commit(&[0u8; 16]),
+            Err(CorruptRecord::BadMagic { .. })
+        ));
     }
 }

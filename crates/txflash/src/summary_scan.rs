@@ -38,7 +38,8 @@ pub(crate) struct BlockScan<R> {
 }
 
 /// A summary page's entries, decoded (block number given for its check).
-pub(crate) type SummaryDecoder<R> = dyn Fn(&[u8], u32) -> Option<Vec<Option<R>>>;
+pub(crate) type SummaryDecoder<R> =
+    dyn Fn(&[u8], u32) -> Result<Vec<Option<R>>, flash::codec::CorruptRecord>;
 
 /// How a protocol's records read.
 pub(crate) struct RecordFormat<'a, R> {
@@ -79,7 +80,7 @@ pub(crate) fn scan_blocks<R>(
         let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
         if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
             if (format.decode_oob)(&oob).is_some_and(|r| (format.is_summary)(&r)) {
-                if let Some(entries) = (format.decode_summary)(bytes, b) {
+                if let Ok(entries) = (format.decode_summary)(bytes, b) {
                     s.summaries += 1;
                     s.used[b as usize] = true;
                     for (k, e) in entries.into_iter().enumerate() {

@@ -22,6 +22,7 @@
 //! checksum (§4.1; ours is smaller [R]).
 
 pub use crate::format::Kind;
+use flash::codec::CorruptRecord;
 
 /// Which cyclic protocol a record belongs to (decides whether the back pointer is stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,27 +203,8 @@ pub fn encode_summary(block: u32, entries: &[[u8; ENTRY_BYTES]], page_bytes: usi
 }
 
 /// Entries of a summary page of `block`; `None` if damaged or of another block.
-pub fn decode_summary(b: &[u8], block: u32) -> Option<Vec<Option<CyclicOob>>> {
-    if b.len() < 16 || u32::from_le_bytes(b[0..4].try_into().ok()?) != SUMMARY_MAGIC {
-        return None;
-    }
-    if u32::from_le_bytes(b[4..8].try_into().ok()?) != block {
-        return None;
-    }
-    let n = u32::from_le_bytes(b[8..12].try_into().ok()?) as usize;
-    let len = 12usize.checked_add(n.checked_mul(ENTRY_BYTES)?)? + 4;
-    if b.len() < len {
-        return None;
-    }
-    let crc = u32::from_le_bytes(b[len - 4..len].try_into().ok()?);
-    if crc != crc32c::crc32c(&b[..len - 4]) {
-        return None;
-    }
-    Some(
-        (0..n)
-            .map(|i| decode_entry(&b[12 + i * ENTRY_BYTES..12 + (i + 1) * ENTRY_BYTES]))
-            .collect(),
-    )
+pub fn decode_summary(b: &[u8], block: u32) -> Result<Vec<Option<CyclicOob>>, CorruptRecord> {
+    crate::format::decode_summary_of(b, block, SUMMARY_MAGIC, ENTRY_BYTES, decode_entry)
 }
 
 #[cfg(test)]
@@ -281,13 +263,13 @@ mod tests {
             }
         }
         assert!(
-            decode_summary(&page, 10).is_none(),
+            decode_summary(&page, 10).is_err(),
             "summary of another block"
         );
         let mut bad = page.to_vec();
         bad[30] ^= 8;
-        assert!(decode_summary(&bad, 11).is_none());
-        assert!(decode_summary(&page[..20], 11).is_none(), "truncated");
+        assert!(decode_summary(&bad, 11).is_err());
+        assert!(decode_summary(&page[..20], 11).is_err(), "truncated");
         assert!(
             summary_bytes(127) <= 4096,
             "a 128-page block's summary fits 4 KB"
