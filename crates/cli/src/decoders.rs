@@ -139,18 +139,18 @@ fn cache_decoders() -> Vec<Decoder> {
         decoder("optr meta", DECODER_PAGE, |b| {
             use optr::format::{MetaPage, PageKind};
             for kind in [PageKind::FullL2p, PageKind::Diff, PageKind::Records] {
-                std::hint::black_box(MetaPage::decode(b, kind, 8, 4));
-                std::hint::black_box(optr::format::decode_pairs(b, kind, 256));
+                let _ = std::hint::black_box(MetaPage::decode(b, kind, 8, 4));
+                let _ = std::hint::black_box(optr::format::decode_pairs(b, kind, 256));
             }
         }),
         decoder("optr summary", DECODER_PAGE, |b| {
-            std::hint::black_box(optr::format::decode_summary(b));
+            let _ = std::hint::black_box(optr::format::decode_summary(b));
         }),
         decoder("optr seal", DECODER_PAGE, |b| {
-            std::hint::black_box(optr::format::decode_seal(b));
+            let _ = std::hint::black_box(optr::format::decode_seal(b));
         }),
         decoder("optr records", DECODER_PAGE, |b| {
-            std::hint::black_box(optr::format::decode_records(b));
+            let _ = std::hint::black_box(optr::format::decode_records(b));
         }),
         decoder("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
             std::hint::black_box(wcache::wcache::decode_oob(b));

@@ -5,9 +5,10 @@
 //! little-endian.
 //!
 //! Used by DFTL's page records (`crates/dftl/src/format.rs`), the log engine's root and commit
-//! record (`crates/atomic-write/src/format.rs`) and TxFlash's summary and commit pages
-//! (`crates/txflash/src/format.rs`); the other codecs are still hand-written (docs/crashtest.md,
-//! "Decoders against damaged images").
+//! record (`crates/atomic-write/src/format.rs`), TxFlash's summary and commit pages
+//! (`crates/txflash/src/format.rs`) and OPTR's metadata pages (`crates/optr/src/format.rs`);
+//! Möbius's records and the OOB records are still hand-written (docs/crashtest.md, "Decoders
+//! against damaged images").
 
 /// Why a record is not what its decoder expects: torn, foreign or damaged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1008,7 +1008,7 @@ impl Optr {
             let ppn = self.layout.slot_page(&g, slot, self.layout.l2p_pages);
             let Some(seal) = self
                 .read_meta_bytes(ppn, &mut oob, start)?
-                .and_then(|b| decode_seal(&b))
+                .and_then(|b| decode_seal(&b).ok())
             else {
                 continue;
             };
@@ -1035,7 +1035,7 @@ impl Optr {
             let ppn = self.layout.slot_page(&g, slot, k);
             let b = self.read_meta_bytes(ppn, &mut oob, start)?;
             let Some((gen, pairs)) =
-                b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, self.layout.l2p_per_page))
+                b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, self.layout.l2p_per_page).ok())
             else {
                 return Err(FtlError::Corrupt(format!(
                     "full checkpoint chunk {k} unreadable"
@@ -1081,13 +1081,13 @@ impl Optr {
             }
             match po.kind {
                 PageKind::Diff => {
-                    let Some((_, pairs)) = decode_pairs(&b, PageKind::Diff, 0) else {
+                    let Ok((_, pairs)) = decode_pairs(&b, PageKind::Diff, 0) else {
                         break;
                     };
                     pending_diff.extend(pairs);
                 }
                 PageKind::Seal => {
-                    let Some(s) = decode_seal(&b) else { break };
+                    let Ok(s) = decode_seal(&b) else { break };
                     for (l, p) in pending_diff.drain(..) {
                         if l < self.logical {
                             self.l2p[l as usize] = Ppn(p);
@@ -1096,7 +1096,7 @@ impl Optr {
                     *seal = s;
                 }
                 PageKind::Records => {
-                    let Some((_, r)) = decode_records(&b) else {
+                    let Ok((_, r)) = decode_records(&b) else {
                         break;
                     };
                     records.extend(r);
@@ -1123,7 +1123,7 @@ impl Optr {
                 let off = g.page_in_block(Ppn(at));
                 let sum = self
                     .read_meta_bytes(g.ppn(block, data_max), &mut oob, start)?
-                    .and_then(|b| decode_summary(&b));
+                    .and_then(|b| decode_summary(&b).ok());
                 if let Some((entries, next)) = sum {
                     for o in off..data_max {
                         let e = entries[o as usize];

@@ -14,6 +14,7 @@
 //! count` (the next free page of each (stream, chip) write stream).
 
 use crate::cutpoint::Coalescing;
+use flash::codec::{self, CorruptRecord, Reader};
 
 pub const OOB_BYTES: u32 = 24;
 pub const HEADER_BYTES: usize = 24;
@@ -119,23 +120,25 @@ impl MetaPage {
     }
 
     /// Decodes a page of `kind` whose body holds `count` entries of `entry_bytes` (plus `extra`).
-    pub fn decode(p: &[u8], kind: PageKind, entry_bytes: usize, extra: usize) -> Option<MetaPage> {
-        if p.len() < HEADER_BYTES || p[0..4] != kind.magic() {
-            return None;
-        }
-        let count = u32::from_le_bytes(p[20..24].try_into().ok()?);
-        let len = extra + count as usize * entry_bytes;
-        if HEADER_BYTES + len > p.len()
-            || crc32c::crc32c(&p[8..24 + len]) != u32::from_le_bytes(p[4..8].try_into().ok()?)
-        {
-            return None;
-        }
-        Some(MetaPage {
+    pub fn decode(
+        p: &[u8],
+        kind: PageKind,
+        entry_bytes: usize,
+        extra: usize,
+    ) -> Result<MetaPage, CorruptRecord> {
+        let mut r = Reader::new(p);
+        r.magic(&kind.magic(), "OPTR metadata page")?;
+        let stored = r.u32()?;
+        let (generation, aux, count) = (r.u64()?, r.u32()?, r.u32()?);
+        let len = extra.saturating_add((count as usize).saturating_mul(entry_bytes));
+        let body = r.bytes(len)?;
+        codec::check_crc(stored, &p[8..HEADER_BYTES + len])?;
+        Ok(MetaPage {
             kind,
-            generation: u64::from_le_bytes(p[8..16].try_into().ok()?),
-            aux: u32::from_le_bytes(p[16..20].try_into().ok()?),
+            generation,
+            aux,
             count,
-            body: p[24..24 + len].to_vec(),
+            body: body.to_vec(),
         })
     }
 }
@@ -177,7 +180,7 @@ pub fn encode_summary(entries: &[SummaryEntry], next_block: u32, page_bytes: usi
     .encode(page_bytes)
 }
 
-pub fn decode_summary(p: &[u8]) -> Option<(Vec<SummaryEntry>, u32)> {
+pub fn decode_summary(p: &[u8]) -> Result<(Vec<SummaryEntry>, u32), CorruptRecord> {
     let m = MetaPage::decode(p, PageKind::Summary, SUMMARY_ENTRY, 0)?;
     let e = m
         .body
@@ -188,7 +191,7 @@ pub fn decode_summary(p: &[u8]) -> Option<(Vec<SummaryEntry>, u32)> {
             lpn: u32::from_le_bytes(c[12..16].try_into().unwrap()),
         })
         .collect();
-    Some((e, m.aux))
+    Ok((e, m.aux))
 }
 
 /// A checkpoint seal (OPTR §3.3).
@@ -220,13 +223,13 @@ pub fn encode_seal(s: &Seal, page_bytes: usize) -> Box<[u8]> {
     .encode(page_bytes)
 }
 
-pub fn decode_seal(p: &[u8]) -> Option<Seal> {
+pub fn decode_seal(p: &[u8]) -> Result<Seal, CorruptRecord> {
     let m = MetaPage::decode(p, PageKind::Seal, 4, SEAL_EXTRA)?;
     let b = &m.body;
-    Some(Seal {
+    Ok(Seal {
         generation: m.generation,
-        latest_wid: u64::from_le_bytes(b[0..8].try_into().ok()?),
-        checkpoint_seq: u64::from_le_bytes(b[8..16].try_into().ok()?),
+        latest_wid: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
+        checkpoint_seq: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
         full: b[16] == 1,
         pointers: b[SEAL_EXTRA..]
             .chunks_exact(4)
@@ -253,7 +256,7 @@ pub fn encode_records(recs: &[(Coalescing, u32)], generation: u64, page_bytes: u
     .encode(page_bytes)
 }
 
-pub fn decode_records(p: &[u8]) -> Option<(u64, Vec<(Coalescing, u32)>)> {
+pub fn decode_records(p: &[u8]) -> Result<(u64, Vec<(Coalescing, u32)>), CorruptRecord> {
     let m = MetaPage::decode(p, PageKind::Records, RECORD_ENTRY, 0)?;
     let r = m
         .body
@@ -268,7 +271,7 @@ pub fn decode_records(p: &[u8]) -> Option<(u64, Vec<(Coalescing, u32)>)> {
             )
         })
         .collect();
-    Some((m.generation, r))
+    Ok((m.generation, r))
 }
 
 /// L2P differences (incremental checkpoint) or a full-checkpoint chunk of `(lpn, ppn)` pairs.
@@ -297,7 +300,11 @@ pub fn encode_pairs(
 }
 
 /// Decodes a diff page (pairs) or an L2P chunk (lpn = aux·per_page + index).
-pub fn decode_pairs(p: &[u8], kind: PageKind, per_page: u32) -> Option<(u64, Vec<(u32, u32)>)> {
+pub fn decode_pairs(
+    p: &[u8],
+    kind: PageKind,
+    per_page: u32,
+) -> Result<(u64, Vec<(u32, u32)>), CorruptRecord> {
     let entry = if kind == PageKind::Diff {
         DIFF_ENTRY
     } else {
@@ -322,7 +329,7 @@ pub fn decode_pairs(p: &[u8], kind: PageKind, per_page: u32) -> Option<(u64, Vec
             }
         })
         .collect();
-    Some((m.generation, pairs))
+    Ok((m.generation, pairs))
 }
 
 #[cfg(test)]
@@ -355,7 +362,7 @@ mod tests {
             },
             SummaryEntry::default(),
         ];
-        assert_eq!(decode_summary(&encode_summary(&e, 17, 4096)), Some((e, 17)));
+        assert_eq!(decode_summary(&encode_summary(&e, 17, 4096)), Ok((e, 17)));
         let s = Seal {
             generation: 3,
             latest_wid: 1234,
@@ -363,7 +370,7 @@ mod tests {
             full: true,
             pointers: vec![1, u32::MAX, 77],
         };
-        assert_eq!(decode_seal(&encode_seal(&s, 4096)), Some(s));
+        assert_eq!(decode_seal(&encode_seal(&s, 4096)), Ok(s));
         let r = vec![(
             Coalescing {
                 earlier: 4,
@@ -371,7 +378,7 @@ mod tests {
             },
             3,
         )];
-        assert_eq!(decode_records(&encode_records(&r, 2, 4096)), Some((2, r)));
+        assert_eq!(decode_records(&encode_records(&r, 2, 4096)), Ok((2, r)));
         // 20-byte records: about 800 per 16 KB page (OPTR §7.1)
         assert_eq!(entries_per_page(16384, RECORD_ENTRY, 0), 818);
         let d = vec![(1, 2), (3, 4)];
@@ -381,13 +388,16 @@ mod tests {
                 PageKind::Diff,
                 0
             ),
-            Some((1, d))
+            Ok((1, d))
         );
         let f = vec![(2048, 5), (2049, u32::MAX)];
         let page = encode_pairs(PageKind::FullL2p, &f, 1, 2, 4096);
-        assert_eq!(decode_pairs(&page, PageKind::FullL2p, 1024), Some((1, f)));
+        assert_eq!(decode_pairs(&page, PageKind::FullL2p, 1024), Ok((1, f)));
         let mut torn = page.to_vec();
         torn[30] ^= 0xff;
-        assert_eq!(decode_pairs(&torn, PageKind::FullL2p, 1024), None);
+        assert!(matches!(
+            decode_pairs(&torn, PageKind::FullL2p, 1024),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
     }
 }
