@@ -69,16 +69,16 @@ fn ftl_decoders() -> Vec<Decoder> {
             std::hint::black_box(mftl::format::PageOob::decode(b));
         }),
         decoder("mobius inode", DECODER_PAGE, |b| {
-            std::hint::black_box(mftl::format::Inode::decode(b));
+            let _ = std::hint::black_box(mftl::format::Inode::decode(b));
         }),
         decoder("mobius tp", DECODER_PAGE, |b| {
-            std::hint::black_box(mftl::format::decode_tp(b));
+            let _ = std::hint::black_box(mftl::format::decode_tp(b));
         }),
         decoder("mobius gtd", DECODER_PAGE, |b| {
-            std::hint::black_box(mftl::format::decode_gtd(b));
+            let _ = std::hint::black_box(mftl::format::decode_gtd(b));
         }),
         decoder("mobius gm seal", DECODER_PAGE, |b| {
-            std::hint::black_box(mftl::format::GmSeal::decode(b));
+            let _ = std::hint::black_box(mftl::format::GmSeal::decode(b));
         }),
     ]
 }

@@ -6,8 +6,9 @@
 //!
 //! Used by DFTL's page records (`crates/dftl/src/format.rs`), the log engine's root and commit
 //! record (`crates/atomic-write/src/format.rs`), TxFlash's summary and commit pages
-//! (`crates/txflash/src/format.rs`) and OPTR's metadata pages (`crates/optr/src/format.rs`);
-//! Möbius's records and the OOB records are still hand-written (docs/crashtest.md, "Decoders
+//! (`crates/txflash/src/format.rs`), OPTR's metadata pages (`crates/optr/src/format.rs`) and
+//! Möbius's inodes, table pages and seal (`crates/mftl/src/format.rs`); NVMFS's layout, the
+//! SQLite directory and the OOB records are still hand-written (docs/crashtest.md, "Decoders
 //! against damaged images").
 
 /// Why a record is not what its decoder expects: torn, foreign or damaged.
@@ -28,6 +29,8 @@ pub enum CorruptRecord {
         found: u64,
         expected: u64,
     },
+    #[error("{field} {value} is none this format knows")]
+    UnknownKind { field: &'static str, value: u64 },
     #[error("{field} = {value} is out of range (limit {limit})")]
     OutOfRange {
         field: &'static str,

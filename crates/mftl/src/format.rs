@@ -25,6 +25,7 @@
 //! Header 16 B: magic u32, index u32, seq u32, crc u32 (of the whole page with crc zeroed); then
 //! u32 entries.
 
+use flash::codec::{self, CorruptRecord, Reader};
 use flash::Ppn;
 
 pub const OOB_BYTES: u32 = 24;
@@ -242,21 +243,22 @@ impl Inode {
         b
     }
 
-    pub fn decode(b: &[u8]) -> Option<Inode> {
-        if b.len() < TX_INFO_BYTES || get32(b, 0) != INODE_MAGIC {
-            return None;
-        }
-        let kind = InodeKind::from_u8(b[16])?;
+    pub fn decode(b: &[u8]) -> Result<Inode, CorruptRecord> {
+        let mut r = Reader::new(b);
+        r.magic(&INODE_MAGIC.to_le_bytes(), "atom inode")?;
+        r.bytes(TX_INFO_BYTES - 4)?;
+        let kind = InodeKind::from_u8(b[16]).ok_or(CorruptRecord::UnknownKind {
+            field: "inode kind",
+            value: b[16] as u64,
+        })?;
         let n = u16::from_le_bytes([b[18], b[19]]) as usize;
         let nf = b[20] as usize;
-        let end = TX_INFO_BYTES + n * kind.item_bytes();
-        if nf > MAX_FLAGS || end > b.len() {
-            return None;
-        }
-        let mut c = crc32c::crc32c(&b[..92]);
-        c = crc32c::crc32c_append(c, &b[TX_INFO_BYTES..end]);
-        if c != get32(b, 92) {
-            return None;
+        codec::check_below("commit flags", nf as u64, MAX_FLAGS as u64 + 1)?;
+        let items = r.bytes(n * kind.item_bytes())?;
+        let computed = crc32c::crc32c_append(crc32c::crc32c(&b[..92]), items);
+        let stored = get32(b, 92);
+        if computed != stored {
+            return Err(CorruptRecord::BadChecksum { stored, computed });
         }
         let mut ino = Inode {
             ala_seq: get64(b, 4),
@@ -282,7 +284,7 @@ impl Inode {
             }
             o += kind.item_bytes();
         }
-        Some(ino)
+        Ok(ino)
     }
 }
 
@@ -309,19 +311,17 @@ fn encode_table(magic: u32, index: u32, seq: u32, entries: &[u32], page_bytes: u
     b
 }
 
-fn decode_table(magic: u32, b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
-    if b.len() < PAGE_HEADER || get32(b, 0) != magic {
-        return None;
-    }
+fn decode_table(magic: u32, b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
+    let mut r = Reader::new(b);
+    r.magic(&magic.to_le_bytes(), "Möbius table page")?;
+    let (index, seq, stored) = (r.u32()?, r.u32()?, r.u32()?);
     let mut copy = b.to_vec();
     put32(&mut copy, 12, 0);
-    if crc32c::crc32c(&copy) != get32(b, 12) {
-        return None;
-    }
+    codec::check_crc(stored, &copy)?;
     let n = (b.len() - PAGE_HEADER) / 4;
-    Some((
-        get32(b, 4),
-        get32(b, 8),
+    Ok((
+        index,
+        seq,
         (0..n).map(|i| get32(b, PAGE_HEADER + 4 * i)).collect(),
     ))
 }
@@ -330,14 +330,14 @@ fn decode_table(magic: u32, b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
 pub fn encode_tp(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<[u8]> {
     encode_table(TP_MAGIC, index, seq, entries, page_bytes)
 }
-pub fn decode_tp(b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
+pub fn decode_tp(b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
     decode_table(TP_MAGIC, b)
 }
 /// GTD chunk: translation-page PPNs.
 pub fn encode_gtd(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<[u8]> {
     encode_table(GTD_MAGIC, index, seq, entries, page_bytes)
 }
-pub fn decode_gtd(b: &[u8]) -> Option<(u32, u32, Vec<u32>)> {
+pub fn decode_gtd(b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
     decode_table(GTD_MAGIC, b)
 }
 
@@ -368,13 +368,18 @@ impl GmSeal {
         e.extend_from_slice(&self.gtd_ppns);
         encode_table(SEAL_MAGIC, 0, self.gm_seq, &e, page_bytes)
     }
-    pub fn decode(b: &[u8]) -> Option<GmSeal> {
+    pub fn decode(b: &[u8]) -> Result<GmSeal, CorruptRecord> {
         let (_, seq, e) = decode_table(SEAL_MAGIC, b)?;
-        let n = e[5] as usize;
-        if 6 + n > e.len() {
-            return None;
+        if e.len() < 6 {
+            return Err(CorruptRecord::Truncated {
+                at: PAGE_HEADER + 4 * e.len(),
+                need: 4 * (6 - e.len()),
+                len: b.len(),
+            });
         }
-        Some(GmSeal {
+        let n = e[5] as usize;
+        codec::check_below("GTD chunks in a seal", n as u64, (e.len() - 6 + 1) as u64)?;
+        Ok(GmSeal {
             gm_seq: seq,
             ala_head: e[0] as u64 | (e[1] as u64) << 32,
             next_tx_id: e[2],
@@ -427,9 +432,9 @@ mod tests {
             relocs: vec![],
         };
         let mut b = ino.encode(4096);
-        assert_eq!(Inode::decode(&b), Some(ino.clone()));
+        assert_eq!(Inode::decode(&b), Ok(ino.clone()));
         b[200] ^= 0x10;
-        assert_eq!(Inode::decode(&b), None);
+        assert!(Inode::decode(&b).is_err());
         let r = Inode {
             kind: Some(InodeKind::GcReloc),
             items: vec![],
@@ -437,7 +442,7 @@ mod tests {
             commit_flags: vec![],
             ..ino
         };
-        assert_eq!(Inode::decode(&r.encode(4096)), Some(r));
+        assert_eq!(Inode::decode(&r.encode(4096)), Ok(r));
     }
 
     #[test]
@@ -448,10 +453,16 @@ mod tests {
         assert_eq!((i, s), (3, 8));
         assert_eq!(&got[..10], &e[..]);
         assert_eq!(got[10], NO_PPN);
-        assert!(decode_gtd(&b).is_none(), "magic separates page types");
+        assert!(
+            matches!(decode_gtd(&b), Err(CorruptRecord::BadMagic { .. })),
+            "magic separates page types"
+        );
         let mut bad = b.to_vec();
         bad[100] ^= 1;
-        assert!(decode_tp(&bad).is_none());
+        assert!(matches!(
+            decode_tp(&bad),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
         let g = encode_gtd(0, 1, &e, 4096);
         assert_eq!(decode_gtd(&g).unwrap().2[..10], e[..]);
         let seal = GmSeal {
@@ -462,6 +473,6 @@ mod tests {
             chain_id: 99,
             gtd_ppns: vec![10, 11],
         };
-        assert_eq!(GmSeal::decode(&seal.encode(4096)), Some(seal));
+        assert_eq!(GmSeal::decode(&seal.encode(4096)), Ok(seal));
     }
 }

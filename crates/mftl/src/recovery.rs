@@ -90,7 +90,7 @@ impl Mobius {
         let ReadStatus::Data(Content::Bytes(b)) = st else {
             return Ok(None);
         };
-        Ok(Inode::decode(&b).filter(|ino| {
+        Ok(Inode::decode(&b).ok().filter(|ino| {
             ino.ala_seq == next && ino.kind == Some(InodeKind::HoleSkip) && ino.uuid == hole as u128
         }))
     }
@@ -149,7 +149,7 @@ impl Mobius {
                 match st {
                     ReadStatus::Erased => break,
                     ReadStatus::Data(Content::Bytes(b)) => {
-                        if let Some(s) = GmSeal::decode(&b) {
+                        if let Ok(s) = GmSeal::decode(&b) {
                             if best.as_ref().is_none_or(|x| s.gm_seq > x.gm_seq) {
                                 best = Some(s);
                             }
@@ -172,7 +172,7 @@ impl Mobius {
                 return Err(FtlError::Corrupt(format!("GTD chunk {i} unreadable")));
             };
             let (_, _, e) = decode_gtd(&b)
-                .ok_or_else(|| FtlError::Corrupt(format!("GTD chunk {i} damaged")))?;
+                .map_err(|e| FtlError::Corrupt(format!("GTD chunk {i} damaged: {e}")))?;
             let s0 = i * per;
             let s1 = (s0 + per).min(self.gtd.len());
             self.gtd[s0..s1].copy_from_slice(&e[..s1 - s0]);
@@ -219,7 +219,7 @@ impl Mobius {
             let erased = matches!(st, ReadStatus::Erased);
             let whole = match st {
                 ReadStatus::Data(Content::Bytes(b)) => {
-                    Inode::decode(&b).filter(|ino| ino.ala_seq == idx)
+                    Inode::decode(&b).ok().filter(|ino| ino.ala_seq == idx)
                 }
                 _ => None,
             };

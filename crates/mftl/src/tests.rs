@@ -681,7 +681,7 @@ fn ala_inodes(d: &mut Mobius) -> Vec<crate::format::Inode> {
         let (_, ppn) = d.ala_ppn(idx);
         let (st, _) = d.flash.read(ppn, &mut oob, 0, OpCause::Recovery).unwrap();
         if let flash::ReadStatus::Data(Content::Bytes(b)) = st {
-            if let Some(i) = crate::format::Inode::decode(&b) {
+            if let Ok(i) = crate::format::Inode::decode(&b) {
                 v.push(i);
             }
         }

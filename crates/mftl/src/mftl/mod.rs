@@ -392,7 +392,7 @@ impl Mobius {
                 )));
             };
             let (_, _, e) = decode_tp(&b)
-                .ok_or_else(|| FtlError::Corrupt(format!("translation page {tp} damaged")))?;
+                .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
             if self.tp_stamp[tp] == u64::MAX {
                 // Reloaded after eviction: the in-memory view must equal what is on flash.
                 assert_eq!(
