@@ -115,12 +115,8 @@ impl<D: DeviceHandle> Host<D> {
         at: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, HostError> {
-        self.stats.pages_read += u64::from(count);
-        if self.atomic.is_some_and(|a| a.sread) {
-            self.stats.sreads += 1;
-            return Ok(self.tx("SREAD")?.sread(start, count, at, out)?);
-        }
-        Ok(self.device_mut().read(start, count, at, out)?)
+        let serializable = self.atomic.is_some_and(|a| a.sread);
+        self.device_read(start, count, at, out, serializable)
     }
 
     /// Writes `data` at byte `offset` as one device request; with `fua`, a flush follows.
@@ -373,7 +369,7 @@ impl<D: DeviceHandle> Host<D> {
             .map(|(i, c)| (Lpn(start.0 + i as u32), c.clone()))
             .collect();
         Ok(self
-            .swrite_acknowledged(uuid, &pages, SwriteMode::Sync, at)?
+            .swrite_acknowledged_at(uuid, &pages, SwriteMode::Sync, at)?
             .ack_ns)
     }
 }

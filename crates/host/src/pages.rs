@@ -36,9 +36,8 @@ impl<D: DeviceHandle> Host<D> {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, HostError> {
         let at = self.at(arrival_ns);
-        let result = self.device_mut().read(start, count, at, out);
-        self.stats.pages_read += u64::from(count);
-        self.finish(result.map_err(HostError::from))
+        let result = self.device_read(start, count, at, out, false);
+        self.finish(result)
     }
 
     /// One trim request; a design without trim refuses it with `Unsupported` (callers that may
@@ -76,12 +75,7 @@ impl<D: DeviceHandle> Host<D> {
         mode: SwriteMode,
         arrival_ns: u64,
     ) -> Result<TxCompletion, HostError> {
-        self.modify(arrival_ns, |host, at| {
-            let done = host.tx("SWRITE")?.swrite(uuid, pages, mode, at)?;
-            host.stats.swrites += 1;
-            host.stats.pages_written += pages.len() as u64;
-            Ok(done)
-        })
+        self.modify(arrival_ns, |host, at| host.swrite_at(uuid, pages, mode, at))
     }
 
     /// A static transaction whose acknowledgement is known on return: a completion the device
@@ -93,15 +87,9 @@ impl<D: DeviceHandle> Host<D> {
         mode: SwriteMode,
         arrival_ns: u64,
     ) -> Result<TxCompletion, HostError> {
-        let done = self.swrite(uuid, pages, mode, arrival_ns)?;
-        if done.ack_ns != ACK_DEFERRED {
-            return Ok(done);
-        }
-        self.take_completions(u64::MAX)?
-            .into_iter()
-            .find(|(u, _)| *u == uuid)
-            .map(|(_, c)| c)
-            .ok_or(HostError::NeverAcknowledged(uuid))
+        self.modify(arrival_ns, |host, at| {
+            host.swrite_acknowledged_at(uuid, pages, mode, at)
+        })
     }
 
     /// One page of a dynamic transaction (DWRITE).
@@ -139,11 +127,7 @@ impl<D: DeviceHandle> Host<D> {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, HostError> {
         let at = self.at(arrival_ns);
-        let result = self
-            .tx("SREAD")
-            .and_then(|tx| Ok(tx.sread(start, count, at, out)?));
-        self.stats.sreads += 1;
-        self.stats.pages_read += u64::from(count);
+        let result = self.device_read(start, count, at, out, true);
         self.finish(result)
     }
 
@@ -153,11 +137,69 @@ impl<D: DeviceHandle> Host<D> {
         &mut self,
         now_ns: u64,
     ) -> Result<Vec<(TxUuid, TxCompletion)>, HostError> {
-        let result = match self.device_mut().transactional() {
-            Some(tx) => tx.take_completions(now_ns).map_err(HostError::from),
-            None => Ok(Vec::new()),
-        };
+        let result = self.completions_by(now_ns);
         self.finish(result)
+    }
+
+    // The device calls themselves, with their statistics; the public requests above wrap them
+    // in the clock, fail-stop and check mode, once per request (an atomic byte write calls
+    // them directly).
+
+    /// A read or (`serializable`) an SREAD at `at`.
+    pub(crate) fn device_read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        at: u64,
+        out: &mut Vec<PageOutcome>,
+        serializable: bool,
+    ) -> Result<Completion, HostError> {
+        self.stats.pages_read += u64::from(count);
+        if serializable {
+            self.stats.sreads += 1;
+            return Ok(self.tx("SREAD")?.sread(start, count, at, out)?);
+        }
+        Ok(self.device_mut().read(start, count, at, out)?)
+    }
+
+    /// An SWRITE at `at`; its acknowledgement may be [`ACK_DEFERRED`].
+    fn swrite_at(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        at: u64,
+    ) -> Result<TxCompletion, HostError> {
+        let done = self.tx("SWRITE")?.swrite(uuid, pages, mode, at)?;
+        self.stats.swrites += 1;
+        self.stats.pages_written += pages.len() as u64;
+        Ok(done)
+    }
+
+    /// An SWRITE at `at` whose held-back completion, if any, is waited for.
+    pub(crate) fn swrite_acknowledged_at(
+        &mut self,
+        uuid: TxUuid,
+        pages: &[(Lpn, Content)],
+        mode: SwriteMode,
+        at: u64,
+    ) -> Result<TxCompletion, HostError> {
+        let done = self.swrite_at(uuid, pages, mode, at)?;
+        if done.ack_ns != ACK_DEFERRED {
+            return Ok(done);
+        }
+        self.completions_by(u64::MAX)?
+            .into_iter()
+            .find(|(u, _)| *u == uuid)
+            .map(|(_, c)| c)
+            .ok_or(HostError::NeverAcknowledged(uuid))
+    }
+
+    fn completions_by(&mut self, now_ns: u64) -> Result<Vec<(TxUuid, TxCompletion)>, HostError> {
+        match self.device_mut().transactional() {
+            Some(tx) => Ok(tx.take_completions(now_ns)?),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The design's transactional interface; a design without one does not offer `op`.

@@ -113,30 +113,30 @@ pub fn run_from(
     let mut generator = Generator::new(spec, dev.logical_pages(), caps)?;
     generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut host = Run::new(dev, spec, start_ns, record, origin);
-    let dev = &mut host::Host::new(dev, host.start_ns)
+    let mut run = Run::new(dev, spec, start_ns, record, origin);
+    let dev = &mut host::Host::new(dev, run.start_ns)
         .tag_only()
         .checked(record);
     loop {
-        let arrival = host.next_arrival(dev)?;
-        host.inflight_static
+        let arrival = run.next_arrival(dev)?;
+        run.inflight_static
             .retain(|&(_, durable)| durable > arrival);
         let view = View {
             now_ns: arrival,
-            inflight_static: &host.inflight_static,
+            inflight_static: &run.inflight_static,
         };
         let Some((op, phase)) = generator.next(&mut rng, &view) else {
             break;
         };
-        if phase == Phase::Measured && host.measured_from.is_none() {
-            host.start_measured(dev.device(), arrival);
+        if phase == Phase::Measured && run.measured_from.is_none() {
+            run.start_measured(dev.device(), arrival);
         }
-        host.issue_and_settle(dev, &mut generator, op, phase, arrival)?;
+        run.issue_and_settle(dev, &mut generator, op, phase, arrival)?;
         if generator.measured() % 4096 == 0 {
             progress(generator.measured(), spec.requests);
         }
     }
-    let result = host.finish(dev)?;
+    let result = run.finish(dev)?;
     progress(spec.requests, spec.requests);
     Ok(result)
 }
