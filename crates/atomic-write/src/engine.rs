@@ -96,7 +96,7 @@ macro_rules! engine_accessors {
         fn into_flash(self: Box<Self>) -> flash::Flash {
             self.e.flash
         }
-        fn check_invariants(&self) -> Result<(), String> {
+        fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
             self.e.check_invariants()
         }
         fn memory(&self) -> Vec<(String, u64)> {
@@ -1192,12 +1192,12 @@ impl Engine {
 
     // ----- invariants and metrics ----------------------------------------------------------
 
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         let v = &self.space.validity;
         for (lpn, &p) in self.map.iter().enumerate() {
             if p != NONE && v.owner(Ppn(p)) != Some(lpn as u32) {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "lpn {lpn} maps to {p} whose owner is {:?}",
                     v.owner(Ppn(p))
                 ));
@@ -1205,19 +1205,22 @@ impl Engine {
         }
         for (t, &p) in self.tpage.iter().enumerate() {
             if p != NONE && v.owner(Ppn(p)) != Some(OWNER_TRANSLATION | t as u32) {
-                return Err(format!("translation page {t} at {p} is not live"));
+                return Err(ftl::violation!("translation page {t} at {p} is not live"));
             }
         }
         for tx in &self.txs {
             for &(lpn, p) in &tx.pages {
                 if v.owner(p) != Some(lpn) {
-                    return Err(format!("{} page {p} (lpn {lpn}) is not live", tx.uuid));
+                    return Err(ftl::violation!(
+                        "{} page {p} (lpn {lpn}) is not live",
+                        tx.uuid
+                    ));
                 }
             }
         }
         for &b in &self.scan_list {
             if !self.in_scan[b.0 as usize] {
-                return Err(format!("{b} listed for scanning but not flagged"));
+                return Err(ftl::violation!("{b} listed for scanning but not flagged"));
             }
         }
         if self.txs.len() > 1 && self.cfg.scheme == Scheme::CommitBit {

@@ -94,7 +94,7 @@ pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     };
     workload::setup(&db, w, scale)?;
     let report = workload::run(&db, w, scale, args.transactions, args.seed)?;
-    workload::check_invariant(&db, w).map_err(anyhow::Error::msg)?;
+    workload::check_invariant(&db, w)?;
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {

@@ -35,7 +35,7 @@ pub enum MeasureError {
     },
     /// The database a run left fails its integrity or consistency check.
     #[error("database check failed: {0}")]
-    DatabaseCheck(String),
+    DatabaseCheck(sqlite::Breach),
     /// The experiment's own precondition does not hold (named in the message).
     #[error("{0}")]
     Precondition(String),

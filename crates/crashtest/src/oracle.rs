@@ -51,6 +51,19 @@ impl Seen {
 }
 
 /// A unit of atomicity.
+/// Why a unit may not be visible after a crash at a given instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum NotCommittable {
+    #[error("the log names no such write")]
+    UnknownWrite,
+    #[error("it arrived after the crash")]
+    ArrivedAfterCrash,
+    #[error("the host's ABORT of {0} was acknowledged before the crash")]
+    AbortAcknowledged(TxUuid),
+    #[error("its REAR had not arrived by the crash")]
+    RearNotArrived,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Unit {
     /// One page of a plain write request (write number).
@@ -184,14 +197,14 @@ impl<'a> Model<'a> {
             .is_some_and(|&i| self.log.records[i].ack_ns.is_some_and(|a| a <= t))
     }
 
-    /// May `u` be visible after a crash at `t`?
-    fn committable(&self, u: Unit, t: u64) -> Result<(), String> {
+    /// May `u` be visible after a crash at `t`? `Err` says why not.
+    fn committable(&self, u: Unit, t: u64) -> Result<(), NotCommittable> {
         match u {
             Unit::Page(w) => {
-                let (_, r) = self.record(w).ok_or("unknown write")?;
+                let (_, r) = self.record(w).ok_or(NotCommittable::UnknownWrite)?;
                 (r.arrival_ns <= t)
                     .then_some(())
-                    .ok_or_else(|| "its request arrived after the crash".into())
+                    .ok_or(NotCommittable::ArrivedAfterCrash)
             }
             Unit::Static(i) => {
                 let r = &self.log.records[i];
@@ -199,12 +212,9 @@ impl<'a> Model<'a> {
                     unreachable!()
                 };
                 if r.arrival_ns > t {
-                    Err("it arrived after the crash".into())
+                    Err(NotCommittable::ArrivedAfterCrash)
                 } else if self.abort_acked(uuid.0, t) {
-                    Err(format!(
-                        "the host's ABORT of {} was acknowledged before the crash",
-                        TxUuid(uuid.0)
-                    ))
+                    Err(NotCommittable::AbortAcknowledged(TxUuid(uuid.0)))
                 } else {
                     Ok(())
                 }
@@ -212,12 +222,11 @@ impl<'a> Model<'a> {
             Unit::Dynamic(uuid) => {
                 let d = &self.dynamic[&uuid];
                 match d.rear {
-                    _ if self.abort_acked(uuid, t) => Err(format!(
-                        "the host's ABORT of {} was acknowledged before the crash",
-                        TxUuid(uuid)
-                    )),
+                    _ if self.abort_acked(uuid, t) => {
+                        Err(NotCommittable::AbortAcknowledged(TxUuid(uuid)))
+                    }
                     Some(i) if self.log.records[i].arrival_ns <= t => Ok(()),
-                    _ => Err("its REAR had not arrived by the crash".into()),
+                    _ => Err(NotCommittable::RearNotArrived),
                 }
             }
         }

@@ -281,7 +281,7 @@ impl Cmt {
             .collect()
     }
 
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         let mut n = 0;
         let mut s = self.head;
         // Dirty entries per translation page, counted along the LRU list.
@@ -290,7 +290,7 @@ impl Cmt {
             n += 1;
             let slot = &self.slots[s as usize];
             let Some((_, is_dirty)) = self.entry(slot.lpn).filter(|&(at, _)| at == s) else {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "CMT slot {s} is linked but its lpn points elsewhere"
                 ));
             };
@@ -303,7 +303,7 @@ impl Cmt {
             s = slot.next;
         }
         if n != self.len() || n > self.capacity {
-            return Err(format!(
+            return Err(ftl::violation!(
                 "CMT list holds {n} entries, counters say {} (capacity {})",
                 self.len(),
                 self.capacity
@@ -311,7 +311,7 @@ impl Cmt {
         }
         for (t, (&count, &in_page)) in self.dirty_count.iter().zip(&per_page).enumerate() {
             if count != in_page {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "CMT says translation page {t} has {count} dirty entries, it has {in_page}"
                 ));
             }

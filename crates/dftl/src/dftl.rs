@@ -807,7 +807,7 @@ impl BlockDevice for Dftl {
         self.flash
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         self.cmt.check_invariants()?;
         // Forward map → owners; together with the count below, owners → forward map too (every
@@ -820,7 +820,7 @@ impl BlockDevice for Dftl {
                 .map_or(self.gmt[lpn as usize], |(p, _)| p);
             mapped += u64::from(!ppn.is_none());
             if !ppn.is_none() && self.space.validity.owner(ppn) != Some(lpn) {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "lpn {lpn} maps to {ppn} but that page's owner is {:?}",
                     self.space.validity.owner(ppn)
                 ));
@@ -828,7 +828,9 @@ impl BlockDevice for Dftl {
         }
         for (t, (ppn, _)) in self.gtd.iter().enumerate() {
             if !ppn.is_none() && self.space.validity.owner(*ppn) != Some(TRANSLATION | t as u32) {
-                return Err(format!("translation page {t} at {ppn} is not owned by it"));
+                return Err(ftl::violation!(
+                    "translation page {t} at {ppn} is not owned by it"
+                ));
             }
             mapped += u64::from(!ppn.is_none());
         }
@@ -836,7 +838,7 @@ impl BlockDevice for Dftl {
             .map(|b| u64::from(self.space.validity.valid_count(BlockId(b))))
             .sum();
         if live != mapped {
-            return Err(format!(
+            return Err(ftl::violation!(
                 "{live} live pages but {mapped} mapped LPNs and translation pages"
             ));
         }

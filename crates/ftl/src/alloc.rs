@@ -261,13 +261,13 @@ impl BlockPool {
     }
 
     /// Invariant: free queues hold exactly the free blocks, each once.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         let mut seen = vec![false; self.state.len()];
         let mut n = 0;
         for q in &self.free {
             for b in q {
                 if seen[b.0 as usize] || self.state[b.0 as usize] != BlockState::Free {
-                    return Err(format!(
+                    return Err(crate::violation!(
                         "{b} is queued as free twice or in state {:?}",
                         self.state[b.0 as usize]
                     ));
@@ -277,7 +277,7 @@ impl BlockPool {
             }
         }
         if n != self.free_total {
-            return Err(format!(
+            return Err(crate::violation!(
                 "free count {} differs from queued {n}",
                 self.free_total
             ));
@@ -288,7 +288,9 @@ impl BlockPool {
             .filter(|s| **s == BlockState::Free)
             .count() as u32;
         if free_states != n {
-            return Err(format!("{free_states} blocks are free but {n} are queued"));
+            return Err(crate::violation!(
+                "{free_states} blocks are free but {n} are queued"
+            ));
         }
         Ok(())
     }

@@ -77,7 +77,7 @@ pub trait BlockDevice: Send {
     /// Power cut: RAM state is dropped, the flash is kept.
     fn into_flash(self: Box<Self>) -> Flash;
     /// Checks the design's internal invariants (called after every step in tests).
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         Ok(())
     }
     /// Design-specific figures for `mobius bench --json` (e.g. `("cmt_hit_ratio", 0.93)`).

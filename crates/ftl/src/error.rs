@@ -74,3 +74,25 @@ impl From<FlashError> for FtlError {
         }
     }
 }
+
+/// One of a design's internal invariants does not hold (an FTL bug, never a host error): what
+/// was found, in the words of the structure that checked it. Returned by
+/// [`BlockDevice::check_invariants`](crate::BlockDevice::check_invariants), which the host
+/// layer's check mode and the crash checker run after every request and every recovery.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvariantViolation(pub String);
+
+impl From<&str> for InvariantViolation {
+    fn from(what: &str) -> Self {
+        InvariantViolation(what.to_string())
+    }
+}
+
+/// `violation!("lpn {l} maps to {p}")`: an [`InvariantViolation`] worded like `format!`.
+#[macro_export]
+macro_rules! violation {
+    ($($arg:tt)*) => {
+        $crate::InvariantViolation(format!($($arg)*))
+    };
+}

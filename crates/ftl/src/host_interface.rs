@@ -230,7 +230,7 @@ impl BlockDevice for HostLinked {
     fn into_flash(self: Box<Self>) -> Flash {
         self.inner.into_flash()
     }
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         self.inner.check_invariants()
     }
     fn memory(&self) -> Vec<(String, u64)> {

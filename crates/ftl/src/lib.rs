@@ -23,7 +23,7 @@ pub use device::{
     PageOutcome, RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
     ACK_DEFERRED,
 };
-pub use error::{FtlError, TxUuid};
+pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};

@@ -258,20 +258,22 @@ impl Space {
             .filter(|&b| max - flash.erase_count(b) > self.wear_threshold)
     }
 
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         self.pool.check_invariants()?;
         self.validity.check_invariants()?;
         for b in 0..self.pool.blocks() {
             let block = BlockId(b);
             let state = self.pool.state(block);
             if state == BlockState::Free && self.validity.valid_count(block) != 0 {
-                return Err(format!(
+                return Err(crate::violation!(
                     "free {block} holds {} live pages",
                     self.validity.valid_count(block)
                 ));
             }
             if self.validity.is_indexed(block) && state != BlockState::Full {
-                return Err(format!("{block} is a GC candidate but in state {state:?}"));
+                return Err(crate::violation!(
+                    "{block} is a GC candidate but in state {state:?}"
+                ));
             }
         }
         Ok(())

@@ -184,11 +184,11 @@ impl Validity {
     }
 
     /// Valid counts equal the number of owned pages of each block.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         for b in 0..self.geometry.blocks() {
             let n = self.valid_pages(BlockId(b)).count() as u32;
             if n != self.valid[b as usize] {
-                return Err(format!(
+                return Err(crate::violation!(
                     "block {b}: valid count {} but {n} owned pages",
                     self.valid[b as usize]
                 ));

@@ -35,7 +35,7 @@ pub enum HostError {
     #[error("{design} broke an invariant: {reason}")]
     Invariant {
         design: &'static str,
-        reason: String,
+        reason: ftl::InvariantViolation,
     },
     #[error(transparent)]
     Device(#[from] FtlError),

@@ -88,9 +88,9 @@ impl BlockDevice for Wrapped {
     fn into_flash(self: Box<Self>) -> Flash {
         self.inner.into_flash()
     }
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         match self.invariant_breaks_after_writes {
-            Some(n) if self.writes >= n => Err(format!("broken after {n} writes")),
+            Some(n) if self.writes >= n => Err(ftl::violation!("broken after {n} writes")),
             _ => self.inner.check_invariants(),
         }
     }

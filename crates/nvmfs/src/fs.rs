@@ -1650,14 +1650,14 @@ impl Nvmfs {
 
     /// Lists cover the NVRAM data pages; every listed page is pointed at by its owner; clean
     /// pages have a valid SSD copy and dirty pages none; per-extent counts match the bitmap.
-    pub fn check_invariants(&mut self) -> std::result::Result<(), String> {
+    pub fn check_invariants(&mut self) -> std::result::Result<(), ftl::InvariantViolation> {
         self.lru.check()?;
         let (d, c, f, ind) = self.list_lengths();
         if d + c + f + ind != self.sb.data_pages {
             return Err("list lengths do not add up to the NVRAM data pages".into());
         }
         if d > self.sb.dirty_capacity {
-            return Err(format!(
+            return Err(ftl::violation!(
                 "dirty list {d} exceeds its capacity {}",
                 self.sb.dirty_capacity
             ));
@@ -1666,32 +1666,38 @@ impl Nvmfs {
             let rec = self.read_record(p);
             let list = self.lru.list_of(p);
             if rec.list != list {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "page {p}: record says {:?}, RAM says {list:?}",
                     rec.list
                 ));
             }
             if self.bit(self.sb.nvram_bitmap_at, p as u64) != (list != PageList::Free) {
-                return Err(format!("page {p}: bitmap disagrees with list {list:?}"));
+                return Err(ftl::violation!(
+                    "page {p}: bitmap disagrees with list {list:?}"
+                ));
             }
             match list {
                 PageList::Dirty | PageList::Clean => {
                     let slot = self
                         .slot(rec.owner_ino, rec.owner_block as u64, false)
-                        .map_err(|e| e.to_string())?
-                        .ok_or(format!("page {p}: owner has no pointer"))?;
+                        .map_err(|e| {
+                            ftl::violation!("page {p}: its owner's pointer is unreadable: {e}")
+                        })?
+                        .ok_or(ftl::violation!("page {p}: owner has no pointer"))?;
                     if BlockAddr(self.get64(slot)) != BlockAddr::nvram(p) {
-                        return Err(format!("page {p}: owner does not point to it"));
+                        return Err(ftl::violation!("page {p}: owner does not point to it"));
                     }
                     let info = rec.page_info.as_ssd();
                     if (list == PageList::Clean) != info.is_some() {
-                        return Err(format!("page {p} on {list:?} with page_info {info:?}"));
+                        return Err(ftl::violation!(
+                            "page {p} on {list:?} with page_info {info:?}"
+                        ));
                     }
                     if let Some(lba) = info {
                         if !self.bit(self.sb.ssd_bitmap_at, lba)
                             || self.ssd_owner(lba) != (rec.owner_ino, rec.owner_block)
                         {
-                            return Err(format!("page {p}: SSD copy {lba} not owned"));
+                            return Err(ftl::violation!("page {p}: SSD copy {lba} not owned"));
                         }
                     }
                 }
@@ -1709,9 +1715,10 @@ impl Nvmfs {
                 if let Some(p) = a.as_nvram() {
                     let rec = self.read_record(p);
                     if bad.is_none() && (rec.owner_ino, rec.owner_block as u64) != (ino, b) {
-                        bad = Some(format!(
+                        bad = Some(ftl::violation!(
                             "inode {ino} block {b} points to page {p}, owned by ({}, {})",
-                            rec.owner_ino, rec.owner_block
+                            rec.owner_ino,
+                            rec.owner_block
                         ));
                     }
                 }
@@ -1725,7 +1732,7 @@ impl Nvmfs {
                 .filter(|&l| self.bit(self.sb.ssd_bitmap_at, l))
                 .count() as u32;
             if n != self.ext_valid[e as usize] {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "extent {e}: {n} valid blocks, count says {}",
                     self.ext_valid[e as usize]
                 ));

@@ -139,11 +139,11 @@ impl Lru {
     }
 
     /// Links agree in both directions and lengths match.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ftl::InvariantViolation> {
         for list in [PageList::Dirty, PageList::Clean] {
             let pages: Vec<u32> = self.iter(list).collect();
             if pages.len() as u32 != self.len(list) {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "{list:?} list walks {} pages, len says {}",
                     pages.len(),
                     self.len(list)
@@ -151,11 +151,16 @@ impl Lru {
             }
             for w in pages.windows(2) {
                 if self.prev[w[1] as usize] != w[0] {
-                    return Err(format!("{list:?} list: broken back link at page {}", w[1]));
+                    return Err(ftl::violation!(
+                        "{list:?} list: broken back link at page {}",
+                        w[1]
+                    ));
                 }
             }
             if pages.iter().any(|&p| self.on[p as usize] != list) {
-                return Err(format!("{list:?} list holds a page marked otherwise"));
+                return Err(ftl::violation!(
+                    "{list:?} list holds a page marked otherwise"
+                ));
             }
         }
         Ok(())

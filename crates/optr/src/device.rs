@@ -888,13 +888,15 @@ impl BlockDevice for Optr {
         self.flash
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.pool.check_invariants()?;
         self.validity.check_invariants()?;
         self.cache.check_invariants()?;
         for (lpn, &p) in self.l2p.iter().enumerate() {
             if !p.is_none() && self.validity.owner(p) != Some(lpn as u32) {
-                return Err(format!("lpn {lpn} maps to {p} which it does not own"));
+                return Err(ftl::violation!(
+                    "lpn {lpn} maps to {p} which it does not own"
+                ));
             }
         }
         if self.seal_wid >= self.next_wid {

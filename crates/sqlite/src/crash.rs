@@ -12,7 +12,7 @@
 //!    after a commit may roll it back: SQLite's documented behaviour, not a device fault).
 //!    Other modes (`nobarrier`, NORMAL) promise only the prefix.
 
-use crate::error::SqlError;
+use crate::error::{Breach, SqlError};
 use crate::store::{Mode, TxKind};
 use crate::workload::{self, Scale, Workload};
 use crate::{Database, OpenOptions};
@@ -102,7 +102,7 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
             Err(why) => {
                 report.violations += 1;
                 if report.first_violation.is_none() {
-                    report.first_violation = Some(why);
+                    report.first_violation = Some(why.to_string());
                     report.first_violation_ns = Some(at);
                 }
             }
@@ -164,56 +164,55 @@ fn judge(
     rec: &Recording,
     at: u64,
     durable: bool,
-) -> Result<(u64, bool), String> {
+) -> Result<(u64, bool), Breach> {
     let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(at);
     let (dev, _) = cfg
         .design
         .reopen(flash, &cfg.options)
-        .map_err(|e| format!("recovery failed: {e}"))?;
-    let db = Database::open(dev, &cfg.open).map_err(|e| format!("database does not open: {e}"))?;
+        .map_err(Breach::Recovery)?;
+    let db = Database::open(dev, &cfg.open).map_err(Breach::DoesNotOpen)?;
     workload::check_invariant(&db, cfg.workload)?;
-    let k = workload::committed_count(&db, cfg.workload).map_err(|e| format!("count: {e}"))?;
+    let k = workload::committed_count(&db, cfg.workload).map_err(Breach::DoesNotOpen)?;
     if cfg.workload == Workload::Kv {
         check_key_prefix(&db, &rec.keys[..(k as usize).min(rec.keys.len())])?;
     }
     let committed = rec.acked_ns.iter().take_while(|&&t| t <= at).count() as u64;
     if k > rec.acked_ns.len() as u64 {
-        return Err(format!(
-            "{k} transactions found, only {} ran",
-            rec.acked_ns.len()
-        ));
+        return Err(Breach::MoreThanRan {
+            found: k,
+            ran: rec.acked_ns.len() as u64,
+        });
     }
     if durable && k < committed {
-        return Err(format!(
-            "{committed} commits had returned by {at} ns but only {k} transactions survived"
-        ));
+        return Err(Breach::LostCommits {
+            committed,
+            at_ns: at,
+            found: k,
+        });
     }
     Ok((k, k >= committed))
 }
 
 /// The keys present are exactly the first k inserted: no gap, no later key.
-fn check_key_prefix(db: &Database, expected: &[i64]) -> Result<(), String> {
-    let mut stmt = db
-        .conn()
-        .prepare("SELECT k FROM kv ORDER BY k")
-        .map_err(|e| e.to_string())?;
+fn check_key_prefix(db: &Database, expected: &[i64]) -> Result<(), Breach> {
+    const KEYS: &str = "SELECT k FROM kv ORDER BY k";
+    let mut stmt = db.conn().prepare(KEYS).map_err(Breach::query(KEYS))?;
     let mut present: Vec<i64> = stmt
         .query_map([], |r| r.get(0))
-        .map_err(|e| e.to_string())?
+        .map_err(Breach::query(KEYS))?
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(Breach::query(KEYS))?;
     let mut want = expected.to_vec();
     want.sort_unstable();
     want.dedup();
     present.dedup();
     if present != want {
-        return Err(format!(
-            "kv holds {} keys that are not the first {} inserted (a gap or a later key)",
-            present.len(),
-            expected.len()
-        ));
+        return Err(Breach::KeyGap {
+            present: present.len(),
+            expected: expected.len(),
+        });
     }
     Ok(())
 }

@@ -39,3 +39,63 @@ impl From<FtlError> for SqlError {
         SqlError::Device(HostError::Device(e))
     }
 }
+
+/// Why a database, opened after a power cut (or at the end of a run), is judged broken.
+#[derive(Debug, thiserror::Error)]
+pub enum Breach {
+    #[error("recovery failed: {0}")]
+    Recovery(FtlError),
+    #[error("database does not open: {0}")]
+    DoesNotOpen(SqlError),
+    #[error("{query}: {source}")]
+    Query {
+        query: String,
+        source: rusqlite::Error,
+    },
+    #[error("integrity_check: {0}")]
+    Integrity(String),
+    #[error(
+        "TPC-C consistency: {bad_ytd} warehouses with W_YTD != sum(D_YTD), {bad_next} districts with a wrong \
+         next order id, {bad_lines} districts whose order lines disagree with O_OL_CNT, {bad_history} warehouses \
+         whose YTD disagrees with history; commits numbered 1..{last_commit} but {commits} present"
+    )]
+    Tpcc {
+        bad_ytd: i64,
+        bad_next: i64,
+        bad_lines: i64,
+        bad_history: i64,
+        last_commit: i64,
+        commits: i64,
+    },
+    #[error("balances disagree: accounts {accounts}, tellers {tellers}, branches {branches}, history {history}")]
+    Balances {
+        accounts: i64,
+        tellers: i64,
+        branches: i64,
+        history: i64,
+    },
+    #[error(
+        "kv holds {present} keys that are not the first {expected} inserted (a gap or a later key)"
+    )]
+    KeyGap { present: usize, expected: usize },
+    #[error("{found} transactions found, only {ran} ran")]
+    MoreThanRan { found: u64, ran: u64 },
+    #[error(
+        "{committed} commits had returned by {at_ns} ns but only {found} transactions survived"
+    )]
+    LostCommits {
+        committed: u64,
+        at_ns: u64,
+        found: u64,
+    },
+}
+
+impl Breach {
+    /// A query the check needed failed to run.
+    pub fn query(query: &str) -> impl FnOnce(rusqlite::Error) -> Breach + '_ {
+        move |source| Breach::Query {
+            query: query.to_string(),
+            source,
+        }
+    }
+}

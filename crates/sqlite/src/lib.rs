@@ -15,7 +15,7 @@ pub mod tpcc;
 mod vfs;
 pub mod workload;
 
-pub use error::SqlError;
+pub use error::{Breach, SqlError};
 pub use layout::{Directory, FileKind};
 pub use store::{CommitOutcome, Mode, Store, StoreStats, TxKind};
 

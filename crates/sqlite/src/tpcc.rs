@@ -9,7 +9,7 @@
 //! 2. `D_NEXT_O_ID − 1 = max(O_ID)`; 4. `Σ O_OL_CNT = count(order lines)` per district; and the
 //! warehouse's year-to-date equals its initial value plus the payments in `history`.
 
-use crate::error::SqlError;
+use crate::error::{Breach, SqlError};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use rusqlite::{params, Connection};
@@ -224,10 +224,10 @@ fn stock_level(conn: &Connection, w: u32, d: u32) -> Result<bool, SqlError> {
 }
 
 /// TPC-C's consistency conditions 1, 2 and 4, and the payments against the warehouse's YTD.
-pub fn check(conn: &Connection) -> Result<(), String> {
-    let one = |sql: &str| -> Result<i64, String> {
+pub fn check(conn: &Connection) -> Result<(), Breach> {
+    let one = |sql: &str| -> Result<i64, Breach> {
         conn.query_row(sql, [], |r| r.get::<_, i64>(0))
-            .map_err(|e| format!("{sql}: {e}"))
+            .map_err(Breach::query(sql))
     };
     let bad_ytd = one(
         "SELECT count(*) FROM warehouse WHERE w_ytd != (SELECT sum(d_ytd) FROM district WHERE d_w_id = w_id)",
@@ -247,10 +247,13 @@ pub fn check(conn: &Connection) -> Result<(), String> {
     let max = one("SELECT coalesce(max(n), 0) FROM tpcc_commits")?;
     match (bad_ytd, bad_next, bad_lines, bad_history, n == max) {
         (0, 0, 0, 0, true) => Ok(()),
-        _ => Err(format!(
-            "TPC-C consistency: {bad_ytd} warehouses with W_YTD != sum(D_YTD), {bad_next} districts with a wrong next order id, \
-             {bad_lines} districts whose order lines disagree with O_OL_CNT, {bad_history} warehouses whose YTD disagrees \
-             with history; commits numbered 1..{max} but {n} present"
-        )),
+        _ => Err(Breach::Tpcc {
+            bad_ytd,
+            bad_next,
+            bad_lines,
+            bad_history,
+            last_commit: max,
+            commits: n,
+        }),
     }
 }

@@ -8,7 +8,7 @@
 //!   Its invariant: the sums of account, teller and branch balances and of history deltas agree.
 //! - `tpcc`: a TPC-C-like mix at a small scale (`tpcc.rs`), as the Möbius paper's DBT-2.
 
-use crate::error::SqlError;
+use crate::error::{Breach, SqlError};
 use crate::Database;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -169,31 +169,34 @@ pub fn transaction(
 }
 
 /// Checks the workload's invariant on a (recovered) database. `Err` describes the breach.
-pub fn check_invariant(db: &Database, w: Workload) -> Result<(), String> {
+pub fn check_invariant(db: &Database, w: Workload) -> Result<(), Breach> {
     let conn = db.conn();
     let integrity: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .map_err(|e| format!("integrity_check failed to run: {e}"))?;
+        .map_err(Breach::query("PRAGMA integrity_check"))?;
     if integrity != "ok" {
-        return Err(format!("integrity_check: {integrity}"));
+        return Err(Breach::Integrity(integrity));
     }
     if w == Workload::Tpcc {
         crate::tpcc::check(conn)?;
     }
     if w == Workload::Tpcb {
-        let sum = |sql: &str| -> Result<i64, String> {
+        let sum = |sql: &str| -> Result<i64, Breach> {
             conn.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
                 .map(|v| v.unwrap_or(0))
-                .map_err(|e| format!("{sql}: {e}"))
+                .map_err(Breach::query(sql))
         };
         let a = sum("SELECT sum(abalance) FROM pgbench_accounts")?;
         let t = sum("SELECT sum(tbalance) FROM pgbench_tellers")?;
         let b = sum("SELECT sum(bbalance) FROM pgbench_branches")?;
         let h = sum("SELECT sum(delta) FROM pgbench_history")?;
         if !(a == t && t == b && b == h) {
-            return Err(format!(
-                "balances disagree: accounts {a}, tellers {t}, branches {b}, history {h}"
-            ));
+            return Err(Breach::Balances {
+                accounts: a,
+                tellers: t,
+                branches: b,
+                history: h,
+            });
         }
     }
     Ok(())

@@ -22,7 +22,7 @@
 
 use std::io::BufRead;
 
-use crate::{Format, Op, Request, TraceError};
+use crate::{Format, LineError, Op, Request, TraceError};
 
 const SECTOR_BYTES: u64 = 512;
 /// Actions that can become requests, in order of preference.
@@ -72,9 +72,9 @@ struct Rwbs {
     fua: bool,
 }
 
-fn parse_rwbs(s: &str) -> Result<Rwbs, String> {
+fn parse_rwbs(s: &str) -> Result<Rwbs, LineError> {
     let b = s.as_bytes();
-    let bad = || format!("rwbs field {s:?} is not one blkparse prints");
+    let bad = || LineError::bad_field("rwbs field", s, "one blkparse prints");
     if b.is_empty() {
         return Err(bad());
     }
@@ -108,16 +108,16 @@ struct Event {
     range: Option<(u64, u64)>,
 }
 
-fn parse_event(line: &str) -> Result<Event, String> {
+fn parse_event(line: &str) -> Result<Event, LineError> {
     let f: Vec<&str> = line.split_whitespace().collect();
     if f.len() < 7 {
-        return Err(format!(
-            "expected at least 7 fields (device cpu seq time pid action rwbs), found {}",
-            f.len()
-        ));
+        return Err(LineError::FieldCount {
+            expected: "at least 7 fields (device cpu seq time pid action rwbs)",
+            found: f.len(),
+        });
     }
     let arrival_ns =
-        parse_time(f[3]).ok_or_else(|| format!("time {:?} is not seconds.fraction", f[3]))?;
+        parse_time(f[3]).ok_or_else(|| LineError::bad_field("time", f[3], "seconds.fraction"))?;
     let action = f[5].to_string();
     if !ACTIONS.contains(&f[5]) {
         // Not an event that becomes a request: its remaining fields are free-form.
@@ -136,18 +136,18 @@ fn parse_event(line: &str) -> Result<Event, String> {
     let range = if f.len() >= 10 && f[8] == "+" {
         let sector: u64 = f[7]
             .parse()
-            .map_err(|_| format!("sector {:?} is not a number", f[7]))?;
+            .map_err(|_| LineError::bad_field("sector", f[7], "a number"))?;
         let count: u64 = f[9]
             .parse()
-            .map_err(|_| format!("sector count {:?} is not a number", f[9]))?;
+            .map_err(|_| LineError::bad_field("sector count", f[9], "a number"))?;
         Some((sector, count))
     } else if f.len() == 7 || f[7].starts_with('[') || f[7].starts_with('(') {
         None
     } else {
-        return Err(format!(
-            "expected `<sector> + <sectors>` after {:?}, found {:?}",
-            f[6],
-            &f[7..]
+        return Err(LineError::bad_field(
+            "range",
+            &f[7..].join(" "),
+            "`<sector> + <sectors>`",
         ));
     };
     Ok(Event {
@@ -206,10 +206,7 @@ pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
             return Err(TraceError::parse(
                 Format::Blkparse,
                 line_no,
-                format!(
-                    "not a blkparse event line (it must start with `maj,min`): {:?}",
-                    line.chars().take(80).collect::<String>()
-                ),
+                LineError::NotAnEvent(line.chars().take(80).collect()),
             ));
         }
         let event =

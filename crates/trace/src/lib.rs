@@ -138,12 +138,12 @@ impl FromStr for Format {
 /// Why a trace could not be loaded.
 #[derive(Debug, Error)]
 pub enum TraceError {
-    #[error("{format} trace, line {line}: {message}")]
+    #[error("{format} trace, line {line}: {problem}")]
     Parse {
         format: Format,
         /// 1-based line number in the (decompressed) text.
         line: u64,
-        message: String,
+        problem: LineError,
     },
     #[error("unknown trace format {0:?} (expected ours, blkparse or msrc)")]
     UnknownFormatName(String),
@@ -156,11 +156,43 @@ pub enum TraceError {
 }
 
 impl TraceError {
-    pub(crate) fn parse(format: Format, line: u64, message: impl Into<String>) -> TraceError {
+    pub(crate) fn parse(format: Format, line: u64, problem: impl Into<LineError>) -> TraceError {
         TraceError::Parse {
             format,
             line,
-            message: message.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// What is wrong with one line of a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LineError {
+    #[error("{field} {value:?} is not {expected}")]
+    BadField {
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("expected {expected}, found {found} fields")]
+    FieldCount {
+        expected: &'static str,
+        found: usize,
+    },
+    #[error("{op} of length 0")]
+    ZeroLength { op: &'static str },
+    #[error("not a blkparse event line (it must start with `maj,min`): {0:?}")]
+    NotAnEvent(String),
+    #[error(transparent)]
+    Ours(#[from] nbd::trace::TraceParseError),
+}
+
+impl LineError {
+    pub(crate) fn bad_field(field: &'static str, value: &str, expected: &'static str) -> LineError {
+        LineError::BadField {
+            field,
+            value: value.to_string(),
+            expected,
         }
     }
 }

@@ -15,15 +15,15 @@
 
 use std::io::BufRead;
 
-use crate::{Format, Op, Request, TraceError};
+use crate::{Format, LineError, Op, Request, TraceError};
 
 /// FILETIME ticks are 100 ns.
 const TICK_NS: u64 = 100;
 
-fn number(field: &str, name: &str) -> Result<u64, String> {
+fn number(field: &str, name: &'static str) -> Result<u64, LineError> {
     field
         .parse::<u64>()
-        .map_err(|_| format!("{name} {field:?} is not a non-negative integer"))
+        .map_err(|_| LineError::bad_field(name, field, "a non-negative integer"))
 }
 
 pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
@@ -47,18 +47,18 @@ pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
         if is_header {
             continue;
         }
-        let err = |m: String| TraceError::parse(Format::Msrc, line_no, m);
+        let err = |m: LineError| TraceError::parse(Format::Msrc, line_no, m);
         if fields.len() < 6 {
-            return Err(err(format!(
-                "expected 7 fields `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, found {}",
-                fields.len()
-            )));
+            return Err(err(LineError::FieldCount {
+                expected: "7 fields `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`",
+                found: fields.len(),
+            }));
         }
         let ticks = number(fields[0], "Timestamp").map_err(err)?;
         let op = match fields[3].to_ascii_lowercase().as_str() {
             "read" => Op::Read,
             "write" => Op::Write,
-            other => return Err(err(format!("Type {other:?} is neither Read nor Write"))),
+            other => return Err(err(LineError::bad_field("Type", other, "Read or Write"))),
         };
         let offset_bytes = number(fields[4], "Offset").map_err(err)?;
         let length_bytes = number(fields[5], "Size").map_err(err)?;

@@ -7,7 +7,7 @@ use std::io::BufRead;
 
 use nbd::trace::{parse_line, TraceOp};
 
-use crate::{Format, Op, Request, TraceError};
+use crate::{Format, LineError, Op, Request, TraceError};
 
 pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
     let mut requests = Vec::new();
@@ -18,8 +18,7 @@ pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let record = parse_line(&line)
-            .map_err(|e| TraceError::parse(Format::Ours, line_no, e.to_string()))?;
+        let record = parse_line(&line).map_err(|e| TraceError::parse(Format::Ours, line_no, e))?;
         let op = match record.op {
             TraceOp::Read => Op::Read,
             TraceOp::Write => Op::Write,
@@ -37,7 +36,9 @@ pub fn parse(input: impl BufRead) -> Result<Vec<Request>, TraceError> {
             return Err(TraceError::parse(
                 Format::Ours,
                 line_no,
-                format!("{} of length 0", record.op.as_str()),
+                LineError::ZeroLength {
+                    op: record.op.as_str(),
+                },
             ));
         }
         requests.push(Request {
@@ -85,9 +86,10 @@ mod tests {
             Err(TraceError::Parse {
                 line,
                 format,
-                message,
+                problem,
             }) => {
                 assert_eq!((line, format), (3, Format::Ours));
+                let message = problem.to_string();
                 assert!(message.contains("BOGUS"), "{message}");
             }
             other => panic!("expected a parse error, got {other:?}"),

@@ -365,7 +365,7 @@ macro_rules! block_requests {
         fn into_flash(self: Box<Self>) -> Flash {
             self.flash
         }
-        fn check_invariants(&self) -> Result<(), String> {
+        fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
             self.check()
         }
         fn memory(&self) -> Vec<(String, u64)> {

@@ -590,11 +590,13 @@ impl TxFlashTc {
     }
 
     /// Consistency of RAM state (tests call it after every step).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         for (l, &ppn) in self.map.iter().enumerate() {
             if ppn != NONE && self.space.validity.owner(Ppn(ppn)) != Some(l as u32) {
-                return Err(format!("lpn {l} maps to {ppn} which it does not own"));
+                return Err(ftl::violation!(
+                    "lpn {l} maps to {ppn} which it does not own"
+                ));
             }
         }
         let mut live: FxHashMap<u32, u32> = FxHashMap::default();
@@ -605,10 +607,13 @@ impl TxFlashTc {
         }
         for (t, c) in &self.commits {
             if live.get(t).copied().unwrap_or(0) != c.live {
-                return Err(format!("commit of tx {t}: live {} vs mapped", c.live));
+                return Err(ftl::violation!(
+                    "commit of tx {t}: live {} vs mapped",
+                    c.live
+                ));
             }
             if self.space.validity.owner(c.ppn) != Some(self.logical + c.rec) {
-                return Err(format!("commit record of tx {t} is not live"));
+                return Err(ftl::violation!("commit record of tx {t} is not live"));
             }
         }
         if live.len() != self.commits.len() {

@@ -304,14 +304,17 @@ impl WriteCache {
     }
 
     /// Index and list agree; dirty count matches.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         let mut n = 0u32;
         let mut s = self.head;
         let mut dirty = 0;
         while s != NIL {
             let slot = &self.slots[s as usize];
             if self.slot_of[slot.lpn as usize] != s {
-                return Err(format!("cache slot {s} (lpn {}) is not indexed", slot.lpn));
+                return Err(ftl::violation!(
+                    "cache slot {s} (lpn {}) is not indexed",
+                    slot.lpn
+                ));
             }
             dirty += slot.dirty as u32;
             n += 1;
@@ -321,7 +324,7 @@ impl WriteCache {
             s = slot.next;
         }
         if n != self.len() || dirty != self.dirty {
-            return Err(format!(
+            return Err(ftl::violation!(
                 "cache list holds {n} pages ({dirty} dirty), counters say {} ({})",
                 self.len(),
                 self.dirty

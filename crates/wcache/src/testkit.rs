@@ -218,8 +218,22 @@ fn writes(log: &[HostOp]) -> impl Iterator<Item = (u32, u32, u64, u64)> + '_ {
     })
 }
 
+/// What an oracle found wrong with a recovered image.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OracleBreach {
+    #[error("lpn {lpn} holds {got:?}; durable {durable:?}, later {later:?}")]
+    NotFlushOnly {
+        lpn: usize,
+        got: Option<u64>,
+        durable: Option<u64>,
+        later: Vec<u64>,
+    },
+    #[error("no prefix of the write requests (at least {flushed}, the flushed ones) matches")]
+    NoPrefix { flushed: usize },
+}
+
 /// Flush-only oracle; `Err` names the first offending page.
-pub fn check_flush_only(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result<(), String> {
+pub fn check_flush_only(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result<(), OracleBreach> {
     let flushed = flushed_writes(log, t);
     // per page: last write before the flush, and the set of later writes (arrived by t)
     let mut durable: Vec<Option<u64>> = vec![None; state.len()];
@@ -238,17 +252,19 @@ pub fn check_flush_only(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result
     for (lpn, &got) in state.iter().enumerate() {
         let ok = got == durable[lpn] || got.is_some_and(|w| later[lpn].contains(&w));
         if !ok {
-            return Err(format!(
-                "lpn {lpn} holds {got:?}; durable {:?}, later {:?}",
-                durable[lpn], later[lpn]
-            ));
+            return Err(OracleBreach::NotFlushOnly {
+                lpn,
+                got,
+                durable: durable[lpn],
+                later: later[lpn].clone(),
+            });
         }
     }
     Ok(())
 }
 
 /// Ordered (prefix) oracle: returns the longest matching prefix, or `Err`.
-pub fn check_prefix(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result<usize, String> {
+pub fn check_prefix(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result<usize, OracleBreach> {
     let flushed = flushed_writes(log, t);
     let mut cur: Vec<Option<u64>> = vec![None; state.len()];
     let mut mismatches = state.iter().filter(|s| s.is_some()).count();
@@ -275,9 +291,7 @@ pub fn check_prefix(log: &[HostOp], t: u64, state: &[Option<u64>]) -> Result<usi
             best = Some(i + 1);
         }
     }
-    best.ok_or_else(|| {
-        format!("no prefix of the write requests (at least {flushed}, the flushed ones) matches")
-    })
+    best.ok_or(OracleBreach::NoPrefix { flushed })
 }
 
 /// Cuts the op log at `c.images` instants, recovers each image and checks both oracles.

@@ -397,15 +397,19 @@ impl BlockDevice for WCache {
         self.flash
     }
 
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         self.cache.check_invariants()?;
         for (lpn, (&p, &t)) in self.l2p.iter().zip(&self.tomb).enumerate() {
             if !p.is_none() && self.space.validity.owner(p) != Some(lpn as u32) {
-                return Err(format!("lpn {lpn} maps to {p} which it does not own"));
+                return Err(ftl::violation!(
+                    "lpn {lpn} maps to {p} which it does not own"
+                ));
             }
             if !t.is_none() && self.space.validity.owner(t) != Some(lpn as u32 | TOMB) {
-                return Err(format!("tombstone of lpn {lpn} at {t} is not owned"));
+                return Err(ftl::violation!(
+                    "tombstone of lpn {lpn} at {t} is not owned"
+                ));
             }
         }
         Ok(())

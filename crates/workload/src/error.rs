@@ -30,7 +30,7 @@ pub enum WorkloadError {
     Invariant {
         index: u64,
         op: &'static str,
-        reason: String,
+        reason: ftl::InvariantViolation,
     },
     #[error("the final flush failed: {0}")]
     FinalFlush(HostError),

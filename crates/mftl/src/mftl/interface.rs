@@ -138,7 +138,7 @@ impl BlockDevice for Mobius {
     fn into_flash(self: Box<Self>) -> Flash {
         self.flash
     }
-    fn check_invariants(&self) -> Result<(), String> {
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.state_check()
     }
     fn memory(&self) -> Vec<(String, u64)> {

@@ -57,7 +57,7 @@ impl Mobius {
             .sum()
     }
 
-    pub(crate) fn state_check(&self) -> Result<(), String> {
+    pub(crate) fn state_check(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         if self.resident.len() as u64
             > self.cfg.active_ala_pages * self.items_per_inode as u64
@@ -67,7 +67,9 @@ impl Mobius {
         }
         for (l, p) in &self.resident {
             if *p != NO_PPN && self.space.validity.owner(Ppn(*p)) != Some(*l) {
-                return Err(format!("lpn {l} maps to {p}, which is not live for it"));
+                return Err(ftl::violation!(
+                    "lpn {l} maps to {p}, which is not live for it"
+                ));
             }
         }
         if self.tail < self.head {

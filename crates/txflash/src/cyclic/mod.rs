@@ -789,20 +789,24 @@ impl TxFlashCyclic {
     }
 
     /// Consistency of RAM state (tests call it after every step).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         for (l, &ppn) in self.map.iter().enumerate() {
             if ppn != NONE && self.space.validity.owner(Ppn(ppn)) != Some(l as u32) {
-                return Err(format!("lpn {l} maps to {ppn} which it does not own"));
+                return Err(ftl::violation!(
+                    "lpn {l} maps to {ppn} which it does not own"
+                ));
             }
             if ppn == NONE && self.committed[l] != 0 {
-                return Err(format!(
+                return Err(ftl::violation!(
                     "lpn {l}: committed version {} unmapped",
                     self.committed[l]
                 ));
             }
             if self.committed[l] > self.version[l] {
-                return Err(format!("lpn {l}: committed above the high-water mark"));
+                return Err(ftl::violation!(
+                    "lpn {l}: committed above the high-water mark"
+                ));
             }
         }
         self.srs.check()?;
@@ -811,16 +815,18 @@ impl TxFlashCyclic {
         }
         for (id, pin) in &self.pinned {
             if !self.srs.holds(*id) {
-                return Err(format!("{id:?} is pinned with an empty set"));
+                return Err(ftl::violation!("{id:?} is pinned with an empty set"));
             }
             if self.space.validity.owner(pin.ppn) != Some(self.logical + pin.rec) {
-                return Err(format!("pinned {id:?} does not own its page"));
+                return Err(ftl::violation!("pinned {id:?} does not own its page"));
             }
         }
         for h in self.srs.holders() {
             let current = self.committed[h.lpn as usize] == h.version;
             if !current && !self.pinned.contains_key(&h) {
-                return Err(format!("holder {h:?} is neither current nor pinned"));
+                return Err(ftl::violation!(
+                    "holder {h:?} is neither current nor pinned"
+                ));
             }
         }
         Ok(())

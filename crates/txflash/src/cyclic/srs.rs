@@ -204,11 +204,11 @@ impl Srs {
     }
 
     /// Member counts equal the dangling entries that name each holder.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ftl::InvariantViolation> {
         let mut count: FxHashMap<Version, u32> = FxHashMap::default();
         for (q, d) in &self.dangling {
             if d.copies == 0 {
-                return Err(format!("{q:?} is dangling with no copy"));
+                return Err(ftl::violation!("{q:?} is dangling with no copy"));
             }
             if let Some(h) = d.holder {
                 *count.entry(h).or_default() += 1;
@@ -216,7 +216,10 @@ impl Srs {
         }
         for (h, s) in &self.sets {
             if count.get(h).copied().unwrap_or(0) != s.members || s.members == 0 {
-                return Err(format!("SRS of {h:?}: {} members recorded", s.members));
+                return Err(ftl::violation!(
+                    "SRS of {h:?}: {} members recorded",
+                    s.members
+                ));
             }
         }
         if count.len() != self.sets.len() {
