@@ -1134,7 +1134,7 @@ impl Engine {
             }
             self.space.validity.set_valid(to, owner);
             self.space.validity.invalidate(from, span.end_ns);
-            let rec = OobRecord::decode(&oob);
+            let rec = OobRecord::decode(&oob).ok();
             if let Some(r) = rec.filter(|r| r.kind == KIND_DATA || r.kind == KIND_COMMIT) {
                 self.note_data(to, r.seq, span.end_ns);
             }
@@ -1306,7 +1306,9 @@ impl Engine {
                     PageState::Torn => used[i] = p + 1,
                     PageState::Programmed => {
                         used[i] = p + 1;
-                        if let Some(r) = OobRecord::decode(&oob).filter(|r| r.kind == KIND_ROOT) {
+                        if let Some(r) =
+                            OobRecord::decode(&oob).ok().filter(|r| r.kind == KIND_ROOT)
+                        {
                             roots.push((r.seq, ppn, i));
                         }
                     }
@@ -1394,8 +1396,9 @@ impl Engine {
                 let (st, span) = self.flash.read(p, &mut oob, t_map, OpCause::Recovery)?;
                 *t = (*t).max(span.end_ns);
                 reads += 1;
-                let rec =
-                    OobRecord::decode(&oob).filter(|r| r.kind == KIND_ZONE && r.id == k as u32);
+                let rec = OobRecord::decode(&oob)
+                    .ok()
+                    .filter(|r| r.kind == KIND_ZONE && r.id == k as u32);
                 match (st, rec) {
                     (ReadStatus::Data(Content::Bytes(b)), Some(r))
                         if crc32c::crc32c(&b) == r.data_crc =>
@@ -1466,7 +1469,7 @@ impl Engine {
                     PageState::Torn => scan.block_used[b.0 as usize] = true,
                     PageState::Programmed => {
                         scan.block_used[b.0 as usize] = true;
-                        if let Some(r) = OobRecord::decode(&oob) {
+                        if let Some(r) = OobRecord::decode(&oob).ok() {
                             if r.kind == KIND_DATA || r.kind == KIND_COMMIT {
                                 let bi = b.0 as usize;
                                 self.max_seq[bi] = self.max_seq[bi].max(r.seq);
@@ -1592,7 +1595,7 @@ impl Engine {
             .flash
             .read(ppn, &mut oob, not_before, OpCause::Recovery)?;
         *t = (*t).max(span.end_ns);
-        let rec = OobRecord::decode(&oob).filter(|r| r.kind == kind);
+        let rec = OobRecord::decode(&oob).ok().filter(|r| r.kind == kind);
         match (st, rec) {
             (ReadStatus::Data(Content::Bytes(b)), Some(r)) if crc32c::crc32c(&b) == r.data_crc => {
                 Ok(decode_entries(&b))

@@ -42,6 +42,10 @@
 use flash::codec::{self, CorruptRecord, Reader};
 use flash::{BlockId, Ppn};
 
+/// Version of the log engine's (Atomic-Write and LightTx) on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
 pub const OOB_BYTES: u32 = 28;
 
 pub const KIND_DATA: u8 = 1;
@@ -76,26 +80,21 @@ impl OobRecord {
         b
     }
 
-    /// `None` for an unknown kind or a checksum mismatch.
-    pub fn decode(b: &[u8]) -> Option<OobRecord> {
-        if b.len() < OOB_BYTES as usize {
-            return None;
-        }
-        let crc = u32::from_le_bytes(b[24..28].try_into().ok()?);
-        if crc32c::crc32c(&b[..24]) != crc {
-            return None;
-        }
-        let kind = b[0];
-        if !(KIND_DATA..=KIND_ZONE).contains(&kind) {
-            return None;
-        }
-        Some(OobRecord {
+    /// An error for a short record, a checksum mismatch or an unknown kind.
+    pub fn decode(b: &[u8]) -> Result<OobRecord, CorruptRecord> {
+        let mut r = codec::crc_sealed(b, 24)?;
+        let kind = r.kind("log page kind", |k| {
+            (KIND_DATA..=KIND_ZONE).contains(&k).then_some(k)
+        })?;
+        let flag = r.u8()?;
+        r.skip(2)?;
+        Ok(OobRecord {
             kind,
-            flag: b[1],
-            id: u32::from_le_bytes(b[4..8].try_into().ok()?),
-            seq: u64::from_le_bytes(b[8..16].try_into().ok()?),
-            tx: u32::from_le_bytes(b[16..20].try_into().ok()?),
-            data_crc: u32::from_le_bytes(b[20..24].try_into().ok()?),
+            flag,
+            id: r.u32()?,
+            seq: r.u64()?,
+            tx: r.u32()?,
+            data_crc: r.u32()?,
         })
     }
 }
@@ -259,10 +258,10 @@ mod tests {
             data_crc: 0xdead_beef,
         };
         let mut b = r.encode();
-        assert_eq!(OobRecord::decode(&b), Some(r));
+        assert_eq!(OobRecord::decode(&b).ok(), Some(r));
         b[9] ^= 1;
-        assert_eq!(OobRecord::decode(&b), None);
-        assert_eq!(OobRecord::decode(&[0u8; 28]), None);
+        assert_eq!(OobRecord::decode(&b).ok(), None);
+        assert_eq!(OobRecord::decode(&[0u8; 28]).ok(), None);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub fn spec() -> DesignSpec {
         summary: "Atomic-Write (Ouyang et al.): log-structured FTL, one-bit commit flag, one transaction at a time, mapping persisted at commit",
         promise: Promise::AtomicTransactions,
         oob_record_bytes: |_| format::OOB_BYTES,
+        format_version: format::FORMAT_VERSION,
         format: format_fn,
         recover: recover_fn,
         default_workload: "txmix",

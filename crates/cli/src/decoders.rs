@@ -49,12 +49,13 @@ pub fn all() -> Vec<Decoder> {
 fn ftl_decoders() -> Vec<Decoder> {
     vec![
         decoder("dftl oob", dftl::format::OOB_BYTES as usize, |b| {
-            std::hint::black_box(dftl::format::OobRecord::decode(b));
+            let _ = std::hint::black_box(dftl::format::OobRecord::decode(b));
         }),
         decoder("dftl translation", DECODER_PAGE, |b| {
             let mut out = vec![Ppn(0); DECODER_PAGE / 4];
-            std::hint::black_box(dftl::format::decode_translation_checked(b, 0, &mut out));
-            dftl::format::decode_translation(b, &mut out);
+            let _ = std::hint::black_box(dftl::format::decode_translation(b, 0, &mut out));
+            let crc = dftl::format::translation_crc(b);
+            let _ = std::hint::black_box(dftl::format::decode_translation(b, crc, &mut out));
         }),
         decoder("dftl reservation", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(dftl::format::Reservation::decode(b, 512));
@@ -66,7 +67,7 @@ fn ftl_decoders() -> Vec<Decoder> {
             let _ = std::hint::black_box(dftl::format::Seal::decode(b));
         }),
         decoder("mobius page oob", mftl::format::OOB_BYTES as usize, |b| {
-            std::hint::black_box(mftl::format::PageOob::decode(b));
+            let _ = std::hint::black_box(mftl::format::PageOob::decode(b));
         }),
         decoder("mobius inode", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(mftl::format::Inode::decode(b));
@@ -87,7 +88,7 @@ fn ftl_decoders() -> Vec<Decoder> {
 fn log_decoders() -> Vec<Decoder> {
     vec![
         decoder("aw oob", atomic_write::format::OOB_BYTES as usize, |b| {
-            std::hint::black_box(atomic_write::format::OobRecord::decode(b));
+            let _ = std::hint::black_box(atomic_write::format::OobRecord::decode(b));
         }),
         decoder("aw entries", DECODER_PAGE, |b| {
             std::hint::black_box(atomic_write::format::decode_entries(b));
@@ -105,10 +106,10 @@ fn log_decoders() -> Vec<Decoder> {
 fn txflash_decoders() -> Vec<Decoder> {
     vec![
         decoder("tc oob", txflash::format::OOB_BYTES as usize, |b| {
-            std::hint::black_box(txflash::format::Oob::decode(b));
+            let _ = std::hint::black_box(txflash::format::Oob::decode(b));
         }),
         decoder("tc entry", txflash::format::ENTRY_BYTES, |b| {
-            std::hint::black_box(txflash::format::decode_entry(b));
+            let _ = std::hint::black_box(txflash::format::decode_entry(b));
         }),
         decoder("tc summary", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(txflash::format::decode_summary(b, 7));
@@ -118,11 +119,11 @@ fn txflash_decoders() -> Vec<Decoder> {
         }),
         decoder("cyclic oob", txflash::cyclic::format::MAX_OOB_BYTES, |b| {
             use txflash::cyclic::format::{CyclicOob, Protocol};
-            std::hint::black_box(CyclicOob::decode(Protocol::Scc, b));
-            std::hint::black_box(CyclicOob::decode(Protocol::Bpcc, b));
+            let _ = std::hint::black_box(CyclicOob::decode(Protocol::Scc, b));
+            let _ = std::hint::black_box(CyclicOob::decode(Protocol::Bpcc, b));
         }),
         decoder("cyclic entry", txflash::cyclic::format::ENTRY_BYTES, |b| {
-            std::hint::black_box(txflash::cyclic::format::decode_entry(b));
+            let _ = std::hint::black_box(txflash::cyclic::format::decode_entry(b));
         }),
         decoder("cyclic summary", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(txflash::cyclic::format::decode_summary(b, 7));
@@ -134,7 +135,7 @@ fn txflash_decoders() -> Vec<Decoder> {
 fn cache_decoders() -> Vec<Decoder> {
     vec![
         decoder("optr oob", optr::format::OOB_BYTES as usize, |b| {
-            std::hint::black_box(optr::format::PageOob::decode(b));
+            let _ = std::hint::black_box(optr::format::PageOob::decode(b));
         }),
         decoder("optr meta", DECODER_PAGE, |b| {
             use optr::format::{MetaPage, PageKind};
@@ -153,7 +154,7 @@ fn cache_decoders() -> Vec<Decoder> {
             let _ = std::hint::black_box(optr::format::decode_records(b));
         }),
         decoder("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
-            std::hint::black_box(wcache::wcache::decode_oob(b));
+            let _ = std::hint::black_box(wcache::wcache::decode_oob(b));
         }),
     ]
 }
@@ -165,30 +166,30 @@ fn host_side_decoders() -> Vec<Decoder> {
             std::hint::black_box(nvmfs::layout::Superblock::decode(b).is_ok());
         }),
         decoder("nvmfs inode", nvmfs::layout::INODE_BYTES as usize, |b| {
-            std::hint::black_box(nvmfs::layout::Inode::decode(b));
+            let _ = std::hint::black_box(nvmfs::layout::Inode::decode(b));
         }),
         decoder(
             "nvmfs page record",
             nvmfs::layout::PAGE_RECORD_BYTES as usize,
             |b| {
-                std::hint::black_box(nvmfs::layout::PageRecord::decode(b));
+                let _ = std::hint::black_box(nvmfs::layout::PageRecord::decode(b));
             },
         ),
         decoder(
             "nvmfs dir entry",
             nvmfs::layout::DIRENT_BYTES as usize,
             |b| {
-                std::hint::black_box(nvmfs::layout::DirEntry::decode(b));
+                let _ = std::hint::black_box(nvmfs::layout::DirEntry::decode(b));
             },
         ),
         decoder("nvmfs redo log", DECODER_PAGE, |b| {
-            std::hint::black_box(nvmfs::layout::RedoLog::decode(b));
+            let _ = std::hint::black_box(nvmfs::layout::RedoLog::decode(b));
         }),
         decoder("sqlite directory", DECODER_PAGE, |b| {
             std::hint::black_box(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
         }),
         decoder("content tag", DECODER_PAGE, |b| {
-            std::hint::black_box(flash::ContentTag::decode(b));
+            let _ = std::hint::black_box(flash::ContentTag::decode(b));
         }),
     ]
 }

@@ -318,6 +318,7 @@ fn lazy_spec() -> DesignSpec {
         summary: "test-only write-back cache",
         promise: Promise::FlushOnly,
         oob_record_bytes: |_| 4,
+        format_version: 1,
         format: lazy_format,
         recover: lazy_recover,
         default_workload: "randwrite-flush",

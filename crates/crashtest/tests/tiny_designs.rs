@@ -362,6 +362,7 @@ fn tiny_spec() -> DesignSpec {
         summary: "test-only log-structured FTL with deliberately injectable bugs",
         promise: Promise::AtomicTransactions,
         oob_record_bytes: |_| OOB as u32,
+        format_version: 1,
         format: tiny_format,
         recover: tiny_recover,
         default_workload: "txmix",

@@ -17,8 +17,8 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation_checked, encode_translation, translation_crc, Checkpoint, OobRecord,
-    Reservation, Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
+    decode_translation, encode_translation, translation_crc, Checkpoint, OobRecord, Reservation,
+    Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
@@ -1092,7 +1092,7 @@ impl Dftl {
                     end = (block, p, state == PageState::Torn);
                     break;
                 }
-                let Some(r) = OobRecord::decode(&buf) else {
+                let Some(r) = OobRecord::decode(&buf).ok() else {
                     continue;
                 };
                 found.max_seq = found.max_seq.max(r.seq);
@@ -1213,10 +1213,10 @@ impl Dftl {
             reads += 1;
             let first = t * per;
             let last = (first + per).min(self.logical_pages as usize);
-            let ok = match (&status, OobRecord::decode(&oob_buf)) {
+            let ok = match (&status, OobRecord::decode(&oob_buf).ok()) {
                 (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => {
                     c.as_bytes().is_some_and(|b| {
-                        decode_translation_checked(b, r.crc, &mut self.gmt[first..last])
+                        decode_translation(b, r.crc, &mut self.gmt[first..last]).is_ok()
                     })
                 }
                 _ => false,

@@ -45,6 +45,10 @@
 use flash::codec::{self, CorruptRecord, Reader};
 use flash::{BlockId, Ppn};
 
+/// Version of DFTL's on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
 pub const OOB_BYTES: u32 = 20;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_TRANSLATION: u8 = 2;
@@ -66,16 +70,19 @@ impl OobRecord {
         b[16..20].copy_from_slice(&self.crc.to_le_bytes());
         b
     }
-    pub fn decode(b: &[u8]) -> Option<OobRecord> {
-        let kind = *b.first()?;
-        if kind != KIND_DATA && kind != KIND_TRANSLATION {
-            return None;
-        }
-        Some(OobRecord {
+    /// An erased, foreign or unknown-kind record is an error (DFTL's OOB carries no checksum
+    /// of its own: `crc` is the page's).
+    pub fn decode(b: &[u8]) -> Result<OobRecord, CorruptRecord> {
+        let mut r = Reader::new(b);
+        let kind = r.kind("dftl page kind", |k| {
+            (k == KIND_DATA || k == KIND_TRANSLATION).then_some(k)
+        })?;
+        r.skip(3)?;
+        Ok(OobRecord {
             kind,
-            id: u32::from_le_bytes(b.get(4..8)?.try_into().ok()?),
-            seq: u64::from_le_bytes(b.get(8..16)?.try_into().ok()?),
-            crc: u32::from_le_bytes(b.get(16..20)?.try_into().ok()?),
+            id: r.u32()?,
+            seq: r.u64()?,
+            crc: r.u32()?,
         })
     }
 }
@@ -97,21 +104,15 @@ pub fn translation_crc(page: &[u8]) -> u32 {
     crc32c::crc32c(page)
 }
 
-/// Decodes a translation page after checking it against the crc of its OOB record.
-pub fn decode_translation_checked(page: &[u8], crc: u32, out: &mut [Ppn]) -> bool {
-    if translation_crc(page) != crc || page.len() < 4 * out.len() {
-        return false;
+/// Decodes a translation page into `out` after checking it against the crc of its OOB record;
+/// `out` is left as it was when the page is damaged or too short for it.
+pub fn decode_translation(page: &[u8], crc: u32, out: &mut [Ppn]) -> Result<(), CorruptRecord> {
+    codec::check_crc(crc, page)?;
+    let entries = Reader::new(page).bytes(4 * out.len())?;
+    for (slot, e) in out.iter_mut().zip(entries.chunks_exact(4)) {
+        *slot = Ppn(u32::from_le_bytes(e.try_into().expect("4 bytes")));
     }
-    decode_translation(page, out);
-    true
-}
-
-pub fn decode_translation(page: &[u8], out: &mut [Ppn]) {
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = Ppn(u32::from_le_bytes(
-            page[4 * i..4 * i + 4].try_into().expect("4 bytes"),
-        ));
-    }
+    Ok(())
 }
 
 fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {
@@ -313,9 +314,13 @@ mod tests {
             seq: 1 << 40,
             crc: 0xDEAD_BEEF,
         };
-        assert_eq!(OobRecord::decode(&r.encode()), Some(r));
-        assert_eq!(OobRecord::decode(&[0u8; OOB_BYTES as usize]), None);
-        assert_eq!(OobRecord::decode(&r.encode()[..12]), None, "short record");
+        assert_eq!(OobRecord::decode(&r.encode()).ok(), Some(r));
+        assert_eq!(OobRecord::decode(&[0u8; OOB_BYTES as usize]).ok(), None);
+        assert_eq!(
+            OobRecord::decode(&r.encode()[..12]).ok(),
+            None,
+            "short record"
+        );
     }
 
     #[test]
@@ -324,11 +329,14 @@ mod tests {
         let page = encode_translation(&e, 4096);
         let mut out = vec![Ppn(0); 3];
         let crc = translation_crc(&page);
-        assert!(decode_translation_checked(&page, crc, &mut out));
+        assert_eq!(decode_translation(&page, crc, &mut out), Ok(()));
         assert_eq!(out, e);
         let mut damaged = page.to_vec();
         damaged[4095] ^= 4;
-        assert!(!decode_translation_checked(&damaged, crc, &mut out));
+        assert!(matches!(
+            decode_translation(&damaged, crc, &mut out),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub fn spec() -> DesignSpec {
         summary: "DFTL: demand-cached page mapping, checkpoints + OOB scan recovery (baseline)",
         promise: Promise::DurableWrites,
         oob_record_bytes: |_| format::OOB_BYTES,
+        format_version: format::FORMAT_VERSION,
         format,
         recover,
         default_workload: "randwrite",

@@ -156,6 +156,7 @@ fn an_unformatted_device_is_refused_by_recovery() {
 fn id() -> flash::ImageIdentity {
     flash::ImageIdentity {
         design: "dftl".into(),
+        format_version: 1,
         params_hash: DesignOptions::default().fingerprint(),
     }
 }

@@ -4,12 +4,11 @@
 //! allocation beyond what the record's bytes could hold ([`Reader::capacity`]). Integers are
 //! little-endian.
 //!
-//! Used by DFTL's page records (`crates/dftl/src/format.rs`), the log engine's root and commit
-//! record (`crates/atomic-write/src/format.rs`), TxFlash's summary and commit pages
-//! (`crates/txflash/src/format.rs`), OPTR's metadata pages (`crates/optr/src/format.rs`) and
-//! Möbius's inodes, table pages and seal (`crates/mftl/src/format.rs`); NVMFS's layout, the
-//! SQLite directory and the OOB records are still hand-written (docs/crashtest.md, "Decoders
-//! against damaged images").
+//! Every on-flash decoder is built on it: each design's OOB record and metadata pages
+//! (`crates/*/src/format.rs`, the write-cached FTL's OOB record in `crates/wcache`), content
+//! tags, NVMFS's NVRAM layout, the SQLite VFS's directory page and the image file's header
+//! (docs/crashtest.md, "Decoders against damaged images"). The format version is kept once per
+//! image, in its header (docs/nbd.md, "Format versions").
 
 /// Why a record is not what its decoder expects: torn, foreign or damaged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +68,33 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    pub fn u8(&mut self) -> Result<u8, CorruptRecord> {
+        Ok(self.bytes(1)?[0])
+    }
+
+    pub fn u16(&mut self) -> Result<u16, CorruptRecord> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes(b.try_into().expect("2 bytes")))
+    }
+
+    /// Steps over `n` bytes of padding or fields this decoder does not use.
+    pub fn skip(&mut self, n: usize) -> Result<(), CorruptRecord> {
+        self.bytes(n).map(|_| ())
+    }
+
+    /// A one-byte kind the format names with `known` (`None` for a value it does not know).
+    pub fn kind<T>(
+        &mut self,
+        field: &'static str,
+        known: impl FnOnce(u8) -> Option<T>,
+    ) -> Result<T, CorruptRecord> {
+        let value = self.u8()?;
+        known(value).ok_or(CorruptRecord::UnknownKind {
+            field,
+            value: value as u64,
+        })
+    }
+
     pub fn u32(&mut self) -> Result<u32, CorruptRecord> {
         let b = self.bytes(4)?;
         Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
@@ -105,6 +131,29 @@ impl<'a> Reader<'a> {
     pub fn capacity(&self, count: u32, item_bytes: usize) -> usize {
         let left = self.bytes.len().saturating_sub(self.at);
         (count as usize).min(left / item_bytes.max(1))
+    }
+}
+
+/// A record of `body` bytes followed by the crc32c of those bytes (the per-page OOB records):
+/// a reader over the body once the length and the checksum hold.
+pub fn crc_sealed(record: &[u8], body: usize) -> Result<Reader<'_>, CorruptRecord> {
+    let mut tail = Reader::new(record);
+    tail.skip(body)?;
+    let stored = tail.u32()?;
+    check_crc(stored, &record[..body])?;
+    Ok(Reader::new(&record[..body]))
+}
+
+/// A field that must hold one value (a format version, a page size, a state word).
+pub fn check_equal(field: &'static str, found: u64, expected: u64) -> Result<(), CorruptRecord> {
+    if found == expected {
+        Ok(())
+    } else {
+        Err(CorruptRecord::Mismatch {
+            field,
+            found,
+            expected,
+        })
     }
 }
 
@@ -175,6 +224,37 @@ mod tests {
             check_crc(0, b"abc"),
             Err(CorruptRecord::BadChecksum { stored: 0, .. })
         ));
+    }
+
+    #[test]
+    fn a_crc_sealed_record_is_read_only_when_whole_and_intact() {
+        let mut rec = vec![7u8, 1, 0, 0];
+        rec.extend(crc32c::crc32c(&rec).to_le_bytes());
+        let mut r = crc_sealed(&rec, 4).expect("intact");
+        assert_eq!(r.kind("kind", |k| (k == 7).then_some("seven")), Ok("seven"));
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.u16(), Ok(0));
+        assert!(
+            r.u8().is_err(),
+            "the reader ends at the body, not at the checksum"
+        );
+        assert!(matches!(
+            crc_sealed(&rec[..7], 4),
+            Err(CorruptRecord::Truncated { .. })
+        ));
+        rec[1] ^= 1;
+        assert!(matches!(
+            crc_sealed(&rec, 4),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
+        let mut r = Reader::new(&[9]);
+        assert_eq!(
+            r.kind("kind", |k| (k == 7).then_some(())),
+            Err(CorruptRecord::UnknownKind {
+                field: "kind",
+                value: 9
+            })
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! intact ([`ContentTag::decode`]). Metadata pages (translation pages, atom inodes, checkpoints,
 //! summaries) are always real bytes.
 
+use crate::codec::{CorruptRecord, Reader};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Identity of one host page write: the logical page it was written to and the host-wide write
@@ -36,19 +37,26 @@ impl ContentTag {
         }
     }
 
-    /// Recovers the tag from a page image made by [`fill`](Self::fill); `None` if the page is not
-    /// such an image or any byte differs (garbage, torn or foreign data).
-    pub fn decode(page: &[u8]) -> Option<ContentTag> {
-        if page.len() < 32 || page[0..4] != TAG_MAGIC {
-            return None;
-        }
+    /// Recovers the tag from a page image made by [`fill`](Self::fill); an error if the page is
+    /// not such an image or any byte differs (garbage, torn or foreign data).
+    pub fn decode(page: &[u8]) -> Result<ContentTag, CorruptRecord> {
+        let mut r = Reader::new(page);
+        r.magic(&TAG_MAGIC, "content tag")?;
         let tag = ContentTag {
-            lpn: u32::from_le_bytes(page[4..8].try_into().ok()?),
-            write: u64::from_le_bytes(page[8..16].try_into().ok()?),
+            lpn: r.u32()?,
+            write: r.u64()?,
         };
+        r.skip(32 - r.position())?;
         let mut expected = vec![0u8; page.len()];
         tag.fill(&mut expected);
-        (expected == page).then_some(tag)
+        match expected.iter().zip(page).position(|(e, p)| e != p) {
+            None => Ok(tag),
+            Some(at) => Err(CorruptRecord::Mismatch {
+                field: "byte of the tag's fill",
+                found: at as u64,
+                expected: page.len() as u64,
+            }),
+        }
     }
 
     pub fn to_bytes(&self, page_bytes: usize) -> Box<[u8]> {
@@ -72,7 +80,7 @@ impl Content {
     pub fn tag(&self) -> Option<ContentTag> {
         match self {
             Content::Tag(t) => Some(*t),
-            Content::Bytes(b) => ContentTag::decode(b),
+            Content::Bytes(b) => ContentTag::decode(b).ok(),
         }
     }
 
@@ -122,12 +130,12 @@ mod tests {
             write: 123_456_789,
         };
         let page = tag.to_bytes(4096);
-        assert_eq!(ContentTag::decode(&page), Some(tag));
+        assert_eq!(ContentTag::decode(&page).ok(), Some(tag));
         assert_eq!(Content::Bytes(page.clone()).tag(), Some(tag));
         let mut damaged = page.to_vec();
         damaged[4000] ^= 1;
-        assert_eq!(ContentTag::decode(&damaged), None);
-        assert_eq!(ContentTag::decode(&[0u8; 4096]), None);
+        assert_eq!(ContentTag::decode(&damaged).ok(), None);
+        assert_eq!(ContentTag::decode(&[0u8; 4096]).ok(), None);
         let other = ContentTag {
             lpn: 78,
             write: 123_456_789,

@@ -4,7 +4,7 @@
 //! ```text
 //! offset 0     header, 4096 bytes:
 //!   0   magic            8  b"MOBIUSFL"
-//!   8   format_version   u32 (= 2)
+//!   8   format_version   u32 (= 3), the layout of this file
 //!   12  channels         u32
 //!   16  chips_per_channel u32
 //!   20  blocks_per_chip  u32
@@ -14,7 +14,8 @@
 //!   36  oob_record_bytes u32
 //!   40  design           32 bytes, the name of the design that formatted it, zero-padded
 //!   72  params_hash      u64, a hash of the design parameters it was formatted with
-//!   80  crc32c of bytes 0..80
+//!   80  design_format    u32, the version of the design's on-flash format (its records)
+//!   84  crc32c of bytes 0..84
 //! 4096         block table: per block u32 erase count, u32 flags (bit 0: erase torn)
 //! then         page states: 1 byte per page (0 erased, 1 programmed, 2 torn)
 //! then         OOB records: oob_record_bytes per page
@@ -30,6 +31,7 @@
 //! keeps exactly what was on it when the error happened, and [`crate::Flash`] refuses every later
 //! program and erase with [`FlashError::ImageFailed`]: the device is read-only until restarted.
 
+use crate::codec::{self, CorruptRecord, Reader};
 use crate::content::Content;
 use crate::error::FlashError;
 use crate::geometry::{BlockId, Geometry, Ppn};
@@ -40,9 +42,9 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 const MAGIC: [u8; 8] = *b"MOBIUSFL";
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 const HEADER_BYTES: u64 = 4096;
-const HEADER_USED: usize = 84;
+const HEADER_USED: usize = 88;
 const DESIGN_NAME_BYTES: usize = 32;
 const FLAG_ERASE_TORN: u32 = 1;
 
@@ -52,6 +54,9 @@ const FLAG_ERASE_TORN: u32 = 1;
 pub struct ImageIdentity {
     /// The design's name (at most 32 bytes).
     pub design: String,
+    /// The version of the design's on-flash format: its records cannot be read by a build
+    /// with another.
+    pub format_version: u32,
     /// A hash of the design parameters the image was formatted with.
     pub params_hash: u64,
 }
@@ -60,8 +65,8 @@ impl std::fmt::Display for ImageIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "design '{}' (parameters #{:016x})",
-            self.design, self.params_hash
+            "design '{}' (on-flash format {}, parameters #{:016x})",
+            self.design, self.format_version, self.params_hash
         )
     }
 }
@@ -121,15 +126,10 @@ fn encode_header(g: &Geometry, oob_record_bytes: u32, id: &ImageIdentity) -> [u8
     let name = id.design.as_bytes();
     h[40..40 + name.len()].copy_from_slice(name);
     h[72..80].copy_from_slice(&id.params_hash.to_le_bytes());
-    let crc = crc32c::crc32c(&h[0..80]);
-    h[80..84].copy_from_slice(&crc.to_le_bytes());
+    h[80..84].copy_from_slice(&id.format_version.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..84]);
+    h[84..88].copy_from_slice(&crc.to_le_bytes());
     h
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    let mut v = [0u8; 4];
-    v.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(v)
 }
 
 /// Decodes a header; every failure is a typed error naming what is wrong.
@@ -138,55 +138,63 @@ fn decode_header(h: &[u8], path: &Path) -> Result<ImageHeader, FlashError> {
         path: path.display().to_string(),
         reason,
     };
-    if h.len() < 12 {
-        return Err(err("too short to hold a header".into()));
-    }
-    if h[0..8] != MAGIC {
-        return Err(err("not a mobius flash image (bad magic)".into()));
-    }
-    let version = le_u32(h, 8);
+    let mut r = Reader::new(h);
+    r.magic(&MAGIC, "mobius flash image")
+        .map_err(|e| err(format!("not a mobius flash image: {e}")))?;
+    let version = r.u32().map_err(|e| err(e.to_string()))?;
     if version != FORMAT_VERSION {
         return Err(err(format!(
             "format version {version} is not the supported {FORMAT_VERSION} (an image made \
-             before images recorded their design must be re-created)"
+             before images recorded their design and its on-flash format version must be re-created)"
         )));
     }
-    if h.len() < HEADER_USED {
-        return Err(err("too short to hold a header".into()));
-    }
-    if le_u32(h, 80) != crc32c::crc32c(&h[0..80]) {
-        return Err(err("header checksum mismatch (damaged header)".into()));
-    }
-    let field = |i: usize| le_u32(h, 8 + 4 * i);
+    let mut r =
+        codec::crc_sealed(h, HEADER_USED - 4).map_err(|e| err(format!("damaged header: {e}")))?;
+    r.skip(12).expect("the header is HEADER_USED bytes");
+    decode_header_fields(&mut r).map_err(|e| err(e.to_string()))
+}
+
+/// The geometry, OOB record size and identity, after the magic and the file format version.
+fn decode_header_fields(r: &mut Reader) -> Result<ImageHeader, ImageHeaderError> {
     let geometry = Geometry {
-        channels: field(1),
-        chips_per_channel: field(2),
-        blocks_per_chip: field(3),
-        pages_per_block: field(4),
-        page_bytes: field(5),
-        oob_bytes: field(6),
+        channels: r.u32()?,
+        chips_per_channel: r.u32()?,
+        blocks_per_chip: r.u32()?,
+        pages_per_block: r.u32()?,
+        page_bytes: r.u32()?,
+        oob_bytes: r.u32()?,
     };
-    geometry
-        .validate()
-        .map_err(|e| err(format!("header geometry is impossible: {e}")))?;
-    let name = &h[40..72];
+    geometry.validate().map_err(ImageHeaderError::Geometry)?;
+    let oob_record_bytes = r.u32()?;
+    let name = r.bytes(DESIGN_NAME_BYTES)?;
     let len = name
         .iter()
         .position(|&b| b == 0)
         .unwrap_or(DESIGN_NAME_BYTES);
     let design = std::str::from_utf8(&name[..len])
-        .map_err(|_| err("design name is not UTF-8".into()))?
+        .map_err(|_| ImageHeaderError::DesignName)?
         .to_string();
-    let mut hash = [0u8; 8];
-    hash.copy_from_slice(&h[72..80]);
+    let params_hash = r.u64()?;
     Ok(ImageHeader {
         geometry,
-        oob_record_bytes: field(7),
+        oob_record_bytes,
         identity: ImageIdentity {
             design,
-            params_hash: u64::from_le_bytes(hash),
+            format_version: r.u32()?,
+            params_hash,
         },
     })
+}
+
+/// What is wrong with a header whose checksum holds.
+#[derive(Debug, thiserror::Error)]
+enum ImageHeaderError {
+    #[error(transparent)]
+    Record(#[from] CorruptRecord),
+    #[error("header geometry is impossible: {0}")]
+    Geometry(crate::ConfigError),
+    #[error("design name is not UTF-8")]
+    DesignName,
 }
 
 fn describe(g: &Geometry, oob_record_bytes: u32) -> String {
@@ -367,7 +375,7 @@ impl FileStore {
         }
         let blocks = blocks
             .chunks_exact(8)
-            .map(|c| u64::from(le_u32(c, 0)) | u64::from(le_u32(c, 4)) << 32)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect();
         Ok(Self::assemble(
             path,

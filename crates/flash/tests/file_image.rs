@@ -13,6 +13,7 @@ fn config() -> DeviceConfig {
 fn id() -> ImageIdentity {
     ImageIdentity {
         design: "mobius".into(),
+        format_version: 1,
         params_hash: 7,
     }
 }
@@ -213,10 +214,12 @@ fn an_image_opened_as_another_design_or_with_other_parameters_is_refused() {
     for other in [
         ImageIdentity {
             design: "txflash-tc".into(),
+            format_version: 1,
             params_hash: 7,
         },
         ImageIdentity {
             design: "mobius".into(),
+            format_version: 1,
             params_hash: 8,
         },
     ] {
@@ -228,6 +231,7 @@ fn an_image_opened_as_another_design_or_with_other_parameters_is_refused() {
     }
     let long = ImageIdentity {
         design: "x".repeat(33),
+        format_version: 1,
         params_hash: 0,
     };
     let err = FileStore::create(&dir.path().join("l.img"), &c.geometry, 16, &long)
@@ -257,7 +261,7 @@ proptest::proptest! {
     #[test]
     fn header_decoding_never_panics(
         junk in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
-        flips in proptest::collection::btree_map(0usize..84, 1u8..=255, 0..6),
+        flips in proptest::collection::btree_map(0usize..88, 1u8..=255, 0..6),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.img");
@@ -267,7 +271,7 @@ proptest::proptest! {
         FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
         use std::os::unix::fs::FileExt;
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
-        let mut header = [0u8; 84];
+        let mut header = [0u8; 88];
         file.read_exact_at(&mut header, 0).unwrap();
         for (at, x) in &flips {
             header[*at] ^= x;
@@ -278,4 +282,31 @@ proptest::proptest! {
             proptest::prop_assert!(r.is_err(), "a damaged header was accepted");
         }
     }
+}
+
+/// An image whose design wrote another version of its on-flash format (its OOB records or
+/// metadata pages laid out differently) is refused before any recovery reads it; an image of
+/// the previous file layout (version 2, before the header recorded that version) too.
+#[test]
+fn an_image_of_another_design_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+    let newer = ImageIdentity {
+        format_version: 2,
+        ..id()
+    };
+    let err = FileStore::open(&path, &c.geometry, 16, &newer)
+        .err()
+        .expect("must refuse");
+    assert!(matches!(err, FlashError::ImageForeign { .. }), "{err}");
+    assert!(err.to_string().contains("on-flash format 1"), "{err}");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = FileStore::open(&path, &c.geometry, 16, &id())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("format version 2"), "{err}");
 }

@@ -288,6 +288,9 @@ pub struct DesignSpec {
     pub promise: Promise,
     /// OOB bytes per page the design uses (the store keeps only these).
     pub oob_record_bytes: fn(&Geometry) -> u32,
+    /// Version of the design's on-flash format (every record it writes: OOB records, metadata
+    /// pages). An image records it in its header; another version is refused on open.
+    pub format_version: u32,
     /// Builds the design on an erased device.
     pub format: FormatFn,
     /// Rebuilds the design from what is on flash alone (its clock already at the crash instant).
@@ -310,6 +313,7 @@ impl DesignSpec {
     pub fn image_identity(&self, options: &DesignOptions) -> flash::ImageIdentity {
         flash::ImageIdentity {
             design: self.name.to_string(),
+            format_version: self.format_version,
             params_hash: options.fingerprint(),
         }
     }

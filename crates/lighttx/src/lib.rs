@@ -30,6 +30,7 @@ pub fn spec() -> DesignSpec {
         summary: "LightTx (Lu et al.): concurrent transactions, tx ids in the OOB, commit records, sliding zone window scanned at recovery",
         promise: Promise::AtomicTransactions,
         oob_record_bytes: |_| atomic_write::format::OOB_BYTES,
+        format_version: atomic_write::format::FORMAT_VERSION,
         format: format_fn,
         recover: recover_fn,
         default_workload: "txmix",

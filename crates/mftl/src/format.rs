@@ -28,6 +28,10 @@
 use flash::codec::{self, CorruptRecord, Reader};
 use flash::Ppn;
 
+/// Version of Möbius's on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
 pub const OOB_BYTES: u32 = 24;
 pub const NO_PPN: u32 = u32::MAX;
 pub const TX_INFO_BYTES: usize = 96;
@@ -107,16 +111,15 @@ impl PageOob {
         put32(&mut b, 20, crc);
         b
     }
-    pub fn decode(b: &[u8]) -> Option<PageOob> {
-        if b.len() < OOB_BYTES as usize || crc32c::crc32c(&b[..20]) != get32(b, 20) {
-            return None;
-        }
-        Some(PageOob {
-            tx_id: get32(b, 0),
-            lpn: get32(b, 4),
-            next: get32(b, 8),
-            seq: get32(b, 12),
-            kind: PageKind::from_u8(b[16])?,
+    /// An error when the record is blank, torn or foreign.
+    pub fn decode(b: &[u8]) -> Result<PageOob, CorruptRecord> {
+        let mut r = codec::crc_sealed(b, 20)?;
+        Ok(PageOob {
+            tx_id: r.u32()?,
+            lpn: r.u32()?,
+            next: r.u32()?,
+            seq: r.u32()?,
+            kind: r.kind("mobius page kind", PageKind::from_u8)?,
         })
     }
 }
@@ -408,9 +411,9 @@ mod tests {
             kind: PageKind::Dynamic,
         };
         let mut b = o.encode();
-        assert_eq!(PageOob::decode(&b), Some(o));
+        assert_eq!(PageOob::decode(&b).ok(), Some(o));
         b[5] ^= 1;
-        assert_eq!(PageOob::decode(&b), None);
+        assert_eq!(PageOob::decode(&b).ok(), None);
     }
 
     #[test]

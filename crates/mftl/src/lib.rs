@@ -38,6 +38,7 @@ pub fn spec() -> DesignSpec {
         summary: "Möbius mFTL: atom inodes in the Atom Log Area, DAG commit, static/dynamic transactions, fast recovery",
         promise: Promise::AtomicTransactions,
         oob_record_bytes: |_| format::OOB_BYTES,
+        format_version: format::FORMAT_VERSION,
         format,
         recover,
         default_workload: "txmix",

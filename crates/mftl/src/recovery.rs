@@ -373,7 +373,7 @@ impl Mobius {
                 .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
             let o = (st == PageState::Programmed)
-                .then(|| PageOob::decode(&oob))
+                .then(|| PageOob::decode(&oob).ok())
                 .flatten();
             if !o.is_some_and(|o| o.tx_id == id && o.lpn == l && o.kind == PageKind::Static) {
                 return Ok(false);
@@ -444,7 +444,7 @@ impl Mobius {
                     .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
                 let Some(o) = (st == PageState::Programmed)
-                    .then(|| PageOob::decode(&oob))
+                    .then(|| PageOob::decode(&oob).ok())
                     .flatten()
                 else {
                     break;

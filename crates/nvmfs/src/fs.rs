@@ -421,6 +421,7 @@ impl Nvmfs {
     fn read_inode(&self, ino: u32) -> Inode {
         let at = self.inode_at(ino) as usize;
         Inode::decode(&self.nv.bytes()[at..at + INODE_BYTES as usize])
+            .expect("an inode slot is INODE_BYTES long")
     }
     fn write_inode(&mut self, ino: u32, inode: &Inode) -> Result<()> {
         let at = self.inode_at(ino);
@@ -1173,7 +1174,7 @@ impl Nvmfs {
         Ok(buf[..n]
             .chunks_exact(DIRENT_BYTES as usize)
             .enumerate()
-            .filter_map(|(i, c)| DirEntry::decode(c).map(|e| (i as u64, e)))
+            .filter_map(|(i, c)| DirEntry::decode(c).ok().flatten().map(|e| (i as u64, e)))
             .collect())
     }
 

@@ -36,6 +36,7 @@
 //! ```
 
 use crate::error::{NvmfsError, Result};
+use flash::codec::{self, CorruptRecord, Reader};
 
 pub const PAGE_BYTES: u64 = 4096;
 pub const INODE_BYTES: u64 = 128;
@@ -210,38 +211,89 @@ impl Superblock {
         put_u32(b, 76, crc);
     }
 
+    /// Decodes and checks page 0: magic, checksum, format version and page size, then the
+    /// regions: they must be exactly where [`plan`](Self::plan) puts them for the recorded
+    /// sizes, so no offset read from a damaged image can point outside the NVRAM.
     pub fn decode(b: &[u8]) -> Result<Superblock> {
-        if b[0..8] != MAGIC {
-            return Err(NvmfsError::Corrupt(
-                "not an NVMFS NVRAM image (bad magic)".into(),
-            ));
+        Self::decode_record(b).map_err(|e| NvmfsError::Corrupt(format!("superblock: {e}")))
+    }
+
+    fn decode_record(b: &[u8]) -> std::result::Result<Superblock, CorruptRecord> {
+        Reader::new(b).magic(&MAGIC, "NVMFS superblock")?;
+        let mut r = codec::crc_sealed(b, 76)?;
+        r.skip(MAGIC.len())?;
+        let version = r.u32()?;
+        codec::check_equal("format version", version as u64, FORMAT_VERSION as u64)?;
+        codec::check_equal("page size", r.u32()? as u64, PAGE_BYTES)?;
+        let nvram_bytes = r.u64()?;
+        let ssd_blocks = r.u64()?;
+        let mut f = [0u32; 11];
+        for v in f.iter_mut() {
+            *v = r.u32()?;
         }
-        if get_u32(b, 76) != crc32c::crc32c(&b[0..76]) {
-            return Err(NvmfsError::Corrupt("superblock checksum mismatch".into()));
+        let sb = Superblock {
+            nvram_bytes,
+            ssd_blocks,
+            inode_count: f[0],
+            data_pages: f[1],
+            inode_table_at: f[2],
+            nvram_bitmap_at: f[3],
+            ssd_bitmap_at: f[4],
+            page_records_at: f[5],
+            ssd_owners_at: f[6],
+            extent_flags_at: f[7],
+            redo_at: f[8],
+            data_at: f[9],
+            dirty_capacity: f[10],
+        };
+        sb.check_regions()?;
+        Ok(sb)
+    }
+
+    /// The regions are where `plan` puts them for these sizes, and the dirty list fits.
+    fn check_regions(&self) -> std::result::Result<(), CorruptRecord> {
+        let planned = Superblock::plan(self.nvram_bytes, self.ssd_blocks, self.inode_count, 1.0)
+            .map_err(|_| CorruptRecord::OutOfRange {
+                field: "NVRAM size for its SSD and inode count",
+                value: self.nvram_bytes,
+                limit: 0,
+            })?;
+        let region = |s: &Superblock| {
+            [
+                s.nvram_bytes,
+                s.ssd_blocks,
+                s.data_pages as u64,
+                s.inode_table_at as u64,
+                s.nvram_bitmap_at as u64,
+                s.ssd_bitmap_at as u64,
+                s.page_records_at as u64,
+                s.ssd_owners_at as u64,
+                s.extent_flags_at as u64,
+                s.redo_at as u64,
+                s.data_at as u64,
+            ]
+        };
+        const NAMES: [&str; 11] = [
+            "nvram_bytes",
+            "ssd_blocks",
+            "data_pages",
+            "inode_table_at",
+            "nvram_bitmap_at",
+            "ssd_bitmap_at",
+            "page_records_at",
+            "ssd_owners_at",
+            "extent_flags_at",
+            "redo_at",
+            "data_at",
+        ];
+        for ((name, found), expected) in NAMES.iter().zip(region(self)).zip(region(&planned)) {
+            codec::check_equal(name, found, expected)?;
         }
-        if get_u32(b, 8) != FORMAT_VERSION || get_u32(b, 12) as u64 != PAGE_BYTES {
-            return Err(NvmfsError::Corrupt(format!(
-                "format version {} / page size {} unsupported",
-                get_u32(b, 8),
-                get_u32(b, 12)
-            )));
-        }
-        let f = |i: usize| get_u32(b, 32 + 4 * i);
-        Ok(Superblock {
-            nvram_bytes: get_u64(b, 16),
-            ssd_blocks: get_u64(b, 24),
-            inode_count: f(0),
-            data_pages: f(1),
-            inode_table_at: f(2),
-            nvram_bitmap_at: f(3),
-            ssd_bitmap_at: f(4),
-            page_records_at: f(5),
-            ssd_owners_at: f(6),
-            extent_flags_at: f(7),
-            redo_at: f(8),
-            data_at: f(9),
-            dirty_capacity: f(10),
-        })
+        codec::check_below(
+            "dirty_capacity",
+            self.dirty_capacity as u64,
+            self.data_pages.max(4) as u64 + 1,
+        )
     }
 }
 
@@ -301,25 +353,29 @@ impl Inode {
         put_u32(b, 120, self.uid);
         put_u32(b, 124, self.gid);
     }
-    pub fn decode(b: &[u8]) -> Inode {
+    pub fn decode(b: &[u8]) -> std::result::Result<Inode, CorruptRecord> {
+        let mut r = Reader::new(b);
+        let (mode, nlink, size) = (r.u32()?, r.u32()?, r.u64()?);
+        let (nvram_blocks, ssd_blocks) = (r.u32()?, r.u32()?);
+        let (mtime_ns, ctime_ns) = (r.u64()?, r.u64()?);
         let mut direct = [BlockAddr::HOLE; DIRECT_POINTERS];
-        for (i, a) in direct.iter_mut().enumerate() {
-            *a = BlockAddr(get_u64(b, 40 + 8 * i));
+        for a in direct.iter_mut() {
+            *a = BlockAddr(r.u64()?);
         }
-        Inode {
-            mode: get_u32(b, 0),
-            nlink: get_u32(b, 4),
-            size: get_u64(b, 8),
-            nvram_blocks: get_u32(b, 16),
-            ssd_blocks: get_u32(b, 20),
-            mtime_ns: get_u64(b, 24),
-            ctime_ns: get_u64(b, 32),
+        Ok(Inode {
+            mode,
+            nlink,
+            size,
+            nvram_blocks,
+            ssd_blocks,
+            mtime_ns,
+            ctime_ns,
             direct,
-            indirect: BlockAddr(get_u64(b, 104)),
-            double_indirect: BlockAddr(get_u64(b, 112)),
-            uid: get_u32(b, 120),
-            gid: get_u32(b, 124),
-        }
+            indirect: BlockAddr(r.u64()?),
+            double_indirect: BlockAddr(r.u64()?),
+            uid: r.u32()?,
+            gid: r.u32()?,
+        })
     }
 }
 
@@ -378,13 +434,18 @@ impl PageRecord {
         put_u64(b, 16, self.stamp);
         put_u64(b, 24, self.page_info.0);
     }
-    pub fn decode(b: &[u8]) -> Option<PageRecord> {
-        Some(PageRecord {
-            list: PageList::from_u8(b[0])?,
-            owner_ino: get_u32(b, 4),
-            owner_block: get_u32(b, 8),
-            stamp: get_u64(b, 16),
-            page_info: BlockAddr(get_u64(b, 24)),
+    pub fn decode(b: &[u8]) -> std::result::Result<PageRecord, CorruptRecord> {
+        let mut r = Reader::new(b);
+        let list = r.kind("page list", PageList::from_u8)?;
+        r.skip(3)?;
+        let (owner_ino, owner_block) = (r.u32()?, r.u32()?);
+        r.skip(4)?;
+        Ok(PageRecord {
+            list,
+            owner_ino,
+            owner_block,
+            stamp: r.u64()?,
+            page_info: BlockAddr(r.u64()?),
         })
     }
 }
@@ -414,18 +475,22 @@ impl DirEntry {
         b[8..8 + self.name.len()].copy_from_slice(&self.name);
         b[8 + self.name.len()..128].fill(0);
     }
-    /// `None` for an empty slot.
-    pub fn decode(b: &[u8]) -> Option<DirEntry> {
-        let ino = get_u32(b, 0);
+    /// `Ok(None)` for an empty slot; an error for a name longer than a slot holds.
+    pub fn decode(b: &[u8]) -> std::result::Result<Option<DirEntry>, CorruptRecord> {
+        let mut r = Reader::new(b);
+        let ino = r.u32()?;
         if ino == 0 {
-            return None;
+            return Ok(None);
         }
-        let len = (u16::from_le_bytes([b[4], b[5]]) as usize).min(NAME_MAX);
-        Some(DirEntry {
+        let len = r.u16()?;
+        codec::check_below("name length", len as u64, NAME_MAX as u64 + 1)?;
+        let kind_dir = r.u8()? == 2;
+        r.skip(1)?;
+        Ok(Some(DirEntry {
             ino,
-            kind_dir: b[6] == 2,
-            name: b[8..8 + len].to_vec(),
-        })
+            kind_dir,
+            name: r.bytes(len as usize)?.to_vec(),
+        }))
     }
 }
 
@@ -472,29 +537,27 @@ impl RedoLog {
         let crc = Self::crc(b, self.entries.len());
         put_u32(b, 16, crc);
     }
-    /// The committed log, or `None` when the log is empty or was never committed intact.
-    pub fn decode(b: &[u8]) -> Option<RedoLog> {
-        if get_u32(b, REDO_STATE_AT) != 1 {
-            return None;
+    /// The committed log; an error when the log is empty (its state word is not "committed")
+    /// or was never committed intact.
+    pub fn decode(b: &[u8]) -> std::result::Result<RedoLog, CorruptRecord> {
+        let mut r = Reader::new(b);
+        codec::check_equal("redo log state", r.u32()? as u64, 1)?;
+        let count = r.below("redo log count", REDO_MAX_ENTRIES as u32 + 1)? as usize;
+        let extent = r.u64()?;
+        let stored = r.u32()?;
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            entries.push(RedoEntry {
+                ino: r.u32()?,
+                block: r.u32()?,
+                new_addr: BlockAddr(r.u64()?),
+            });
         }
-        let count = get_u32(b, 4) as usize;
-        if count > REDO_MAX_ENTRIES || get_u32(b, 16) != Self::crc(b, count) {
-            return None;
+        let computed = Self::crc(b, count);
+        if stored != computed {
+            return Err(CorruptRecord::BadChecksum { stored, computed });
         }
-        let entries = (0..count)
-            .map(|i| {
-                let at = 20 + 16 * i;
-                RedoEntry {
-                    ino: get_u32(b, at),
-                    block: get_u32(b, at + 4),
-                    new_addr: BlockAddr(get_u64(b, at + 8)),
-                }
-            })
-            .collect();
-        Some(RedoLog {
-            extent: get_u64(b, 8),
-            entries,
-        })
+        Ok(RedoLog { extent, entries })
     }
 }
 
@@ -517,6 +580,32 @@ mod tests {
         ));
     }
 
+    /// A region offset the checksum covers but `plan` would not give (a damaged image whose
+    /// checksum was rewritten, or a foreign writer) is refused before anything indexes by it.
+    #[test]
+    fn a_region_outside_the_plan_is_refused() {
+        let sb = Superblock::plan(64 << 20, 3500, 1024, 0.5).unwrap();
+        let mut b = vec![0u8; 4096];
+        sb.encode(&mut b);
+        assert_eq!(
+            Superblock::decode(&b).unwrap(),
+            sb,
+            "a dirty share below 1 decodes"
+        );
+        let mut far = sb.clone();
+        far.page_records_at = u32::MAX - 8;
+        far.encode(&mut b);
+        let err = Superblock::decode(&b).unwrap_err().to_string();
+        assert!(err.contains("page_records_at"), "{err}");
+        let mut v2 = vec![0u8; 4096];
+        sb.encode(&mut v2);
+        put_u32(&mut v2, 8, 2);
+        let crc = crc32c::crc32c(&v2[0..76]);
+        put_u32(&mut v2, 76, crc);
+        let err = Superblock::decode(&v2).unwrap_err().to_string();
+        assert!(err.contains("format version is 2, 1 expected"), "{err}");
+    }
+
     #[test]
     fn inode_is_128_bytes_and_round_trips() {
         let mut i = Inode {
@@ -537,7 +626,7 @@ mod tests {
         i.direct[7] = BlockAddr::nvram(3);
         let mut b = [0u8; INODE_BYTES as usize];
         i.encode(&mut b);
-        assert_eq!(Inode::decode(&b), i);
+        assert_eq!(Inode::decode(&b), Ok(i));
         assert_eq!(get_u64(&b, INODE_DIRECT_AT), BlockAddr::ssd(77).0);
         assert_eq!(get_u64(&b, INODE_SIZE_AT), 123_456_789);
     }
@@ -566,9 +655,12 @@ mod tests {
         };
         let mut b = [0u8; PAGE_RECORD_BYTES as usize];
         r.encode(&mut b);
-        assert_eq!(PageRecord::decode(&b), Some(r));
+        assert_eq!(PageRecord::decode(&b), Ok(r));
         b[0] = 9;
-        assert_eq!(PageRecord::decode(&b), None);
+        assert!(matches!(
+            PageRecord::decode(&b),
+            Err(CorruptRecord::UnknownKind { value: 9, .. })
+        ));
     }
 
     #[test]
@@ -580,8 +672,10 @@ mod tests {
         };
         let mut b = [0xffu8; DIRENT_BYTES as usize];
         e.encode(&mut b);
-        assert_eq!(DirEntry::decode(&b), Some(e));
-        assert_eq!(DirEntry::decode(&[0u8; 128]), None);
+        assert_eq!(DirEntry::decode(&b), Ok(Some(e)));
+        b[4] = 121;
+        assert!(DirEntry::decode(&b).is_err(), "a name longer than a slot");
+        assert_eq!(DirEntry::decode(&[0u8; 128]), Ok(None));
     }
 
     #[test]
@@ -603,10 +697,13 @@ mod tests {
         };
         let mut b = vec![0u8; 4096];
         log.encode_body(&mut b);
-        assert_eq!(RedoLog::decode(&b), None, "not committed yet");
+        assert!(RedoLog::decode(&b).is_err(), "not committed yet");
         put_u32(&mut b, REDO_STATE_AT, 1);
-        assert_eq!(RedoLog::decode(&b), Some(log));
+        assert_eq!(RedoLog::decode(&b), Ok(log));
         b[30] ^= 1;
-        assert_eq!(RedoLog::decode(&b), None);
+        assert!(matches!(
+            RedoLog::decode(&b),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
     }
 }

@@ -78,7 +78,7 @@ fn indirect_pages(fs: &Nvmfs, ino: u32) -> Result<Vec<u32>> {
 fn replay_redo(fs: &mut Nvmfs) -> Result<bool> {
     let redo_at = fs.sb.redo_at as u64 * PAGE_BYTES;
     let page = &fs.nv.bytes()[redo_at as usize..(redo_at + PAGE_BYTES) as usize];
-    let Some(log) = RedoLog::decode(page) else {
+    let Ok(log) = RedoLog::decode(page) else {
         put_u32(fs.nv.bytes_mut(), redo_at as usize, 0);
         return Ok(false);
     };
@@ -120,7 +120,7 @@ fn reachable_inodes(fs: &mut Nvmfs) -> Result<Vec<bool>> {
             }
             let valid = ((size - b * PAGE_BYTES).min(PAGE_BYTES) / DIRENT_BYTES) as usize;
             for c in page.chunks_exact(DIRENT_BYTES as usize).take(valid) {
-                let Some(e) = DirEntry::decode(c) else {
+                let Ok(Some(e)) = DirEntry::decode(c) else {
                     continue;
                 };
                 if e.ino == 0 || e.ino >= count || live[e.ino as usize] {

@@ -709,6 +709,7 @@ impl Optr {
                     return Err(FtlError::Corrupt(format!("live {from} did not read back")));
                 };
                 let o = PageOob::decode(&oob)
+                    .ok()
                     .ok_or_else(|| FtlError::Corrupt(format!("OOB of {from}")))?;
                 let (to, _, end) = self.program_data(
                     GC,
@@ -1075,7 +1076,7 @@ impl Optr {
             let Some(b) = self.read_meta_bytes(ppn, &mut oob, start)? else {
                 break;
             };
-            let Some(po) = PageOob::decode(&oob) else {
+            let Some(po) = PageOob::decode(&oob).ok() else {
                 break;
             };
             if po.wid != seal.generation {
@@ -1146,7 +1147,7 @@ impl Optr {
                     if st != PageState::Programmed {
                         break;
                     }
-                    match PageOob::decode(&oob) {
+                    match PageOob::decode(&oob).ok() {
                         Some(po) if po.kind == PageKind::Data && !po.relocated => {
                             pages.push((po.wid, po.size, po.lpn, ppn))
                         }

@@ -16,6 +16,10 @@
 use crate::cutpoint::Coalescing;
 use flash::codec::{self, CorruptRecord, Reader};
 
+/// Version of OPTR's on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
 pub const OOB_BYTES: u32 = 24;
 pub const HEADER_BYTES: usize = 24;
 
@@ -76,18 +80,18 @@ impl PageOob {
         b[20..24].copy_from_slice(&crc.to_le_bytes());
         b
     }
-    pub fn decode(b: &[u8]) -> Option<PageOob> {
-        if b.len() < OOB_BYTES as usize
-            || crc32c::crc32c(&b[0..20]) != u32::from_le_bytes(b[20..24].try_into().ok()?)
-        {
-            return None;
-        }
-        Some(PageOob {
-            kind: PageKind::from_u8(b[0])?,
-            relocated: b[1] & 1 != 0,
-            wid: u64::from_le_bytes(b[4..12].try_into().ok()?),
-            size: u32::from_le_bytes(b[12..16].try_into().ok()?),
-            lpn: u32::from_le_bytes(b[16..20].try_into().ok()?),
+    /// An error when the record is blank, torn or foreign.
+    pub fn decode(b: &[u8]) -> Result<PageOob, CorruptRecord> {
+        let mut r = codec::crc_sealed(b, 20)?;
+        let kind = r.kind("optr page kind", PageKind::from_u8)?;
+        let relocated = r.u8()? & 1 != 0;
+        r.skip(2)?;
+        Ok(PageOob {
+            kind,
+            relocated,
+            wid: r.u64()?,
+            size: r.u32()?,
+            lpn: r.u32()?,
         })
     }
 }
@@ -346,10 +350,10 @@ mod tests {
             lpn: 99,
         };
         let b = o.encode();
-        assert_eq!(PageOob::decode(&b), Some(o));
+        assert_eq!(PageOob::decode(&b).ok(), Some(o));
         let mut bad = b;
         bad[5] ^= 1;
-        assert_eq!(PageOob::decode(&bad), None);
+        assert_eq!(PageOob::decode(&bad).ok(), None);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn spec() -> DesignSpec {
             "OPTR: write-cached FTL with prefix semantics, request atomicity and flush semantics",
         promise: Promise::Ordered,
         oob_record_bytes: |_| OOB_BYTES,
+        format_version: format::FORMAT_VERSION,
         format,
         recover,
         default_workload: "randwrite-flush",

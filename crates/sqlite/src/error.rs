@@ -1,5 +1,6 @@
 //! Typed errors of the SQLite layer.
 
+use flash::codec::CorruptRecord;
 use ftl::FtlError;
 use host::HostError;
 
@@ -10,10 +11,16 @@ pub enum SqlError {
     Device(#[from] HostError),
     #[error("the device holds no SQLite directory (format it first)")]
     NotFormatted,
+    /// The directory page is damaged (checksum, or extents that cannot be).
     #[error("corrupt SQLite directory: {0}")]
-    Corrupt(String),
-    #[error("foreign image: {0}")]
-    Foreign(String),
+    Corrupt(CorruptRecord),
+    /// Page 0 holds something else, or a directory of another version or page size.
+    #[error("foreign image: page 0 is not this build's SQLite directory: {0}")]
+    Foreign(CorruptRecord),
+    #[error("device pages of {page_bytes} bytes: SQLite needs 512-65536")]
+    PageSize { page_bytes: u32 },
+    #[error("SQLite refused journal_mode={wanted} (runs {runs})")]
+    JournalModeRefused { wanted: &'static str, runs: String },
     #[error("device of {logical_pages} logical pages is too small for a database")]
     DeviceTooSmall { logical_pages: u32 },
     #[error("mode '{mode}' needs {needs}; design '{design}' does not offer it")]

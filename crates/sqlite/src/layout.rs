@@ -19,6 +19,7 @@
 //! other page that fails the checks is a corrupt or foreign image.
 
 use crate::error::SqlError;
+use flash::codec::{self, CorruptRecord, Reader};
 
 /// The three files SQLite keeps for one database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +31,20 @@ pub enum FileKind {
 
 impl FileKind {
     pub const ALL: [FileKind; 3] = [FileKind::Db, FileKind::Journal, FileKind::Wal];
+
+    /// The directory's fields of this file, as a damaged-directory error names them: (start
+    /// of its extent, end of its extent, size).
+    fn fields(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            FileKind::Db => (
+                "database extent start",
+                "database extent end",
+                "database size",
+            ),
+            FileKind::Journal => ("journal extent start", "journal extent end", "journal size"),
+            FileKind::Wal => ("wal extent start", "wal extent end", "wal size"),
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -80,9 +95,7 @@ impl Directory {
             return Err(SqlError::DeviceTooSmall { logical_pages });
         }
         if (page_bytes as usize) < ENCODED_BYTES || !(512..=65536).contains(&page_bytes) {
-            return Err(SqlError::Foreign(format!(
-                "device pages of {page_bytes} bytes: SQLite needs 512-65536"
-            )));
+            return Err(SqlError::PageSize { page_bytes });
         }
         let rest = logical_pages - 1;
         let db = rest / 2;
@@ -140,7 +153,8 @@ impl Directory {
     }
 
     /// Decodes a directory page of a device with `logical_pages` pages of `page_bytes`.
-    /// `Ok(None)`: an unformatted (all-zero) page.
+    /// `Ok(None)`: an unformatted (all-zero) page. Another magic, version or page size is
+    /// [`SqlError::Foreign`]; a bad checksum or impossible extents [`SqlError::Corrupt`].
     pub fn decode(
         page: &[u8],
         logical_pages: u32,
@@ -149,71 +163,70 @@ impl Directory {
         if page.iter().all(|&b| b == 0) {
             return Ok(None);
         }
-        if page.len() < ENCODED_BYTES || &page[0..8] != MAGIC {
-            return Err(SqlError::Foreign(
-                "page 0 does not hold a mobius SQLite directory".into(),
-            ));
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(page[o..o + 8].try_into().expect("8 bytes"));
-        let crc_at = ENCODED_BYTES - 4;
-        if crc32c::crc32c(&page[..crc_at]) != u32_at(crc_at) {
-            return Err(SqlError::Corrupt("directory page checksum mismatch".into()));
-        }
-        if u32_at(8) != VERSION {
-            return Err(SqlError::Foreign(format!(
-                "directory version {} (this build reads {VERSION})",
-                u32_at(8)
-            )));
-        }
-        if u32_at(12) != page_bytes {
-            return Err(SqlError::Foreign(format!(
-                "directory written for {}-byte pages, the device has {page_bytes}",
-                u32_at(12)
-            )));
-        }
-        let mut files = [Extent::default(); 3];
-        for (i, f) in files.iter_mut().enumerate() {
-            let o = HEADER_BYTES + i * ENTRY_BYTES;
-            *f = Extent {
-                start: u32_at(o),
-                pages: u32_at(o + 4),
-                size: u64_at(o + 8),
-                exists: page[o + 16] != 0,
-            };
-        }
-        let dir = Directory {
-            page_bytes,
-            generation: u64_at(16),
-            next_uuid: u64_at(24),
-            files,
+        let mut r = Reader::new(page);
+        r.magic(MAGIC, "mobius SQLite directory")
+            .map_err(SqlError::Foreign)?;
+        let mut r = codec::crc_sealed(page, ENCODED_BYTES - 4).map_err(SqlError::Corrupt)?;
+        r.skip(MAGIC.len()).map_err(SqlError::Corrupt)?;
+        let foreign = |field, found: u32, expected: u32| {
+            codec::check_equal(field, found as u64, expected as u64).map_err(SqlError::Foreign)
         };
-        dir.validate(logical_pages)?;
+        foreign(
+            "directory version",
+            r.u32().map_err(SqlError::Corrupt)?,
+            VERSION,
+        )?;
+        foreign("page size", r.u32().map_err(SqlError::Corrupt)?, page_bytes)?;
+        let dir = Self::decode_body(&mut r, page_bytes).map_err(SqlError::Corrupt)?;
+        dir.validate(logical_pages).map_err(SqlError::Corrupt)?;
         Ok(Some(dir))
     }
 
+    /// The generation, next uuid and the three extents, after the version and page size.
+    fn decode_body(r: &mut Reader, page_bytes: u32) -> Result<Directory, CorruptRecord> {
+        let generation = r.u64()?;
+        let next_uuid = r.u64()?;
+        let mut files = [Extent::default(); 3];
+        for f in files.iter_mut() {
+            *f = Extent {
+                start: r.u32()?,
+                pages: r.u32()?,
+                size: r.u64()?,
+                exists: r.u8()? != 0,
+            };
+        }
+        Ok(Directory {
+            page_bytes,
+            generation,
+            next_uuid,
+            files,
+        })
+    }
+
     /// Extents inside the device, after the directory, not overlapping; sizes within them.
-    fn validate(&self, logical_pages: u32) -> Result<(), SqlError> {
+    fn validate(&self, logical_pages: u32) -> Result<(), CorruptRecord> {
         let mut spans: Vec<(u64, u64)> = Vec::new();
         for (kind, f) in FileKind::ALL.iter().zip(&self.files) {
+            let (start_field, end_field, size_field) = kind.fields();
             let end = f.start as u64 + f.pages as u64;
-            if f.start == 0 || end > logical_pages as u64 {
-                return Err(SqlError::Corrupt(format!(
-                    "{} extent {}+{} outside the device's {logical_pages} pages",
-                    kind.name(),
-                    f.start,
-                    f.pages
-                )));
+            codec::check_below(end_field, end, logical_pages as u64 + 1)?;
+            if f.start == 0 {
+                return Err(CorruptRecord::Mismatch {
+                    field: start_field,
+                    found: 0,
+                    expected: 1,
+                });
             }
-            if f.size > self.capacity(*kind) {
-                return Err(SqlError::Corrupt(format!(
-                    "{} size {} exceeds its extent",
-                    kind.name(),
-                    f.size
-                )));
-            }
-            if spans.iter().any(|&(s, e)| (f.start as u64) < e && s < end) {
-                return Err(SqlError::Corrupt("file extents overlap".into()));
+            codec::check_below(size_field, f.size, self.capacity(*kind) + 1)?;
+            if let Some(&(_, other_end)) = spans
+                .iter()
+                .find(|&&(s, e)| (f.start as u64) < e && s < end)
+            {
+                return Err(CorruptRecord::OutOfRange {
+                    field: start_field,
+                    value: f.start as u64,
+                    limit: other_end,
+                });
             }
             spans.push((f.start as u64, end));
         }

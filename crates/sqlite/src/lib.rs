@@ -110,10 +110,10 @@ impl Database {
                 .execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))?;
         }
         if !mode.eq_ignore_ascii_case(opts.mode.journal_mode()) {
-            return Err(SqlError::Corrupt(format!(
-                "SQLite refused journal_mode={} (runs {mode})",
-                opts.mode.journal_mode()
-            )));
+            return Err(SqlError::JournalModeRefused {
+                wanted: opts.mode.journal_mode(),
+                runs: mode,
+            });
         }
         Ok(())
     }

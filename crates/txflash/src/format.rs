@@ -7,6 +7,10 @@
 /// bytes and a crc32c; the paper's 16-byte simulator checksum is replaced by the crc32c, see docs).
 use flash::codec::{self, CorruptRecord, Reader};
 
+/// Version of TxFlash traditional commit's on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
 pub const OOB_BYTES: u32 = 24;
 
 /// What a page holds.
@@ -24,7 +28,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn from_u8(v: u8) -> Option<Kind> {
+    pub(crate) fn from_u8(v: u8) -> Option<Kind> {
         match v {
             1 => Some(Kind::Data),
             2 => Some(Kind::Commit),
@@ -69,21 +73,18 @@ impl Oob {
         out[20..24].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// `None` when the record is blank, torn or foreign.
-    pub fn decode(b: &[u8]) -> Option<Oob> {
-        if b.len() < OOB_BYTES as usize {
-            return None;
-        }
-        let crc = u32::from_le_bytes(b[20..24].try_into().unwrap());
-        if crc != crc32c::crc32c(&b[..20]) {
-            return None;
-        }
-        Some(Oob {
-            kind: Kind::from_u8(b[0])?,
-            flags: b[1],
-            lpn: u64::from_le_bytes(b[4..12].try_into().unwrap()),
-            version: u32::from_le_bytes(b[12..16].try_into().unwrap()),
-            txid: u32::from_le_bytes(b[16..20].try_into().unwrap()),
+    /// An error when the record is blank, torn or foreign.
+    pub fn decode(b: &[u8]) -> Result<Oob, CorruptRecord> {
+        let mut r = codec::crc_sealed(b, 20)?;
+        let kind = r.kind("txflash page kind", Kind::from_u8)?;
+        let flags = r.u8()?;
+        r.skip(2)?;
+        Ok(Oob {
+            kind,
+            flags,
+            lpn: r.u64()?,
+            version: r.u32()?,
+            txid: r.u32()?,
         })
     }
 }
@@ -105,13 +106,14 @@ pub fn encode_entry(o: &Oob) -> [u8; ENTRY_BYTES] {
     e
 }
 
-pub fn decode_entry(e: &[u8]) -> Option<Oob> {
-    Some(Oob {
-        kind: Kind::from_u8(e[0])?,
-        flags: e[1],
-        lpn: u32::from_le_bytes(e[2..6].try_into().unwrap()) as u64,
-        version: u32::from_le_bytes(e[6..10].try_into().unwrap()),
-        txid: u32::from_le_bytes(e[10..14].try_into().unwrap()),
+pub fn decode_entry(e: &[u8]) -> Result<Oob, CorruptRecord> {
+    let mut r = Reader::new(e);
+    Ok(Oob {
+        kind: r.kind("summary entry kind", Kind::from_u8)?,
+        flags: r.u8()?,
+        lpn: r.u32()? as u64,
+        version: r.u32()?,
+        txid: r.u32()?,
     })
 }
 
@@ -151,7 +153,7 @@ pub fn decode_summary_of<R>(
     block: u32,
     magic: u32,
     entry_bytes: usize,
-    entry: impl Fn(&[u8]) -> Option<R>,
+    entry: impl Fn(&[u8]) -> Result<R, CorruptRecord>,
 ) -> Result<Vec<Option<R>>, CorruptRecord> {
     let mut r = Reader::new(b);
     r.magic(&magic.to_le_bytes(), "summary page")?;
@@ -167,7 +169,10 @@ pub fn decode_summary_of<R>(
     let entries = r.bytes(n.saturating_mul(entry_bytes))?;
     let end = r.position();
     codec::check_crc(r.u32()?, &b[..end])?;
-    Ok(entries.chunks_exact(entry_bytes).map(entry).collect())
+    Ok(entries
+        .chunks_exact(entry_bytes)
+        .map(|e| entry(e).ok())
+        .collect())
 }
 
 /// Commit record page: magic u32 | txid u32 | pages u32 | crc32c u32 (TxFlash §4.1: it fills a
@@ -206,12 +211,12 @@ mod tests {
         };
         let mut b = [0u8; OOB_BYTES as usize];
         o.encode(&mut b);
-        assert_eq!(Oob::decode(&b), Some(o));
-        assert!(Oob::decode(&b).unwrap().single());
+        assert_eq!(Oob::decode(&b).ok(), Some(o));
+        assert!(Oob::decode(&b).ok().unwrap().single());
         b[13] ^= 1;
-        assert_eq!(Oob::decode(&b), None);
-        assert_eq!(Oob::decode(&[0u8; 24]), None);
-        assert_eq!(Oob::decode(&[0xffu8; 24]), None);
+        assert_eq!(Oob::decode(&b).ok(), None);
+        assert_eq!(Oob::decode(&[0u8; 24]).ok(), None);
+        assert_eq!(Oob::decode(&[0xffu8; 24]).ok(), None);
     }
 
     #[test]

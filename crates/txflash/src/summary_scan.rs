@@ -4,6 +4,7 @@
 //! blocks an interrupted erase left unreadable are erased again. The protocols differ only in
 //! their record formats, given as functions.
 
+use flash::codec::CorruptRecord;
 use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
 use ftl::FtlError;
 
@@ -46,7 +47,7 @@ pub(crate) struct RecordFormat<'a, R> {
     /// Bytes of OOB a record takes.
     pub oob_bytes: usize,
     /// A page's OOB record.
-    pub decode_oob: &'a dyn Fn(&[u8]) -> Option<R>,
+    pub decode_oob: &'a dyn Fn(&[u8]) -> Result<R, CorruptRecord>,
     /// Is this OOB record a summary page's?
     pub is_summary: &'a dyn Fn(&R) -> bool,
     /// A summary page's entries (block number given for its check).
@@ -79,7 +80,7 @@ pub(crate) fn scan_blocks<R>(
         let last = g.ppn(block, ppb - 1);
         let (status, _) = flash.read(last, &mut oob, start, OpCause::Recovery)?;
         if let ReadStatus::Data(Content::Bytes(bytes)) = &status {
-            if (format.decode_oob)(&oob).is_some_and(|r| (format.is_summary)(&r)) {
+            if (format.decode_oob)(&oob).is_ok_and(|r| (format.is_summary)(&r)) {
                 if let Ok(entries) = (format.decode_summary)(bytes, b) {
                     s.summaries += 1;
                     s.used[b as usize] = true;
@@ -104,7 +105,7 @@ pub(crate) fn scan_blocks<R>(
                 PageState::Torn => s.used[b as usize] = true,
                 PageState::Programmed => {
                     s.used[b as usize] = true;
-                    if let Some(r) = (format.decode_oob)(&oob).filter(|r| (format.keep)(r)) {
+                    if let Some(r) = (format.decode_oob)(&oob).ok().filter(|r| (format.keep)(r)) {
                         s.found.push((ppn, r));
                     }
                 }

@@ -182,6 +182,7 @@ pub fn spec() -> ftl::DesignSpec {
         summary: "TxFlash, Traditional Commit: intention records + a commit record per multi-page transaction",
         promise: Promise::AtomicTransactions,
         oob_record_bytes: oob_bytes,
+        format_version: format::FORMAT_VERSION,
         format: |flash, o| Ok(Box::new(TxFlashTc::format(flash, o)?)),
         recover: |flash, o| {
             let (d, r) = TxFlashTc::recover(flash, o)?;
@@ -347,6 +348,7 @@ impl TxFlashTc {
                 )));
             };
             let rec = Oob::decode(&oob)
+                .ok()
                 .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
             let to = self.alloc(GC)?;
             let end = self.program(to, &content, &rec, read.end_ns, cause)?;
@@ -804,7 +806,9 @@ impl CommitProtocol for TxFlashTc {
         OOB_BYTES as usize
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
-        Oob::decode(oob).is_some_and(|r| r.kind == Kind::Tombstone)
+        Oob::decode(oob)
+            .ok()
+            .is_some_and(|r| r.kind == Kind::Tombstone)
     }
     fn write_atomic(
         &mut self,

@@ -26,6 +26,7 @@ pub fn spec() -> DesignSpec {
         summary: "consumer write-cached page FTL: 8 MB LRU DRAM cache, coalescing, flush-only (OPTR baseline)",
         promise: Promise::FlushOnly,
         oob_record_bytes: |_| OOB_BYTES,
+        format_version: wcache::FORMAT_VERSION,
         format,
         recover,
         default_workload: "randwrite-flush",

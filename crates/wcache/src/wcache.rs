@@ -20,6 +20,7 @@
 //! and a cut after the next flush brought it back (found by the seed soak with trims, issue #22).
 
 use crate::cache::{CachedPage, PageTags, WriteCache};
+use flash::codec::{self, CorruptRecord};
 use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
@@ -50,18 +51,14 @@ pub fn encode_oob(lpn: u32, seq: u64) -> [u8; OOB_BYTES as usize] {
     b
 }
 
-/// Decodes an OOB record; `None` when the checksum fails.
-pub fn decode_oob(b: &[u8]) -> Option<(u32, u64)> {
-    if b.len() < OOB_BYTES as usize {
-        return None;
-    }
-    let crc = u32::from_le_bytes(b[12..16].try_into().ok()?);
-    (crc32c::crc32c(&b[0..12]) == crc).then(|| {
-        (
-            u32::from_le_bytes(b[0..4].try_into().unwrap()),
-            u64::from_le_bytes(b[4..12].try_into().unwrap()),
-        )
-    })
+/// Version of the write-cached FTL's on-flash format (the OOB record above). The image header
+/// records it (`DesignSpec::format_version`); bump it whenever the record changes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Decodes an OOB record, `(lpn, seq)`; an error when it is short or its checksum fails.
+pub fn decode_oob(b: &[u8]) -> Result<(u32, u64), CorruptRecord> {
+    let mut r = codec::crc_sealed(b, 12)?;
+    Ok((r.u32()?, r.u64()?))
 }
 
 /// Design parameters.
@@ -457,7 +454,7 @@ pub fn recover(
                 PageState::Torn => used[b as usize] = true,
                 PageState::Programmed => {
                     used[b as usize] = true;
-                    if let Some((lpn, seq)) = decode_oob(&oob) {
+                    if let Some((lpn, seq)) = decode_oob(&oob).ok() {
                         max_seq = max_seq.max(seq);
                         if lpn < dev.logical && seq >= best[lpn as usize].0 {
                             best[lpn as usize] = (seq, ppn);

@@ -22,7 +22,16 @@
 //! checksum (§4.1; ours is smaller [R]).
 
 pub use crate::format::Kind;
-use flash::codec::CorruptRecord;
+
+/// The kinds cyclic commit writes: no commit records (the cycle is the commit).
+fn cyclic_kind(v: u8) -> Option<Kind> {
+    Kind::from_u8(v).filter(|&k| k != Kind::Commit)
+}
+use flash::codec::{self, CorruptRecord, Reader};
+
+/// Version of TxFlash cyclic commit's (SCC and BPCC) on-flash format: every record this module encodes. The image header records it
+/// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
 
 /// Which cyclic protocol a record belongs to (decides whether the back pointer is stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,30 +107,19 @@ impl CyclicOob {
         out[n - 4..n].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// `None` when the record is blank, torn or foreign.
-    pub fn decode(protocol: Protocol, b: &[u8]) -> Option<CyclicOob> {
-        let n = protocol.oob_bytes() as usize;
-        if b.len() < n {
-            return None;
-        }
-        let crc = u32::from_le_bytes(b[n - 4..n].try_into().ok()?);
-        if crc != crc32c::crc32c(&b[..n - 4]) {
-            return None;
-        }
-        let kind = match b[0] {
-            1 => Kind::Data,
-            3 => Kind::Summary,
-            4 => Kind::Tombstone,
-            _ => return None,
-        };
-        Some(CyclicOob {
+    /// An error when the record is blank, torn or foreign.
+    pub fn decode(protocol: Protocol, b: &[u8]) -> Result<CyclicOob, CorruptRecord> {
+        let mut r = codec::crc_sealed(b, protocol.oob_bytes() as usize - 4)?;
+        let kind = r.kind("cyclic page kind", cyclic_kind)?;
+        r.skip(3)?;
+        Ok(CyclicOob {
             kind,
-            lpn: u64::from_le_bytes(b[4..12].try_into().ok()?),
-            version: u32::from_le_bytes(b[12..16].try_into().ok()?),
-            next_lpn: u64::from_le_bytes(b[16..24].try_into().ok()?),
-            next_version: u32::from_le_bytes(b[24..28].try_into().ok()?),
+            lpn: r.u64()?,
+            version: r.u32()?,
+            next_lpn: r.u64()?,
+            next_version: r.u32()?,
             back: if protocol == Protocol::Bpcc {
-                u32::from_le_bytes(b[28..32].try_into().ok()?)
+                r.u32()?
             } else {
                 0
             },
@@ -161,21 +159,15 @@ pub fn encode_entry(o: &CyclicOob) -> [u8; ENTRY_BYTES] {
     e
 }
 
-pub fn decode_entry(e: &[u8]) -> Option<CyclicOob> {
-    let kind = match e[0] {
-        1 => Kind::Data,
-        3 => Kind::Summary,
-        4 => Kind::Tombstone,
-        _ => return None,
-    };
-    let u = |i: usize| u32::from_le_bytes(e[i..i + 4].try_into().unwrap());
-    Some(CyclicOob {
-        kind,
-        lpn: u(1) as u64,
-        version: u(5),
-        next_lpn: u(9) as u64,
-        next_version: u(13),
-        back: u(17),
+pub fn decode_entry(e: &[u8]) -> Result<CyclicOob, CorruptRecord> {
+    let mut r = Reader::new(e);
+    Ok(CyclicOob {
+        kind: r.kind("summary entry kind", cyclic_kind)?,
+        lpn: r.u32()? as u64,
+        version: r.u32()?,
+        next_lpn: r.u32()? as u64,
+        next_version: r.u32()?,
+        back: r.u32()?,
     })
 }
 
@@ -235,17 +227,17 @@ mod tests {
             }
             let mut b = [0u8; MAX_OOB_BYTES];
             o.encode(p, &mut b);
-            assert_eq!(CyclicOob::decode(p, &b), Some(o));
+            assert_eq!(CyclicOob::decode(p, &b).ok(), Some(o));
             b[13] ^= 1;
-            assert_eq!(CyclicOob::decode(p, &b), None);
-            assert_eq!(CyclicOob::decode(p, &[0u8; MAX_OOB_BYTES]), None);
-            assert_eq!(CyclicOob::decode(p, &[0xffu8; MAX_OOB_BYTES]), None);
-            assert_eq!(CyclicOob::decode(p, &[0u8; 8]), None, "short record");
+            assert_eq!(CyclicOob::decode(p, &b).ok(), None);
+            assert_eq!(CyclicOob::decode(p, &[0u8; MAX_OOB_BYTES]).ok(), None);
+            assert_eq!(CyclicOob::decode(p, &[0xffu8; MAX_OOB_BYTES]).ok(), None);
+            assert_eq!(CyclicOob::decode(p, &[0u8; 8]).ok(), None, "short record");
         }
         // A BPCC record is not an SCC record (the checksum covers a different length).
         let mut b = [0u8; MAX_OOB_BYTES];
         rec(3).encode(Protocol::Bpcc, &mut b);
-        assert_eq!(CyclicOob::decode(Protocol::Scc, &b), None);
+        assert_eq!(CyclicOob::decode(Protocol::Scc, &b).ok(), None);
     }
 
     #[test]

@@ -197,6 +197,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
             summary: "TxFlash, Simple Cyclic Commit: next-link cycles, aborted intentions erased",
             promise: Promise::AtomicTransactions,
             oob_record_bytes: |g| Protocol::Scc.oob_bytes().min(g.oob_bytes),
+            format_version: format::FORMAT_VERSION,
             format: |flash, o| Ok(Box::new(TxFlashCyclic::format(flash, Protocol::Scc, o)?)),
             recover: |flash, o| {
                 let (d, r) = TxFlashCyclic::recover(flash, Protocol::Scc, o)?;
@@ -210,6 +211,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
             summary: "TxFlash, Back Pointer Cyclic Commit: next-links + back pointers, straddle responsibility sets",
             promise: Promise::AtomicTransactions,
             oob_record_bytes: |g| Protocol::Bpcc.oob_bytes().min(g.oob_bytes),
+            format_version: format::FORMAT_VERSION,
             format: |flash, o| Ok(Box::new(TxFlashCyclic::format(flash, Protocol::Bpcc, o)?)),
             recover: |flash, o| {
                 let (d, r) = TxFlashCyclic::recover(flash, Protocol::Bpcc, o)?;
@@ -389,6 +391,7 @@ impl TxFlashCyclic {
                 )));
             };
             let rec = CyclicOob::decode(self.protocol, &oob)
+                .ok()
                 .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
             let to = self.alloc(GC)?;
             let end = self.program(to, &content, &rec, read.end_ns, cause)?;
@@ -435,7 +438,7 @@ impl TxFlashCyclic {
             if !self.bpcc() {
                 continue;
             }
-            let Some(r) = format::decode_entry(&e) else {
+            let Some(r) = format::decode_entry(&e).ok() else {
                 continue;
             };
             if r.kind == Kind::Summary {
@@ -878,7 +881,9 @@ impl CommitProtocol for TxFlashCyclic {
         MAX_OOB_BYTES
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
-        CyclicOob::decode(self.protocol, oob).is_some_and(|r| r.kind == Kind::Tombstone)
+        CyclicOob::decode(self.protocol, oob)
+            .ok()
+            .is_some_and(|r| r.kind == Kind::Tombstone)
     }
     fn write_atomic(
         &mut self,
