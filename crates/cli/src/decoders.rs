@@ -188,6 +188,9 @@ fn host_side_decoders() -> Vec<Decoder> {
         decoder("sqlite directory", DECODER_PAGE, |b| {
             std::hint::black_box(sqlite::layout::Directory::decode(b, 65_536, 4096).is_ok());
         }),
+        decoder("image header", flash::FileStore::HEADER_FIELD_BYTES, |b| {
+            let _ = std::hint::black_box(flash::FileStore::decode_header(b));
+        }),
         decoder("content tag", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(flash::ContentTag::decode(b));
         }),

@@ -139,11 +139,79 @@ fn no_decoder_panics_on_damaged_images() {
         failures.extend(f);
         fed += n;
     }
+    let samples = host_side_corpus();
+    let (f, n) = quietly(|| fuzz(&decoders, &samples, rounds, 0xdec0de, "host-side"));
+    eprintln!("host-side: {} samples, {n} decodes", samples.len());
+    failures.extend(f);
+    fed += n;
     assert!(
         failures.is_empty(),
         "decoders panicked ({fed} decodes):\n{}",
         failures.join("\n")
     );
+}
+
+/// Records that live outside a design's metadata: an image file's header, NVMFS's superblock,
+/// inode, page record, directory entry and committed redo log, the SQLite VFS's directory.
+fn host_side_corpus() -> Vec<Vec<u8>> {
+    use nvmfs::layout::*;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.img");
+    let config = DeviceConfig::preset("small").unwrap();
+    let spec = mobius_cli::designs::all().remove(0);
+    spec.create_image(&path, &config, &DesignOptions::default())
+        .unwrap();
+    let header = std::fs::read(&path).unwrap()[..flash::FileStore::HEADER_FIELD_BYTES].to_vec();
+    let mut superblock = vec![0u8; 4096];
+    Superblock::plan(64 << 20, 3500, 1024, 0.5)
+        .unwrap()
+        .encode(&mut superblock);
+    let mut inode = vec![0u8; INODE_BYTES as usize];
+    Inode {
+        mode: S_IFREG | 0o644,
+        size: 1 << 20,
+        direct: [BlockAddr::ssd(77); DIRECT_POINTERS],
+        ..Default::default()
+    }
+    .encode(&mut inode);
+    let mut record = vec![0u8; PAGE_RECORD_BYTES as usize];
+    PageRecord {
+        list: PageList::Clean,
+        owner_ino: 9,
+        owner_block: 513,
+        stamp: 1 << 40,
+        page_info: BlockAddr::ssd(1000),
+    }
+    .encode(&mut record);
+    let mut entry = vec![0u8; DIRENT_BYTES as usize];
+    DirEntry {
+        ino: 17,
+        kind_dir: false,
+        name: b"pg_wal".to_vec(),
+    }
+    .encode(&mut entry);
+    let mut redo = vec![0u8; 4096];
+    let entries = (0..40)
+        .map(|i| RedoEntry {
+            ino: i,
+            block: 2 * i,
+            new_addr: BlockAddr::nvram(i),
+        })
+        .collect();
+    RedoLog { extent: 3, entries }.encode_body(&mut redo);
+    redo[REDO_STATE_AT..REDO_STATE_AT + 4].copy_from_slice(&1u32.to_le_bytes());
+    let directory = sqlite::layout::Directory::new(65_536, 4096)
+        .unwrap()
+        .encode();
+    vec![
+        header,
+        superblock,
+        inode,
+        record,
+        entry,
+        redo,
+        directory.to_vec(),
+    ]
 }
 
 /// The harness is an oracle: a decoder that indexes by a length it read (the bug this test

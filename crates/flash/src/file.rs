@@ -327,6 +327,14 @@ impl FileStore {
         decode_header(&h, path)
     }
 
+    /// Decodes an image header from its first bytes (the decoder fuzz table's entry point).
+    pub fn decode_header(bytes: &[u8]) -> Result<ImageHeader, FlashError> {
+        decode_header(bytes, Path::new("<header bytes>"))
+    }
+
+    /// Bytes of the header that carry fields (the rest of its 4096 bytes are zero).
+    pub const HEADER_FIELD_BYTES: usize = HEADER_USED;
+
     /// Opens an existing image, checking that it was made for `geometry`, `oob_record_bytes`
     /// and by the design and parameters `identity` names.
     pub fn open(

@@ -45,8 +45,6 @@ pub enum FtlError {
     NoDynamicTx,
     #[error("dynamic {0} is running: wait for its REAR or ABORT")]
     DynamicTxRunning(TxUuid),
-    #[error("too many transactions in flight ({limit}); wait for one to finish")]
-    TooManyTx { limit: usize },
     #[error("{lpn} is being written by running {holder}; retry after it commits or aborts")]
     Conflict { lpn: Lpn, holder: TxUuid },
     #[error("{0} already committed: it can no longer be aborted")]

@@ -183,8 +183,6 @@ pub enum ProtocolError {
     TooManyOptions { max: u32 },
     #[error("export name {name:?} is not served (NBD_OPT_EXPORT_NAME cannot report an error, so the connection closes)")]
     UnknownExport { name: String },
-    #[error("write of {length} bytes exceeds the {max}-byte maximum block size; the payload was not read, so the connection closes")]
-    OversizeWrite { length: u32, max: u32 },
     #[error("connection closed in the middle of {context}")]
     Truncated { context: &'static str },
 }
