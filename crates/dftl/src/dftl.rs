@@ -1135,36 +1135,12 @@ impl Dftl {
             Found::empty()
         };
         let mut d = Dftl::build(flash, cfg);
-        if ck.gtd.len() != d.gtd.len() {
-            return Err(FtlError::Corrupt(format!(
-                "checkpoint has {} translation pages, this geometry {}",
-                ck.gtd.len(),
-                d.gtd.len()
-            )));
-        }
-        d.gtd = ck.gtd.clone();
-        for (&t, &(seq, ppn)) in &found.translation {
-            if (t as usize) < d.gtd.len() && seq >= d.gtd[t as usize].1 {
-                d.gtd[t as usize] = (ppn, seq);
-            }
-        }
+        d.adopt_directory(&ck, &found)?;
         // Read every translation page the directory names (charged to recovery): the mapping
         // they hold is needed to rebuild the per-block valid counts GC relies on. Cost: one page
         // read per translation page (logical pages / (page_bytes / 4)), constant in the scan zone.
         let translation_reads = d.load_translation_pages(start)?;
-        let mut dirty_tvpns: Vec<usize> = Vec::new();
-        for (&lpn, &(seq, ppn)) in &found.data {
-            if lpn >= d.logical_pages {
-                continue;
-            }
-            let t = d.tvpn(lpn);
-            if seq > d.gtd[t].1 {
-                d.gmt[lpn as usize] = ppn;
-                dirty_tvpns.push(t);
-            }
-        }
-        dirty_tvpns.sort_unstable();
-        dirty_tvpns.dedup();
+        let dirty_tvpns = d.replay_scanned_data(&found);
         d.seq = ck.seq.max(found.max_seq) + 1;
         d.ckpt_seq = ck.ckpt_seq;
         d.log_block = log_block;
@@ -1194,6 +1170,44 @@ impl Dftl {
             ("checkpoint_blocks".into(), d.cfg.checkpoint_blocks as f64),
         ];
         Ok((d, report))
+    }
+
+    /// Recovery step: the checkpoint's translation directory, each entry replaced by a newer
+    /// translation page the OOB scan found.
+    fn adopt_directory(&mut self, ck: &Checkpoint, found: &Found) -> Result<(), FtlError> {
+        if ck.gtd.len() != self.gtd.len() {
+            return Err(FtlError::Corrupt(format!(
+                "checkpoint has {} translation pages, this geometry {}",
+                ck.gtd.len(),
+                self.gtd.len()
+            )));
+        }
+        self.gtd = ck.gtd.clone();
+        for (&t, &(seq, ppn)) in &found.translation {
+            if (t as usize) < self.gtd.len() && seq >= self.gtd[t as usize].1 {
+                self.gtd[t as usize] = (ppn, seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// Recovery step: data pages the OOB scan found newer than their translation page go into
+    /// the mapping; returns the translation pages that must be written back (sorted, once each).
+    fn replay_scanned_data(&mut self, found: &Found) -> Vec<usize> {
+        let mut dirty_tvpns: Vec<usize> = Vec::new();
+        for (&lpn, &(seq, ppn)) in &found.data {
+            if lpn >= self.logical_pages {
+                continue;
+            }
+            let t = self.tvpn(lpn);
+            if seq > self.gtd[t].1 {
+                self.gmt[lpn as usize] = ppn;
+                dirty_tvpns.push(t);
+            }
+        }
+        dirty_tvpns.sort_unstable();
+        dirty_tvpns.dedup();
+        dirty_tvpns
     }
 
     /// Reads the translation page of every tvpn into the mapping mirror, checking each against

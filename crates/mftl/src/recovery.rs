@@ -270,39 +270,9 @@ impl Mobius {
         scan: &mut Scan,
         start: u64,
     ) -> Result<Resolution, FtlError> {
-        // The S_max window counts inodes the device appended, not ALA indices: a hole a recovery
-        // skipped (the rest of its slot) and the HoleSkip inode it wrote are not in it, or a
-        // tx a first recovery verified would fall outside the window at the next one.
-        let mut window_pos: Vec<u64> = Vec::with_capacity(scan.inodes.len());
-        let mut n = 0u64;
-        for ino in &scan.inodes {
-            if ino.kind() != InodeKind::HoleSkip {
-                n += 1;
-            }
-            window_pos.push(n);
-        }
-        let last_idx = n;
-        let mut flags = FxHashSet::default();
-        let mut marks = FxHashSet::default();
-        let mut max_id = seal.next_tx_id.max(seal.chain_id);
-        for ino in &scan.inodes {
-            max_id = max_id.max(ino.tx_id).max(ino.chain_id);
-            for &f in &ino.commit_flags {
-                if f & ABORT_MARK != 0 {
-                    marks.insert(f & !ABORT_MARK);
-                } else {
-                    flags.insert(f);
-                }
-            }
-        }
-        // Parts of each static tx.
-        let mut parts: FxHashMap<u32, (u16, u16, u64)> = FxHashMap::default();
-        for (ino, &pos) in scan.inodes.iter().zip(&window_pos) {
-            if ino.kind() == InodeKind::Static {
-                let e = parts.entry(ino.tx_id).or_insert((0, ino.part_count, pos));
-                e.0 += 1;
-            }
-        }
+        let (window_pos, last_idx) = window_positions(&scan.inodes);
+        let (flags, marks, max_id) = commit_records(seal, &scan.inodes);
+        let parts = static_parts(&scan.inodes, &window_pos);
         let mut committed: FxHashSet<u32> = FxHashSet::default();
         let mut verified: Vec<u32> = Vec::new();
         let mut rejected: Vec<u32> = Vec::new();
@@ -553,4 +523,51 @@ impl Mobius {
         }
         Ok(end)
     }
+}
+
+/// Each inode's position in the S_max window, and the window's last position. The window counts
+/// inodes the device appended, not ALA indices: a hole a recovery skipped (the rest of its slot)
+/// and the HoleSkip inode it wrote are not in it, or a tx a first recovery verified would fall
+/// outside the window at the next one.
+fn window_positions(inodes: &[Inode]) -> (Vec<u64>, u64) {
+    let mut window_pos: Vec<u64> = Vec::with_capacity(inodes.len());
+    let mut n = 0u64;
+    for ino in inodes {
+        if ino.kind() != InodeKind::HoleSkip {
+            n += 1;
+        }
+        window_pos.push(n);
+    }
+    (window_pos, n)
+}
+
+/// The commit flags and abort marks the scanned inodes carry (§III-C), and the largest
+/// transaction or chain id seen (the seal's included).
+fn commit_records(seal: &GmSeal, inodes: &[Inode]) -> (FxHashSet<u32>, FxHashSet<u32>, u32) {
+    let mut flags = FxHashSet::default();
+    let mut marks = FxHashSet::default();
+    let mut max_id = seal.next_tx_id.max(seal.chain_id);
+    for ino in inodes {
+        max_id = max_id.max(ino.tx_id).max(ino.chain_id);
+        for &f in &ino.commit_flags {
+            if f & ABORT_MARK != 0 {
+                marks.insert(f & !ABORT_MARK);
+            } else {
+                flags.insert(f);
+            }
+        }
+    }
+    (flags, marks, max_id)
+}
+
+/// Per static transaction: (parts found, parts it has, window position of its first part).
+fn static_parts(inodes: &[Inode], window_pos: &[u64]) -> FxHashMap<u32, (u16, u16, u64)> {
+    let mut parts: FxHashMap<u32, (u16, u16, u64)> = FxHashMap::default();
+    for (ino, &pos) in inodes.iter().zip(window_pos) {
+        if ino.kind() == InodeKind::Static {
+            let e = parts.entry(ino.tx_id).or_insert((0, ino.part_count, pos));
+            e.0 += 1;
+        }
+    }
+    parts
 }
