@@ -13,6 +13,7 @@ pub mod macro_tx;
 pub mod micro;
 pub mod nvmfs_exp;
 pub mod optr_overhead;
+pub mod optr_recovery;
 pub mod recovery;
 pub mod report;
 pub mod sqlite_exp;

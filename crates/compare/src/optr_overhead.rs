@@ -21,6 +21,7 @@
 //! measured phase. `tiny` (for CI) is `small` with a 0.25 MB cache and a few points.
 
 use crate::claims::{Check, Claim, Tolerance};
+use crate::optr_recovery::{WorstCase, WorstCaseRun};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
@@ -192,14 +193,21 @@ impl Point {
     }
 }
 
-struct Host {
-    rng: ChaCha8Rng,
+pub(crate) struct Host {
+    pub(crate) rng: ChaCha8Rng,
     write: u64,
     contents: Vec<Content>,
 }
 
 impl Host {
-    fn request(&mut self, start: u32, pages: u32) -> &[Content] {
+    pub(crate) fn new(seed: u64) -> Host {
+        Host {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            write: 0,
+            contents: Vec::new(),
+        }
+    }
+    pub(crate) fn request(&mut self, start: u32, pages: u32) -> &[Content] {
         self.contents.clear();
         for k in 0..pages {
             self.write += 1;
@@ -462,8 +470,70 @@ pub fn summary(points: &[Point]) -> [f64; 6] {
     ]
 }
 
-fn claims(points: &[Point], grid: &Grid, scale: Scale) -> Vec<Claim> {
+/// OPTR §7.5's worst case, measured on the grid's device (`optr_recovery`): random one-page
+/// writes until the incremental area overflows, with a flush every 16 writes (the area fills
+/// with coalescing records too) and with none (diff pages and seals only). Labelled by cadence.
+pub fn worst_cases(
+    optr: &DesignSpec,
+    grid: &Grid,
+    seed: u64,
+) -> crate::error::Result<Vec<(String, WorstCase)>> {
+    let mut out = Vec::new();
+    for flush_every in [None, Some(16)] {
+        let run = WorstCaseRun {
+            device: grid.device.clone(),
+            options: grid.options(optr),
+            flush_every,
+            max_writes: 4 * grid.device.geometry.pages() as u64,
+            seed,
+        };
+        let label = flush_every.map_or("no flushes".to_string(), |f| {
+            format!("a flush every {f} writes")
+        });
+        out.push((label, run.measure(optr)?));
+    }
+    Ok(out)
+}
+
+fn worst_case_table(worst: &[(String, WorstCase)]) -> Table {
+    let header = [
+        "workload",
+        "requests before the cut",
+        "incremental area pages",
+        "diff entries",
+        "recovery reads",
+        "recovery ms (simulated)",
+    ];
+    Table {
+        caption: "OPTR §7.5's worst case, measured: a power cut just before the incremental area overflows, then OPTR's recovery".into(),
+        header: header.iter().map(|s| s.to_string()).collect(),
+        rows: worst
+            .iter()
+            .map(|(label, w)| {
+                vec![
+                    label.clone(),
+                    w.requests.to_string(),
+                    format!("{} of {}", w.incremental_area_pages, w.incremental_area_capacity),
+                    w.diff_entries.to_string(),
+                    w.recovery_reads.to_string(),
+                    fmt(w.recovery_ms),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn claims(
+    points: &[Point],
+    worst: &[(String, WorstCase)],
+    grid: &Grid,
+    scale: Scale,
+) -> Vec<Claim> {
     let [mean, max, inc, iflush, reads, ms] = summary(points);
+    let worst = worst
+        .iter()
+        .max_by(|a, b| a.1.recovery_ms.total_cmp(&b.1.recovery_ms))
+        .cloned();
     let (est_reads, est_s) = recovery_estimate(grid);
     let device = if scale == Scale::Paper {
         "the paper's 128 GB device"
@@ -477,6 +547,7 @@ fn claims(points: &[Point], grid: &Grid, scale: Scale) -> Vec<Claim> {
         internal_flush_pct: iflush,
         recovery_reads: reads,
         recovery_ms: ms,
+        worst,
         paper_scale: scale == Scale::Paper,
         layout_estimate: (est_reads, est_s),
         device,
@@ -490,8 +561,12 @@ struct OptrSummary {
     max_overhead_pct: f64,
     incremental_checkpoint_pct: f64,
     internal_flush_pct: f64,
+    /// The largest recovery measured after a grid point (power cut after its final flush).
     recovery_reads: f64,
     recovery_ms: f64,
+    /// The measured worst case (`optr_recovery`) with the largest recovery time, and its
+    /// workload.
+    worst: Option<(String, WorstCase)>,
     /// Whether the grid ran on the paper's 128 GB device.
     paper_scale: bool,
     /// (reads, seconds) of the layout's analytic worst case: shown, never graded.
@@ -502,17 +577,22 @@ struct OptrSummary {
 
 /// OPTR §7's claims, graded. Tolerances: mean overhead below 2 % and at most 11.1 % + 15 %
 /// (Fig. 13); incremental checkpoints below 0.075 % of programs (Fig. 12a); internal flushes at
-/// most 17 % + 15 % of programs (Fig. 12d); recovery at most 1 s + 15 % on 128 GB, measured.
+/// most 17 % + 15 % of programs (Fig. 12d); recovery at most 1 s + 15 % on 128 GB, measured at
+/// the worst point the device reaches (`optr_recovery`).
 fn graded_claims(s: &OptrSummary) -> Vec<Claim> {
+    let (worst_label, worst) = s.worst.clone().unwrap_or_default();
     let recovery_check = if s.paper_scale {
         Check::grade(
-            "largest measured recovery time after a grid point (ms)",
-            s.recovery_ms,
+            format!(
+                "recovery time at the measured worst case, {worst_label} ({} reads; ms, simulated)",
+                worst.recovery_reads
+            ),
+            worst.recovery_ms,
             Tolerance::AtMost { max: 1150.0 },
         )
     } else {
         Check::not_reproduced(
-            format!("recovery on 128 GB (quick scale measured at most {} reads, {} ms on 4 GB)", fmt(s.recovery_reads), fmt(s.recovery_ms)),
+            format!("recovery on 128 GB (quick scale: measured worst case {} reads, {} ms on 4 GB, {worst_label})", worst.recovery_reads, fmt(worst.recovery_ms)),
             "the claim is about the paper's 128 GB device: run `mobius compare --scale paper --only optr`",
         )
     };
@@ -528,7 +608,7 @@ fn graded_claims(s: &OptrSummary) -> Vec<Claim> {
             .note("Counted as in the paper: pages an internal flush wrote back, which the baseline would mostly write later anyway."),
         Claim::new("OPTR §7, recovery time", "worst case 10,496 reads × 100 µs ≈ 1 s on 128 GB")
             .check(recovery_check)
-            .note(format!("For reference, not graded: the layout's analytic worst case on this device is {} reads ≈ {} s (both seals + a full checkpoint + the whole incremental area + the summaries a full diff buffer reaches + every open block's OOBs, read one after another).", s.layout_estimate.0, fmt(s.layout_estimate.1))),
+            .note(format!("Measured: a power cut just before the incremental area overflows (it is then as full as it gets; the table beside gives the diff entries pending at the cut, fewer than a full buffer where GC's checkpoints, not a full diff buffer, fill the area), then OPTR's recovery with the simulator's timing, where reads on different chips overlap (the paper's estimate assumes none). After the grid's points (a cut after the final flush) recovery took at most {} reads, {} ms. For reference, not graded: the layout's analytic worst case on this device is {} reads ≈ {} s (both seals + a full checkpoint + the whole incremental area + the summaries a full diff buffer reaches + every open block's OOBs, read one after another).", fmt(s.recovery_reads), fmt(s.recovery_ms), s.layout_estimate.0, fmt(s.layout_estimate.1))),
     ]
 }
 
@@ -549,6 +629,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         Err(e) => return ExperimentResult::failed("optr", TITLE, e.to_string()),
     };
     let (est_reads, est_s) = recovery_estimate(&grid);
+    let worst = match worst_cases(optr, &grid, ctx.seed) {
+        Ok(w) => w,
+        Err(e) => return ExperimentResult::failed("optr", TITLE, e.to_string()),
+    };
     ExperimentResult {
         id: "optr",
         title: TITLE.into(),
@@ -559,12 +643,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             grid.device.geometry.blocks_per_chip,
             grid.fill * 100.0
         ),
-        tables: vec![table(&points)],
+        tables: vec![table(&points), worst_case_table(&worst)],
         figures: ["high", "medium", "low"].iter().map(|l| figure(&points, l)).collect(),
-        claims: claims(&points, &grid, ctx.scale),
+        claims: claims(&points, &worst, &grid, ctx.scale),
         data: serde_json::json!({
             "points": points,
             "recovery_estimate": { "reads": est_reads, "seconds": est_s },
+            "worst_case_recovery": worst,
         }),
         skipped: Vec::new(),
         host: Some(grid.device.host),
@@ -621,8 +706,16 @@ mod claim_tests {
             max_overhead_pct: 11.0,
             incremental_checkpoint_pct: 0.05,
             internal_flush_pct: 16.0,
-            recovery_reads: 10_496.0,
-            recovery_ms: 1_000.0,
+            recovery_reads: 8_000.0,
+            recovery_ms: 400.0,
+            worst: Some((
+                "no flushes".into(),
+                WorstCase {
+                    recovery_reads: 10_496,
+                    recovery_ms: 1_000.0,
+                    ..WorstCase::default()
+                },
+            )),
             paper_scale: true,
             layout_estimate: (10_496, 1.05),
             device: "test",
@@ -655,7 +748,14 @@ mod claim_tests {
                 ..paper()
             },
             OptrSummary {
-                recovery_ms: 1_900.0,
+                worst: Some((
+                    "no flushes".into(),
+                    WorstCase {
+                        recovery_reads: 12_000,
+                        recovery_ms: 1_900.0,
+                        ..WorstCase::default()
+                    },
+                )),
                 ..paper()
             },
         ];

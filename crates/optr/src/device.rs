@@ -932,6 +932,16 @@ impl BlockDevice for Optr {
             ("summary_pages".into(), o.summary_pages as f64),
             ("coalesced_pages".into(), self.coalesced as f64),
             ("gc_rounds".into(), self.gc_rounds as f64),
+            // What a recovery would have to read now (OPTR §7.5's worst case is all at their
+            // bounds): full checkpoints taken, the incremental area's pages in use and its
+            // capacity, mapping changes not yet in a checkpoint.
+            ("full_checkpoints".into(), self.generation as f64),
+            ("incremental_area_pages".into(), self.inc_pos as f64),
+            (
+                "incremental_area_capacity".into(),
+                (self.inc_pos + self.inc_room()) as f64,
+            ),
+            ("diff_entries".into(), self.diff_list.len() as f64),
         ]
     }
 }
