@@ -14,6 +14,7 @@ pub mod micro;
 pub mod nvmfs_exp;
 pub mod optr_overhead;
 pub mod optr_recovery;
+pub mod optr_sqlite;
 pub mod recovery;
 pub mod report;
 pub mod sqlite_exp;
@@ -122,6 +123,10 @@ pub fn experiments() -> Vec<Experiment> {
         Experiment {
             id: "optr",
             run: optr_overhead::run,
+        },
+        Experiment {
+            id: "optr-sqlite",
+            run: optr_sqlite::run,
         },
         Experiment {
             id: "campaigns",

@@ -181,4 +181,20 @@ mod tests {
             "deterministic from the seed"
         );
     }
+
+    /// The paper's 128 GB device (`optr` preset): `cargo test --release -p mobius-compare
+    /// paper_scale_worst_case -- --ignored --nocapture` (a few minutes).
+    #[test]
+    #[ignore]
+    fn paper_scale_worst_case() {
+        for flush_every in [None, Some(16)] {
+            let r = WorstCaseRun {
+                device: DeviceConfig::preset("optr").unwrap(),
+                flush_every,
+                max_writes: 40_000_000,
+                ..run()
+            };
+            eprintln!("{flush_every:?}: {:?}", r.measure(&optr::spec()).unwrap());
+        }
+    }
 }

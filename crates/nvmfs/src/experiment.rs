@@ -14,6 +14,7 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
+use crate::kernel_stack::{export_as_loop_device, kernel_fs_available, sh, tool_missing};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
@@ -21,11 +22,8 @@ use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::Command;
 
 /// Why one file system's run could not be measured: the report shows it as "skipped" with this
 /// text.
@@ -56,7 +54,7 @@ pub enum ExperimentError {
     Mismatch(String),
 }
 
-type Result<T, E = ExperimentError> = std::result::Result<T, E>;
+pub type Result<T, E = ExperimentError> = std::result::Result<T, E>;
 
 /// A seeded workload of the paper's evaluation (4 KB requests).
 #[derive(Clone, Debug, Serialize)]
@@ -437,102 +435,6 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
 }
 
 // ------------------------------------------------------------------ kernel file systems over NBD
-
-fn sh(cmd: &mut Command) -> Result<String> {
-    let failed = |cmd: &Command, reason: String| ExperimentError::Command {
-        command: format!("{cmd:?}"),
-        reason,
-    };
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| failed(cmd, e.to_string()))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let first = stderr.lines().next().unwrap_or("").trim();
-        return Err(failed(cmd, format!("{} {first}", out.status)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn tool_missing(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map_or(true, |s| !s.success())
-}
-
-/// Everything set up for a kernel file system; torn down in reverse order on drop.
-struct KernelStack {
-    shutdown: Arc<AtomicBool>,
-    server: Option<std::thread::JoinHandle<()>>,
-    nbdfuse: Option<Child>,
-    fuse_dir: PathBuf,
-    loop_dev: Option<String>,
-    mnt: Option<PathBuf>,
-}
-
-impl KernelStack {
-    fn unmount_fs(&mut self) -> Result<()> {
-        if let Some(m) = self.mnt.take() {
-            sh(Command::new("umount").arg(&m))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for KernelStack {
-    fn drop(&mut self) {
-        if let Some(m) = self.mnt.take() {
-            let _ = Command::new("umount").arg("-l").arg(&m).status();
-        }
-        if let Some(l) = self.loop_dev.take() {
-            let _ = Command::new("losetup").args(["-d", &l]).status();
-        }
-        if let Some(mut c) = self.nbdfuse.take() {
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.fuse_dir)
-                .status();
-            // Bounded wait, then make sure it is gone.
-            for _ in 0..100 {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        self.shutdown.store(true, Ordering::Relaxed);
-        if let Some(t) = self.server.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// What a kernel file system's run needs of the machine: root, the tools, /dev/fuse.
-fn kernel_fs_available(kind: &str) -> Result<()> {
-    // SAFETY: a plain syscall without arguments.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(ExperimentError::Unavailable(
-            "needs root (losetup, mount)".into(),
-        ));
-    }
-    for tool in ["nbdfuse", "losetup", "fusermount3", &format!("mkfs.{kind}")] {
-        if tool_missing(tool) {
-            return Err(ExperimentError::Unavailable(format!(
-                "{tool} is not installed"
-            )));
-        }
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Err(ExperimentError::Unavailable("/dev/fuse is missing".into()));
-    }
-    Ok(())
-}
-
 fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     kernel_fs_available(kind)?;
     let dir = opts.work_dir.join(format!("{kind}-{}", w.name()));
@@ -553,18 +455,8 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
             bytes >> 20
         )));
     }
-    let (mut stack, server) = export_as_loop_device(&dir, dev)?;
-    let loop_dev = stack
-        .loop_dev
-        .clone()
-        .expect("attached by export_as_loop_device");
-    match kind {
-        "ext4" => sh(Command::new("mkfs.ext4").args(["-q", "-F", "-b", "4096", &loop_dev]))?,
-        "xfs" => sh(Command::new("mkfs.xfs").args(["-q", "-f", &loop_dev]))?,
-        other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
-    };
-    sh(Command::new("mount").arg(&loop_dev).arg(&mnt))?;
-    stack.mnt = Some(mnt.clone());
+    let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
+    stack.make_and_mount(kind, &mnt, "")?;
     // Flash counters and the pages the file system had written, read under the server's lock.
     let counters = || {
         server.with_backend(|b| {
@@ -583,78 +475,6 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let ppb = opts.config.geometry.pages_per_block as u64;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(flash_run(kind, w, app, ssd_pages, &d, ppb))
-}
-
-type SsdServer = nbd::server::Server<nbd::ftl_backend::FtlBackend>;
-
-/// Exports the SSD exactly as `mobius serve` exports it (the one host layer, through NBD),
-/// and attaches the export as a loop device (`nbdfuse`, `losetup --direct-io=on`). The server
-/// is shared so its counters can be read while it serves.
-fn export_as_loop_device(
-    dir: &Path,
-    dev: Box<dyn ftl::BlockDevice>,
-) -> Result<(KernelStack, Arc<SsdServer>)> {
-    let fuse_dir = dir.join("nbd");
-    std::fs::create_dir_all(&fuse_dir).map_err(ExperimentError::from)?;
-    let backend = nbd::ftl_backend::FtlBackend::new(dev, 0);
-    let shutdown = Arc::new(AtomicBool::new(false));
-    let server = Arc::new(
-        nbd::server::Server::new(backend, nbd::server::ServerConfig::default())
-            .with_shutdown_flag(Arc::clone(&shutdown)),
-    );
-    let sock = dir.join("nbd.sock");
-    let listen = nbd::transport::Listen::Unix(sock.clone());
-    let serving = Arc::clone(&server);
-    let thread = std::thread::spawn(move || {
-        let _ = serving.serve(&listen);
-    });
-    let mut stack = KernelStack {
-        shutdown,
-        server: Some(thread),
-        nbdfuse: None,
-        fuse_dir: fuse_dir.clone(),
-        loop_dev: None,
-        mnt: None,
-    };
-    wait_for(200, Duration::from_millis(10), || sock.exists());
-    let uri = format!("nbd+unix:///?socket={}", sock.display());
-    stack.nbdfuse = Some(
-        Command::new("nbdfuse")
-            .arg(&fuse_dir)
-            .arg(&uri)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| ExperimentError::Command {
-                command: "nbdfuse".into(),
-                reason: e.to_string(),
-            })?,
-    );
-    let nbd_file = fuse_dir.join("nbd");
-    let up = || std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0);
-    if !wait_for(400, Duration::from_millis(25), up) {
-        return Err(ExperimentError::Command {
-            command: "nbdfuse".into(),
-            reason: "did not come up".into(),
-        });
-    }
-    let loop_dev = sh(Command::new("losetup")
-        .args(["--direct-io=on", "-f", "--show"])
-        .arg(&nbd_file))?;
-    stack.loop_dev = Some(loop_dev);
-    Ok((stack, server))
-}
-
-/// Polls `ready` up to `tries` times, `pause` apart; whether it became true.
-fn wait_for(tries: u32, pause: Duration, ready: impl Fn() -> bool) -> bool {
-    for _ in 0..tries {
-        if ready() {
-            return true;
-        }
-        std::thread::sleep(pause);
-    }
-    ready()
 }
 
 struct DirFiles(PathBuf);
