@@ -773,6 +773,41 @@ mod claim_tests {
 #[cfg(test)]
 mod probe {
     use super::*;
+
+    /// OPTR §7's static modulo chip allocation against our soonest-idle default, on the whole
+    /// grid of `SCALE` (quick or paper; `HOST_MB` host megabytes per point instead of the
+    /// grid's): `cargo test --release -p mobius-compare chip_allocation_grid -- --ignored
+    /// --nocapture` (docs/optr.md).
+    #[test]
+    #[ignore]
+    fn chip_allocation_grid() {
+        let paper = std::env::var("SCALE").is_ok_and(|s| s == "paper");
+        for allocation in ["soonest-idle", "modulo"] {
+            let mut grid = if paper { Grid::paper() } else { Grid::quick() }.unwrap();
+            if let Some(mb) = std::env::var("HOST_MB")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
+                grid.host_bytes = mb * MB;
+            }
+            grid.params
+                .push(("chip_allocation".into(), allocation.into()));
+            let p = run_grid(&optr::spec(), &wcache::spec(), &grid, 5, &|_, _| {}).unwrap();
+            let [mean, max, inc, iflush, reads, ms] = summary(&p);
+            let fallbacks = |pick: fn(&Point) -> &Run| {
+                p.iter()
+                    .map(|x| pick(x).metric("modulo_fallbacks"))
+                    .sum::<f64>()
+            };
+            let mb = |pick: fn(&Point) -> &Run| {
+                p.iter().map(|x| pick(x).mb_s).sum::<f64>() / p.len() as f64
+            };
+            eprintln!(
+                "{allocation}: overhead mean {mean:.2} % max {max:.2} %, inc {inc:.4} %, internal flush {iflush:.2} %, recovery {reads} reads {ms:.1} ms; mean MB/s wcache {:.1} optr {:.1}; fallbacks wcache {} optr {}",
+                mb(|x| &x.wcache), mb(|x| &x.optr), fallbacks(|x| &x.wcache), fallbacks(|x| &x.optr)
+            );
+        }
+    }
     #[test]
     #[ignore]
     fn probe_point() {

@@ -8,6 +8,31 @@
 use flash::{BlockId, ChipId, Flash, Geometry, Ppn};
 use std::collections::VecDeque;
 
+/// Which chip a host page is written to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChipAllocation {
+    /// The chip that is idle soonest (dynamic; the default).
+    SoonestIdle,
+    /// Chip `lpn mod chips`, as the OPTR paper's SSD does (§7: "allocates a logical page to a
+    /// certain flash chip based on modulo"). A chip with no room left takes the page on the
+    /// soonest-idle chip instead: GC is not per chip, so a chip can run out before the device
+    /// does (counted; docs/optr.md).
+    Modulo,
+}
+
+impl std::str::FromStr for ChipAllocation {
+    type Err = crate::FtlError;
+    fn from_str(s: &str) -> Result<Self, crate::FtlError> {
+        match s {
+            "soonest-idle" => Ok(ChipAllocation::SoonestIdle),
+            "modulo" => Ok(ChipAllocation::Modulo),
+            _ => Err(crate::FtlError::InvalidOption(format!(
+                "unknown chip allocation '{s}' (soonest-idle, modulo)"
+            ))),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockState {
     Free,

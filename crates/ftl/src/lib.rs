@@ -17,7 +17,7 @@ pub mod promise;
 pub mod space;
 pub mod validity;
 
-pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState};
+pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState, ChipAllocation};
 pub use device::{
     check_range, ArrivalClock, BlockDevice, Completion, DesignOptions, DesignSpec, DwriteFlag,
     PageOutcome, RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,

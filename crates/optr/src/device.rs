@@ -6,8 +6,8 @@ use crate::cutpoint::{algorithm1, first_incomplete, Coalescing};
 use crate::format::*;
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
-    check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError,
-    PageOutcome, Promise, RecoveryReport, Validity,
+    check_range, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion, DesignOptions,
+    FtlError, PageOutcome, Promise, RecoveryReport, Validity,
 };
 use wcache::cache::{CachedPage, PageTags, WriteCache};
 
@@ -15,7 +15,7 @@ const HOST: usize = 0;
 const GC: usize = 1;
 const STREAMS: usize = 2;
 const NONE: u32 = u32::MAX;
-const PARAMS: [&str; 9] = [
+const PARAMS: [&str; 10] = [
     "cache_mb",
     "op",
     "full_ckpt_blocks",
@@ -25,6 +25,7 @@ const PARAMS: [&str; 9] = [
     "flush_interval_ms",
     "gc_free_blocks",
     "gc_hysteresis_blocks",
+    "chip_allocation",
 ];
 
 /// Design parameters (paper values where the device is large enough; docs/optr.md).
@@ -39,6 +40,8 @@ pub struct Params {
     pub flush_interval_ns: u64,
     pub gc_free_blocks: u32,
     pub gc_hysteresis_blocks: u32,
+    /// Which chip a host page goes to (`soonest-idle`, or `modulo` as the paper's SSD, §7).
+    pub chip_allocation: ChipAllocation,
 }
 
 /// Where the reserved areas are: striped over the first blocks of each chip (decision O5).
@@ -107,6 +110,8 @@ pub struct Optr {
     scratch: Vec<CachedPage>,
     coalesced: u64,
     gc_rounds: u64,
+    /// Host pages `chip_allocation = modulo` could not place on their own chip.
+    modulo_fallbacks: u64,
 }
 
 impl Params {
@@ -150,6 +155,9 @@ impl Params {
             flush_interval_ns: o.get("flush_interval_ms", 5000u64)? * 1_000_000,
             gc_free_blocks: o.get("gc_free_blocks", gc_free_default)?,
             gc_hysteresis_blocks: o.get("gc_hysteresis_blocks", g.chips())?,
+            chip_allocation: o
+                .get("chip_allocation", "soonest-idle".to_string())?
+                .parse()?,
         })
     }
 }
@@ -260,6 +268,7 @@ impl Optr {
             scratch: Vec::new(),
             coalesced: 0,
             gc_rounds: 0,
+            modulo_fallbacks: 0,
             params,
             flash,
         })
@@ -273,10 +282,26 @@ impl Optr {
         self.flash.geometry().page_bytes as usize
     }
 
-    /// Next page of `stream` on the soonest-idle chip whose chain is linked (an open block or a
-    /// block chosen by a summary or a seal): every post-checkpoint page stays reachable.
-    fn alloc(&mut self, stream: usize) -> Option<Ppn> {
+    /// Next page of `stream` for `lpn`: with `chip_allocation = modulo` a host page goes to
+    /// chip `lpn mod chips` while that chip's chain is linked; otherwise to the soonest-idle
+    /// chip whose chain is linked (an open block or a block chosen by a summary or a seal):
+    /// every post-checkpoint page stays reachable.
+    fn alloc(&mut self, stream: usize, lpn: u32) -> Option<Ppn> {
         let chips = self.flash.geometry().chips();
+        if stream == HOST && self.params.chip_allocation == ChipAllocation::Modulo {
+            let c = lpn % chips;
+            let slot = stream * chips as usize + c as usize;
+            if let Some(p) = self.pending[slot].take() {
+                return Some(p);
+            }
+            // Only into the chain's open block: a fresh block here would be unlinked.
+            if self.pool.open_block(stream, ChipId(c)).is_some() {
+                if let Some(p) = self.pool.allocate_on(stream, ChipId(c)) {
+                    return Some(p);
+                }
+            }
+            self.modulo_fallbacks += 1;
+        }
         let mut best: Option<(u64, u32)> = None;
         for c in 0..chips {
             let linked = self.pending[stream * chips as usize + c as usize].is_some()
@@ -308,7 +333,7 @@ impl Optr {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(Ppn, u64, u64), FtlError> {
-        let Some(ppn) = self.alloc(stream) else {
+        let Some(ppn) = self.alloc(stream, lpn) else {
             if std::env::var("OPTR_DEBUG").is_ok() {
                 let chips = self.flash.geometry().chips();
                 eprintln!(
@@ -942,6 +967,7 @@ impl BlockDevice for Optr {
                 (self.inc_pos + self.inc_room()) as f64,
             ),
             ("diff_entries".into(), self.diff_list.len() as f64),
+            ("modulo_fallbacks".into(), self.modulo_fallbacks as f64),
         ]
     }
 }

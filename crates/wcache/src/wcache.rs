@@ -21,10 +21,10 @@
 
 use crate::cache::{CachedPage, PageTags, WriteCache};
 use flash::codec::{self, CorruptRecord};
-use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn};
+use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn};
 use ftl::{
-    check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
-    PageOutcome, Promise, RecoveryReport, Space, Validity,
+    check_range, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion, DesignOptions,
+    FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, Validity,
 };
 
 /// OOB record bytes per page.
@@ -33,12 +33,13 @@ pub const OOB_BYTES: u32 = 16;
 pub const TOMB: u32 = 1 << 31;
 const HOST: usize = 0;
 const GC: usize = 1;
-const PARAMS: [&str; 5] = [
+const PARAMS: [&str; 6] = [
     "cache_mb",
     "op",
     "gc_free_blocks",
     "gc_policy",
     "summary_pages",
+    "chip_allocation",
 ];
 
 /// Encodes the OOB record of a data page.
@@ -75,6 +76,8 @@ pub struct Params {
     /// baseline to (§7: "We anticipate that baseline SSDs also do so"). Off by default; the
     /// OPTR comparison turns it on so both designs pay for summaries.
     pub summary_pages: bool,
+    /// Which chip a written-back page goes to (`soonest-idle` or `modulo`, OPTR §7).
+    pub chip_allocation: ChipAllocation,
 }
 
 impl Params {
@@ -88,6 +91,9 @@ impl Params {
             gc_free_blocks: o.get("gc_free_blocks", g.chips() * 2)?,
             gc_policy: policy.parse()?,
             summary_pages: o.get("summary_pages", false)?,
+            chip_allocation: o
+                .get("chip_allocation", "soonest-idle".to_string())?
+                .parse()?,
         })
     }
     pub fn cache_pages(&self, flash: &Flash) -> u32 {
@@ -116,6 +122,8 @@ pub struct WCache {
     /// LPNs written so far into each chip's open host block (for its summary page).
     summary_lpns: Vec<Vec<u32>>,
     summaries: u64,
+    /// Write-backs `chip_allocation = modulo` could not place on their own chip.
+    modulo_fallbacks: u64,
 }
 
 /// Builds the design on an erased device.
@@ -157,16 +165,14 @@ impl WCache {
             cache_hits: 0,
             summary_lpns: vec![Vec::new(); g.chips() as usize],
             summaries: 0,
+            modulo_fallbacks: 0,
         })
     }
 
     /// Writes one cached page back to flash; returns the program's span.
     fn write_back(&mut self, page: &CachedPage, not_before: u64) -> Result<flash::Span, FtlError> {
         self.gc_if_needed(not_before)?;
-        let ppn = self
-            .space
-            .allocate(HOST, &self.flash)
-            .ok_or(FtlError::NoSpace)?;
+        let ppn = self.allocate_host(page.lpn).ok_or(FtlError::NoSpace)?;
         let oob = encode_oob(page.lpn, self.seq);
         self.seq += 1;
         let span = self
@@ -186,6 +192,18 @@ impl WCache {
             self.summarise(ppn, page.lpn, span.end_ns)?;
         }
         Ok(span)
+    }
+
+    /// The page a write-back of `lpn` goes to, on the chip `chip_allocation` picks.
+    fn allocate_host(&mut self, lpn: u32) -> Option<Ppn> {
+        if self.params.chip_allocation == ChipAllocation::Modulo {
+            let chip = ChipId(lpn % self.flash.geometry().chips());
+            if let Some(ppn) = self.space.allocate_on(HOST, chip, &self.flash) {
+                return Some(ppn);
+            }
+            self.modulo_fallbacks += 1;
+        }
+        self.space.allocate(HOST, &self.flash)
     }
 
     /// With `summary_pages`: notes the page's LPN and, when only the last page of its block is
@@ -424,6 +442,7 @@ impl BlockDevice for WCache {
             ("cache_read_hits".into(), self.cache_hits as f64),
             ("cache_pages".into(), self.cache.capacity() as f64),
             ("summary_pages".into(), self.summaries as f64),
+            ("modulo_fallbacks".into(), self.modulo_fallbacks as f64),
         ]
     }
 }

@@ -174,3 +174,36 @@ fn a_page_too_small_for_the_block_summary_is_a_clear_error() {
         Ok(_) => panic!("a 512-byte page cannot hold a 31-entry block summary"),
     }
 }
+
+/// `chip_allocation = modulo` (§7's static allocation): while each chip's chain has room, a host
+/// page lies on chip `lpn mod chips`; the default deals pages out by idleness.
+#[test]
+fn modulo_allocation_puts_each_page_on_its_chip() {
+    let config = flash::DeviceConfig::preset("small").unwrap();
+    let chips = config.geometry.chips();
+    let on_chip = |allocation: &str| {
+        let flash = Flash::in_memory(config.clone(), OOB_BYTES, true);
+        let o = DesignOptions::default().with("chip_allocation", allocation);
+        let mut d = Optr::blank(flash, &o).unwrap();
+        d.full_checkpoint(0).unwrap();
+        let mut now = 0;
+        // Every other page: by idleness half of these would land off their modulo chip.
+        for lpn in (0..200u32).map(|i| 2 * i) {
+            let c = Content::Tag(flash::ContentTag {
+                lpn,
+                write: lpn as u64,
+            });
+            now = d.write(Lpn(lpn), &[c], now).unwrap().ack_ns;
+        }
+        d.flush(now).unwrap();
+        let g = d.flash.geometry().clone();
+        let home = (0..200u32)
+            .map(|i| 2 * i)
+            .filter(|&l| g.chip_of(d.l2p[l as usize]).0 == l % chips)
+            .count();
+        (home, d.modulo_fallbacks)
+    };
+    assert_eq!(on_chip("modulo"), (200, 0));
+    let (home, _) = on_chip("soonest-idle");
+    assert!(home < 200, "the default does not follow the modulo rule");
+}

@@ -126,3 +126,43 @@ fn a_gc_reserve_larger_than_the_device_is_refused() {
         Err(FtlError::InvalidOption(_))
     ));
 }
+
+/// `chip_allocation = modulo` (OPTR §7's static allocation): while every chip has room, each
+/// written-back page lies on chip `lpn mod chips`; the default spreads them by idleness; an
+/// unknown allocation is a typed error.
+#[test]
+fn modulo_allocation_puts_each_page_on_its_chip() {
+    let config = flash::DeviceConfig::preset("small").unwrap();
+    let chips = config.geometry.chips();
+    let on_chip = |allocation: &str| {
+        let flash = Flash::in_memory(config.clone(), OOB_BYTES, true);
+        let o = DesignOptions::default().with("chip_allocation", allocation);
+        let mut d = WCache::new(flash, &o).unwrap();
+        let mut now = 0;
+        // Every other page: by idleness the chips are dealt out in turn, so half of these
+        // would land off their modulo chip.
+        for lpn in (0..200u32).map(|i| 2 * i) {
+            let c = Content::Tag(flash::ContentTag {
+                lpn,
+                write: lpn as u64,
+            });
+            now = d.write(Lpn(lpn), &[c], now).unwrap().ack_ns;
+        }
+        d.flush(now).unwrap();
+        let g = d.flash.geometry().clone();
+        let home = (0..200u32)
+            .map(|i| 2 * i)
+            .filter(|&l| g.chip_of(d.l2p[l as usize]).0 == l % chips)
+            .count();
+        (home, d.modulo_fallbacks)
+    };
+    assert_eq!(on_chip("modulo"), (200, 0));
+    let (home, _) = on_chip("soonest-idle");
+    assert!(home < 200, "the default does not follow the modulo rule");
+    let flash = Flash::in_memory(config.clone(), OOB_BYTES, true);
+    let bad = DesignOptions::default().with("chip_allocation", "striped");
+    assert!(matches!(
+        WCache::new(flash, &bad),
+        Err(FtlError::InvalidOption(_))
+    ));
+}
