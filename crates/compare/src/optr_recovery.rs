@@ -190,6 +190,8 @@ mod tests {
         for flush_every in [None, Some(16)] {
             let r = WorstCaseRun {
                 device: DeviceConfig::preset("optr").unwrap(),
+                // as the paper-scale grid (`Grid::paper`)
+                options: DesignOptions::default().with("chip_allocation", "modulo"),
                 flush_every,
                 max_writes: 40_000_000,
                 ..run()
