@@ -235,3 +235,42 @@ fn the_harness_reports_a_decoder_that_trusts_a_length() {
         "{failures:?}"
     );
 }
+
+/// Feeds each decoder every sample cut short (lengths up to its own); one line per decoder that
+/// panicked.
+fn cut_short(decoders: &[Decoder], samples: &[Vec<u8>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for dec in decoders {
+        'samples: for sample in samples {
+            let full = sized(sample, dec.bytes, 0);
+            let step = (dec.bytes / 64).max(1);
+            for len in (0..dec.bytes).step_by(step).chain([dec.bytes - 1]) {
+                let cut = &full[..len];
+                if catch_unwind(AssertUnwindSafe(|| (dec.decode)(cut))).is_err() {
+                    failures.push(format!(
+                        "{} panicked on {len} of its {} bytes",
+                        dec.name, dec.bytes
+                    ));
+                    break 'samples;
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// Shorter than their callers ever hand them: every decoder refuses a record cut anywhere
+/// (real samples and noise) without panicking; a decoder that reads a byte past a short
+/// record is caught.
+#[test]
+fn no_decoder_panics_on_a_short_record() {
+    let mut samples = host_side_corpus();
+    samples.push(vec![0x5a; 4096]);
+    let failures = quietly(|| cut_short(&mobius_cli::decoders::all(), &samples));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let fixed_offset = d("fixed offset", 32, |b| {
+        std::hint::black_box(b[31]);
+    });
+    let caught = quietly(|| cut_short(&[fixed_offset], &samples));
+    assert_eq!(caught.len(), 1, "{caught:?}");
+}
