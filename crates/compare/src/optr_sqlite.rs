@@ -33,8 +33,7 @@ use crate::report::{fmt, ExperimentResult, Table};
 use crate::{Context, Scale};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec};
-use nvmfs::experiment::ExperimentError;
-use nvmfs::kernel_stack::{export_as_loop_device, kernel_fs_available};
+use nbd::kernel_stack::{export_as_loop_device, kernel_fs_available, KernelStackError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -78,7 +77,7 @@ pub fn run_bar(
     duration: Duration,
     work: &Path,
 ) -> Result<Bar, MeasureError> {
-    let unavailable = |e: ExperimentError| MeasureError::Precondition(e.to_string());
+    let unavailable = |e: KernelStackError| MeasureError::Precondition(e.to_string());
     kernel_fs_available("ext4").map_err(unavailable)?;
     let dir = work.join(format!("bar{bar}-{}", spec.name));
     let _ = std::fs::remove_dir_all(&dir);

@@ -33,6 +33,7 @@
 //!   payload is cut short never reaches the backend.
 
 pub mod ftl_backend;
+pub mod kernel_stack;
 pub mod memory;
 pub mod protocol;
 pub mod server;

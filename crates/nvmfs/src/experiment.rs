@@ -14,10 +14,12 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
-use crate::kernel_stack::{export_as_loop_device, kernel_fs_available, sh, tool_missing};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
+use nbd::kernel_stack::{
+    export_as_loop_device, kernel_fs_available, sh, tool_missing, KernelStackError,
+};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -43,10 +45,11 @@ pub enum ExperimentError {
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// A system command failed.
-    #[error("{command}: {reason}")]
-    Command { command: String, reason: String },
-    /// What the run needs is not on this machine (root, a tool, /dev/fuse, a large enough SSD).
+    /// The kernel file system's stack (NBD export, loop device, mkfs, mount) failed, or what
+    /// it needs is not on this machine.
+    #[error("{0}")]
+    Kernel(#[from] KernelStackError),
+    /// The SSD is too small for the file system.
     #[error("{0}")]
     Unavailable(String),
     /// A read returned other bytes than the workload wrote.

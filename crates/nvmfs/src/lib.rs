@@ -8,7 +8,6 @@ pub mod error;
 pub mod experiment;
 pub mod fs;
 pub mod fuse;
-pub mod kernel_stack;
 pub mod layout;
 pub mod lru;
 pub mod nvram;

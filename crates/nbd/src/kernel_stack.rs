@@ -1,19 +1,34 @@
 //! Our SSD under a kernel file system: the design is exported exactly as `mobius serve` exports
 //! it (the one host layer, through NBD), in this process: NBD server thread → `nbdfuse` →
 //! `losetup --direct-io=on` → `mkfs` → `mount`. Needs root, /dev/fuse, nbdfuse and losetup
-//! ([`kernel_fs_available`] says which is missing). Used by the NVMFS experiment (ext4, xfs
-//! beside NVMFS) and by OPTR's SQLite-on-ext4 experiment (`compare`'s `optr_sqlite`).
+//! ([`kernel_fs_available`] says which is missing). Used by the NVMFS experiment (ext4, btrfs,
+//! xfs beside NVMFS) and by OPTR's SQLite-on-ext4 experiment (`compare`'s `optr_sqlite`).
 
-use crate::experiment::{ExperimentError, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Why the kernel stack could not be set up or taken down.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelStackError {
+    /// A system command failed.
+    #[error("{command}: {reason}")]
+    Command { command: String, reason: String },
+    /// What the stack needs is not on this machine (root, a tool, /dev/fuse, the kernel's file
+    /// system).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T, E = KernelStackError> = std::result::Result<T, E>;
+
 /// Runs a command; its trimmed stdout, or an error naming the command and its first stderr line.
 pub fn sh(cmd: &mut Command) -> Result<String> {
-    let failed = |cmd: &Command, reason: String| ExperimentError::Command {
+    let failed = |cmd: &Command, reason: String| KernelStackError::Command {
         command: format!("{cmd:?}"),
         reason,
     };
@@ -122,13 +137,13 @@ impl Drop for KernelStack {
 pub fn kernel_fs_available(kind: &str) -> Result<()> {
     // SAFETY: a plain syscall without arguments.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(ExperimentError::Unavailable(
+        return Err(KernelStackError::Unavailable(
             "needs root (losetup, mount)".into(),
         ));
     }
     for tool in ["nbdfuse", "losetup", "fusermount3", &format!("mkfs.{kind}")] {
         if tool_missing(tool) {
-            return Err(ExperimentError::Unavailable(format!(
+            return Err(KernelStackError::Unavailable(format!(
                 "{tool} is not installed"
             )));
         }
@@ -138,18 +153,18 @@ pub fn kernel_fs_available(kind: &str) -> Result<()> {
             .any(|l| l.split_whitespace().last() == Some(kind))
     });
     if !kernel_has {
-        return Err(ExperimentError::Unavailable(format!(
+        return Err(KernelStackError::Unavailable(format!(
             "this kernel has no {kind} (not in /proc/filesystems)"
         )));
     }
     if !Path::new("/dev/fuse").exists() {
-        return Err(ExperimentError::Unavailable("/dev/fuse is missing".into()));
+        return Err(KernelStackError::Unavailable("/dev/fuse is missing".into()));
     }
     Ok(())
 }
 
 /// The NBD server `mobius serve` runs, over one design.
-pub type SsdServer = nbd::server::Server<nbd::ftl_backend::FtlBackend>;
+pub type SsdServer = crate::server::Server<crate::ftl_backend::FtlBackend>;
 
 /// Exports the SSD exactly as `mobius serve` exports it (the one host layer, through NBD),
 /// and attaches the export as a loop device (`nbdfuse`, `losetup --direct-io=on`). The server
@@ -164,21 +179,21 @@ pub fn export_as_loop_device(
     pacing: bool,
 ) -> Result<(KernelStack, Arc<SsdServer>)> {
     let fuse_dir = dir.join("nbd");
-    std::fs::create_dir_all(&fuse_dir).map_err(ExperimentError::from)?;
-    let backend = nbd::ftl_backend::FtlBackend::new(dev, 0);
+    std::fs::create_dir_all(&fuse_dir).map_err(KernelStackError::from)?;
+    let backend = crate::ftl_backend::FtlBackend::new(dev, 0);
     let shutdown = Arc::new(AtomicBool::new(false));
     let server = Arc::new(
-        nbd::server::Server::new(
+        crate::server::Server::new(
             backend,
-            nbd::server::ServerConfig {
+            crate::server::ServerConfig {
                 pacing,
-                ..nbd::server::ServerConfig::default()
+                ..crate::server::ServerConfig::default()
             },
         )
         .with_shutdown_flag(Arc::clone(&shutdown)),
     );
     let sock = dir.join("nbd.sock");
-    let listen = nbd::transport::Listen::Unix(sock.clone());
+    let listen = crate::transport::Listen::Unix(sock.clone());
     let serving = Arc::clone(&server);
     let thread = std::thread::spawn(move || {
         let _ = serving.serve(&listen);
@@ -201,7 +216,7 @@ pub fn export_as_loop_device(
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| ExperimentError::Command {
+            .map_err(|e| KernelStackError::Command {
                 command: "nbdfuse".into(),
                 reason: e.to_string(),
             })?,
@@ -209,7 +224,7 @@ pub fn export_as_loop_device(
     let nbd_file = fuse_dir.join("nbd");
     let up = || std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0);
     if !wait_for(400, Duration::from_millis(25), up) {
-        return Err(ExperimentError::Command {
+        return Err(KernelStackError::Command {
             command: "nbdfuse".into(),
             reason: "did not come up".into(),
         });
