@@ -1,13 +1,14 @@
 //! On-flash formats of DFTL, each with its byte layout (all integers little-endian).
 //!
-//! **OOB record** (20 bytes, every page DFTL programs outside its reserved areas):
+//! **OOB record** (16 bytes, every page DFTL programs outside its reserved areas; format
+//! version 2 — version 1 kept `kind` in its own 4-byte word, 20 bytes):
 //! ```text
 //! 0  kind  u8   1 = host data, 2 = translation page
-//! 1  pad   [u8; 3]
-//! 4  id    u32  LPN (data) or translation virtual page number (translation)
-//! 8  seq   u64  global sequence number (data copies made by GC get a fresh one;
-//!               translation copies keep theirs: a copy is still a snapshot as of its seq)
-//! 16 crc   u32  translation page: crc32c of its data area (a translation page fills its
+//! 1  seq   56 bits (bytes 1..8; the u64 at 0 is `seq << 8 | kind`): global sequence number
+//!               (data copies made by GC get a fresh one; translation copies keep theirs: a
+//!               copy is still a snapshot as of its seq)
+//! 8  id    u32  LPN (data) or translation virtual page number (translation)
+//! 12 crc   u32  translation page: crc32c of its data area (a translation page fills its
 //!               whole data area with entries, so its checksum lives here); data page: 0
 //! ```
 //! **Translation page**: `page_bytes / 4` entries, entry *i* = PPN of LPN `tvpn * entries + i`
@@ -47,9 +48,11 @@ use flash::{BlockId, Ppn};
 
 /// Version of DFTL's on-flash format: every record this module encodes. The image header records it
 /// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
-pub const OOB_BYTES: u32 = 20;
+pub const OOB_BYTES: u32 = 16;
+/// Sequence numbers fit the record's 56 bits (2^56 programs: centuries at any program rate).
+pub const SEQ_LIMIT: u64 = 1 << 56;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_TRANSLATION: u8 = 2;
 
@@ -63,25 +66,29 @@ pub struct OobRecord {
 
 impl OobRecord {
     pub fn encode(&self) -> [u8; OOB_BYTES as usize] {
+        assert!(self.seq < SEQ_LIMIT, "sequence number {} past 56 bits", self.seq);
         let mut b = [0u8; OOB_BYTES as usize];
-        b[0] = self.kind;
-        b[4..8].copy_from_slice(&self.id.to_le_bytes());
-        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        b[16..20].copy_from_slice(&self.crc.to_le_bytes());
+        b[0..8].copy_from_slice(&(self.seq << 8 | self.kind as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&self.id.to_le_bytes());
+        b[12..16].copy_from_slice(&self.crc.to_le_bytes());
         b
     }
     /// An erased, foreign or unknown-kind record is an error (DFTL's OOB carries no checksum
     /// of its own: `crc` is the page's).
     pub fn decode(b: &[u8]) -> Result<OobRecord, CorruptRecord> {
         let mut r = Reader::new(b);
-        let kind = r.kind("dftl page kind", |k| {
-            (k == KIND_DATA || k == KIND_TRANSLATION).then_some(k)
-        })?;
-        r.skip(3)?;
+        let word = r.u64()?;
+        let kind = (word & 0xff) as u8;
+        if kind != KIND_DATA && kind != KIND_TRANSLATION {
+            return Err(CorruptRecord::UnknownKind {
+                field: "dftl page kind",
+                value: kind as u64,
+            });
+        }
         Ok(OobRecord {
             kind,
+            seq: word >> 8,
             id: r.u32()?,
-            seq: r.u64()?,
             crc: r.u32()?,
         })
     }
