@@ -17,6 +17,14 @@ pub enum MeasureError {
     Sql(#[from] sqlite::SqlError),
     #[error(transparent)]
     Trace(#[from] trace::TraceError),
+    /// Our SSD under a kernel file system (NBD export, loop device, mkfs, mount).
+    #[error(transparent)]
+    Kernel(#[from] nbd::kernel_stack::KernelStackError),
+    /// Making the SSD image a kernel file system runs on.
+    #[error(transparent)]
+    Ssd(#[from] nvmfs::error::NvmfsError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     #[error("design '{0}' is not in this build")]
     NotBuilt(String),
     #[error("the design offers no transactions")]

@@ -16,7 +16,8 @@
 
 use crate::error::{MeasureError, Result};
 use crate::optr_overhead::Host;
-use flash::{DeviceConfig, Flash, Lpn};
+use crate::recovery::metric;
+use flash::{DeviceConfig, Flash, Lpn, OpCause};
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
 use rand::RngExt;
 
@@ -64,7 +65,7 @@ impl WorstCaseRun {
     /// A power cut after `requests` requests of the sequence, and the recovery from it.
     pub fn recover_after(&self, optr: &DesignSpec, requests: u64) -> Result<WorstCase> {
         let (dev, requests) = self.drive(optr, Stop::After(requests))?;
-        let mut at = state_of(dev.as_ref(), optr)?;
+        let mut at = state_of(dev.as_ref())?;
         at.requests = requests;
         let now = dev.flash().idle_ns();
         let mut flash = dev.into_flash();
@@ -83,7 +84,12 @@ impl WorstCaseRun {
         let flash = Flash::in_memory(self.device.clone(), optr.oob_record(g), true);
         let mut dev = optr.build(flash, &self.options)?;
         let logical = dev.logical_pages();
-        let full_at_start = metric(dev.as_ref(), optr, "full_checkpoints")?;
+        let full_at_start = metric(dev.as_ref(), "full_checkpoints")?;
+        // A full checkpoint programs checkpoint pages: the metrics (a vector of named figures)
+        // are read only after a request that programmed some, not after every request.
+        let checkpoint_pages =
+            |dev: &dyn BlockDevice| dev.flash().stats().programs_for(OpCause::Checkpoint);
+        let mut checkpoint_pages_seen = checkpoint_pages(dev.as_ref());
         let mut host = Host::new(self.seed);
         let mut now = 0u64;
         let e = |e: ftl::FtlError| MeasureError::step("worst-case workload", e);
@@ -102,10 +108,14 @@ impl WorstCaseRun {
             {
                 now = dev.flush(now).map_err(e)?.ack_ns;
             }
-            if stop == Stop::AtFirstFullCheckpoint
-                && metric(dev.as_ref(), optr, "full_checkpoints")? > full_at_start
-            {
-                return Ok((dev, request));
+            if stop == Stop::AtFirstFullCheckpoint {
+                let programmed = checkpoint_pages(dev.as_ref());
+                if programmed != checkpoint_pages_seen
+                    && metric(dev.as_ref(), "full_checkpoints")? > full_at_start
+                {
+                    return Ok((dev, request));
+                }
+                checkpoint_pages_seen = programmed;
             }
         }
         Err(MeasureError::Precondition(format!(
@@ -115,22 +125,11 @@ impl WorstCaseRun {
     }
 }
 
-fn metric(dev: &dyn BlockDevice, spec: &DesignSpec, key: &str) -> Result<f64> {
-    dev.metrics()
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v)
-        .ok_or(MeasureError::MissingMetric {
-            design: spec.name,
-            metric: key.to_string(),
-        })
-}
-
-fn state_of(dev: &dyn BlockDevice, spec: &DesignSpec) -> Result<WorstCase> {
+fn state_of(dev: &dyn BlockDevice) -> Result<WorstCase> {
     Ok(WorstCase {
-        incremental_area_pages: metric(dev, spec, "incremental_area_pages")? as u64,
-        incremental_area_capacity: metric(dev, spec, "incremental_area_capacity")? as u64,
-        diff_entries: metric(dev, spec, "diff_entries")? as u64,
+        incremental_area_pages: metric(dev, "incremental_area_pages")? as u64,
+        incremental_area_capacity: metric(dev, "incremental_area_capacity")? as u64,
+        diff_entries: metric(dev, "diff_entries")? as u64,
         ..WorstCase::default()
     })
 }

@@ -29,11 +29,11 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::MeasureError;
+use crate::optr_overhead::quick_device;
 use crate::report::{fmt, ExperimentResult, Table};
 use crate::{Context, Scale};
-use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec};
-use nbd::kernel_stack::{export_as_loop_device, kernel_fs_available, KernelStackError};
+use nbd::kernel_stack::{export_as_loop_device, kernel_fs_available};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -62,13 +62,6 @@ const BARS: [(u32, &str, bool); 4] = [
     (6, "wcache", true),
 ];
 
-/// The paper's geometry cut to 4 GB, as the quick OPTR grid uses it.
-fn device() -> Result<DeviceConfig, flash::ConfigError> {
-    let mut d = DeviceConfig::preset("optr")?;
-    d.geometry.blocks_per_chip = 128;
-    Ok(d)
-}
-
 /// Runs one bar: a fresh image, ext4 on it, SQLite inserting for `duration`.
 pub fn run_bar(
     spec: &DesignSpec,
@@ -77,29 +70,25 @@ pub fn run_bar(
     duration: Duration,
     work: &Path,
 ) -> Result<Bar, MeasureError> {
-    let unavailable = |e: KernelStackError| MeasureError::Precondition(e.to_string());
-    kernel_fs_available("ext4").map_err(unavailable)?;
+    kernel_fs_available("ext4")?;
     let dir = work.join(format!("bar{bar}-{}", spec.name));
     let _ = std::fs::remove_dir_all(&dir);
     let mnt = dir.join("mnt");
-    std::fs::create_dir_all(&mnt).map_err(|e| MeasureError::Precondition(e.to_string()))?;
+    std::fs::create_dir_all(&mnt)?;
     let dev = nvmfs::ssd::create_ssd(
         &dir.join("ssd.img"),
-        &device()?,
+        &quick_device()?,
         spec,
         &DesignOptions::default(),
-    )
-    .map_err(|e| MeasureError::Precondition(e.to_string()))?;
-    let (mut stack, server) = export_as_loop_device(&dir, dev, true).map_err(unavailable)?;
+    )?;
+    let (mut stack, server) = export_as_loop_device(&dir, dev, true)?;
     let options = if nobarrier { "nobarrier" } else { "" };
-    stack
-        .make_and_mount("ext4", &mnt, options)
-        .map_err(unavailable)?;
+    stack.make_and_mount("ext4", &mnt, options)?;
     let counters = || server.with_backend(|b| b.host_stats().clone());
     let before = counters();
     let (transactions, wall_s) = insert_for(&mnt.join("bench.db"), duration)?;
     let after = counters();
-    stack.unmount_fs().map_err(unavailable)?;
+    stack.unmount_fs()?;
     drop(stack);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Bar {
@@ -117,7 +106,7 @@ pub fn run_bar(
 /// Inserts one key-value pair per transaction until `duration` has passed; (transactions,
 /// seconds taken).
 fn insert_for(db: &Path, duration: Duration) -> Result<(u64, f64), MeasureError> {
-    let sql = |e: rusqlite::Error| MeasureError::Precondition(format!("SQLite on ext4: {e}"));
+    let sql = |e: rusqlite::Error| MeasureError::Sql(e.into());
     let conn = rusqlite::Connection::open(db).map_err(sql)?;
     conn.execute_batch(
         "PRAGMA journal_mode=DELETE; PRAGMA synchronous=EXTRA;
@@ -170,7 +159,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims: claims(&bars),
         data: serde_json::json!({ "bars": bars, "seconds_per_bar": duration.as_secs() }),
         skipped,
-        host: device().ok().map(|d| d.host),
+        host: quick_device().ok().map(|d| d.host),
     }
 }
 

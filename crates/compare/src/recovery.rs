@@ -297,7 +297,7 @@ fn measure_merge_cycle(
 }
 
 /// A metric the design reports (an error if it does not).
-fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> crate::error::Result<f64> {
+pub(crate) fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> crate::error::Result<f64> {
     dev.metrics()
         .into_iter()
         .find(|(n, _)| n == name)

@@ -66,7 +66,11 @@ pub struct OobRecord {
 
 impl OobRecord {
     pub fn encode(&self) -> [u8; OOB_BYTES as usize] {
-        assert!(self.seq < SEQ_LIMIT, "sequence number {} past 56 bits", self.seq);
+        assert!(
+            self.seq < SEQ_LIMIT,
+            "sequence number {} past 56 bits",
+            self.seq
+        );
         let mut b = [0u8; OOB_BYTES as usize];
         b[0..8].copy_from_slice(&(self.seq << 8 | self.kind as u64).to_le_bytes());
         b[8..12].copy_from_slice(&self.id.to_le_bytes());

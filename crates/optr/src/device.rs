@@ -288,37 +288,43 @@ impl Optr {
     /// every post-checkpoint page stays reachable.
     fn alloc(&mut self, stream: usize, lpn: u32) -> Option<Ppn> {
         let chips = self.flash.geometry().chips();
-        if stream == HOST && self.params.chip_allocation == ChipAllocation::Modulo {
-            let c = lpn % chips;
-            let slot = stream * chips as usize + c as usize;
-            if let Some(p) = self.pending[slot].take() {
-                return Some(p);
+        let own_chip = (stream == HOST && self.params.chip_allocation == ChipAllocation::Modulo)
+            .then_some(lpn % chips);
+        let chip = match own_chip {
+            Some(c) if self.linked(stream, c) => c,
+            Some(_) => {
+                self.modulo_fallbacks += 1;
+                self.soonest_linked(stream)?
             }
-            // Only into the chain's open block: a fresh block here would be unlinked.
-            if self.pool.open_block(stream, ChipId(c)).is_some() {
-                if let Some(p) = self.pool.allocate_on(stream, ChipId(c)) {
-                    return Some(p);
-                }
-            }
-            self.modulo_fallbacks += 1;
+            None => self.soonest_linked(stream)?,
+        };
+        let slot = stream * chips as usize + chip as usize;
+        match self.pending[slot].take() {
+            Some(p) => Some(p),
+            None => self.pool.allocate_on(stream, ChipId(chip)),
         }
+    }
+
+    /// Whether `stream`'s chain on chip `c` can take a page: an open block, or a block a
+    /// summary or seal already links (a fresh block would be unlinked).
+    fn linked(&self, stream: usize, c: u32) -> bool {
+        let chips = self.flash.geometry().chips() as usize;
+        self.pending[stream * chips + c as usize].is_some()
+            || self.pool.open_block(stream, ChipId(c)).is_some()
+    }
+
+    /// The linked chip of `stream` that is idle soonest.
+    fn soonest_linked(&self, stream: usize) -> Option<u32> {
         let mut best: Option<(u64, u32)> = None;
-        for c in 0..chips {
-            let linked = self.pending[stream * chips as usize + c as usize].is_some()
-                || self.pool.open_block(stream, ChipId(c)).is_some();
-            if linked {
+        for c in 0..self.flash.geometry().chips() {
+            if self.linked(stream, c) {
                 let t = self.flash.chip_free_ns(c);
                 if best.is_none_or(|(bt, _)| t < bt) {
                     best = Some((t, c));
                 }
             }
         }
-        let (_, c) = best?;
-        let slot = stream * chips as usize + c as usize;
-        match self.pending[slot].take() {
-            Some(p) => Some(p),
-            None => self.pool.allocate_on(stream, ChipId(c)),
-        }
+        best.map(|(_, c)| c)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -157,14 +157,7 @@ pub fn decode_summary_of<R>(
 ) -> Result<Vec<Option<R>>, CorruptRecord> {
     let mut r = Reader::new(b);
     r.magic(&magic.to_le_bytes(), "summary page")?;
-    let found = r.u32()?;
-    if found != block {
-        return Err(CorruptRecord::Mismatch {
-            field: "summary page's block",
-            found: found as u64,
-            expected: block as u64,
-        });
-    }
+    codec::check_equal("summary page's block", r.u32()? as u64, block as u64)?;
     let n = r.u32()? as usize;
     let entries = r.bytes(n.saturating_mul(entry_bytes))?;
     let end = r.position();
