@@ -131,7 +131,7 @@ fn txflash_decoders() -> Vec<Decoder> {
     ]
 }
 
-/// The decoders of OPTR and the write-cached FTL.
+/// The decoders of OPTR, the write-cached FTL and FAST.
 fn cache_decoders() -> Vec<Decoder> {
     vec![
         decoder("optr oob", optr::format::OOB_BYTES as usize, |b| {
@@ -155,6 +155,9 @@ fn cache_decoders() -> Vec<Decoder> {
         }),
         decoder("wcache oob", wcache::wcache::OOB_BYTES as usize, |b| {
             let _ = std::hint::black_box(wcache::wcache::decode_oob(b));
+        }),
+        decoder("fast oob", fast::format::OOB_BYTES as usize, |b| {
+            let _ = std::hint::black_box(fast::format::PageOob::decode(b));
         }),
     ]
 }

@@ -14,6 +14,7 @@ pub fn all() -> Vec<DesignSpec> {
         txflash::spec_bpcc(),
         wcache::spec(),
         optr::spec(),
+        fast::spec(),
     ]
 }
 

@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-const DESIGNS: [&str; 9] = [
+const DESIGNS: [&str; 10] = [
     "mobius",
     "dftl",
     "atomic-write",
@@ -19,6 +19,7 @@ const DESIGNS: [&str; 9] = [
     "txflash-bpcc",
     "wcache",
     "optr",
+    "fast",
 ];
 
 fn bench(args: &[&str]) -> Result<serde_json::Value, String> {

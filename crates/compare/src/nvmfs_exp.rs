@@ -6,7 +6,8 @@
 //! needed; otherwise their rows are skipped with the reason).
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::svg::BarChart;
 use crate::{Context, Scale};
 use nvmfs::experiment::{run as run_experiment, Options};
 
@@ -24,6 +25,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
     let mut opts = Options::standard(ctx.scale == Scale::Paper, design, work.clone());
     opts.seed = ctx.seed;
+    opts.erase_study = ctx.design("fast").cloned();
+    if opts.erase_study.is_none() {
+        skipped.push("erase study on FAST: the fast design is not built".into());
+    }
     (ctx.progress)("nvmfs", 0, 1);
     let e = run_experiment(&opts);
     (ctx.progress)("nvmfs", 1, 1);
@@ -47,21 +52,33 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 (Some(x), Some(n)) => format!("{x:.3} ({n})"),
                 _ => "—".into(),
             },
+            fast_cell(r, |f| f.flash_erases),
+            fast_cell(r, |f| f.page_copies),
         ]);
+        if let Some(why) = r.erase_study.as_ref().and_then(|f| f.error.as_ref()) {
+            skipped.push(format!("{} / {} on FAST: {why}", r.fs, r.workload));
+        }
     }
     let find = |fs: &str| {
         e.runs
             .iter()
             .find(|r| r.fs == fs && r.workload == "iozone-randwrite" && r.skipped.is_none())
     };
-    let claim = erase_claim(find("nvmfs"), find("ext4"));
+    let claims = vec![
+        erase_claim(find("nvmfs"), find("ext4")),
+        fast_claim(find("nvmfs"), find("ext4")),
+    ];
+    let figures = vec![erase_figure(&e.runs)];
     ExperimentResult {
         id: "nvmfs",
         title: TITLE.into(),
         description: format!(
             "SSD {} MiB ({}), NVRAM {} MiB; fresh image per run; counters from mount to unmount. \
              FTL cleaning efficiency = 1 − GC copies / pages of erased blocks; NVMFS's own = \
-             1 − moved valid blocks / recycled blocks.{}",
+             1 − moved valid blocks / recycled blocks. FAST columns: the same SSD requests \
+             replayed in order on the FAST hybrid FTL (same geometry, same exported capacity, its \
+             hidden blocks as log blocks; NVMFS §IV-C's erase study), erase cost = valid pages \
+             its merges copied.{}",
             e.ssd_bytes >> 20,
             e.design,
             e.nvram_bytes >> 20,
@@ -83,18 +100,100 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 "erases",
                 "FTL cleaning eff.",
                 "FS cleaning eff. (rounds)",
+                "FAST erases",
+                "FAST merge copies",
             ]
             .iter()
             .map(|s| s.to_string())
             .collect(),
             rows,
         }],
-        figures: Vec::new(),
-        claims: vec![claim],
+        figures,
+        claims,
         data: serde_json::to_value(&e).unwrap_or_default(),
         skipped,
         host: Some(opts.config.host),
     }
+}
+
+/// A FAST column: its figure, or why it is missing.
+fn fast_cell(
+    r: &nvmfs::experiment::FsRun,
+    value: impl Fn(&nvmfs::shadow::ShadowRun) -> u64,
+) -> String {
+    match &r.erase_study {
+        Some(f) if f.error.is_none() => value(f).to_string(),
+        Some(_) => "failed".into(),
+        None => "—".into(),
+    }
+}
+
+/// NVMFS Fig. 7: erases and erase cost (valid-page copies) per file system and workload, on the
+/// page-level FTL the runs used and on FAST replaying the same requests.
+fn erase_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
+    let ok: Vec<&nvmfs::experiment::FsRun> = runs.iter().filter(|r| r.skipped.is_none()).collect();
+    let categories = ok
+        .iter()
+        .map(|r| format!("{} {}", r.workload, r.fs))
+        .collect();
+    let fast = |r: &nvmfs::experiment::FsRun, v: fn(&nvmfs::shadow::ShadowRun) -> u64| {
+        r.erase_study
+            .as_ref()
+            .filter(|f| f.error.is_none())
+            .map_or(0.0, |f| v(f) as f64)
+    };
+    let values = vec![
+        ok.iter().map(|r| r.flash_erases as f64).collect(),
+        ok.iter().map(|r| fast(r, |f| f.flash_erases)).collect(),
+        ok.iter().map(|r| r.gc_page_copies as f64 / 64.0).collect(),
+        ok.iter()
+            .map(|r| fast(r, |f| f.page_copies) / 64.0)
+            .collect(),
+    ];
+    Figure {
+        file: "nvmfs_fig7_erases.svg".into(),
+        caption: "NVMFS Fig. 7 — erase count and erase cost (valid-page copies / 64) on the page-level FTL and on FAST, same requests".into(),
+        svg: BarChart {
+            title: "erases and erase cost per file system".into(),
+            y_label: "erases; copies / 64".into(),
+            categories,
+            series: vec![
+                "erases, page-level".into(),
+                "erases, FAST".into(),
+                "copies/64, page-level".into(),
+                "copies/64, FAST".into(),
+            ],
+            values,
+        }
+        .to_svg(),
+    }
+}
+
+/// NVMFS Fig. 7's FAST half, graded on the IOzone runs: NVMFS against ext4, the same requests
+/// replayed on FAST.
+fn fast_claim(
+    nvmfs: Option<&nvmfs::experiment::FsRun>,
+    ext4: Option<&nvmfs::experiment::FsRun>,
+) -> Claim {
+    let claim = Claim::new(
+        "NVMFS §IV-C, Fig. 7 (FAST)",
+        "under the FAST hybrid FTL, NVMFS's requests cause fewer erases and a lower erase cost (valid-page copies) than the other file systems'",
+    );
+    let fast = |r: Option<&nvmfs::experiment::FsRun>| {
+        r.and_then(|r| r.erase_study.clone())
+            .filter(|f| f.error.is_none())
+    };
+    let (Some(n), Some(x)) = (fast(nvmfs), fast(ext4)) else {
+        return claim.check(Check::not_reproduced(
+            "NVMFS / ext4 erases and merge copies on FAST",
+            "no FAST replay of both IOzone runs (see skipped)",
+        ));
+    };
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    claim
+        .check(Check::grade("NVMFS / ext4 erases on FAST (IOzone)", ratio(n.flash_erases, x.flash_erases), Tolerance::Below { bound: 1.0 }))
+        .check(Check::grade("NVMFS / ext4 merge copies on FAST (IOzone)", ratio(n.page_copies, x.page_copies), Tolerance::Below { bound: 1.0 }))
+        .note("The paper replayed blktrace traces of ext3/btrfs/nilfs2 on a 24 GB FAST simulator; here ext4's and NVMFS's SSD requests are replayed on FAST as they happen, on the experiment's SSD geometry. NVMFS's own segment-cleaning flushes are in its requests.")
 }
 
 /// NVMFS's erase study graded on the IOzone runs: NVMFS against ext4 on the same SSD. NVMFS's
@@ -140,7 +239,45 @@ mod claim_tests {
             ftl_cleaning_efficiency: 0.5,
             fs_cleaning_efficiency: None,
             fs_cleaning_rounds: None,
+            erase_study: None,
         }
+    }
+
+    fn on_fast(mut r: FsRun, erases: u64, copies: u64, error: Option<&str>) -> FsRun {
+        r.erase_study = Some(nvmfs::shadow::ShadowRun {
+            design: "fast".into(),
+            flash_erases: erases,
+            page_copies: copies,
+            error: error.map(String::from),
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn the_fast_claim_fails_when_nvmfs_erases_or_copies_more_and_needs_both_replays() {
+        let x = on_fast(run("ext4", 0, 0, 0), 300, 9000, None);
+        let good = on_fast(run("nvmfs", 0, 0, 0), 100, 2000, None);
+        assert_eq!(fast_claim(Some(&good), Some(&x)).verdict(), Verdict::Pass);
+        let more_erases = on_fast(run("nvmfs", 0, 0, 0), 400, 2000, None);
+        assert_eq!(
+            fast_claim(Some(&more_erases), Some(&x)).verdict(),
+            Verdict::Fail
+        );
+        let more_copies = on_fast(run("nvmfs", 0, 0, 0), 100, 9001, None);
+        assert_eq!(
+            fast_claim(Some(&more_copies), Some(&x)).verdict(),
+            Verdict::Fail
+        );
+        let failed = on_fast(run("nvmfs", 0, 0, 0), 1, 1, Some("device full"));
+        assert_eq!(
+            fast_claim(Some(&failed), Some(&x)).verdict(),
+            Verdict::NotReproduced
+        );
+        assert_eq!(
+            fast_claim(Some(&run("nvmfs", 0, 0, 0)), Some(&x)).verdict(),
+            Verdict::NotReproduced
+        );
     }
 
     #[test]

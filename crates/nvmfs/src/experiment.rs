@@ -14,6 +14,7 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
+use crate::shadow::{Shadow, ShadowHandle, ShadowRun, Shadowed};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
@@ -100,6 +101,8 @@ pub struct FsRun {
     /// NVMFS only: its own segment cleaning, 1 − moved valid blocks / recycled blocks.
     pub fs_cleaning_efficiency: Option<f64>,
     pub fs_cleaning_rounds: Option<u64>,
+    /// The same requests replayed on the erase study's second FTL (FAST), if one was given.
+    pub erase_study: Option<ShadowRun>,
 }
 
 /// The whole experiment.
@@ -125,6 +128,9 @@ pub struct Options {
     pub kernel_fs: Vec<String>,
     /// Scratch directory for images and mount points.
     pub work_dir: PathBuf,
+    /// A second FTL every run's SSD requests are replayed on (the erase study's FAST, NVMFS
+    /// §IV-C): same geometry, same exported capacity ([`crate::shadow`]).
+    pub erase_study: Option<DesignSpec>,
 }
 
 impl Options {
@@ -162,6 +168,7 @@ impl Options {
             ],
             kernel_fs,
             work_dir,
+            erase_study: None,
         }
     }
 }
@@ -198,6 +205,7 @@ fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
         ftl_cleaning_efficiency: 1.0,
         fs_cleaning_efficiency: None,
         fs_cleaning_rounds: None,
+        erase_study: None,
     }
 }
 
@@ -227,6 +235,7 @@ fn flash_run(
         },
         fs_cleaning_efficiency: None,
         fs_cleaning_rounds: None,
+        erase_study: None,
     }
 }
 
@@ -413,6 +422,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
         &DesignOptions::default(),
     )
     .map_err(ExperimentError::from)?;
+    let (dev, shadow) = with_shadow(opts, dev)?;
     let mut fs = Nvmfs::create(
         &dir.join("nvram.img"),
         opts.nvram_bytes,
@@ -427,6 +437,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     )
     .map_err(ExperimentError::from)?;
     let before = fs.device().flash().stats().clone();
+    let shadow_before = shadow_stats(&shadow);
     let app = drive(&mut NvmfsFiles(&mut fs), w, opts.seed)?;
     let stats = fs.stats().clone();
     let dev = fs.unmount().map_err(ExperimentError::from)?;
@@ -435,6 +446,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     let mut r = flash_run("nvmfs", w, app, stats.ssd_pages_written, &d, ppb);
     r.fs_cleaning_efficiency = Some(stats.cleaning_efficiency());
     r.fs_cleaning_rounds = Some(stats.cleaning_rounds);
+    r.erase_study = shadow_run(&shadow, &shadow_before);
     drop(dev);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(r)
@@ -461,6 +473,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
             bytes >> 20
         )));
     }
+    let (dev, shadow) = with_shadow(opts, dev)?;
     let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
     stack.make_and_mount(kind, &mnt, "")?;
     // Flash counters and the pages the file system had written, read under the server's lock.
@@ -472,15 +485,46 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     };
     let _ = sh(&mut Command::new("sync"));
     let (before, written_before) = counters();
+    let shadow_before = shadow_stats(&shadow);
     let app = drive(&mut DirFiles(mnt.clone()), w, opts.seed)?;
     stack.unmount_fs()?;
     let (after, written_after) = counters();
+    let erase_study = shadow_run(&shadow, &shadow_before);
     let d = after.since(&before);
     let ssd_pages = written_after - written_before;
     drop(stack);
     let ppb = opts.config.geometry.pages_per_block as u64;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(flash_run(kind, w, app, ssd_pages, &d, ppb))
+    let mut r = flash_run(kind, w, app, ssd_pages, &d, ppb);
+    r.erase_study = erase_study;
+    Ok(r)
+}
+
+/// The run's SSD with the erase study's second FTL replaying its requests, if one is asked for.
+fn with_shadow(
+    opts: &Options,
+    dev: Box<dyn ftl::BlockDevice>,
+) -> Result<(Box<dyn ftl::BlockDevice>, Option<ShadowHandle>)> {
+    let Some(spec) = &opts.erase_study else {
+        return Ok((dev, None));
+    };
+    let shadow = Shadow::build(spec, &opts.config, dev.logical_pages())
+        .map_err(|e| ExperimentError::Unavailable(format!("erase study FTL {}: {e}", spec.name)))?;
+    Ok((Box::new(Shadowed::new(dev, shadow.clone())), Some(shadow)))
+}
+
+fn shadow_stats(shadow: &Option<ShadowHandle>) -> Option<FlashStats> {
+    let s = shadow.as_ref()?;
+    Some(s.lock().unwrap_or_else(|p| p.into_inner()).stats())
+}
+
+fn shadow_run(shadow: &Option<ShadowHandle>, before: &Option<FlashStats>) -> Option<ShadowRun> {
+    let (s, before) = (shadow.as_ref()?, before.as_ref()?);
+    Some(
+        s.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .run_since(before),
+    )
 }
 
 struct DirFiles(PathBuf);

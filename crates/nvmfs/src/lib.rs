@@ -11,6 +11,7 @@ pub mod fuse;
 pub mod layout;
 pub mod lru;
 pub mod nvram;
+pub mod shadow;
 pub mod ssd;
 
 pub use error::{NvmfsError, Result};

@@ -329,6 +329,11 @@ fn experiment_nvmfs_vs_kernel_fs() {
         );
         let eff = r.fs_cleaning_efficiency.unwrap();
         assert!((0.0..=1.0).contains(&eff), "{r:?}");
+        // the same requests on FAST: whole aligned extents are switch merges, never copies
+        let fast = r.erase_study.as_ref().expect("FAST replayed the run");
+        assert_eq!(fast.error, None);
+        assert!(fast.flash_programs >= r.ssd_pages_written, "{fast:?}");
+        assert_eq!(fast.page_copies, 0, "{fast:?}");
     }
     let iozone = |fs: &str| {
         e.runs
@@ -340,10 +345,14 @@ fn experiment_nvmfs_vs_kernel_fs() {
     let ext4 = iozone("ext4");
     match &ext4.skipped {
         Some(why) => eprintln!("ext4 skipped: {why}"),
-        None => assert!(
-            ext4.gc_page_copies > iozone("nvmfs").gc_page_copies,
-            "random 4 KB overwrites under ext4 leave the FTL pages to copy"
-        ),
+        None => {
+            assert!(
+                ext4.gc_page_copies > iozone("nvmfs").gc_page_copies,
+                "random 4 KB overwrites under ext4 leave the FTL pages to copy"
+            );
+            let fast = ext4.erase_study.as_ref().unwrap();
+            assert!(fast.page_copies > ext4.gc_page_copies, "FAST full merges: {fast:?}");
+        }
     }
 }
 
@@ -484,5 +493,6 @@ fn experiment_options(
         workloads,
         kernel_fs: vec![kernel_fs.into()],
         work_dir: work.path().to_path_buf(),
+        erase_study: Some(fast::spec()),
     }
 }

@@ -1,0 +1,215 @@
+//! The erase study's second FTL (NVMFS §IV-C, Fig. 7): the paper captured each file system's
+//! block trace with blktrace and replayed it on a FAST and a page-level FTL. Here the SSD the
+//! file system runs on is the page-level FTL, and [`Shadowed`] hands every write, trim and flush
+//! it receives, in the same order, to a second design on its own in-memory flash of the same
+//! geometry and the same exported capacity: the same request stream as a trace replay, without
+//! storing the trace. Reads are not replayed (they change no flash state the study counts).
+//!
+//! The shadow keeps no data: each page it is given is a content tag (FAST's decisions depend on
+//! addresses alone), so it costs a tag-only flash, not a second copy of the file system.
+
+use flash::{Content, ContentTag, DeviceConfig, Flash, FlashStats, Lpn};
+use ftl::{BlockDevice, Completion, DesignOptions, DesignSpec, FtlError, PageOutcome, Promise};
+use std::sync::{Arc, Mutex};
+
+/// The second design and the first error it met (after which it takes no more requests).
+pub struct Shadow {
+    dev: Box<dyn BlockDevice>,
+    error: Option<String>,
+    writes: u64,
+}
+
+/// What the shadow did between two instants.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ShadowRun {
+    pub design: String,
+    pub flash_programs: u64,
+    /// Valid pages its merges (or GC) copied: the paper's erase cost.
+    pub page_copies: u64,
+    pub flash_erases: u64,
+    /// Its design metrics at the end (FAST: switch, partial and full merges).
+    pub metrics: Vec<(String, f64)>,
+    /// Why its figures are missing, if it failed.
+    pub error: Option<String>,
+}
+
+pub type ShadowHandle = Arc<Mutex<Shadow>>;
+
+impl Shadow {
+    /// `spec` on a tag-only flash of `config`'s geometry, exporting at least `logical_pages`:
+    /// FAST's hidden share is set so that it exports the primary's capacity (rounded up to
+    /// whole blocks) and keeps the rest of the same flash for its log blocks.
+    pub fn build(
+        spec: &DesignSpec,
+        config: &DeviceConfig,
+        logical_pages: u32,
+    ) -> Result<ShadowHandle, FtlError> {
+        let g = &config.geometry;
+        let options = if spec.name == "fast" {
+            let blocks = logical_pages.div_ceil(g.pages_per_block);
+            let op = (g.blocks() - blocks) as f64 / g.blocks() as f64 - 1e-9;
+            DesignOptions::default().with("op", op)
+        } else {
+            DesignOptions::default()
+        };
+        let flash = Flash::in_memory(config.clone(), spec.oob_record(g), true);
+        let dev = spec.build(flash, &options)?;
+        if dev.logical_pages() < logical_pages {
+            return Err(FtlError::InvalidOption(format!(
+                "{} exports {} pages, fewer than the {logical_pages} it must replay",
+                spec.name,
+                dev.logical_pages()
+            )));
+        }
+        Ok(Arc::new(Mutex::new(Shadow {
+            dev,
+            error: None,
+            writes: 0,
+        })))
+    }
+
+    pub fn stats(&self) -> FlashStats {
+        self.dev.flash().stats().clone()
+    }
+
+    /// The shadow's work since `before` (its flash counters then).
+    pub fn run_since(&self, before: &FlashStats) -> ShadowRun {
+        let d = self.dev.flash().stats().since(before);
+        ShadowRun {
+            design: self.dev.design().to_string(),
+            flash_programs: d.total_programs(),
+            page_copies: d.programs_for(flash::OpCause::GcCopy),
+            flash_erases: d.total_erases(),
+            metrics: self.dev.metrics(),
+            error: self.error.clone(),
+        }
+    }
+
+    fn replay(&mut self, op: impl FnOnce(&mut dyn BlockDevice) -> Result<Completion, FtlError>) {
+        if self.error.is_none() {
+            if let Err(e) = op(self.dev.as_mut()) {
+                self.error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+/// The primary device, with every write, trim and flush replayed on a shadow.
+pub struct Shadowed {
+    primary: Box<dyn BlockDevice>,
+    shadow: ShadowHandle,
+}
+
+impl Shadowed {
+    pub fn new(primary: Box<dyn BlockDevice>, shadow: ShadowHandle) -> Shadowed {
+        Shadowed { primary, shadow }
+    }
+
+    fn shadow(&self) -> std::sync::MutexGuard<'_, Shadow> {
+        self.shadow.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl BlockDevice for Shadowed {
+    fn design(&self) -> &'static str {
+        self.primary.design()
+    }
+    fn promise(&self) -> Promise {
+        self.primary.promise()
+    }
+    fn logical_pages(&self) -> u32 {
+        self.primary.logical_pages()
+    }
+
+    fn write(
+        &mut self,
+        start: Lpn,
+        pages: &[Content],
+        arrival_ns: u64,
+    ) -> Result<Completion, FtlError> {
+        let done = self.primary.write(start, pages, arrival_ns)?;
+        let mut shadow = self.shadow();
+        let tags: Vec<Content> = (0..pages.len() as u32)
+            .map(|k| {
+                shadow.writes += 1;
+                Content::Tag(ContentTag {
+                    lpn: start.0 + k,
+                    write: shadow.writes,
+                })
+            })
+            .collect();
+        shadow.replay(|d| d.write(start, &tags, arrival_ns));
+        Ok(done)
+    }
+
+    fn read(
+        &mut self,
+        start: Lpn,
+        count: u32,
+        arrival_ns: u64,
+        out: &mut Vec<PageOutcome>,
+    ) -> Result<Completion, FtlError> {
+        self.primary.read(start, count, arrival_ns, out)
+    }
+
+    fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
+        let done = self.primary.flush(arrival_ns)?;
+        self.shadow().replay(|d| d.flush(arrival_ns));
+        Ok(done)
+    }
+
+    fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
+        let done = self.primary.trim(start, count, arrival_ns)?;
+        self.shadow().replay(|d| d.trim(start, count, arrival_ns));
+        Ok(done)
+    }
+
+    fn flash(&self) -> &Flash {
+        self.primary.flash()
+    }
+    fn flash_mut(&mut self) -> &mut Flash {
+        self.primary.flash_mut()
+    }
+    fn into_flash(self: Box<Self>) -> Flash {
+        self.primary.into_flash()
+    }
+    fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
+        self.primary.check_invariants()
+    }
+    fn metrics(&self) -> Vec<(String, f64)> {
+        self.primary.metrics()
+    }
+    fn memory(&self) -> Vec<(String, u64)> {
+        self.primary.memory()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shadow_replays_writes_trims_and_flushes_and_must_cover_the_primary() {
+        let cfg = DeviceConfig::preset("small").unwrap();
+        let spec = dftl::spec();
+        let flash = Flash::in_memory(cfg.clone(), spec.oob_record(&cfg.geometry), true);
+        let primary = spec.build(flash, &DesignOptions::default()).unwrap();
+        let logical = primary.logical_pages();
+        let shadow = Shadow::build(&spec, &cfg, logical).unwrap();
+        let before = shadow.lock().unwrap().stats();
+        let mut dev = Shadowed::new(primary, shadow.clone());
+        let page = Content::Bytes(vec![7u8; 4096].into_boxed_slice());
+        for i in 0..100 {
+            dev.write(Lpn(i), std::slice::from_ref(&page), 1_000 * i as u64)
+                .unwrap();
+        }
+        dev.trim(Lpn(0), 10, 200_000).unwrap();
+        dev.flush(300_000).unwrap();
+        let run = shadow.lock().unwrap().run_since(&before);
+        assert_eq!(run.design, "dftl");
+        assert!(run.flash_programs >= 100, "{run:?}");
+        assert_eq!(run.error, None);
+        // a shadow too small to replay the primary's range is refused
+        assert!(Shadow::build(&spec, &cfg, logical + 1).is_err());
+    }
+}
