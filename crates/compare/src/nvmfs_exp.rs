@@ -39,10 +39,14 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             skipped.push(format!("{} / {}: {why}", r.fs, r.workload));
             continue;
         }
+        let app_mib = fmt(r.app_bytes_written as f64 / (1 << 20) as f64);
         rows.push(vec![
             r.workload.clone(),
             r.fs.clone(),
-            fmt(r.app_bytes_written as f64 / (1 << 20) as f64),
+            match &r.stopped {
+                Some(why) => format!("{app_mib} (stopped: {why})"),
+                None => app_mib,
+            },
             r.ssd_pages_written.to_string(),
             r.flash_programs.to_string(),
             r.gc_page_copies.to_string(),
@@ -60,9 +64,12 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         }
     }
     let find = |fs: &str| {
-        e.runs
-            .iter()
-            .find(|r| r.fs == fs && r.workload == "iozone-randwrite" && r.skipped.is_none())
+        e.runs.iter().find(|r| {
+            r.fs == fs
+                && r.workload == "iozone-randwrite"
+                && r.skipped.is_none()
+                && r.stopped.is_none()
+        })
     };
     let claims = vec![
         erase_claim(find("nvmfs"), find("ext4")),
@@ -78,7 +85,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
              1 − moved valid blocks / recycled blocks. FAST columns: the same SSD requests \
              replayed in order on the FAST hybrid FTL (same geometry, same exported capacity, its \
              hidden blocks as log blocks; NVMFS §IV-C's erase study), erase cost = valid pages \
-             its merges copied.{}",
+             its merges copied. A run a file system stopped part-way (out of space) is shown with \
+             what it did up to then.{}",
             e.ssd_bytes >> 20,
             e.design,
             e.nvram_bytes >> 20,
@@ -231,6 +239,7 @@ mod claim_tests {
             fs: fs.into(),
             workload: "iozone-randwrite".into(),
             skipped: None,
+            stopped: None,
             app_bytes_written: 1,
             ssd_pages_written: 1,
             flash_programs: programs,

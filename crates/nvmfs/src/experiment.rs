@@ -87,6 +87,9 @@ pub struct FsRun {
     pub workload: String,
     /// Why this run did not happen (missing tool, not root, ...).
     pub skipped: Option<String>,
+    /// The file system refused the workload part-way (out of space): the counters cover what
+    /// it did up to then and the unmount.
+    pub stopped: Option<String>,
     /// Bytes the workload wrote through the file system API.
     pub app_bytes_written: u64,
     /// 4 KB pages the file system wrote to the SSD.
@@ -197,6 +200,7 @@ fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
         fs: fs.to_string(),
         workload: w.name().to_string(),
         skipped: Some(why.to_string()),
+        stopped: None,
         app_bytes_written: 0,
         ssd_pages_written: 0,
         flash_programs: 0,
@@ -223,6 +227,7 @@ fn flash_run(
         fs: fs.to_string(),
         workload: w.name().to_string(),
         skipped: None,
+        stopped: None,
         app_bytes_written: app,
         ssd_pages_written: ssd_pages,
         flash_programs: d.total_programs(),
@@ -486,7 +491,15 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let _ = sh(&mut Command::new("sync"));
     let (before, written_before) = counters();
     let shadow_before = shadow_stats(&shadow);
-    let app = drive(&mut DirFiles(mnt.clone()), w, opts.seed)?;
+    let mut files = DirFiles(mnt.clone(), 0);
+    let (app, stopped) = match drive(&mut files, w, opts.seed) {
+        Ok(app) => (app, None),
+        Err(e) if is_no_space(&e) => {
+            let why = format!("{e}, after {:.1} MiB", files.1 as f64 / (1 << 20) as f64);
+            (files.1, Some(why))
+        }
+        Err(e) => return Err(e),
+    };
     stack.unmount_fs()?;
     let (after, written_after) = counters();
     let erase_study = shadow_run(&shadow, &shadow_before);
@@ -497,7 +510,14 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut r = flash_run(kind, w, app, ssd_pages, &d, ppb);
     r.erase_study = erase_study;
+    r.stopped = stopped;
     Ok(r)
+}
+
+/// A file system that ran out of room part-way: a measured outcome (its counters cover what it
+/// did), not a run that could not happen.
+fn is_no_space(e: &ExperimentError) -> bool {
+    matches!(e, ExperimentError::File { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
 }
 
 /// The run's SSD with the erase study's second FTL replaying its requests, if one is asked for.
@@ -527,7 +547,8 @@ fn shadow_run(shadow: &Option<ShadowHandle>, before: &Option<FlashStats>) -> Opt
     )
 }
 
-struct DirFiles(PathBuf);
+/// A mounted kernel file system, counting the bytes it accepted.
+struct DirFiles(PathBuf, u64);
 
 fn file_error(path: &str, source: std::io::Error) -> ExperimentError {
     ExperimentError::File {
@@ -552,7 +573,9 @@ impl Files for DirFiles {
             .open(self.0.join(path))
             .map_err(|source| file_error(path, source))?;
         f.write_all_at(data, offset)
-            .map_err(|source| file_error(path, source))
+            .map_err(|source| file_error(path, source))?;
+        self.1 += data.len() as u64;
+        Ok(())
     }
     fn append(&mut self, path: &str, data: &[u8]) -> Result<()> {
         use std::io::Write;
@@ -560,7 +583,10 @@ impl Files for DirFiles {
             .append(true)
             .open(self.0.join(path))
             .map_err(|source| file_error(path, source))?;
-        f.write_all(data).map_err(|source| file_error(path, source))
+        f.write_all(data)
+            .map_err(|source| file_error(path, source))?;
+        self.1 += data.len() as u64;
+        Ok(())
     }
     fn read_all(&mut self, path: &str) -> Result<Vec<u8>> {
         std::fs::read(self.0.join(path)).map_err(|source| file_error(path, source))
@@ -611,4 +637,20 @@ pub fn table(e: &Experiment) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+
+    #[test]
+    fn only_running_out_of_space_stops_a_run_part_way() {
+        let err = |code| ExperimentError::File {
+            path: "big".into(),
+            source: std::io::Error::from_raw_os_error(code),
+        };
+        assert!(is_no_space(&err(libc::ENOSPC)));
+        assert!(!is_no_space(&err(libc::EIO)));
+        assert!(!is_no_space(&ExperimentError::Mismatch("f".into())));
+    }
 }

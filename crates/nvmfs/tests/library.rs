@@ -351,7 +351,10 @@ fn experiment_nvmfs_vs_kernel_fs() {
                 "random 4 KB overwrites under ext4 leave the FTL pages to copy"
             );
             let fast = ext4.erase_study.as_ref().unwrap();
-            assert!(fast.page_copies > ext4.gc_page_copies, "FAST full merges: {fast:?}");
+            assert!(
+                fast.page_copies > ext4.gc_page_copies,
+                "FAST full merges: {fast:?}"
+            );
         }
     }
 }
