@@ -58,6 +58,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             },
             fast_cell(r, |f| f.flash_erases),
             fast_cell(r, |f| f.page_copies),
+            r.page_cache_limit_hits
+                .map_or("—".into(), |n| n.to_string()),
         ]);
         if let Some(why) = r.erase_study.as_ref().and_then(|f| f.error.as_ref()) {
             skipped.push(format!("{} / {} on FAST: {why}", r.fs, r.workload));
@@ -80,7 +82,9 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         id: "nvmfs",
         title: TITLE.into(),
         description: format!(
-            "SSD {} MiB ({}), NVRAM {} MiB; fresh image per run; counters from mount to unmount. \
+            "SSD {} MiB ({}), NVRAM {} MiB; a kernel file system caches in a DRAM budget of the \
+             same size (its workload runs in a memory cgroup limited to it; 'DRAM budget hits' \
+             counts reclaims at the limit); fresh image per run; counters from mount to unmount. \
              FTL cleaning efficiency = 1 − GC copies / pages of erased blocks; NVMFS's own = \
              1 − moved valid blocks / recycled blocks. FAST columns: the same SSD requests \
              replayed in order on the FAST hybrid FTL (same geometry, same exported capacity, its \
@@ -110,6 +114,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 "FS cleaning eff. (rounds)",
                 "FAST erases",
                 "FAST merge copies",
+                "DRAM budget hits",
             ]
             .iter()
             .map(|s| s.to_string())
@@ -249,6 +254,7 @@ mod claim_tests {
             fs_cleaning_efficiency: None,
             fs_cleaning_rounds: None,
             erase_study: None,
+            page_cache_limit_hits: None,
         }
     }
 

@@ -53,6 +53,13 @@ pub enum ExperimentError {
     /// The SSD is too small for the file system.
     #[error("{0}")]
     Unavailable(String),
+    /// The kernel file system's DRAM budget (a memory cgroup) could not be set up or its
+    /// workload process died.
+    #[error("{0}")]
+    Budget(#[from] crate::budget::BudgetError),
+    /// The workload, run in its budgeted process, failed.
+    #[error("{0}")]
+    Workload(String),
     /// A read returned other bytes than the workload wrote.
     #[error("postmark: {0} differs from what was written")]
     Mismatch(String),
@@ -106,6 +113,8 @@ pub struct FsRun {
     pub fs_cleaning_rounds: Option<u64>,
     /// The same requests replayed on the erase study's second FTL (FAST), if one was given.
     pub erase_study: Option<ShadowRun>,
+    /// Kernel file systems under a DRAM budget: how often their cache hit the limit.
+    pub page_cache_limit_hits: Option<u64>,
 }
 
 /// The whole experiment.
@@ -131,6 +140,9 @@ pub struct Options {
     pub kernel_fs: Vec<String>,
     /// Scratch directory for images and mount points.
     pub work_dir: PathBuf,
+    /// DRAM a kernel file system may cache in (its workload runs in a memory cgroup of this
+    /// size, crate::budget); `None`: the whole page cache. `standard` gives it the NVRAM's size.
+    pub page_cache_budget: Option<u64>,
     /// A second FTL every run's SSD requests are replayed on (the erase study's FAST, NVMFS
     /// §IV-C): same geometry, same exported capacity ([`crate::shadow`]).
     pub erase_study: Option<DesignSpec>,
@@ -171,6 +183,7 @@ impl Options {
             ],
             kernel_fs,
             work_dir,
+            page_cache_budget: Some(if paper { 32 << 20 } else { 8 << 20 }),
             erase_study: None,
         }
     }
@@ -210,6 +223,7 @@ fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
         fs_cleaning_efficiency: None,
         fs_cleaning_rounds: None,
         erase_study: None,
+        page_cache_limit_hits: None,
     }
 }
 
@@ -241,6 +255,7 @@ fn flash_run(
         fs_cleaning_efficiency: None,
         fs_cleaning_rounds: None,
         erase_study: None,
+        page_cache_limit_hits: None,
     }
 }
 
@@ -294,11 +309,13 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64> {
             for d in 0..DIRS {
                 files.mkdir(&format!("d{d}"))?;
             }
-            let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            // per file its length and CRC-32C (not its bytes: the workload may run inside a
+            // DRAM budget, crate::budget)
+            let mut model: BTreeMap<String, (usize, u32)> = BTreeMap::new();
             let mut next = 0u32;
             let mut create = |files: &mut dyn Files,
                               rng: &mut ChaCha8Rng,
-                              model: &mut BTreeMap<String, Vec<u8>>|
+                              model: &mut BTreeMap<String, (usize, u32)>|
              -> Result<u64> {
                 let path = format!("d{}/f{next}", next % DIRS);
                 next += 1;
@@ -306,7 +323,7 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64> {
                 let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
                 files.create(&path)?;
                 files.write_at(&path, 0, &data)?;
-                model.insert(path, data);
+                model.insert(path, (len, crc32c::crc32c(&data)));
                 Ok(len as u64)
             };
             for _ in 0..pool {
@@ -317,7 +334,8 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64> {
                     let k = rng.random_range(0..model.len());
                     let p = model.keys().nth(k).expect("in range").clone();
                     if rng.random_bool(0.5) {
-                        if files.read_all(&p)? != model[&p] {
+                        let read = files.read_all(&p)?;
+                        if (read.len(), crc32c::crc32c(&read)) != model[&p] {
                             return Err(ExperimentError::Mismatch(p));
                         }
                     } else {
@@ -325,7 +343,9 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64) -> Result<u64> {
                         let data: Vec<u8> = (0..len).map(|_| rng.random()).collect();
                         files.append(&p, &data)?;
                         written += len as u64;
-                        model.get_mut(&p).expect("present").extend_from_slice(&data);
+                        let (n, crc) = model.get_mut(&p).expect("present");
+                        *n += len;
+                        *crc = crc32c::crc32c_append(*crc, &data);
                     }
                 }
                 if model.is_empty() || rng.random_bool(0.5) {
@@ -478,6 +498,13 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
             bytes >> 20
         )));
     }
+    let budget = match opts.page_cache_budget {
+        Some(bytes) => {
+            let name = format!("mobius-{}-{kind}-{}", std::process::id(), w.name());
+            Some(crate::budget::MemoryBudget::create(&name, bytes)?)
+        }
+        None => None,
+    };
     let (dev, shadow) = with_shadow(opts, dev)?;
     let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
     stack.make_and_mount(kind, &mnt, "")?;
@@ -491,14 +518,11 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let _ = sh(&mut Command::new("sync"));
     let (before, written_before) = counters();
     let shadow_before = shadow_stats(&shadow);
-    let mut files = DirFiles(mnt.clone(), 0);
-    let (app, stopped) = match drive(&mut files, w, opts.seed) {
-        Ok(app) => (app, None),
-        Err(e) if is_no_space(&e) => {
-            let why = format!("{e}, after {:.1} MiB", files.1 as f64 / (1 << 20) as f64);
-            (files.1, Some(why))
+    let (app, stopped) = match &budget {
+        Some(b) => {
+            decode_outcome(&b.run_in_child(|| encode_outcome(drive_dir(&mnt, w, opts.seed)))?)?
         }
-        Err(e) => return Err(e),
+        None => drive_dir(&mnt, w, opts.seed)?,
     };
     stack.unmount_fs()?;
     let (after, written_after) = counters();
@@ -511,7 +535,53 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let mut r = flash_run(kind, w, app, ssd_pages, &d, ppb);
     r.erase_study = erase_study;
     r.stopped = stopped;
+    r.page_cache_limit_hits = budget.as_ref().map(|b| b.limit_hits());
     Ok(r)
+}
+
+/// Runs the workload on a mounted file system: the bytes it wrote, and why it stopped if it
+/// ran out of space part-way.
+fn drive_dir(mnt: &std::path::Path, w: &Workload, seed: u64) -> Result<(u64, Option<String>)> {
+    let mut files = DirFiles(mnt.to_path_buf(), 0);
+    match drive(&mut files, w, seed) {
+        Ok(app) => Ok((app, None)),
+        Err(e) if is_no_space(&e) => {
+            let why = format!("{e}, after {:.1} MiB", files.1 as f64 / (1 << 20) as f64);
+            Ok((files.1, Some(why)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The budgeted workload process's outcome as bytes for the pipe: `0 | written u64 | stopped`,
+/// or `2 | error text`.
+fn encode_outcome(r: Result<(u64, Option<String>)>) -> Vec<u8> {
+    match r {
+        Ok((written, stopped)) => {
+            let mut b = vec![0u8];
+            b.extend_from_slice(&written.to_le_bytes());
+            b.extend_from_slice(stopped.unwrap_or_default().as_bytes());
+            b
+        }
+        Err(e) => {
+            let mut b = vec![2u8];
+            b.extend_from_slice(e.to_string().as_bytes());
+            b
+        }
+    }
+}
+
+fn decode_outcome(b: &[u8]) -> Result<(u64, Option<String>)> {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match b {
+        [0, rest @ ..] if rest.len() >= 8 => {
+            let written = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
+            let stopped = text(&rest[8..]);
+            Ok((written, (!stopped.is_empty()).then_some(stopped)))
+        }
+        [_, rest @ ..] => Err(ExperimentError::Workload(text(rest))),
+        [] => Err(ExperimentError::Workload("no outcome".into())),
+    }
 }
 
 /// A file system that ran out of room part-way: a measured outcome (its counters cover what it
@@ -652,5 +722,21 @@ mod stop_tests {
         assert!(is_no_space(&err(libc::ENOSPC)));
         assert!(!is_no_space(&err(libc::EIO)));
         assert!(!is_no_space(&ExperimentError::Mismatch("f".into())));
+    }
+
+    #[test]
+    fn a_budgeted_outcome_crosses_the_pipe_intact() {
+        let stopped = Some("big: No space left on device, after 3.0 MiB".to_string());
+        let back = decode_outcome(&encode_outcome(Ok((3 << 20, stopped.clone())))).unwrap();
+        assert_eq!(back, (3 << 20, stopped));
+        assert_eq!(
+            decode_outcome(&encode_outcome(Ok((5, None)))).unwrap(),
+            (5, None)
+        );
+        let err = decode_outcome(&encode_outcome(Err(ExperimentError::Mismatch(
+            "d1/f3".into(),
+        ))));
+        assert!(matches!(err, Err(ExperimentError::Workload(t)) if t.contains("d1/f3")));
+        assert!(decode_outcome(&[]).is_err() && decode_outcome(&[0, 1, 2]).is_err());
     }
 }

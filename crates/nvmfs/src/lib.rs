@@ -4,6 +4,7 @@
 //! at a time, to fresh extents of the SSD (our emulated device, through `ftl::BlockDevice`),
 //! which is never overwritten in place. See docs/nvmfs.md.
 
+pub mod budget;
 pub mod error;
 pub mod experiment;
 pub mod fs;

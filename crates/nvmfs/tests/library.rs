@@ -350,6 +350,10 @@ fn experiment_nvmfs_vs_kernel_fs() {
                 ext4.gc_page_copies > iozone("nvmfs").gc_page_copies,
                 "random 4 KB overwrites under ext4 leave the FTL pages to copy"
             );
+            assert!(
+                ext4.page_cache_limit_hits.unwrap() > 0,
+                "a 12 MiB file through a 4 MiB DRAM budget must hit it: {ext4:?}"
+            );
             let fast = ext4.erase_study.as_ref().unwrap();
             assert!(
                 fast.page_copies > ext4.gc_page_copies,
@@ -496,6 +500,7 @@ fn experiment_options(
         workloads,
         kernel_fs: vec![kernel_fs.into()],
         work_dir: work.path().to_path_buf(),
+        page_cache_budget: Some(4 << 20),
         erase_study: Some(fast::spec()),
     }
 }
