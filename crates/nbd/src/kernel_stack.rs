@@ -134,6 +134,14 @@ impl Drop for KernelStack {
 }
 
 /// What a kernel file system's run needs of the machine: root, the tools, /dev/fuse.
+/// Whether the running kernel has file system `kind` (`/proc/filesystems`).
+pub fn kernel_has(kind: &str) -> bool {
+    std::fs::read_to_string("/proc/filesystems").is_ok_and(|list| {
+        list.lines()
+            .any(|l| l.split_whitespace().last() == Some(kind))
+    })
+}
+
 pub fn kernel_fs_available(kind: &str) -> Result<()> {
     // SAFETY: a plain syscall without arguments.
     if unsafe { libc::geteuid() } != 0 {
@@ -148,11 +156,7 @@ pub fn kernel_fs_available(kind: &str) -> Result<()> {
             )));
         }
     }
-    let kernel_has = std::fs::read_to_string("/proc/filesystems").is_ok_and(|list| {
-        list.lines()
-            .any(|l| l.split_whitespace().last() == Some(kind))
-    });
-    if !kernel_has {
+    if !kernel_has(kind) {
         return Err(KernelStackError::Unavailable(format!(
             "this kernel has no {kind} (not in /proc/filesystems)"
         )));

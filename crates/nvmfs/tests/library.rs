@@ -307,7 +307,7 @@ fn experiment_nvmfs_vs_kernel_fs() {
     let work = tempfile::tempdir().unwrap();
     let workloads = vec![
         Workload::Iozone {
-            file_bytes: 12 << 20,
+            utilisation: 0.6,
             overwrites: 6_000,
         },
         Workload::Postmark {
@@ -471,7 +471,7 @@ fn a_kernel_fs_that_cannot_run_is_skipped_with_its_reason() {
     use nvmfs::experiment::{run, Workload};
     let work = tempfile::tempdir().unwrap();
     let workloads = vec![Workload::Iozone {
-        file_bytes: 1 << 20,
+        utilisation: 0.05,
         overwrites: 10,
     }];
     let opts = experiment_options(&work, workloads, "nosuchfs");
