@@ -18,7 +18,7 @@ def page(d, byte):
 
 def test_designs_and_presets_list_what_the_cli_knows():
     names = [d["name"] for d in mobius.designs()]
-    assert "mobius" in names and "dftl" in names and len(names) == 9
+    assert "mobius" in names and "dftl" in names and len(names) == 10 and "fast" in names
     presets = mobius.presets()
     assert presets["jasmine"]["host"]["link_mb_s"] == 95
     assert presets["small"]["geometry"]["page_bytes"] == 4096

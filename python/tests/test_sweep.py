@@ -85,7 +85,7 @@ def test_a_crash_soak_split_across_workers_equals_the_one_process_soak(client):
     for f in alone["failures"] + split["failures"]:
         f.pop("wall_s", None)
     assert strip(alone) == strip(split)
-    assert alone["seeds"] == 18
+    assert alone["seeds"] == 2 * len(mobius.designs())
 
 
 def test_the_merge_reports_failures_it_is_given():

@@ -662,7 +662,7 @@ impl BlockDevice for Fast {
             self.log_map.capacity() as u64 * map_entry,
         ));
         for (name, bytes) in self.validity.memory() {
-            m.push((format!("fast.{name}"), bytes));
+            m.push((format!("space.{name}"), bytes));
         }
         m.push((
             "fast.blocks".into(),

@@ -32,6 +32,54 @@ pub enum BudgetError {
     ChildDied(i32),
 }
 
+/// A counter a forked child updates and its parent reads, even after the child was killed
+/// (a shared anonymous page, mapped before the fork).
+pub struct SharedCounter {
+    ptr: *mut std::sync::atomic::AtomicU64,
+}
+
+// SAFETY: the mapping is a page-aligned AtomicU64, valid until drop.
+unsafe impl Send for SharedCounter {}
+unsafe impl Sync for SharedCounter {}
+
+impl SharedCounter {
+    pub fn new() -> std::io::Result<SharedCounter> {
+        // SAFETY: a fresh shared anonymous mapping of one page, zeroed by the kernel.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(SharedCounter { ptr: ptr.cast() })
+    }
+
+    pub fn get(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: valid for the life of self (see new).
+        unsafe { &*self.ptr }
+    }
+}
+
+impl Drop for SharedCounter {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the page mapped in new.
+        unsafe { libc::munmap(self.ptr.cast(), 4096) };
+    }
+}
+
+/// Whether a child's wait status says the kernel killed it (SIGKILL: the memory cgroup's OOM
+/// killer when the budget could not be met by reclaim).
+pub fn killed(status: i32) -> bool {
+    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL
+}
+
 /// A memory cgroup with a limit, removed on drop.
 pub struct MemoryBudget {
     dir: PathBuf,

@@ -60,6 +60,12 @@ pub enum ExperimentError {
     /// The workload, run in its budgeted process, failed.
     #[error("{0}")]
     Workload(String),
+    /// Mounting NVMFS through FUSE for a benchmark program failed.
+    #[error("{0}")]
+    Fuse(#[from] crate::fuse::ServeError),
+    /// A benchmark program is missing or failed.
+    #[error("{program}: {why}")]
+    Program { program: &'static str, why: String },
     /// A read returned other bytes than the workload wrote.
     #[error("postmark: {0} differs from what was written")]
     Mismatch(String),
@@ -79,6 +85,10 @@ pub enum Workload {
     /// Postmark: `pool` files of 512 B - 16 KB in 5 directories, then `transactions`, each a
     /// read (verified) or an append, and a create or a delete.
     Postmark { pool: u32, transactions: u32 },
+    /// The real `postmark` program (Debian's, Katcher 1997) on the mounted file system — NVMFS
+    /// through FUSE — with the same pool, transactions and file sizes, 4 KB reads and writes,
+    /// unbuffered, seeded; it deletes every file at the end.
+    PostmarkBinary { pool: u32, transactions: u32 },
 }
 
 impl Workload {
@@ -87,6 +97,7 @@ impl Workload {
             Workload::Iozone { utilisation, .. } if *utilisation > 0.85 => "iozone-randwrite-high",
             Workload::Iozone { .. } => "iozone-randwrite",
             Workload::Postmark { .. } => "postmark",
+            Workload::PostmarkBinary { .. } => "postmark-binary",
         }
     }
 }
@@ -196,6 +207,10 @@ impl Options {
                     overwrites: mib as u32 * 256,
                 },
                 Workload::Postmark {
+                    pool: mib as u32 * 20,
+                    transactions: mib as u32 * 60,
+                },
+                Workload::PostmarkBinary {
                     pool: mib as u32 * 20,
                     transactions: mib as u32 * 60,
                 },
@@ -331,6 +346,9 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64, file_bytes: u64) -> Res
                 }
             }
             files.fsync("big")?;
+        }
+        Workload::PostmarkBinary { .. } => {
+            unreachable!("the postmark program runs on a mount (run_program), not through Files")
         }
         Workload::Postmark { pool, transactions } => {
             const DIRS: u32 = 5;
@@ -483,6 +501,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
         NvmfsParams {
             inode_count: match *w {
                 Workload::Postmark { pool, .. } => pool * 2 + 1024,
+                Workload::PostmarkBinary { pool, transactions } => pool * 2 + transactions + 1024,
                 Workload::Iozone { .. } => 1024,
             },
             ..NvmfsParams::default()
@@ -497,12 +516,20 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     let file_bytes = iozone_file(w, size, used);
     let before = fs.device().flash().stats().clone();
     let shadow_before = shadow_stats(&shadow);
-    let app = drive(
-        &mut NvmfsFiles(&mut fs),
-        w,
-        opts.seed,
-        file_bytes.unwrap_or(0),
-    )?;
+    let app = if let Workload::PostmarkBinary { .. } = w {
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).map_err(ExperimentError::from)?;
+        let (app, back) = crate::fuse::with_mounted(fs, &mnt, || run_program(&mnt, w, opts.seed))?;
+        fs = back;
+        app?
+    } else {
+        drive(
+            &mut NvmfsFiles(&mut fs),
+            w,
+            opts.seed,
+            file_bytes.unwrap_or(0),
+        )?
+    };
     let stats = fs.stats().clone();
     let dev = fs.unmount().map_err(ExperimentError::from)?;
     let d = dev.flash().stats().since(&before);
@@ -560,11 +587,8 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let shadow_before = shadow_stats(&shadow);
     let (size, used) = fs_space(&mnt)?;
     let file_bytes = iozone_file(w, size, used);
-    let run = || drive_dir(&mnt, w, opts.seed, file_bytes.unwrap_or(0));
-    let (app, stopped) = match &budget {
-        Some(b) => decode_outcome(&b.run_in_child(|| encode_outcome(run()))?)?,
-        None => run()?,
-    };
+    let (app, stopped) =
+        drive_mounted(&mnt, w, opts.seed, file_bytes.unwrap_or(0), budget.as_ref())?;
     stack.unmount_fs()?;
     let (after, written_after) = counters();
     let erase_study = shadow_run(&shadow, &shadow_before);
@@ -585,8 +609,52 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
 fn iozone_file(w: &Workload, size: u64, used: u64) -> Option<u64> {
     match *w {
         Workload::Iozone { utilisation, .. } => Some(iozone_file_bytes(utilisation, size, used)),
-        Workload::Postmark { .. } => None,
+        Workload::Postmark { .. } | Workload::PostmarkBinary { .. } => None,
     }
+}
+
+/// Runs a benchmark program's workload on the file system mounted at `mnt`; returns the bytes
+/// it reports writing.
+fn run_program(mnt: &std::path::Path, w: &Workload, seed: u64) -> Result<u64> {
+    let Workload::PostmarkBinary { pool, transactions } = *w else {
+        unreachable!("only programs run here")
+    };
+    let program = "postmark";
+    let fail = |why: String| ExperimentError::Program { program, why };
+    if tool_missing(program) {
+        return Err(fail("not installed (apt-get install postmark)".into()));
+    }
+    let config = mnt.with_extension("postmark.cfg");
+    let script = format!(
+        "set location {}\nset number {pool}\nset transactions {transactions}\nset size 512 16384\nset read 4096\nset write 4096\nset buffering false\nset seed {seed}\nrun\nquit\n",
+        mnt.display()
+    );
+    std::fs::write(&config, script).map_err(ExperimentError::Io)?;
+    let out = Command::new(program)
+        .arg(&config)
+        .output()
+        .map_err(|e| fail(e.to_string()))?;
+    let _ = std::fs::remove_file(&config);
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(fail(format!(
+            "{} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    postmark_bytes_written(&text).ok_or_else(|| fail(format!("no 'megabytes written' in: {text}")))
+}
+
+/// Postmark's "N megabytes written" line, in bytes (its megabyte is 2^20 bytes).
+pub fn postmark_bytes_written(report: &str) -> Option<u64> {
+    report.lines().find_map(|l| {
+        let (n, rest) = l.trim().split_once(' ')?;
+        rest.starts_with("megabytes written")
+            .then(|| n.parse::<f64>().ok())
+            .flatten()
+            .map(|mb| (mb * (1u64 << 20) as f64) as u64)
+    })
 }
 
 /// A mounted file system's capacity and bytes in use, as `df` counts them (used + available
@@ -612,15 +680,49 @@ fn drive_dir(
     w: &Workload,
     seed: u64,
     file_bytes: u64,
+    progress: &std::sync::atomic::AtomicU64,
 ) -> Result<(u64, Option<String>)> {
-    let mut files = DirFiles(mnt.to_path_buf(), 0);
+    if let Workload::PostmarkBinary { .. } = w {
+        return run_program(mnt, w, seed).map(|app| (app, None));
+    }
+    let mut files = DirFiles(mnt.to_path_buf(), progress);
     match drive(&mut files, w, seed, file_bytes) {
         Ok(app) => Ok((app, None)),
         Err(e) if is_no_space(&e) => {
-            let why = format!("{e}, after {:.1} MiB", files.1 as f64 / (1 << 20) as f64);
-            Ok((files.1, Some(why)))
+            let done = progress.load(std::sync::atomic::Ordering::Relaxed);
+            let why = format!("{e}, after {:.1} MiB", done as f64 / (1 << 20) as f64);
+            Ok((done, Some(why)))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Runs the workload on the mount, inside the DRAM budget if there is one. A workload the
+/// budget's OOM killer stopped is a measured outcome, like running out of space.
+fn drive_mounted(
+    mnt: &std::path::Path,
+    w: &Workload,
+    seed: u64,
+    file_bytes: u64,
+    budget: Option<&crate::budget::MemoryBudget>,
+) -> Result<(u64, Option<String>)> {
+    let progress = crate::budget::SharedCounter::new()?;
+    let run = || drive_dir(mnt, w, seed, file_bytes, progress.get());
+    let Some(b) = budget else {
+        return run();
+    };
+    match b.run_in_child(|| encode_outcome(run())) {
+        Ok(reply) => decode_outcome(&reply),
+        Err(crate::budget::BudgetError::ChildDied(status)) if crate::budget::killed(status) => {
+            let done = progress.get().load(std::sync::atomic::Ordering::Relaxed);
+            let why = format!(
+                "killed by the memory cgroup's OOM killer at the {} MiB DRAM budget, after {:.1} MiB",
+                b.bytes() >> 20,
+                done as f64 / (1 << 20) as f64
+            );
+            Ok((done, Some(why)))
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -689,7 +791,7 @@ fn shadow_run(shadow: &Option<ShadowHandle>, before: &Option<FlashStats>) -> Opt
 }
 
 /// A mounted kernel file system, counting the bytes it accepted.
-struct DirFiles(PathBuf, u64);
+struct DirFiles<'a>(PathBuf, &'a std::sync::atomic::AtomicU64);
 
 fn file_error(path: &str, source: std::io::Error) -> ExperimentError {
     ExperimentError::File {
@@ -698,7 +800,7 @@ fn file_error(path: &str, source: std::io::Error) -> ExperimentError {
     }
 }
 
-impl Files for DirFiles {
+impl Files for DirFiles<'_> {
     fn mkdir(&mut self, path: &str) -> Result<()> {
         std::fs::create_dir(self.0.join(path)).map_err(|source| file_error(path, source))
     }
@@ -715,7 +817,8 @@ impl Files for DirFiles {
             .map_err(|source| file_error(path, source))?;
         f.write_all_at(data, offset)
             .map_err(|source| file_error(path, source))?;
-        self.1 += data.len() as u64;
+        self.1
+            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
     fn append(&mut self, path: &str, data: &[u8]) -> Result<()> {
@@ -726,7 +829,8 @@ impl Files for DirFiles {
             .map_err(|source| file_error(path, source))?;
         f.write_all(data)
             .map_err(|source| file_error(path, source))?;
-        self.1 += data.len() as u64;
+        self.1
+            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
     fn read_all(&mut self, path: &str) -> Result<Vec<u8>> {
@@ -793,6 +897,19 @@ mod stop_tests {
         assert!(is_no_space(&err(libc::ENOSPC)));
         assert!(!is_no_space(&err(libc::EIO)));
         assert!(!is_no_space(&ExperimentError::Mismatch("f".into())));
+    }
+
+    #[test]
+    fn postmark_reports_its_bytes_written() {
+        let report = "Data:\n\t2.61 megabytes read (2.61 megabytes per second)\n\t4.46 megabytes written (4.46 megabytes per second)\n";
+        assert_eq!(
+            postmark_bytes_written(report),
+            Some((4.46 * 1048576.0) as u64)
+        );
+        assert_eq!(
+            postmark_bytes_written("Data:\n\t2.61 megabytes read\n"),
+            None
+        );
     }
 
     #[test]

@@ -564,6 +564,37 @@ pub enum ServeError {
     Close(#[from] NvmfsError),
 }
 
+/// Mounts `fs` at `mountpoint`, runs `work` (another process may use the mount meanwhile: a
+/// benchmark binary that has exited when `work` returns), unmounts it and hands the file
+/// system back, still open (the caller reads its counters and unmounts it).
+pub fn with_mounted<R>(
+    fs: Nvmfs,
+    mountpoint: &Path,
+    work: impl FnOnce() -> R,
+) -> Result<(R, Nvmfs), ServeError> {
+    let handle = NvmfsFuse::new(fs);
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("nvmfs".into()),
+        MountOption::Subtype("nvmfs".into()),
+    ];
+    let session = fuser::spawn_mount(handle.clone(), mountpoint, &config).map_err(|source| {
+        ServeError::Mount {
+            mountpoint: mountpoint.display().to_string(),
+            source,
+        }
+    })?;
+    let result = work();
+    let ended = session.umount_and_join();
+    let fs = handle.take().ok_or_else(|| {
+        ServeError::Close(NvmfsError::InvalidArgument(
+            "file system already taken".into(),
+        ))
+    })?;
+    ended.map_err(ServeError::Session)?;
+    Ok((result, fs))
+}
+
 /// Mounts `fs` at `mountpoint` and serves requests until the file system is unmounted from
 /// outside (`fusermount3 -u`) or `shutdown` becomes true (SIGINT/SIGTERM); then unmounts it
 /// cleanly: the SSD is flushed and synced, the NVRAM image is marked clean.
