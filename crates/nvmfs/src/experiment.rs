@@ -89,6 +89,32 @@ pub enum Workload {
     /// through FUSE — with the same pool, transactions and file sizes, 4 KB reads and writes,
     /// unbuffered, seeded; it deletes every file at the end.
     PostmarkBinary { pool: u32, transactions: u32 },
+    /// IOzone's random-write case as an fio job (IOzone is not a Debian package): a sequential
+    /// 64 KB fill of one file to `utilisation`, then `overwrites` random 4 KB writes with an
+    /// fsync every 256, psync engine, no preallocation, fixed random seed ([`fio_iozone_job`]).
+    FioIozone { utilisation: f64, overwrites: u32 },
+}
+
+impl Workload {
+    /// Whether the workload is a benchmark program run on the mounted file system (NVMFS
+    /// through FUSE) rather than our driver through the file API.
+    pub fn is_program(&self) -> bool {
+        matches!(
+            self,
+            Workload::PostmarkBinary { .. } | Workload::FioIozone { .. }
+        )
+    }
+
+    /// Memory the workload's own process needs besides the file system's cache, added to the
+    /// DRAM budget's cgroup limit: fio keeps its shared pool and job state for the whole run
+    /// (10.2 MB peak for fio 3.33 on a 1 MiB job in a cgroup of its own, 2026-11-26; 8 MiB
+    /// killed it before it wrote a byte), so 12 MiB; our driver and postmark need < 1 MiB.
+    pub fn own_memory_allowance(&self) -> u64 {
+        match self {
+            Workload::FioIozone { .. } => 12 << 20,
+            _ => 0,
+        }
+    }
 }
 
 impl Workload {
@@ -98,6 +124,7 @@ impl Workload {
             Workload::Iozone { .. } => "iozone-randwrite",
             Workload::Postmark { .. } => "postmark",
             Workload::PostmarkBinary { .. } => "postmark-binary",
+            Workload::FioIozone { .. } => "fio-iozone",
         }
     }
 }
@@ -215,6 +242,10 @@ impl Options {
                 Workload::PostmarkBinary {
                     pool: mib as u32 * 20,
                     transactions: mib as u32 * 60,
+                },
+                Workload::FioIozone {
+                    utilisation: 0.60,
+                    overwrites: mib as u32 * 256,
                 },
             ],
             kernel_fs,
@@ -349,8 +380,8 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64, file_bytes: u64) -> Res
             }
             files.fsync("big")?;
         }
-        Workload::PostmarkBinary { .. } => {
-            unreachable!("the postmark program runs on a mount (run_program), not through Files")
+        Workload::PostmarkBinary { .. } | Workload::FioIozone { .. } => {
+            unreachable!("a benchmark program runs on a mount (run_program), not through Files")
         }
         Workload::Postmark { pool, transactions } => {
             const DIRS: u32 = 5;
@@ -504,6 +535,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
             inode_count: match *w {
                 Workload::Postmark { pool, .. } => pool * 2 + 1024,
                 Workload::PostmarkBinary { pool, transactions } => pool * 2 + transactions + 1024,
+                Workload::FioIozone { .. } => 1024,
                 Workload::Iozone { .. } => 1024,
             },
             ..NvmfsParams::default()
@@ -518,12 +550,16 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     let file_bytes = iozone_file(w, size, used);
     let before = fs.device().flash().stats().clone();
     let shadow_before = shadow_stats(&shadow);
-    let app = if let Workload::PostmarkBinary { .. } = w {
+    let mut nvmfs_stopped = None;
+    let app = if w.is_program() {
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).map_err(ExperimentError::from)?;
-        let (app, back) = crate::fuse::with_mounted(fs, &mnt, || run_program(&mnt, w, opts.seed))?;
+        let program = || run_program(&mnt, w, opts.seed, file_bytes.unwrap_or(0));
+        let (app, back) = crate::fuse::with_mounted(fs, &mnt, program)?;
         fs = back;
-        app?
+        let (app, stopped) = app?;
+        nvmfs_stopped = stopped;
+        app
     } else {
         drive(
             &mut NvmfsFiles(&mut fs),
@@ -539,6 +575,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     let mut r = flash_run("nvmfs", w, app, stats.ssd_pages_written, &d, ppb);
     r.fs_cleaning_efficiency = Some(stats.cleaning_efficiency());
     r.fs_cleaning_rounds = Some(stats.cleaning_rounds);
+    r.stopped = nvmfs_stopped;
     r.erase_study = shadow_run(&shadow, &shadow_before);
     (r.fs_bytes, r.iozone_file_bytes) = (Some(size), file_bytes);
     drop(dev);
@@ -570,7 +607,8 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let budget = match opts.page_cache_budget {
         Some(bytes) => {
             let name = format!("mobius-{}-{kind}-{}", std::process::id(), w.name());
-            Some(crate::budget::MemoryBudget::create(&name, bytes)?)
+            let limit = bytes + w.own_memory_allowance();
+            Some(crate::budget::MemoryBudget::create(&name, limit)?)
         }
         None => None,
     };
@@ -610,42 +648,100 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
 /// IOzone's file size on a file system of `size` bytes with `used` in use.
 fn iozone_file(w: &Workload, size: u64, used: u64) -> Option<u64> {
     match *w {
-        Workload::Iozone { utilisation, .. } => Some(iozone_file_bytes(utilisation, size, used)),
+        Workload::Iozone { utilisation, .. } | Workload::FioIozone { utilisation, .. } => {
+            Some(iozone_file_bytes(utilisation, size, used))
+        }
         Workload::Postmark { .. } | Workload::PostmarkBinary { .. } => None,
     }
 }
 
-/// Runs a benchmark program's workload on the file system mounted at `mnt`; returns the bytes
-/// it reports writing.
-fn run_program(mnt: &std::path::Path, w: &Workload, seed: u64) -> Result<u64> {
-    let Workload::PostmarkBinary { pool, transactions } = *w else {
-        unreachable!("only programs run here")
+/// Runs a benchmark program's workload on the file system mounted at `mnt` (an IOzone-like
+/// file of `file_bytes`); returns the bytes it reports writing, and why it stopped if the file
+/// system ran out of space part-way.
+fn run_program(
+    mnt: &std::path::Path,
+    w: &Workload,
+    seed: u64,
+    file_bytes: u64,
+) -> Result<(u64, Option<String>)> {
+    let (program, package, script) = match *w {
+        Workload::PostmarkBinary { pool, transactions } => (
+            "postmark",
+            "postmark",
+            format!(
+                "set location {}\nset number {pool}\nset transactions {transactions}\nset size 512 16384\nset read 4096\nset write 4096\nset buffering false\nset seed {seed}\nrun\nquit\n",
+                mnt.display()
+            ),
+        ),
+        Workload::FioIozone { overwrites, .. } => (
+            "fio",
+            "fio",
+            fio_iozone_job(mnt, file_bytes, overwrites, seed),
+        ),
+        _ => unreachable!("only benchmark programs run here"),
     };
-    let program = "postmark";
     let fail = |why: String| ExperimentError::Program { program, why };
     if tool_missing(program) {
-        return Err(fail("not installed (apt-get install postmark)".into()));
+        return Err(fail(format!("not installed (apt-get install {package})")));
     }
-    let config = mnt.with_extension("postmark.cfg");
-    let script = format!(
-        "set location {}\nset number {pool}\nset transactions {transactions}\nset size 512 16384\nset read 4096\nset write 4096\nset buffering false\nset seed {seed}\nrun\nquit\n",
-        mnt.display()
-    );
+    let config = mnt.with_extension(format!("{program}.job"));
     std::fs::write(&config, script).map_err(ExperimentError::Io)?;
-    let out = Command::new(program)
-        .arg(&config)
-        .output()
-        .map_err(|e| fail(e.to_string()))?;
+    let mut cmd = Command::new(program);
+    if program == "fio" {
+        cmd.arg("--output-format=json");
+    }
+    let out = cmd.arg(&config).output().map_err(|e| fail(e.to_string()))?;
     let _ = std::fs::remove_file(&config);
     let text = String::from_utf8_lossy(&out.stdout);
+    let errors = String::from_utf8_lossy(&out.stderr);
+    let written = match program {
+        "fio" => fio_bytes_written(&text),
+        _ => postmark_bytes_written(&text),
+    };
     if !out.status.success() {
-        return Err(fail(format!(
-            "{} {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )));
+        let no_space = "No space left on device";
+        if let Some(line) = errors
+            .lines()
+            .chain(text.lines())
+            .find(|l| l.contains(no_space))
+        {
+            let done = written.unwrap_or(0);
+            let why = format!(
+                "{program}: {}, after {:.1} MiB",
+                line.trim(),
+                done as f64 / (1 << 20) as f64
+            );
+            return Ok((done, Some(why)));
+        }
+        return Err(fail(format!("{} {errors}", out.status)));
     }
-    postmark_bytes_written(&text).ok_or_else(|| fail(format!("no 'megabytes written' in: {text}")))
+    let written = written.ok_or_else(|| fail(format!("no bytes written in its report: {text}")))?;
+    Ok((written, None))
+}
+
+/// The fio job that reproduces IOzone's random-write case on `dir` (docs/nvmfs.md).
+pub fn fio_iozone_job(
+    dir: &std::path::Path,
+    file_bytes: u64,
+    overwrites: u32,
+    seed: u64,
+) -> String {
+    format!(
+        "[global]\ndirectory={}\nfilename=iozone.dat\nioengine=psync\nfallocate=none\nrandrepeat=1\nrandseed={seed}\nsize={file_bytes}\n\n\
+         [fill]\nrw=write\nbs=64k\nend_fsync=1\n\n\
+         [overwrite]\nstonewall\nrw=randwrite\nbs=4k\nio_size={}\nfsync=256\nend_fsync=1\n",
+        dir.display(),
+        overwrites as u64 * 4096
+    )
+}
+
+/// The bytes every job of an fio JSON report wrote.
+pub fn fio_bytes_written(report: &str) -> Option<u64> {
+    let json: serde_json::Value = serde_json::from_str(&report[report.find('{')?..]).ok()?;
+    let jobs = json.get("jobs")?.as_array()?;
+    jobs.iter()
+        .map(|j| j.get("write")?.get("io_bytes")?.as_u64())
+        .sum()
 }
 
 /// Postmark's "N megabytes written" line, in bytes (its megabyte is 2^20 bytes).
@@ -684,8 +780,8 @@ fn drive_dir(
     file_bytes: u64,
     progress: &std::sync::atomic::AtomicU64,
 ) -> Result<(u64, Option<String>)> {
-    if let Workload::PostmarkBinary { .. } = w {
-        return run_program(mnt, w, seed).map(|app| (app, None));
+    if w.is_program() {
+        return run_program(mnt, w, seed, file_bytes);
     }
     let mut files = DirFiles(mnt.to_path_buf(), progress);
     match drive(&mut files, w, seed, file_bytes) {
@@ -718,7 +814,7 @@ fn drive_mounted(
         Err(crate::budget::BudgetError::ChildDied(status)) if crate::budget::killed(status) => {
             let done = progress.get().load(std::sync::atomic::Ordering::Relaxed);
             let why = format!(
-                "killed by the memory cgroup's OOM killer at the {} MiB DRAM budget, after {:.1} MiB",
+                "killed by the OOM killer at its memory cgroup's {} MiB limit (the DRAM budget), after {:.1} MiB",
                 b.bytes() >> 20,
                 done as f64 / (1 << 20) as f64
             );
@@ -899,6 +995,19 @@ mod stop_tests {
         assert!(is_no_space(&err(libc::ENOSPC)));
         assert!(!is_no_space(&err(libc::EIO)));
         assert!(!is_no_space(&ExperimentError::Mismatch("f".into())));
+    }
+
+    #[test]
+    fn fio_reports_the_bytes_of_every_job() {
+        let report = "fio-3.x\n{\"jobs\": [{\"write\": {\"io_bytes\": 1000}}, {\"write\": {\"io_bytes\": 24}}]}";
+        assert_eq!(fio_bytes_written(report), Some(1024));
+        assert_eq!(fio_bytes_written("{\"jobs\": [{\"read\": {}}]}"), None);
+        assert_eq!(fio_bytes_written("no report"), None);
+        let job = fio_iozone_job(std::path::Path::new("/m"), 1 << 20, 10, 7);
+        assert!(
+            job.contains("directory=/m") && job.contains("io_size=40960"),
+            "{job}"
+        );
     }
 
     #[test]
