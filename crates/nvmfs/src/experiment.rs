@@ -93,6 +93,22 @@ pub enum Workload {
     /// 64 KB fill of one file to `utilisation`, then `overwrites` random 4 KB writes with an
     /// fsync every 256, psync engine, no preallocation, fixed random seed ([`fio_iozone_job`]).
     FioIozone { utilisation: f64, overwrites: u32 },
+    /// The paper's FIO workload, "random updates over thousands of files": fio lays out `files`
+    /// files of `file_kb` KB, then `overwrites` random 4 KB writes spread over them, an fsync
+    /// every 256 ([`fio_files_job`]).
+    FioFiles {
+        files: u32,
+        file_kb: u32,
+        overwrites: u32,
+    },
+    /// Filebench's file-server personality as fio can express it (Filebench is not a Debian
+    /// package): `files` files of 16–256 KB created and written whole, read and written at
+    /// random (half each, 4 KB) until `passes` times their size has moved, then deleted
+    /// ([`fio_fileserver_job`]). Filebench creates, appends to and deletes single files all
+    /// along; fio lays out every file before its job starts and deletes them when it ends, so
+    /// this is one round of the personality. fio's report counts the random phase's bytes, not
+    /// the files' creation.
+    FioFileserver { files: u32, passes: u32 },
 }
 
 impl Workload {
@@ -101,7 +117,10 @@ impl Workload {
     pub fn is_program(&self) -> bool {
         matches!(
             self,
-            Workload::PostmarkBinary { .. } | Workload::FioIozone { .. }
+            Workload::PostmarkBinary { .. }
+                | Workload::FioIozone { .. }
+                | Workload::FioFiles { .. }
+                | Workload::FioFileserver { .. }
         )
     }
 
@@ -111,7 +130,9 @@ impl Workload {
     /// killed it before it wrote a byte), so 12 MiB; our driver and postmark need < 1 MiB.
     pub fn own_memory_allowance(&self) -> u64 {
         match self {
-            Workload::FioIozone { .. } => 12 << 20,
+            Workload::FioIozone { .. }
+            | Workload::FioFiles { .. }
+            | Workload::FioFileserver { .. } => 12 << 20,
             _ => 0,
         }
     }
@@ -125,6 +146,8 @@ impl Workload {
             Workload::Postmark { .. } => "postmark",
             Workload::PostmarkBinary { .. } => "postmark-binary",
             Workload::FioIozone { .. } => "fio-iozone",
+            Workload::FioFiles { .. } => "fio-files",
+            Workload::FioFileserver { .. } => "fio-fileserver",
         }
     }
 }
@@ -246,6 +269,15 @@ impl Options {
                 Workload::FioIozone {
                     utilisation: 0.60,
                     overwrites: mib as u32 * 256,
+                },
+                Workload::FioFiles {
+                    files: mib as u32 * 8,
+                    file_kb: 32,
+                    overwrites: mib as u32 * 256,
+                },
+                Workload::FioFileserver {
+                    files: mib as u32 * 2,
+                    passes: 4,
                 },
             ],
             kernel_fs,
@@ -380,7 +412,10 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64, file_bytes: u64) -> Res
             }
             files.fsync("big")?;
         }
-        Workload::PostmarkBinary { .. } | Workload::FioIozone { .. } => {
+        Workload::PostmarkBinary { .. }
+        | Workload::FioIozone { .. }
+        | Workload::FioFiles { .. }
+        | Workload::FioFileserver { .. } => {
             unreachable!("a benchmark program runs on a mount (run_program), not through Files")
         }
         Workload::Postmark { pool, transactions } => {
@@ -536,6 +571,8 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
                 Workload::Postmark { pool, .. } => pool * 2 + 1024,
                 Workload::PostmarkBinary { pool, transactions } => pool * 2 + transactions + 1024,
                 Workload::FioIozone { .. } => 1024,
+                Workload::FioFiles { files, .. } => files + 1024,
+                Workload::FioFileserver { files, .. } => files * 2 + 1024,
                 Workload::Iozone { .. } => 1024,
             },
             ..NvmfsParams::default()
@@ -651,7 +688,7 @@ fn iozone_file(w: &Workload, size: u64, used: u64) -> Option<u64> {
         Workload::Iozone { utilisation, .. } | Workload::FioIozone { utilisation, .. } => {
             Some(iozone_file_bytes(utilisation, size, used))
         }
-        Workload::Postmark { .. } | Workload::PostmarkBinary { .. } => None,
+        _ => None,
     }
 }
 
@@ -678,6 +715,14 @@ fn run_program(
             "fio",
             fio_iozone_job(mnt, file_bytes, overwrites, seed),
         ),
+        Workload::FioFiles {
+            files,
+            file_kb,
+            overwrites,
+        } => ("fio", "fio", fio_files_job(mnt, files, file_kb, overwrites, seed)),
+        Workload::FioFileserver { files, passes } => {
+            ("fio", "fio", fio_fileserver_job(mnt, files, passes, seed))
+        }
         _ => unreachable!("only benchmark programs run here"),
     };
     let fail = |why: String| ExperimentError::Program { program, why };
@@ -732,6 +777,37 @@ pub fn fio_iozone_job(
          [overwrite]\nstonewall\nrw=randwrite\nbs=4k\nio_size={}\nfsync=256\nend_fsync=1\n",
         dir.display(),
         overwrites as u64 * 4096
+    )
+}
+
+/// The paper's FIO workload on `dir`: random 4 KB updates over `files` files (docs/nvmfs.md).
+pub fn fio_files_job(
+    dir: &std::path::Path,
+    files: u32,
+    file_kb: u32,
+    overwrites: u32,
+    seed: u64,
+) -> String {
+    format!(
+        "[global]\ndirectory={}\nioengine=psync\nfallocate=none\nrandrepeat=1\nrandseed={seed}\n\n\
+         [files]\nnrfiles={files}\nfilesize={file_kb}k\nsize={}k\nfile_service_type=random\nrw=randwrite\nbs=4k\nio_size={}\nfsync=256\nend_fsync=1\n",
+        dir.display(),
+        files as u64 * file_kb as u64,
+        overwrites as u64 * 4096
+    )
+}
+
+/// Filebench's file-server personality as an fio job on `dir` (docs/nvmfs.md): fio lays out
+/// `files` files of 16–256 KB (creates and writes them whole), reads and writes them at random
+/// (half each, 4 KB) until `passes` times their size has moved, and deletes them at the end.
+pub fn fio_fileserver_job(dir: &std::path::Path, files: u32, passes: u32, seed: u64) -> String {
+    let kb = files as u64 * 136;
+    format!(
+        "[global]\ndirectory={}\nioengine=psync\nfallocate=none\nrandrepeat=1\nrandseed={seed}\n\n\
+         [fileserver]\nnrfiles={files}\nfilesize=16k-256k\nsize={kb}k\nio_size={}k\n\
+         file_service_type=random\nrw=randrw\nrwmixread=50\nbs=4k\nunlink=1\nend_fsync=1\n",
+        dir.display(),
+        kb * passes as u64
     )
 }
 

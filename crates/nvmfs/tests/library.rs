@@ -323,6 +323,15 @@ fn experiment_nvmfs_vs_kernel_fs() {
             utilisation: 0.5,
             overwrites: 2_000,
         },
+        Workload::FioFiles {
+            files: 200,
+            file_kb: 32,
+            overwrites: 2_000,
+        },
+        Workload::FioFileserver {
+            files: 60,
+            passes: 2,
+        },
     ];
     let opts = experiment_options(&work, workloads, "ext4");
     let e = run(&opts);
