@@ -83,6 +83,10 @@ impl KernelStack {
             // (the default duplicates metadata, which mixed groups hold the data in too).
             "btrfs" => sh(Command::new("mkfs.btrfs")
                 .args(["-q", "-f", "-M", "-m", "single", "-d", "single", &loop_dev]))?,
+            // 1 MiB segments (256 blocks): the default 8 MiB ones need more than 128 MiB.
+            // Untested here: this machine's kernel has no nilfs2 (mkfs alone checked).
+            "nilfs2" => sh(Command::new("mkfs.nilfs2").args(["-q", "-f", "-B", "256", &loop_dev]))?,
+            "f2fs" => sh(Command::new("mkfs.f2fs").args(["-q", "-f", &loop_dev]))?,
             other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
         };
         let mut mount = Command::new("mount");
