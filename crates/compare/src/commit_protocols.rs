@@ -177,20 +177,22 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(
     ))
 }
 
+/// The protocols of [`PROTOCOLS`] this build has; the others are listed as skipped.
+fn built_protocols(ctx: &Context, skipped: &mut Vec<String>) -> Vec<(&'static str, &'static str)> {
+    let (built, missing): (Vec<_>, Vec<_>) = PROTOCOLS
+        .iter()
+        .copied()
+        .partition(|(d, _)| ctx.design(d).is_some());
+    for (d, l) in missing {
+        skipped.push(format!("{l}: design '{d}' not built"));
+    }
+    built
+}
+
 pub fn run(ctx: &Context) -> ExperimentResult {
     let mut skipped = Vec::new();
     let mut data = serde_json::Map::new();
-    let present: Vec<(&str, &str)> = PROTOCOLS
-        .iter()
-        .copied()
-        .filter(|(d, l)| {
-            let ok = ctx.design(d).is_some();
-            if !ok {
-                skipped.push(format!("{l}: design '{d}' not built"));
-            }
-            ok
-        })
-        .collect();
+    let present = built_protocols(ctx, &mut skipped);
     let total = (present.len() * (TX_PAGES.len() + ABORT_PCT.len())) as u64;
     let mut step = 0;
     let mut tput = vec![vec![f64::NAN; TX_PAGES.len()]; present.len()];

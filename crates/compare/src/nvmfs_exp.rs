@@ -33,47 +33,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let e = run_experiment(&opts);
     (ctx.progress)("nvmfs", 1, 1);
     let _ = std::fs::remove_dir_all(&work);
-    let mut rows = Vec::new();
-    for r in &e.runs {
-        if let Some(why) = &r.skipped {
-            skipped.push(format!("{} / {}: {why}", r.fs, r.workload));
-            continue;
-        }
-        let app_mib = fmt(r.app_bytes_written as f64 / (1 << 20) as f64);
-        let workload = match (r.iozone_file_bytes, r.fs_bytes) {
-            (Some(f), Some(size)) => format!(
-                "{} (file {} of {} MiB)",
-                r.workload,
-                fmt(f as f64 / (1 << 20) as f64),
-                fmt(size as f64 / (1 << 20) as f64)
-            ),
-            _ => r.workload.clone(),
-        };
-        rows.push(vec![
-            workload,
-            r.fs.clone(),
-            match &r.stopped {
-                Some(why) => format!("{app_mib} (stopped: {why})"),
-                None => app_mib,
-            },
-            r.ssd_pages_written.to_string(),
-            r.flash_programs.to_string(),
-            r.gc_page_copies.to_string(),
-            r.flash_erases.to_string(),
-            format!("{:.3}", r.ftl_cleaning_efficiency),
-            match (r.fs_cleaning_efficiency, r.fs_cleaning_rounds) {
-                (Some(x), Some(n)) => format!("{x:.3} ({n})"),
-                _ => "—".into(),
-            },
-            fast_cell(r, |f| f.flash_erases),
-            fast_cell(r, |f| f.page_copies),
-            r.page_cache_limit_hits
-                .map_or("—".into(), |n| n.to_string()),
-        ]);
-        if let Some(why) = r.erase_study.as_ref().and_then(|f| f.error.as_ref()) {
-            skipped.push(format!("{} / {} on FAST: {why}", r.fs, r.workload));
-        }
-    }
+    let table = runs_table(&e.runs, &mut skipped);
     let find = |fs: &str| {
         e.runs.iter().find(|r| {
             r.fs == fs
@@ -111,33 +71,77 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 " xfs runs at `--scale paper` only: mkfs.xfs refuses 300 MiB or less."
             }
         ),
-        tables: vec![Table {
-            caption: "SSD traffic, erases, GC copies, cleaning efficiency".into(),
-            header: [
-                "workload",
-                "fs",
-                "app MiB written",
-                "SSD pages written",
-                "flash programs",
-                "GC page copies",
-                "erases",
-                "FTL cleaning eff.",
-                "FS cleaning eff. (rounds)",
-                "FAST erases",
-                "FAST merge copies",
-                "DRAM budget hits",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            rows,
-        }],
+        tables: vec![table],
         figures,
         claims,
         data: serde_json::to_value(&e).unwrap_or_default(),
         skipped,
         host: Some(opts.config.host),
     }
+}
+
+/// One row per run that happened (the others go to `skipped` with their reason).
+fn runs_table(runs: &[nvmfs::experiment::FsRun], skipped: &mut Vec<String>) -> Table {
+    let mut rows = Vec::new();
+    for r in runs {
+        if let Some(why) = &r.skipped {
+            skipped.push(format!("{} / {}: {why}", r.fs, r.workload));
+            continue;
+        }
+        if let Some(why) = r.erase_study.as_ref().and_then(|f| f.error.as_ref()) {
+            skipped.push(format!("{} / {} on FAST: {why}", r.fs, r.workload));
+        }
+        rows.push(run_row(r));
+    }
+    let header = [
+        "workload",
+        "fs",
+        "app MiB written",
+        "SSD pages written",
+        "flash programs",
+        "GC page copies",
+        "erases",
+        "FTL cleaning eff.",
+        "FS cleaning eff. (rounds)",
+        "FAST erases",
+        "FAST merge copies",
+        "DRAM budget hits",
+    ];
+    Table {
+        caption: "SSD traffic, erases, GC copies, cleaning efficiency".into(),
+        header: header.iter().map(|s| s.to_string()).collect(),
+        rows,
+    }
+}
+
+fn run_row(r: &nvmfs::experiment::FsRun) -> Vec<String> {
+    let mib = |b: u64| fmt(b as f64 / (1 << 20) as f64);
+    let workload = match (r.iozone_file_bytes, r.fs_bytes) {
+        (Some(f), Some(size)) => format!("{} (file {} of {} MiB)", r.workload, mib(f), mib(size)),
+        _ => r.workload.clone(),
+    };
+    let app = match &r.stopped {
+        Some(why) => format!("{} (stopped: {why})", mib(r.app_bytes_written)),
+        None => mib(r.app_bytes_written),
+    };
+    vec![
+        workload,
+        r.fs.clone(),
+        app,
+        r.ssd_pages_written.to_string(),
+        r.flash_programs.to_string(),
+        r.gc_page_copies.to_string(),
+        r.flash_erases.to_string(),
+        format!("{:.3}", r.ftl_cleaning_efficiency),
+        match (r.fs_cleaning_efficiency, r.fs_cleaning_rounds) {
+            (Some(x), Some(n)) => format!("{x:.3} ({n})"),
+            _ => "—".into(),
+        },
+        fast_cell(r, |f| f.flash_erases),
+        fast_cell(r, |f| f.page_copies),
+        r.page_cache_limit_hits
+            .map_or("—".into(), |n| n.to_string()),
+    ]
 }
 
 /// A FAST column: its figure, or why it is missing.
