@@ -481,6 +481,15 @@ impl Fast {
         Ok(())
     }
 
+    /// The controller RAM FAST's maps need (FAST §3: a block map and a page map of the log
+    /// blocks only): 4 bytes per logical block, 8 per RW log page (logical page and physical
+    /// page), the SW log block's owner and fill. What `mapping_ram_bytes` reports, as the other
+    /// designs report theirs; the simulator's own structures (`memory`) are larger.
+    pub fn mapping_ram_bytes(&self) -> u64 {
+        let log_pages = self.params.rw_log_blocks as u64 * self.ppb as u64;
+        self.data.len() as u64 * 4 + log_pages * 8 + 8
+    }
+
     /// Every role a block can have, for the invariant check.
     fn roles(&self) -> Vec<u8> {
         let mut role = vec![0u8; self.flash.geometry().blocks() as usize];
@@ -649,6 +658,7 @@ impl BlockDevice for Fast {
             ("merge_copies".into(), m.copies as f64),
             ("rw_logs_recycled".into(), m.rw_recycled as f64),
             ("rw_log_blocks".into(), self.params.rw_log_blocks as f64),
+            ("mapping_ram_bytes".into(), self.mapping_ram_bytes() as f64),
             ("log_map_entries".into(), self.log_map.len() as f64),
         ]
     }
