@@ -1469,7 +1469,7 @@ impl Engine {
                     PageState::Torn => scan.block_used[b.0 as usize] = true,
                     PageState::Programmed => {
                         scan.block_used[b.0 as usize] = true;
-                        if let Some(r) = OobRecord::decode(&oob).ok() {
+                        if let Ok(r) = OobRecord::decode(&oob) {
                             if r.kind == KIND_DATA || r.kind == KIND_COMMIT {
                                 let bi = b.0 as usize;
                                 self.max_seq[bi] = self.max_seq[bi].max(r.seq);

@@ -10,8 +10,11 @@ use flash::Ppn;
 pub struct Decoder {
     pub name: &'static str,
     pub bytes: usize,
-    pub decode: Box<dyn Fn(&[u8])>,
+    pub decode: DecodeFn,
 }
+
+/// A decoder run on a byte slice; what it returns is dropped (only a panic matters).
+pub type DecodeFn = Box<dyn Fn(&[u8])>;
 
 pub fn decoder(name: &'static str, bytes: usize, decode: impl Fn(&[u8]) + 'static) -> Decoder {
     Decoder {

@@ -138,11 +138,11 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut step = 0;
     // replays[journal][benchmark]
     let mut replays: Vec<Vec<Option<Replay>>> = Vec::new();
-    for j in 0..JOURNALS.len() {
+    for (j, journal) in JOURNALS.iter().enumerate() {
         let mut row = Vec::new();
         for (name, data, ordered) in BENCHMARKS {
             let trace = if j == 0 { data } else { ordered };
-            let label = format!("{name} ({})", JOURNALS[j]);
+            let label = format!("{name} ({journal})");
             let page_bytes = configs[0].geometry.page_bytes;
             let mut workload = match trace_workload(&label, trace, page_bytes, repeat) {
                 Ok(w) => w,

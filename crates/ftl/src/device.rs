@@ -377,26 +377,6 @@ impl ArrivalClock {
     }
 }
 
-#[cfg(test)]
-mod arrival_tests {
-    use super::*;
-
-    #[test]
-    fn an_earlier_arrival_is_refused_and_leaves_the_clock() {
-        let mut clock = ArrivalClock::starting_at(100);
-        assert!(clock.admit(100).is_ok());
-        assert!(clock.admit(250).is_ok());
-        assert_eq!(
-            clock.admit(249),
-            Err(FtlError::TimeWentBackwards {
-                arrival_ns: 249,
-                previous_ns: 250
-            })
-        );
-        assert_eq!(clock.last(), 250);
-    }
-}
-
 /// Checks that `[start, start+count)` lies inside the device and is not empty.
 pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), FtlError> {
     if count == 0 {
@@ -415,4 +395,24 @@ pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), Ftl
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod arrival_tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_arrival_is_refused_and_leaves_the_clock() {
+        let mut clock = ArrivalClock::starting_at(100);
+        assert!(clock.admit(100).is_ok());
+        assert!(clock.admit(250).is_ok());
+        assert_eq!(
+            clock.admit(249),
+            Err(FtlError::TimeWentBackwards {
+                arrival_ns: 249,
+                previous_ns: 250
+            })
+        );
+        assert_eq!(clock.last(), 250);
+    }
 }

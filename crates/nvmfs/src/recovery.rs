@@ -267,6 +267,8 @@ fn lists_agree_with_inodes(
     let data_pages = sb.data_pages as usize;
     let mut second_copy: Vec<Option<u64>> = vec![None; data_pages];
     let mut claimed = vec![false; sb.ssd_blocks as usize];
+    // p indexes the page records, the owners and the second copies alike
+    #[allow(clippy::needless_range_loop)]
     for p in 0..data_pages {
         let rec = fs.read_record(p as u32);
         let ok = match owners.nvram[p] {
@@ -375,7 +377,7 @@ fn rewrite_page_records(
         mut lru, stamps, ..
     } = lists;
     let mut nv_free = Vec::new();
-    for p in (0..sb.data_pages as u32).rev() {
+    for p in (0..sb.data_pages).rev() {
         let i = p as usize;
         let rec = if let Some((ino, b)) = owners.nvram[i] {
             PageRecord {

@@ -473,7 +473,7 @@ pub fn recover(
                 PageState::Torn => used[b as usize] = true,
                 PageState::Programmed => {
                     used[b as usize] = true;
-                    if let Some((lpn, seq)) = decode_oob(&oob).ok() {
+                    if let Ok((lpn, seq)) = decode_oob(&oob) {
                         max_seq = max_seq.max(seq);
                         if lpn < dev.logical && seq >= best[lpn as usize].0 {
                             best[lpn as usize] = (seq, ppn);
