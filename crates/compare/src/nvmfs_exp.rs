@@ -43,6 +43,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         })
     };
     let claims = vec![
+        traffic_claim(&e.runs),
         erase_claim(find("nvmfs"), find("ext4")),
         fast_claim(find("nvmfs"), find("ext4")),
         lfs_claim(&e.runs),
@@ -254,6 +255,45 @@ fn per_app_byte(count: u64, r: &nvmfs::experiment::FsRun) -> f64 {
     count as f64 / r.app_bytes_written.max(1) as f64
 }
 
+/// NVMFS §IV-B, Fig. 6: "our file system has less write traffic to SSD across all the
+/// workloads". Per workload: NVMFS's SSD pages per byte the application wrote over the lowest of
+/// the other file systems' (runs that completed; a stopped run wrote less than the workload).
+fn traffic_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
+    let mut claim = Claim::new(
+        "NVMFS §IV-B, Fig. 6",
+        "NVMFS writes less to the SSD than the other file systems across all the workloads",
+    );
+    let done = |r: &&nvmfs::experiment::FsRun| r.skipped.is_none() && r.stopped.is_none();
+    let mut workloads: Vec<&str> = Vec::new();
+    for r in runs {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
+    for w in workloads {
+        let per_byte = |r: &nvmfs::experiment::FsRun| per_app_byte(r.ssd_pages_written, r);
+        let of_w = || runs.iter().filter(|r| r.workload == w).filter(done);
+        let nvmfs = of_w().find(|r| r.fs == "nvmfs").map(per_byte);
+        let best = of_w()
+            .filter(|r| r.fs != "nvmfs")
+            .map(|r| (per_byte(r), r.fs.as_str()))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let check = match (nvmfs, best) {
+            (Some(n), Some((x, fs))) => Check::grade(
+                format!("{w}: NVMFS / {fs} (the lowest other) SSD pages per app byte"),
+                n / x,
+                Tolerance::Below { bound: 1.0 },
+            ),
+            _ => Check::not_reproduced(
+                format!("{w}: NVMFS / others SSD pages per app byte"),
+                "NVMFS or every other file system did not complete it",
+            ),
+        };
+        claim = claim.check(check);
+    }
+    claim.note("Write traffic is the SSD pages the file system sent (NVMFS's cleaning flushes included), per byte the application wrote; every kernel file system cached in the same DRAM budget as NVMFS's NVRAM.")
+}
+
 /// NVMFS §IV-D, Figs. 8–9: throughput. Not measured, and why.
 fn throughput_claim() -> Claim {
     Claim::new(
@@ -308,6 +348,25 @@ mod claim_tests {
             fs_bytes: None,
             iozone_file_bytes: None,
         }
+    }
+
+    #[test]
+    fn the_traffic_claim_grades_each_workload_against_the_lowest_other_and_fails() {
+        let mut runs = vec![
+            run("nvmfs", 0, 0, 0),
+            run("ext4", 0, 0, 0),
+            run("btrfs", 0, 0, 0),
+        ];
+        for (r, pages) in runs.iter_mut().zip([100, 150, 120]) {
+            r.ssd_pages_written = pages;
+        }
+        assert_eq!(traffic_claim(&runs).verdict(), Verdict::Pass);
+        runs[2].ssd_pages_written = 90; // btrfs below NVMFS
+        assert_eq!(traffic_claim(&runs).verdict(), Verdict::Fail);
+        runs[2].stopped = Some("ENOSPC".into()); // a stopped run is not compared
+        assert_eq!(traffic_claim(&runs).verdict(), Verdict::Pass);
+        runs[0].skipped = Some("no fuse".into());
+        assert_eq!(traffic_claim(&runs).verdict(), Verdict::NotReproduced);
     }
 
     #[test]
