@@ -187,10 +187,6 @@ impl Fast {
         })
     }
 
-    pub fn merge_stats(&self) -> MergeStats {
-        self.merges
-    }
-
     pub(crate) fn ppn(&self, block: BlockId, off: u32) -> Ppn {
         self.flash.geometry().ppn(block, off)
     }
@@ -268,12 +264,12 @@ impl Fast {
         Ok(span.end_ns)
     }
 
-    /// Copies the newest version of `lpn` (at `src`) into `ppn` (role `kind`) with its `seq`.
+    /// Copies the newest version of `lpn` (at `src`) into `ppn`, a page of the block becoming
+    /// its data block, with its `seq`.
     pub(crate) fn copy(
         &mut self,
         src: Ppn,
         ppn: Ppn,
-        kind: Kind,
         lpn: u32,
         now: u64,
         cause: OpCause,
@@ -290,7 +286,7 @@ impl Fast {
         self.merges.copies += 1;
         let end = self.place(
             ppn,
-            kind,
+            Kind::Data,
             (lpn, rec.seq),
             Some(src),
             &content,
@@ -389,7 +385,7 @@ impl Fast {
             let lpn = sw.lbn * self.ppb + off;
             if let Some(src) = self.locate(lpn) {
                 let to = self.ppn(sw.block, off);
-                self.copy(src, to, Kind::Data, lpn, start, OpCause::GcCopy)?;
+                self.copy(src, to, lpn, start, OpCause::GcCopy)?;
             }
         }
         let old = std::mem::replace(&mut self.data[sw.lbn as usize], sw.block);
@@ -466,7 +462,7 @@ impl Fast {
             if let Some(src) = *src {
                 let lpn = lbn * self.ppb + off as u32;
                 let to = self.ppn(target, off as u32);
-                self.copy(src, to, Kind::Data, lpn, start, cause)?;
+                self.copy(src, to, lpn, start, cause)?;
             }
         }
         self.merges.full += 1;
@@ -490,22 +486,16 @@ impl Fast {
         self.data.len() as u64 * 4 + log_pages * 8 + 8
     }
 
-    /// Every role a block can have, for the invariant check.
-    fn roles(&self) -> Vec<u8> {
+    /// How many roles each block has (data block, SW log block, RW log block, free): one in
+    /// a consistent state (the invariant check), none for a block recovery has yet to place.
+    pub(crate) fn roles(&self) -> Vec<u8> {
         let mut role = vec![0u8; self.flash.geometry().blocks() as usize];
-        let mut mark = |b: BlockId, r: u8| role[b.0 as usize] += r;
-        self.data
-            .iter()
-            .filter(|&&d| d != NO_BLOCK)
-            .for_each(|&d| mark(d, 1));
-        if let Some(sw) = self.sw {
-            mark(sw.block, 1);
+        let data = self.data.iter().copied().filter(|&d| d != NO_BLOCK);
+        let logs = self.rw.iter().copied().chain(self.frontier.map(|f| f.0));
+        let sw = self.sw.map(|s| s.block);
+        for b in data.chain(logs).chain(sw).chain(self.free.iter()) {
+            role[b.0 as usize] += 1;
         }
-        self.rw.iter().for_each(|&b| mark(b, 1));
-        if let Some((b, _)) = self.frontier {
-            mark(b, 1);
-        }
-        self.free.iter().for_each(|b| mark(b, 1));
         role
     }
 }
@@ -611,8 +601,9 @@ impl BlockDevice for Fast {
 
     fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.validity.check_invariants()?;
-        if let Some(b) = self.roles().iter().position(|&r| r != 1) {
-            return Err(ftl::violation!("block {b} has {} roles", self.roles()[b]));
+        let roles = self.roles();
+        if let Some(b) = roles.iter().position(|&r| r != 1) {
+            return Err(ftl::violation!("block {b} has {} roles", roles[b]));
         }
         let mut live = 0u64;
         for lpn in 0..self.logical {

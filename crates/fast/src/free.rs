@@ -9,7 +9,6 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub struct FreeBlocks {
     per_chip: Vec<VecDeque<BlockId>>,
-    total: u32,
     blocks_per_chip: u32,
 }
 
@@ -17,23 +16,13 @@ impl FreeBlocks {
     pub fn empty(g: &Geometry) -> FreeBlocks {
         FreeBlocks {
             per_chip: vec![VecDeque::new(); g.chips() as usize],
-            total: 0,
             blocks_per_chip: g.blocks_per_chip,
         }
-    }
-
-    pub fn len(&self) -> u32 {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
     }
 
     /// Returns an erased block.
     pub fn put(&mut self, block: BlockId) {
         self.per_chip[(block.0 / self.blocks_per_chip) as usize].push_back(block);
-        self.total += 1;
     }
 
     /// An erased block on the chip that is idle soonest (ties: the lowest chip).
@@ -41,7 +30,6 @@ impl FreeBlocks {
         let chip = (0..self.per_chip.len())
             .filter(|&c| !self.per_chip[c].is_empty())
             .min_by_key(|&c| flash.chip_free_ns(c as u32))?;
-        self.total -= 1;
         self.per_chip[chip].pop_front()
     }
 

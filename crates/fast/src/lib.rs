@@ -28,7 +28,7 @@ mod tests;
 
 use ftl::{DesignSpec, Promise};
 
-pub use fast::{format, Fast, Layout, MergeStats, Params, RESERVE_BLOCKS};
+pub use fast::{format, Fast, Layout, Params, RESERVE_BLOCKS};
 pub use recover::recover;
 
 /// FAST as the tools see it.

@@ -18,7 +18,7 @@
 //!    time (`Fast::take_block`), so a cut leaves at most one logical block's old blocks pinned
 //!    beyond what the pool spares.
 
-use crate::fast::{Fast, SwLog, NO_BLOCK};
+use crate::fast::{Fast, SwLog};
 use crate::format::{Kind, PageOob, OOB_BYTES};
 use flash::{BlockId, Flash, OpCause, PageState, Ppn};
 use ftl::{BlockDevice, DesignOptions, FtlError, RecoveryReport};
@@ -256,16 +256,9 @@ fn choose_data_blocks(dev: &mut Fast, scan: &Scan) -> Vec<u32> {
 /// the RW log, else the SW log block where it holds the offset, else `data`'s page.
 fn serves(dev: &Fast, scan: &Scan, lbn: u32, data: BlockId) -> bool {
     (0..dev.ppb).all(|off| {
-        let lpn = (lbn * dev.ppb + off) as usize;
-        let newest = scan.max_seq[lpn];
-        if newest == 0 || !scan.rw_max[lpn].is_none() {
-            return true;
-        }
-        let page = match dev.sw.filter(|s| s.lbn == lbn && off < s.next) {
-            Some(sw) => dev.ppn(sw.block, off),
-            None => dev.ppn(data, off),
-        };
-        scan.page_seq[page.0 as usize] == newest
+        let lpn = lbn * dev.ppb + off;
+        reached_via(dev, scan, lpn, data)
+            .is_none_or(|p| scan.page_seq[p.0 as usize] == scan.max_seq[lpn as usize])
     })
 }
 
@@ -293,6 +286,13 @@ fn mark_newest(dev: &mut Fast, scan: &Scan, broken: &[u32]) {
 
 /// The page holding `lpn`'s newest version that the maps reach.
 fn reached(dev: &Fast, scan: &Scan, lpn: u32) -> Option<Ppn> {
+    reached_via(dev, scan, lpn, dev.data[(lpn / dev.ppb) as usize])
+}
+
+/// The page the maps send `lpn` to with `data` as its data block, in `Fast::locate`'s order
+/// (the RW log's page holding the newest version, the SW log block where it holds the offset,
+/// the data block's page); `None` for a page never written.
+fn reached_via(dev: &Fast, scan: &Scan, lpn: u32, data: BlockId) -> Option<Ppn> {
     if scan.max_seq[lpn as usize] == 0 {
         return None;
     }
@@ -303,7 +303,7 @@ fn reached(dev: &Fast, scan: &Scan, lpn: u32) -> Option<Ppn> {
     if let Some(sw) = dev.sw.filter(|s| s.lbn == lbn && off < s.next) {
         return Some(dev.ppn(sw.block, off));
     }
-    Some(dev.ppn(dev.data[lbn as usize], off))
+    Some(dev.ppn(data, off))
 }
 
 /// For a logical block to repair: per offset the oldest block's page holding the newest
@@ -328,18 +328,11 @@ fn repair_sources(dev: &Fast, scan: &Scan, lbn: u32) -> Vec<Option<Ppn>> {
 /// Puts every block that has no role and holds no live page into the pool, erasing it first if
 /// the scan found anything on it. Returns the blocks erased.
 fn free_blocks_without_role(dev: &mut Fast, scan: &Scan, start: u64) -> Result<u64, FtlError> {
-    let mut taken = vec![false; scan.blocks.len()];
-    for &b in dev.data.iter().filter(|&&b| b != NO_BLOCK) {
-        taken[b.0 as usize] = true;
-    }
-    let logs = dev.rw.iter().copied().chain(dev.frontier.map(|f| f.0));
-    for b in logs.chain(dev.sw.map(|s| s.block)).chain(dev.free.iter()) {
-        taken[b.0 as usize] = true;
-    }
+    let roles = dev.roles();
     let mut erased = 0;
-    for (b, (&taken, found)) in taken.iter().zip(&scan.blocks).enumerate() {
+    for (b, (&roles, found)) in roles.iter().zip(&scan.blocks).enumerate() {
         let block = BlockId(b as u32);
-        if taken || dev.validity.valid_count(block) > 0 {
+        if roles > 0 || dev.validity.valid_count(block) > 0 {
             continue;
         }
         if found.used || dev.flash.write_pointer(block) > 0 {

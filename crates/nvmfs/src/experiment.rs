@@ -952,16 +952,12 @@ fn with_shadow(
 
 fn shadow_stats(shadow: &Option<ShadowHandle>) -> Option<FlashStats> {
     let s = shadow.as_ref()?;
-    Some(s.lock().unwrap_or_else(|p| p.into_inner()).stats())
+    Some(s.lock().stats())
 }
 
 fn shadow_run(shadow: &Option<ShadowHandle>, before: &Option<FlashStats>) -> Option<ShadowRun> {
     let (s, before) = (shadow.as_ref()?, before.as_ref()?);
-    Some(
-        s.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .run_since(before),
-    )
+    Some(s.lock().run_since(before))
 }
 
 /// A mounted kernel file system, counting the bytes it accepted.

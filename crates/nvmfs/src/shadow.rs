@@ -33,7 +33,16 @@ pub struct ShadowRun {
     pub error: Option<String>,
 }
 
-pub type ShadowHandle = Arc<Mutex<Shadow>>;
+/// The shadow, shared by the device that replays onto it and the experiment that reads it.
+#[derive(Clone)]
+pub struct ShadowHandle(Arc<Mutex<Shadow>>);
+
+impl ShadowHandle {
+    /// The shadow; a panic while it was held leaves it as it was (its counters stay readable).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Shadow> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 impl Shadow {
     /// `spec` on a tag-only flash of `config`'s geometry, exporting at least `logical_pages`:
@@ -61,11 +70,11 @@ impl Shadow {
                 dev.logical_pages()
             )));
         }
-        Ok(Arc::new(Mutex::new(Shadow {
+        Ok(ShadowHandle(Arc::new(Mutex::new(Shadow {
             dev,
             error: None,
             writes: 0,
-        })))
+        }))))
     }
 
     pub fn stats(&self) -> FlashStats {
@@ -104,10 +113,6 @@ impl Shadowed {
     pub fn new(primary: Box<dyn BlockDevice>, shadow: ShadowHandle) -> Shadowed {
         Shadowed { primary, shadow }
     }
-
-    fn shadow(&self) -> std::sync::MutexGuard<'_, Shadow> {
-        self.shadow.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl BlockDevice for Shadowed {
@@ -128,7 +133,7 @@ impl BlockDevice for Shadowed {
         arrival_ns: u64,
     ) -> Result<Completion, FtlError> {
         let done = self.primary.write(start, pages, arrival_ns)?;
-        let mut shadow = self.shadow();
+        let mut shadow = self.shadow.lock();
         let tags: Vec<Content> = (0..pages.len() as u32)
             .map(|k| {
                 shadow.writes += 1;
@@ -154,13 +159,15 @@ impl BlockDevice for Shadowed {
 
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.flush(arrival_ns)?;
-        self.shadow().replay(|d| d.flush(arrival_ns));
+        self.shadow.lock().replay(|d| d.flush(arrival_ns));
         Ok(done)
     }
 
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.trim(start, count, arrival_ns)?;
-        self.shadow().replay(|d| d.trim(start, count, arrival_ns));
+        self.shadow
+            .lock()
+            .replay(|d| d.trim(start, count, arrival_ns));
         Ok(done)
     }
 
@@ -196,7 +203,7 @@ mod tests {
         let primary = spec.build(flash, &DesignOptions::default()).unwrap();
         let logical = primary.logical_pages();
         let shadow = Shadow::build(&spec, &cfg, logical).unwrap();
-        let before = shadow.lock().unwrap().stats();
+        let before = shadow.lock().stats();
         let mut dev = Shadowed::new(primary, shadow.clone());
         let page = Content::Bytes(vec![7u8; 4096].into_boxed_slice());
         for i in 0..100 {
@@ -205,7 +212,7 @@ mod tests {
         }
         dev.trim(Lpn(0), 10, 200_000).unwrap();
         dev.flush(300_000).unwrap();
-        let run = shadow.lock().unwrap().run_since(&before);
+        let run = shadow.lock().run_since(&before);
         assert_eq!(run.design, "dftl");
         assert!(run.flash_programs >= 100, "{run:?}");
         assert_eq!(run.error, None);
