@@ -16,8 +16,9 @@
 //!   Its cost grows with the scan zone, not the device.
 
 use crate::cmt::Cmt;
+use crate::mirror::Mirror;
 use crate::format::{
-    decode_translation, encode_translation, translation_crc, Checkpoint, OobRecord, Reservation,
+    decode_translation, set_translation_entry, translation_crc, Checkpoint, OobRecord, Reservation,
     Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
@@ -116,14 +117,12 @@ pub struct Dftl {
     logical_pages: u32,
     per_tpage: u32,
     layout: Layout,
-    /// Content of the newest translation page of each LPN's tvpn (what flash says).
-    gmt: Vec<Ppn>,
+    /// What the newest translation pages say (read from flash), plus GC moves not yet in them.
+    mirror: Mirror,
     /// Per tvpn: newest translation page and its sequence number.
     gtd: Vec<(Ppn, u64)>,
     /// Per tvpn: end of the newest data program its entries may point to.
     tvpn_data_end: Vec<u64>,
-    /// Translation pages whose mirror holds GC moves not yet written back.
-    pending: Vec<bool>,
     cmt: Cmt,
     space: Space,
     seq: u64,
@@ -167,8 +166,22 @@ fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
     OobRecord { kind, id, seq, crc }.encode()
 }
 
+/// The validity's owner of a live page, from its OOB record: a data page's LPN, or a
+/// translation page's number with [`TRANSLATION`] (DFTL keeps one bit per page, not the owner).
+fn owner_on_flash(flash: &Flash, ppn: Ppn) -> Option<u32> {
+    let mut record = [0u8; OOB_BYTES as usize];
+    flash.store().oob(ppn, &mut record);
+    let r = OobRecord::decode(&record).ok()?;
+    Some(if r.kind == KIND_TRANSLATION {
+        TRANSLATION | r.id
+    } else {
+        r.id
+    })
+}
+
 impl Dftl {
-    fn build(flash: Flash, cfg: DftlConfig) -> Dftl {
+    fn build(mut flash: Flash, cfg: DftlConfig) -> Dftl {
+        flash.squeeze_oob(std::sync::Arc::new(crate::format::DataRecordSqueeze));
         let g = flash.geometry().clone();
         let layout = Layout::new(&g, g.pages());
         // Besides over-provisioning, keep back what the design itself needs free at all times:
@@ -188,7 +201,8 @@ impl Dftl {
         let tvpns = logical_pages.div_ceil(per_tpage) as usize;
         let reserved_set: Vec<BlockId> = layout.reserved_blocks().collect();
         let pool = BlockPool::new(&g, STREAMS, |b| reserved_set.contains(&b));
-        let space = Space::new(pool, Validity::new(&g), cfg.gc, cfg.wear_threshold);
+        let validity = Validity::with_owners_on_flash(&g, owner_on_flash);
+        let space = Space::new(pool, validity, cfg.gc, cfg.wear_threshold);
         let cmt = Cmt::new(
             cfg.cmt_entries.min(logical_pages.max(1)),
             logical_pages,
@@ -199,10 +213,9 @@ impl Dftl {
             logical_pages,
             per_tpage,
             layout,
-            gmt: vec![Ppn::NONE; logical_pages as usize],
+            mirror: Mirror::new(tvpns, per_tpage),
             gtd: vec![(Ppn::NONE, 0); tvpns],
             tvpn_data_end: vec![0; tvpns],
-            pending: vec![false; tvpns],
             cmt,
             space,
             seq: 1,
@@ -440,10 +453,9 @@ impl Dftl {
             if self.cmt.contains(lpn) {
                 self.cmt.update(lpn, m.to, true);
             } else {
-                // Not cached: the mirror takes the new location at once and the translation page
-                // is marked pending, so whichever write-back of it comes next carries the move.
-                self.gmt[lpn as usize] = m.to;
-                self.pending[t] = true;
+                // Not cached: the mirror notes the move, so whichever write-back of the
+                // translation page comes next carries it.
+                self.mirror.note_move(lpn, m.to);
             }
         }
         Ok(())
@@ -451,27 +463,26 @@ impl Dftl {
 
     // ----- mapping ------------------------------------------------------------------------
 
-    /// Writes translation page `t` from the mirror plus the CMT's dirty entries (which become
-    /// clean). Returns the program's end.
+    /// Writes translation page `t`: the old page with the mirror's pending moves and the CMT's
+    /// dirty entries (which become clean). Returns the program's end.
     fn write_translation(&mut self, t: usize, now: u64, cause: OpCause) -> Result<u64, FtlError> {
-        let first = t as u32 * self.per_tpage;
-        let last = (first + self.per_tpage).min(self.logical_pages);
-        let gmt = &mut self.gmt;
-        self.cmt.take_dirty(t, |lpn, ppn| gmt[lpn as usize] = ppn);
-        debug_assert_eq!(self.cmt.dirty_in(t), 0);
-        self.pending[t] = false;
-        let mut not_before = now.max(self.tvpn_data_end[t]);
         let old = self.gtd[t].0;
+        let page_bytes = self.flash.geometry().page_bytes as usize;
+        let mut page = self
+            .mirror
+            .take_for_write_back(&self.flash, t, old, page_bytes)?;
+        let per = self.per_tpage;
+        self.cmt.take_dirty(t, |lpn, ppn| {
+            set_translation_entry(&mut page, (lpn % per) as usize, ppn)
+        });
+        debug_assert_eq!(self.cmt.dirty_in(t), 0);
+        let mut not_before = now.max(self.tvpn_data_end[t]);
         if !old.is_none() {
             // Read-modify-write of the old translation page.
             let (_, read) = self.flash.sense(old, now, cause)?;
             not_before = not_before.max(read.end_ns);
             self.stats.translation_reads += 1;
         }
-        let page = encode_translation(
-            &self.gmt[first as usize..last as usize],
-            self.flash.geometry().page_bytes as usize,
-        );
         let ppn = self.allocate(STREAM_MAP, now)?;
         let not_before =
             not_before.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
@@ -539,7 +550,8 @@ impl Dftl {
             }
         }
         self.make_room(now)?;
-        let p = self.gmt[lpn as usize];
+        // make_room may have written translation page t back: read the newest one.
+        let p = self.mirror.get(&self.flash, self.gtd[t].0, lpn)?;
         self.cmt.insert(lpn, p, false);
         Ok((p, ready))
     }
@@ -575,7 +587,7 @@ impl Dftl {
     fn checkpoint_inner(&mut self, now: u64) -> Result<u64, FtlError> {
         let mut after = now;
         let mut dirty: Vec<usize> = self.cmt.dirty_tvpns();
-        dirty.extend((0..self.pending.len()).filter(|&t| self.pending[t]));
+        dirty.extend(self.mirror.pending_tvpns());
         dirty.sort_unstable();
         dirty.dedup();
         for t in dirty {
@@ -813,26 +825,37 @@ impl BlockDevice for Dftl {
         // Forward map → owners; together with the count below, owners → forward map too (every
         // live page is the current location of exactly one LPN or translation page).
         let mut mapped = 0u64;
-        for lpn in 0..self.logical_pages {
-            let ppn = self
-                .cmt
-                .peek(lpn)
-                .map_or(self.gmt[lpn as usize], |(p, _)| p);
-            mapped += u64::from(!ppn.is_none());
-            if !ppn.is_none() && self.space.validity.owner(ppn) != Some(lpn) {
-                return Err(ftl::violation!(
-                    "lpn {lpn} maps to {ppn} but that page's owner is {:?}",
-                    self.space.validity.owner(ppn)
-                ));
+        let mut entries = vec![Ppn::NONE; self.per_tpage as usize];
+        for (t, &(tpage, _)) in self.gtd.iter().enumerate() {
+            self.mirror
+                .entries(&self.flash, t, tpage, &mut entries)
+                .map_err(|e| ftl::violation!("translation page {t} at {tpage}: {e}"))?;
+            let first = t as u32 * self.per_tpage;
+            for lpn in first..(first + self.per_tpage).min(self.logical_pages) {
+                let flash_says = entries[(lpn - first) as usize];
+                let ppn = self.cmt.peek(lpn).map_or(flash_says, |(p, _)| p);
+                if ppn.is_none() {
+                    continue;
+                }
+                mapped += 1;
+                let owner = self.space.validity.owner_on(&self.flash, ppn);
+                if owner != Some(lpn) {
+                    return Err(ftl::violation!(
+                        "lpn {lpn} maps to {ppn} but that page's owner is {owner:?}"
+                    ));
+                }
             }
         }
         for (t, (ppn, _)) in self.gtd.iter().enumerate() {
-            if !ppn.is_none() && self.space.validity.owner(*ppn) != Some(TRANSLATION | t as u32) {
+            if ppn.is_none() {
+                continue;
+            }
+            if self.space.validity.owner_on(&self.flash, *ppn) != Some(TRANSLATION | t as u32) {
                 return Err(ftl::violation!(
                     "translation page {t} at {ppn} is not owned by it"
                 ));
             }
-            mapped += u64::from(!ppn.is_none());
+            mapped += 1;
         }
         let live: u64 = (0..self.flash.geometry().blocks())
             .map(|b| u64::from(self.space.validity.valid_count(BlockId(b))))
@@ -855,13 +878,12 @@ impl BlockDevice for Dftl {
                 .iter()
                 .map(|(name, bytes)| (format!("dftl.{name}"), *bytes)),
         );
-        m.push(("dftl.mapping_mirror".into(), vec_bytes(&self.gmt)));
+        m.push(("dftl.pending_moves".into(), self.mirror.memory()));
         let reserved: u64 = self.reserved.iter().map(flash::deque_bytes).sum();
         m.push((
             "dftl.directory".into(),
             vec_bytes(&self.gtd)
                 + vec_bytes(&self.tvpn_data_end)
-                + vec_bytes(&self.pending)
                 + vec_bytes(&self.block_ready_ns)
                 + reserved,
         ));
@@ -1140,7 +1162,7 @@ impl Dftl {
         // they hold is needed to rebuild the per-block valid counts GC relies on. Cost: one page
         // read per translation page (logical pages / (page_bytes / 4)), constant in the scan zone.
         let translation_reads = d.load_translation_pages(start)?;
-        let dirty_tvpns = d.replay_scanned_data(&found);
+        d.replay_scanned_data(&found);
         d.seq = ck.seq.max(found.max_seq) + 1;
         d.ckpt_seq = ck.ckpt_seq;
         d.log_block = log_block;
@@ -1154,10 +1176,8 @@ impl Dftl {
         // Persist what the scan found, then a fresh checkpoint, before serving. The translation
         // pages to write back may need more blocks than are free: blocks GC erased after the
         // checkpoint come back as full blocks with nothing valid, so GC runs first (the
-        // write-back is left to the checkpoint through `pending`, exactly as after a GC move).
-        for t in dirty_tvpns {
-            d.pending[t] = true;
-        }
+        // write-back is left to the checkpoint through the mirror's pending moves, exactly as
+        // after a GC move).
         d.reserve(now)?;
         d.gc_if_needed(now)?;
         d.checkpoint(now)?;
@@ -1192,28 +1212,26 @@ impl Dftl {
     }
 
     /// Recovery step: data pages the OOB scan found newer than their translation page go into
-    /// the mapping; returns the translation pages that must be written back (sorted, once each).
-    fn replay_scanned_data(&mut self, found: &Found) -> Vec<usize> {
-        let mut dirty_tvpns: Vec<usize> = Vec::new();
+    /// the mapping as moves the translation page does not carry yet (the checkpoint after
+    /// recovery writes them back).
+    fn replay_scanned_data(&mut self, found: &Found) {
         for (&lpn, &(seq, ppn)) in &found.data {
             if lpn >= self.logical_pages {
                 continue;
             }
             let t = self.tvpn(lpn);
             if seq > self.gtd[t].1 {
-                self.gmt[lpn as usize] = ppn;
-                dirty_tvpns.push(t);
+                self.mirror.note_move(lpn, ppn);
             }
         }
-        dirty_tvpns.sort_unstable();
-        dirty_tvpns.dedup();
-        dirty_tvpns
     }
 
-    /// Reads the translation page of every tvpn into the mapping mirror, checking each against
-    /// the crc in its OOB record. Returns the number of pages read.
+    /// Reads the translation page of every tvpn, checking each against the crc in its OOB
+    /// record (the mapping is read from these pages from now on). Returns the number of pages
+    /// read.
     fn load_translation_pages(&mut self, start: u64) -> Result<u64, FtlError> {
         let per = self.per_tpage as usize;
+        let mut entries = vec![Ppn::NONE; per];
         let mut oob_buf = [0u8; OOB_BYTES as usize];
         let mut reads = 0;
         for t in 0..self.gtd.len() {
@@ -1230,7 +1248,7 @@ impl Dftl {
             let ok = match (&status, OobRecord::decode(&oob_buf).ok()) {
                 (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => {
                     c.as_bytes().is_some_and(|b| {
-                        decode_translation(b, r.crc, &mut self.gmt[first..last]).is_ok()
+                        decode_translation(b, r.crc, &mut entries[..last - first]).is_ok()
                     })
                 }
                 _ => false,
@@ -1283,9 +1301,18 @@ impl Dftl {
                 pool.mark_full(block);
             }
         }
-        let mut validity = Validity::new(&g);
-        for (lpn, &ppn) in self.gmt.iter().enumerate() {
-            if !ppn.is_none() {
+        // The validity DFTL was built with, emptied (no second per-page array meanwhile).
+        let validity = &mut self.space.validity;
+        validity.clear();
+        let mut entries = vec![Ppn::NONE; self.per_tpage as usize];
+        for (t, &(tpage, _)) in self.gtd.iter().enumerate() {
+            self.mirror.entries(&self.flash, t, tpage, &mut entries)?;
+            let first = t * self.per_tpage as usize;
+            let last = (first + self.per_tpage as usize).min(self.logical_pages as usize);
+            for (lpn, &ppn) in (first..last).zip(&entries) {
+                if ppn.is_none() {
+                    continue;
+                }
                 // Consistency check of the rebuilt mapping (no flash operation, no information
                 // used for recovery decisions).
                 let block = g.block_of(ppn);
@@ -1311,7 +1338,7 @@ impl Dftl {
                 validity.index_block(BlockId(b));
             }
         }
-        self.space = Space::new(pool, validity, self.cfg.gc, self.cfg.wear_threshold);
+        self.space.pool = pool;
         self.reserved = vec![VecDeque::new(); g.chips() as usize];
         self.reserve_checked = (u64::MAX, u32::MAX);
         Ok(())

@@ -98,6 +98,39 @@ impl OobRecord {
     }
 }
 
+/// DFTL's record of a host data page is its kind, the page's LPN (the tag's), a zero checksum
+/// and the sequence number: a tag-only device keeps only the sequence number
+/// ([`flash::squeeze`]; issue #19). Translation pages' records are kept whole.
+pub struct DataRecordSqueeze;
+
+impl flash::OobSqueeze for DataRecordSqueeze {
+    fn name(&self) -> &'static str {
+        "dftl data record, format 2"
+    }
+    fn squeeze(&self, record: &[u8], tag: flash::ContentTag) -> Option<u64> {
+        let r = OobRecord::decode(record).ok()?;
+        (r.kind == KIND_DATA && r.id == tag.lpn && r.crc == 0).then_some(r.seq)
+    }
+    fn expand(&self, seq: u64, tag: flash::ContentTag, out: &mut [u8]) {
+        let record = OobRecord {
+            kind: KIND_DATA,
+            id: tag.lpn,
+            seq,
+            crc: 0,
+        }
+        .encode();
+        match <&mut [u8; OOB_BYTES as usize]>::try_from(&mut *out) {
+            // The store's record is the whole record (the usual case): one 16-byte store.
+            Ok(whole) => *whole = record,
+            Err(_) => {
+                let n = out.len().min(record.len());
+                out[..n].copy_from_slice(&record[..n]);
+                out[n..].fill(0);
+            }
+        }
+    }
+}
+
 pub fn encode_translation(entries: &[Ppn], page_bytes: usize) -> Box<[u8]> {
     assert!(
         entries.len() * 4 <= page_bytes,
@@ -108,6 +141,18 @@ pub fn encode_translation(entries: &[Ppn], page_bytes: usize) -> Box<[u8]> {
         out.copy_from_slice(&p.0.to_le_bytes());
     }
     page
+}
+
+/// Entry `i` of a translation page (entry `i` maps the page's `i`-th LPN).
+pub fn translation_entry(page: &[u8], i: usize) -> Ppn {
+    Ppn(u32::from_le_bytes(
+        page[4 * i..4 * i + 4].try_into().expect("4 bytes"),
+    ))
+}
+
+/// Sets entry `i` of a translation page.
+pub fn set_translation_entry(page: &mut [u8], i: usize, ppn: Ppn) {
+    page[4 * i..4 * i + 4].copy_from_slice(&ppn.0.to_le_bytes());
 }
 
 /// Checksum a translation page carries in its OOB record.
@@ -316,6 +361,24 @@ impl Seal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A data page's record is its sequence number plus what the tag says; anything else
+    /// (a translation page's record, another LPN, a checksum) has no squeezed form.
+    #[test]
+    fn data_records_squeeze_to_their_sequence_number() {
+        use flash::{ContentTag, OobSqueeze};
+        let rule = DataRecordSqueeze;
+        let tag = ContentTag { lpn: 77, write: 3 };
+        let data = |id, crc, kind| OobRecord { kind, id, seq: 1 << 40, crc }.encode();
+        assert_eq!(rule.squeeze(&data(77, 0, KIND_DATA), tag), Some(1 << 40));
+        let mut out = [0u8; OOB_BYTES as usize];
+        rule.expand(1 << 40, tag, &mut out);
+        assert_eq!(out, data(77, 0, KIND_DATA));
+        assert_eq!(rule.squeeze(&data(78, 0, KIND_DATA), tag), None);
+        assert_eq!(rule.squeeze(&data(77, 5, KIND_DATA), tag), None);
+        assert_eq!(rule.squeeze(&data(77, 0, KIND_TRANSLATION), tag), None);
+        assert_eq!(rule.squeeze(&[0u8; OOB_BYTES as usize], tag), None);
+    }
 
     #[test]
     fn oob_round_trip_and_rejects_blank() {

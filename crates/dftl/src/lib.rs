@@ -7,6 +7,7 @@ pub mod cmt;
 pub mod dftl;
 pub mod format;
 pub mod layout;
+pub mod mirror;
 
 pub use dftl::{Dftl, DftlConfig};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, Promise, RecoveryReport};

@@ -147,6 +147,12 @@ impl Flash {
         }
     }
 
+    /// Installs the design's rule for keeping OOB records in fewer bytes on a tag-only device
+    /// ([`crate::squeeze`]); reads return the same bytes either way.
+    pub fn squeeze_oob(&mut self, rule: std::sync::Arc<dyn crate::OobSqueeze>) {
+        self.store.squeeze_oob(rule);
+    }
+
     /// Starts logging every operation (for crash campaigns). Returns the image as of now, which
     /// is the base the log applies to.
     pub fn start_recording(&mut self) -> Box<dyn Store> {
@@ -282,6 +288,79 @@ impl Flash {
             (state, _) => state,
         };
         Ok((state, span))
+    }
+
+    /// Bytes `at..at + out.len()` of a programmed page, with no flash operation: for a design
+    /// that has charged the page's read already ([`sense`](Self::sense)) and needs only part of
+    /// it (DFTL reads one entry of a translation page). An I/O error on the image is an error.
+    pub fn peek_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) -> Result<(), FlashError> {
+        self.check_page(ppn)?;
+        let page_bytes = self.config.geometry.page_bytes;
+        if at + out.len() > page_bytes as usize {
+            return Err(FlashError::PeekPastPage {
+                ppn,
+                at,
+                end: at + out.len(),
+                page_bytes,
+            });
+        }
+        self.check_readable(ppn)?;
+        let errors = self.store.io_errors();
+        self.store.data_bytes(ppn, at, out);
+        self.check_io(errors)
+    }
+
+    /// The little-endian `u32` at bytes `at..at + 4` of a programmed page, with no flash
+    /// operation (as [`peek_bytes`](Self::peek_bytes): DFTL's entry of a translation page).
+    pub fn peek_u32_le(&self, ppn: Ppn, at: usize) -> Result<u32, FlashError> {
+        self.check_page(ppn)?;
+        let page_bytes = self.config.geometry.page_bytes;
+        if at + 4 > page_bytes as usize {
+            return Err(FlashError::PeekPastPage {
+                ppn,
+                at,
+                end: at + 4,
+                page_bytes,
+            });
+        }
+        self.check_readable(ppn)?;
+        let errors = self.store.io_errors();
+        let value = self.store.data_u32_le(ppn, at);
+        self.check_io(errors)?;
+        Ok(value)
+    }
+
+    /// The bytes of a programmed page, whole, with no flash operation (as
+    /// [`peek_bytes`](Self::peek_bytes); a tag is expanded into its page image).
+    pub fn peek_page(&self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
+        self.check_page(ppn)?;
+        self.check_readable(ppn)?;
+        let errors = self.store.io_errors();
+        let page = match self.store.data(ppn) {
+            Content::Bytes(bytes) => bytes,
+            tag => {
+                let mut page = vec![0u8; self.config.geometry.page_bytes as usize];
+                tag.copy_page_into(&mut page);
+                page.into_boxed_slice()
+            }
+        };
+        self.check_io(errors)?;
+        Ok(page)
+    }
+
+    /// A peek needs data: an erased or uncorrectable page is an error.
+    fn check_readable(&self, ppn: Ppn) -> Result<(), FlashError> {
+        match self.read_status(ppn) {
+            (_, true) | (PageState::Torn, _) => Err(FlashError::NoData {
+                ppn,
+                state: "uncorrectable",
+            }),
+            (PageState::Erased, _) => Err(FlashError::NoData {
+                ppn,
+                state: "erased",
+            }),
+            (PageState::Programmed, _) => Ok(()),
+        }
     }
 
     /// Reads only a page's OOB record (sense time plus the spare-area transfer). Returns the
@@ -455,6 +534,49 @@ mod tests {
 
     fn tag(lpn: u32, write: u64) -> Content {
         Content::Tag(ContentTag { lpn, write })
+    }
+
+    /// A peek returns the bytes a read would, on every store, and refuses what a read could
+    /// not give: an erased or torn page, bytes past the page, a page outside the device.
+    #[test]
+    fn peeks_return_what_reads_return_and_refuse_what_reads_cannot() {
+        for tag_only in [true, false] {
+            let mut f = flash(tag_only);
+            let page_bytes = f.geometry().page_bytes as usize;
+            let mut page = vec![0u8; page_bytes];
+            page[8..12].copy_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+            f.program(Ppn(0), &Content::Bytes(page.clone().into()), &[], 0, OpCause::Mapping)
+                .unwrap();
+            f.program(Ppn(1), &tag(5, 6), &[], 0, OpCause::HostData).unwrap();
+            assert_eq!(f.peek_u32_le(Ppn(0), 8).unwrap(), 0xA1B2_C3D4);
+            assert_eq!(f.peek_u32_le(Ppn(0), page_bytes - 4).unwrap(), 0);
+            assert_eq!(&*f.peek_page(Ppn(0)).unwrap(), page.as_slice());
+            let mut some = [0u8; 6];
+            f.peek_bytes(Ppn(0), 7, &mut some).unwrap();
+            assert_eq!(some, [0, 0xD4, 0xC3, 0xB2, 0xA1, 0]);
+            let mut image = vec![0u8; page_bytes];
+            ContentTag { lpn: 5, write: 6 }.fill(&mut image);
+            assert_eq!(&*f.peek_page(Ppn(1)).unwrap(), image.as_slice());
+            let erased = Ppn(2);
+            assert!(matches!(
+                f.peek_u32_le(erased, 0),
+                Err(FlashError::NoData { state: "erased", .. })
+            ));
+            assert!(matches!(
+                f.peek_u32_le(Ppn(0), page_bytes - 2),
+                Err(FlashError::PeekPastPage { .. })
+            ));
+            let outside = Ppn(f.geometry().pages());
+            assert!(matches!(
+                f.peek_page(outside),
+                Err(FlashError::PageOutOfRange { .. })
+            ));
+            f.store.set_torn(Ppn(1));
+            assert!(matches!(
+                f.peek_page(Ppn(1)),
+                Err(FlashError::NoData { state: "uncorrectable", .. })
+            ));
+        }
     }
 
     /// A superseded metadata page's bytes are dropped by a tag-only image that is not recording,

@@ -22,6 +22,15 @@ pub enum FlashError {
     OobTooLarge { ppn: Ppn, got: usize, max: u32 },
     #[error("program of {ppn}: data of {got} bytes exceeds the {max}-byte page")]
     DataTooLarge { ppn: Ppn, got: usize, max: u32 },
+    #[error("peek at {ppn}: the page holds no readable data ({state})")]
+    NoData { ppn: Ppn, state: &'static str },
+    #[error("peek at {ppn}: bytes {at}..{end} are past the {page_bytes}-byte page")]
+    PeekPastPage {
+        ppn: Ppn,
+        at: usize,
+        end: usize,
+        page_bytes: u32,
+    },
     #[error("image {path}: {reason}")]
     Image { path: String, reason: String },
     #[error("image {path}: geometry {found} does not match the requested {wanted}")]

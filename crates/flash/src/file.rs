@@ -471,6 +471,11 @@ impl Store for FileStore {
         self.io(self.file.read_exact_at(&mut page, at));
         Content::Bytes(page)
     }
+    fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
+        // Only the bytes asked for (DFTL reads one entry of a translation page per miss).
+        let page_at = self.data_at + ppn.0 as u64 * self.geometry.page_bytes as u64;
+        self.io(self.file.read_exact_at(out, page_at + at as u64));
+    }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
         let r = self.oob_record_bytes as usize;
         let src = &self.oob[ppn.0 as usize * r..(ppn.0 as usize + 1) * r];

@@ -19,6 +19,7 @@ pub mod host;
 pub mod oplog;
 pub mod preset;
 pub mod stats;
+pub mod squeeze;
 pub mod store;
 pub mod timing;
 
@@ -31,5 +32,6 @@ pub use host::HostInterface;
 pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use stats::{FlashStats, OpCause};
+pub use squeeze::OobSqueeze;
 pub use store::{deque_bytes, vec_bytes, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};

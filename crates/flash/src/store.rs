@@ -12,7 +12,9 @@
 
 use crate::content::{Content, ContentTag};
 use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::squeeze::{OobSqueeze, SqueezedOob, MAX_SQUEEZED_RECORD};
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// State of one physical page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +46,20 @@ pub trait Store: Send {
     fn page_state(&self, ppn: Ppn) -> PageState;
     /// Data of a programmed page.
     fn data(&self, ppn: Ppn) -> Content;
+    /// Copies bytes `at..at + out.len()` of a programmed page into `out` (a tag is expanded
+    /// into its page image first, as [`data`](Self::data) would).
+    fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
+        let mut page = vec![0u8; self.geometry().page_bytes as usize];
+        self.data(ppn).copy_page_into(&mut page);
+        out.copy_from_slice(&page[at..at + out.len()]);
+    }
+    /// The little-endian `u32` at bytes `at..at + 4` of a programmed page (an entry of a
+    /// mapping page, read without copying the page).
+    fn data_u32_le(&self, ppn: Ppn, at: usize) -> u32 {
+        let mut entry = [0u8; 4];
+        self.data_bytes(ppn, at, &mut entry);
+        u32::from_le_bytes(entry)
+    }
     /// Copies the OOB record of a programmed page into `out` (up to `out.len()` bytes).
     fn oob(&self, ppn: Ppn, out: &mut [u8]);
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]);
@@ -56,6 +72,9 @@ pub trait Store: Send {
     /// The design will not read `ppn`'s data again (a superseded metadata page): a tag-only
     /// store may drop the bytes it keeps for it. Full-data stores keep them (they are the image).
     fn release_bytes(&mut self, _ppn: Ppn) {}
+    /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
+    /// tag-only store adopts it; stores that keep whole pages keep whole records.
+    fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
     /// Erases every page of the block and counts one erase cycle.
     fn erase_block(&mut self, block: BlockId);
     fn set_erase_torn(&mut self, block: BlockId);
@@ -92,12 +111,56 @@ pub fn deque_bytes<T>(v: &std::collections::VecDeque<T>) -> u64 {
     (v.capacity() * std::mem::size_of::<T>()) as u64
 }
 
+/// The fourth value of a page's 2 state bits: programmed, with bytes rather than a tag (the
+/// tag-only store's metadata pages; reads as [`PageState::Programmed`]).
+const HOLDS_BYTES: u8 = 3;
+
+/// The state of every page in 2 bits (32 pages per word): 4 MB for a 16 M-page device.
+#[derive(Clone)]
+struct PageStates {
+    words: Vec<u64>,
+}
+
+impl PageStates {
+    fn new(pages: usize) -> PageStates {
+        PageStates {
+            words: vec![0; pages.div_ceil(32)],
+        }
+    }
+    fn get(&self, ppn: Ppn) -> PageState {
+        match self.raw(ppn) {
+            HOLDS_BYTES => PageState::Programmed,
+            raw => PageState::from_u8(raw),
+        }
+    }
+    fn set(&mut self, ppn: Ppn, state: PageState) {
+        self.set_raw(ppn, state as u8);
+    }
+    /// The 2 bits of a page: a [`PageState`], or [`HOLDS_BYTES`].
+    fn raw(&self, ppn: Ppn) -> u8 {
+        let i = ppn.0 as usize;
+        (self.words[i / 32] >> (2 * (i % 32)) & 3) as u8
+    }
+    fn set_raw(&mut self, ppn: Ppn, raw: u8) {
+        let i = ppn.0 as usize;
+        let shift = 2 * (i % 32);
+        let word = &mut self.words[i / 32];
+        *word = *word & !(3 << shift) | (raw as u64) << shift;
+    }
+    /// Marks pages `range` erased.
+    fn erase(&mut self, range: std::ops::Range<usize>) {
+        for i in range {
+            self.set(Ppn(i as u32), PageState::Erased);
+        }
+    }
+}
+
 /// Shared per-page and per-block bookkeeping of the in-memory stores.
 #[derive(Clone)]
 struct Common {
     geometry: Geometry,
     oob_record_bytes: u32,
-    states: Vec<u8>,
+    states: PageStates,
     oob: Vec<u8>,
     erase_counts: Vec<u32>,
     erase_torn: Vec<bool>,
@@ -109,7 +172,7 @@ impl Common {
         Common {
             geometry: geometry.clone(),
             oob_record_bytes,
-            states: vec![0; pages],
+            states: PageStates::new(pages),
             oob: vec![0; pages * oob_record_bytes as usize],
             erase_counts: vec![0; geometry.blocks() as usize],
             erase_torn: vec![false; geometry.blocks() as usize],
@@ -134,7 +197,7 @@ impl Common {
     }
     fn memory(&self) -> [(&'static str, u64); 3] {
         [
-            ("page_state", vec_bytes(&self.states)),
+            ("page_state", vec_bytes(&self.states.words)),
             ("oob_records", vec_bytes(&self.oob)),
             (
                 "block_counters",
@@ -145,10 +208,95 @@ impl Common {
     fn erase(&mut self, block: BlockId) -> std::ops::Range<usize> {
         let ppb = self.geometry.pages_per_block as usize;
         let first = block.0 as usize * ppb;
-        self.states[first..first + ppb].fill(0);
+        self.states.erase(first..first + ppb);
         self.erase_counts[block.0 as usize] += 1;
         self.erase_torn[block.0 as usize] = false;
         first..first + ppb
+    }
+}
+
+/// A metadata page's bytes without their trailing zeros (a reservation or checkpoint page is
+/// mostly padding), and the length it was programmed with: it reads back whole.
+#[derive(Clone, Default)]
+struct KeptBytes {
+    len: u32,
+    kept: Box<[u8]>,
+}
+
+impl KeptBytes {
+    fn new(bytes: Box<[u8]>) -> KeptBytes {
+        let used = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let len = bytes.len() as u32;
+        let kept = if used == bytes.len() {
+            bytes
+        } else {
+            bytes[..used].into()
+        };
+        KeptBytes { len, kept }
+    }
+    /// The bytes as programmed.
+    fn whole(&self) -> Box<[u8]> {
+        let mut page = Vec::with_capacity(self.len as usize);
+        page.extend_from_slice(&self.kept);
+        page.resize(self.len as usize, 0);
+        page.into_boxed_slice()
+    }
+    /// The little-endian `u32` at bytes `at..at + 4`, zeros past what was programmed.
+    fn u32_le(&self, at: usize) -> u32 {
+        match self.kept.get(at..at + 4) {
+            Some(entry) => u32::from_le_bytes(entry.try_into().expect("4 bytes")),
+            None => {
+                let mut entry = [0u8; 4];
+                self.copy_range(at, &mut entry);
+                u32::from_le_bytes(entry)
+            }
+        }
+    }
+    /// Bytes `at..at + out.len()` of the page, zeros past what was programmed.
+    fn copy_range(&self, at: usize, out: &mut [u8]) {
+        let n = self.kept.len().saturating_sub(at).min(out.len());
+        if n > 0 {
+            out[..n].copy_from_slice(&self.kept[at..at + n]);
+        }
+        out[n..].fill(0);
+    }
+}
+
+/// The tag-only store's pages of bytes, in numbered slots. A page's slot number lives in its tag
+/// LPN entry (unused by a page of bytes) and its state says it holds bytes ([`HOLDS_BYTES`]),
+/// so reaching a metadata page searches no table (DFTL reads one at almost every request of a
+/// 1 TB device).
+#[derive(Clone, Default)]
+struct ByteSlots {
+    slots: Vec<KeptBytes>,
+    free: Vec<u32>,
+}
+
+impl ByteSlots {
+    fn put(&mut self, bytes: KeptBytes) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = bytes;
+                slot
+            }
+            None => {
+                self.slots.push(bytes);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+    fn get(&self, slot: u32) -> &KeptBytes {
+        &self.slots[slot as usize]
+    }
+    /// Frees a slot (and its bytes).
+    fn free(&mut self, slot: u32) {
+        self.slots[slot as usize] = KeptBytes::default();
+        self.free.push(slot);
+    }
+    /// Heap bytes: the kept bytes, the slots and the free list.
+    fn memory(&self) -> u64 {
+        let kept: u64 = self.slots.iter().map(|b| b.kept.len() as u64).sum();
+        kept + vec_bytes(&self.slots) + vec_bytes(&self.free)
     }
 }
 
@@ -162,8 +310,11 @@ pub struct TagStore {
     /// High 32 bits of the write numbers that have them, by PPN: empty until a run has made
     /// 2^32 page writes, so a tag costs 8 bytes instead of 12 and stays exact beyond.
     tag_write_high: FxHashMap<u32, u32>,
-    /// Pages written with real bytes (metadata pages), keyed by PPN.
-    bytes: FxHashMap<u32, Box<[u8]>>,
+    /// Pages written with real bytes (metadata pages); a page's slot is its `tag_lpn` entry.
+    bytes: ByteSlots,
+    /// OOB records as per-page offsets, once the design has installed its rule (the records
+    /// then no longer live in `common.oob`).
+    squeezed: Option<SqueezedOob>,
 }
 
 impl TagStore {
@@ -174,8 +325,46 @@ impl TagStore {
             tag_lpn: vec![0; pages],
             tag_write: vec![0; pages],
             tag_write_high: FxHashMap::default(),
-            bytes: FxHashMap::default(),
+            bytes: ByteSlots::default(),
+            squeezed: None,
         }
+    }
+
+    /// The tag a page holds, or `None` when it holds bytes.
+    fn tag_of(&self, ppn: Ppn) -> Option<ContentTag> {
+        (self.kept_bytes(ppn).is_none()).then(|| self.tag_in_arrays(ppn))
+    }
+
+    /// The bytes a page holds, if it holds bytes.
+    fn kept_bytes(&self, ppn: Ppn) -> Option<&KeptBytes> {
+        (self.common.states.raw(ppn) == HOLDS_BYTES)
+            .then(|| self.bytes.get(self.tag_lpn[ppn.0 as usize]))
+    }
+
+    /// Drops a page's bytes, if it holds any (it reads as a meaningless tag until erased).
+    fn drop_bytes(&mut self, ppn: Ppn) {
+        if self.common.states.raw(ppn) == HOLDS_BYTES {
+            self.bytes.free(self.tag_lpn[ppn.0 as usize]);
+            self.common.states.set(ppn, PageState::Programmed);
+        }
+    }
+
+    /// The tag arrays' entry for a page (its tag, if it was last programmed with one).
+    fn tag_in_arrays(&self, ppn: Ppn) -> ContentTag {
+        let high = if self.tag_write_high.is_empty() {
+            0
+        } else {
+            self.tag_write_high.get(&ppn.0).copied().unwrap_or(0)
+        };
+        ContentTag {
+            lpn: self.tag_lpn[ppn.0 as usize],
+            write: (high as u64) << 32 | self.tag_write[ppn.0 as usize] as u64,
+        }
+    }
+
+    /// The squeezed records, once the design has installed its rule.
+    pub fn squeezed(&self) -> Option<&SqueezedOob> {
+        self.squeezed.as_ref()
     }
 }
 
@@ -190,22 +379,42 @@ impl Store for TagStore {
         true
     }
     fn page_state(&self, ppn: Ppn) -> PageState {
-        PageState::from_u8(self.common.states[ppn.0 as usize])
+        self.common.states.get(ppn)
     }
     fn data(&self, ppn: Ppn) -> Content {
-        match self.bytes.get(&ppn.0) {
-            Some(b) => Content::Bytes(b.clone()),
+        match self.tag_of(ppn) {
+            Some(tag) => Content::Tag(tag),
+            None => Content::Bytes(self.kept_bytes(ppn).expect("a page of bytes").whole()),
+        }
+    }
+    fn data_u32_le(&self, ppn: Ppn, at: usize) -> u32 {
+        match self.kept_bytes(ppn) {
+            Some(b) => b.u32_le(at),
             None => {
-                let high = self.tag_write_high.get(&ppn.0).copied().unwrap_or(0);
-                Content::Tag(ContentTag {
-                    lpn: self.tag_lpn[ppn.0 as usize],
-                    write: (high as u64) << 32 | self.tag_write[ppn.0 as usize] as u64,
-                })
+                let mut entry = [0u8; 4];
+                self.data_bytes(ppn, at, &mut entry);
+                u32::from_le_bytes(entry)
+            }
+        }
+    }
+    fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
+        match self.kept_bytes(ppn) {
+            // No copy of the page (a metadata page read entry by entry); bytes past what was
+            // programmed read as zeros, as in `Content::copy_page_into`.
+            Some(b) => b.copy_range(at, out),
+            None => {
+                let mut page = vec![0u8; self.common.geometry.page_bytes as usize];
+                Content::Tag(self.tag_of(ppn).expect("a page without bytes holds a tag"))
+                    .copy_page_into(&mut page);
+                out.copy_from_slice(&page[at..at + out.len()]);
             }
         }
     }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
-        self.common.copy_oob(ppn, out)
+        match &self.squeezed {
+            Some(squeezed) => squeezed.get(ppn, || self.tag_in_arrays(ppn), out),
+            None => self.common.copy_oob(ppn, out),
+        }
     }
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]) {
         // A tag is copied whole either way; bytes are copied once, here.
@@ -213,6 +422,15 @@ impl Store for TagStore {
     }
     fn write_page_owned(&mut self, ppn: Ppn, content: Content, oob: &[u8]) {
         let i = ppn.0 as usize;
+        if let Some(squeezed) = &mut self.squeezed {
+            let mut record = [0u8; MAX_SQUEEZED_RECORD];
+            let record = &mut record[..self.common.oob_record_bytes as usize];
+            let n = oob.len().min(record.len());
+            record[..n].copy_from_slice(&oob[..n]);
+            squeezed.put(ppn, record, content.tag());
+        } else {
+            self.common.put_oob(ppn, oob);
+        }
         match content {
             Content::Tag(t) => {
                 self.tag_lpn[i] = t.lpn;
@@ -224,28 +442,50 @@ impl Store for TagStore {
                     self.tag_write_high.remove(&ppn.0);
                 }
                 // Only an erased page is programmed, and an erase drops the page's bytes.
-                debug_assert!(!self.bytes.contains_key(&ppn.0), "{ppn} still has bytes");
+                debug_assert!(self.kept_bytes(ppn).is_none(), "{ppn} still has bytes");
+                self.common.states.set(ppn, PageState::Programmed);
             }
             Content::Bytes(b) => {
-                self.bytes.insert(ppn.0, b);
+                self.tag_lpn[i] = self.bytes.put(KeptBytes::new(b));
+                self.common.states.set_raw(ppn, HOLDS_BYTES);
             }
         }
-        self.common.put_oob(ppn, oob);
-        self.common.states[i] = PageState::Programmed as u8;
     }
     fn release_bytes(&mut self, ppn: Ppn) {
-        self.bytes.remove(&ppn.0);
+        self.drop_bytes(ppn);
     }
+    /// Keeps OOB records as `rule` squeezes them from now on ([`crate::squeeze`]), converting the
+    /// records already on the device; a no-op if a rule of the same name is installed.
+    fn squeeze_oob(&mut self, rule: Arc<dyn OobSqueeze>) {
+        if self.squeezed.as_ref().map(|s| s.rule_name()) == Some(rule.name()) {
+            return;
+        }
+        let record_bytes = self.common.oob_record_bytes;
+        let mut squeezed = SqueezedOob::new(rule, &self.common.geometry, record_bytes);
+        let mut record = vec![0u8; record_bytes as usize];
+        for p in 0..self.common.geometry.pages() {
+            let ppn = Ppn(p);
+            if self.page_state(ppn) != PageState::Erased {
+                self.oob(ppn, &mut record);
+                squeezed.put(ppn, &record, self.tag_of(ppn));
+            }
+        }
+        self.squeezed = Some(squeezed);
+        self.common.oob = Vec::new();
+    }
+
     fn set_torn(&mut self, ppn: Ppn) {
-        self.common.states[ppn.0 as usize] = PageState::Torn as u8;
-        self.bytes.remove(&ppn.0);
+        self.drop_bytes(ppn);
+        self.common.states.set(ppn, PageState::Torn);
     }
     fn erase_block(&mut self, block: BlockId) {
+        let first = self.common.geometry.first_page(block).0;
+        for p in first..first + self.common.geometry.pages_per_block {
+            self.drop_bytes(Ppn(p));
+        }
         let range = self.common.erase(block);
-        if !self.bytes.is_empty() {
-            for p in range.clone() {
-                self.bytes.remove(&(p as u32));
-            }
+        if let Some(squeezed) = &mut self.squeezed {
+            squeezed.erase(block, range.clone());
         }
         if !self.tag_write_high.is_empty() {
             for p in range {
@@ -266,18 +506,17 @@ impl Store for TagStore {
         Box::new(self.clone())
     }
     fn memory(&self) -> Vec<(&'static str, u64)> {
-        let page = self.common.geometry.page_bytes as u64;
-        // Each kept page: its buffer, plus a table slot (key, boxed-slice pointer and length,
-        // one control byte) for every slot of the table's capacity.
-        let table =
-            self.bytes.capacity() as u64 * (std::mem::size_of::<(u32, Box<[u8]>)>() as u64 + 1);
         let mut m = self.common.memory().to_vec();
+        if let Some(squeezed) = &self.squeezed {
+            m.retain(|(name, _)| *name != "oob_records");
+            m.push(("oob_records", squeezed.memory()));
+        }
         let high = self.tag_write_high.capacity() as u64 * 9;
         m.push((
             "content_tags",
             vec_bytes(&self.tag_lpn) + vec_bytes(&self.tag_write) + high,
         ));
-        m.push(("metadata_pages", self.bytes.len() as u64 * page + table));
+        m.push(("metadata_pages", self.bytes.memory()));
         m
     }
 }
@@ -365,7 +604,7 @@ impl Store for MemStore {
         false
     }
     fn page_state(&self, ppn: Ppn) -> PageState {
-        PageState::from_u8(self.common.states[ppn.0 as usize])
+        self.common.states.get(ppn)
     }
     fn data(&self, ppn: Ppn) -> Content {
         let page = match (self.buffer(ppn), self.page_state(ppn)) {
@@ -374,17 +613,23 @@ impl Store for MemStore {
         };
         Content::Bytes(page)
     }
+    fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
+        match (self.buffer(ppn), self.page_state(ppn)) {
+            (Some(bytes), PageState::Programmed) => out.copy_from_slice(&bytes[at..at + out.len()]),
+            _ => out.fill(0),
+        }
+    }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
         self.common.copy_oob(ppn, out)
     }
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]) {
         content.copy_page_into(self.buffer_mut(ppn));
         self.common.put_oob(ppn, oob);
-        self.common.states[ppn.0 as usize] = PageState::Programmed as u8;
+        self.common.states.set(ppn, PageState::Programmed);
     }
     fn set_torn(&mut self, ppn: Ppn) {
         // The buffer stays for the page's next program; a torn page's bytes are never read.
-        self.common.states[ppn.0 as usize] = PageState::Torn as u8;
+        self.common.states.set(ppn, PageState::Torn);
     }
     fn erase_block(&mut self, block: BlockId) {
         // Buffers stay allocated: the erased state hides their old bytes (see the type's doc).
@@ -492,6 +737,36 @@ mod tests {
         copy.erase_block(store.geometry().block_of(kept));
         copy.write_page(kept, &Content::Bytes(vec![0x33; page_bytes].into()), &[]);
         assert_eq!(store.data(kept).as_bytes().unwrap()[0], 0x11);
+    }
+
+    /// A metadata page is kept without its trailing zeros and reads back exactly as programmed:
+    /// whole, by range, at its own length (a short program stays short), all zeros included.
+    #[test]
+    fn metadata_pages_read_back_whole_without_their_padding() {
+        let geometry = DeviceConfig::preset("small").unwrap().geometry;
+        let page_bytes = geometry.page_bytes as usize;
+        let mut store = TagStore::new(&geometry, 16);
+        let mut padded = vec![0u8; page_bytes];
+        padded[..5].copy_from_slice(&[1, 0, 2, 0, 3]);
+        let pages: [Vec<u8>; 4] = [
+            padded.clone(),
+            vec![0u8; page_bytes],
+            vec![9, 0, 0],
+            (0..page_bytes).map(|i| (i % 251) as u8 + 1).collect(),
+        ];
+        for (p, bytes) in pages.iter().enumerate() {
+            store.write_page(Ppn(p as u32), &Content::Bytes(bytes.clone().into()), &[]);
+        }
+        for (p, bytes) in pages.iter().enumerate() {
+            let ppn = Ppn(p as u32);
+            assert_eq!(store.data(ppn).as_bytes().unwrap(), bytes.as_slice(), "page {p}");
+            let mut range = [7u8; 6];
+            store.data_bytes(ppn, 2, &mut range[..bytes.len().min(8) - 2]);
+            assert_eq!(range[..bytes.len().min(8) - 2], bytes[2..bytes.len().min(8)]);
+        }
+        let kept = store.kept_bytes(Ppn(0)).unwrap().kept.len();
+        assert_eq!(kept, 5, "the padding is not kept");
+        assert_eq!(store.kept_bytes(Ppn(1)).unwrap().kept.len(), 0);
     }
 
     /// A tag keeps 32 bits of its write number in the per-page array; larger write numbers

@@ -55,6 +55,9 @@ fn contents_outlive_the_store() {
         panic!("page 1 lost")
     };
     assert_eq!(d.as_bytes().unwrap(), &[0xAB; 4096][..]);
+    // A peek reads from the file just the bytes asked for.
+    assert_eq!(f.peek_u32_le(Ppn(1), 4092).unwrap(), 0xABAB_ABAB);
+    assert_eq!(&*f.peek_page(Ppn(1)).unwrap(), &[0xAB; 4096][..]);
     assert_eq!(f.erase_count(BlockId(5)), 1);
     assert_eq!(
         f.write_pointer(BlockId(0)),

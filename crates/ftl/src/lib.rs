@@ -27,4 +27,4 @@ pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};
-pub use validity::{Validity, NO_OWNER};
+pub use validity::{OwnerOnFlash, Validity, NO_OWNER};

@@ -200,11 +200,14 @@ impl Space {
             "GC victim must be a full block"
         );
         self.validity.unindex_block(victim);
-        let live: Vec<(Ppn, u32)> = self.validity.valid_pages(victim).collect();
+        let live = self.validity.live_owners(flash, victim);
         let mut oob = vec![0u8; flash.oob_record_bytes() as usize];
         let mut moves = Vec::with_capacity(live.len());
         let mut last = not_before;
         for (from, owner) in live {
+            let owner = owner.ok_or_else(|| {
+                FtlError::Corrupt(format!("live {from}: its owner does not read back"))
+            })?;
             let (status, read) = flash.read(from, &mut oob, not_before, cause)?;
             let ReadStatus::Data(content) = status else {
                 return Err(FtlError::Corrupt(format!(

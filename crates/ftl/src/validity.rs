@@ -1,21 +1,35 @@
 //! Which physical pages hold live data, who owns them, and a greedy GC index.
 //!
 //! `owner[ppn]` is an opaque 32-bit owner chosen by the design (usually the LPN; designs that
-//! also keep translation pages in the pool tag those with a high bit). The greedy index keeps
+//! also keep translation pages in the pool tag those with a high bit). A design whose owners can
+//! be read back from the page itself (its OOB record names them) may keep one bit per page
+//! instead of 32 ([`Validity::with_owners_on_flash`]; issue #19: 65 MB of a 64 GB device). The greedy index keeps
 //! `Full` blocks in buckets by valid count, so the emptiest block is found in O(pages per block)
 //! instead of a scan of every block — the hot path of a 131,072-block device.
 //! It also remembers, per block, when the newest program that invalidated one of its pages ends:
 //! erasing the block before then could lose both the old and the new copy in a power cut.
 
-use flash::{BlockId, Geometry, Ppn};
+use flash::{BlockId, Flash, Geometry, Ppn};
 
 pub const NO_OWNER: u32 = u32::MAX;
 const NIL: u32 = u32::MAX;
 
+/// Reads a live page's owner back from the device (the design's OOB record), for a validity
+/// that keeps only which pages are live.
+pub type OwnerOnFlash = fn(&Flash, Ppn) -> Option<u32>;
+
+#[derive(Clone, Debug)]
+enum Owners {
+    /// The owner of every page, `NO_OWNER` where none is live.
+    Kept(Vec<u32>),
+    /// One bit per page, set when it is live; the owner is on the page itself.
+    OnFlash { live: Vec<u64>, read: OwnerOnFlash },
+}
+
 #[derive(Clone, Debug)]
 pub struct Validity {
     geometry: Geometry,
-    owner: Vec<u32>,
+    owners: Owners,
     valid: Vec<u32>,
     invalidated_by_ns: Vec<u64>,
     // greedy buckets: doubly linked lists of blocks per valid count
@@ -27,10 +41,25 @@ pub struct Validity {
 
 impl Validity {
     pub fn new(geometry: &Geometry) -> Validity {
+        let owners = Owners::Kept(vec![NO_OWNER; geometry.pages() as usize]);
+        Validity::with_owners(geometry, owners)
+    }
+
+    /// A validity that keeps one bit per page and reads owners back with `read` (which must
+    /// return what [`set_valid`](Self::set_valid) was given for every live page; the design's
+    /// invariant check compares them). [`owner`](Self::owner) and
+    /// [`valid_pages`](Self::valid_pages) then need the device: use
+    /// [`owner_on`](Self::owner_on) and [`live_owners`](Self::live_owners).
+    pub fn with_owners_on_flash(geometry: &Geometry, read: OwnerOnFlash) -> Validity {
+        let live = vec![0; (geometry.pages() as usize).div_ceil(64)];
+        Validity::with_owners(geometry, Owners::OnFlash { live, read })
+    }
+
+    fn with_owners(geometry: &Geometry, owners: Owners) -> Validity {
         let blocks = geometry.blocks() as usize;
         Validity {
             geometry: geometry.clone(),
-            owner: vec![NO_OWNER; geometry.pages() as usize],
+            owners,
             valid: vec![0; blocks],
             invalidated_by_ns: vec![0; blocks],
             in_index: vec![false; blocks],
@@ -40,11 +69,32 @@ impl Validity {
         }
     }
 
+    /// Forgets every page and block, keeping the arrays (a recovery that rebuilds the validity
+    /// of a large device does not hold a second copy meanwhile).
+    pub fn clear(&mut self) {
+        match &mut self.owners {
+            Owners::Kept(owner) => owner.fill(NO_OWNER),
+            Owners::OnFlash { live, .. } => live.fill(0),
+        }
+        self.valid.fill(0);
+        self.invalidated_by_ns.fill(0);
+        self.in_index.fill(false);
+        self.prev.fill(NIL);
+        self.next.fill(NIL);
+        self.head.fill(NIL);
+    }
+
     /// Heap bytes: the owner of every page, and the per-block counters and greedy index.
     pub fn memory(&self) -> [(&'static str, u64); 2] {
         use flash::vec_bytes;
         [
-            ("page_owners", vec_bytes(&self.owner)),
+            (
+                "page_owners",
+                match &self.owners {
+                    Owners::Kept(owner) => vec_bytes(owner),
+                    Owners::OnFlash { live, .. } => vec_bytes(live),
+                },
+            ),
             (
                 "block_validity",
                 vec_bytes(&self.valid)
@@ -57,12 +107,49 @@ impl Validity {
         ]
     }
 
+    /// The owner of a live page (a validity that keeps owners; see
+    /// [`with_owners_on_flash`](Self::with_owners_on_flash)).
     pub fn owner(&self, ppn: Ppn) -> Option<u32> {
-        let o = self.owner[ppn.0 as usize];
+        let o = self.kept()[ppn.0 as usize];
         (o != NO_OWNER).then_some(o)
     }
+    /// The owner of a live page, read from `flash` if this validity does not keep owners.
+    pub fn owner_on(&self, flash: &Flash, ppn: Ppn) -> Option<u32> {
+        match &self.owners {
+            Owners::Kept(_) => self.owner(ppn),
+            Owners::OnFlash { read, .. } => self.is_valid(ppn).then(|| read(flash, ppn)).flatten(),
+        }
+    }
     pub fn is_valid(&self, ppn: Ppn) -> bool {
-        self.owner[ppn.0 as usize] != NO_OWNER
+        let i = ppn.0 as usize;
+        match &self.owners {
+            Owners::Kept(owner) => owner[i] != NO_OWNER,
+            Owners::OnFlash { live, .. } => live[i / 64] >> (i % 64) & 1 != 0,
+        }
+    }
+    fn kept(&self) -> &[u32] {
+        match &self.owners {
+            Owners::Kept(owner) => owner,
+            Owners::OnFlash { .. } => {
+                panic!("this validity reads owners from the flash: use owner_on / live_owners")
+            }
+        }
+    }
+    /// Marks page `i` live (`Some(owner)`) or not, returning whether it was live.
+    fn set_live(&mut self, i: usize, owner: Option<u32>) -> bool {
+        match &mut self.owners {
+            Owners::Kept(o) => std::mem::replace(&mut o[i], owner.unwrap_or(NO_OWNER)) != NO_OWNER,
+            Owners::OnFlash { live, .. } => {
+                let (word, bit) = (&mut live[i / 64], 1u64 << (i % 64));
+                let was = *word & bit != 0;
+                if owner.is_some() {
+                    *word |= bit
+                } else {
+                    *word &= !bit
+                }
+                was
+            }
+        }
     }
     pub fn valid_count(&self, block: BlockId) -> u32 {
         self.valid[block.0 as usize]
@@ -72,20 +159,38 @@ impl Validity {
         self.invalidated_by_ns[block.0 as usize]
     }
 
-    /// Live pages of a block with their owners.
+    /// Live pages of a block with their owners (a validity that keeps owners).
     pub fn valid_pages(&self, block: BlockId) -> impl Iterator<Item = (Ppn, u32)> + '_ {
         let first = self.geometry.first_page(block).0;
+        let owner = self.kept();
         (first..first + self.geometry.pages_per_block).filter_map(move |p| {
-            let o = self.owner[p as usize];
+            let o = owner[p as usize];
             (o != NO_OWNER).then_some((Ppn(p), o))
         })
     }
 
+    /// Live pages of a block with their owners, read from `flash` if this validity does not
+    /// keep them; `None` for a live page whose owner does not read back.
+    pub fn live_owners(&self, flash: &Flash, block: BlockId) -> Vec<(Ppn, Option<u32>)> {
+        let first = self.geometry.first_page(block).0;
+        (first..first + self.geometry.pages_per_block)
+            .map(Ppn)
+            .filter(|&p| self.is_valid(p))
+            .map(|p| (p, self.owner_on(flash, p)))
+            .collect()
+    }
+
+    fn live_count(&self, block: BlockId) -> u32 {
+        let first = self.geometry.first_page(block).0;
+        (first..first + self.geometry.pages_per_block)
+            .filter(|&p| self.is_valid(Ppn(p)))
+            .count() as u32
+    }
+
     pub fn set_valid(&mut self, ppn: Ppn, owner: u32) {
         debug_assert_ne!(owner, NO_OWNER);
-        let i = ppn.0 as usize;
-        assert_eq!(self.owner[i], NO_OWNER, "{ppn} is already live");
-        self.owner[i] = owner;
+        let was_live = self.set_live(ppn.0 as usize, Some(owner));
+        assert!(!was_live, "{ppn} is already live");
         let b = self.geometry.block_of(ppn);
         self.unlink(b);
         self.valid[b.0 as usize] += 1;
@@ -94,9 +199,8 @@ impl Validity {
 
     /// Marks a page stale; `superseded_end_ns` is when the copy that replaces it is on flash.
     pub fn invalidate(&mut self, ppn: Ppn, superseded_end_ns: u64) {
-        let i = ppn.0 as usize;
-        assert_ne!(self.owner[i], NO_OWNER, "{ppn} is not live");
-        self.owner[i] = NO_OWNER;
+        let was_live = self.set_live(ppn.0 as usize, None);
+        assert!(was_live, "{ppn} is not live");
         let b = self.geometry.block_of(ppn);
         self.unlink(b);
         self.valid[b.0 as usize] -= 1;
@@ -186,7 +290,7 @@ impl Validity {
     /// Valid counts equal the number of owned pages of each block.
     pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         for b in 0..self.geometry.blocks() {
-            let n = self.valid_pages(BlockId(b)).count() as u32;
+            let n = self.live_count(BlockId(b));
             if n != self.valid[b as usize] {
                 return Err(crate::violation!(
                     "block {b}: valid count {} but {n} owned pages",
@@ -202,6 +306,59 @@ impl Validity {
 mod tests {
     use super::*;
     use flash::DeviceConfig;
+
+    /// One bit per page, owners read back from the device: the same liveness, counts and greedy
+    /// index as a validity that keeps owners, and the owners the device gives.
+    #[test]
+    fn owners_on_flash_follow_the_device() {
+        use flash::{Content, ContentTag, OpCause};
+        let mut f = Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, true);
+        let g = f.geometry().clone();
+        // Owner = the tag's LPN, as a design would read it from its OOB record.
+        fn read(flash: &Flash, ppn: Ppn) -> Option<u32> {
+            flash.store().data(ppn).tag().map(|t| t.lpn)
+        }
+        let mut kept = Validity::new(&g);
+        let mut on_flash = Validity::with_owners_on_flash(&g, read);
+        for p in 0..2 * g.pages_per_block {
+            let lpn = 1000 + p;
+            let content = Content::Tag(ContentTag { lpn, write: 1 });
+            f.program(Ppn(p), &content, &[], 0, OpCause::HostData).unwrap();
+            kept.set_valid(Ppn(p), lpn);
+            on_flash.set_valid(Ppn(p), lpn);
+        }
+        for v in [&mut kept, &mut on_flash] {
+            v.index_block(BlockId(0));
+            v.index_block(BlockId(1));
+            v.invalidate(Ppn(3), 7);
+            v.invalidate(Ppn(g.pages_per_block + 1), 9);
+            v.invalidate(Ppn(g.pages_per_block + 2), 9);
+        }
+        for b in [BlockId(0), BlockId(1)] {
+            let expected: Vec<_> = kept.valid_pages(b).map(|(p, o)| (p, Some(o))).collect();
+            assert_eq!(on_flash.live_owners(&f, b), expected);
+            assert_eq!(on_flash.valid_count(b), kept.valid_count(b));
+        }
+        assert_eq!(on_flash.owner_on(&f, Ppn(3)), None, "stale");
+        assert_eq!(on_flash.owner_on(&f, Ppn(4)), Some(1004));
+        assert_eq!(on_flash.greedy_victim(|_| true), Some(BlockId(1)));
+        on_flash.check_invariants().unwrap();
+        on_flash.clear();
+        assert!(!on_flash.is_valid(Ppn(4)));
+        assert_eq!(on_flash.valid_count(BlockId(0)), 0);
+        assert!(on_flash.memory()[0].1 * 16 < kept.memory()[0].1, "a bit, not 4 bytes");
+    }
+
+    /// Asking a validity without owners for an owner without the device is a bug in the caller.
+    #[test]
+    #[should_panic(expected = "use owner_on")]
+    fn owners_on_flash_need_the_device() {
+        let g = DeviceConfig::preset("small").unwrap().geometry;
+        fn read(_: &Flash, _: Ppn) -> Option<u32> {
+            None
+        }
+        Validity::with_owners_on_flash(&g, read).owner(Ppn(0));
+    }
 
     #[test]
     fn greedy_index_tracks_the_emptiest_block() {

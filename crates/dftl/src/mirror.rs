@@ -1,0 +1,161 @@
+//! What DFTL's translation pages say, read from the pages themselves, plus the moves GC has
+//! made that no translation page carries yet.
+//!
+//! DFTL keeps the whole mapping in translation pages on flash, found through the global
+//! translation directory (Gupta et al., ASPLOS '09, §3.1); the CMT caches entries. On a CMT miss
+//! the controller reads the translation page and takes one entry; on a write-back it reads the
+//! page, changes the entries that moved and programs the result (§3.1.2, read-modify-write).
+//! This module does exactly that with the page's bytes in the emulated device — the read itself
+//! is charged by the caller ([`Flash::sense`]) — so the simulator holds no second copy of the
+//! mapping (issue #19: 62 MB at 64 GB).
+//!
+//! GC moves a live page whose entry is not cached by noting the move here, per translation
+//! page, until the next write-back of that page carries it (DFTL's batch update, deferred).
+
+use crate::format::{set_translation_entry, translation_entry};
+use flash::{Flash, FlashError, Ppn};
+
+pub struct Mirror {
+    per_tpage: u32,
+    /// Per translation page: moves (lpn, new location) not yet in it, oldest first.
+    pending: Vec<Vec<(u32, Ppn)>>,
+}
+
+impl Mirror {
+    pub fn new(tvpns: usize, per_tpage: u32) -> Mirror {
+        Mirror {
+            per_tpage,
+            pending: vec![Vec::new(); tvpns],
+        }
+    }
+
+    fn tvpn(&self, lpn: u32) -> usize {
+        (lpn / self.per_tpage) as usize
+    }
+
+    /// Where `lpn` is according to its translation page at `tpage` (none yet: `Ppn::NONE`) and
+    /// the moves not yet written back.
+    pub fn get(&self, flash: &Flash, tpage: Ppn, lpn: u32) -> Result<Ppn, FlashError> {
+        let moves = &self.pending[self.tvpn(lpn)];
+        if let Some(&(_, ppn)) = moves.iter().rev().find(|(l, _)| *l == lpn) {
+            return Ok(ppn);
+        }
+        if tpage.is_none() {
+            return Ok(Ppn::NONE);
+        }
+        let at = (lpn % self.per_tpage) as usize * 4;
+        Ok(Ppn(flash.peek_u32_le(tpage, at)?))
+    }
+
+    /// `lpn` now lives at `ppn`, and its translation page does not say so yet.
+    pub fn note_move(&mut self, lpn: u32, ppn: Ppn) {
+        let t = self.tvpn(lpn);
+        self.pending[t].push((lpn, ppn));
+    }
+
+    pub fn has_pending(&self, t: usize) -> bool {
+        !self.pending[t].is_empty()
+    }
+
+    /// Translation pages with moves not yet written back.
+    pub fn pending_tvpns(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.pending.len()).filter(|&t| self.has_pending(t))
+    }
+
+    /// The next version of translation page `t` (now at `tpage`): its bytes with every pending
+    /// move applied, which are no longer pending. The caller applies the CMT's dirty entries.
+    pub fn take_for_write_back(
+        &mut self,
+        flash: &Flash,
+        t: usize,
+        tpage: Ppn,
+        page_bytes: usize,
+    ) -> Result<Box<[u8]>, FlashError> {
+        let mut page = if tpage.is_none() {
+            vec![0xFFu8; page_bytes].into_boxed_slice()
+        } else {
+            flash.peek_page(tpage)?
+        };
+        // The list goes with its capacity: memory follows the moves outstanding, not the most a
+        // page ever had.
+        for (lpn, ppn) in std::mem::take(&mut self.pending[t]) {
+            set_translation_entry(&mut page, (lpn % self.per_tpage) as usize, ppn);
+        }
+        Ok(page)
+    }
+
+    /// Every mapping of translation page `t` (at `tpage`), into `out` (one entry per LPN of
+    /// the page, from the first).
+    pub fn entries(
+        &self,
+        flash: &Flash,
+        t: usize,
+        tpage: Ppn,
+        out: &mut [Ppn],
+    ) -> Result<(), FlashError> {
+        if tpage.is_none() {
+            out.fill(Ppn::NONE);
+        } else {
+            let mut page = vec![0u8; out.len() * 4];
+            flash.peek_bytes(tpage, 0, &mut page)?;
+            for (i, slot) in out.iter_mut().enumerate() {
+                *slot = translation_entry(&page, i);
+            }
+        }
+        for &(lpn, ppn) in &self.pending[t] {
+            out[(lpn % self.per_tpage) as usize] = ppn;
+        }
+        Ok(())
+    }
+
+    /// Heap bytes: the per-page move lists.
+    pub fn memory(&self) -> u64 {
+        let lists = flash::vec_bytes(&self.pending);
+        let moves: u64 = self.pending.iter().map(flash::vec_bytes).sum();
+        lists + moves
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::encode_translation;
+    use flash::{Content, DeviceConfig, OpCause};
+
+    /// The mirror answers from the translation page on flash, except where GC moved an entry
+    /// since: the newest move wins, and a write-back carries every move and clears them.
+    #[test]
+    fn moves_override_the_page_until_written_back() {
+        for tag_only in [true, false] {
+            let mut f = Flash::in_memory(DeviceConfig::preset("small").unwrap(), 16, tag_only);
+            let page_bytes = f.geometry().page_bytes as usize;
+            let per = (page_bytes / 4) as u32;
+            let entries: Vec<Ppn> = (0..per).map(|i| Ppn(100 + i)).collect();
+            let page = encode_translation(&entries, page_bytes);
+            f.program(Ppn(0), &Content::Bytes(page), &[], 0, OpCause::Mapping)
+                .unwrap();
+            let mut m = Mirror::new(2, per);
+            let tpage = Ppn(0);
+            assert_eq!(m.get(&f, tpage, 7).unwrap(), Ppn(107));
+            assert_eq!(m.get(&f, Ppn::NONE, per + 3).unwrap(), Ppn::NONE, "no page yet");
+            m.note_move(7, Ppn(900));
+            m.note_move(7, Ppn(901));
+            m.note_move(per + 3, Ppn(902));
+            assert_eq!(m.get(&f, tpage, 7).unwrap(), Ppn(901), "newest move");
+            assert_eq!(m.get(&f, tpage, 8).unwrap(), Ppn(108));
+            assert_eq!(m.pending_tvpns().collect::<Vec<_>>(), vec![0, 1]);
+            let mut all = vec![Ppn::NONE; per as usize];
+            m.entries(&f, 0, tpage, &mut all).unwrap();
+            assert_eq!((all[6], all[7], all[8]), (Ppn(106), Ppn(901), Ppn(108)));
+            let next = m.take_for_write_back(&f, 0, tpage, page_bytes).unwrap();
+            assert_eq!(translation_entry(&next, 7), Ppn(901));
+            assert_eq!(translation_entry(&next, 9), Ppn(109));
+            assert!(!m.has_pending(0) && m.has_pending(1));
+            let fresh = m.take_for_write_back(&f, 1, Ppn::NONE, page_bytes).unwrap();
+            assert_eq!(translation_entry(&fresh, 3), Ppn(902));
+            assert_eq!(translation_entry(&fresh, 4), Ppn::NONE);
+            // A translation page that is not on flash is an error, not a mapping.
+            assert!(m.get(&f, Ppn(1), 7).is_err());
+        }
+    }
+}
