@@ -16,12 +16,12 @@
 //!   Its cost grows with the scan zone, not the device.
 
 use crate::cmt::Cmt;
-use crate::mirror::Mirror;
 use crate::format::{
     decode_translation, set_translation_entry, translation_crc, Checkpoint, OobRecord, Reservation,
     Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
+use crate::mirror::Mirror;
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,

@@ -369,7 +369,15 @@ mod tests {
         use flash::{ContentTag, OobSqueeze};
         let rule = DataRecordSqueeze;
         let tag = ContentTag { lpn: 77, write: 3 };
-        let data = |id, crc, kind| OobRecord { kind, id, seq: 1 << 40, crc }.encode();
+        let data = |id, crc, kind| {
+            OobRecord {
+                kind,
+                id,
+                seq: 1 << 40,
+                crc,
+            }
+            .encode()
+        };
         assert_eq!(rule.squeeze(&data(77, 0, KIND_DATA), tag), Some(1 << 40));
         let mut out = [0u8; OOB_BYTES as usize];
         rule.expand(1 << 40, tag, &mut out);

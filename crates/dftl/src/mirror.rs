@@ -137,7 +137,11 @@ mod tests {
             let mut m = Mirror::new(2, per);
             let tpage = Ppn(0);
             assert_eq!(m.get(&f, tpage, 7).unwrap(), Ppn(107));
-            assert_eq!(m.get(&f, Ppn::NONE, per + 3).unwrap(), Ppn::NONE, "no page yet");
+            assert_eq!(
+                m.get(&f, Ppn::NONE, per + 3).unwrap(),
+                Ppn::NONE,
+                "no page yet"
+            );
             m.note_move(7, Ppn(900));
             m.note_move(7, Ppn(901));
             m.note_move(per + 3, Ppn(902));

@@ -18,6 +18,7 @@ use crate::preset::DeviceConfig;
 use crate::stats::{FlashStats, OpCause};
 use crate::store::{MemStore, PageState, Store, TagStore};
 use crate::timing::{Span, Timeline, Timing};
+use crate::wear::WearCounts;
 
 /// Outcome of a page read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +39,8 @@ pub struct Flash {
     stats: FlashStats,
     log: Option<OpLog>,
     ops_issued: u64,
+    /// Erase counts summarised for the wear spread.
+    wear: WearCounts,
 }
 
 impl Flash {
@@ -74,7 +77,9 @@ impl Flash {
             write_pointer[b as usize] = used.map_or(0, |p| p + 1);
         }
         let timeline = Timeline::new(g.chips(), g.channels);
+        let wear = WearCounts::new((0..g.blocks()).map(|b| store.erase_count(BlockId(b))));
         Flash {
+            wear,
             config,
             store,
             write_pointer,
@@ -502,24 +507,16 @@ impl Flash {
         self.stats.erases[cause as usize] += 1;
         self.record(span, cause, || OpKind::Erase { block });
         let errors = self.store.io_errors();
+        let before = self.store.erase_count(block);
         self.store.erase_block(block);
+        self.wear.changed(before, self.store.erase_count(block));
         self.check_io(errors)?;
         Ok(span)
     }
 
     /// Per-block erase counts: (min, max, mean).
     pub fn wear_spread(&self) -> (u32, u32, f64) {
-        let blocks = self.config.geometry.blocks();
-        let mut min = u32::MAX;
-        let mut max = 0;
-        let mut sum = 0u64;
-        for b in 0..blocks {
-            let c = self.store.erase_count(BlockId(b));
-            min = min.min(c);
-            max = max.max(c);
-            sum += c as u64;
-        }
-        (min, max, sum as f64 / blocks.max(1) as f64)
+        self.wear.spread()
     }
 }
 
@@ -545,9 +542,16 @@ mod tests {
             let page_bytes = f.geometry().page_bytes as usize;
             let mut page = vec![0u8; page_bytes];
             page[8..12].copy_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-            f.program(Ppn(0), &Content::Bytes(page.clone().into()), &[], 0, OpCause::Mapping)
+            f.program(
+                Ppn(0),
+                &Content::Bytes(page.clone().into()),
+                &[],
+                0,
+                OpCause::Mapping,
+            )
+            .unwrap();
+            f.program(Ppn(1), &tag(5, 6), &[], 0, OpCause::HostData)
                 .unwrap();
-            f.program(Ppn(1), &tag(5, 6), &[], 0, OpCause::HostData).unwrap();
             assert_eq!(f.peek_u32_le(Ppn(0), 8).unwrap(), 0xA1B2_C3D4);
             assert_eq!(f.peek_u32_le(Ppn(0), page_bytes - 4).unwrap(), 0);
             assert_eq!(&*f.peek_page(Ppn(0)).unwrap(), page.as_slice());
@@ -560,7 +564,10 @@ mod tests {
             let erased = Ppn(2);
             assert!(matches!(
                 f.peek_u32_le(erased, 0),
-                Err(FlashError::NoData { state: "erased", .. })
+                Err(FlashError::NoData {
+                    state: "erased",
+                    ..
+                })
             ));
             assert!(matches!(
                 f.peek_u32_le(Ppn(0), page_bytes - 2),
@@ -574,7 +581,10 @@ mod tests {
             f.store.set_torn(Ppn(1));
             assert!(matches!(
                 f.peek_page(Ppn(1)),
-                Err(FlashError::NoData { state: "uncorrectable", .. })
+                Err(FlashError::NoData {
+                    state: "uncorrectable",
+                    ..
+                })
             ));
         }
     }

@@ -240,8 +240,8 @@ impl SqueezedOob {
         let slot = |entry: usize| entry as u64 + 1 + 4;
         let wide = self.wide.capacity() as u64 * slot(std::mem::size_of::<Box<[u64]>>())
             + (self.wide.len() * self.pages_per_block * 8) as u64;
-        let per_aside_block = self.pages_per_block.div_ceil(64) * 8
-            + self.pages_per_block * self.record_bytes;
+        let per_aside_block =
+            self.pages_per_block.div_ceil(64) * 8 + self.pages_per_block * self.record_bytes;
         let aside = self.aside.capacity() as u64 * slot(std::mem::size_of::<AsideBlock>())
             + (self.aside.len() * per_aside_block) as u64;
         vec_bytes(&self.offset) + vec_bytes(&self.base) + wide + aside
@@ -345,11 +345,20 @@ mod tests {
                         // Blocks 4..8 also get numbers far from their base (they go wide).
                         let far = b >= 4;
                         let (content, rec): (Content, Vec<u8>) = match next() % 8 {
-                            0 => (Content::Bytes(vec![7u8; 64].into()), record(number, lpn, 9).to_vec()),
+                            0 => (
+                                Content::Bytes(vec![7u8; 64].into()),
+                                record(number, lpn, 9).to_vec(),
+                            ),
                             1 => (Content::Tag(tag), record(number, lpn + 1, 0).to_vec()),
                             2 => (Content::Tag(tag), record(number, lpn, 3).to_vec()),
-                            3 if far => (Content::Tag(tag), record(number - (3 << 31), lpn, 0).to_vec()),
-                            4 if far => (Content::Tag(tag), record(number + (5 << 31), lpn, 0).to_vec()),
+                            3 if far => (
+                                Content::Tag(tag),
+                                record(number - (3 << 31), lpn, 0).to_vec(),
+                            ),
+                            4 if far => (
+                                Content::Tag(tag),
+                                record(number + (5 << 31), lpn, 0).to_vec(),
+                            ),
                             5 => (Content::Tag(tag), record(number, lpn, 0)[..10].to_vec()),
                             _ => (Content::Tag(tag), record(number, lpn, 0).to_vec()),
                         };
@@ -360,7 +369,11 @@ mod tests {
                 for p in 0..8 * g.pages_per_block {
                     let ppn = Ppn(p);
                     assert_eq!(squeezed.page_state(ppn), PageState::Programmed);
-                    assert_eq!(oob_of(&squeezed, ppn), oob_of(&whole, ppn), "{ppn}, lies {lies}");
+                    assert_eq!(
+                        oob_of(&squeezed, ppn),
+                        oob_of(&whole, ppn),
+                        "{ppn}, lies {lies}"
+                    );
                     assert_eq!(squeezed.data(ppn), whole.data(ppn));
                 }
             }
@@ -372,7 +385,10 @@ mod tests {
                 assert_eq!(kept.wide_blocks(), 0);
             } else {
                 // About 3 records in 8 do not fit the rule; far numbers make blocks 4..8 wide.
-                assert!(aside > pages / 4 && aside < pages / 2, "{aside} of {pages} aside");
+                assert!(
+                    aside > pages / 4 && aside < pages / 2,
+                    "{aside} of {pages} aside"
+                );
                 assert_eq!(kept.wide_blocks(), 4);
             }
             // An erase forgets the block's records, the aside ones too.
@@ -394,12 +410,20 @@ mod tests {
         for p in 0..40u32 {
             store.write_page(Ppn(p), &Content::Tag(tag(p)), &record(100 + p as u64, p, 0));
         }
-        store.write_page(Ppn(40), &Content::Bytes(vec![1; 8].into()), &record(3, 3, 3));
+        store.write_page(
+            Ppn(40),
+            &Content::Bytes(vec![1; 8].into()),
+            &record(3, 3, 3),
+        );
         store.set_torn(Ppn(39));
         let before: Vec<_> = (0..41).map(|p| oob_of(&store, Ppn(p))).collect();
         store.squeeze_oob(Arc::new(NumberAndLpn { lies: false }));
         let kept = store.squeezed().unwrap();
-        assert_eq!(kept.aside_count(), 1, "only the page of bytes is kept whole");
+        assert_eq!(
+            kept.aside_count(),
+            1,
+            "only the page of bytes is kept whole"
+        );
         let copy = store.snapshot();
         for p in 0..41u32 {
             let mut out = [0u8; 16];

@@ -759,10 +759,17 @@ mod tests {
         }
         for (p, bytes) in pages.iter().enumerate() {
             let ppn = Ppn(p as u32);
-            assert_eq!(store.data(ppn).as_bytes().unwrap(), bytes.as_slice(), "page {p}");
+            assert_eq!(
+                store.data(ppn).as_bytes().unwrap(),
+                bytes.as_slice(),
+                "page {p}"
+            );
             let mut range = [7u8; 6];
             store.data_bytes(ppn, 2, &mut range[..bytes.len().min(8) - 2]);
-            assert_eq!(range[..bytes.len().min(8) - 2], bytes[2..bytes.len().min(8)]);
+            assert_eq!(
+                range[..bytes.len().min(8) - 2],
+                bytes[2..bytes.len().min(8)]
+            );
         }
         let kept = store.kept_bytes(Ppn(0)).unwrap().kept.len();
         assert_eq!(kept, 5, "the padding is not kept");

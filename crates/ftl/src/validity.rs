@@ -323,7 +323,8 @@ mod tests {
         for p in 0..2 * g.pages_per_block {
             let lpn = 1000 + p;
             let content = Content::Tag(ContentTag { lpn, write: 1 });
-            f.program(Ppn(p), &content, &[], 0, OpCause::HostData).unwrap();
+            f.program(Ppn(p), &content, &[], 0, OpCause::HostData)
+                .unwrap();
             kept.set_valid(Ppn(p), lpn);
             on_flash.set_valid(Ppn(p), lpn);
         }
@@ -346,7 +347,10 @@ mod tests {
         on_flash.clear();
         assert!(!on_flash.is_valid(Ppn(4)));
         assert_eq!(on_flash.valid_count(BlockId(0)), 0);
-        assert!(on_flash.memory()[0].1 * 16 < kept.memory()[0].1, "a bit, not 4 bytes");
+        assert!(
+            on_flash.memory()[0].1 * 16 < kept.memory()[0].1,
+            "a bit, not 4 bytes"
+        );
     }
 
     /// Asking a validity without owners for an owner without the device is a bug in the caller.
