@@ -75,11 +75,17 @@ mod tests {
         let mut w = WearCounts::new(counts.iter().copied());
         let mut rng = 7u64;
         for _ in 0..2000 {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let b = (rng >> 33) as usize % counts.len();
             let before = counts[b];
             // Mostly erases (+1), sometimes a count copied from another image.
-            let after = if rng % 10 == 0 { (rng >> 50) as u32 % 12 } else { before + 1 };
+            let after = if rng % 10 == 0 {
+                (rng >> 50) as u32 % 12
+            } else {
+                before + 1
+            };
             counts[b] = after;
             w.changed(before, after);
             let (min, max, mean) = w.spread();
