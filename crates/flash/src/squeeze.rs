@@ -5,11 +5,12 @@
 //! says (the LPN) or what follows from the record itself (a checksum, a constant kind byte); what
 //! is left is usually one number that grows with every program, such as a sequence number. A
 //! design that can say so implements [`OobSqueeze`]; the tag-only store then keeps, per page, only
-//! that number's distance from the first such number of the page's block, in 4 bytes, instead of
-//! the whole record (16 bytes for DFTL). Nothing about the record is lost or trusted: the store
-//! rebuilds the record with [`OobSqueeze::expand`] when it is written and keeps it whole, aside,
-//! whenever the rebuilt bytes differ in any way, when the page holds bytes rather than a tag, or
-//! when the distance does not fit. A read returns exactly the bytes that were programmed.
+//! that number's distance from the first such number of the page's block, in 2 bytes, instead of
+//! the whole record (16 bytes for DFTL); a block where a distance does not fit keeps its numbers
+//! whole. Nothing about the record is lost or trusted: the store rebuilds the record with
+//! [`OobSqueeze::expand`] when it is written and keeps it whole, aside, whenever the rebuilt bytes
+//! differ in any way or the page holds bytes rather than a tag. A read returns exactly the bytes
+//! that were programmed.
 
 use crate::content::ContentTag;
 use crate::geometry::{BlockId, Geometry, Ppn};

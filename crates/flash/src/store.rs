@@ -455,9 +455,11 @@ impl Store for TagStore {
         self.drop_bytes(ppn);
     }
     /// Keeps OOB records as `rule` squeezes them from now on ([`crate::squeeze`]), converting the
-    /// records already on the device; a no-op if a rule of the same name is installed.
+    /// records already on the device; a no-op if a rule of the same name is installed, or if the
+    /// records are longer than a squeezed store rebuilds ([`MAX_SQUEEZED_RECORD`]: kept whole).
     fn squeeze_oob(&mut self, rule: Arc<dyn OobSqueeze>) {
-        if self.squeezed.as_ref().map(|s| s.rule_name()) == Some(rule.name()) {
+        let same_rule = self.squeezed.as_ref().map(|s| s.rule_name()) == Some(rule.name());
+        if same_rule || self.common.oob_record_bytes as usize > MAX_SQUEEZED_RECORD {
             return;
         }
         let record_bytes = self.common.oob_record_bytes;
