@@ -1273,9 +1273,26 @@ impl Dftl {
         list: &[(BlockId, u32)],
         found: &Found,
     ) -> Result<(), FtlError> {
-        let g = self.flash.geometry().clone();
+        let (pool, in_list) = self.rebuild_pool(ck, list, found);
+        self.rebuild_validity(ck, &in_list, &pool)?;
+        self.space.pool = pool;
+        let chips = self.flash.geometry().chips() as usize;
+        self.reserved = vec![VecDeque::new(); chips];
+        self.reserve_checked = (u64::MAX, u32::MAX);
+        Ok(())
+    }
+
+    /// Recovery step of [`rebuild_space`](Self::rebuild_space): block states; also says which
+    /// blocks are in the scan list.
+    fn rebuild_pool(
+        &self,
+        ck: &Checkpoint,
+        list: &[(BlockId, u32)],
+        found: &Found,
+    ) -> (BlockPool, Vec<bool>) {
+        let g = self.flash.geometry();
         let reserved: Vec<BlockId> = self.layout.reserved_blocks().collect();
-        let mut pool = BlockPool::new(&g, STREAMS, |b| reserved.contains(&b));
+        let mut pool = BlockPool::new(g, STREAMS, |b| reserved.contains(&b));
         let mut in_list = vec![false; g.blocks() as usize];
         for &(b, _) in list {
             in_list[b.0 as usize] = true;
@@ -1301,6 +1318,18 @@ impl Dftl {
                 pool.mark_full(block);
             }
         }
+        (pool, in_list)
+    }
+
+    /// Recovery step of [`rebuild_space`](Self::rebuild_space): every mapped page and every
+    /// translation page live, full blocks indexed for GC.
+    fn rebuild_validity(
+        &mut self,
+        ck: &Checkpoint,
+        in_list: &[bool],
+        pool: &BlockPool,
+    ) -> Result<(), FtlError> {
+        let g = self.flash.geometry().clone();
         // The validity DFTL was built with, emptied (no second per-page array meanwhile).
         let validity = &mut self.space.validity;
         validity.clear();
@@ -1338,9 +1367,6 @@ impl Dftl {
                 validity.index_block(BlockId(b));
             }
         }
-        self.space.pool = pool;
-        self.reserved = vec![VecDeque::new(); g.chips() as usize];
-        self.reserve_checked = (u64::MAX, u32::MAX);
         Ok(())
     }
 }
