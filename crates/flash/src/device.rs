@@ -176,7 +176,7 @@ impl Flash {
         self.write_pointer[block.0 as usize]
     }
     pub fn erase_count(&self, block: BlockId) -> u32 {
-        self.store.erase_count(block)
+        self.wear.count(block.0 as usize)
     }
     /// Page state without a flash operation (for invariant checks and tests, not for FTL logic).
     pub fn peek_state(&self, ppn: Ppn) -> PageState {
@@ -507,9 +507,9 @@ impl Flash {
         self.stats.erases[cause as usize] += 1;
         self.record(span, cause, || OpKind::Erase { block });
         let errors = self.store.io_errors();
-        let before = self.store.erase_count(block);
         self.store.erase_block(block);
-        self.wear.changed(before, self.store.erase_count(block));
+        self.wear
+            .set(block.0 as usize, self.store.erase_count(block));
         self.check_io(errors)?;
         Ok(span)
     }
