@@ -57,6 +57,7 @@ impl Flash {
             "flash.write_pointers".into(),
             crate::store::vec_bytes(&self.write_pointer),
         ));
+        m.push(("flash.wear_counts".into(), self.wear.memory()));
         m
     }
 

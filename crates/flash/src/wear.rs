@@ -64,6 +64,11 @@ impl WearCounts {
         }
     }
 
+    /// Heap bytes: the per-block counts and the blocks per count.
+    pub fn memory(&self) -> u64 {
+        crate::store::vec_bytes(&self.per_block) + crate::store::vec_bytes(&self.blocks_at)
+    }
+
     pub fn count(&self, block: usize) -> u32 {
         self.per_block[block]
     }
