@@ -71,11 +71,7 @@ impl Flash {
         let g = &config.geometry;
         let mut write_pointer = vec![0u32; g.blocks() as usize];
         for b in 0..g.blocks() {
-            let block = BlockId(b);
-            let used = (0..g.pages_per_block)
-                .rev()
-                .find(|&p| store.page_state(g.ppn(block, p)) != PageState::Erased);
-            write_pointer[b as usize] = used.map_or(0, |p| p + 1);
+            write_pointer[b as usize] = store.written_extent(BlockId(b));
         }
         let timeline = Timeline::new(g.chips(), g.channels);
         let wear = WearCounts::new((0..g.blocks()).map(|b| store.erase_count(BlockId(b))));

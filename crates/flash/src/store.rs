@@ -60,6 +60,15 @@ pub trait Store: Send {
         self.data_bytes(ppn, at, &mut entry);
         u32::from_le_bytes(entry)
     }
+    /// Pages of `block` up to and including its last page that is not erased (0 if the whole
+    /// block is erased): where its next program may go.
+    fn written_extent(&self, block: BlockId) -> u32 {
+        let g = self.geometry();
+        (0..g.pages_per_block)
+            .rev()
+            .find(|&p| self.page_state(g.ppn(block, p)) != PageState::Erased)
+            .map_or(0, |p| p + 1)
+    }
     /// Copies the OOB record of a programmed page into `out` (up to `out.len()` bytes).
     fn oob(&self, ppn: Ppn, out: &mut [u8]);
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]);
@@ -147,6 +156,24 @@ impl PageStates {
         let word = &mut self.words[i / 32];
         *word = *word & !(3 << shift) | (raw as u64) << shift;
     }
+    /// Pages of `range` that are not erased, found a word (32 pages) at a time.
+    fn not_erased(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
+        let mut i = range.start;
+        std::iter::from_fn(move || {
+            while i < range.end {
+                if i % 32 == 0 && i + 32 <= range.end && self.words[i / 32] == 0 {
+                    i += 32;
+                    continue;
+                }
+                let at = i;
+                i += 1;
+                if self.raw(Ppn(at as u32)) != PageState::Erased as u8 {
+                    return Some(at);
+                }
+            }
+            None
+        })
+    }
     /// Marks pages `range` erased.
     fn erase(&mut self, range: std::ops::Range<usize>) {
         for i in range {
@@ -204,6 +231,15 @@ impl Common {
                 vec_bytes(&self.erase_counts) + vec_bytes(&self.erase_torn),
             ),
         ]
+    }
+    /// [`Store::written_extent`] from the packed states.
+    fn written_extent(&self, block: BlockId) -> u32 {
+        let ppb = self.geometry.pages_per_block as usize;
+        let first = block.0 as usize * ppb;
+        self.states
+            .not_erased(first..first + ppb)
+            .last()
+            .map_or(0, |p| (p - first + 1) as u32)
     }
     fn erase(&mut self, block: BlockId) -> std::ops::Range<usize> {
         let ppb = self.geometry.pages_per_block as usize;
@@ -381,6 +417,9 @@ impl Store for TagStore {
     fn page_state(&self, ppn: Ppn) -> PageState {
         self.common.states.get(ppn)
     }
+    fn written_extent(&self, block: BlockId) -> u32 {
+        self.common.written_extent(block)
+    }
     fn data(&self, ppn: Ppn) -> Content {
         match self.tag_of(ppn) {
             Some(tag) => Content::Tag(tag),
@@ -465,12 +504,11 @@ impl Store for TagStore {
         let record_bytes = self.common.oob_record_bytes;
         let mut squeezed = SqueezedOob::new(rule, &self.common.geometry, record_bytes);
         let mut record = vec![0u8; record_bytes as usize];
-        for p in 0..self.common.geometry.pages() {
-            let ppn = Ppn(p);
-            if self.page_state(ppn) != PageState::Erased {
-                self.oob(ppn, &mut record);
-                squeezed.put(ppn, &record, self.tag_of(ppn));
-            }
+        let pages = 0..self.common.geometry.pages() as usize;
+        for p in self.common.states.not_erased(pages) {
+            let ppn = Ppn(p as u32);
+            self.oob(ppn, &mut record);
+            squeezed.put(ppn, &record, self.tag_of(ppn));
         }
         self.squeezed = Some(squeezed);
         self.common.oob = Vec::new();
@@ -607,6 +645,9 @@ impl Store for MemStore {
     }
     fn page_state(&self, ppn: Ppn) -> PageState {
         self.common.states.get(ppn)
+    }
+    fn written_extent(&self, block: BlockId) -> u32 {
+        self.common.written_extent(block)
     }
     fn data(&self, ppn: Ppn) -> Content {
         let page = match (self.buffer(ppn), self.page_state(ppn)) {
@@ -776,6 +817,53 @@ mod tests {
         let kept = store.kept_bytes(Ppn(0)).unwrap().kept.len();
         assert_eq!(kept, 5, "the padding is not kept");
         assert_eq!(store.kept_bytes(Ppn(1)).unwrap().kept.len(), 0);
+    }
+
+    /// The packed states' extent of a block and their scan of the pages not erased agree with a
+    /// page-by-page look, over programs, torn pages and erases at random.
+    #[test]
+    fn written_extents_match_a_page_by_page_scan() {
+        let geometry = DeviceConfig::preset("small").unwrap().geometry;
+        let ppb = geometry.pages_per_block;
+        let mut store = TagStore::new(&geometry, 16);
+        let mut rng = 99u64;
+        for _ in 0..3000 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let block = BlockId((rng >> 40) as u32 % 12);
+            let page = (rng >> 20) as u32 % ppb;
+            let ppn = geometry.ppn(block, page);
+            let erased = store.page_state(ppn) == PageState::Erased;
+            match rng % 7 {
+                0 => store.erase_block(block),
+                1 => store.set_torn(ppn),
+                // A store is programmed only where the device allows: erased pages.
+                _ if !erased => {}
+                2 => store.write_page(ppn, &Content::Bytes(vec![1; 8].into()), &[]),
+                _ => store.write_page(ppn, &Content::Tag(ContentTag { lpn: 1, write: 2 }), &[]),
+            }
+        }
+        let naive = |b: BlockId| {
+            (0..ppb)
+                .rev()
+                .find(|&p| store.page_state(geometry.ppn(b, p)) != PageState::Erased)
+                .map_or(0, |p| p + 1)
+        };
+        let mut seen = 0;
+        for b in 0..geometry.blocks() {
+            assert_eq!(
+                store.written_extent(BlockId(b)),
+                naive(BlockId(b)),
+                "block {b}"
+            );
+            seen += store.written_extent(BlockId(b));
+        }
+        assert!(seen > 0);
+        let all = 0..geometry.pages() as usize;
+        let listed: Vec<usize> = store.common.states.not_erased(all.clone()).collect();
+        let expected: Vec<usize> = all
+            .filter(|&p| store.page_state(Ppn(p as u32)) != PageState::Erased)
+            .collect();
+        assert_eq!(listed, expected);
     }
 
     /// A tag keeps 32 bits of its write number in the per-page array; larger write numbers
