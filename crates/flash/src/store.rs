@@ -161,7 +161,7 @@ impl PageStates {
         let mut i = range.start;
         std::iter::from_fn(move || {
             while i < range.end {
-                if i % 32 == 0 && i + 32 <= range.end && self.words[i / 32] == 0 {
+                if i.is_multiple_of(32) && i + 32 <= range.end && self.words[i / 32] == 0 {
                     i += 32;
                     continue;
                 }

@@ -87,7 +87,7 @@ mod tests {
     /// The summary equals a scan of the counts after every change, erases and rewinds alike.
     #[test]
     fn spread_matches_a_scan() {
-        let mut counts = vec![3u32, 0, 7, 0, 2];
+        let mut counts = [3u32, 0, 7, 0, 2];
         let mut w = WearCounts::new(counts.iter().copied());
         let mut rng = 7u64;
         for _ in 0..2000 {
@@ -98,7 +98,7 @@ mod tests {
             let before = counts[b];
             assert_eq!(w.count(b), before);
             // Mostly erases (+1), sometimes a count copied from another image.
-            let after = if rng % 10 == 0 {
+            let after = if rng.is_multiple_of(10) {
                 (rng >> 50) as u32 % 12
             } else {
                 before + 1
