@@ -74,7 +74,7 @@ impl Flash {
             write_pointer[b as usize] = store.written_extent(BlockId(b));
         }
         let timeline = Timeline::new(g.chips(), g.channels);
-        let wear = WearCounts::new((0..g.blocks()).map(|b| store.erase_count(BlockId(b))));
+        let wear = WearCounts::new(store.erase_counts());
         Flash {
             wear,
             config,
@@ -173,7 +173,11 @@ impl Flash {
         self.write_pointer[block.0 as usize]
     }
     pub fn erase_count(&self, block: BlockId) -> u32 {
-        self.wear.count(block.0 as usize)
+        self.store.erase_count(block)
+    }
+    /// Every block's erase count, by block number (one call for a scan of many blocks).
+    pub fn erase_counts(&self) -> &[u32] {
+        self.store.erase_counts()
     }
     /// Page state without a flash operation (for invariant checks and tests, not for FTL logic).
     pub fn peek_state(&self, ppn: Ppn) -> PageState {
@@ -504,9 +508,9 @@ impl Flash {
         self.stats.erases[cause as usize] += 1;
         self.record(span, cause, || OpKind::Erase { block });
         let errors = self.store.io_errors();
+        let before = self.store.erase_count(block);
         self.store.erase_block(block);
-        self.wear
-            .set(block.0 as usize, self.store.erase_count(block));
+        self.wear.changed(before, self.store.erase_count(block));
         self.check_io(errors)?;
         Ok(span)
     }

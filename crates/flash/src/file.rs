@@ -551,8 +551,8 @@ impl Store for FileStore {
     fn erase_torn(&self, block: BlockId) -> bool {
         self.erase_torn[block.0 as usize]
     }
-    fn erase_count(&self, block: BlockId) -> u32 {
-        self.erase_counts[block.0 as usize]
+    fn erase_counts(&self) -> &[u32] {
+        &self.erase_counts
     }
     fn sync(&mut self) -> Result<(), FlashError> {
         if let Some(reason) = self.failure() {

@@ -88,7 +88,11 @@ pub trait Store: Send {
     fn erase_block(&mut self, block: BlockId);
     fn set_erase_torn(&mut self, block: BlockId);
     fn erase_torn(&self, block: BlockId) -> bool;
-    fn erase_count(&self, block: BlockId) -> u32;
+    /// Every block's erase count, by block number.
+    fn erase_counts(&self) -> &[u32];
+    fn erase_count(&self, block: BlockId) -> u32 {
+        self.erase_counts()[block.0 as usize]
+    }
     /// Makes everything written so far durable (file backend); a no-op in memory.
     fn sync(&mut self) -> Result<(), crate::FlashError> {
         Ok(())
@@ -539,8 +543,8 @@ impl Store for TagStore {
     fn erase_torn(&self, block: BlockId) -> bool {
         self.common.erase_torn[block.0 as usize]
     }
-    fn erase_count(&self, block: BlockId) -> u32 {
-        self.common.erase_counts[block.0 as usize]
+    fn erase_counts(&self) -> &[u32] {
+        &self.common.erase_counts
     }
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())
@@ -684,8 +688,8 @@ impl Store for MemStore {
     fn erase_torn(&self, block: BlockId) -> bool {
         self.common.erase_torn[block.0 as usize]
     }
-    fn erase_count(&self, block: BlockId) -> u32 {
-        self.common.erase_counts[block.0 as usize]
+    fn erase_counts(&self) -> &[u32] {
+        &self.common.erase_counts
     }
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())

@@ -254,11 +254,12 @@ impl Space {
         if max - min <= self.wear_threshold {
             return None;
         }
+        let counts = flash.erase_counts();
         self.validity
             .indexed_blocks()
             .filter(|&b| eligible(b))
-            .min_by_key(|&b| (flash.erase_count(b), b.0))
-            .filter(|&b| max - flash.erase_count(b) > self.wear_threshold)
+            .min_by_key(|&b| (counts[b.0 as usize], b.0))
+            .filter(|&b| max - counts[b.0 as usize] > self.wear_threshold)
     }
 
     pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
