@@ -122,11 +122,7 @@ impl flash::OobSqueeze for DataRecordSqueeze {
         match <&mut [u8; OOB_BYTES as usize]>::try_from(&mut *out) {
             // The store's record is the whole record (the usual case): one 16-byte store.
             Ok(whole) => *whole = record,
-            Err(_) => {
-                let n = out.len().min(record.len());
-                out[..n].copy_from_slice(&record[..n]);
-                out[n..].fill(0);
-            }
+            Err(_) => codec::copy_padded(&record, out),
         }
     }
 }
@@ -165,10 +161,16 @@ pub fn translation_crc(page: &[u8]) -> u32 {
 pub fn decode_translation(page: &[u8], crc: u32, out: &mut [Ppn]) -> Result<(), CorruptRecord> {
     codec::check_crc(crc, page)?;
     let entries = Reader::new(page).bytes(4 * out.len())?;
-    for (slot, e) in out.iter_mut().zip(entries.chunks_exact(4)) {
-        *slot = Ppn(u32::from_le_bytes(e.try_into().expect("4 bytes")));
-    }
+    read_translation_entries(entries, out);
     Ok(())
+}
+
+/// The first `out.len()` entries of a translation page's bytes, into `out` (no checksum: for
+/// a page already checked, or read after the flash read that a controller would check).
+pub fn read_translation_entries(page: &[u8], out: &mut [Ppn]) {
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = translation_entry(page, i);
+    }
 }
 
 fn put_lists(out: &mut Vec<u8>, lists: &[Vec<BlockId>]) {

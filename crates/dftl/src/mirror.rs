@@ -12,7 +12,7 @@
 //! GC moves a live page whose entry is not cached by noting the move here, per translation
 //! page, until the next write-back of that page carries it (DFTL's batch update, deferred).
 
-use crate::format::{set_translation_entry, translation_entry};
+use crate::format::{read_translation_entries, set_translation_entry};
 use flash::{Flash, FlashError, Ppn};
 
 pub struct Mirror {
@@ -98,9 +98,7 @@ impl Mirror {
         } else {
             let mut page = vec![0u8; out.len() * 4];
             flash.peek_bytes(tpage, 0, &mut page)?;
-            for (i, slot) in out.iter_mut().enumerate() {
-                *slot = translation_entry(&page, i);
-            }
+            read_translation_entries(&page, out);
         }
         for &(lpn, ppn) in &self.pending[t] {
             out[(lpn % self.per_tpage) as usize] = ppn;
@@ -119,7 +117,7 @@ impl Mirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::encode_translation;
+    use crate::format::{encode_translation, translation_entry};
     use flash::{Content, DeviceConfig, OpCause};
 
     /// The mirror answers from the translation page on flash, except where GC moved an entry

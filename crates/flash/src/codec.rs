@@ -170,6 +170,15 @@ pub fn check_below(field: &'static str, value: u64, limit: u64) -> Result<(), Co
     }
 }
 
+/// Copies `src` into `dst` as a fixed-size field: a shorter `src` is padded with zeros, a
+/// longer one cut (a page image, an OOB record of the size a store keeps).
+#[inline]
+pub fn copy_padded(src: &[u8], dst: &mut [u8]) {
+    let n = src.len().min(dst.len());
+    dst[..n].copy_from_slice(&src[..n]);
+    dst[n..].fill(0);
+}
+
 /// The crc32c stored after a record must be the crc32c of its bytes `covered`.
 pub fn check_crc(stored: u32, covered: &[u8]) -> Result<(), CorruptRecord> {
     let computed = crc32c::crc32c(covered);

@@ -103,11 +103,7 @@ impl Content {
     pub fn copy_page_into(&self, page: &mut [u8]) {
         match self {
             Content::Tag(t) => t.fill(page),
-            Content::Bytes(b) => {
-                let n = b.len().min(page.len());
-                page[..n].copy_from_slice(&b[..n]);
-                page[n..].fill(0);
-            }
+            Content::Bytes(b) => crate::codec::copy_padded(b, page),
         }
     }
 

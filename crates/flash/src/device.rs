@@ -300,62 +300,50 @@ impl Flash {
     /// that has charged the page's read already ([`sense`](Self::sense)) and needs only part of
     /// it (DFTL reads one entry of a translation page). An I/O error on the image is an error.
     pub fn peek_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) -> Result<(), FlashError> {
-        self.check_page(ppn)?;
-        let page_bytes = self.config.geometry.page_bytes;
-        if at + out.len() > page_bytes as usize {
-            return Err(FlashError::PeekPastPage {
-                ppn,
-                at,
-                end: at + out.len(),
-                page_bytes,
-            });
-        }
-        self.check_readable(ppn)?;
-        let errors = self.store.io_errors();
-        self.store.data_bytes(ppn, at, out);
-        self.check_io(errors)
+        let len = out.len();
+        self.peek(ppn, at, len, |store| store.data_bytes(ppn, at, out))
     }
 
     /// The little-endian `u32` at bytes `at..at + 4` of a programmed page, with no flash
     /// operation (as [`peek_bytes`](Self::peek_bytes): DFTL's entry of a translation page).
     pub fn peek_u32_le(&self, ppn: Ppn, at: usize) -> Result<u32, FlashError> {
-        self.check_page(ppn)?;
-        let page_bytes = self.config.geometry.page_bytes;
-        if at + 4 > page_bytes as usize {
-            return Err(FlashError::PeekPastPage {
-                ppn,
-                at,
-                end: at + 4,
-                page_bytes,
-            });
-        }
-        self.check_readable(ppn)?;
-        let errors = self.store.io_errors();
-        let value = self.store.data_u32_le(ppn, at);
-        self.check_io(errors)?;
-        Ok(value)
+        self.peek(ppn, at, 4, |store| store.data_u32_le(ppn, at))
     }
 
     /// The bytes of a programmed page, whole, with no flash operation (as
     /// [`peek_bytes`](Self::peek_bytes); a tag is expanded into its page image).
     pub fn peek_page(&self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
-        self.check_page(ppn)?;
-        self.check_readable(ppn)?;
-        let errors = self.store.io_errors();
-        let page = match self.store.data(ppn) {
+        let page_bytes = self.config.geometry.page_bytes as usize;
+        self.peek(ppn, 0, 0, |store| match store.data(ppn) {
             Content::Bytes(bytes) => bytes,
             tag => {
-                let mut page = vec![0u8; self.config.geometry.page_bytes as usize];
+                let mut page = vec![0u8; page_bytes];
                 tag.copy_page_into(&mut page);
                 page.into_boxed_slice()
             }
-        };
-        self.check_io(errors)?;
-        Ok(page)
+        })
     }
 
-    /// A peek needs data: an erased or uncorrectable page is an error.
-    fn check_readable(&self, ppn: Ppn) -> Result<(), FlashError> {
+    /// The checks every peek makes around `read`, which takes bytes `at..at + len` of `ppn`
+    /// from the store: a page of the device, bytes within it, data on it (an erased or
+    /// uncorrectable page is an error), and no I/O error on the image meanwhile.
+    fn peek<T>(
+        &self,
+        ppn: Ppn,
+        at: usize,
+        len: usize,
+        read: impl FnOnce(&dyn Store) -> T,
+    ) -> Result<T, FlashError> {
+        self.check_page(ppn)?;
+        let page_bytes = self.config.geometry.page_bytes;
+        if at + len > page_bytes as usize {
+            return Err(FlashError::PeekPastPage {
+                ppn,
+                at,
+                end: at + len,
+                page_bytes,
+            });
+        }
         match self.read_status(ppn) {
             (_, true) | (PageState::Torn, _) => Err(FlashError::NoData {
                 ppn,
@@ -366,7 +354,11 @@ impl Flash {
                 state: "erased",
             }),
             (PageState::Programmed, _) => Ok(()),
-        }
+        }?;
+        let errors = self.store.io_errors();
+        let value = read(self.store.as_ref());
+        self.check_io(errors)?;
+        Ok(value)
     }
 
     /// Reads only a page's OOB record (sense time plus the spare-area transfer). Returns the

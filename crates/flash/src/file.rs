@@ -478,10 +478,7 @@ impl Store for FileStore {
     }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
         let r = self.oob_record_bytes as usize;
-        let src = &self.oob[ppn.0 as usize * r..(ppn.0 as usize + 1) * r];
-        let n = out.len().min(r);
-        out[..n].copy_from_slice(&src[..n]);
-        out[n..].fill(0);
+        crate::codec::copy_padded(&self.oob[ppn.0 as usize * r..(ppn.0 as usize + 1) * r], out);
     }
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]) {
         if self.failed() {

@@ -222,17 +222,16 @@ impl SqueezedOob {
                 }
             }
         }
-        let n = out.len().min(record.len());
-        out[..n].copy_from_slice(&record[..n]);
-        out[n..].fill(0);
+        crate::codec::copy_padded(record, out);
     }
 
     /// Forgets the records of an erased block.
-    pub fn erase(&mut self, block: BlockId, pages: std::ops::Range<usize>) {
+    pub fn erase(&mut self, block: BlockId) {
+        let first = block.0 as usize * self.pages_per_block;
         self.base[block.0 as usize] = NO_BASE;
         self.wide.remove(&block.0);
         self.aside.remove(&block.0);
-        self.offset[pages].fill(NOT_AN_OFFSET);
+        self.offset[first..first + self.pages_per_block].fill(NOT_AN_OFFSET);
     }
 
     /// Heap bytes: the per-page offsets and per-block bases, the wide blocks' numbers and the

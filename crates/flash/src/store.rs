@@ -10,6 +10,7 @@
 //! Only the first `oob_record_bytes` bytes of each spare area are kept: the bytes the design
 //! using the device declares, so a 16 M-page device fits in memory.
 
+use crate::codec::copy_padded;
 use crate::content::{Content, ContentTag};
 use crate::geometry::{BlockId, Geometry, Ppn};
 use crate::squeeze::{OobSqueeze, SqueezedOob, MAX_SQUEEZED_RECORD};
@@ -49,9 +50,7 @@ pub trait Store: Send {
     /// Copies bytes `at..at + out.len()` of a programmed page into `out` (a tag is expanded
     /// into its page image first, as [`data`](Self::data) would).
     fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
-        let mut page = vec![0u8; self.geometry().page_bytes as usize];
-        self.data(ppn).copy_page_into(&mut page);
-        out.copy_from_slice(&page[at..at + out.len()]);
+        image_range(&self.data(ppn), self.geometry().page_bytes, at, out);
     }
     /// The little-endian `u32` at bytes `at..at + 4` of a programmed page (an entry of a
     /// mapping page, read without copying the page).
@@ -112,6 +111,13 @@ pub trait Store: Send {
     fn memory(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+}
+
+/// Bytes `at..at + out.len()` of `content`'s page image (pages of `page_bytes`).
+fn image_range(content: &Content, page_bytes: u32, at: usize, out: &mut [u8]) {
+    let mut page = vec![0u8; page_bytes as usize];
+    content.copy_page_into(&mut page);
+    out.copy_from_slice(&page[at..at + out.len()]);
 }
 
 /// Heap bytes a vector holds (its capacity).
@@ -214,17 +220,11 @@ impl Common {
         ppn.0 as usize * r..(ppn.0 as usize + 1) * r
     }
     fn copy_oob(&self, ppn: Ppn, out: &mut [u8]) {
-        let src = &self.oob[self.oob_range(ppn)];
-        let n = out.len().min(src.len());
-        out[..n].copy_from_slice(&src[..n]);
-        out[n..].fill(0);
+        copy_padded(&self.oob[self.oob_range(ppn)], out);
     }
     fn put_oob(&mut self, ppn: Ppn, oob: &[u8]) {
         let range = self.oob_range(ppn);
-        let dst = &mut self.oob[range];
-        let n = oob.len().min(dst.len());
-        dst[..n].copy_from_slice(&oob[..n]);
-        dst[n..].fill(0);
+        copy_padded(oob, &mut self.oob[range]);
     }
     fn memory(&self) -> [(&'static str, u64); 3] {
         [
@@ -294,11 +294,7 @@ impl KeptBytes {
     }
     /// Bytes `at..at + out.len()` of the page, zeros past what was programmed.
     fn copy_range(&self, at: usize, out: &mut [u8]) {
-        let n = self.kept.len().saturating_sub(at).min(out.len());
-        if n > 0 {
-            out[..n].copy_from_slice(&self.kept[at..at + n]);
-        }
-        out[n..].fill(0);
+        copy_padded(self.kept.get(at..).unwrap_or(&[]), out);
     }
 }
 
@@ -445,12 +441,12 @@ impl Store for TagStore {
             // No copy of the page (a metadata page read entry by entry); bytes past what was
             // programmed read as zeros, as in `Content::copy_page_into`.
             Some(b) => b.copy_range(at, out),
-            None => {
-                let mut page = vec![0u8; self.common.geometry.page_bytes as usize];
-                Content::Tag(self.tag_of(ppn).expect("a page without bytes holds a tag"))
-                    .copy_page_into(&mut page);
-                out.copy_from_slice(&page[at..at + out.len()]);
-            }
+            None => image_range(
+                &Content::Tag(self.tag_in_arrays(ppn)),
+                self.common.geometry.page_bytes,
+                at,
+                out,
+            ),
         }
     }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
@@ -468,8 +464,7 @@ impl Store for TagStore {
         if let Some(squeezed) = &mut self.squeezed {
             let mut record = [0u8; MAX_SQUEEZED_RECORD];
             let record = &mut record[..self.common.oob_record_bytes as usize];
-            let n = oob.len().min(record.len());
-            record[..n].copy_from_slice(&oob[..n]);
+            copy_padded(oob, record);
             squeezed.put(ppn, record, content.tag());
         } else {
             self.common.put_oob(ppn, oob);
@@ -529,7 +524,7 @@ impl Store for TagStore {
         }
         let range = self.common.erase(block);
         if let Some(squeezed) = &mut self.squeezed {
-            squeezed.erase(block, range.clone());
+            squeezed.erase(block);
         }
         if !self.tag_write_high.is_empty() {
             for p in range {
