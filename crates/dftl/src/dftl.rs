@@ -1370,3 +1370,24 @@ impl Dftl {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::{ContentTag, DeviceConfig};
+
+    /// The invariant check reads each mapped page's owner back from its OOB record (DFTL keeps
+    /// one bit per page): a mapping that points at another LPN's page is caught.
+    #[test]
+    fn the_invariant_check_catches_a_mapping_to_another_lpns_page() {
+        let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+        let mut d = Dftl::format(flash, &DesignOptions::default()).unwrap();
+        let tag = |lpn| Content::Tag(ContentTag { lpn, write: 1 });
+        d.write(Lpn(0), &[tag(0), tag(1)], 0).unwrap();
+        d.check_invariants().unwrap();
+        let (page_of_1, _) = d.cmt.peek(1).unwrap();
+        d.cmt.update(0, page_of_1, true);
+        let e = d.check_invariants().unwrap_err().to_string();
+        assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+    }
+}
