@@ -11,8 +11,7 @@ import time
 
 from mobius import dask_sweep
 
-VOLATILE = ("wall_s", "peak_rss_bytes", "sim_page_programs_per_s", "run_wall_s",
-            "run_page_programs_per_s")
+VOLATILE = dask_sweep.WALL_CLOCK_KEYS
 
 
 def grid(requests: int) -> dict:

@@ -27,6 +27,10 @@ from typing import Any
 from . import _native
 
 KINDS = ("bench", "crashtest")
+#: ``bench`` keys that measure the machine (wall clock, memory) rather than the simulation: the
+#: ones two runs of the same cell may differ in.
+WALL_CLOCK_KEYS = ("wall_s", "build_wall_s", "run_wall_s", "sim_page_programs_per_s",
+                   "run_page_programs_per_s", "peak_rss_bytes")
 GRID_KEYS = {"kind", "designs", "presets", "params", "set", "workloads", "seeds", "options"}
 
 

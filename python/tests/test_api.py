@@ -7,9 +7,9 @@ import sys
 import pytest
 
 import mobius
+from mobius.dask_sweep import WALL_CLOCK_KEYS
 
-VOLATILE = {"wall_s", "peak_rss_bytes", "sim_page_programs_per_s", "run_wall_s",
-            "run_page_programs_per_s"}
+VOLATILE = set(WALL_CLOCK_KEYS)
 
 
 def page(d, byte):

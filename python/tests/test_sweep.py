@@ -21,8 +21,7 @@ GRID = {
 
 def comparable(frame):
     keep = [c for c in frame.columns
-            if c not in ("wall_s", "peak_rss_bytes", "sim_page_programs_per_s",
-                          "run_wall_s", "run_page_programs_per_s")]
+            if c not in sweep.WALL_CLOCK_KEYS]
     frame = frame[keep].sort_values("cell_id").reset_index(drop=True)
     # NaN (a metric another design has) never equals itself: compare it as None.
     return frame.astype(object).where(frame.notna(), None).to_dict("records")

@@ -175,7 +175,7 @@ pub fn play(
             measured = Some((std::time::Instant::now(), peer.programs, peer.gc_copies));
         }
         if phase == Phase::Measured {
-            host_pages += op.written_lpns().len() as u64;
+            host_pages += op.written_pages();
         }
         peer.apply(&op);
     }

@@ -563,7 +563,7 @@ mod tests {
         for (i, r) in records.iter_mut().enumerate() {
             r.index = i as u64;
             r.first_write = next;
-            next += r.op.written_lpns().len() as u64;
+            next += r.op.written_pages();
         }
         HostLog {
             design: "test".into(),

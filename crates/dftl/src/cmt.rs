@@ -207,6 +207,16 @@ impl Cmt {
         self.dirty_count[t] = 0;
     }
 
+    /// Starts loading `lpn`'s index entry into the CPU cache (a hint; no effect on the state).
+    /// The index is one entry per logical page, far larger than the cache, so a random write's
+    /// lookup waits for memory: asked for when a request arrives, the load overlaps the work the
+    /// host interface and the FTL do before the lookup.
+    pub fn prefetch(&self, lpn: u32) {
+        if let Some(entry) = self.slot_of.get(lpn as usize) {
+            prefetch_read(entry);
+        }
+    }
+
     /// Looks an entry up, making it most recently used.
     pub fn get(&mut self, lpn: u32) -> Option<Ppn> {
         let Some((s, _)) = self.entry(lpn) else {
@@ -318,6 +328,19 @@ impl Cmt {
         }
         Ok(())
     }
+}
+
+/// Asks the CPU to bring `value`'s cache line in (a no-op where there is no such instruction).
+fn prefetch_read<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it reads nothing into the program and cannot fault,
+        // whatever the address; SSE is part of every x86_64 target.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 #[cfg(test)]

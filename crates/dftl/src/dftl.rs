@@ -685,6 +685,10 @@ impl BlockDevice for Dftl {
         self.logical_pages
     }
 
+    fn prefetch_mapping(&self, start: Lpn) {
+        self.cmt.prefetch(start.0);
+    }
+
     fn write(
         &mut self,
         start: Lpn,

@@ -34,5 +34,5 @@ pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, OpCause};
-pub use store::{deque_bytes, vec_bytes, MemStore, PageState, Store, TagStore};
+pub use store::{deque_bytes, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};

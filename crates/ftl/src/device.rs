@@ -76,6 +76,10 @@ pub trait BlockDevice: Send {
     fn flash_mut(&mut self) -> &mut Flash;
     /// Power cut: RAM state is dropped, the flash is kept.
     fn into_flash(self: Box<Self>) -> Flash;
+    /// A request for logical pages from `start` on has arrived: a design may start loading its
+    /// mapping entry into the CPU cache, so the load overlaps the host interface's work (a
+    /// simulation-speed hint, no effect on what is simulated; docs/performance.md).
+    fn prefetch_mapping(&self, _start: Lpn) {}
     /// Checks the design's internal invariants (called after every step in tests).
     fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         Ok(())

@@ -230,6 +230,9 @@ impl BlockDevice for HostLinked {
     fn into_flash(self: Box<Self>) -> Flash {
         self.inner.into_flash()
     }
+    fn prefetch_mapping(&self, start: Lpn) {
+        self.inner.prefetch_mapping(start)
+    }
     fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         self.inner.check_invariants()
     }

@@ -51,7 +51,7 @@ impl Validity {
     /// [`valid_pages`](Self::valid_pages) then need the device: use
     /// [`owner_on`](Self::owner_on) and [`live_owners`](Self::live_owners).
     pub fn with_owners_on_flash(geometry: &Geometry, read: OwnerOnFlash) -> Validity {
-        let live = vec![0; (geometry.pages() as usize).div_ceil(64)];
+        let live = flash::resident_vec((geometry.pages() as usize).div_ceil(64), 0);
         Validity::with_owners(geometry, Owners::OnFlash { live, read })
     }
 

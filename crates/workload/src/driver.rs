@@ -156,7 +156,8 @@ struct Run {
     /// The last write to each page, for checking reads: 8 bytes per logical page, kept only
     /// when the workload reads (and is not txmix, whose reads are checked for foreign data).
     expected: Vec<u64>,
-    reads: Vec<PageOutcome>,
+    /// Buffers reused from request to request.
+    scratch: Scratch,
     stats: RunStats,
     log: HostLog,
     start_ns: u64,
@@ -212,7 +213,7 @@ impl Run {
             inflight_static: Vec::new(),
             deferred: HashMap::new(),
             expected,
-            reads: Vec::new(),
+            scratch: Scratch::default(),
             stats,
             log: HostLog {
                 design: dev.design().to_string(),
@@ -271,9 +272,9 @@ impl Run {
         self.last_arrival = arrival;
         self.issued += 1;
         let first_write = self.next_write;
-        let written = op.written_lpns();
-        self.next_write += written.len() as u64;
-        let outcome = issue(dev, &op, first_write, arrival, &mut self.reads);
+        let written = op.written_pages();
+        self.next_write += written;
+        let outcome = issue(dev, &op, first_write, arrival, &mut self.scratch);
         let held = matches!(outcome, Ok((ftl::ACK_DEFERRED, _)));
         let (ack, durable, error) = match outcome {
             Ok(_) if held => (None, None, None),
@@ -309,7 +310,7 @@ impl Run {
         if held {
             self.hold(dev.device(), &op, arrival, phase, written)?;
         } else if phase == Phase::Measured {
-            account(&mut self.stats, &op, arrival, ack, &error, &written);
+            account(&mut self.stats, &op, arrival, ack, &error, written);
         }
         if ack.is_some() {
             self.check_reads(&op, first_write);
@@ -340,7 +341,7 @@ impl Run {
         op: &HostOp,
         arrival: u64,
         phase: Phase,
-        written: Vec<Lpn>,
+        written: u64,
     ) -> Result<(), WorkloadError> {
         let HostOp::SWrite { uuid, .. } = op else {
             return Err(WorkloadError::DeferredAck {
@@ -366,9 +367,15 @@ impl Run {
     fn check_reads(&mut self, op: &HostOp, first_write: u64) {
         let mismatches = &mut self.stats.read_mismatches;
         if self.expected.is_empty() {
-            check_foreign(op, &self.reads, mismatches);
+            check_foreign(op, &self.scratch.reads, mismatches);
         } else {
-            check_reads(op, &self.reads, &mut self.expected, first_write, mismatches);
+            check_reads(
+                op,
+                &self.scratch.reads,
+                &mut self.expected,
+                first_write,
+                mismatches,
+            );
         }
     }
 
@@ -404,7 +411,7 @@ impl Run {
                 d.arrival,
                 Some(c.ack_ns),
                 &None,
-                &d.written,
+                d.written,
             );
         }
         if self.record {
@@ -472,21 +479,29 @@ fn tag_content(lpn: Lpn, write: u64) -> Content {
     Content::Tag(ContentTag { lpn: lpn.0, write })
 }
 
+/// Buffers [`issue`] fills: the pages a read returned, the contents of a write.
+#[derive(Default)]
+struct Scratch {
+    reads: Vec<PageOutcome>,
+    pages: Vec<Content>,
+}
+
 /// Sends one request through the host layer; returns (ack, durable).
 fn issue(
     dev: &mut Device,
     op: &HostOp,
     first_write: u64,
     arrival: u64,
-    reads: &mut Vec<PageOutcome>,
+    scratch: &mut Scratch,
 ) -> Result<(u64, Option<u64>), HostError> {
+    let Scratch { reads, pages } = scratch;
     reads.clear();
     match op {
         HostOp::Write { start, count } => {
-            let pages: Vec<Content> = (0..*count)
-                .map(|i| tag_content(Lpn(start.0 + i), first_write + i as u64))
-                .collect();
-            dev.write_pages(*start, &pages, arrival)
+            pages.clear();
+            pages
+                .extend((0..*count).map(|i| tag_content(Lpn(start.0 + i), first_write + i as u64)));
+            dev.write_pages(*start, pages, arrival)
                 .map(|c| (c.ack_ns, Some(c.ack_ns)))
         }
         HostOp::Read { start, count } => dev
@@ -520,7 +535,8 @@ struct Deferred {
     op: HostOp,
     arrival: u64,
     measured: bool,
-    written: Vec<Lpn>,
+    /// Pages it writes.
+    written: u64,
     /// Its index in the host log (when recording).
     record: usize,
 }
@@ -531,7 +547,7 @@ fn account(
     arrival: u64,
     ack: Option<u64>,
     error: &Option<String>,
-    written: &[Lpn],
+    written_pages: u64,
 ) {
     stats.requests += 1;
     if let Some(e) = error {
@@ -552,7 +568,7 @@ fn account(
     }
     let Some(ack) = ack else { return };
     let _ = stats.latency_ns.record((ack - arrival).max(1));
-    stats.host_pages_written += written.len() as u64;
+    stats.host_pages_written += written_pages;
     match op {
         HostOp::Read { count, .. } | HostOp::SRead { count, .. } => {
             stats.host_pages_read += *count as u64

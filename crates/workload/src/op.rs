@@ -64,6 +64,17 @@ impl HostOp {
         }
     }
 
+    /// How many pages this request writes ([`written_lpns`](Self::written_lpns)' length,
+    /// without building the list).
+    pub fn written_pages(&self) -> u64 {
+        match self {
+            HostOp::Write { count, .. } => *count as u64,
+            HostOp::SWrite { lpns, .. } => lpns.len() as u64,
+            HostOp::DWrite { .. } => 1,
+            _ => 0,
+        }
+    }
+
     /// Logical pages this request writes, in order.
     pub fn written_lpns(&self) -> Vec<Lpn> {
         match self {
@@ -121,7 +132,7 @@ impl HostLog {
     pub fn record_of_write(&self, write: u64) -> Option<&HostRecord> {
         let i = self.records.partition_point(|r| r.first_write <= write);
         let r = self.records.get(i.checked_sub(1)?)?;
-        let n = r.op.written_lpns().len() as u64;
+        let n = r.op.written_pages();
         (write < r.first_write + n).then_some(r)
     }
 }
