@@ -46,16 +46,19 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     pub fn new(bytes: &'a [u8]) -> Reader<'a> {
         Reader { bytes, at: 0 }
     }
 
     /// Bytes read so far.
+    #[inline]
     pub fn position(&self) -> usize {
         self.at
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptRecord> {
         let truncated = CorruptRecord::Truncated {
             at: self.at,
@@ -68,10 +71,12 @@ impl<'a> Reader<'a> {
         Ok(b)
     }
 
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, CorruptRecord> {
         Ok(self.bytes(1)?[0])
     }
 
+    #[inline]
     pub fn u16(&mut self) -> Result<u16, CorruptRecord> {
         let b = self.bytes(2)?;
         Ok(u16::from_le_bytes(b.try_into().expect("2 bytes")))
@@ -95,11 +100,13 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, CorruptRecord> {
         let b = self.bytes(4)?;
         Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
     }
 
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, CorruptRecord> {
         let b = self.bytes(8)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))

@@ -101,6 +101,7 @@ impl Flash {
     pub fn config(&self) -> &DeviceConfig {
         &self.config
     }
+    #[inline]
     pub fn geometry(&self) -> &Geometry {
         &self.config.geometry
     }
@@ -131,6 +132,7 @@ impl Flash {
         self.timeline.all_idle_ns()
     }
     /// Simulated instant at which `chip` finishes what was issued to it.
+    #[inline]
     pub fn chip_free_ns(&self, chip: u32) -> u64 {
         self.timeline.chip_free_ns(chip)
     }

@@ -68,15 +68,19 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    #[inline]
     pub fn chips(&self) -> u32 {
         self.channels * self.chips_per_channel
     }
+    #[inline]
     pub fn blocks(&self) -> u32 {
         self.chips() * self.blocks_per_chip
     }
+    #[inline]
     pub fn pages(&self) -> u32 {
         self.blocks() * self.pages_per_block
     }
+    #[inline]
     pub fn pages_per_chip(&self) -> u32 {
         self.blocks_per_chip * self.pages_per_block
     }
@@ -123,35 +127,45 @@ impl Geometry {
         Ok(())
     }
 
+    #[inline]
     pub fn block_of(&self, ppn: Ppn) -> BlockId {
         BlockId(ppn.0 / self.pages_per_block)
     }
+    #[inline]
     pub fn page_in_block(&self, ppn: Ppn) -> u32 {
         ppn.0 % self.pages_per_block
     }
+    #[inline]
     pub fn chip_of_block(&self, block: BlockId) -> ChipId {
         ChipId(block.0 / self.blocks_per_chip)
     }
+    #[inline]
     pub fn chip_of(&self, ppn: Ppn) -> ChipId {
         self.chip_of_block(self.block_of(ppn))
     }
+    #[inline]
     pub fn channel_of_chip(&self, chip: ChipId) -> u32 {
         chip.0 % self.channels
     }
+    #[inline]
     pub fn first_page(&self, block: BlockId) -> Ppn {
         Ppn(block.0 * self.pages_per_block)
     }
+    #[inline]
     pub fn ppn(&self, block: BlockId, page_in_block: u32) -> Ppn {
         debug_assert!(page_in_block < self.pages_per_block);
         Ppn(block.0 * self.pages_per_block + page_in_block)
     }
+    #[inline]
     pub fn block(&self, chip: ChipId, block_in_chip: u32) -> BlockId {
         debug_assert!(block_in_chip < self.blocks_per_chip);
         BlockId(chip.0 * self.blocks_per_chip + block_in_chip)
     }
+    #[inline]
     pub fn contains_ppn(&self, ppn: Ppn) -> bool {
         ppn.0 < self.pages()
     }
+    #[inline]
     pub fn contains_block(&self, block: BlockId) -> bool {
         block.0 < self.blocks()
     }

@@ -65,12 +65,15 @@ pub struct FlashStats {
 }
 
 impl FlashStats {
+    #[inline]
     pub fn total_reads(&self) -> u64 {
         self.reads.iter().sum()
     }
+    #[inline]
     pub fn total_programs(&self) -> u64 {
         self.programs.iter().sum()
     }
+    #[inline]
     pub fn total_erases(&self) -> u64 {
         self.erases.iter().sum()
     }

@@ -90,6 +90,7 @@ impl Space {
     }
 
     /// Allocates the next page of `stream`; a block that becomes full joins the GC index.
+    #[inline]
     pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
         let ppn = self.pool.allocate(stream, flash)?;
         self.note_if_full(flash.geometry().block_of(ppn));

@@ -120,6 +120,7 @@ impl Validity {
             Owners::OnFlash { read, .. } => self.is_valid(ppn).then(|| read(flash, ppn)).flatten(),
         }
     }
+    #[inline]
     pub fn is_valid(&self, ppn: Ppn) -> bool {
         let i = ppn.0 as usize;
         match &self.owners {
