@@ -340,7 +340,7 @@ mod tests {
             let mut tl = Timeline::new(chips as u32, channels as u32);
             let mut chip_free = vec![0u64; chips];
             let mut bus = vec![vec![false; 1 << 14]; channels];
-            let mut book = |bus: &mut Vec<bool>, ready: u64| {
+            let book = |bus: &mut Vec<bool>, ready: u64| {
                 let start = (ready..)
                     .find(|&s| (s..s + length).all(|n| !bus[n as usize]))
                     .unwrap();
