@@ -142,21 +142,28 @@ impl BlockPool {
 
     /// The chip with room for `stream` (an open block or a free one) whose `free_at` is least;
     /// ties go to the first at or after the stream's round-robin cursor. This runs for every
-    /// page allocated: a branch-free pass finds the least time, a second walks from the cursor
-    /// to the first chip with room that has it.
+    /// page allocated: one branch-free pass over the chips, each keyed by its time and then its
+    /// distance from the cursor.
     fn soonest_chip(&self, stream: usize, free_at: impl Fn(usize) -> u64) -> Option<u32> {
         let open = &self.open[stream];
         let all_have_room = self.empty_queues == 0;
         let room = |c: usize| all_have_room || open[c].is_some() || !self.free[c].is_empty();
         let chips = open.len();
-        let least = (0..chips)
-            .map(|c| if room(c) { free_at(c) } else { u64::MAX })
-            .min()?;
         let cursor = self.cursor[stream] as usize;
-        (cursor..chips)
-            .chain(0..cursor)
-            .find(|&c| room(c) && free_at(c) == least)
-            .map(|c| c as u32)
+        let key = |c: usize| {
+            let after_cursor = if c >= cursor {
+                c - cursor
+            } else {
+                c + chips - cursor
+            };
+            match room(c) {
+                true => (free_at(c) as u128) << 64 | after_cursor as u128,
+                false => u128::MAX,
+            }
+        };
+        let least = (0..chips).map(key).min().filter(|&k| k != u128::MAX)?;
+        let after_cursor = least as u64 as usize;
+        Some(((cursor + after_cursor) % chips) as u32)
     }
 
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
