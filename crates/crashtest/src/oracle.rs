@@ -506,7 +506,7 @@ impl<'a> Model<'a> {
         if let Some(f) = covered_before {
             let last_flushed = self.log.records[..f]
                 .iter()
-                .rposition(|r| r.succeeded() && !r.op.written_lpns().is_empty());
+                .rposition(|r| r.succeeded() && r.op.written_pages() > 0);
             prefix = prefix.max(last_flushed);
         }
         for (lpn, s) in seen.iter().enumerate() {

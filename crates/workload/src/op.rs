@@ -136,3 +136,36 @@ impl HostLog {
         (write < r.first_write + n).then_some(r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_pages_is_the_length_of_written_lpns_for_every_kind_of_request() {
+        let (start, uuid) = (Lpn(7), TxUuid(3));
+        let ops = [
+            HostOp::Write { start, count: 5 },
+            HostOp::Read { start, count: 5 },
+            HostOp::Flush,
+            HostOp::Trim { start, count: 5 },
+            HostOp::SWrite {
+                uuid,
+                lpns: vec![Lpn(1), Lpn(9), Lpn(4)],
+                mode: SwriteMode::Sync,
+            },
+            HostOp::DWrite {
+                uuid,
+                lpn: start,
+                flag: DwriteFlag::Body,
+            },
+            HostOp::Abort { uuid },
+            HostOp::SRead { start, count: 5 },
+        ];
+        for op in &ops {
+            assert_eq!(op.written_pages(), op.written_lpns().len() as u64, "{op:?}");
+        }
+        let writing = ops.iter().filter(|op| op.written_pages() > 0).count();
+        assert_eq!(writing, 3, "write, swrite and dwrite write pages");
+    }
+}
