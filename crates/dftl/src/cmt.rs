@@ -2,18 +2,17 @@
 //!
 //! Layout for the hot path: a dense slot array (one 16-byte slot per entry, so an access touches
 //! one cache line plus its list neighbours), an intrusive doubly linked LRU list through the
-//! slots, and an index `slot_of[lpn]` whose top bit marks the entry dirty. No allocation per
-//! access. A write-back finds the dirty entries of its translation page by scanning the page's
-//! span of `slot_of` (contiguous, 4 bytes per LPN) and stops once it has seen the page's dirty
-//! count; a checkpoint finds the dirty pages from the per-page counts in O(translation pages).
+//! slots, an index `slot_of[lpn]`, and a bitmap of the dirty entries (one bit per LPN). No
+//! allocation per access. A write-back finds the dirty entries of its translation page in the
+//! page's span of the bitmap (128 bytes for a 4 KB translation page, where the index's span is
+//! 4 KB) and stops once it has seen the page's dirty count; a checkpoint finds the dirty pages
+//! from the per-page counts in O(translation pages).
 
 use flash::Ppn;
 
 const NIL: u32 = u32::MAX;
-/// Top bit of a `slot_of` entry: the entry differs from its translation page on flash.
-const DIRTY: u32 = 1 << 31;
-/// Slots are numbered below this, so a slot with its dirty bit is never `NIL`.
-pub const MAX_CAPACITY: u32 = DIRTY - 1;
+/// Slots are numbered below this, so a slot is never `NIL`.
+pub const MAX_CAPACITY: u32 = (1 << 31) - 1;
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -34,8 +33,10 @@ const EMPTY: Slot = Slot {
 pub struct Cmt {
     capacity: u32,
     logical_pages: u32,
-    /// Slot of each LPN (with `DIRTY` when dirty), or NIL.
+    /// Slot of each LPN, or NIL.
     slot_of: Vec<u32>,
+    /// One bit per LPN: the cached entry differs from its translation page on flash.
+    dirty: Vec<u64>,
     /// Slots in use or once used: `slots.len()` grows to `capacity`, then stays.
     slots: Vec<Slot>,
     /// Most recently used.
@@ -60,6 +61,7 @@ impl Cmt {
             capacity,
             logical_pages,
             slot_of: vec![NIL; logical_pages as usize],
+            dirty: vec![0; (logical_pages as usize).div_ceil(64)],
             // Reserved whole (no copies as it grows); pages are touched only as slots are used.
             slots: Vec::with_capacity(capacity as usize),
             head: NIL,
@@ -72,14 +74,17 @@ impl Cmt {
         }
     }
 
-    /// Heap bytes: the per-LPN slot index, and the slots with their LRU and dirty chains.
+    /// Heap bytes: the per-LPN slot index, and the slots with their LRU list and dirty bits.
     pub fn memory(&self) -> [(&'static str, u64); 2] {
         use flash::vec_bytes;
         [
             ("cmt_index", vec_bytes(&self.slot_of)),
             (
                 "cmt_slots",
-                vec_bytes(&self.slots) + vec_bytes(&self.free) + vec_bytes(&self.dirty_count),
+                vec_bytes(&self.slots)
+                    + vec_bytes(&self.free)
+                    + vec_bytes(&self.dirty)
+                    + vec_bytes(&self.dirty_count),
             ),
         ]
     }
@@ -103,15 +108,18 @@ impl Cmt {
     /// Slot of a cached LPN and whether it is dirty.
     fn entry(&self, lpn: u32) -> Option<(u32, bool)> {
         let v = self.slot_of[lpn as usize];
-        (v != NIL).then_some((v & !DIRTY, v & DIRTY != 0))
+        (v != NIL).then(|| (v, self.is_dirty(lpn)))
+    }
+    fn is_dirty(&self, lpn: u32) -> bool {
+        self.dirty[lpn as usize / 64] & (1 << (lpn % 64)) != 0
     }
     fn set_dirty_bit(&mut self, lpn: u32, dirty: bool) {
-        let v = &mut self.slot_of[lpn as usize];
-        debug_assert_ne!(*v, NIL);
+        debug_assert_ne!(self.slot_of[lpn as usize], NIL);
+        let (word, bit) = (&mut self.dirty[lpn as usize / 64], 1u64 << (lpn % 64));
         if dirty {
-            *v |= DIRTY;
+            *word |= bit;
         } else {
-            *v &= !DIRTY;
+            *word &= !bit;
         }
     }
 
@@ -150,7 +158,7 @@ impl Cmt {
 
     /// Makes a cached entry dirty (counted against its translation page).
     fn make_dirty(&mut self, lpn: u32) {
-        if self.slot_of[lpn as usize] & DIRTY != 0 {
+        if self.is_dirty(lpn) {
             return;
         }
         self.set_dirty_bit(lpn, true);
@@ -159,7 +167,7 @@ impl Cmt {
 
     /// Makes a cached entry clean without a write-back (it is being dropped).
     fn clear_dirty(&mut self, lpn: u32) {
-        if self.slot_of[lpn as usize] & DIRTY == 0 {
+        if !self.is_dirty(lpn) {
             return;
         }
         self.set_dirty_bit(lpn, false);
@@ -184,24 +192,22 @@ impl Cmt {
         let first = t as u32 * self.per_tpage;
         let last = (first + self.per_tpage).min(self.logical_pages);
         let mut left = self.dirty_count[t];
-        // Dirty entries are DIRTY..NIL-1: one unsigned compare each, so a chunk of the span is
-        // tested without branches and skipped whole when it holds none.
-        let is_dirty = |v: u32| v.wrapping_sub(DIRTY) < DIRTY - 1;
-        const CHUNK: u32 = 16;
-        let mut lpn = first;
-        while lpn < last && left > 0 {
-            let end = (lpn + CHUNK).min(last);
-            let span = &mut self.slot_of[lpn as usize..end as usize];
-            if span.iter().fold(false, |any, &v| any | is_dirty(v)) {
-                for (i, v) in span.iter_mut().enumerate() {
-                    if is_dirty(*v) {
-                        *v &= !DIRTY;
-                        f(lpn + i as u32, self.slots[*v as usize].ppn);
-                        left -= 1;
-                    }
-                }
+        let mut word_start = first - first % 64;
+        while word_start < last && left > 0 {
+            // The page's bits in this word: a page need not start or end on a word.
+            let low = first.saturating_sub(word_start);
+            let high = (last - word_start).min(64);
+            let in_page = (u64::MAX >> (64 - (high - low))) << low;
+            let word = &mut self.dirty[word_start as usize / 64];
+            let mut bits = *word & in_page;
+            *word &= !in_page;
+            while bits != 0 {
+                let lpn = word_start + bits.trailing_zeros();
+                bits &= bits - 1;
+                f(lpn, self.slots[self.slot_of[lpn as usize] as usize].ppn);
+                left -= 1;
             }
-            lpn = end;
+            word_start += 64;
         }
         debug_assert_eq!(left, 0, "page {t}'s dirty count exceeds its dirty entries");
         self.dirty_count[t] = 0;
@@ -269,7 +275,7 @@ impl Cmt {
     pub fn lru(&self) -> Option<(u32, Ppn, bool)> {
         (self.tail != NIL).then(|| {
             let s = &self.slots[self.tail as usize];
-            (s.lpn, s.ppn, self.slot_of[s.lpn as usize] & DIRTY != 0)
+            (s.lpn, s.ppn, self.is_dirty(s.lpn))
         })
     }
 
@@ -325,6 +331,14 @@ impl Cmt {
                     "CMT says translation page {t} has {count} dirty entries, it has {in_page}"
                 ));
             }
+        }
+        // Every dirty bit belongs to a cached entry (those were counted along the list).
+        let bits: u64 = self.dirty.iter().map(|w| w.count_ones() as u64).sum();
+        let linked: u64 = per_page.iter().map(|&n| n as u64).sum();
+        if bits != linked {
+            return Err(ftl::violation!(
+                "{bits} LPNs are marked dirty but {linked} cached entries are"
+            ));
         }
         Ok(())
     }
@@ -413,6 +427,13 @@ mod tests {
             "dirty count without its dirty bit"
         );
         c.set_dirty_bit(1, true);
+        c.check_invariants().unwrap();
+        c.dirty[0] |= 1 << 9;
+        assert!(
+            c.check_invariants().is_err(),
+            "a dirty bit for an LPN that is not cached"
+        );
+        c.dirty[0] &= !(1 << 9);
         c.check_invariants().unwrap();
         c.slot_of[6] = c.slot_of[1];
         assert!(

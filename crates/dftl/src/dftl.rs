@@ -467,15 +467,6 @@ impl Dftl {
     /// dirty entries (which become clean). Returns the program's end.
     fn write_translation(&mut self, t: usize, now: u64, cause: OpCause) -> Result<u64, FtlError> {
         let old = self.gtd[t].0;
-        let page_bytes = self.flash.geometry().page_bytes as usize;
-        let mut page = self
-            .mirror
-            .take_for_write_back(&self.flash, t, old, page_bytes)?;
-        let per = self.per_tpage;
-        self.cmt.take_dirty(t, |lpn, ppn| {
-            set_translation_entry(&mut page, (lpn % per) as usize, ppn)
-        });
-        debug_assert_eq!(self.cmt.dirty_in(t), 0);
         let mut not_before = now.max(self.tvpn_data_end[t]);
         if !old.is_none() {
             // Read-modify-write of the old translation page.
@@ -486,6 +477,18 @@ impl Dftl {
         let ppn = self.allocate(STREAM_MAP, now)?;
         let not_before =
             not_before.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
+        // The old page's bytes become the new page's (it is superseded: no copy kept). Taken
+        // only now, so an allocation that fails loses nothing; taking fails only on an image I/O
+        // error, which leaves the image read-only (no program can follow the page allocated).
+        let page_bytes = self.flash.geometry().page_bytes as usize;
+        let mut page = self
+            .mirror
+            .take_for_write_back(&mut self.flash, t, old, page_bytes)?;
+        let per = self.per_tpage;
+        self.cmt.take_dirty(t, |lpn, ppn| {
+            set_translation_entry(&mut page, (lpn % per) as usize, ppn)
+        });
+        debug_assert_eq!(self.cmt.dirty_in(t), 0);
         let seq = self.next_seq();
         let crc = translation_crc(&page);
         let span = self.flash.program_owned(
@@ -497,7 +500,6 @@ impl Dftl {
         )?;
         if !old.is_none() {
             self.space.validity.invalidate(old, span.end_ns);
-            self.flash.release_bytes(old);
         }
         self.space.validity.set_valid(ppn, TRANSLATION | t as u32);
         self.gtd[t] = (ppn, seq);

@@ -63,10 +63,11 @@ impl Mirror {
     }
 
     /// The next version of translation page `t` (now at `tpage`): its bytes with every pending
-    /// move applied, which are no longer pending. The caller applies the CMT's dirty entries.
+    /// move applied, which are no longer pending. The caller applies the CMT's dirty entries and
+    /// programs the result; `tpage` is superseded and its bytes are taken ([`Flash::take_page`]).
     pub fn take_for_write_back(
         &mut self,
-        flash: &Flash,
+        flash: &mut Flash,
         t: usize,
         tpage: Ppn,
         page_bytes: usize,
@@ -74,7 +75,7 @@ impl Mirror {
         let mut page = if tpage.is_none() {
             vec![0xFFu8; page_bytes].into_boxed_slice()
         } else {
-            flash.peek_page(tpage)?
+            flash.take_page(tpage)?
         };
         // The list goes with its capacity: memory follows the moves outstanding, not the most a
         // page ever had.
@@ -149,11 +150,13 @@ mod tests {
             let mut all = vec![Ppn::NONE; per as usize];
             m.entries(&f, 0, tpage, &mut all).unwrap();
             assert_eq!((all[6], all[7], all[8]), (Ppn(106), Ppn(901), Ppn(108)));
-            let next = m.take_for_write_back(&f, 0, tpage, page_bytes).unwrap();
+            let next = m.take_for_write_back(&mut f, 0, tpage, page_bytes).unwrap();
             assert_eq!(translation_entry(&next, 7), Ppn(901));
             assert_eq!(translation_entry(&next, 9), Ppn(109));
             assert!(!m.has_pending(0) && m.has_pending(1));
-            let fresh = m.take_for_write_back(&f, 1, Ppn::NONE, page_bytes).unwrap();
+            let fresh = m
+                .take_for_write_back(&mut f, 1, Ppn::NONE, page_bytes)
+                .unwrap();
             assert_eq!(translation_entry(&fresh, 3), Ppn(902));
             assert_eq!(translation_entry(&fresh, 4), Ppn::NONE);
             // A translation page that is not on flash is an error, not a mapping.

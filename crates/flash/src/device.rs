@@ -136,6 +136,11 @@ impl Flash {
     pub fn chip_free_ns(&self, chip: u32) -> u64 {
         self.timeline.chip_free_ns(chip)
     }
+    /// [`chip_free_ns`](Self::chip_free_ns) of every chip, by chip number.
+    #[inline]
+    pub fn chip_free_times(&self) -> &[u64] {
+        self.timeline.chip_free_times()
+    }
     /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`).
     pub fn start_clock_at(&mut self, ns: u64) {
         self.timeline.advance_all_to(ns);
@@ -324,6 +329,22 @@ impl Flash {
                 page.into_boxed_slice()
             }
         })
+    }
+
+    /// [`peek_page`](Self::peek_page) then [`release_bytes`](Self::release_bytes), for a
+    /// metadata page the design rewrites elsewhere and will not read again (DFTL's
+    /// read-modify-write of a translation page): a tag-only store hands its buffer over instead
+    /// of a copy. A recording device keeps the page, as `release_bytes` does.
+    pub fn take_page(&mut self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
+        if self.log.is_none() {
+            self.peek(ppn, 0, 0, |_| ())?;
+            if let Some(bytes) = self.store.take_bytes(ppn) {
+                return Ok(bytes);
+            }
+        }
+        let page = self.peek_page(ppn)?;
+        self.release_bytes(ppn);
+        Ok(page)
     }
 
     /// The checks every peek makes around `read`, which takes bytes `at..at + len` of `ppn`
@@ -585,7 +606,8 @@ mod tests {
     }
 
     /// A superseded metadata page's bytes are dropped by a tag-only image that is not recording,
-    /// and kept by a recording one (a crash image may need them) and by a full-data one.
+    /// and kept by a recording one (a crash image may need them) and by a full-data one; taking
+    /// the page ([`Flash::take_page`]) hands over its bytes and then releases it the same way.
     #[test]
     fn released_bytes_are_dropped_only_where_no_image_needs_them() {
         let bytes = || Content::Bytes(vec![7u8; 4096].into_boxed_slice());
@@ -607,12 +629,20 @@ mod tests {
             }
             f.program(Ppn(0), &bytes(), &[1], 0, OpCause::Mapping)
                 .unwrap();
-            f.release_bytes(Ppn(0));
+            let taken = f.take_page(Ppn(0)).unwrap();
+            assert_eq!(Content::Bytes(taken), bytes());
             assert_eq!(
                 data(&mut f) == bytes(),
                 kept,
                 "tag_only {tag_only} recording {recording}"
             );
+            f.release_bytes(Ppn(0));
+            assert_eq!(data(&mut f) == bytes(), kept);
+            // An erased page has nothing to take: a typed error, as for a peek.
+            assert!(matches!(
+                f.take_page(Ppn(1)),
+                Err(FlashError::NoData { .. })
+            ));
         }
     }
 

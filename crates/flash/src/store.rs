@@ -80,6 +80,12 @@ pub trait Store: Send {
     /// The design will not read `ppn`'s data again (a superseded metadata page): a tag-only
     /// store may drop the bytes it keeps for it. Full-data stores keep them (they are the image).
     fn release_bytes(&mut self, _ppn: Ppn) {}
+    /// [`release_bytes`](Self::release_bytes), handing the bytes over: a tag-only store gives
+    /// a metadata page's buffer as it is (a translation page rewritten elsewhere needs no
+    /// copy). `None` when the store keeps no buffer for `ppn` (the caller copies the page).
+    fn take_bytes(&mut self, _ppn: Ppn) -> Option<Box<[u8]>> {
+        None
+    }
     /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
     /// tag-only store adopts it; stores that keep whole pages keep whole records.
     fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
@@ -280,12 +286,19 @@ impl KeptBytes {
     fn new(bytes: Box<[u8]>) -> KeptBytes {
         let used = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
         let len = bytes.len() as u32;
-        let kept = if used == bytes.len() {
-            bytes
-        } else {
-            bytes[..used].into()
-        };
+        let mut kept = bytes.into_vec();
+        // In place: no copy of the page (the allocator shrinks the buffer where it stands).
+        kept.truncate(used);
+        let kept = kept.into_boxed_slice();
         KeptBytes { len, kept }
+    }
+    /// The bytes as programmed, reusing the kept buffer.
+    fn into_whole(self) -> Box<[u8]> {
+        let mut page = self.kept.into_vec();
+        // Exactly the padding: the allocator then grows the buffer where it stands.
+        page.reserve_exact(self.len as usize - page.len());
+        page.resize(self.len as usize, 0);
+        page.into_boxed_slice()
     }
     /// The bytes as programmed.
     fn whole(&self) -> Box<[u8]> {
@@ -337,10 +350,10 @@ impl ByteSlots {
     fn get(&self, slot: u32) -> &KeptBytes {
         &self.slots[slot as usize]
     }
-    /// Frees a slot (and its bytes).
-    fn free(&mut self, slot: u32) {
-        self.slots[slot as usize] = KeptBytes::default();
+    /// Frees a slot, handing its bytes over.
+    fn take(&mut self, slot: u32) -> KeptBytes {
         self.free.push(slot);
+        std::mem::take(&mut self.slots[slot as usize])
     }
     /// Heap bytes: the kept bytes, the slots and the free list.
     fn memory(&self) -> u64 {
@@ -392,10 +405,16 @@ impl TagStore {
 
     /// Drops a page's bytes, if it holds any (it reads as a meaningless tag until erased).
     fn drop_bytes(&mut self, ppn: Ppn) {
-        if self.common.states.raw(ppn) == HOLDS_BYTES {
-            self.bytes.free(self.tag_lpn[ppn.0 as usize]);
-            self.common.states.set(ppn, PageState::Programmed);
+        self.take_kept_bytes(ppn);
+    }
+    /// Takes a page's bytes out, if it holds any (it reads as a meaningless tag until erased).
+    fn take_kept_bytes(&mut self, ppn: Ppn) -> Option<KeptBytes> {
+        if self.common.states.raw(ppn) != HOLDS_BYTES {
+            return None;
         }
+        let kept = self.bytes.take(self.tag_lpn[ppn.0 as usize]);
+        self.common.states.set(ppn, PageState::Programmed);
+        Some(kept)
     }
 
     /// The tag arrays' entry for a page (its tag, if it was last programmed with one).
@@ -504,6 +523,9 @@ impl Store for TagStore {
     }
     fn release_bytes(&mut self, ppn: Ppn) {
         self.drop_bytes(ppn);
+    }
+    fn take_bytes(&mut self, ppn: Ppn) -> Option<Box<[u8]>> {
+        self.take_kept_bytes(ppn).map(KeptBytes::into_whole)
     }
     /// Keeps OOB records as `rule` squeezes them from now on ([`crate::squeeze`]), converting the
     /// records already on the device; a no-op if a rule of the same name is installed, or if the
@@ -829,6 +851,26 @@ mod tests {
         let kept = store.kept_bytes(Ppn(0)).unwrap().kept.len();
         assert_eq!(kept, 5, "the padding is not kept");
         assert_eq!(store.kept_bytes(Ppn(1)).unwrap().kept.len(), 0);
+        // Taking a page hands over the bytes as programmed, padding restored, and frees its
+        // slot for the next page of bytes; the page then holds no bytes (as when released).
+        for (p, bytes) in pages.iter().enumerate() {
+            let ppn = Ppn(p as u32);
+            assert_eq!(store.take_bytes(ppn).as_deref(), Some(bytes.as_slice()));
+            assert!(store.kept_bytes(ppn).is_none() && store.take_bytes(ppn).is_none());
+            assert_eq!(store.page_state(ppn), PageState::Programmed);
+        }
+        assert_eq!(
+            store.bytes.free.len(),
+            pages.len(),
+            "every slot is free again"
+        );
+        store.write_page(Ppn(8), &Content::Bytes(vec![4, 5].into()), &[]);
+        assert_eq!(store.data(Ppn(8)).as_bytes().unwrap(), [4, 5]);
+        assert_eq!(
+            store.take_bytes(Ppn(9)),
+            None,
+            "an erased page has no bytes"
+        );
     }
 
     /// The packed states' extent of a block and their scan of the pages not erased agree with a

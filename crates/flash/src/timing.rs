@@ -155,6 +155,11 @@ impl Timeline {
     pub fn chip_free_ns(&self, chip: u32) -> u64 {
         self.chip_free_ns[chip as usize]
     }
+    /// Every chip's busy-until time, by chip number.
+    #[inline]
+    pub fn chip_free_times(&self) -> &[u64] {
+        &self.chip_free_ns
+    }
 
     /// When every chip is idle.
     pub fn all_idle_ns(&self) -> u64 {

@@ -53,13 +53,15 @@ pub struct BlockPool {
     open: Vec<Vec<Option<(BlockId, u32)>>>,
     cursor: Vec<u32>,
     free_total: u32,
-    /// Chips whose free queue is empty: while there are none, every chip has room for every
-    /// stream and allocation reads only the chips' busy times.
-    empty_queues: u32,
     /// Monotonic counter of blocks opened, per block the value when it was last opened
     /// (its age for cost-benefit GC and the order of post-checkpoint scans).
     opened_at: Vec<u64>,
     opened: u64,
+    /// Per chip, the time `allocate_pending` chooses by (reused from call to call).
+    pending_free_at: Vec<u64>,
+    /// room[stream][chip]: the chip has an open block for the stream or a free block (kept in
+    /// step with `open` and `free` by `refresh_room`; checked by `check_invariants`).
+    room: Vec<Vec<bool>>,
 }
 
 impl BlockPool {
@@ -83,17 +85,28 @@ impl BlockPool {
                 free_total += 1;
             }
         }
-        let empty_queues = free.iter().filter(|q| q.is_empty()).count() as u32;
-        BlockPool {
+        let mut pool = BlockPool {
             geometry: geometry.clone(),
             state,
             free,
-            empty_queues,
             open: vec![vec![None; chips]; streams],
             cursor: vec![0; streams],
             free_total,
             opened_at: vec![0; geometry.blocks() as usize],
             opened: 0,
+            pending_free_at: vec![0; chips],
+            room: vec![vec![true; chips]; streams],
+        };
+        (0..chips).for_each(|c| pool.refresh_room(c));
+        pool
+    }
+
+    /// Recomputes whether `chip` has room for each stream (after its queue or an open block
+    /// changed).
+    fn refresh_room(&mut self, chip: usize) {
+        let queued = !self.free[chip].is_empty();
+        for (room, open) in self.room.iter_mut().zip(&self.open) {
+            room[chip] = queued || open[chip].is_some();
         }
     }
 
@@ -140,36 +153,33 @@ impl BlockPool {
         self.open[stream][chip.0 as usize]
     }
 
-    /// The chip with room for `stream` (an open block or a free one) whose `free_at` is least;
-    /// ties go to the first at or after the stream's round-robin cursor. This runs for every
-    /// page allocated: one branch-free pass over the chips, each keyed by its time and then its
-    /// distance from the cursor.
-    fn soonest_chip(&self, stream: usize, free_at: impl Fn(usize) -> u64) -> Option<u32> {
-        let open = &self.open[stream];
-        let all_have_room = self.empty_queues == 0;
-        let room = |c: usize| all_have_room || open[c].is_some() || !self.free[c].is_empty();
-        let chips = open.len();
+    /// The chip with room for `stream` (an open block or a free one) whose time in `free_at`
+    /// (one per chip) is least; ties go to the first at or after the stream's round-robin
+    /// cursor. This runs for every page allocated, so it is two plain passes over the times:
+    /// the least, then the first chip from the cursor with it. Chips without room are looked
+    /// at only when that chip has none (a chip runs out of free blocks only while GC is behind).
+    fn soonest_chip(&self, stream: usize, free_at: &[u64]) -> Option<u32> {
+        let room = &self.room[stream];
         let cursor = self.cursor[stream] as usize;
-        let key = |c: usize| {
-            let after_cursor = if c >= cursor {
-                c - cursor
-            } else {
-                c + chips - cursor
-            };
-            match room(c) {
-                true => (free_at(c) as u128) << 64 | after_cursor as u128,
-                false => u128::MAX,
-            }
+        let first_from_cursor = |wanted: &dyn Fn(usize) -> bool| {
+            (cursor..free_at.len())
+                .find(|&c| wanted(c))
+                .or_else(|| (0..cursor).find(|&c| wanted(c)))
         };
-        let least = (0..chips).map(key).min().filter(|&k| k != u128::MAX)?;
-        let after_cursor = least as u64 as usize;
-        Some(((cursor + after_cursor) % chips) as u32)
+        let least = *free_at.iter().min()?;
+        let first = first_from_cursor(&|c| free_at[c] == least)?;
+        if room[first] {
+            return Some(first as u32);
+        }
+        let with_room = free_at.iter().zip(room).filter(|(_, &room)| room);
+        let least = with_room.map(|(&at, _)| at).min()?;
+        first_from_cursor(&|c| room[c] && free_at[c] == least).map(|c| c as u32)
     }
 
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
     /// `None` when no chip has an open block with room or a free block.
     pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
-        let chip = self.soonest_chip(stream, |c| flash.chip_free_ns(c as u32))?;
+        let chip = self.soonest_chip(stream, flash.chip_free_times())?;
         self.cursor[stream] = (chip + 1) % self.geometry.chips();
         self.allocate_on(stream, ChipId(chip))
     }
@@ -194,9 +204,14 @@ impl BlockPool {
             chips as usize,
             "one pending entry per chip"
         );
-        let chip = self.soonest_chip(stream, |c| {
-            flash.chip_free_ns(c as u32).max(now_ns) + pending_ns[c]
-        })?;
+        let mut free_at = std::mem::take(&mut self.pending_free_at);
+        let times = flash.chip_free_times().iter().zip(pending_ns.iter());
+        for (at, (&busy, &pending)) in free_at.iter_mut().zip(times) {
+            *at = busy.max(now_ns) + pending;
+        }
+        let chip = self.soonest_chip(stream, &free_at);
+        self.pending_free_at = free_at;
+        let chip = chip?;
         self.cursor[stream] = (chip + 1) % chips;
         pending_ns[chip as usize] += cost_ns;
         self.allocate_on(stream, ChipId(chip))
@@ -205,7 +220,8 @@ impl BlockPool {
     /// Next page for `stream` on a given chip.
     pub fn allocate_on(&mut self, stream: usize, chip: ChipId) -> Option<Ppn> {
         let ppb = self.geometry.pages_per_block;
-        if self.open[stream][chip.0 as usize].is_none() {
+        let opened = self.open[stream][chip.0 as usize].is_none();
+        if opened {
             let block = self.take_free(chip, |q| q.pop_front())?;
             debug_assert_eq!(self.state[block.0 as usize], BlockState::Free);
             self.state[block.0 as usize] = BlockState::Open(stream as u8);
@@ -216,11 +232,15 @@ impl BlockPool {
         let slot = &mut self.open[stream][chip.0 as usize];
         let (block, next) = slot.expect("open block was just ensured");
         let ppn = self.geometry.ppn(block, next);
-        if next + 1 == ppb {
+        let filled = next + 1 == ppb;
+        if filled {
             *slot = None;
             self.state[block.0 as usize] = BlockState::Full;
         } else {
             *slot = Some((block, next + 1));
+        }
+        if opened || filled {
+            self.refresh_room(chip.0 as usize);
         }
         Some(ppn)
     }
@@ -241,6 +261,7 @@ impl BlockPool {
             self.state[block.0 as usize] = BlockState::Open(stream as u8);
             self.open[stream][chip.0 as usize] = Some((block, next_page));
         }
+        self.refresh_room(chip.0 as usize);
     }
 
     /// Marks a free block full without opening it (recovery: a block found programmed).
@@ -253,6 +274,7 @@ impl BlockPool {
             }
         }
         self.state[block.0 as usize] = BlockState::Full;
+        self.refresh_room(chip.0 as usize);
     }
 
     /// Closes every open block of `stream` (the rest of each block is skipped).
@@ -262,6 +284,7 @@ impl BlockPool {
                 self.state[block.0 as usize] = BlockState::Full;
             }
         }
+        (0..self.room[stream].len()).for_each(|c| self.refresh_room(c));
     }
 
     /// Returns an erased block to its chip's free queue.
@@ -273,12 +296,14 @@ impl BlockPool {
             self.state[i]
         );
         self.state[i] = BlockState::Free;
-        let q = &mut self.free[self.geometry.chip_of_block(block).0 as usize];
-        if q.is_empty() {
-            self.empty_queues -= 1;
-        }
+        let chip = self.geometry.chip_of_block(block).0 as usize;
+        let q = &mut self.free[chip];
+        let was_empty = q.is_empty();
         q.push_back(block);
         self.free_total += 1;
+        if was_empty {
+            self.refresh_room(chip);
+        }
     }
 
     /// Takes a block out of `chip`'s free queue with `take` (which returns the block it took,
@@ -292,7 +317,7 @@ impl BlockPool {
         let block = take(q)?;
         self.free_total -= 1;
         if q.is_empty() {
-            self.empty_queues += 1;
+            self.refresh_room(chip.0 as usize);
         }
         Some(block)
     }
@@ -313,12 +338,16 @@ impl BlockPool {
                 n += 1;
             }
         }
-        let empty = self.free.iter().filter(|q| q.is_empty()).count() as u32;
-        if empty != self.empty_queues {
-            return Err(crate::violation!(
-                "{empty} chips have no free block but {} are counted",
-                self.empty_queues
-            ));
+        for (stream, (room, open)) in self.room.iter().zip(&self.open).enumerate() {
+            for (chip, q) in self.free.iter().enumerate() {
+                let has = !q.is_empty() || open[chip].is_some();
+                if room[chip] != has {
+                    return Err(crate::violation!(
+                        "chip {chip} has room for stream {stream}: {has}, noted as {}",
+                        room[chip]
+                    ));
+                }
+            }
         }
         if n != self.free_total {
             return Err(crate::violation!(
@@ -413,13 +442,68 @@ mod tests {
         assert_eq!(chip_of_next(&mut pool, &flash), None);
     }
 
+    /// Against the rule written plainly: each allocation goes to the chip with room whose time
+    /// is least, ties to the first from the stream's cursor, over random times, two streams,
+    /// blocks filling, released and closed.
     #[test]
-    fn the_invariant_check_catches_a_wrong_count_of_empty_queues() {
+    fn the_chip_choice_matches_the_rule_under_random_churn() {
+        use rand::{RngExt, SeedableRng};
+        let mut config = DeviceConfig::preset("small").unwrap();
+        config.geometry.channels = 2;
+        config.geometry.chips_per_channel = 3;
+        config.geometry.blocks_per_chip = 3;
+        config.geometry.pages_per_block = 2;
+        let flash = Flash::in_memory(config, 16, true);
+        let geometry = flash.geometry().clone();
+        let chips = geometry.chips() as usize;
+        let mut pool = BlockPool::new(&geometry, 2, |_| false);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut cursor = [0usize; 2];
+        for step in 0..5_000 {
+            let stream = rng.random_range(0..2);
+            match rng.random_range(0..10) {
+                0 => {
+                    let full: Vec<_> = (0..geometry.blocks())
+                        .map(BlockId)
+                        .filter(|&b| pool.state(b) == BlockState::Full)
+                        .collect();
+                    if let Some(&b) = full.get(rng.random_range(0..full.len().max(1))) {
+                        pool.release(b);
+                    }
+                }
+                1 => pool.close_stream(stream),
+                _ => {
+                    // Few distinct times, so ties are common.
+                    let mut pending: Vec<u64> =
+                        (0..chips).map(|_| rng.random_range(0..3)).collect();
+                    let times = pending.clone();
+                    let room = |c: usize| {
+                        pool.open_block(stream, ChipId(c as u32)).is_some()
+                            || pool.free_blocks_on(ChipId(c as u32)) > 0
+                    };
+                    let want = (0..chips)
+                        .filter(|&c| room(c))
+                        .min_by_key(|&c| (times[c], (c + chips - cursor[stream]) % chips));
+                    let got = pool
+                        .allocate_pending(stream, &flash, 0, &mut pending, 1)
+                        .map(|ppn| geometry.chip_of(ppn).0 as usize);
+                    assert_eq!(got, want, "step {step}");
+                    if let Some(c) = got {
+                        cursor[stream] = (c + 1) % chips;
+                    }
+                }
+            }
+            pool.check_invariants().unwrap();
+        }
+    }
+
+    #[test]
+    fn the_invariant_check_catches_a_wrong_note_of_room() {
         let flash = tiny_flash();
-        let mut pool = BlockPool::new(flash.geometry(), 1, |_| false);
+        let mut pool = BlockPool::new(flash.geometry(), 2, |_| false);
         pool.check_invariants().unwrap();
-        pool.empty_queues = 1;
+        pool.room[1][0] = false;
         let err = pool.check_invariants().unwrap_err();
-        assert!(err.to_string().contains("no free block"), "{err}");
+        assert!(err.to_string().contains("has room for stream 1"), "{err}");
     }
 }

@@ -244,7 +244,7 @@ impl Space {
     pub fn wear_victim(
         &mut self,
         flash: &Flash,
-        mut eligible: impl FnMut(BlockId) -> bool,
+        eligible: impl FnMut(BlockId) -> bool,
     ) -> Option<BlockId> {
         let erases = flash.stats().total_erases();
         if erases < self.erases_at_wear_check + 64 {
@@ -257,9 +257,7 @@ impl Space {
         }
         let counts = flash.erase_counts();
         self.validity
-            .indexed_blocks()
-            .filter(|&b| eligible(b))
-            .min_by_key(|&b| (counts[b.0 as usize], b.0))
+            .least_worn_indexed(counts, eligible)
             .filter(|&b| max - counts[b.0 as usize] > self.wear_threshold)
     }
 
