@@ -219,7 +219,36 @@ impl Cmt {
     /// host interface and the FTL do before the lookup.
     pub fn prefetch(&self, lpn: u32) {
         if let Some(entry) = self.slot_of.get(lpn as usize) {
-            prefetch_read(entry);
+            flash::prefetch::read(entry);
+        }
+    }
+
+    /// Hints for a write-back of translation page `t` that is `ahead` write-backs away (a
+    /// checkpoint writes back one dirty page after another): at 3 its dirty bits, at 2 the
+    /// index entries of its dirty LPNs, at 1 their slots (each step needs the one before it in
+    /// the cache). Changes nothing.
+    pub fn prefetch_write_back(&self, t: usize, ahead: usize) {
+        let first = t as u64 * self.per_tpage as u64;
+        let end = (first + self.per_tpage as u64).min(self.logical_pages as u64);
+        let words = first as usize / 64..end.div_ceil(64) as usize;
+        let Some(bits) = self.dirty.get(words.clone()) else {
+            return;
+        };
+        if ahead >= 3 {
+            bits.chunks(8)
+                .for_each(|line| flash::prefetch::read(&line[0]));
+            return;
+        }
+        for (w, &word) in words.zip(bits) {
+            let mut word = word;
+            while word != 0 {
+                let lpn = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                match ahead {
+                    2 => flash::prefetch::read(&self.slot_of[lpn]),
+                    _ => flash::prefetch::read(&self.slots[self.slot_of[lpn] as usize]),
+                }
+            }
         }
     }
 
@@ -344,19 +373,6 @@ impl Cmt {
     }
 }
 
-/// Asks the CPU to bring `value`'s cache line in (a no-op where there is no such instruction).
-fn prefetch_read<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is a hint: it reads nothing into the program and cannot fault,
-        // whatever the address; SSE is part of every x86_64 target.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +472,11 @@ mod tests {
             match rng.random_range(0..10) {
                 0 => {
                     let t = rng.random_range(0..lpns / per_tpage) as usize;
+                    // Hints at every distance, and past the last page: they change nothing.
+                    for ahead in 1..=3 {
+                        c.prefetch_write_back(t, ahead);
+                        c.prefetch_write_back((lpns / per_tpage) as usize + ahead, ahead);
+                    }
                     let mut got = Vec::new();
                     c.take_dirty(t, |l, p| got.push((l, p)));
                     let range = t as u32 * per_tpage..(t as u32 + 1) * per_tpage;

@@ -17,12 +17,12 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation, set_translation_entry, translation_crc, Checkpoint, OobRecord, Reservation,
-    Seal, KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
+    decode_translation, translation_crc, Checkpoint, OobRecord, Reservation, Seal, KIND_DATA,
+    KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
-use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
     Moved, PageOutcome, Promise, RecoveryReport, Space, Validity,
@@ -121,6 +121,13 @@ pub struct Dftl {
     mirror: Mirror,
     /// Per tvpn: newest translation page and its sequence number.
     gtd: Vec<(Ppn, u64)>,
+    /// Per tvpn: the checksum of the newest translation page (as its OOB record has it), so a
+    /// write-back updates it from the entries it changes ([`TranslationEdit`]).
+    gtd_crc: Vec<u32>,
+    /// Checksum of a translation page not written yet (all entries `Ppn::NONE`).
+    fresh_tpage_crc: u32,
+    /// Powers for updating a translation page's checksum word by word.
+    word_crc: WordCrc,
     /// Per tvpn: end of the newest data program its entries may point to.
     tvpn_data_end: Vec<u64>,
     cmt: Cmt,
@@ -215,6 +222,9 @@ impl Dftl {
             layout,
             mirror: Mirror::new(tvpns, per_tpage),
             gtd: vec![(Ppn::NONE, 0); tvpns],
+            gtd_crc: vec![0; tvpns],
+            fresh_tpage_crc: translation_crc(&vec![0xFF; g.page_bytes as usize]),
+            word_crc: WordCrc::new(g.page_bytes as usize),
             tvpn_data_end: vec![0; tvpns],
             cmt,
             space,
@@ -480,17 +490,20 @@ impl Dftl {
         // The old page's bytes become the new page's (it is superseded: no copy kept). Taken
         // only now, so an allocation that fails loses nothing; taking fails only on an image I/O
         // error, which leaves the image read-only (no program can follow the page allocated).
-        let page_bytes = self.flash.geometry().page_bytes as usize;
-        let mut page = self
-            .mirror
-            .take_for_write_back(&mut self.flash, t, old, page_bytes)?;
+        let mut page = self.mirror.take_for_write_back(
+            &mut self.flash,
+            t,
+            (old, self.gtd_crc[t]),
+            self.fresh_tpage_crc,
+            &self.word_crc,
+        )?;
         let per = self.per_tpage;
-        self.cmt.take_dirty(t, |lpn, ppn| {
-            set_translation_entry(&mut page, (lpn % per) as usize, ppn)
-        });
+        self.cmt
+            .take_dirty(t, |lpn, ppn| page.set((lpn % per) as usize, ppn));
         debug_assert_eq!(self.cmt.dirty_in(t), 0);
+        let (page, crc) = page.finish();
+        debug_assert_eq!(crc, translation_crc(&page));
         let seq = self.next_seq();
-        let crc = translation_crc(&page);
         let span = self.flash.program_owned(
             ppn,
             Content::Bytes(page),
@@ -503,8 +516,39 @@ impl Dftl {
         }
         self.space.validity.set_valid(ppn, TRANSLATION | t as u32);
         self.gtd[t] = (ppn, seq);
+        self.gtd_crc[t] = crc;
         self.stats.translation_writes += 1;
         Ok(span.end_ns)
+    }
+
+    /// Invariant: the checksum kept for translation page `t` (at `ppn`) is the one its OOB
+    /// record carries, and that of its bytes.
+    fn check_translation_crc(&self, t: usize, ppn: Ppn) -> Result<(), ftl::InvariantViolation> {
+        let mut record = [0u8; OOB_BYTES as usize];
+        self.flash.store().oob(ppn, &mut record);
+        let in_oob = OobRecord::decode(&record).map(|r| r.crc).ok();
+        let of_bytes = self.flash.peek_page(ppn).map(|p| translation_crc(&p)).ok();
+        let kept = self.gtd_crc[t];
+        if in_oob != Some(kept) || of_bytes != Some(kept) {
+            return Err(ftl::violation!(
+                "translation page {t} at {ppn}: checksum kept {kept:#x}, OOB {in_oob:x?}, bytes {of_bytes:x?}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hints for a run of write-backs (a checkpoint's), given the pages that follow the current
+    /// one: each write-back reaches its old page's buffer through the store and reads a few CMT
+    /// slots, all far from the cache. Asked for step by step over the next write-backs, the
+    /// loads overlap the current one.
+    fn prefetch_write_backs(&self, next: &[usize]) {
+        for (ahead, &t) in (1..=3).zip(next) {
+            let tpage = self.gtd[t].0;
+            if ahead == 3 && !tpage.is_none() {
+                self.flash.prefetch_data(tpage);
+            }
+            self.cmt.prefetch_write_back(t, ahead);
+        }
     }
 
     /// Makes room in the CMT, writing back the victim's translation page if dirty.
@@ -592,7 +636,8 @@ impl Dftl {
         dirty.extend(self.mirror.pending_tvpns());
         dirty.sort_unstable();
         dirty.dedup();
-        for t in dirty {
+        for (i, &t) in dirty.iter().enumerate() {
+            self.prefetch_write_backs(&dirty[i + 1..]);
             after = after.max(self.write_translation(t, now, OpCause::Checkpoint)?);
         }
         // Everything the GTD points to must be on flash before the seal.
@@ -689,6 +734,11 @@ impl BlockDevice for Dftl {
 
     fn prefetch_mapping(&self, start: Lpn) {
         self.cmt.prefetch(start.0);
+        // On a miss the entry comes from the translation page: start on where the store keeps it.
+        let tpage = self.gtd.get(self.tvpn(start.0)).map_or(Ppn::NONE, |g| g.0);
+        if !tpage.is_none() {
+            self.flash.prefetch_data(tpage);
+        }
     }
 
     fn write(
@@ -861,6 +911,7 @@ impl BlockDevice for Dftl {
                     "translation page {t} at {ppn} is not owned by it"
                 ));
             }
+            self.check_translation_crc(t, *ppn)?;
             mapped += 1;
         }
         let live: u64 = (0..self.flash.geometry().blocks())
@@ -889,6 +940,8 @@ impl BlockDevice for Dftl {
         m.push((
             "dftl.directory".into(),
             vec_bytes(&self.gtd)
+                + vec_bytes(&self.gtd_crc)
+                + self.word_crc.memory()
                 + vec_bytes(&self.tvpn_data_end)
                 + vec_bytes(&self.block_ready_ns)
                 + reserved,
@@ -1253,6 +1306,7 @@ impl Dftl {
             let last = (first + per).min(self.logical_pages as usize);
             let ok = match (&status, OobRecord::decode(&oob_buf).ok()) {
                 (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => {
+                    self.gtd_crc[t] = r.crc;
                     c.as_bytes().is_some_and(|b| {
                         decode_translation(b, r.crc, &mut entries[..last - first]).is_ok()
                     })
@@ -1395,5 +1449,25 @@ mod tests {
         d.cmt.update(0, page_of_1, true);
         let e = d.check_invariants().unwrap_err().to_string();
         assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+    }
+
+    /// Write-backs keep each translation page's checksum from the entries they change; the
+    /// invariant check compares it with the page's OOB record and bytes, and fails on a wrong one.
+    #[test]
+    fn kept_translation_checksums_match_the_pages() {
+        let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+        let mut d = Dftl::format(flash, &DesignOptions::default()).unwrap();
+        let tag = |lpn| Content::Tag(ContentTag { lpn, write: 1 });
+        for round in 0..3u32 {
+            for lpn in (round..2_000).step_by(7) {
+                d.write(Lpn(lpn), &[tag(lpn)], 0).unwrap();
+            }
+            d.checkpoint(0).unwrap();
+            d.check_invariants().unwrap();
+        }
+        let t = d.gtd.iter().position(|(p, _)| !p.is_none()).unwrap();
+        d.gtd_crc[t] ^= 1;
+        let e = d.check_invariants().unwrap_err().to_string();
+        assert!(e.contains("checksum kept"), "{e}");
     }
 }

@@ -12,8 +12,8 @@
 //! GC moves a live page whose entry is not cached by noting the move here, per translation
 //! page, until the next write-back of that page carries it (DFTL's batch update, deferred).
 
-use crate::format::{read_translation_entries, set_translation_entry};
-use flash::{Flash, FlashError, Ppn};
+use crate::format::{read_translation_entries, TranslationEdit};
+use flash::{Flash, FlashError, Ppn, WordCrc};
 
 pub struct Mirror {
     per_tpage: u32,
@@ -62,25 +62,28 @@ impl Mirror {
         (0..self.pending.len()).filter(|&t| self.has_pending(t))
     }
 
-    /// The next version of translation page `t` (now at `tpage`): its bytes with every pending
-    /// move applied, which are no longer pending. The caller applies the CMT's dirty entries and
-    /// programs the result; `tpage` is superseded and its bytes are taken ([`Flash::take_page`]).
-    pub fn take_for_write_back(
+    /// The next version of translation page `t` (now at `tpage`, checksum `crc`; none yet: an
+    /// erased page's bytes, checksum `fresh_crc`): its bytes with every pending move applied,
+    /// which are no longer pending. The caller applies the CMT's dirty entries and programs the
+    /// result; `tpage` is superseded and its bytes are taken ([`Flash::take_page`]).
+    pub fn take_for_write_back<'w>(
         &mut self,
         flash: &mut Flash,
         t: usize,
-        tpage: Ppn,
-        page_bytes: usize,
-    ) -> Result<Box<[u8]>, FlashError> {
+        (tpage, crc): (Ppn, u32),
+        fresh_crc: u32,
+        words: &'w WordCrc,
+    ) -> Result<TranslationEdit<'w>, FlashError> {
         let mut page = if tpage.is_none() {
-            vec![0xFFu8; page_bytes].into_boxed_slice()
+            let page_bytes = flash.geometry().page_bytes as usize;
+            TranslationEdit::new(vec![0xFFu8; page_bytes].into(), fresh_crc, words)
         } else {
-            flash.take_page(tpage)?
+            TranslationEdit::new(flash.take_page(tpage)?, crc, words)
         };
         // The list goes with its capacity: memory follows the moves outstanding, not the most a
         // page ever had.
         for (lpn, ppn) in std::mem::take(&mut self.pending[t]) {
-            set_translation_entry(&mut page, (lpn % self.per_tpage) as usize, ppn);
+            page.set((lpn % self.per_tpage) as usize, ppn);
         }
         Ok(page)
     }
@@ -118,7 +121,7 @@ impl Mirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{encode_translation, translation_entry};
+    use crate::format::{encode_translation, translation_crc, translation_entry};
     use flash::{Content, DeviceConfig, OpCause};
 
     /// The mirror answers from the translation page on flash, except where GC moved an entry
@@ -131,6 +134,9 @@ mod tests {
             let per = (page_bytes / 4) as u32;
             let entries: Vec<Ppn> = (0..per).map(|i| Ppn(100 + i)).collect();
             let page = encode_translation(&entries, page_bytes);
+            let crc = translation_crc(&page);
+            let fresh_crc = translation_crc(&vec![0xFF; page_bytes]);
+            let words = WordCrc::new(page_bytes);
             f.program(Ppn(0), &Content::Bytes(page), &[], 0, OpCause::Mapping)
                 .unwrap();
             let mut m = Mirror::new(2, per);
@@ -150,15 +156,22 @@ mod tests {
             let mut all = vec![Ppn::NONE; per as usize];
             m.entries(&f, 0, tpage, &mut all).unwrap();
             assert_eq!((all[6], all[7], all[8]), (Ppn(106), Ppn(901), Ppn(108)));
-            let next = m.take_for_write_back(&mut f, 0, tpage, page_bytes).unwrap();
+            // Each next version carries the checksum of its bytes, kept from the moves alone.
+            let (next, next_crc) = m
+                .take_for_write_back(&mut f, 0, (tpage, crc), fresh_crc, &words)
+                .unwrap()
+                .finish();
             assert_eq!(translation_entry(&next, 7), Ppn(901));
             assert_eq!(translation_entry(&next, 9), Ppn(109));
+            assert_eq!(next_crc, translation_crc(&next));
             assert!(!m.has_pending(0) && m.has_pending(1));
-            let fresh = m
-                .take_for_write_back(&mut f, 1, Ppn::NONE, page_bytes)
-                .unwrap();
+            let (fresh, fresh_page_crc) = m
+                .take_for_write_back(&mut f, 1, (Ppn::NONE, 0), fresh_crc, &words)
+                .unwrap()
+                .finish();
             assert_eq!(translation_entry(&fresh, 3), Ppn(902));
             assert_eq!(translation_entry(&fresh, 4), Ppn::NONE);
+            assert_eq!(fresh_page_crc, translation_crc(&fresh));
             // A translation page that is not on flash is an error, not a mapping.
             assert!(m.get(&f, Ppn(1), 7).is_err());
         }

@@ -136,6 +136,11 @@ impl Flash {
     pub fn chip_free_ns(&self, chip: u32) -> u64 {
         self.timeline.chip_free_ns(chip)
     }
+    /// Starts loading what reading `ppn`'s data looks at first: a hint that changes nothing
+    /// ([`crate::prefetch`]), for a design that knows which page it will read soon.
+    pub fn prefetch_data(&self, ppn: Ppn) {
+        self.store.prefetch_data(ppn);
+    }
     /// [`chip_free_ns`](Self::chip_free_ns) of every chip, by chip number.
     #[inline]
     pub fn chip_free_times(&self) -> &[u64] {

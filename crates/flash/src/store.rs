@@ -86,6 +86,8 @@ pub trait Store: Send {
     fn take_bytes(&mut self, _ppn: Ppn) -> Option<Box<[u8]>> {
         None
     }
+    /// Starts loading what reading `ppn`'s data looks at first (a hint: [`crate::prefetch`]).
+    fn prefetch_data(&self, _ppn: Ppn) {}
     /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
     /// tag-only store adopts it; stores that keep whole pages keep whole records.
     fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
@@ -527,6 +529,16 @@ impl Store for TagStore {
     fn take_bytes(&mut self, ppn: Ppn) -> Option<Box<[u8]>> {
         self.take_kept_bytes(ppn).map(KeptBytes::into_whole)
     }
+    fn prefetch_data(&self, ppn: Ppn) {
+        let i = ppn.0 as usize;
+        if let (Some(word), Some(entry)) =
+            (self.common.states.words.get(i / 32), self.tag_lpn.get(i))
+        {
+            crate::prefetch::read(word);
+            crate::prefetch::read(entry);
+        }
+    }
+
     /// Keeps OOB records as `rule` squeezes them from now on ([`crate::squeeze`]), converting the
     /// records already on the device; a no-op if a rule of the same name is installed, or if the
     /// records are longer than a squeezed store rebuilds ([`MAX_SQUEEZED_RECORD`]: kept whole).

@@ -155,25 +155,17 @@ impl BlockPool {
 
     /// The chip with room for `stream` (an open block or a free one) whose time in `free_at`
     /// (one per chip) is least; ties go to the first at or after the stream's round-robin
-    /// cursor. This runs for every page allocated, so it is two plain passes over the times:
-    /// the least, then the first chip from the cursor with it. Chips without room are looked
-    /// at only when that chip has none (a chip runs out of free blocks only while GC is behind).
+    /// cursor. This runs for every page allocated, so it is one pass over the times from the
+    /// cursor, keeping the first least. Chips without room are left out only when the chip found
+    /// has none (a chip runs out of free blocks only while GC is behind).
     fn soonest_chip(&self, stream: usize, free_at: &[u64]) -> Option<u32> {
         let room = &self.room[stream];
         let cursor = self.cursor[stream] as usize;
-        let first_from_cursor = |wanted: &dyn Fn(usize) -> bool| {
-            (cursor..free_at.len())
-                .find(|&c| wanted(c))
-                .or_else(|| (0..cursor).find(|&c| wanted(c)))
-        };
-        let least = *free_at.iter().min()?;
-        let first = first_from_cursor(&|c| free_at[c] == least)?;
+        let first = first_least(free_at, cursor, |_| true)?;
         if room[first] {
             return Some(first as u32);
         }
-        let with_room = free_at.iter().zip(room).filter(|(_, &room)| room);
-        let least = with_room.map(|(&at, _)| at).min()?;
-        first_from_cursor(&|c| room[c] && free_at[c] == least).map(|c| c as u32)
+        first_least(free_at, cursor, |c| room[c]).map(|c| c as u32)
     }
 
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
@@ -367,6 +359,21 @@ impl BlockPool {
         }
         Ok(())
     }
+}
+
+/// Of the chips `admit` lets in, the one whose time is least, the first from `cursor` (going
+/// round) among equals; `None` if none is let in. One pass, without a branch per chip when
+/// every chip is let in.
+fn first_least(times: &[u64], cursor: usize, admit: impl Fn(usize) -> bool) -> Option<usize> {
+    let (mut best_time, mut best) = (u64::MAX, None);
+    let mut consider = |c: usize| {
+        let better = admit(c) && (best.is_none() || times[c] < best_time);
+        best_time = if better { times[c] } else { best_time };
+        best = if better { Some(c) } else { best };
+    };
+    (cursor..times.len()).for_each(&mut consider);
+    (0..cursor.min(times.len())).for_each(&mut consider);
+    best
 }
 
 /// Blocks a design needs free or open at all times, besides its fixed metadata areas: one
