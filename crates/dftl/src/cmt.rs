@@ -2,17 +2,20 @@
 //!
 //! Layout for the hot path: a dense slot array (one 16-byte slot per entry, so an access touches
 //! one cache line plus its list neighbours), an intrusive doubly linked LRU list through the
-//! slots, an index `slot_of[lpn]`, and a bitmap of the dirty entries (one bit per LPN). No
-//! allocation per access. A write-back finds the dirty entries of its translation page in the
-//! page's span of the bitmap (128 bytes for a 4 KB translation page, where the index's span is
-//! 4 KB) and stops once it has seen the page's dirty count; a checkpoint finds the dirty pages
-//! from the per-page counts in O(translation pages).
+//! slots, and an index `slot_of[lpn]` whose top bit marks the entry dirty. No allocation per
+//! access. The dirty marks are also kept in a bitmap (one bit per LPN): a write-back finds the
+//! dirty entries of its translation page in the page's span of the bitmap (128 bytes for a 4 KB
+//! translation page, where the index's span is 4 KB) and stops once it has seen the page's dirty
+//! count, while a request reads the mark where it reads the slot (the index entry it has just
+//! looked up). A checkpoint finds the dirty pages from the per-page counts in O(translation pages).
 
 use flash::Ppn;
 
 const NIL: u32 = u32::MAX;
-/// Slots are numbered below this, so a slot is never `NIL`.
-pub const MAX_CAPACITY: u32 = (1 << 31) - 1;
+/// Top bit of a `slot_of` entry: the entry differs from its translation page on flash.
+const DIRTY: u32 = 1 << 31;
+/// Slots are numbered below this, so a slot with its dirty bit is never `NIL`.
+pub const MAX_CAPACITY: u32 = DIRTY - 1;
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
@@ -33,9 +36,9 @@ const EMPTY: Slot = Slot {
 pub struct Cmt {
     capacity: u32,
     logical_pages: u32,
-    /// Slot of each LPN, or NIL.
+    /// Slot of each LPN (with `DIRTY` when dirty), or NIL.
     slot_of: Vec<u32>,
-    /// One bit per LPN: the cached entry differs from its translation page on flash.
+    /// One bit per LPN, the same as `DIRTY` in `slot_of`: the page's dirty entries in 128 bytes.
     dirty: Vec<u64>,
     /// Slots in use or once used: `slots.len()` grows to `capacity`, then stays.
     slots: Vec<Slot>,
@@ -108,17 +111,22 @@ impl Cmt {
     /// Slot of a cached LPN and whether it is dirty.
     fn entry(&self, lpn: u32) -> Option<(u32, bool)> {
         let v = self.slot_of[lpn as usize];
-        (v != NIL).then(|| (v, self.is_dirty(lpn)))
+        (v != NIL).then_some((v & !DIRTY, v & DIRTY != 0))
     }
     fn is_dirty(&self, lpn: u32) -> bool {
-        self.dirty[lpn as usize / 64] & (1 << (lpn % 64)) != 0
+        let v = self.slot_of[lpn as usize];
+        v != NIL && v & DIRTY != 0
     }
+    /// Sets or clears the entry's dirty mark, in the index and in the bitmap.
     fn set_dirty_bit(&mut self, lpn: u32, dirty: bool) {
-        debug_assert_ne!(self.slot_of[lpn as usize], NIL);
+        let v = &mut self.slot_of[lpn as usize];
+        debug_assert_ne!(*v, NIL);
         let (word, bit) = (&mut self.dirty[lpn as usize / 64], 1u64 << (lpn % 64));
         if dirty {
+            *v |= DIRTY;
             *word |= bit;
         } else {
+            *v &= !DIRTY;
             *word &= !bit;
         }
     }
@@ -204,7 +212,9 @@ impl Cmt {
             while bits != 0 {
                 let lpn = word_start + bits.trailing_zeros();
                 bits &= bits - 1;
-                f(lpn, self.slots[self.slot_of[lpn as usize] as usize].ppn);
+                let entry = &mut self.slot_of[lpn as usize];
+                *entry &= !DIRTY;
+                f(lpn, self.slots[*entry as usize].ppn);
                 left -= 1;
             }
             word_start += 64;
@@ -218,8 +228,12 @@ impl Cmt {
     /// lookup waits for memory: asked for when a request arrives, the load overlaps the work the
     /// host interface and the FTL do before the lookup.
     pub fn prefetch(&self, lpn: u32) {
-        if let Some(entry) = self.slot_of.get(lpn as usize) {
+        if let (Some(entry), Some(bits)) = (
+            self.slot_of.get(lpn as usize),
+            self.dirty.get(lpn as usize / 64),
+        ) {
             flash::prefetch::read(entry);
+            flash::prefetch::read(bits);
         }
     }
 
@@ -246,7 +260,11 @@ impl Cmt {
                 word &= word - 1;
                 match ahead {
                     2 => flash::prefetch::read(&self.slot_of[lpn]),
-                    _ => flash::prefetch::read(&self.slots[self.slot_of[lpn] as usize]),
+                    _ => {
+                        if let Some(slot) = self.slots.get((self.slot_of[lpn] & !DIRTY) as usize) {
+                            flash::prefetch::read(slot);
+                        }
+                    }
                 }
             }
         }
@@ -344,6 +362,13 @@ impl Cmt {
             }
             if is_dirty {
                 per_page[(slot.lpn / self.per_tpage) as usize] += 1;
+            }
+            let in_bitmap = self.dirty[slot.lpn as usize / 64] >> (slot.lpn % 64) & 1 != 0;
+            if in_bitmap != is_dirty {
+                return Err(ftl::violation!(
+                    "lpn {}: dirty in the index {is_dirty}, in the bitmap {in_bitmap}",
+                    slot.lpn
+                ));
             }
             s = slot.next;
         }
@@ -450,6 +475,13 @@ mod tests {
             "a dirty bit for an LPN that is not cached"
         );
         c.dirty[0] &= !(1 << 9);
+        c.check_invariants().unwrap();
+        c.dirty[0] &= !(1 << 1);
+        assert!(
+            c.check_invariants().is_err(),
+            "a dirty entry missing from the bitmap"
+        );
+        c.dirty[0] |= 1 << 1;
         c.check_invariants().unwrap();
         c.slot_of[6] = c.slot_of[1];
         assert!(

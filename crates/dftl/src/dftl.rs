@@ -734,11 +734,6 @@ impl BlockDevice for Dftl {
 
     fn prefetch_mapping(&self, start: Lpn) {
         self.cmt.prefetch(start.0);
-        // On a miss the entry comes from the translation page: start on where the store keeps it.
-        let tpage = self.gtd.get(self.tvpn(start.0)).map_or(Ppn::NONE, |g| g.0);
-        if !tpage.is_none() {
-            self.flash.prefetch_data(tpage);
-        }
     }
 
     fn write(
