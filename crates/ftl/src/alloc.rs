@@ -110,12 +110,19 @@ impl BlockPool {
         }
     }
 
-    /// Heap bytes: per-block state and age, the free queues and the open blocks.
+    /// Heap bytes: per-block state and age, the free queues, the open blocks and the chips with
+    /// room.
     pub fn memory(&self) -> u64 {
         use flash::{deque_bytes, vec_bytes};
         let queues: u64 = self.free.iter().map(deque_bytes).sum();
         let open: u64 = self.open.iter().map(vec_bytes).sum();
-        vec_bytes(&self.state) + vec_bytes(&self.opened_at) + queues + open
+        let room: u64 = self.room.iter().map(vec_bytes).sum();
+        vec_bytes(&self.state)
+            + vec_bytes(&self.opened_at)
+            + queues
+            + open
+            + room
+            + vec_bytes(&self.pending_free_at)
     }
 
     pub fn blocks(&self) -> u32 {
