@@ -197,21 +197,18 @@ impl Cmt {
     /// Hands every dirty entry of translation page `t` to `f` (lpn, ppn) in LPN order and
     /// marks it clean: the batch of one write-back.
     pub fn take_dirty(&mut self, t: usize, mut f: impl FnMut(u32, Ppn)) {
-        let first = t as u32 * self.per_tpage;
-        let last = (first + self.per_tpage).min(self.logical_pages);
+        let lpns = self.page_lpns(t);
         let mut left = self.dirty_count[t];
-        let mut word_start = first - first % 64;
-        while word_start < last && left > 0 {
+        let mut word_start = lpns.start - lpns.start % 64;
+        while word_start < lpns.end && left > 0 {
             // The page's bits in this word: a page need not start or end on a word.
-            let low = first.saturating_sub(word_start);
-            let high = (last - word_start).min(64);
+            let low = lpns.start.saturating_sub(word_start);
+            let high = (lpns.end - word_start).min(64);
             let in_page = (u64::MAX >> (64 - (high - low))) << low;
             let word = &mut self.dirty[word_start as usize / 64];
-            let mut bits = *word & in_page;
+            let bits = *word & in_page;
             *word &= !in_page;
-            while bits != 0 {
-                let lpn = word_start + bits.trailing_zeros();
-                bits &= bits - 1;
+            for lpn in set_bits(word_start, bits) {
                 let entry = &mut self.slot_of[lpn as usize];
                 *entry &= !DIRTY;
                 f(lpn, self.slots[*entry as usize].ppn);
@@ -221,6 +218,14 @@ impl Cmt {
         }
         debug_assert_eq!(left, 0, "page {t}'s dirty count exceeds its dirty entries");
         self.dirty_count[t] = 0;
+    }
+
+    /// LPNs of translation page `t` (empty past the last page).
+    fn page_lpns(&self, t: usize) -> std::ops::Range<u32> {
+        let first = u32::try_from(t)
+            .map_or(u32::MAX, |t| t.saturating_mul(self.per_tpage))
+            .min(self.logical_pages);
+        first..first.saturating_add(self.per_tpage).min(self.logical_pages)
     }
 
     /// Starts loading `lpn`'s index entry into the CPU cache (a hint; no effect on the state).
@@ -242,9 +247,8 @@ impl Cmt {
     /// index entries of its dirty LPNs, at 1 their slots (each step needs the one before it in
     /// the cache). Changes nothing.
     pub fn prefetch_write_back(&self, t: usize, ahead: usize) {
-        let first = t as u64 * self.per_tpage as u64;
-        let end = (first + self.per_tpage as u64).min(self.logical_pages as u64);
-        let words = first as usize / 64..end.div_ceil(64) as usize;
+        let lpns = self.page_lpns(t);
+        let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
         let Some(bits) = self.dirty.get(words.clone()) else {
             return;
         };
@@ -254,10 +258,7 @@ impl Cmt {
             return;
         }
         for (w, &word) in words.zip(bits) {
-            let mut word = word;
-            while word != 0 {
-                let lpn = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
+            for lpn in set_bits(w as u32 * 64, word).map(|lpn| lpn as usize) {
                 match ahead {
                     2 => flash::prefetch::read(&self.slot_of[lpn]),
                     _ => {
@@ -396,6 +397,17 @@ impl Cmt {
         }
         Ok(())
     }
+}
+
+/// The LPNs whose bits are set in `bits`, the dirty bitmap's word that starts at `word_start`.
+fn set_bits(word_start: u32, mut bits: u64) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        (bits != 0).then(|| {
+            let lpn = word_start + bits.trailing_zeros();
+            bits &= bits - 1;
+            lpn
+        })
+    })
 }
 
 #[cfg(test)]
