@@ -78,6 +78,12 @@ fn ftl_decoders() -> Vec<Decoder> {
         decoder("mobius tp", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(mftl::format::decode_tp(b));
         }),
+        decoder("mobius tp into a view", DECODER_PAGE, |b| {
+            // As a reload fills the view: a page's worth of entries, and one more.
+            let per = mftl::format::entries_per_page(DECODER_PAGE as u32);
+            let mut view = vec![0u32; per + (b.len() % 2)];
+            let _ = std::hint::black_box(mftl::format::decode_tp_into(b, &mut view));
+        }),
         decoder("mobius gtd", DECODER_PAGE, |b| {
             let _ = std::hint::black_box(mftl::format::decode_gtd(b));
         }),

@@ -284,9 +284,21 @@ struct KeptBytes {
     kept: Box<[u8]>,
 }
 
+/// Length of `bytes` without its trailing zero bytes. Whole 32-byte blocks are tested at once
+/// (a metadata page is often mostly padding: Möbius's inodes hold a few items in 4 KB, and a
+/// byte-by-byte scan of them was 16 % of its txmix run).
+fn used_len(bytes: &[u8]) -> usize {
+    const BLOCK: usize = 32;
+    let mut end = bytes.len();
+    while end >= BLOCK && bytes[end - BLOCK..end].iter().fold(0u8, |a, &b| a | b) == 0 {
+        end -= BLOCK;
+    }
+    bytes[..end].iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
 impl KeptBytes {
     fn new(bytes: Box<[u8]>) -> KeptBytes {
-        let used = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let used = used_len(&bytes);
         let len = bytes.len() as u32;
         // A page trimmed by little keeps its buffer (no copy: a DFTL write-back hands the same
         // buffer from page to page; a copy into fresh memory cost it ~15 % of a GC-heavy run);
@@ -761,6 +773,26 @@ mod tests {
     fn mem_store() -> MemStore {
         let geometry = DeviceConfig::preset("small").unwrap().geometry;
         MemStore::new(&geometry, 16)
+    }
+
+    #[test]
+    fn used_len_matches_a_byte_by_byte_scan() {
+        let plain = |b: &[u8]| b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+        let mut rng = 0x9e37_79b9_u64;
+        for len in [0usize, 1, 31, 32, 33, 63, 64, 65, 100, 4096] {
+            for _ in 0..64 {
+                let mut b = vec![0u8; len];
+                // A few non-zero bytes anywhere, sometimes none.
+                for _ in 0..(rng % 4) {
+                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    if len > 0 {
+                        b[(rng >> 33) as usize % len] = (rng >> 20) as u8 | 1;
+                    }
+                }
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1);
+                assert_eq!(used_len(&b), plain(&b), "len {len}: {b:?}");
+            }
+        }
     }
 
     #[test]

@@ -297,36 +297,69 @@ pub fn entries_per_page(page_bytes: u32) -> usize {
 }
 
 fn encode_table(magic: u32, index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<[u8]> {
-    assert!(entries.len() <= entries_per_page(page_bytes));
+    let per = entries_per_page(page_bytes);
+    assert!(entries.len() <= per);
     let mut b = vec![0u8; page_bytes as usize].into_boxed_slice();
     put32(&mut b, 0, magic);
     put32(&mut b, 4, index);
     put32(&mut b, 8, seq);
-    for (i, e) in entries.iter().enumerate() {
-        put32(&mut b, PAGE_HEADER + 4 * i, *e);
+    let (used, unused) = b[PAGE_HEADER..PAGE_HEADER + 4 * per].split_at_mut(4 * entries.len());
+    for (slot, e) in used.chunks_exact_mut(4).zip(entries) {
+        slot.copy_from_slice(&e.to_le_bytes());
     }
     // Unused slots read as "no mapping".
-    for i in entries.len()..entries_per_page(page_bytes) {
-        put32(&mut b, PAGE_HEADER + 4 * i, NO_PPN);
+    for slot in unused.chunks_exact_mut(4) {
+        slot.copy_from_slice(&NO_PPN.to_le_bytes());
     }
     let c = crc32c::crc32c(&b);
     put32(&mut b, 12, c);
     b
 }
 
-fn decode_table(magic: u32, b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
+/// Checks a table page's magic and crc (computed over the page with the crc field read as
+/// zero, without copying it); returns its index and seq.
+fn check_table(magic: u32, b: &[u8]) -> Result<(u32, u32), CorruptRecord> {
     let mut r = Reader::new(b);
     r.magic(&magic.to_le_bytes(), "Möbius table page")?;
     let (index, seq, stored) = (r.u32()?, r.u32()?, r.u32()?);
-    let mut copy = b.to_vec();
-    put32(&mut copy, 12, 0);
-    codec::check_crc(stored, &copy)?;
-    let n = (b.len() - PAGE_HEADER) / 4;
-    Ok((
-        index,
-        seq,
-        (0..n).map(|i| get32(b, PAGE_HEADER + 4 * i)).collect(),
-    ))
+    let head = crc32c::crc32c_append(crc32c::crc32c(&b[..12]), &[0; 4]);
+    let computed = crc32c::crc32c_append(head, &b[PAGE_HEADER..]);
+    if stored != computed {
+        return Err(CorruptRecord::BadChecksum { stored, computed });
+    }
+    Ok((index, seq))
+}
+
+/// The entries of a table page [`check_table`] accepted.
+fn table_entries(b: &[u8]) -> impl ExactSizeIterator<Item = u32> + '_ {
+    b[PAGE_HEADER..]
+        .chunks_exact(4)
+        .map(|e| u32::from_le_bytes(e.try_into().expect("4 bytes")))
+}
+
+fn decode_table(magic: u32, b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
+    let (index, seq) = check_table(magic, b)?;
+    Ok((index, seq, table_entries(b).collect()))
+}
+
+/// [`decode_tp`] into `out`, without an intermediate copy: the page's first `out.len()`
+/// entries. Returns whether `out` already held them (a translation page reloaded after its
+/// eviction must equal the view it was evicted from).
+pub fn decode_tp_into(b: &[u8], out: &mut [u32]) -> Result<bool, CorruptRecord> {
+    check_table(TP_MAGIC, b)?;
+    let held = table_entries(b).len();
+    if held < out.len() {
+        return Err(CorruptRecord::OutOfRange {
+            field: "entries wanted",
+            value: out.len() as u64,
+            limit: held as u64,
+        });
+    }
+    let same = out.iter().zip(table_entries(b)).all(|(o, e)| *o == e);
+    for (o, e) in out.iter_mut().zip(table_entries(b)) {
+        *o = e;
+    }
+    Ok(same)
 }
 
 /// Translation page: PPNs of `entries_per_page` consecutive LPNs (DFTL-style, Möbius §III-F).
@@ -477,5 +510,48 @@ mod tests {
             gtd_ppns: vec![10, 11],
         };
         assert_eq!(GmSeal::decode(&seal.encode(4096)), Ok(seal));
+    }
+
+    #[test]
+    fn table_crc_is_of_the_page_with_its_crc_field_zeroed() {
+        let e: Vec<u32> = (0..10).map(|i| i * 7 + 1).collect();
+        let b = encode_tp(3, 8, &e, 4096);
+        let mut zeroed = b.to_vec();
+        zeroed[12..16].fill(0);
+        assert_eq!(get32(&b, 12), crc32c::crc32c(&zeroed));
+        // A damaged crc field itself is caught as well as a damaged entry or header.
+        for at in [0, 5, 13, 16, 4095] {
+            let mut bad = b.to_vec();
+            bad[at] ^= 0x10;
+            assert!(decode_tp(&bad).is_err(), "byte {at} flipped");
+        }
+    }
+
+    #[test]
+    fn decode_tp_into_matches_decode_tp_and_reports_a_changed_view() {
+        let e: Vec<u32> = (0..10).map(|i| i * 7 + 1).collect();
+        let b = encode_tp(3, 8, &e, 4096);
+        let (_, _, whole) = decode_tp(&b).unwrap();
+        let mut view = vec![0u32; 12];
+        assert_eq!(decode_tp_into(&b, &mut view), Ok(false), "view was stale");
+        assert_eq!(view, whole[..12]);
+        assert_eq!(decode_tp_into(&b, &mut view), Ok(true), "view now equal");
+        // A damaged page leaves the view as it was.
+        let mut bad = b.to_vec();
+        bad[20] ^= 1;
+        let before = view.clone();
+        assert!(matches!(
+            decode_tp_into(&bad, &mut view),
+            Err(CorruptRecord::BadChecksum { .. })
+        ));
+        assert_eq!(view, before);
+        // More entries than a page holds: a typed error, not a short copy.
+        let mut too_many = vec![0u32; entries_per_page(4096) + 1];
+        assert!(matches!(
+            decode_tp_into(&b, &mut too_many),
+            Err(CorruptRecord::OutOfRange { .. })
+        ));
+        // Too short to hold a header.
+        assert!(decode_tp_into(&b[..10], &mut view).is_err());
     }
 }

@@ -245,7 +245,7 @@ impl Mobius {
         let (_, ppn) = self.ala_ppn(self.tail);
         let span = self
             .flash
-            .program(ppn, &Content::Bytes(bytes), &oob, nb, OpCause::TxMeta)
+            .program_owned(ppn, Content::Bytes(bytes), &oob, nb, OpCause::TxMeta)
             .map_err(err_flash)?;
         self.tail += 1;
         self.ala_last_end = self.ala_last_end.max(span.end_ns);

@@ -137,7 +137,7 @@ impl Mobius {
                 .ok_or(FtlError::NoSpace)?;
             let span = self
                 .flash
-                .program(to, &content, &oob, rd.end_ns, cause)
+                .program_owned(to, content, &oob, rd.end_ns, cause)
                 .map_err(err_flash)?;
             last = last.max(span.end_ns);
             self.space.validity.invalidate(from, span.end_ns);

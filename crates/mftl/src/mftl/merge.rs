@@ -30,9 +30,9 @@ impl Mobius {
             .encode();
             let s = self
                 .flash
-                .program(
+                .program_owned(
                     ppn,
-                    &Content::Bytes(encode_gtd(i as u32, self.gm_seq, chunk, pb)),
+                    Content::Bytes(encode_gtd(i as u32, self.gm_seq, chunk, pb)),
                     &oob,
                     er.end_ns,
                     OpCause::Checkpoint,
@@ -64,9 +64,9 @@ impl Mobius {
         .encode();
         let s = self
             .flash
-            .program(
+            .program_owned(
                 ppn,
-                &Content::Bytes(seal.encode(pb)),
+                Content::Bytes(seal.encode(pb)),
                 &oob,
                 end,
                 OpCause::Checkpoint,
@@ -186,9 +186,9 @@ impl Mobius {
         .encode();
         let s = self
             .flash
-            .program(
+            .program_owned(
                 Ppn(ppn),
-                &Content::Bytes(bytes),
+                Content::Bytes(bytes),
                 &oob,
                 not_before,
                 OpCause::Mapping,

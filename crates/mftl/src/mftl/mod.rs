@@ -391,17 +391,13 @@ impl Mobius {
                     "translation page {tp} unreadable"
                 )));
             };
-            let (_, _, e) = decode_tp(&b)
+            let same = decode_tp_into(&b, &mut self.base[start..end])
                 .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
-            if self.tp_stamp[tp] == u64::MAX {
-                // Reloaded after eviction: the in-memory view must equal what is on flash.
-                assert_eq!(
-                    &self.base[start..end],
-                    &e[..end - start],
-                    "evicted translation page {tp} was dirty"
-                );
-            }
-            self.base[start..end].copy_from_slice(&e[..end - start]);
+            // Reloaded after eviction: the in-memory view must equal what is on flash.
+            assert!(
+                same || self.tp_stamp[tp] != u64::MAX,
+                "evicted translation page {tp} was dirty"
+            );
             self.tp_misses += 1;
             self.touch_tp(tp);
         } else {
