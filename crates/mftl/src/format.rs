@@ -26,7 +26,7 @@
 //! u32 entries.
 
 use flash::codec::{self, CorruptRecord, Reader};
-use flash::Ppn;
+use flash::{Ppn, WordCrc};
 
 /// Version of Möbius's on-flash format: every record this module encodes. The image header records it
 /// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
@@ -369,6 +369,29 @@ pub fn encode_tp(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<
 pub fn decode_tp(b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
     decode_table(TP_MAGIC, b)
 }
+/// Rewrites a translation page encoded by [`encode_tp`] (or patched before) in place: its seq
+/// becomes `seq` and each `(i, ppn)` of `changes` sets entry `i`, the crc following word by word
+/// ([`WordCrc`] for buffers of the page's length), without reading the rest of the page. The
+/// result is the page [`encode_tp`] would give for the changed entries (tests hold it to that).
+pub fn patch_tp(
+    page: &mut [u8],
+    crc: &WordCrc,
+    seq: u32,
+    changes: impl IntoIterator<Item = (usize, u32)>,
+) {
+    let mut c = get32(page, 12);
+    let mut set = |page: &mut [u8], word: usize, value: u32| {
+        let old = get32(page, 4 * word);
+        c ^= crc.word_change(word, old ^ value);
+        put32(page, 4 * word, value);
+    };
+    set(page, 2, seq);
+    for (i, ppn) in changes {
+        set(page, PAGE_HEADER / 4 + i, ppn);
+    }
+    put32(page, 12, c);
+}
+
 /// GTD chunk: translation-page PPNs.
 pub fn encode_gtd(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<[u8]> {
     encode_table(GTD_MAGIC, index, seq, entries, page_bytes)
@@ -524,6 +547,27 @@ mod tests {
             let mut bad = b.to_vec();
             bad[at] ^= 0x10;
             assert!(decode_tp(&bad).is_err(), "byte {at} flipped");
+        }
+    }
+
+    #[test]
+    fn a_patched_translation_page_is_the_page_encoded_whole() {
+        let per = entries_per_page(4096);
+        for crc in [WordCrc::new(4096), WordCrc::software(4096)] {
+            let mut view: Vec<u32> = (0..per as u32 - 3).map(|i| i * 13 + 5).collect();
+            let mut page = encode_tp(7, 1, &view, 4096).to_vec();
+            for (seq, changed) in [(2u32, vec![0usize, 1, 500]), (3, vec![per - 4]), (4, vec![])] {
+                for &i in &changed {
+                    view[i] = view[i].wrapping_mul(31) ^ seq;
+                }
+                patch_tp(&mut page, &crc, seq, changed.iter().map(|&i| (i, view[i])));
+                assert_eq!(page, encode_tp(7, seq, &view, 4096).to_vec(), "seq {seq}");
+                assert!(decode_tp(&page).is_ok());
+            }
+            // The negative: a change left out of the patch gives a page that differs.
+            view[9] ^= 1;
+            patch_tp(&mut page, &crc, 5, []);
+            assert_ne!(page, encode_tp(7, 5, &view, 4096).to_vec());
         }
     }
 

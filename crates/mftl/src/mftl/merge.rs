@@ -111,29 +111,28 @@ impl Mobius {
             .as_ref()
             .map(|c| c.undo.iter().rev().map(|&(l, _, old)| (l, old)).collect())
             .unwrap_or_default();
-        let entries: Vec<(u32, u32)> = self.resident.iter().map(|(&l, &p)| (l, p)).collect();
-        let mut dirty: Vec<usize> = Vec::new();
+        let mut changed: Vec<u32> = self.resident.keys().copied().collect();
         let mut end = at;
-        for (l, p) in entries {
-            let tp = self.tp_of(l);
-            end = end.max(self.load_tp(tp, at)?);
-            self.base[l as usize] = *undo.get(&l).unwrap_or(&p);
-            dirty.push(tp);
+        for &l in &changed {
+            end = end.max(self.load_tp(self.tp_of(l), at)?);
+            self.base[l as usize] = undo.get(&l).copied().unwrap_or(self.resident[&l]);
         }
-        dirty.sort_unstable();
-        dirty.dedup();
+        // In LPN order, so each translation page's changed entries are adjacent.
+        changed.sort_unstable();
         // The translation pages name the folded pages: not on flash before those are.
         end = end.max(self.resident_durable_by);
         self.map_seq += 1;
         let mut tp_end = end;
         debug_assert!(self.superseded_tps.is_empty());
-        for tp in dirty {
+        let per = entries_per_page(self.flash.geometry().page_bytes) as u32;
+        for lpns in changed.chunk_by(|a, b| a / per == b / per) {
             // The translation pages come out of the GC reserve; collecting here would append
             // relocation inodes to a ring that may be nearly full.
             if self.space.pool.free_blocks() <= 1 {
                 self.gc_if_needed(at)?;
             }
-            tp_end = tp_end.max(self.write_translation_page(tp, end)?);
+            let tp = self.tp_of(lpns[0]);
+            tp_end = tp_end.max(self.write_translation_page(tp, lpns, end)?);
             self.merge_tp_end = tp_end;
         }
         self.head = new_head;
@@ -164,18 +163,17 @@ impl Mobius {
 
     /// Programs translation page `tp` from the mapping (after `not_before`) at a fresh place
     /// and points the GTD at it; the old copy is superseded once the merge's GM record is on
-    /// flash. Returns the program's end.
+    /// flash. `changed` holds the LPNs whose entries changed since the old copy was written
+    /// (every other entry is as it was: the view changes only in merges, and a merge writes
+    /// every page it changes). Returns the program's end.
     pub(super) fn write_translation_page(
         &mut self,
         tp: usize,
+        changed: &[u32],
         not_before: u64,
     ) -> Result<u64, FtlError> {
-        let pb = self.flash.geometry().page_bytes;
-        let per = entries_per_page(pb);
         let ppn = self.alloc(S_MAP)?;
-        let s0 = tp * per;
-        let s1 = (s0 + per).min(self.logical as usize);
-        let bytes = encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb);
+        let bytes = self.translation_page_bytes(tp, changed)?;
         let oob = PageOob {
             tx_id: 0,
             lpn: tp as u32,
@@ -203,6 +201,29 @@ impl Mobius {
         self.gtd[tp] = ppn;
         self.touch_tp(tp);
         Ok(s.end_ns)
+    }
+
+    /// The bytes of translation page `tp` as the view holds it. With a copy on flash, that
+    /// copy's buffer is taken ([`Flash::take_page`]: a tag-only store hands it over, others
+    /// copy) and only the `changed` entries and the seq are rewritten ([`patch_tp`], 4 KB
+    /// neither copied nor checksummed again). Nothing reads the old copy after this: the GTD
+    /// points at the new one, GC drops a translation page the merge has replaced, and a
+    /// recording device (crash campaigns) keeps every page's bytes.
+    fn translation_page_bytes(&mut self, tp: usize, changed: &[u32]) -> Result<Box<[u8]>, FtlError> {
+        let per = entries_per_page(self.flash.geometry().page_bytes);
+        let s0 = tp * per;
+        if self.gtd[tp] == NO_PPN {
+            let s1 = (s0 + per).min(self.logical as usize);
+            let pb = self.flash.geometry().page_bytes;
+            return Ok(encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb));
+        }
+        let mut page = self.flash.take_page(Ppn(self.gtd[tp])).map_err(err_flash)?;
+        let base = &self.base;
+        let changes = changed
+            .iter()
+            .map(|&l| (l as usize - s0, base[l as usize]));
+        patch_tp(&mut page, &self.page_crc, self.map_seq, changes);
+        Ok(page)
     }
 
     pub(super) fn maybe_merge(&mut self, at: u64) -> Result<(), FtlError> {

@@ -202,6 +202,8 @@ pub struct Mobius {
     /// Translation pages a running merge has replaced; they stay valid (the durable GM points
     /// at them) until the merge's GM record is on flash.
     superseded_tps: Vec<u32>,
+    /// Updates a translation page's crc as its words change ([`patch_tp`]).
+    pub(crate) page_crc: flash::WordCrc,
     /// Completion of the translation pages the running merge has written so far.
     merge_tp_end: u64,
     /// When every page the Resident Area maps is on flash: a merge folds the Resident Area into
@@ -323,6 +325,7 @@ impl Mobius {
             gc_runs: 0,
             merging: false,
             superseded_tps: Vec::new(),
+            page_crc: flash::WordCrc::new(g.page_bytes as usize),
             merge_tp_end: 0,
             resident_durable_by: 0,
             dyn_not_before: 0,
