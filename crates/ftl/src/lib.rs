@@ -7,12 +7,14 @@
 //!   the tools build sits behind;
 //! - [`promise`]: the crash promises a design can declare;
 //! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
-//!   cost-benefit GC, static wear leveling, over-provisioning.
+//!   cost-benefit GC, static wear leveling, over-provisioning;
+//! - [`lru`]: a least-recently-used order over a fixed table's indices.
 
 pub mod alloc;
 pub mod device;
 pub mod error;
 pub mod host_interface;
+pub mod lru;
 pub mod promise;
 pub mod space;
 pub mod validity;
@@ -25,6 +27,7 @@ pub use device::{
 };
 pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
+pub use lru::IndexLru;
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};
 pub use validity::{OwnerOnFlash, Validity, NO_OWNER};

@@ -149,7 +149,8 @@ impl BlockDevice for Mobius {
             "mobius.mapping".into(),
             vec_bytes(&self.base)
                 + vec_bytes(&self.tp_loaded)
-                + vec_bytes(&self.tp_stamp)
+                + vec_bytes(&self.tp_evicted)
+                + self.tp_lru.memory()
                 + vec_bytes(&self.gtd),
         ));
         // Resident Area: a hash table slot (key, value, control byte) per slot of capacity.

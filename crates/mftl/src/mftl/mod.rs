@@ -138,9 +138,10 @@ pub struct Mobius {
     pub(crate) tp_loaded: Vec<bool>,
     /// Evicting Area (§III-F): cached translation pages, least recently used first out. A cached
     /// page is always clean (merges write every page they change), so eviction never writes.
-    pub(crate) tp_lru: std::collections::BTreeMap<u64, usize>,
-    tp_stamp: Vec<u64>,
-    lru_clock: u64,
+    pub(crate) tp_lru: ftl::IndexLru,
+    /// Translation pages evicted since they were last in the Evicting Area (a reload must find
+    /// the view as it left it).
+    tp_evicted: Vec<bool>,
     pub(crate) evicting_tps: usize,
     pub(crate) tp_misses: u64,
     pub(crate) tp_evictions: u64,
@@ -282,9 +283,8 @@ impl Mobius {
             unpinned_at: vec![0; g.blocks() as usize],
             base: vec![NO_PPN; logical as usize],
             tp_loaded: vec![false; tps],
-            tp_lru: Default::default(),
-            tp_stamp: vec![0; tps],
-            lru_clock: 0,
+            tp_lru: ftl::IndexLru::new(tps),
+            tp_evicted: vec![false; tps],
             evicting_tps: (cfg.evicting_bytes / g.page_bytes as u64).max(2) as usize,
             tp_misses: 0,
             tp_evictions: 0,
@@ -373,7 +373,7 @@ impl Mobius {
     /// Loads a translation page into the view (a CMT miss). Returns when it is usable.
     pub(crate) fn load_tp(&mut self, tp: usize, at: u64) -> Result<u64, FtlError> {
         if self.tp_loaded[tp] {
-            if self.tp_stamp[tp] != 0 && self.tp_stamp[tp] != self.lru_clock {
+            if self.tp_lru.contains(tp) {
                 self.touch_tp(tp);
             }
             return Ok(at);
@@ -398,7 +398,7 @@ impl Mobius {
                 .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
             // Reloaded after eviction: the in-memory view must equal what is on flash.
             assert!(
-                same || self.tp_stamp[tp] != u64::MAX,
+                same || !self.tp_evicted[tp],
                 "evicted translation page {tp} was dirty"
             );
             self.tp_misses += 1;
@@ -449,12 +449,8 @@ impl Mobius {
 
     /// Marks a translation page most recently used in the Evicting Area.
     fn touch_tp(&mut self, tp: usize) {
-        if self.tp_stamp[tp] != 0 && self.tp_stamp[tp] != u64::MAX {
-            self.tp_lru.remove(&self.tp_stamp[tp]);
-        }
-        self.lru_clock += 1;
-        self.tp_stamp[tp] = self.lru_clock;
-        self.tp_lru.insert(self.lru_clock, tp);
+        self.tp_lru.touch(tp);
+        self.tp_evicted[tp] = false;
     }
 
     /// Drops least recently used translation pages beyond the Evicting Area's capacity (never
@@ -464,8 +460,8 @@ impl Mobius {
             return;
         }
         while self.tp_lru.len() > self.evicting_tps {
-            let (_, tp) = self.tp_lru.pop_first().expect("non-empty LRU");
-            self.tp_stamp[tp] = u64::MAX;
+            let tp = self.tp_lru.pop_oldest().expect("non-empty LRU");
+            self.tp_evicted[tp] = true;
             self.tp_loaded[tp] = false;
             self.tp_evictions += 1;
         }
