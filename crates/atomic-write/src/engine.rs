@@ -199,9 +199,9 @@ pub struct Engine {
     /// Committed mapping LPN → PPN (`NONE` = unmapped).
     pub map: Vec<u32>,
     tpage: Vec<u32>,
-    tdirty: Vec<bool>,
+    tdirty: ftl::DirtySet,
     gpage: Vec<u32>,
-    gdirty: Vec<bool>,
+    gdirty: ftl::DirtySet,
     old_tree: Vec<Ppn>,
     zone_pages: Vec<u32>,
     zone_dirty: bool,
@@ -309,9 +309,9 @@ impl Engine {
             "engine.mapping".into(),
             vec_bytes(&self.map)
                 + vec_bytes(&self.tpage)
-                + vec_bytes(&self.tdirty)
+                + self.tdirty.memory()
                 + vec_bytes(&self.gpage)
-                + vec_bytes(&self.gdirty)
+                + self.gdirty.memory()
                 + vec_bytes(&self.old_tree),
         ));
         m
@@ -375,9 +375,9 @@ impl Engine {
             entries,
             map: vec![NONE; logical as usize],
             tpage: vec![NONE; tvpns as usize],
-            tdirty: vec![false; tvpns as usize],
+            tdirty: ftl::DirtySet::new(tvpns as usize),
             gpage: vec![NONE; gtds as usize],
-            gdirty: vec![false; gtds as usize],
+            gdirty: ftl::DirtySet::new(gtds as usize),
             old_tree: Vec::new(),
             zone_pages: Vec::new(),
             zone_dirty: true,
@@ -687,19 +687,19 @@ impl Engine {
         }
         .encode();
         self.meta_seq += 1;
-        let span = self.flash.program(
+        let span = self.flash.program_owned(
             ppn,
-            &Content::Bytes(bytes),
+            Content::Bytes(bytes),
             &oob,
             not_before,
             OpCause::Mapping,
         )?;
         let (owner, slot) = if kind == KIND_TRANSLATION {
-            self.gdirty[(id / self.entries) as usize] = true;
-            self.tdirty[id as usize] = false;
+            self.gdirty.mark((id / self.entries) as usize);
+            self.tdirty.clean(id as usize);
             (OWNER_TRANSLATION | id, &mut self.tpage[id as usize])
         } else {
-            self.gdirty[id as usize] = false;
+            self.gdirty.clean(id as usize);
             (OWNER_GTD | id, &mut self.gpage[id as usize])
         };
         let old = std::mem::replace(slot, ppn.0);
@@ -745,18 +745,14 @@ impl Engine {
     /// before `not_before`; returns when the last is on flash.
     fn write_dirty_tree(&mut self, not_before: u64) -> Result<u64, FtlError> {
         let mut end = not_before;
-        let dirty: Vec<u32> = (0..self.tdirty.len() as u32)
-            .filter(|&t| self.tdirty[t as usize])
-            .collect();
+        let dirty = self.tdirty.members();
         for t in dirty {
             let lo = (t * self.entries) as usize;
             let hi = (lo + self.entries as usize).min(self.logical as usize);
             let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
             end = end.max(self.write_tree_page(KIND_TRANSLATION, t, bytes, not_before)?);
         }
-        let dirty: Vec<u32> = (0..self.gdirty.len() as u32)
-            .filter(|&g| self.gdirty[g as usize])
-            .collect();
+        let dirty = self.gdirty.members();
         for gi in dirty {
             let lo = (gi * self.entries) as usize;
             let hi = (lo + self.entries as usize).min(self.tpage.len());
@@ -994,7 +990,7 @@ impl Engine {
             }
             self.map[lpn as usize] = ppn.0;
             let t = self.tvpn(lpn);
-            self.tdirty[t] = true;
+            self.tdirty.mark(t);
             self.lpn_barrier.insert(lpn, commit_end);
         }
         if self.lpn_barrier.len() > 1 << 16 {
@@ -1031,7 +1027,7 @@ impl Engine {
             self.space.validity.invalidate(Ppn(old), end);
         }
         let t = self.tvpn(lpn);
-        self.tdirty[t] = true;
+        self.tdirty.mark(t);
         Ok(end)
     }
 
@@ -1054,7 +1050,7 @@ impl Engine {
         if old != NONE {
             self.space.validity.invalidate(Ppn(old), now);
             let t = self.tvpn(lpn);
-            self.tdirty[t] = true;
+            self.tdirty.mark(t);
         }
     }
 
@@ -1157,7 +1153,7 @@ impl Engine {
                 if self.map[id as usize] == from.0 {
                     self.map[id as usize] = to.0;
                     let t = self.tvpn(id);
-                    self.tdirty[t] = true;
+                    self.tdirty.mark(t);
                     return;
                 }
                 for tx in &mut self.txs {
@@ -1172,7 +1168,7 @@ impl Engine {
             OWNER_TRANSLATION => {
                 debug_assert_eq!(self.tpage[id as usize], from.0);
                 self.tpage[id as usize] = to.0;
-                self.gdirty[(id / self.entries) as usize] = true;
+                self.gdirty.mark((id / self.entries) as usize);
             }
             OWNER_GTD => {
                 debug_assert_eq!(self.gpage[id as usize], from.0);
@@ -1498,7 +1494,7 @@ impl Engine {
         for &(lpn, ppn) in &applied {
             self.map[lpn as usize] = ppn.0;
             let tv = self.tvpn(lpn);
-            self.tdirty[tv] = true;
+            self.tdirty.mark(tv);
         }
         self.next_seq = next_seq;
         self.next_tx = next_tx;

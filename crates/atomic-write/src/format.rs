@@ -104,8 +104,8 @@ pub fn encode_entries(entries: &[u32], page_bytes: u32) -> Box<[u8]> {
     let n = (page_bytes / 4) as usize;
     assert!(entries.len() <= n, "too many entries for one page");
     let mut b = vec![0xFFu8; page_bytes as usize].into_boxed_slice();
-    for (i, e) in entries.iter().enumerate() {
-        b[i * 4..i * 4 + 4].copy_from_slice(&e.to_le_bytes());
+    for (slot, e) in b.chunks_exact_mut(4).zip(entries) {
+        slot.copy_from_slice(&e.to_le_bytes());
     }
     b
 }

@@ -8,10 +8,12 @@
 //! - [`promise`]: the crash promises a design can declare;
 //! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
 //!   cost-benefit GC, static wear leveling, over-provisioning;
-//! - [`lru`]: a least-recently-used order over a fixed table's indices.
+//! - [`lru`], [`dirty`]: a least-recently-used order and dirty marks over a fixed table's
+//!   indices.
 
 pub mod alloc;
 pub mod device;
+pub mod dirty;
 pub mod error;
 pub mod host_interface;
 pub mod lru;
@@ -27,6 +29,7 @@ pub use device::{
 };
 pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
+pub use dirty::DirtySet;
 pub use lru::IndexLru;
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};
