@@ -200,6 +200,15 @@ pub struct Engine {
     pub map: Vec<u32>,
     tpage: Vec<u32>,
     tdirty: ftl::DirtySet,
+    /// LPNs whose `map` entry changed since their translation page was last written (a page is
+    /// rewritten from its previous copy with these entries: [`Engine::translation_page_bytes`]).
+    /// Noting more than changed is harmless; every change must be noted.
+    tchanged: Vec<u32>,
+    /// crc32c of each translation page as this engine last wrote it (`None`: not written since
+    /// start or recovery, so its next write encodes it whole).
+    tcrc: Vec<Option<u32>>,
+    /// Updates a page's crc as its words change.
+    page_crc: flash::WordCrc,
     gpage: Vec<u32>,
     gdirty: ftl::DirtySet,
     old_tree: Vec<Ppn>,
@@ -310,6 +319,9 @@ impl Engine {
             vec_bytes(&self.map)
                 + vec_bytes(&self.tpage)
                 + self.tdirty.memory()
+                + vec_bytes(&self.tchanged)
+                + vec_bytes(&self.tcrc)
+                + self.page_crc.memory()
                 + vec_bytes(&self.gpage)
                 + self.gdirty.memory()
                 + vec_bytes(&self.old_tree),
@@ -376,6 +388,9 @@ impl Engine {
             map: vec![NONE; logical as usize],
             tpage: vec![NONE; tvpns as usize],
             tdirty: ftl::DirtySet::new(tvpns as usize),
+            tchanged: Vec::new(),
+            tcrc: vec![None; tvpns as usize],
+            page_crc: flash::WordCrc::new(g.page_bytes as usize),
             gpage: vec![NONE; gtds as usize],
             gdirty: ftl::DirtySet::new(gtds as usize),
             old_tree: Vec::new(),
@@ -669,6 +684,7 @@ impl Engine {
 
     // ----- the mapping tree and the root ---------------------------------------------------
 
+    /// Writes a GTD page (or a translation page encoded whole).
     fn write_tree_page(
         &mut self,
         kind: u8,
@@ -677,13 +693,71 @@ impl Engine {
         not_before: u64,
     ) -> Result<u64, FtlError> {
         let ppn = self.alloc(STREAM_MAP, not_before)?;
+        let crc = crc32c::crc32c(&bytes);
+        self.program_tree_page(ppn, kind, id, bytes, crc, not_before)
+    }
+
+    /// Writes translation page `t`, whose entries in `changed` (and no others) changed since
+    /// its last copy. The place is allocated before the old copy's bytes are taken, so a
+    /// failed allocation loses nothing.
+    fn write_translation_page(
+        &mut self,
+        t: u32,
+        changed: &[u32],
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
+        let ppn = self.alloc(STREAM_MAP, not_before)?;
+        let (bytes, crc) = self.translation_page_bytes(t, changed)?;
+        self.program_tree_page(ppn, KIND_TRANSLATION, t, bytes, crc, not_before)
+    }
+
+    /// Translation page `t`'s bytes and crc32c from the mapping. When this engine wrote its
+    /// current copy, that copy's buffer is taken ([`Flash::take_page`]: a tag-only store hands
+    /// it over, others and a recording device copy) and only the `changed` entries are
+    /// rewritten, the crc following word by word ([`flash::WordCrc`]). Nothing reads the old
+    /// copy afterwards: the root written next names the new one, allocations in the map stream
+    /// collect no garbage, and [`Engine::after_root`] releases the old copy's bytes anyway.
+    fn translation_page_bytes(
+        &mut self,
+        t: u32,
+        changed: &[u32],
+    ) -> Result<(Box<[u8]>, u32), FtlError> {
+        let lo = (t * self.entries) as usize;
+        let old = self.tpage[t as usize];
+        let Some(mut crc) = self.tcrc[t as usize].filter(|_| old != NONE) else {
+            let hi = (lo + self.entries as usize).min(self.logical as usize);
+            let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
+            let crc = crc32c::crc32c(&bytes);
+            return Ok((bytes, crc));
+        };
+        let mut page = self.flash.take_page(Ppn(old))?;
+        for &lpn in changed {
+            let i = lpn as usize - lo;
+            let word = &mut page[4 * i..4 * i + 4];
+            let was = u32::from_le_bytes((&*word).try_into().expect("4 bytes"));
+            let now = self.map[lpn as usize];
+            crc ^= self.page_crc.word_change(i, was ^ now);
+            word.copy_from_slice(&now.to_le_bytes());
+        }
+        Ok((page, crc))
+    }
+
+    fn program_tree_page(
+        &mut self,
+        ppn: Ppn,
+        kind: u8,
+        id: u32,
+        bytes: Box<[u8]>,
+        crc: u32,
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
         let oob = OobRecord {
             kind,
             flag: 0,
             id,
             seq: self.meta_seq,
             tx: 0,
-            data_crc: crc32c::crc32c(&bytes),
+            data_crc: crc,
         }
         .encode();
         self.meta_seq += 1;
@@ -694,6 +768,9 @@ impl Engine {
             not_before,
             OpCause::Mapping,
         )?;
+        if kind == KIND_TRANSLATION {
+            self.tcrc[id as usize] = Some(crc);
+        }
         let (owner, slot) = if kind == KIND_TRANSLATION {
             self.gdirty.mark((id / self.entries) as usize);
             self.tdirty.clean(id as usize);
@@ -709,6 +786,31 @@ impl Engine {
         self.space.validity.set_valid(ppn, owner);
         self.stats.tree_pages += 1;
         Ok(span.end_ns)
+    }
+
+    /// Writes the translation pages `dirty` (increasing), whose changed LPNs are in `changed`
+    /// (increasing); returns when the last is on flash.
+    fn write_translation_pages(
+        &mut self,
+        dirty: &[u32],
+        changed: &[u32],
+        not_before: u64,
+    ) -> Result<u64, FtlError> {
+        let mut end = not_before;
+        for &t in dirty {
+            let lo = t * self.entries;
+            let from = changed.partition_point(|&l| l < lo);
+            let to = changed.partition_point(|&l| l < lo + self.entries);
+            end = end.max(self.write_translation_page(t, &changed[from..to], not_before)?);
+        }
+        Ok(end)
+    }
+
+    /// Notes that `lpn`'s entry of `map` changed: its translation page is dirty.
+    fn note_changed(&mut self, lpn: u32) {
+        let t = self.tvpn(lpn);
+        self.tdirty.mark(t);
+        self.tchanged.push(lpn);
     }
 
     /// Persists the mapping (dirty translation pages, dirty GTD pages, then a root) and, when
@@ -746,12 +848,17 @@ impl Engine {
     fn write_dirty_tree(&mut self, not_before: u64) -> Result<u64, FtlError> {
         let mut end = not_before;
         let dirty = self.tdirty.members();
-        for t in dirty {
-            let lo = (t * self.entries) as usize;
-            let hi = (lo + self.entries as usize).min(self.logical as usize);
-            let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
-            end = end.max(self.write_tree_page(KIND_TRANSLATION, t, bytes, not_before)?);
-        }
+        let mut changed = std::mem::take(&mut self.tchanged);
+        changed.sort_unstable();
+        changed.dedup();
+        let written = self.write_translation_pages(&dirty, &changed, not_before);
+        // Pages still dirty (not written: an error; or changed again meanwhile, which noted
+        // those LPNs again) keep their notes.
+        let per = self.entries;
+        let tdirty = &self.tdirty;
+        self.tchanged
+            .extend(changed.into_iter().filter(|&l| tdirty.is_dirty((l / per) as usize)));
+        end = end.max(written?);
         let dirty = self.gdirty.members();
         for gi in dirty {
             let lo = (gi * self.entries) as usize;
@@ -989,8 +1096,7 @@ impl Engine {
                 self.space.validity.invalidate(Ppn(old), commit_end);
             }
             self.map[lpn as usize] = ppn.0;
-            let t = self.tvpn(lpn);
-            self.tdirty.mark(t);
+            self.note_changed(lpn);
             self.lpn_barrier.insert(lpn, commit_end);
         }
         if self.lpn_barrier.len() > 1 << 16 {
@@ -1026,8 +1132,7 @@ impl Engine {
         if old != NONE {
             self.space.validity.invalidate(Ppn(old), end);
         }
-        let t = self.tvpn(lpn);
-        self.tdirty.mark(t);
+        self.note_changed(lpn);
         Ok(end)
     }
 
@@ -1049,8 +1154,7 @@ impl Engine {
         let old = std::mem::replace(&mut self.map[lpn as usize], NONE);
         if old != NONE {
             self.space.validity.invalidate(Ppn(old), now);
-            let t = self.tvpn(lpn);
-            self.tdirty.mark(t);
+            self.note_changed(lpn);
         }
     }
 
@@ -1152,8 +1256,7 @@ impl Engine {
             0 => {
                 if self.map[id as usize] == from.0 {
                     self.map[id as usize] = to.0;
-                    let t = self.tvpn(id);
-                    self.tdirty.mark(t);
+                    self.note_changed(id);
                     return;
                 }
                 for tx in &mut self.txs {
@@ -1204,6 +1307,7 @@ impl Engine {
                 return Err(ftl::violation!("translation page {t} at {p} is not live"));
             }
         }
+        self.check_written_translation_pages()?;
         for tx in &self.txs {
             for &(lpn, p) in &tx.pages {
                 if v.owner(p) != Some(lpn) {
@@ -1221,6 +1325,34 @@ impl Engine {
         }
         if self.txs.len() > 1 && self.cfg.scheme == Scheme::CommitBit {
             return Err("Atomic-Write runs at most one transaction".into());
+        }
+        Ok(())
+    }
+
+    /// A clean translation page this engine wrote holds what the mapping says, with the crc
+    /// kept for it: what rewriting pages from their previous copies relies on (every change of
+    /// `map` noted).
+    fn check_written_translation_pages(&self) -> Result<(), ftl::InvariantViolation> {
+        let page_bytes = self.flash.geometry().page_bytes;
+        for (t, (&p, crc)) in self.tpage.iter().zip(&self.tcrc).enumerate() {
+            let Some(crc) = *crc else { continue };
+            if p == NONE || self.tdirty.is_dirty(t) {
+                continue;
+            }
+            let bytes = self
+                .flash
+                .peek_page(Ppn(p))
+                .map_err(|e| ftl::violation!("translation page {t} at {p}: {e}"))?;
+            let lo = t * self.entries as usize;
+            let hi = (lo + self.entries as usize).min(self.logical as usize);
+            if *bytes != *encode_entries(&self.map[lo..hi], page_bytes) {
+                return Err(ftl::violation!(
+                    "clean translation page {t} at {p} differs from the mapping"
+                ));
+            }
+            if crc32c::crc32c(&bytes) != crc {
+                return Err(ftl::violation!("translation page {t} at {p}: crc kept wrong"));
+            }
         }
         Ok(())
     }
@@ -1344,6 +1476,9 @@ impl Engine {
     fn load_tree(&mut self, root: &Root, t: &mut u64) -> Result<(u64, u64), FtlError> {
         let mut tree_reads = 0u64;
         let t_tree = *t;
+        // Each translation page's next write encodes it whole (no crc kept from before).
+        self.tcrc.iter_mut().for_each(|c| *c = None);
+        self.tchanged.clear();
         for (gi, p) in root.gtd.iter().enumerate() {
             self.gpage[gi] = p.0;
             if p.0 == NONE {
@@ -1493,8 +1628,7 @@ impl Engine {
         let tail_pages = scanned.iter().filter(|(r, _)| r.seq >= tail).count();
         for &(lpn, ppn) in &applied {
             self.map[lpn as usize] = ppn.0;
-            let tv = self.tvpn(lpn);
-            self.tdirty.mark(tv);
+            self.note_changed(lpn);
         }
         self.next_seq = next_seq;
         self.next_tx = next_tx;
@@ -1721,6 +1855,58 @@ mod tests {
         ));
         let out = resolve(Scheme::CommitRecord, 10, &mut s, 100);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3]);
+    }
+
+    fn small_engine() -> Engine {
+        let cfg = EngineConfig {
+            design: "atomic-write",
+            scheme: Scheme::CommitBit,
+            window: WindowPolicy::PerChip(2),
+            over_provisioning: 0.2,
+            max_tx_pages: 64,
+            gc_policy: GcPolicy::Greedy,
+        };
+        let device = flash::DeviceConfig::preset("small").expect("small preset");
+        let flash = Flash::in_memory(device, OOB_BYTES, true);
+        Engine::format(flash, cfg).expect("format")
+    }
+
+    /// Translation pages rewritten from their previous copies (only the noted entries changed)
+    /// stay the pages the mapping encodes whole, through GC and many roots; the invariant that
+    /// says so fails when a change of the mapping goes unnoted.
+    #[test]
+    fn patched_translation_pages_hold_the_mapping_and_an_unnoted_change_is_caught() {
+        let mut e = small_engine();
+        let mut now = e.flash.idle_ns();
+        let n = e.logical_pages();
+        for i in 0..30_000u32 {
+            let lpn = (i.wrapping_mul(2_654_435_761) >> 7) % n;
+            let content = Content::Tag(flash::ContentTag {
+                lpn,
+                write: i as u64 + 1,
+            });
+            let done = e.write_plain(Lpn(lpn), &[content], now).expect("write");
+            now = done.ack_ns;
+            if i % 97 == 0 {
+                now = e.flush_root(now, false).expect("root");
+                e.check_invariants().expect("invariants");
+            }
+        }
+        now = e.flush_root(now, false).expect("root");
+        e.check_invariants().expect("invariants");
+        assert!(e.tcrc.iter().filter(|c| c.is_some()).count() > 1, "pages were written");
+        // Negative 1: a mapping change nobody noted leaves a clean page that disagrees.
+        let lpn = (0..n).find(|&l| e.map[l as usize] != NONE).expect("a mapped page");
+        e.map[lpn as usize] ^= 1;
+        assert!(e.check_written_translation_pages().is_err());
+        e.map[lpn as usize] ^= 1;
+        e.check_written_translation_pages().expect("restored");
+        // Negative 2: the page marked dirty but the LPN not noted: its rewrite misses the entry.
+        e.map[lpn as usize] ^= 1;
+        let t = e.tvpn(lpn);
+        e.tdirty.mark(t);
+        e.flush_root(now, false).expect("root");
+        assert!(e.check_written_translation_pages().is_err());
     }
 
     /// Every page programmed into a block must end after the root that announced the block:
