@@ -856,8 +856,11 @@ impl Engine {
         // those LPNs again) keep their notes.
         let per = self.entries;
         let tdirty = &self.tdirty;
-        self.tchanged
-            .extend(changed.into_iter().filter(|&l| tdirty.is_dirty((l / per) as usize)));
+        self.tchanged.extend(
+            changed
+                .into_iter()
+                .filter(|&l| tdirty.is_dirty((l / per) as usize)),
+        );
         end = end.max(written?);
         let dirty = self.gdirty.members();
         for gi in dirty {
@@ -1351,7 +1354,9 @@ impl Engine {
                 ));
             }
             if crc32c::crc32c(&bytes) != crc {
-                return Err(ftl::violation!("translation page {t} at {p}: crc kept wrong"));
+                return Err(ftl::violation!(
+                    "translation page {t} at {p}: crc kept wrong"
+                ));
             }
         }
         Ok(())
@@ -1857,11 +1862,12 @@ mod tests {
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3]);
     }
 
-    fn small_engine() -> Engine {
+    /// An engine on the `small` preset, tag-only.
+    fn small_engine(design: &'static str, scheme: Scheme, window: WindowPolicy) -> Engine {
         let cfg = EngineConfig {
-            design: "atomic-write",
-            scheme: Scheme::CommitBit,
-            window: WindowPolicy::PerChip(2),
+            design,
+            scheme,
+            window,
             over_provisioning: 0.2,
             max_tx_pages: 64,
             gc_policy: GcPolicy::Greedy,
@@ -1876,7 +1882,7 @@ mod tests {
     /// says so fails when a change of the mapping goes unnoted.
     #[test]
     fn patched_translation_pages_hold_the_mapping_and_an_unnoted_change_is_caught() {
-        let mut e = small_engine();
+        let mut e = small_engine("atomic-write", Scheme::CommitBit, WindowPolicy::PerChip(2));
         let mut now = e.flash.idle_ns();
         let n = e.logical_pages();
         for i in 0..30_000u32 {
@@ -1894,9 +1900,14 @@ mod tests {
         }
         now = e.flush_root(now, false).expect("root");
         e.check_invariants().expect("invariants");
-        assert!(e.tcrc.iter().filter(|c| c.is_some()).count() > 1, "pages were written");
+        assert!(
+            e.tcrc.iter().filter(|c| c.is_some()).count() > 1,
+            "pages were written"
+        );
         // Negative 1: a mapping change nobody noted leaves a clean page that disagrees.
-        let lpn = (0..n).find(|&l| e.map[l as usize] != NONE).expect("a mapped page");
+        let lpn = (0..n)
+            .find(|&l| e.map[l as usize] != NONE)
+            .expect("a mapped page");
         e.map[lpn as usize] ^= 1;
         assert!(e.check_written_translation_pages().is_err());
         e.map[lpn as usize] ^= 1;
@@ -1914,17 +1925,7 @@ mod tests {
     /// #22). Plain writes on a LightTx engine with a small zone slide the window many times.
     #[test]
     fn pages_in_a_newly_announced_block_end_after_its_root() {
-        let cfg = EngineConfig {
-            design: "lighttx",
-            scheme: Scheme::CommitRecord,
-            window: WindowPolicy::Zone(4),
-            over_provisioning: 0.2,
-            max_tx_pages: 64,
-            gc_policy: GcPolicy::Greedy,
-        };
-        let device = flash::DeviceConfig::preset("small").expect("small preset");
-        let flash = Flash::in_memory(device, OOB_BYTES, true);
-        let mut e = Engine::format(flash, cfg).expect("format");
+        let mut e = small_engine("lighttx", Scheme::CommitRecord, WindowPolicy::Zone(4));
         let g = e.flash.geometry().clone();
         let mut checked = 0;
         let mut now = e.flash.idle_ns();

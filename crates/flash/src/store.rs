@@ -293,7 +293,10 @@ fn used_len(bytes: &[u8]) -> usize {
     while end >= BLOCK && bytes[end - BLOCK..end].iter().fold(0u8, |a, &b| a | b) == 0 {
         end -= BLOCK;
     }
-    bytes[..end].iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+    bytes[..end]
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |i| i + 1)
 }
 
 impl KeptBytes {
@@ -784,7 +787,9 @@ mod tests {
                 let mut b = vec![0u8; len];
                 // A few non-zero bytes anywhere, sometimes none.
                 for _ in 0..(rng % 4) {
-                    rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    rng = rng
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     if len > 0 {
                         b[(rng >> 33) as usize % len] = (rng >> 20) as u8 | 1;
                     }

@@ -56,6 +56,7 @@ impl DirtySet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngExt, SeedableRng};
 
     /// Random marks and cleans, with `members` between them: always the scan of the flags.
     #[test]
@@ -63,13 +64,10 @@ mod tests {
         let n = 50;
         let mut set = DirtySet::new(n);
         let mut model = vec![false; n];
-        let mut x = 0x853c_49e6_748f_ea9b_u64;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
         for step in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let i = (x >> 8) as usize % n;
-            match x % 5 {
+            let i = rng.random_range(0..n);
+            match rng.random_range(0..5) {
                 0 | 1 => {
                     set.mark(i);
                     model[i] = true;

@@ -27,9 +27,9 @@ pub use device::{
     PageOutcome, RecoveryReport, SwriteMode, Transactional, TxCapabilities, TxCompletion,
     ACK_DEFERRED,
 };
+pub use dirty::DirtySet;
 pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
-pub use dirty::DirtySet;
 pub use lru::IndexLru;
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};

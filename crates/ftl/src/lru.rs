@@ -121,6 +121,7 @@ impl IndexLru {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngExt, SeedableRng};
 
     /// The same operations on a plain list: the order must agree after every step.
     #[test]
@@ -128,13 +129,10 @@ mod tests {
         let n = 40;
         let mut lru = IndexLru::new(n);
         let mut model: Vec<usize> = Vec::new();
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
         for step in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let i = (x >> 8) as usize % n;
-            match x % 7 {
+            let i = rng.random_range(0..n);
+            match rng.random_range(0..7) {
                 0..=3 => {
                     lru.touch(i);
                     model.retain(|&m| m != i);
@@ -153,7 +151,11 @@ mod tests {
             assert_eq!(lru.len(), model.len());
             assert_eq!(lru.is_newest(i), model.last() == Some(&i));
             for j in 0..n {
-                assert_eq!(lru.contains(j), model.contains(&j), "step {step}, index {j}");
+                assert_eq!(
+                    lru.contains(j),
+                    model.contains(&j),
+                    "step {step}, index {j}"
+                );
             }
         }
     }
@@ -166,7 +168,10 @@ mod tests {
         lru.touch(0);
         lru.touch(2);
         assert_eq!(lru.iter().collect::<Vec<_>>(), vec![0, 2]);
-        assert_eq!((lru.pop_oldest(), lru.pop_oldest(), lru.pop_oldest()), (Some(0), Some(2), None));
+        assert_eq!(
+            (lru.pop_oldest(), lru.pop_oldest(), lru.pop_oldest()),
+            (Some(0), Some(2), None)
+        );
         assert!(lru.is_empty() && !lru.contains(0) && !lru.contains(2));
     }
 }

@@ -556,7 +556,11 @@ mod tests {
         for crc in [WordCrc::new(4096), WordCrc::software(4096)] {
             let mut view: Vec<u32> = (0..per as u32 - 3).map(|i| i * 13 + 5).collect();
             let mut page = encode_tp(7, 1, &view, 4096).to_vec();
-            for (seq, changed) in [(2u32, vec![0usize, 1, 500]), (3, vec![per - 4]), (4, vec![])] {
+            for (seq, changed) in [
+                (2u32, vec![0usize, 1, 500]),
+                (3, vec![per - 4]),
+                (4, vec![]),
+            ] {
                 for &i in &changed {
                     view[i] = view[i].wrapping_mul(31) ^ seq;
                 }

@@ -209,7 +209,11 @@ impl Mobius {
     /// neither copied nor checksummed again). Nothing reads the old copy after this: the GTD
     /// points at the new one, GC drops a translation page the merge has replaced, and a
     /// recording device (crash campaigns) keeps every page's bytes.
-    fn translation_page_bytes(&mut self, tp: usize, changed: &[u32]) -> Result<Box<[u8]>, FtlError> {
+    fn translation_page_bytes(
+        &mut self,
+        tp: usize,
+        changed: &[u32],
+    ) -> Result<Box<[u8]>, FtlError> {
         let per = entries_per_page(self.flash.geometry().page_bytes);
         let s0 = tp * per;
         if self.gtd[tp] == NO_PPN {
@@ -219,9 +223,7 @@ impl Mobius {
         }
         let mut page = self.flash.take_page(Ppn(self.gtd[tp])).map_err(err_flash)?;
         let base = &self.base;
-        let changes = changed
-            .iter()
-            .map(|&l| (l as usize - s0, base[l as usize]));
+        let changes = changed.iter().map(|&l| (l as usize - s0, base[l as usize]));
         patch_tp(&mut page, &self.page_crc, self.map_seq, changes);
         Ok(page)
     }
