@@ -1228,7 +1228,7 @@ impl Engine {
             let to = self.alloc(STREAM_GC, now)?;
             let span = self
                 .flash
-                .program(to, &content, &oob, read.end_ns, OpCause::GcCopy)?;
+                .program_owned(to, content, &oob, read.end_ns, OpCause::GcCopy)?;
             if self.space.validity.owner(from) != Some(owner) {
                 // The allocation wrote a root that made the page stale. The copy is still
                 // programmed (and left dead): a skipped page would end recovery's block scan

@@ -217,7 +217,7 @@ impl Space {
             };
             let to = self.allocate(stream, flash).ok_or(FtlError::NoSpace)?;
             rewrite_oob(owner, &mut oob);
-            let span = flash.program(to, &content, &oob, read.end_ns, cause)?;
+            let span = flash.program_owned(to, content, &oob, read.end_ns, cause)?;
             self.validity.set_valid(to, owner);
             self.validity.invalidate(from, span.end_ns);
             let m = Moved {
