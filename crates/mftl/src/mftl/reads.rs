@@ -75,6 +75,41 @@ impl Mobius {
         if self.tail < self.head {
             return Err("ALA tail behind head".into());
         }
+        self.check_translation_view()
+    }
+
+    /// Every loaded translation page's copy on flash holds what the view says: the view
+    /// changes only in a merge, which writes every page it changes, from its previous copy and
+    /// the folded LPNs alone ([`patch_tp`]); this is what keeps that rewrite honest.
+    fn check_translation_view(&self) -> Result<(), ftl::InvariantViolation> {
+        if self.merging {
+            return Ok(());
+        }
+        let per = entries_per_page(self.flash.geometry().page_bytes);
+        for (tp, &ppn) in self.gtd.iter().enumerate() {
+            if ppn == NO_PPN || !self.tp_loaded[tp] {
+                continue;
+            }
+            let page = self
+                .flash
+                .peek_page(Ppn(ppn))
+                .map_err(|e| ftl::violation!("translation page {tp} at {ppn}: {e}"))?;
+            let start = tp * per;
+            let mut view = self.base[start..(start + per).min(self.logical as usize)].to_vec();
+            match decode_tp_into(&page, &mut view) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(ftl::violation!(
+                        "translation page {tp} at {ppn} differs from the loaded view"
+                    ))
+                }
+                Err(e) => {
+                    return Err(ftl::violation!(
+                        "translation page {tp} at {ppn} is damaged: {e}"
+                    ))
+                }
+            }
+        }
         Ok(())
     }
 }
