@@ -115,12 +115,14 @@ impl Workload {
     /// Whether the workload is a benchmark program run on the mounted file system (NVMFS
     /// through FUSE) rather than our driver through the file API.
     pub fn is_program(&self) -> bool {
+        self.is_fio() || matches!(self, Workload::PostmarkBinary { .. })
+    }
+
+    /// Whether the workload is an fio job.
+    pub fn is_fio(&self) -> bool {
         matches!(
             self,
-            Workload::PostmarkBinary { .. }
-                | Workload::FioIozone { .. }
-                | Workload::FioFiles { .. }
-                | Workload::FioFileserver { .. }
+            Workload::FioIozone { .. } | Workload::FioFiles { .. } | Workload::FioFileserver { .. }
         )
     }
 
@@ -129,11 +131,10 @@ impl Workload {
     /// (10.2 MB peak for fio 3.33 on a 1 MiB job in a cgroup of its own, 2026-11-26; 8 MiB
     /// killed it before it wrote a byte), so 12 MiB; our driver and postmark need < 1 MiB.
     pub fn own_memory_allowance(&self) -> u64 {
-        match self {
-            Workload::FioIozone { .. }
-            | Workload::FioFiles { .. }
-            | Workload::FioFileserver { .. } => 12 << 20,
-            _ => 0,
+        if self.is_fio() {
+            12 << 20
+        } else {
+            0
         }
     }
 }
