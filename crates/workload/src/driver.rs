@@ -117,6 +117,12 @@ pub fn run_from(
     let dev = &mut host::Host::new(dev, run.start_ns)
         .tag_only()
         .checked(record);
+    // A workload whose requests do not depend on the view is drawn one request ahead, so the
+    // design can start loading the next request's mapping while it serves this one (the same
+    // sequence either way: nothing else draws from `rng`).
+    let look_ahead = generator.ignores_view();
+    let mut drawn: Option<(HostOp, Phase)> = None;
+    let mut measured = 0u64;
     loop {
         let arrival = run.next_arrival(dev)?;
         run.inflight_static
@@ -125,15 +131,22 @@ pub fn run_from(
             now_ns: arrival,
             inflight_static: &run.inflight_static,
         };
-        let Some((op, phase)) = generator.next(&mut rng, &view) else {
+        let Some((op, phase)) = drawn.take().or_else(|| generator.next(&mut rng, &view)) else {
             break;
         };
+        if look_ahead {
+            drawn = generator.next(&mut rng, &view);
+            if let Some(next) = drawn.as_ref().and_then(|(op, _)| op.mapping_lookup()) {
+                dev.device().prefetch_mapping(next);
+            }
+        }
         if phase == Phase::Measured && run.measured_from.is_none() {
             run.start_measured(dev.device(), arrival);
         }
         run.issue_and_settle(dev, &mut generator, op, phase, arrival)?;
-        if generator.measured() % 4096 == 0 {
-            progress(generator.measured(), spec.requests);
+        measured += (phase == Phase::Measured) as u64;
+        if measured.is_multiple_of(4096) {
+            progress(measured, spec.requests);
         }
     }
     let result = run.finish(dev)?;
@@ -632,6 +645,124 @@ fn check_foreign(op: &HostOp, reads: &[PageOutcome], mismatches: &mut u64) {
             if !ok {
                 *mismatches += 1;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::Flash;
+    use ftl::Completion;
+    use std::sync::Mutex;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Event {
+        Hint(u32),
+        Write(u32),
+    }
+
+    /// A device that only records the hints and writes it is given (every write acknowledged
+    /// on arrival).
+    struct Recorder {
+        flash: Flash,
+        events: Mutex<Vec<Event>>,
+    }
+
+    impl BlockDevice for Recorder {
+        fn design(&self) -> &'static str {
+            "recorder"
+        }
+        fn promise(&self) -> ftl::Promise {
+            ftl::Promise::FlushOnly
+        }
+        fn logical_pages(&self) -> u32 {
+            2048
+        }
+        fn write(&mut self, start: Lpn, _: &[Content], at: u64) -> Result<Completion, FtlError> {
+            self.events.lock().unwrap().push(Event::Write(start.0));
+            Ok(Completion {
+                arrival_ns: at,
+                ack_ns: at + 1_000,
+            })
+        }
+        fn read(
+            &mut self,
+            _: Lpn,
+            _: u32,
+            at: u64,
+            _: &mut Vec<PageOutcome>,
+        ) -> Result<Completion, FtlError> {
+            unreachable!("randwrite does not read (at {at})")
+        }
+        fn flush(&mut self, at: u64) -> Result<Completion, FtlError> {
+            Ok(Completion {
+                arrival_ns: at,
+                ack_ns: at,
+            })
+        }
+        fn trim(&mut self, _: Lpn, _: u32, at: u64) -> Result<Completion, FtlError> {
+            self.flush(at)
+        }
+        fn flash(&self) -> &Flash {
+            &self.flash
+        }
+        fn flash_mut(&mut self) -> &mut Flash {
+            &mut self.flash
+        }
+        fn into_flash(self: Box<Self>) -> Flash {
+            self.flash
+        }
+        fn prefetch_mapping(&self, start: Lpn) {
+            self.events.lock().unwrap().push(Event::Hint(start.0));
+        }
+    }
+
+    /// A workload that ignores the view is drawn a request ahead: the design hears of each
+    /// request's first page before the request ahead of it is served, and the requests are
+    /// the sequence drawn without looking ahead.
+    #[test]
+    fn the_next_request_is_hinted_before_the_one_ahead_is_served() {
+        let config = flash::DeviceConfig::preset("small").expect("small preset");
+        let mut dev = Recorder {
+            flash: Flash::in_memory(config, 16, true),
+            events: Mutex::new(Vec::new()),
+        };
+        let mut spec = WorkloadSpec::named("randwrite").expect("randwrite");
+        spec.requests = 200;
+        spec.fill = 0.0;
+        run(&mut dev, &spec, 7, 0, false, &mut |_, _| {}).expect("run");
+        let events = dev.events.into_inner().unwrap();
+        let writes: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Write(l) => Some(*l),
+                _ => None,
+            })
+            .collect();
+        // The same requests as the generator draws one at a time.
+        let mut generator = Generator::new(&spec, 2048, None).expect("generator");
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let view = View {
+            now_ns: 0,
+            inflight_static: &[],
+        };
+        let drawn: Vec<u32> = std::iter::from_fn(|| generator.next(&mut rng, &view))
+            .filter_map(|(op, _)| op.mapping_lookup().map(|l| l.0))
+            .collect();
+        assert_eq!(writes, drawn);
+        assert_eq!(writes.len(), 200);
+        // Request k + 1's hint comes after request k - 1 is written and before request k is.
+        let served: Vec<usize> = (0..events.len())
+            .filter(|&i| matches!(events[i], Event::Write(_)))
+            .collect();
+        for k in 1..writes.len() - 1 {
+            let between = &events[served[k - 1] + 1..served[k]];
+            assert!(
+                between.contains(&Event::Hint(writes[k + 1])),
+                "request {} was not hinted while request {k} waited: {between:?}",
+                k + 1
+            );
         }
     }
 }

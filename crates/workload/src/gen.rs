@@ -79,6 +79,13 @@ impl Generator {
         self.measured
     }
 
+    /// Whether [`next`](Self::next) ignores its view (every workload but txmix, whose
+    /// transactions depend on what is in flight): the driver may then draw a request before
+    /// the one ahead of it is issued, and the sequence is the same.
+    pub fn ignores_view(&self) -> bool {
+        self.spec.name != "txmix"
+    }
+
     /// The next request, or `None` when the workload is over.
     pub fn next(&mut self, rng: &mut ChaCha8Rng, view: &View) -> Option<(HostOp, Phase)> {
         if self.fill_cursor < self.fill_pages {

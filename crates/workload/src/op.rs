@@ -44,6 +44,15 @@ pub enum HostOp {
 }
 
 impl HostOp {
+    /// The first page a plain read or write looks up (what the host layer hints to the design
+    /// on arrival: `BlockDevice::prefetch_mapping`).
+    pub fn mapping_lookup(&self) -> Option<Lpn> {
+        match self {
+            HostOp::Write { start, .. } | HostOp::Read { start, .. } => Some(*start),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             HostOp::Write { .. } => "write",
