@@ -724,22 +724,18 @@ impl Engine {
     ) -> Result<(Box<[u8]>, u32), FtlError> {
         let lo = (t * self.entries) as usize;
         let old = self.tpage[t as usize];
-        let Some(mut crc) = self.tcrc[t as usize].filter(|_| old != NONE) else {
+        let Some(crc) = self.tcrc[t as usize].filter(|_| old != NONE) else {
             let hi = (lo + self.entries as usize).min(self.logical as usize);
             let bytes = encode_entries(&self.map[lo..hi], self.flash.geometry().page_bytes);
             let crc = crc32c::crc32c(&bytes);
             return Ok((bytes, crc));
         };
-        let mut page = self.flash.take_page(Ppn(old))?;
+        // Entry i of a translation page is its word i.
+        let mut page = flash::WordEdit::new(self.flash.take_page(Ppn(old))?, crc, &self.page_crc);
         for &lpn in changed {
-            let i = lpn as usize - lo;
-            let word = &mut page[4 * i..4 * i + 4];
-            let was = u32::from_le_bytes((&*word).try_into().expect("4 bytes"));
-            let now = self.map[lpn as usize];
-            crc ^= self.page_crc.word_change(i, was ^ now);
-            word.copy_from_slice(&now.to_le_bytes());
+            page.set(lpn as usize - lo, self.map[lpn as usize]);
         }
-        Ok((page, crc))
+        Ok(page.finish())
     }
 
     fn program_tree_page(

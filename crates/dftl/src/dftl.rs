@@ -122,7 +122,7 @@ pub struct Dftl {
     /// Per tvpn: newest translation page and its sequence number.
     gtd: Vec<(Ppn, u64)>,
     /// Per tvpn: the checksum of the newest translation page (as its OOB record has it), so a
-    /// write-back updates it from the entries it changes ([`TranslationEdit`]).
+    /// write-back updates it from the entries it changes ([`flash::WordEdit`]).
     gtd_crc: Vec<u32>,
     /// Checksum of a translation page not written yet (all entries `Ppn::NONE`).
     fresh_tpage_crc: u32,
@@ -499,7 +499,7 @@ impl Dftl {
         )?;
         let per = self.per_tpage;
         self.cmt
-            .take_dirty(t, |lpn, ppn| page.set((lpn % per) as usize, ppn));
+            .take_dirty(t, |lpn, ppn| page.set((lpn % per) as usize, ppn.0));
         debug_assert_eq!(self.cmt.dirty_in(t), 0);
         let (page, crc) = page.finish();
         debug_assert_eq!(crc, translation_crc(&page));

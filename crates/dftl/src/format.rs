@@ -44,7 +44,7 @@
 //! of the 28 bytes before it. A slot counts only if its seal and payload checksums hold.
 
 use flash::codec::{self, CorruptRecord, Reader};
-use flash::{BlockId, Ppn, WordCrc};
+use flash::{BlockId, Ppn};
 
 /// Version of DFTL's on-flash format: every record this module encodes. The image header records it
 /// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
@@ -154,34 +154,6 @@ pub fn set_translation_entry(page: &mut [u8], i: usize, ppn: Ppn) {
 /// Checksum a translation page carries in its OOB record.
 pub fn translation_crc(page: &[u8]) -> u32 {
     crc32c::crc32c(page)
-}
-
-/// A translation page being rewritten (DFTL §3.1.2's read-modify-write): entries set one by one
-/// with its checksum kept up to date from the changed entries alone ([`WordCrc`]), so the rest
-/// of the page is not read.
-pub struct TranslationEdit<'a> {
-    page: Box<[u8]>,
-    crc: u32,
-    words: &'a WordCrc,
-}
-
-impl<'a> TranslationEdit<'a> {
-    /// Edits `page`, whose checksum is `crc` ([`translation_crc`]).
-    pub fn new(page: Box<[u8]>, crc: u32, words: &'a WordCrc) -> TranslationEdit<'a> {
-        TranslationEdit { page, crc, words }
-    }
-    /// Sets entry `i`.
-    pub fn set(&mut self, i: usize, ppn: Ppn) {
-        let before = translation_entry(&self.page, i);
-        if before != ppn {
-            set_translation_entry(&mut self.page, i, ppn);
-            self.crc ^= self.words.word_change(i, before.0 ^ ppn.0);
-        }
-    }
-    /// The page and its checksum.
-    pub fn finish(self) -> (Box<[u8]>, u32) {
-        (self.page, self.crc)
-    }
 }
 
 /// Decodes a translation page into `out` after checking it against the crc of its OOB record;

@@ -12,8 +12,8 @@
 //! GC moves a live page whose entry is not cached by noting the move here, per translation
 //! page, until the next write-back of that page carries it (DFTL's batch update, deferred).
 
-use crate::format::{read_translation_entries, TranslationEdit};
-use flash::{Flash, FlashError, Ppn, WordCrc};
+use crate::format::read_translation_entries;
+use flash::{Flash, FlashError, Ppn, WordCrc, WordEdit};
 
 pub struct Mirror {
     per_tpage: u32,
@@ -73,17 +73,18 @@ impl Mirror {
         (tpage, crc): (Ppn, u32),
         fresh_crc: u32,
         words: &'w WordCrc,
-    ) -> Result<TranslationEdit<'w>, FlashError> {
+    ) -> Result<WordEdit<'w>, FlashError> {
         let mut page = if tpage.is_none() {
             let page_bytes = flash.geometry().page_bytes as usize;
-            TranslationEdit::new(vec![0xFFu8; page_bytes].into(), fresh_crc, words)
+            WordEdit::new(vec![0xFFu8; page_bytes].into(), fresh_crc, words)
         } else {
-            TranslationEdit::new(flash.take_page(tpage)?, crc, words)
+            WordEdit::new(flash.take_page(tpage)?, crc, words)
         };
         // The list goes with its capacity: memory follows the moves outstanding, not the most a
         // page ever had.
         for (lpn, ppn) in std::mem::take(&mut self.pending[t]) {
-            page.set((lpn % self.per_tpage) as usize, ppn);
+            // Entry i of a translation page is its word i (DFTL §3.1.2's read-modify-write).
+            page.set((lpn % self.per_tpage) as usize, ppn.0);
         }
         Ok(page)
     }

@@ -188,7 +188,11 @@ pub fn copy_padded(src: &[u8], dst: &mut [u8]) {
 
 /// The crc32c stored after a record must be the crc32c of its bytes `covered`.
 pub fn check_crc(stored: u32, covered: &[u8]) -> Result<(), CorruptRecord> {
-    let computed = crc32c::crc32c(covered);
+    check_computed_crc(stored, crc32c::crc32c(covered))
+}
+
+/// [`check_crc`] for a crc32c the caller computed (over bytes not contiguous in memory).
+pub fn check_computed_crc(stored: u32, computed: u32) -> Result<(), CorruptRecord> {
     if stored == computed {
         Ok(())
     } else {

@@ -38,4 +38,4 @@ pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, OpCause};
 pub use store::{deque_bytes, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};
-pub use word_crc::WordCrc;
+pub use word_crc::{WordCrc, WordEdit};

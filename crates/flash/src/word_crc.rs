@@ -95,6 +95,41 @@ impl WordCrc {
     }
 }
 
+/// A buffer being rewritten word by word with its CRC-32C kept up to date from the changed
+/// words alone ([`WordCrc`]): a metadata page rewritten from its previous copy (DFTL's
+/// translation-page write-back, Möbius's merge, the log engine's tree pages). Which bytes the
+/// CRC covers is the caller's: a word the CRC reads as zero (a checksum field inside the buffer)
+/// must not be set through the edit.
+pub struct WordEdit<'a> {
+    bytes: Box<[u8]>,
+    crc: u32,
+    words: &'a WordCrc,
+}
+
+impl<'a> WordEdit<'a> {
+    /// Edits `bytes`, whose CRC is `crc`; `words` is for buffers of their length.
+    pub fn new(bytes: Box<[u8]>, crc: u32, words: &'a WordCrc) -> WordEdit<'a> {
+        debug_assert_eq!(bytes.len() / 4, words.words());
+        WordEdit { bytes, crc, words }
+    }
+    /// Word `i` (little-endian).
+    pub fn word(&self, i: usize) -> u32 {
+        u32::from_le_bytes(self.bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+    }
+    /// Sets word `i` (little-endian) to `value`.
+    pub fn set(&mut self, i: usize, value: u32) {
+        let before = self.word(i);
+        if before != value {
+            self.bytes[4 * i..4 * i + 4].copy_from_slice(&value.to_le_bytes());
+            self.crc ^= self.words.word_change(i, before ^ value);
+        }
+    }
+    /// The buffer and its CRC.
+    pub fn finish(self) -> (Box<[u8]>, u32) {
+        (self.bytes, self.crc)
+    }
+}
+
 /// `w · k · x^32 mod P`: the carry-less product of two reflected 32-bit polynomials is the
 /// integer product shifted left by one in 64-bit reflected form, and `crc32` of a 64-bit word
 /// from zero is that word times x^32, reduced.
@@ -132,6 +167,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An edit keeps the CRC of the buffer it hands back, whatever words it set, and a word set
+    /// to its own value changes nothing.
+    #[test]
+    fn an_edit_keeps_the_crc_of_its_buffer() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let words = WordCrc::new(4096);
+        let bytes: Box<[u8]> = (0..4096).map(|_| rng.random()).collect();
+        let mut edit = WordEdit::new(bytes.clone(), crc32c::crc32c(&bytes), &words);
+        for _ in 0..100 {
+            let (i, value) = (rng.random_range(0..words.words()), rng.random());
+            edit.set(i, value);
+            assert_eq!(edit.word(i), value);
+        }
+        let same = edit.word(7);
+        edit.set(7, same);
+        let (bytes, crc) = edit.finish();
+        assert_eq!(crc, crc32c::crc32c(&bytes));
     }
 
     /// The check above can fail: a change credited to the wrong word gives the wrong CRC.

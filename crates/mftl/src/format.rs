@@ -26,7 +26,7 @@
 //! u32 entries.
 
 use flash::codec::{self, CorruptRecord, Reader};
-use flash::{Ppn, WordCrc};
+use flash::{Ppn, WordCrc, WordEdit};
 
 /// Version of Möbius's on-flash format: every record this module encodes. The image header records it
 /// (`DesignSpec::format_version`); bump it whenever a record's layout or meaning changes.
@@ -323,10 +323,7 @@ fn check_table(magic: u32, b: &[u8]) -> Result<(u32, u32), CorruptRecord> {
     r.magic(&magic.to_le_bytes(), "Möbius table page")?;
     let (index, seq, stored) = (r.u32()?, r.u32()?, r.u32()?);
     let head = crc32c::crc32c_append(crc32c::crc32c(&b[..12]), &[0; 4]);
-    let computed = crc32c::crc32c_append(head, &b[PAGE_HEADER..]);
-    if stored != computed {
-        return Err(CorruptRecord::BadChecksum { stored, computed });
-    }
+    codec::check_computed_crc(stored, crc32c::crc32c_append(head, &b[PAGE_HEADER..]))?;
     Ok((index, seq))
 }
 
@@ -369,27 +366,26 @@ pub fn encode_tp(index: u32, seq: u32, entries: &[u32], page_bytes: u32) -> Box<
 pub fn decode_tp(b: &[u8]) -> Result<(u32, u32, Vec<u32>), CorruptRecord> {
     decode_table(TP_MAGIC, b)
 }
-/// Rewrites a translation page encoded by [`encode_tp`] (or patched before) in place: its seq
+/// Rewrites a translation page encoded by [`encode_tp`] (or patched before), in its buffer: its seq
 /// becomes `seq` and each `(i, ppn)` of `changes` sets entry `i`, the crc following word by word
 /// ([`WordCrc`] for buffers of the page's length), without reading the rest of the page. The
 /// result is the page [`encode_tp`] would give for the changed entries (tests hold it to that).
 pub fn patch_tp(
-    page: &mut [u8],
+    page: Box<[u8]>,
     crc: &WordCrc,
     seq: u32,
     changes: impl IntoIterator<Item = (usize, u32)>,
-) {
-    let mut c = get32(page, 12);
-    let mut set = |page: &mut [u8], word: usize, value: u32| {
-        let old = get32(page, 4 * word);
-        c ^= crc.word_change(word, old ^ value);
-        put32(page, 4 * word, value);
-    };
-    set(page, 2, seq);
+) -> Box<[u8]> {
+    // The crc field (word 3) reads as zero to the crc and is never set through the edit.
+    let stored = get32(&page, 12);
+    let mut edit = WordEdit::new(page, stored, crc);
+    edit.set(2, seq);
     for (i, ppn) in changes {
-        set(page, PAGE_HEADER / 4 + i, ppn);
+        edit.set(PAGE_HEADER / 4 + i, ppn);
     }
-    put32(page, 12, c);
+    let (mut page, c) = edit.finish();
+    put32(&mut page, 12, c);
+    page
 }
 
 /// GTD chunk: translation-page PPNs.
@@ -555,7 +551,7 @@ mod tests {
         let per = entries_per_page(4096);
         for crc in [WordCrc::new(4096), WordCrc::software(4096)] {
             let mut view: Vec<u32> = (0..per as u32 - 3).map(|i| i * 13 + 5).collect();
-            let mut page = encode_tp(7, 1, &view, 4096).to_vec();
+            let mut page = encode_tp(7, 1, &view, 4096);
             for (seq, changed) in [
                 (2u32, vec![0usize, 1, 500]),
                 (3, vec![per - 4]),
@@ -564,14 +560,14 @@ mod tests {
                 for &i in &changed {
                     view[i] = view[i].wrapping_mul(31) ^ seq;
                 }
-                patch_tp(&mut page, &crc, seq, changed.iter().map(|&i| (i, view[i])));
-                assert_eq!(page, encode_tp(7, seq, &view, 4096).to_vec(), "seq {seq}");
+                page = patch_tp(page, &crc, seq, changed.iter().map(|&i| (i, view[i])));
+                assert_eq!(page, encode_tp(7, seq, &view, 4096), "seq {seq}");
                 assert!(decode_tp(&page).is_ok());
             }
             // The negative: a change left out of the patch gives a page that differs.
             view[9] ^= 1;
-            patch_tp(&mut page, &crc, 5, []);
-            assert_ne!(page, encode_tp(7, 5, &view, 4096).to_vec());
+            page = patch_tp(page, &crc, 5, []);
+            assert_ne!(page, encode_tp(7, 5, &view, 4096));
         }
     }
 

@@ -111,13 +111,14 @@ impl Mobius {
             .as_ref()
             .map(|c| c.undo.iter().rev().map(|&(l, _, old)| (l, old)).collect())
             .unwrap_or_default();
-        let mut changed: Vec<u32> = self.resident.keys().copied().collect();
+        let entries: Vec<(u32, u32)> = self.resident.iter().map(|(&l, &p)| (l, p)).collect();
         let mut end = at;
-        for &l in &changed {
+        for &(l, p) in &entries {
             end = end.max(self.load_tp(self.tp_of(l), at)?);
-            self.base[l as usize] = undo.get(&l).copied().unwrap_or(self.resident[&l]);
+            self.base[l as usize] = undo.get(&l).copied().unwrap_or(p);
         }
         // In LPN order, so each translation page's changed entries are adjacent.
+        let mut changed: Vec<u32> = entries.into_iter().map(|(l, _)| l).collect();
         changed.sort_unstable();
         // The translation pages name the folded pages: not on flash before those are.
         end = end.max(self.resident_durable_by);
@@ -221,11 +222,10 @@ impl Mobius {
             let pb = self.flash.geometry().page_bytes;
             return Ok(encode_tp(tp as u32, self.map_seq, &self.base[s0..s1], pb));
         }
-        let mut page = self.flash.take_page(Ppn(self.gtd[tp])).map_err(err_flash)?;
+        let page = self.flash.take_page(Ppn(self.gtd[tp])).map_err(err_flash)?;
         let base = &self.base;
         let changes = changed.iter().map(|&l| (l as usize - s0, base[l as usize]));
-        patch_tp(&mut page, &self.page_crc, self.map_seq, changes);
-        Ok(page)
+        Ok(patch_tp(page, &self.page_crc, self.map_seq, changes))
     }
 
     pub(super) fn maybe_merge(&mut self, at: u64) -> Result<(), FtlError> {
