@@ -242,33 +242,82 @@ impl Cmt {
         }
     }
 
+    /// The second step of a request's hints, after [`prefetch`](Self::prefetch): `lpn`'s slot,
+    /// if it is cached. Returns whether it is.
+    pub fn prefetch_slot(&self, lpn: u32) -> bool {
+        let Some((s, _)) = self.slot_of.get(lpn as usize).and_then(|_| self.entry(lpn)) else {
+            return false;
+        };
+        flash::prefetch::read(&self.slots[s as usize]);
+        true
+    }
+
+    /// The third step: the LRU neighbours of `lpn`'s slot, which making it most recently used
+    /// relinks. Returns the cached entry's PPN (none if not cached).
+    pub fn prefetch_neighbours(&self, lpn: u32) -> Option<Ppn> {
+        let (s, _) = self
+            .slot_of
+            .get(lpn as usize)
+            .and_then(|_| self.entry(lpn))?;
+        let slot = &self.slots[s as usize];
+        for n in [slot.prev, slot.next] {
+            if let Some(neighbour) = self.slots.get(n as usize) {
+                flash::prefetch::read(neighbour);
+            }
+        }
+        Some(slot.ppn)
+    }
+
+    /// A hint for the next eviction: the index entry and dirty word of the least recently used
+    /// entry (a miss evicts it, clearing both), and the slot of the entry before it, the LRU
+    /// entry after that eviction (so the next hint finds it in the cache). Changes nothing.
+    pub fn prefetch_eviction(&self) {
+        let Some(slot) = self.slots.get(self.tail as usize) else {
+            return;
+        };
+        flash::prefetch::read(&self.slot_of[slot.lpn as usize]);
+        flash::prefetch::read(&self.dirty[slot.lpn as usize / 64]);
+        if let Some(before) = self.slots.get(slot.prev as usize) {
+            flash::prefetch::read(before);
+        }
+    }
+
     /// Hints for a write-back of translation page `t` that is `ahead` write-backs away (a
     /// checkpoint writes back one dirty page after another): at 3 its dirty bits, at 2 the
     /// index entries of its dirty LPNs, at 1 their slots (each step needs the one before it in
     /// the cache). Changes nothing.
     pub fn prefetch_write_back(&self, t: usize, ahead: usize) {
-        let lpns = self.page_lpns(t);
-        let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
-        let Some(bits) = self.dirty.get(words.clone()) else {
-            return;
-        };
         if ahead >= 3 {
-            bits.chunks(8)
-                .for_each(|line| flash::prefetch::read(&line[0]));
+            let lpns = self.page_lpns(t);
+            let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
+            if let Some(bits) = self.dirty.get(words) {
+                bits.chunks(8)
+                    .for_each(|line| flash::prefetch::read(&line[0]));
+            }
             return;
         }
-        for (w, &word) in words.zip(bits) {
-            for lpn in set_bits(w as u32 * 64, word).map(|lpn| lpn as usize) {
-                match ahead {
-                    2 => flash::prefetch::read(&self.slot_of[lpn]),
-                    _ => {
-                        if let Some(slot) = self.slots.get((self.slot_of[lpn] & !DIRTY) as usize) {
-                            flash::prefetch::read(slot);
-                        }
+        for lpn in self.dirty_lpns_in(t).map(|lpn| lpn as usize) {
+            match ahead {
+                2 => flash::prefetch::read(&self.slot_of[lpn]),
+                _ => {
+                    if let Some(slot) = self.slots.get((self.slot_of[lpn] & !DIRTY) as usize) {
+                        flash::prefetch::read(slot);
                     }
                 }
             }
         }
+    }
+
+    /// The dirty entries' LPNs of translation page `t`, in order (read from the bitmap; nothing
+    /// changes).
+    pub fn dirty_lpns_in(&self, t: usize) -> impl Iterator<Item = u32> + '_ {
+        let lpns = self.page_lpns(t);
+        let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
+        let bits = self.dirty.get(words.clone()).unwrap_or(&[]);
+        words
+            .zip(bits)
+            .flat_map(move |(w, &word)| set_bits(w as u32 * 64, word))
+            .filter(move |lpn| lpns.contains(lpn))
     }
 
     /// Looks an entry up, making it most recently used.

@@ -22,7 +22,9 @@ use crate::format::{
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
-use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc};
+use flash::{
+    BlockId, ChipId, Content, DataHint, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc,
+};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
     Moved, PageOutcome, Promise, RecoveryReport, Space, Validity,
@@ -450,7 +452,8 @@ impl Dftl {
         // Moved data pages: the new mapping goes into the CMT as a dirty entry, written back
         // lazily with the rest of its translation page (DFTL's batch update). Until then the copy
         // is found by recovery's scan: it carries a fresh sequence number in a scanned block.
-        for m in &moves {
+        for (i, m) in moves.iter().enumerate() {
+            self.prefetch_moves(&moves[i + 1..]);
             if m.owner & TRANSLATION != 0 {
                 let t = (m.owner & !TRANSLATION) as usize;
                 self.gtd[t].0 = m.to;
@@ -469,6 +472,34 @@ impl Dftl {
             }
         }
         Ok(())
+    }
+
+    /// Hints for the mapping updates of the moves after the current one (a collected block's
+    /// live pages belong to LPNs scattered over the CMT's index and the pending-move lists):
+    /// step by step, the index entry and the list's header, then the slot or the list's end,
+    /// then the slot's LRU neighbours.
+    fn prefetch_moves(&self, next: &[Moved]) {
+        // A move's update is short: the steps are several moves apart.
+        for (ahead, m) in (1..=8).zip(next) {
+            if m.owner & TRANSLATION != 0 {
+                continue;
+            }
+            let lpn = m.owner;
+            match ahead {
+                8 => {
+                    self.cmt.prefetch(lpn);
+                    self.mirror.prefetch(self.tvpn(lpn), true);
+                }
+                // Not cached: the move is noted at the end of the page's list.
+                4 if !self.cmt.prefetch_slot(lpn) => {
+                    self.mirror.prefetch(self.tvpn(lpn), false);
+                }
+                2 => {
+                    self.cmt.prefetch_neighbours(lpn);
+                }
+                _ => {}
+            }
+        }
     }
 
     // ----- mapping ------------------------------------------------------------------------
@@ -538,16 +569,36 @@ impl Dftl {
     }
 
     /// Hints for a run of write-backs (a checkpoint's), given the pages that follow the current
-    /// one: each write-back reaches its old page's buffer through the store and reads a few CMT
-    /// slots, all far from the cache. Asked for step by step over the next write-backs, the
-    /// loads overlap the current one.
+    /// one: each write-back reaches its old page's buffer through the store, reads a few CMT
+    /// slots and its pending moves, and rewrites the page's words at the entries that changed,
+    /// all far from the cache. Asked for step by step over the next write-backs (each step
+    /// needs the one before it loaded), the loads overlap the current one.
     fn prefetch_write_backs(&self, next: &[usize]) {
         for (ahead, &t) in (1..=3).zip(next) {
             let tpage = self.gtd[t].0;
-            if ahead == 3 && !tpage.is_none() {
-                self.flash.prefetch_data(tpage);
-            }
             self.cmt.prefetch_write_back(t, ahead);
+            match ahead {
+                3 => {
+                    self.mirror.prefetch(t, true);
+                    if !tpage.is_none() {
+                        self.flash.prefetch_data_at(tpage, 0, DataHint::PageEntry);
+                    }
+                }
+                2 => {
+                    self.mirror.prefetch(t, false);
+                    if !tpage.is_none() {
+                        self.flash.prefetch_data_at(tpage, 0, DataHint::KeptBytes);
+                    }
+                }
+                _ if !tpage.is_none() => {
+                    let per = self.per_tpage;
+                    for lpn in self.cmt.dirty_lpns_in(t).chain(self.mirror.pending_lpns(t)) {
+                        let at = (lpn % per) as usize * 4;
+                        self.flash.prefetch_data_at(tpage, at, DataHint::Bytes);
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -732,8 +783,63 @@ impl BlockDevice for Dftl {
         self.logical_pages
     }
 
-    fn prefetch_mapping(&self, start: Lpn) {
-        self.cmt.prefetch(start.0);
+    /// A request's lookup is a chain of dependent loads, each a cache miss on a large device:
+    /// the CMT's index entry, then the slot (cached) or the translation page's place in the
+    /// store and its bytes (not cached), then the page the write supersedes. Hinted a step per
+    /// request served ([`BlockDevice::prefetch_mapping`]), each load has a request's work to
+    /// arrive in.
+    fn prefetch_mapping(&self, start: Lpn, ahead: usize) {
+        let lpn = start.0;
+        if lpn >= self.logical_pages {
+            return;
+        }
+        let t = self.tvpn(lpn);
+        let tpage = self.gtd[t].0;
+        let at = (lpn % self.per_tpage) as usize * 4;
+        match ahead {
+            0 => {
+                if !self.cmt.contains(lpn) {
+                    if let Ok(old) = self.mirror.get(&self.flash, tpage, lpn) {
+                        if !old.is_none() {
+                            self.space.validity.prefetch_invalidate(old, true);
+                        }
+                    }
+                }
+            }
+            1 => {
+                self.cmt.prefetch_eviction();
+                match self.cmt.peek(lpn) {
+                    Some((old, _)) if !old.is_none() => {
+                        self.space.validity.prefetch_invalidate(old, false)
+                    }
+                    Some(_) => {}
+                    None if !tpage.is_none() => {
+                        self.flash.prefetch_data_at(tpage, at, DataHint::Bytes)
+                    }
+                    None => {}
+                }
+            }
+            2 => match self.cmt.prefetch_neighbours(lpn) {
+                Some(old) if !old.is_none() => self.space.validity.prefetch_invalidate(old, true),
+                Some(_) => {}
+                None => {
+                    self.mirror.prefetch(t, false);
+                    if !tpage.is_none() {
+                        self.flash.prefetch_data_at(tpage, at, DataHint::KeptBytes);
+                    }
+                }
+            },
+            3 => {
+                if !self.cmt.prefetch_slot(lpn) && !tpage.is_none() {
+                    self.flash.prefetch_data_at(tpage, at, DataHint::PageEntry);
+                }
+            }
+            _ => {
+                self.cmt.prefetch(lpn);
+                flash::prefetch::read(&self.gtd[t]);
+                self.mirror.prefetch(t, true);
+            }
+        }
     }
 
     fn write(

@@ -47,6 +47,29 @@ impl Mirror {
         Ok(Ppn(flash.peek_u32_le(tpage, at)?))
     }
 
+    /// A hint for reading translation page `t`'s pending moves or adding one: with `far` the
+    /// list's header, otherwise its newest moves (their address is in the header), which a
+    /// lookup reads first and next to which a move is added. Changes nothing.
+    pub fn prefetch(&self, t: usize, far: bool) {
+        let Some(moves) = self.pending.get(t) else {
+            return;
+        };
+        match (far, moves.last()) {
+            (true, _) => flash::prefetch::read(moves),
+            (false, Some(newest)) => flash::prefetch::read(newest),
+            (false, None) => {}
+        }
+    }
+
+    /// LPNs of translation page `t` with moves pending (oldest first; one may repeat).
+    pub fn pending_lpns(&self, t: usize) -> impl Iterator<Item = u32> + '_ {
+        self.pending
+            .get(t)
+            .into_iter()
+            .flatten()
+            .map(|&(lpn, _)| lpn)
+    }
+
     /// `lpn` now lives at `ppn`, and its translation page does not say so yet.
     pub fn note_move(&mut self, lpn: u32, ppn: Ppn) {
         let t = self.tvpn(lpn);

@@ -141,6 +141,11 @@ impl Flash {
     pub fn prefetch_data(&self, ppn: Ppn) {
         self.store.prefetch_data(ppn);
     }
+    /// One step of a hint for reading `ppn`'s data at byte `at` ([`crate::DataHint`]); a hint
+    /// that changes nothing.
+    pub fn prefetch_data_at(&self, ppn: Ppn, at: usize, step: crate::DataHint) {
+        self.store.prefetch_data_at(ppn, at, step);
+    }
     /// [`chip_free_ns`](Self::chip_free_ns) of every chip, by chip number.
     #[inline]
     pub fn chip_free_times(&self) -> &[u64] {

@@ -33,6 +33,7 @@ pub use file::{FileStore, ImageHeader, ImageIdentity};
 pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
 pub use host::HostInterface;
 pub use oplog::{LoggedOp, OpKind, OpLog};
+pub use prefetch::DataHint;
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, OpCause};

@@ -16,6 +16,17 @@ pub fn read<T: ?Sized>(value: &T) {
     let _ = value;
 }
 
+/// The loads of reading a page's bytes at an offset from a tag-only store, in the order they
+/// happen: the page's state and slot number, the slot's header, the byte itself. Each needs the
+/// one before it in the cache, so a design that knows such a read is coming hints it a step at
+/// a time, some work apart ([`crate::Flash::prefetch_data_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataHint {
+    PageEntry,
+    KeptBytes,
+    Bytes,
+}
+
 #[cfg(test)]
 mod tests {
     /// A hint on a value or a slice, empty or not, leaves everything as it was.

@@ -13,6 +13,7 @@
 use crate::codec::copy_padded;
 use crate::content::{Content, ContentTag};
 use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::prefetch::DataHint;
 use crate::squeeze::{OobSqueeze, SqueezedOob, MAX_SQUEEZED_RECORD};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -88,6 +89,9 @@ pub trait Store: Send {
     }
     /// Starts loading what reading `ppn`'s data looks at first (a hint: [`crate::prefetch`]).
     fn prefetch_data(&self, _ppn: Ppn) {}
+    /// A hint for reading `ppn`'s data at byte `at`, one step of the chain of loads that read
+    /// takes ([`DataHint`]); each step needs the one before it in the cache.
+    fn prefetch_data_at(&self, _ppn: Ppn, _at: usize, _step: DataHint) {}
     /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
     /// tag-only store adopts it; stores that keep whole pages keep whole records.
     fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
@@ -558,6 +562,26 @@ impl Store for TagStore {
         {
             crate::prefetch::read(word);
             crate::prefetch::read(entry);
+        }
+    }
+    fn prefetch_data_at(&self, ppn: Ppn, at: usize, step: DataHint) {
+        if step == DataHint::PageEntry {
+            return self.prefetch_data(ppn);
+        }
+        let i = ppn.0 as usize;
+        let holds_bytes = self.common.states.words.get(i / 32).is_some()
+            && self.common.states.raw(ppn) == HOLDS_BYTES;
+        let Some(kept) = holds_bytes.then(|| self.bytes.slots.get(self.tag_lpn[i] as usize)) else {
+            return;
+        };
+        match (step, kept) {
+            (DataHint::KeptBytes, Some(kept)) => crate::prefetch::read(kept),
+            (DataHint::Bytes, Some(kept)) => {
+                if let Some(byte) = kept.kept.get(at) {
+                    crate::prefetch::read(byte);
+                }
+            }
+            _ => {}
         }
     }
 

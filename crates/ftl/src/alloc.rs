@@ -163,16 +163,11 @@ impl BlockPool {
     /// The chip with room for `stream` (an open block or a free one) whose time in `free_at`
     /// (one per chip) is least; ties go to the first at or after the stream's round-robin
     /// cursor. This runs for every page allocated, so it is one pass over the times from the
-    /// cursor, keeping the first least. Chips without room are left out only when the chip found
-    /// has none (a chip runs out of free blocks only while GC is behind).
+    /// cursor, chips without room counting as busy for ever (a chip runs out of free blocks
+    /// only while GC is behind).
     fn soonest_chip(&self, stream: usize, free_at: &[u64]) -> Option<u32> {
         let room = &self.room[stream];
-        let cursor = self.cursor[stream] as usize;
-        let first = first_least(free_at, cursor, |_| true)?;
-        if room[first] {
-            return Some(first as u32);
-        }
-        first_least(free_at, cursor, |c| room[c]).map(|c| c as u32)
+        first_least(free_at, self.cursor[stream] as usize, |c| room[c]).map(|c| c as u32)
     }
 
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
@@ -369,18 +364,24 @@ impl BlockPool {
 }
 
 /// Of the chips `admit` lets in, the one whose time is least, the first from `cursor` (going
-/// round) among equals; `None` if none is let in. One pass, without a branch per chip when
-/// every chip is let in.
+/// round) among equals; `None` if none is let in. One pass without a branch per chip (a chip
+/// not let in counts as busy for ever: GC-heavy runs often find the soonest chip without room
+/// and take this pass with `admit`); a second only if every chip let in is busy for ever.
 fn first_least(times: &[u64], cursor: usize, admit: impl Fn(usize) -> bool) -> Option<usize> {
-    let (mut best_time, mut best) = (u64::MAX, None);
+    let n = times.len();
+    let (mut best_time, mut best) = (u64::MAX, usize::MAX);
     let mut consider = |c: usize| {
-        let better = admit(c) && (best.is_none() || times[c] < best_time);
-        best_time = if better { times[c] } else { best_time };
-        best = if better { Some(c) } else { best };
+        let time = if admit(c) { times[c] } else { u64::MAX };
+        let better = time < best_time;
+        best_time = if better { time } else { best_time };
+        best = if better { c } else { best };
     };
-    (cursor..times.len()).for_each(&mut consider);
-    (0..cursor.min(times.len())).for_each(&mut consider);
-    best
+    (cursor..n).for_each(&mut consider);
+    (0..cursor.min(n)).for_each(&mut consider);
+    if best != usize::MAX {
+        return Some(best);
+    }
+    (cursor..n).chain(0..cursor.min(n)).find(|&c| admit(c))
 }
 
 /// Blocks a design needs free or open at all times, besides its fixed metadata areas: one
@@ -423,6 +424,41 @@ mod tests {
         let ppn = pool.allocate(0, flash)?;
         pool.check_invariants().unwrap();
         Some(flash.geometry().chip_of(ppn).0)
+    }
+
+    #[test]
+    fn first_least_matches_a_plain_search() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..20_000 {
+            let n = rng.random_range(1..20usize);
+            // Few distinct times, so ties are common; some chips busy for ever.
+            let times: Vec<u64> = (0..n)
+                .map(|_| match rng.random_range(0..5) {
+                    0 => u64::MAX,
+                    k => k,
+                })
+                .collect();
+            let admitted: Vec<bool> = (0..n).map(|_| rng.random_range(0..4) != 0).collect();
+            let cursor = rng.random_range(0..n + 1);
+            let order: Vec<usize> = (cursor.min(n)..n).chain(0..cursor.min(n)).collect();
+            let least = order
+                .iter()
+                .filter(|&&c| admitted[c])
+                .map(|&c| times[c])
+                .min();
+            let want = least.and_then(|t| {
+                order
+                    .iter()
+                    .copied()
+                    .find(|&c| admitted[c] && times[c] == t)
+            });
+            assert_eq!(
+                first_least(&times, cursor, |c| admitted[c]),
+                want,
+                "times {times:?} admitted {admitted:?} cursor {cursor}"
+            );
+        }
     }
 
     #[test]

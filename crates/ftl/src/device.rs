@@ -76,10 +76,13 @@ pub trait BlockDevice: Send {
     fn flash_mut(&mut self) -> &mut Flash;
     /// Power cut: RAM state is dropped, the flash is kept.
     fn into_flash(self: Box<Self>) -> Flash;
-    /// A request for logical pages from `start` on has arrived: a design may start loading its
-    /// mapping entry into the CPU cache, so the load overlaps the host interface's work (a
-    /// simulation-speed hint, no effect on what is simulated; docs/performance.md).
-    fn prefetch_mapping(&self, _start: Lpn) {}
+    /// A request for logical pages from `start` on will be served after `ahead` others (0: it
+    /// has arrived): a design may start loading its mapping into the CPU cache, so the load
+    /// overlaps other work. A simulation-speed hint with no effect on what is simulated; the
+    /// driver hints each request at every distance from the farthest it looks ahead down to 1,
+    /// the host layer at 0, so a chain of dependent loads can be asked for a step per request
+    /// (docs/performance.md).
+    fn prefetch_mapping(&self, _start: Lpn, _ahead: usize) {}
     /// Checks the design's internal invariants (called after every step in tests).
     fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         Ok(())

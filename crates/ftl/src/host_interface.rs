@@ -230,8 +230,8 @@ impl BlockDevice for HostLinked {
     fn into_flash(self: Box<Self>) -> Flash {
         self.inner.into_flash()
     }
-    fn prefetch_mapping(&self, start: Lpn) {
-        self.inner.prefetch_mapping(start)
+    fn prefetch_mapping(&self, start: Lpn, ahead: usize) {
+        self.inner.prefetch_mapping(start, ahead)
     }
     fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
         self.inner.check_invariants()

@@ -198,6 +198,37 @@ impl Validity {
         self.relink(b);
     }
 
+    /// A hint for invalidating `ppn` soon (the page a write will supersede): with `far`, what
+    /// [`invalidate`](Self::invalidate) reads of the page and its block; otherwise the block's
+    /// neighbours in its greedy bucket, which it relinks (their numbers are in what the far
+    /// step loads). Changes nothing.
+    pub fn prefetch_invalidate(&self, ppn: Ppn, far: bool) {
+        use flash::prefetch::read;
+        let i = ppn.0 as usize;
+        let b = self.geometry.block_of(ppn).0 as usize;
+        if b >= self.valid.len() {
+            return;
+        }
+        if far {
+            match &self.owners {
+                Owners::Kept(owner) => read(&owner[i]),
+                Owners::OnFlash { live, .. } => read(&live[i / 64]),
+            }
+            read(&self.valid[b]);
+            read(&self.invalidated_by_ns[b]);
+            read(&self.in_index[b]);
+            read(&self.prev[b]);
+            read(&self.next[b]);
+            return;
+        }
+        for neighbour in [self.prev[b], self.next[b]] {
+            if let Some(n) = self.next.get(neighbour as usize) {
+                read(n);
+                read(&self.prev[neighbour as usize]);
+            }
+        }
+    }
+
     /// Marks a page stale; `superseded_end_ns` is when the copy that replaces it is on flash.
     pub fn invalidate(&mut self, ppn: Ppn, superseded_end_ns: u64) {
         let was_live = self.set_live(ppn.0 as usize, None);

@@ -20,7 +20,7 @@ impl<D: DeviceHandle> Host<D> {
         pages: &[Content],
         arrival_ns: u64,
     ) -> Result<Completion, HostError> {
-        self.device().prefetch_mapping(start);
+        self.device().prefetch_mapping(start, 0);
         self.modify(arrival_ns, |host, at| {
             let done = host.device_mut().write(start, pages, at)?;
             host.stats.pages_written += pages.len() as u64;
@@ -36,7 +36,7 @@ impl<D: DeviceHandle> Host<D> {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, HostError> {
-        self.device().prefetch_mapping(start);
+        self.device().prefetch_mapping(start, 0);
         let at = self.at(arrival_ns);
         let result = self.device_read(start, count, at, out, false);
         self.finish(result)

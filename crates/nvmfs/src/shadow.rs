@@ -180,8 +180,8 @@ impl BlockDevice for Shadowed {
     fn into_flash(self: Box<Self>) -> Flash {
         self.primary.into_flash()
     }
-    fn prefetch_mapping(&self, start: Lpn) {
-        self.primary.prefetch_mapping(start)
+    fn prefetch_mapping(&self, start: Lpn, ahead: usize) {
+        self.primary.prefetch_mapping(start, ahead)
     }
     fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.primary.check_invariants()

@@ -16,7 +16,7 @@ use host::HostError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 /// Figures of the measured phase, in simulated time unless named `wall`.
 #[derive(Clone, Debug)]
@@ -99,6 +99,11 @@ pub fn run(
     )
 }
 
+/// How many requests a workload that ignores the view is drawn ahead of the one served: each is
+/// hinted to the design at every distance down to 1 (`BlockDevice::prefetch_mapping`), so a
+/// design can walk a chain of dependent loads (index entry, slot, page) a step per request.
+const LOOK_AHEAD: usize = 4;
+
 /// [`run`] on a device that already holds data, from `origin`.
 pub fn run_from(
     dev: &mut dyn BlockDevice,
@@ -117,11 +122,12 @@ pub fn run_from(
     let dev = &mut host::Host::new(dev, run.start_ns)
         .tag_only()
         .checked(record);
-    // A workload whose requests do not depend on the view is drawn one request ahead, so the
-    // design can start loading the next request's mapping while it serves this one (the same
-    // sequence either way: nothing else draws from `rng`).
+    // A workload whose requests do not depend on the view is drawn LOOK_AHEAD requests ahead,
+    // so the design can load the next requests' mappings step by step while it serves this
+    // one (the same sequence either way: nothing else draws from `rng`).
     let look_ahead = generator.ignores_view();
-    let mut drawn: Option<(HostOp, Phase)> = None;
+    let mut drawn: VecDeque<(HostOp, Phase)> = VecDeque::with_capacity(LOOK_AHEAD + 1);
+    let mut exhausted = false;
     let mut measured = 0u64;
     loop {
         let arrival = run.next_arrival(dev)?;
@@ -131,13 +137,21 @@ pub fn run_from(
             now_ns: arrival,
             inflight_static: &run.inflight_static,
         };
-        let Some((op, phase)) = drawn.take().or_else(|| generator.next(&mut rng, &view)) else {
+        while look_ahead && !exhausted && drawn.len() <= LOOK_AHEAD {
+            match generator.next(&mut rng, &view) {
+                Some(next) => drawn.push_back(next),
+                None => exhausted = true,
+            }
+        }
+        let Some((op, phase)) = drawn
+            .pop_front()
+            .or_else(|| generator.next(&mut rng, &view))
+        else {
             break;
         };
-        if look_ahead {
-            drawn = generator.next(&mut rng, &view);
-            if let Some(next) = drawn.as_ref().and_then(|(op, _)| op.mapping_lookup()) {
-                dev.device().prefetch_mapping(next);
+        for (ahead, (next, _)) in (1..).zip(&drawn) {
+            if let Some(start) = next.mapping_lookup() {
+                dev.device().prefetch_mapping(start, ahead);
             }
         }
         if phase == Phase::Measured && run.measured_from.is_none() {
@@ -658,7 +672,8 @@ mod tests {
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     enum Event {
-        Hint(u32),
+        /// A hint for the request starting at this page, served after this many others.
+        Hint(u32, usize),
         Write(u32),
     }
 
@@ -713,16 +728,19 @@ mod tests {
         fn into_flash(self: Box<Self>) -> Flash {
             self.flash
         }
-        fn prefetch_mapping(&self, start: Lpn) {
-            self.events.lock().unwrap().push(Event::Hint(start.0));
+        fn prefetch_mapping(&self, start: Lpn, ahead: usize) {
+            self.events
+                .lock()
+                .unwrap()
+                .push(Event::Hint(start.0, ahead));
         }
     }
 
-    /// A workload that ignores the view is drawn a request ahead: the design hears of each
-    /// request's first page before the request ahead of it is served, and the requests are
-    /// the sequence drawn without looking ahead.
+    /// A workload that ignores the view is drawn `LOOK_AHEAD` requests ahead: the design hears
+    /// of each request's first page at every distance from `LOOK_AHEAD` down to 0, one step per
+    /// request served, and the requests are the sequence drawn without looking ahead.
     #[test]
-    fn the_next_request_is_hinted_before_the_one_ahead_is_served() {
+    fn the_next_requests_are_hinted_step_by_step() {
         let config = flash::DeviceConfig::preset("small").expect("small preset");
         let mut dev = Recorder {
             flash: Flash::in_memory(config, 16, true),
@@ -752,17 +770,23 @@ mod tests {
             .collect();
         assert_eq!(writes, drawn);
         assert_eq!(writes.len(), 200);
-        // Request k + 1's hint comes after request k - 1 is written and before request k is.
+        // While request k waits (after request k - 1 is written, before it is), each of the
+        // LOOK_AHEAD requests after it is hinted at its distance, and request k itself at 0 by
+        // the host layer.
         let served: Vec<usize> = (0..events.len())
             .filter(|&i| matches!(events[i], Event::Write(_)))
             .collect();
-        for k in 1..writes.len() - 1 {
+        for k in 1..writes.len() {
             let between = &events[served[k - 1] + 1..served[k]];
-            assert!(
-                between.contains(&Event::Hint(writes[k + 1])),
-                "request {} was not hinted while request {k} waited: {between:?}",
-                k + 1
-            );
+            let last = (k + LOOK_AHEAD).min(writes.len() - 1);
+            for (j, &lpn) in writes.iter().enumerate().take(last + 1).skip(k) {
+                assert!(
+                    between.contains(&Event::Hint(lpn, j - k)),
+                    "request {j} was not hinted at distance {} while request {k} waited: \
+                     {between:?}",
+                    j - k
+                );
+            }
         }
     }
 }
