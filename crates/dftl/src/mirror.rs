@@ -15,6 +15,9 @@
 use crate::format::read_translation_entries;
 use flash::{Flash, FlashError, Ppn, WordCrc, WordEdit};
 
+/// Moves a page's list may keep room for once written back (16 moves: 128 bytes per page).
+const KEPT_MOVES: usize = 16;
+
 pub struct Mirror {
     per_tpage: u32,
     /// Per translation page: moves (lpn, new location) not yet in it, oldest first.
@@ -103,11 +106,20 @@ impl Mirror {
         } else {
             WordEdit::new(flash.take_page(tpage)?, crc, words)
         };
-        // The list goes with its capacity: memory follows the moves outstanding, not the most a
-        // page ever had.
-        for (lpn, ppn) in std::mem::take(&mut self.pending[t]) {
+        let per_tpage = self.per_tpage;
+        let moves = &mut self.pending[t];
+        for &(lpn, ppn) in moves.iter() {
             // Entry i of a translation page is its word i (DFTL §3.1.2's read-modify-write).
-            page.set((lpn % self.per_tpage) as usize, ppn.0);
+            page.set((lpn % per_tpage) as usize, ppn.0);
+        }
+        // A short list keeps its buffer for the page's next moves (freeing it and growing it
+        // again at every write-back held ~4 % of a GC-heavy run's samples: the allocator's
+        // metadata is as cold as the list); a long one goes, so memory follows the moves
+        // outstanding, not the most a page ever had.
+        if moves.capacity() > KEPT_MOVES {
+            *moves = Vec::new();
+        } else {
+            moves.clear();
         }
         Ok(page)
     }
