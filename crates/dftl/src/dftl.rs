@@ -572,12 +572,19 @@ impl Dftl {
     /// one: each write-back reaches its old page's buffer through the store, reads a few CMT
     /// slots and its pending moves, and rewrites the page's words at the entries that changed,
     /// all far from the cache. Asked for step by step over the next write-backs (each step
-    /// needs the one before it loaded), the loads overlap the current one.
+    /// needs the one before it loaded), the loads overlap the current one. The steps are two
+    /// write-backs apart: on a large device most pages carry one or two changes, and a single
+    /// write-back was too short for a step's loads to arrive (docs/performance.md).
     fn prefetch_write_backs(&self, next: &[usize]) {
-        for (ahead, &t) in (1..=3).zip(next) {
+        const WRITE_BACK_HINT_SPACING: usize = 2;
+        for (ahead, &t) in (1..=3 * WRITE_BACK_HINT_SPACING).zip(next) {
+            if ahead % WRITE_BACK_HINT_SPACING != 0 {
+                continue;
+            }
+            let step = ahead / WRITE_BACK_HINT_SPACING;
             let tpage = self.gtd[t].0;
-            self.cmt.prefetch_write_back(t, ahead);
-            match ahead {
+            self.cmt.prefetch_write_back(t, step);
+            match step {
                 3 => {
                     self.mirror.prefetch(t, true);
                     if !tpage.is_none() {
