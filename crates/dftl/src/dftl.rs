@@ -806,7 +806,7 @@ impl BlockDevice for Dftl {
         match ahead {
             0 => {
                 if !self.cmt.contains(lpn) {
-                    if let Ok(old) = self.mirror.get(&self.flash, tpage, lpn) {
+                    if let Some(old) = self.mirror.hint_get(&self.flash, tpage, lpn) {
                         if !old.is_none() {
                             self.space.validity.prefetch_invalidate(old, true);
                         }

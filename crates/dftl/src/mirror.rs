@@ -73,6 +73,19 @@ impl Mirror {
             .map(|&(lpn, _)| lpn)
     }
 
+    /// [`get`](Self::get) for a hint: `None` where the page would be read from an image file
+    /// ([`Flash::hint_u32_le`]) or holds no data.
+    pub fn hint_get(&self, flash: &Flash, tpage: Ppn, lpn: u32) -> Option<Ppn> {
+        let moves = self.pending.get(self.tvpn(lpn))?;
+        if let Some(&(_, ppn)) = moves.iter().rev().find(|(l, _)| *l == lpn) {
+            return Some(ppn);
+        }
+        let at = (lpn % self.per_tpage) as usize * 4;
+        (!tpage.is_none())
+            .then(|| flash.hint_u32_le(tpage, at).map(Ppn))
+            .flatten()
+    }
+
     /// `lpn` now lives at `ppn`, and its translation page does not say so yet.
     pub fn note_move(&mut self, lpn: u32, ppn: Ppn) {
         let t = self.tvpn(lpn);

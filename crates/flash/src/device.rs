@@ -327,6 +327,15 @@ impl Flash {
         self.peek(ppn, at, 4, |store| store.data_u32_le(ppn, at))
     }
 
+    /// [`peek_u32_le`](Self::peek_u32_le) for a hint: the value only where the store keeps the
+    /// page in memory (`None` where it would read the image file, and for a page that holds no
+    /// data), so a hint never does I/O, never fails and changes nothing.
+    pub fn hint_u32_le(&self, ppn: Ppn, at: usize) -> Option<u32> {
+        self.peek(ppn, at, 4, |store| store.data_u32_le_in_memory(ppn, at))
+            .ok()
+            .flatten()
+    }
+
     /// The bytes of a programmed page, whole, with no flash operation (as
     /// [`peek_bytes`](Self::peek_bytes); a tag is expanded into its page image).
     pub fn peek_page(&self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
@@ -580,6 +589,11 @@ mod tests {
                 .unwrap();
             assert_eq!(f.peek_u32_le(Ppn(0), 8).unwrap(), 0xA1B2_C3D4);
             assert_eq!(f.peek_u32_le(Ppn(0), page_bytes - 4).unwrap(), 0);
+            // A hint reads what a peek reads from a store in memory, and nothing where a peek
+            // fails (an erased page, past the page).
+            assert_eq!(f.hint_u32_le(Ppn(0), 8), Some(0xA1B2_C3D4));
+            assert_eq!(f.hint_u32_le(Ppn(2), 8), None);
+            assert_eq!(f.hint_u32_le(Ppn(0), page_bytes - 2), None);
             assert_eq!(&*f.peek_page(Ppn(0)).unwrap(), page.as_slice());
             let mut some = [0u8; 6];
             f.peek_bytes(Ppn(0), 7, &mut some).unwrap();

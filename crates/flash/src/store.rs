@@ -89,6 +89,12 @@ pub trait Store: Send {
     }
     /// Starts loading what reading `ppn`'s data looks at first (a hint: [`crate::prefetch`]).
     fn prefetch_data(&self, _ppn: Ppn) {}
+    /// The little-endian `u32` at byte `at` of `ppn`'s data if this store keeps it in memory, for
+    /// a hint that needs a value to hint further: no I/O, no counters. `None` where reading it
+    /// would touch a file (and could fail).
+    fn data_u32_le_in_memory(&self, _ppn: Ppn, _at: usize) -> Option<u32> {
+        None
+    }
     /// A hint for reading `ppn`'s data at byte `at`, one step of the chain of loads that read
     /// takes ([`DataHint`]); each step needs the one before it in the cache.
     fn prefetch_data_at(&self, _ppn: Ppn, _at: usize, _step: DataHint) {}
@@ -496,6 +502,9 @@ impl Store for TagStore {
             }
         }
     }
+    fn data_u32_le_in_memory(&self, ppn: Ppn, at: usize) -> Option<u32> {
+        Some(self.data_u32_le(ppn, at))
+    }
     fn data_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) {
         match self.kept_bytes(ppn) {
             // No copy of the page (a metadata page read entry by entry); bytes past what was
@@ -753,6 +762,9 @@ impl Store for MemStore {
             (Some(bytes), PageState::Programmed) => out.copy_from_slice(&bytes[at..at + out.len()]),
             _ => out.fill(0),
         }
+    }
+    fn data_u32_le_in_memory(&self, ppn: Ppn, at: usize) -> Option<u32> {
+        Some(self.data_u32_le(ppn, at))
     }
     fn oob(&self, ppn: Ppn, out: &mut [u8]) {
         self.common.copy_oob(ppn, out)

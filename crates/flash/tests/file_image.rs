@@ -313,3 +313,30 @@ fn an_image_of_another_design_format_version_is_refused() {
         .unwrap();
     assert!(err.to_string().contains("format version 2"), "{err}");
 }
+
+/// A hint's read never touches the image file: `hint_u32_le` answers `None` on a file-backed
+/// store (where `peek_u32_le` reads the file) and leaves its error count as it was.
+#[test]
+fn a_hint_does_not_read_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    let store = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+    let mut f = Flash::new(c, Box::new(store));
+    f.program(
+        Ppn(1),
+        &Content::Bytes(vec![0xAB; 4096].into_boxed_slice()),
+        &[1],
+        0,
+        OpCause::Mapping,
+    )
+    .unwrap();
+    let errors = f.store().io_errors();
+    assert_eq!(f.hint_u32_le(Ppn(1), 4), None);
+    assert_eq!(f.store().io_errors(), errors);
+    assert_eq!(
+        f.peek_u32_le(Ppn(1), 4).unwrap(),
+        0xABAB_ABAB,
+        "the page is there"
+    );
+}
