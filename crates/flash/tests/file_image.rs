@@ -22,6 +22,11 @@ fn tag(lpn: u32, write: u64) -> Content {
     Content::Tag(ContentTag { lpn, write })
 }
 
+/// A page of real bytes, as a design's metadata pages are.
+fn metadata_page() -> Content {
+    Content::Bytes(vec![0xAB; 4096].into_boxed_slice())
+}
+
 #[test]
 fn contents_outlive_the_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,14 +37,8 @@ fn contents_outlive_the_store() {
         let mut f = Flash::new(c.clone(), Box::new(store));
         f.program(Ppn(0), &tag(3, 9), &[7; 16], 0, OpCause::HostData)
             .unwrap();
-        f.program(
-            Ppn(1),
-            &Content::Bytes(vec![0xAB; 4096].into_boxed_slice()),
-            &[1],
-            0,
-            OpCause::Mapping,
-        )
-        .unwrap();
+        f.program(Ppn(1), &metadata_page(), &[1], 0, OpCause::Mapping)
+            .unwrap();
         f.erase(BlockId(5), 0, OpCause::GcCopy).unwrap();
         f.sync().unwrap();
     }
@@ -321,16 +320,10 @@ fn a_hint_does_not_read_the_image() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    let store = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
-    let mut f = Flash::new(c, Box::new(store));
-    f.program(
-        Ppn(1),
-        &Content::Bytes(vec![0xAB; 4096].into_boxed_slice()),
-        &[1],
-        0,
-        OpCause::Mapping,
-    )
-    .unwrap();
+    let image = FileStore::create(&path, &c.geometry, 16, &id()).unwrap();
+    let mut f = Flash::new(c, Box::new(image));
+    f.program(Ppn(1), &metadata_page(), &[1], 0, OpCause::Mapping)
+        .unwrap();
     let errors = f.store().io_errors();
     assert_eq!(f.hint_u32_le(Ppn(1), 4), None);
     assert_eq!(f.store().io_errors(), errors);
