@@ -220,6 +220,12 @@ impl Cmt {
         self.dirty_count[t] = 0;
     }
 
+    /// The words of the dirty bitmap that hold translation page `t`'s bits.
+    fn dirty_words(&self, t: usize) -> std::ops::Range<usize> {
+        let lpns = self.page_lpns(t);
+        lpns.start as usize / 64..(lpns.end as usize).div_ceil(64)
+    }
+
     /// LPNs of translation page `t` (empty past the last page).
     fn page_lpns(&self, t: usize) -> std::ops::Range<u32> {
         let first = u32::try_from(t)
@@ -245,21 +251,23 @@ impl Cmt {
     /// The second step of a request's hints, after [`prefetch`](Self::prefetch): `lpn`'s slot,
     /// if it is cached. Returns whether it is.
     pub fn prefetch_slot(&self, lpn: u32) -> bool {
-        let Some((s, _)) = self.slot_of.get(lpn as usize).and_then(|_| self.entry(lpn)) else {
+        let Some(slot) = self.hinted_slot(lpn) else {
             return false;
         };
-        flash::prefetch::read(&self.slots[s as usize]);
+        flash::prefetch::read(slot);
         true
+    }
+
+    /// `lpn`'s slot if it is cached, for a hint (an LPN past the device has none).
+    fn hinted_slot(&self, lpn: u32) -> Option<&Slot> {
+        let v = *self.slot_of.get(lpn as usize)?;
+        (v != NIL).then(|| &self.slots[(v & !DIRTY) as usize])
     }
 
     /// The third step: the LRU neighbours of `lpn`'s slot, which making it most recently used
     /// relinks. Returns the cached entry's PPN (none if not cached).
     pub fn prefetch_neighbours(&self, lpn: u32) -> Option<Ppn> {
-        let (s, _) = self
-            .slot_of
-            .get(lpn as usize)
-            .and_then(|_| self.entry(lpn))?;
-        let slot = &self.slots[s as usize];
+        let slot = self.hinted_slot(lpn)?;
         for n in [slot.prev, slot.next] {
             if let Some(neighbour) = self.slots.get(n as usize) {
                 flash::prefetch::read(neighbour);
@@ -288,9 +296,7 @@ impl Cmt {
     /// the cache). Changes nothing.
     pub fn prefetch_write_back(&self, t: usize, ahead: usize) {
         if ahead >= 3 {
-            let lpns = self.page_lpns(t);
-            let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
-            if let Some(bits) = self.dirty.get(words) {
+            if let Some(bits) = self.dirty.get(self.dirty_words(t)) {
                 bits.chunks(8)
                     .for_each(|line| flash::prefetch::read(&line[0]));
             }
@@ -312,7 +318,7 @@ impl Cmt {
     /// changes).
     pub fn dirty_lpns_in(&self, t: usize) -> impl Iterator<Item = u32> + '_ {
         let lpns = self.page_lpns(t);
-        let words = lpns.start as usize / 64..(lpns.end as usize).div_ceil(64);
+        let words = self.dirty_words(t);
         let bits = self.dirty.get(words.clone()).unwrap_or(&[]);
         words
             .zip(bits)

@@ -576,12 +576,9 @@ impl Dftl {
     /// write-backs apart: on a large device most pages carry one or two changes, and a single
     /// write-back was too short for a step's loads to arrive (docs/performance.md).
     fn prefetch_write_backs(&self, next: &[usize]) {
-        const WRITE_BACK_HINT_SPACING: usize = 2;
-        for (ahead, &t) in (1..=3 * WRITE_BACK_HINT_SPACING).zip(next) {
-            if ahead % WRITE_BACK_HINT_SPACING != 0 {
-                continue;
-            }
-            let step = ahead / WRITE_BACK_HINT_SPACING;
+        const SPACING: usize = 2;
+        let spaced = next.iter().skip(SPACING - 1).step_by(SPACING);
+        for (step, &t) in (1..=3).zip(spaced) {
             let tpage = self.gtd[t].0;
             self.cmt.prefetch_write_back(t, step);
             match step {

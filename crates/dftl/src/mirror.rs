@@ -39,15 +39,18 @@ impl Mirror {
     /// Where `lpn` is according to its translation page at `tpage` (none yet: `Ppn::NONE`) and
     /// the moves not yet written back.
     pub fn get(&self, flash: &Flash, tpage: Ppn, lpn: u32) -> Result<Ppn, FlashError> {
-        let moves = &self.pending[self.tvpn(lpn)];
-        if let Some(&(_, ppn)) = moves.iter().rev().find(|(l, _)| *l == lpn) {
+        if let Some(ppn) = newest_move(&self.pending[self.tvpn(lpn)], lpn) {
             return Ok(ppn);
         }
         if tpage.is_none() {
             return Ok(Ppn::NONE);
         }
-        let at = (lpn % self.per_tpage) as usize * 4;
-        Ok(Ppn(flash.peek_u32_le(tpage, at)?))
+        Ok(Ppn(flash.peek_u32_le(tpage, 4 * self.entry_index(lpn))?))
+    }
+
+    /// Index of `lpn`'s entry in its translation page, whose word it is (DFTL §3.1.2).
+    fn entry_index(&self, lpn: u32) -> usize {
+        (lpn % self.per_tpage) as usize
     }
 
     /// A hint for reading translation page `t`'s pending moves or adding one: with `far` the
@@ -76,14 +79,13 @@ impl Mirror {
     /// [`get`](Self::get) for a hint: `None` where the page would be read from an image file
     /// ([`Flash::hint_u32_le`]) or holds no data.
     pub fn hint_get(&self, flash: &Flash, tpage: Ppn, lpn: u32) -> Option<Ppn> {
-        let moves = self.pending.get(self.tvpn(lpn))?;
-        if let Some(&(_, ppn)) = moves.iter().rev().find(|(l, _)| *l == lpn) {
+        if let Some(ppn) = newest_move(self.pending.get(self.tvpn(lpn))?, lpn) {
             return Some(ppn);
         }
-        let at = (lpn % self.per_tpage) as usize * 4;
-        (!tpage.is_none())
-            .then(|| flash.hint_u32_le(tpage, at).map(Ppn))
-            .flatten()
+        if tpage.is_none() {
+            return Some(Ppn::NONE);
+        }
+        flash.hint_u32_le(tpage, 4 * self.entry_index(lpn)).map(Ppn)
     }
 
     /// `lpn` now lives at `ppn`, and its translation page does not say so yet.
@@ -119,12 +121,10 @@ impl Mirror {
         } else {
             WordEdit::new(flash.take_page(tpage)?, crc, words)
         };
-        let per_tpage = self.per_tpage;
-        let moves = &mut self.pending[t];
-        for &(lpn, ppn) in moves.iter() {
-            // Entry i of a translation page is its word i (DFTL §3.1.2's read-modify-write).
-            page.set((lpn % per_tpage) as usize, ppn.0);
+        for &(lpn, ppn) in &self.pending[t] {
+            page.set(self.entry_index(lpn), ppn.0);
         }
+        let moves = &mut self.pending[t];
         // A short list keeps its buffer for the page's next moves (freeing it and growing it
         // again at every write-back held ~4 % of a GC-heavy run's samples: the allocator's
         // metadata is as cold as the list); a long one goes, so memory follows the moves
@@ -154,7 +154,7 @@ impl Mirror {
             read_translation_entries(&page, out);
         }
         for &(lpn, ppn) in &self.pending[t] {
-            out[(lpn % self.per_tpage) as usize] = ppn;
+            out[self.entry_index(lpn)] = ppn;
         }
         Ok(())
     }
@@ -165,6 +165,15 @@ impl Mirror {
         let moves: u64 = self.pending.iter().map(flash::vec_bytes).sum();
         lists + moves
     }
+}
+
+/// The newest of `moves` (oldest first) for `lpn`.
+fn newest_move(moves: &[(u32, Ppn)], lpn: u32) -> Option<Ppn> {
+    moves
+        .iter()
+        .rev()
+        .find(|(l, _)| *l == lpn)
+        .map(|&(_, ppn)| ppn)
 }
 
 #[cfg(test)]

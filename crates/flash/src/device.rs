@@ -136,13 +136,9 @@ impl Flash {
     pub fn chip_free_ns(&self, chip: u32) -> u64 {
         self.timeline.chip_free_ns(chip)
     }
-    /// Starts loading what reading `ppn`'s data looks at first: a hint that changes nothing
-    /// ([`crate::prefetch`]), for a design that knows which page it will read soon.
-    pub fn prefetch_data(&self, ppn: Ppn) {
-        self.store.prefetch_data(ppn);
-    }
-    /// One step of a hint for reading `ppn`'s data at byte `at` ([`crate::DataHint`]); a hint
-    /// that changes nothing.
+    /// One step of a hint for reading `ppn`'s data at byte `at` ([`crate::DataHint`]), for a
+    /// design that knows which page it will read soon: a hint that changes nothing
+    /// ([`crate::prefetch`]).
     pub fn prefetch_data_at(&self, ppn: Ppn, at: usize, step: crate::DataHint) {
         self.store.prefetch_data_at(ppn, at, step);
     }

@@ -87,8 +87,6 @@ pub trait Store: Send {
     fn take_bytes(&mut self, _ppn: Ppn) -> Option<Box<[u8]>> {
         None
     }
-    /// Starts loading what reading `ppn`'s data looks at first (a hint: [`crate::prefetch`]).
-    fn prefetch_data(&self, _ppn: Ppn) {}
     /// The little-endian `u32` at byte `at` of `ppn`'s data if this store keeps it in memory, for
     /// a hint that needs a value to hint further: no I/O, no counters. `None` where reading it
     /// would touch a file (and could fail).
@@ -564,33 +562,28 @@ impl Store for TagStore {
     fn take_bytes(&mut self, ppn: Ppn) -> Option<Box<[u8]>> {
         self.take_kept_bytes(ppn).map(KeptBytes::into_whole)
     }
-    fn prefetch_data(&self, ppn: Ppn) {
-        let i = ppn.0 as usize;
-        if let (Some(word), Some(entry)) =
-            (self.common.states.words.get(i / 32), self.tag_lpn.get(i))
-        {
-            crate::prefetch::read(word);
-            crate::prefetch::read(entry);
-        }
-    }
     fn prefetch_data_at(&self, ppn: Ppn, at: usize, step: DataHint) {
-        if step == DataHint::PageEntry {
-            return self.prefetch_data(ppn);
-        }
         let i = ppn.0 as usize;
-        let holds_bytes = self.common.states.words.get(i / 32).is_some()
-            && self.common.states.raw(ppn) == HOLDS_BYTES;
-        let Some(kept) = holds_bytes.then(|| self.bytes.slots.get(self.tag_lpn[i] as usize)) else {
+        let (Some(word), Some(entry)) = (self.common.states.words.get(i / 32), self.tag_lpn.get(i))
+        else {
             return;
         };
-        match (step, kept) {
-            (DataHint::KeptBytes, Some(kept)) => crate::prefetch::read(kept),
-            (DataHint::Bytes, Some(kept)) => {
-                if let Some(byte) = kept.kept.get(at) {
+        // Each step reads only what the step before it asked for.
+        match step {
+            DataHint::PageEntry => {
+                crate::prefetch::read(word);
+                crate::prefetch::read(entry);
+            }
+            DataHint::KeptBytes => {
+                if let Some(kept) = self.kept_bytes(ppn) {
+                    crate::prefetch::read(kept);
+                }
+            }
+            DataHint::Bytes => {
+                if let Some(byte) = self.kept_bytes(ppn).and_then(|kept| kept.kept.get(at)) {
                     crate::prefetch::read(byte);
                 }
             }
-            _ => {}
         }
     }
 
