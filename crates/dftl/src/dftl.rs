@@ -157,6 +157,8 @@ pub struct Dftl {
     /// second time (a controller does not issue two reads of one page at once).
     tp_read_in_flight: Option<(usize, Ppn, u64)>,
     gc_low_blocks: u32,
+    /// A collect's moves, the buffer kept between collects.
+    gc_moves: Vec<Moved>,
     stats: Counters,
 }
 
@@ -247,6 +249,7 @@ impl Dftl {
             arrivals: ftl::ArrivalClock::starting_at(0),
             tp_read_in_flight: None,
             gc_low_blocks,
+            gc_moves: Vec::new(),
             stats: Counters::default(),
             flash,
         }
@@ -427,7 +430,8 @@ impl Dftl {
 
     fn collect(&mut self, victim: BlockId, now: u64, cause: OpCause) -> Result<(), FtlError> {
         self.ensure_reserved(now)?;
-        let mut moves: Vec<Moved> = Vec::new();
+        let mut moves = std::mem::take(&mut self.gc_moves);
+        moves.clear();
         let mut seq = self.seq;
         // Copies may land in blocks reserved just now: the victim goes only after that is durable.
         let reservation_end = self.last_reservation_end;
@@ -439,11 +443,16 @@ impl Dftl {
             now,
             cause,
             |owner, oob_buf| {
-                if owner & TRANSLATION == 0 {
-                    // A data copy is the current version as of now: fresh sequence number.
-                    seq += 1;
-                    oob_buf[..OOB_BYTES as usize].copy_from_slice(&oob(KIND_DATA, owner, seq, 0));
+                // A translation page's copy keeps its record (sequence number and checksum).
+                if owner & TRANSLATION != 0 {
+                    return false;
                 }
+                // A data copy is the current version as of now: fresh sequence number.
+                seq += 1;
+                let (record, tail) = oob_buf.split_at_mut(OOB_BYTES as usize);
+                record.copy_from_slice(&oob(KIND_DATA, owner, seq, 0));
+                tail.fill(0);
+                true
             },
             |m| moves.push(m),
             |_| reservation_end,
@@ -471,6 +480,7 @@ impl Dftl {
                 self.mirror.note_move(lpn, m.to);
             }
         }
+        self.gc_moves = moves;
         Ok(())
     }
 

@@ -20,6 +20,7 @@ pub mod lru;
 pub mod promise;
 pub mod space;
 pub mod validity;
+pub mod wear_index;
 
 pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState, ChipAllocation};
 pub use device::{

@@ -54,6 +54,11 @@ pub struct Space {
     pub wear_threshold: u32,
     /// Device erase count at the last wear check (designs with their own GC loop erase too).
     erases_at_wear_check: u64,
+    /// [`collect`](Self::collect)'s lists, kept between calls (allocating them per victim held
+    /// ~1 % of the GC run's samples).
+    live_scratch: Vec<(Ppn, Option<u32>)>,
+    moves_scratch: Vec<Moved>,
+    oob_scratch: Vec<u8>,
 }
 
 /// Heap bytes of a block space per structure, named `space.<structure>` (for designs that keep
@@ -86,6 +91,9 @@ impl Space {
             policy,
             wear_threshold,
             erases_at_wear_check: 0,
+            live_scratch: Vec::new(),
+            moves_scratch: Vec::new(),
+            oob_scratch: Vec::new(),
         }
     }
 
@@ -179,8 +187,10 @@ impl Space {
         }
     }
 
-    /// Copies the live pages of `victim` to `stream` and erases it. `rewrite_oob` may change
-    /// each copy's OOB record (given the owner); `on_move` updates the design's mapping;
+    /// Copies the live pages of `victim` to `stream` and erases it. `fresh_oob` may write a
+    /// copy's whole OOB record itself (given the owner and the buffer; it returns true), or
+    /// return false for the copy to carry the page's own record (then read with the page);
+    /// `on_move` updates the design's mapping;
     /// `erase_after_ns` adds a design-specific dependency for the erase (e.g. a mapping page
     /// that must be on flash first). Returns when the victim is erased.
     #[allow(clippy::too_many_arguments)]
@@ -191,7 +201,7 @@ impl Space {
         stream: usize,
         not_before: u64,
         cause: OpCause,
-        mut rewrite_oob: impl FnMut(u32, &mut [u8]),
+        mut fresh_oob: impl FnMut(u32, &mut [u8]) -> bool,
         mut on_move: impl FnMut(Moved),
         erase_after_ns: impl FnOnce(&[Moved]) -> u64,
     ) -> Result<u64, FtlError> {
@@ -201,22 +211,29 @@ impl Space {
             "GC victim must be a full block"
         );
         self.validity.unindex_block(victim);
-        let live = self.validity.live_owners(flash, victim);
-        let mut oob = vec![0u8; flash.oob_record_bytes() as usize];
-        let mut moves = Vec::with_capacity(live.len());
+        let mut live = std::mem::take(&mut self.live_scratch);
+        self.validity.live_owners_into(flash, victim, &mut live);
+        let mut oob = std::mem::take(&mut self.oob_scratch);
+        oob.clear();
+        oob.resize(flash.oob_record_bytes() as usize, 0);
+        let mut moves = std::mem::take(&mut self.moves_scratch);
+        moves.clear();
         let mut last = not_before;
-        for (from, owner) in live {
+        for &(from, owner) in &live {
             let owner = owner.ok_or_else(|| {
                 FtlError::Corrupt(format!("live {from}: its owner does not read back"))
             })?;
-            let (status, read) = flash.read(from, &mut oob, not_before, cause)?;
+            // The copy's record: written afresh by the design, or the page's own, read with it.
+            let (status, read) = match fresh_oob(owner, &mut oob) {
+                true => flash.read_content(from, not_before, cause)?,
+                false => flash.read(from, &mut oob, not_before, cause)?,
+            };
             let ReadStatus::Data(content) = status else {
                 return Err(FtlError::Corrupt(format!(
                     "live {from} did not read back ({status:?})"
                 )));
             };
             let to = self.allocate(stream, flash).ok_or(FtlError::NoSpace)?;
-            rewrite_oob(owner, &mut oob);
             let span = flash.program_owned(to, content, &oob, read.end_ns, cause)?;
             self.validity.set_valid(to, owner);
             self.validity.invalidate(from, span.end_ns);
@@ -233,6 +250,9 @@ impl Space {
         let after = last
             .max(self.validity.invalidated_by_ns(victim))
             .max(erase_after_ns(&moves));
+        self.live_scratch = live;
+        self.moves_scratch = moves;
+        self.oob_scratch = oob;
         let erase = flash.erase(victim, after, cause)?;
         self.validity.erased(victim);
         self.pool.release(victim);
@@ -240,7 +260,7 @@ impl Space {
     }
 
     /// A cold full block to move when wear is uneven beyond the threshold (checked every 64
-    /// erases, the scan being O(blocks)).
+    /// erases; the least-worn block comes from the validity's index by erase count).
     pub fn wear_victim(
         &mut self,
         flash: &Flash,

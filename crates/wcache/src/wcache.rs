@@ -263,7 +263,7 @@ impl WCache {
                 GC,
                 now,
                 OpCause::GcCopy,
-                |_, _| {},
+                |_, _| false,
                 |m| {
                     let lpn = (m.owner & !TOMB) as usize;
                     if m.owner & TOMB != 0 {
