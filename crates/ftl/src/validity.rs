@@ -354,6 +354,7 @@ impl Validity {
 
     /// Valid counts equal the number of owned pages of each block.
     pub fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.wear.check_invariants(&self.in_index)?;
         for b in 0..self.geometry.blocks() {
             let n = self.live_count(BlockId(b));
             if n != self.valid[b as usize] {

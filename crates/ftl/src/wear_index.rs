@@ -108,6 +108,45 @@ impl WearIndex {
         self.key_pending(in_index, counts);
     }
 
+    /// The index agrees with the greedy index's membership: a keyed block is indexed and in
+    /// the ordered set under its key, the set holds nothing else, and every block waiting in
+    /// `pending` is marked pending once.
+    pub fn check_invariants(&self, in_index: &[bool]) -> Result<(), crate::InvariantViolation> {
+        let mut keyed = 0;
+        for (b, &key) in self.key.iter().enumerate() {
+            if key >= PENDING {
+                continue;
+            }
+            keyed += 1;
+            if !in_index[b] || !self.by_count.contains(&(key, b as u32)) {
+                return Err(crate::violation!(
+                    "wear index: block {b} keyed {key} but indexed {} / in the set {}",
+                    in_index[b],
+                    self.by_count.contains(&(key, b as u32))
+                ));
+            }
+        }
+        if keyed != self.by_count.len() {
+            return Err(crate::violation!(
+                "wear index: {keyed} blocks keyed, {} in the set",
+                self.by_count.len()
+            ));
+        }
+        let marked = self.key.iter().filter(|&&k| k == PENDING).count();
+        if marked != self.pending.len()
+            || self
+                .pending
+                .iter()
+                .any(|&b| self.key[b as usize] != PENDING)
+        {
+            return Err(crate::violation!(
+                "wear index: {} blocks pending, {marked} marked pending",
+                self.pending.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// Heap bytes (a B-tree entry is 8 bytes of key plus its share of a node).
     pub fn memory(&self) -> u64 {
         flash::vec_bytes(&self.key)
@@ -155,6 +194,7 @@ mod tests {
                 }
             }
             assert!(w.pending.len() <= blocks);
+            w.check_invariants(&in_index).unwrap();
             if rng.random_bool(0.2) {
                 let banned = rng.random_range(0..7u32);
                 let eligible = |x: BlockId| x.0 % 7 != banned;
@@ -184,5 +224,29 @@ mod tests {
             w.least_worn(&in_index, &counts, |b| b.0 != 0),
             plain(&in_index, &counts, |b| b.0 != 0)
         );
+    }
+
+    /// The invariant check fails on an index that disagrees with the greedy index: a keyed
+    /// block that is not indexed, a set entry with no key, a pending block marked twice.
+    #[test]
+    fn the_invariant_check_fails_on_a_broken_index() {
+        let mut in_index = vec![true; 3];
+        let mut w = WearIndex::new(3);
+        for b in 0..3 {
+            w.indexed(BlockId(b));
+        }
+        w.least_worn(&in_index, &[1, 2, 3], |_| true);
+        w.check_invariants(&in_index).unwrap();
+        in_index[1] = false; // left the greedy index without telling the wear index
+        assert!(w.check_invariants(&in_index).is_err());
+        in_index[1] = true;
+        let mut stray = w.clone();
+        stray.by_count.insert((0, 2)); // an entry with no key
+        assert!(stray.check_invariants(&in_index).is_err());
+        let mut twice = w.clone();
+        twice.unindexed(BlockId(0));
+        twice.indexed(BlockId(0));
+        twice.pending.push(0); // pending twice
+        assert!(twice.check_invariants(&in_index).is_err());
     }
 }
