@@ -11,6 +11,7 @@ pub mod fs;
 pub mod fuse;
 pub mod layout;
 pub mod lru;
+pub mod nilfs;
 pub mod nvram;
 pub mod shadow;
 pub mod ssd;

@@ -7,10 +7,15 @@
 //!
 //! The shadow keeps no data: each page it is given is a content tag (FAST's decisions depend on
 //! addresses alone), so it costs a tag-only flash, not a second copy of the file system.
+//!
+//! The same tap shows every block written, with its bytes, to a nilfs2 cleaner meter
+//! ([`crate::nilfs`]) when nilfs2 is the file system: Figs. 10–11 read from its logs.
 
 use flash::{Content, ContentTag, DeviceConfig, Flash, FlashStats, Lpn};
 use ftl::{BlockDevice, Completion, DesignOptions, DesignSpec, FtlError, PageOutcome, Promise};
 use std::sync::{Arc, Mutex};
+
+use crate::nilfs::CleanerMeter;
 
 /// The second design and the first error it met (after which it takes no more requests).
 pub struct Shadow {
@@ -103,15 +108,32 @@ impl Shadow {
     }
 }
 
-/// The primary device, with every write, trim and flush replayed on a shadow.
+/// A nilfs2 cleaner meter shared by the device that feeds it and the experiment that reads it.
+pub type MeterHandle = Arc<Mutex<CleanerMeter>>;
+
+/// The primary device, with every write, trim and flush replayed on a shadow, and the blocks
+/// written shown to a nilfs2 cleaner meter (either may be absent).
 pub struct Shadowed {
     primary: Box<dyn BlockDevice>,
-    shadow: ShadowHandle,
+    shadow: Option<ShadowHandle>,
+    meter: Option<MeterHandle>,
 }
 
 impl Shadowed {
     pub fn new(primary: Box<dyn BlockDevice>, shadow: ShadowHandle) -> Shadowed {
-        Shadowed { primary, shadow }
+        Shadowed::tapped(primary, Some(shadow), None)
+    }
+
+    pub fn tapped(
+        primary: Box<dyn BlockDevice>,
+        shadow: Option<ShadowHandle>,
+        meter: Option<MeterHandle>,
+    ) -> Shadowed {
+        Shadowed {
+            primary,
+            shadow,
+            meter,
+        }
     }
 }
 
@@ -133,7 +155,18 @@ impl BlockDevice for Shadowed {
         arrival_ns: u64,
     ) -> Result<Completion, FtlError> {
         let done = self.primary.write(start, pages, arrival_ns)?;
-        let mut shadow = self.shadow.lock();
+        if let Some(meter) = &self.meter {
+            let mut meter = meter.lock().unwrap_or_else(|p| p.into_inner());
+            for (k, page) in pages.iter().enumerate() {
+                if let Content::Bytes(bytes) = page {
+                    meter.observe(start.0 as u64 + k as u64, bytes);
+                }
+            }
+        }
+        let Some(shadow) = &self.shadow else {
+            return Ok(done);
+        };
+        let mut shadow = shadow.lock();
         let tags: Vec<Content> = (0..pages.len() as u32)
             .map(|k| {
                 shadow.writes += 1;
@@ -159,15 +192,17 @@ impl BlockDevice for Shadowed {
 
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.flush(arrival_ns)?;
-        self.shadow.lock().replay(|d| d.flush(arrival_ns));
+        if let Some(shadow) = &self.shadow {
+            shadow.lock().replay(|d| d.flush(arrival_ns));
+        }
         Ok(done)
     }
 
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.trim(start, count, arrival_ns)?;
-        self.shadow
-            .lock()
-            .replay(|d| d.trim(start, count, arrival_ns));
+        if let Some(shadow) = &self.shadow {
+            shadow.lock().replay(|d| d.trim(start, count, arrival_ns));
+        }
         Ok(done)
     }
 
@@ -221,5 +256,26 @@ mod tests {
         assert_eq!(run.error, None);
         // a shadow too small to replay the primary's range is refused
         assert!(Shadow::build(&spec, &cfg, logical + 1).is_err());
+    }
+
+    /// A tapped device shows every page it is given to the nilfs2 cleaner meter, with its
+    /// block number, and needs no shadow design for it.
+    #[test]
+    fn the_meter_sees_each_written_block() {
+        use crate::nilfs::{summary_block, CleanerMeter, GC_LOG_FLAGS};
+        let cfg = DeviceConfig::preset("small").unwrap();
+        let spec = dftl::spec();
+        let flash = Flash::in_memory(cfg.clone(), spec.oob_record(&cfg.geometry), true);
+        let primary = spec.build(flash, &DesignOptions::default()).unwrap();
+        let meter = Arc::new(Mutex::new(CleanerMeter::new(16)));
+        let mut dev = Shadowed::tapped(primary, None, Some(meter.clone()));
+        let data = Content::Bytes(vec![3u8; 4096].into_boxed_slice());
+        let log = |seq| Content::Bytes(summary_block(GC_LOG_FLAGS, seq, 10, 100).into());
+        dev.write(Lpn(16), &[data.clone(), log(1), data.clone()], 0)
+            .unwrap();
+        dev.write(Lpn(17), &[log(2)], 1_000).unwrap(); // segment 1 again, a new sequence
+        let c = meter.lock().unwrap().counts();
+        assert_eq!((c.cleaner_logs, c.moved_blocks), (2, 2 * (10 - 1 - 1)));
+        assert_eq!((c.recycled_segments, c.recycled_blocks), (1, 16));
     }
 }
