@@ -351,11 +351,13 @@ fn lfs_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
                 Tolerance::Below { bound: 1.0 },
             )),
         };
+        // Fig. 11 is shown, not graded: nilfs2's efficiency read from its logs is only a lower
+        // bound (recycled blocks count only segments written again, moved blocks every block of
+        // the cleaner's logs, metadata included), so a grade would lean towards NVMFS.
         if let (Some(ne), Some(le)) = (n.fs_cleaning_efficiency, l.fs_cleaning_efficiency) {
-            claim = claim.check(Check::grade(
-                format!("{w}: nilfs2 − NVMFS cleaning efficiency (Fig. 11; < 0: NVMFS's higher)"),
-                le - ne,
-                Tolerance::Below { bound: 0.0 },
+            claim = claim.check(Check::not_reproduced(
+                format!("{w}: cleaning efficiency, NVMFS {ne:.3} against nilfs2 {le:.3} (Fig. 11)"),
+                "nilfs2's figure is a lower bound (its recycled blocks are the segments written again, its moved blocks every block of its cleaner's logs, metadata included), so comparing it would favour NVMFS",
             ));
         }
     }
@@ -373,7 +375,7 @@ fn lfs_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
             why,
         ));
     }
-    claim.note("nilfs2 runs in a libguestfs appliance (Debian's kernel; this machine's has no nilfs2), 1 MiB segments, its cleaner scaled for a run of minutes (docs/nvmfs.md); its recycled blocks are segments written again after cleaning, its moved blocks those of the logs its cleaner wrote, both read from the logs it sent to the SSD. Efficiency = 1 − moved / recycled (1 when nothing was recycled), as for NVMFS.")
+    claim.note("nilfs2 runs in a libguestfs appliance (Debian's kernel; this machine's has no nilfs2), 1 MiB segments, its cleaner scaled for a run of minutes (docs/nvmfs.md); its recycled blocks are segments written again after cleaning, its moved blocks those of the logs its cleaner wrote, both read from the logs it sent to the SSD: recycled is a lower bound (segments cleaned and not yet written again are missed), so Fig. 10's ratio is an upper bound, and nilfs2's efficiency (1 − moved / recycled; moved includes the metadata its cleaner's logs carry) a lower bound, shown but not graded. nilfs2's cleaner works on wall-clock intervals: its rows vary between runs.")
 }
 
 #[cfg(test)]
@@ -424,8 +426,9 @@ mod claim_tests {
         assert_eq!(traffic_claim(&runs).verdict(), Verdict::NotReproduced);
     }
 
-    /// Figs. 10–11: graded per workload both completed, and failing when nilfs2 recycles fewer
-    /// blocks per app byte or cleans more efficiently; not reproduced without a nilfs2 run.
+    /// Figs. 10–11: Fig. 10 graded per workload both completed, failing when nilfs2 recycles
+    /// fewer blocks per app byte; Fig. 11 shown, not graded; not reproduced without a nilfs2
+    /// run.
     #[test]
     fn the_lfs_claim_grades_recycling_and_efficiency_and_fails() {
         let cleaned = |fs: &str, recycled: u64, efficiency: f64| {
@@ -437,12 +440,23 @@ mod claim_tests {
             r
         };
         let mut runs = vec![cleaned("nvmfs", 100, 0.6), cleaned("nilfs2", 500, 0.3)];
-        assert_eq!(lfs_claim(&runs).verdict(), Verdict::Pass);
+        let graded = |runs: &[FsRun]| {
+            let claim = lfs_claim(runs);
+            let fig10: Vec<Verdict> = claim
+                .checks
+                .iter()
+                .filter(|c| c.claim.contains("Fig. 10"))
+                .map(|c| c.verdict)
+                .collect();
+            fig10
+        };
+        assert_eq!(graded(&runs), vec![Verdict::Pass]);
         runs[1].fs_recycled_blocks = Some(90); // nilfs2 recycles less
+        assert_eq!(graded(&runs), vec![Verdict::Fail]);
         assert_eq!(lfs_claim(&runs).verdict(), Verdict::Fail);
         runs[1].fs_recycled_blocks = Some(500);
-        runs[1].fs_cleaning_efficiency = Some(0.7); // nilfs2 cleans more efficiently
-        assert_eq!(lfs_claim(&runs).verdict(), Verdict::Fail);
+        runs[1].fs_cleaning_efficiency = Some(0.7); // shown, not graded: no effect
+        assert_eq!(graded(&runs), vec![Verdict::Pass]);
         runs[1].stopped = Some("ENOSPC".into());
         assert_eq!(lfs_claim(&runs).verdict(), Verdict::NotReproduced);
         assert_eq!(lfs_claim(&runs[..1]).verdict(), Verdict::NotReproduced);
