@@ -260,8 +260,9 @@ impl Appliance {
     }
 
     /// The guestfish script: mount without the mount helper's cleaner (`nogc`), start nilfs2's
-    /// cleaner with [`NILFS_CLEANER_CONF`], serve the files at `mnt` until it is unmounted,
-    /// then stop the cleaner and unmount (everything written back).
+    /// cleaner with the packaged `nilfs_cleanerd.conf` and [`NILFS_CLEANER_CONF`] after it
+    /// (later keys win), serve the files at `mnt` until it is unmounted, then stop the cleaner
+    /// and unmount (everything written back).
     fn nilfs2_script(mnt: &Path) -> String {
         let conf: Vec<String> = NILFS_CLEANER_CONF
             .iter()
@@ -270,7 +271,7 @@ impl Appliance {
         format!(
             "run\n\
              mount-options nogc /dev/sda /\n\
-             debug sh \"{}; /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot\"\n\
+             debug sh \"cp /etc/nilfs_cleanerd.conf /tmp/cleaner.conf; {}; /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot\"\n\
              mount-local {} readonly:false\n\
              mount-local-run\n\
              debug sh \"pkill -x nilfs_cleanerd; sleep 1\"\n\
