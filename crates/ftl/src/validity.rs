@@ -53,7 +53,7 @@ impl Validity {
     /// return what [`set_valid`](Self::set_valid) was given for every live page; the design's
     /// invariant check compares them). [`owner`](Self::owner) and
     /// [`valid_pages`](Self::valid_pages) then need the device: use
-    /// [`owner_on`](Self::owner_on) and [`live_owners`](Self::live_owners).
+    /// [`owner_on`](Self::owner_on) and [`live_owners_into`](Self::live_owners_into).
     pub fn with_owners_on_flash(geometry: &Geometry, read: OwnerOnFlash) -> Validity {
         let live = flash::resident_vec((geometry.pages() as usize).div_ceil(64), 0);
         Validity::with_owners(geometry, Owners::OnFlash { live, read })
@@ -139,7 +139,7 @@ impl Validity {
         match &self.owners {
             Owners::Kept(owner) => owner,
             Owners::OnFlash { .. } => {
-                panic!("this validity reads owners from the flash: use owner_on / live_owners")
+                panic!("this validity reads owners from the flash: use owner_on / live_owners_into")
             }
         }
     }
@@ -177,15 +177,9 @@ impl Validity {
         })
     }
 
-    /// Live pages of a block with their owners, read from `flash` if this validity does not
-    /// keep them; `None` for a live page whose owner does not read back.
-    pub fn live_owners(&self, flash: &Flash, block: BlockId) -> Vec<(Ppn, Option<u32>)> {
-        let mut live = Vec::new();
-        self.live_owners_into(flash, block, &mut live);
-        live
-    }
-
-    /// [`live_owners`](Self::live_owners) into `out` (cleared first), reusing its buffer.
+    /// Live pages of a block with their owners into `out` (cleared first, its buffer reused),
+    /// read from `flash` if this validity does not keep them; `None` for a live page whose
+    /// owner does not read back.
     pub fn live_owners_into(
         &self,
         flash: &Flash,
@@ -403,7 +397,9 @@ mod tests {
         }
         for b in [BlockId(0), BlockId(1)] {
             let expected: Vec<_> = kept.valid_pages(b).map(|(p, o)| (p, Some(o))).collect();
-            assert_eq!(on_flash.live_owners(&f, b), expected);
+            let mut live = Vec::new();
+            on_flash.live_owners_into(&f, b, &mut live);
+            assert_eq!(live, expected);
             assert_eq!(on_flash.valid_count(b), kept.valid_count(b));
         }
         assert_eq!(on_flash.owner_on(&f, Ppn(3)), None, "stale");

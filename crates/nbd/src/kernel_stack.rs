@@ -104,7 +104,7 @@ impl KernelStack {
         std::fs::write(&script, Appliance::nilfs2_script(mnt))?;
         // Its output goes to a file: a pipe nobody reads until the end fills and blocks it,
         // and with it every request to the mount.
-        let log = std::fs::File::create(self.fuse_dir.with_extension("guestfish.log"))?;
+        let log = std::fs::File::create(self.appliance_log())?;
         let mut guestfish = Command::new("guestfish");
         Appliance::environment(&mut guestfish, dirty_bytes);
         let child = guestfish
@@ -118,12 +118,9 @@ impl KernelStack {
         self.appliance = Some(child);
         self.mnt = Some(mnt.to_path_buf());
         let target = mnt.canonicalize()?;
-        for _ in 0..1800 {
-            if is_mount_point(&target) || self.appliance_exited() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for(1800, Duration::from_millis(100), || {
+            is_mount_point(&target) || self.appliance_exited()
+        });
         if !is_mount_point(&target) {
             self.mnt = None;
             let why = self.stop_appliance();
@@ -133,6 +130,11 @@ impl KernelStack {
             });
         }
         Ok(())
+    }
+
+    /// Where `guestfish` writes its output.
+    fn appliance_log(&self) -> PathBuf {
+        self.fuse_dir.with_extension("guestfish.log")
     }
 
     fn appliance_exited(&mut self) -> bool {
@@ -147,14 +149,11 @@ impl KernelStack {
         let Some(mut child) = self.appliance.take() else {
             return "no appliance".into();
         };
-        for _ in 0..3000 {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_for(3000, Duration::from_millis(100), || {
+            matches!(child.try_wait(), Ok(Some(_)))
+        });
         let _ = child.kill();
-        let log = std::fs::read_to_string(self.fuse_dir.with_extension("guestfish.log"));
+        let log = std::fs::read_to_string(self.appliance_log());
         let last = log
             .as_deref()
             .unwrap_or("")
@@ -190,7 +189,7 @@ impl KernelStack {
 
     /// Unmounts the file system (it writes everything back); the rest goes on drop. An
     /// appliance's file system is written back when the appliance has shut down: this waits
-    /// for `guestmount` to exit (up to five minutes).
+    /// for `guestfish` to exit (up to five minutes).
     pub fn unmount_fs(&mut self) -> Result<()> {
         let Some(m) = self.mnt.take() else {
             return Ok(());
@@ -467,7 +466,6 @@ pub fn export_as_loop_device(
     Ok((stack, server))
 }
 
-/// Polls `ready` up to `tries` times, `pause` apart; whether it became true.
 /// Whether something is mounted at `path` (canonical; `/proc/mounts`).
 fn is_mount_point(path: &Path) -> bool {
     std::fs::read_to_string("/proc/mounts").is_ok_and(|mounts| {
@@ -477,7 +475,8 @@ fn is_mount_point(path: &Path) -> bool {
     })
 }
 
-fn wait_for(tries: u32, pause: Duration, ready: impl Fn() -> bool) -> bool {
+/// Polls `ready` up to `tries` times, `pause` apart; whether it became true.
+fn wait_for(tries: u32, pause: Duration, mut ready: impl FnMut() -> bool) -> bool {
     for _ in 0..tries {
         if ready() {
             return true;

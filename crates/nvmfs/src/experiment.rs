@@ -14,7 +14,6 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
-use crate::nilfs::CleanerMeter;
 use crate::shadow::{MeterHandle, Shadow, ShadowHandle, ShadowRun, Shadowed};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
@@ -677,10 +676,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         }
         None => None,
     };
-    let meter = (kind == "nilfs2").then(|| {
-        let meter = CleanerMeter::new(NILFS_BLOCKS_PER_SEGMENT);
-        std::sync::Arc::new(std::sync::Mutex::new(meter))
-    });
+    let meter = (kind == "nilfs2").then(|| MeterHandle::new(NILFS_BLOCKS_PER_SEGMENT));
     let (dev, shadow) = with_taps(opts, dev, meter.clone())?;
     let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
     match host {
@@ -690,11 +686,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
             stack.make_and_mount_nilfs2_in_appliance(&mnt, dirty)?
         }
     }
-    let cleaner = || {
-        meter
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).counts())
-    };
+    let cleaner = || meter.as_ref().map(|m| m.lock().counts());
     // Flash counters and the pages the file system had written, read under the server's lock.
     let counters = || {
         server.with_backend(|b| {
@@ -994,7 +986,8 @@ fn is_no_space(e: &ExperimentError) -> bool {
     matches!(e, ExperimentError::File { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
 }
 
-/// The run's SSD with the erase study's second FTL replaying its requests, if one is asked for.
+/// The run's SSD with the erase study's second FTL replaying its requests, if one is asked for,
+/// and the blocks it is given shown to `meter`, if one is given.
 fn with_taps(
     opts: &Options,
     dev: Box<dyn ftl::BlockDevice>,

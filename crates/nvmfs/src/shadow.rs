@@ -109,7 +109,20 @@ impl Shadow {
 }
 
 /// A nilfs2 cleaner meter shared by the device that feeds it and the experiment that reads it.
-pub type MeterHandle = Arc<Mutex<CleanerMeter>>;
+#[derive(Clone)]
+pub struct MeterHandle(Arc<Mutex<CleanerMeter>>);
+
+impl MeterHandle {
+    /// A meter for segments of `blocks_per_segment` blocks.
+    pub fn new(blocks_per_segment: u32) -> MeterHandle {
+        MeterHandle(Arc::new(Mutex::new(CleanerMeter::new(blocks_per_segment))))
+    }
+
+    /// The meter; a panic while it was held leaves it as it was (its counts stay readable).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, CleanerMeter> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// The primary device, with every write, trim and flush replayed on a shadow, and the blocks
 /// written shown to a nilfs2 cleaner meter (either may be absent).
@@ -156,7 +169,7 @@ impl BlockDevice for Shadowed {
     ) -> Result<Completion, FtlError> {
         let done = self.primary.write(start, pages, arrival_ns)?;
         if let Some(meter) = &self.meter {
-            let mut meter = meter.lock().unwrap_or_else(|p| p.into_inner());
+            let mut meter = meter.lock();
             for (k, page) in pages.iter().enumerate() {
                 if let Content::Bytes(bytes) = page {
                     meter.observe(start.0 as u64 + k as u64, bytes);
@@ -233,12 +246,18 @@ impl BlockDevice for Shadowed {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_shadow_replays_writes_trims_and_flushes_and_must_cover_the_primary() {
+    /// DFTL on the `small` preset's tag-only flash, with its spec and configuration.
+    fn dftl_on_small() -> (Box<dyn BlockDevice>, DesignSpec, DeviceConfig) {
         let cfg = DeviceConfig::preset("small").unwrap();
         let spec = dftl::spec();
         let flash = Flash::in_memory(cfg.clone(), spec.oob_record(&cfg.geometry), true);
         let primary = spec.build(flash, &DesignOptions::default()).unwrap();
+        (primary, spec, cfg)
+    }
+
+    #[test]
+    fn the_shadow_replays_writes_trims_and_flushes_and_must_cover_the_primary() {
+        let (primary, spec, cfg) = dftl_on_small();
         let logical = primary.logical_pages();
         let shadow = Shadow::build(&spec, &cfg, logical).unwrap();
         let before = shadow.lock().stats();
@@ -262,19 +281,16 @@ mod tests {
     /// block number, and needs no shadow design for it.
     #[test]
     fn the_meter_sees_each_written_block() {
-        use crate::nilfs::{summary_block, CleanerMeter, GC_LOG_FLAGS};
-        let cfg = DeviceConfig::preset("small").unwrap();
-        let spec = dftl::spec();
-        let flash = Flash::in_memory(cfg.clone(), spec.oob_record(&cfg.geometry), true);
-        let primary = spec.build(flash, &DesignOptions::default()).unwrap();
-        let meter = Arc::new(Mutex::new(CleanerMeter::new(16)));
+        use crate::nilfs::{summary_block, GC_LOG_FLAGS};
+        let (primary, _, _) = dftl_on_small();
+        let meter = MeterHandle::new(16);
         let mut dev = Shadowed::tapped(primary, None, Some(meter.clone()));
         let data = Content::Bytes(vec![3u8; 4096].into_boxed_slice());
         let log = |seq| Content::Bytes(summary_block(GC_LOG_FLAGS, seq, 10, 100).into());
         dev.write(Lpn(16), &[data.clone(), log(1), data.clone()], 0)
             .unwrap();
         dev.write(Lpn(17), &[log(2)], 1_000).unwrap(); // segment 1 again, a new sequence
-        let c = meter.lock().unwrap().counts();
+        let c = meter.lock().counts();
         assert_eq!((c.cleaner_logs, c.moved_blocks), (2, 2 * (10 - 1 - 1)));
         assert_eq!((c.recycled_segments, c.recycled_blocks), (1, 16));
     }
