@@ -4,6 +4,7 @@
 //! ([`kernel_fs_available`] says which is missing). Used by the NVMFS experiment (ext4, btrfs,
 //! xfs beside NVMFS) and by OPTR's SQLite-on-ext4 experiment (`compare`'s `optr_sqlite`).
 
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,7 +91,7 @@ impl KernelStack {
     /// Makes a nilfs2 file system on the loop device and mounts it at `mnt` through a
     /// libguestfs appliance ([`Appliance`]), whose own kernel has the file system this one
     /// lacks: the appliance opens the loop device as its disk, runs nilfs2's cleaner with
-    /// [`NILFS_CLEANER_CONF`], and `guestfish`'s `mount-local` serves the files to this
+    /// [`nilfs_cleaner_conf`], and `guestfish`'s `mount-local` serves the files to this
     /// machine over FUSE until [`unmount_fs`](Self::unmount_fs). The appliance's page cache
     /// holds at most `dirty_bytes` of dirty pages (set at its boot; it has no memory cgroup).
     pub fn make_and_mount_nilfs2_in_appliance(
@@ -100,8 +101,10 @@ impl KernelStack {
     ) -> Result<()> {
         self.make_fs("nilfs2")?;
         let loop_dev = self.loop_dev().to_string();
+        let volume_bytes = std::fs::File::open(&loop_dev)?.seek(SeekFrom::End(0))?;
+        let cleaner = nilfs_cleaner_conf(volume_bytes, dirty_bytes);
         let script = self.fuse_dir.with_extension("guestfish");
-        std::fs::write(&script, Appliance::nilfs2_script(mnt))?;
+        std::fs::write(&script, Appliance::nilfs2_script(mnt, &cleaner))?;
         // Its output goes to a file: a pipe nobody reads until the end fills and blocks it,
         // and with it every request to the mount.
         let log = std::fs::File::create(self.appliance_log())?;
@@ -210,19 +213,45 @@ impl KernelStack {
     }
 }
 
-/// nilfs2's cleaner in the appliance: `nilfs_cleanerd.conf`'s defaults but for a run of
-/// minutes on a volume of ~90 MiB of 1 MiB segments: no protection period (by default every
-/// segment written in the last hour is kept, so nothing would be cleaned), a look at free space
-/// every second (10), cleaning below 20 % free until 30 % (10 %, 20 %), 8 segments per pass
-/// while space is low (4). With the defaults nothing was cleaned before ENOSPC; with only the
-/// first two changes, IOzone at 60 % hit ENOSPC after 116 of 180 MiB (docs/nvmfs.md).
-pub const NILFS_CLEANER_CONF: [(&str, &str); 5] = [
-    ("protection_period", "0"),
-    ("clean_check_interval", "1"),
-    ("min_clean_segments", "20%"),
-    ("max_clean_segments", "30%"),
-    ("mc_nsegments_per_clean", "8"),
-];
+/// nilfs2's segments here: 1 MiB (`mkfs.nilfs2 -B 256`; its default 8 MiB ones need a volume
+/// of more than 128 MiB).
+pub const NILFS_BLOCKS_PER_SEGMENT: u32 = 256;
+const NILFS_SEGMENT_BYTES: u64 = NILFS_BLOCKS_PER_SEGMENT as u64 * 4096;
+/// Segments nilfs2's cleaner cleans per pass while space is low (`mc_nsegments_per_clean`;
+/// the packaged file says 4).
+const NILFS_CLEANER_PASS: u64 = 8;
+
+/// nilfs2's cleaner in the appliance, for a volume of `volume_bytes` whose page cache holds at
+/// most `dirty_bytes` dirty: `nilfs_cleanerd.conf`'s defaults but for a run of minutes.
+///
+/// - `protection_period 0`: by default every segment written in the last hour is kept, so
+///   nothing would be cleaned.
+/// - `clean_check_interval 1` (10 s) and `retry_interval 1` (60 s: after a pass that fails,
+///   the cleaner would wait longer than the volume takes to fill).
+/// - The thresholds in segments, from nilfs2's own refusal rule: the kernel refuses a write
+///   while clean segments ≤ its reserve + the dirty blocks in segments + 1
+///   (`nilfs_near_disk_full`), and the cleaner adds the same reserve to both thresholds. So
+///   `min_clean_segments` = the dirty cap in segments + 1 + two passes: cleaning starts two
+///   passes before writes can be refused, however full the page cache is. Measured: a pass
+///   first writes the live blocks it moves, so free space swings by ~10 segments while the
+///   cleaner runs; starting one pass above the refusal point, free space came within 1–3
+///   segments of it, at two passes no closer than 6 (docs/nvmfs.md). Starting earlier cleans fuller
+///   segments: a cost to nilfs2, shown beside its figures.
+///   `max_clean_segments` = min + a tenth of the volume (at least a pass).
+/// - `mc_nsegments_per_clean 8` (4).
+pub fn nilfs_cleaner_conf(volume_bytes: u64, dirty_bytes: u64) -> Vec<(&'static str, String)> {
+    let segments = volume_bytes / NILFS_SEGMENT_BYTES;
+    let min_clean = dirty_bytes.div_ceil(NILFS_SEGMENT_BYTES) + 1 + 2 * NILFS_CLEANER_PASS;
+    let max_clean = min_clean + (segments / 10).max(NILFS_CLEANER_PASS);
+    vec![
+        ("protection_period", "0".into()),
+        ("clean_check_interval", "1".into()),
+        ("retry_interval", "1".into()),
+        ("min_clean_segments", min_clean.to_string()),
+        ("max_clean_segments", max_clean.to_string()),
+        ("mc_nsegments_per_clean", NILFS_CLEANER_PASS.to_string()),
+    ]
+}
 
 /// A libguestfs appliance: a small virtual machine running this distribution's kernel package
 /// (`linux-image-amd64`), for file systems this machine's kernel does not have (nilfs2 with
@@ -259,21 +288,26 @@ impl Appliance {
     }
 
     /// The guestfish script: mount without the mount helper's cleaner (`nogc`), start nilfs2's
-    /// cleaner with the packaged `nilfs_cleanerd.conf` and [`NILFS_CLEANER_CONF`] after it
-    /// (later keys win), serve the files at `mnt` until it is unmounted, then stop the cleaner
-    /// and unmount (everything written back).
-    fn nilfs2_script(mnt: &Path) -> String {
-        let conf: Vec<String> = NILFS_CLEANER_CONF
+    /// cleaner with the packaged `nilfs_cleanerd.conf` and `cleaner`'s keys after it (later
+    /// keys win), serve the files at `mnt` until it is unmounted, then stop the cleaner and
+    /// unmount (everything written back). The cleaner is started again (up to five times) when
+    /// it is not running two seconds later: right after the mount it sometimes exits at once
+    /// ("cannot open nilfs on /dev/sda: Invalid argument", in its syslog; 2 of 8 runs on
+    /// 2026-11-27, which then hit ENOSPC having cleaned nothing). A cleaner that never starts, or is gone
+    /// when the workload ends, fails the script, and with it the run.
+    fn nilfs2_script(mnt: &Path, cleaner: &[(&str, String)]) -> String {
+        let conf: Vec<String> = cleaner
             .iter()
             .map(|(key, value)| format!("echo {key} {value} >> /tmp/cleaner.conf"))
             .collect();
         format!(
             "run\n\
              mount-options nogc /dev/sda /\n\
-             debug sh \"cp /etc/nilfs_cleanerd.conf /tmp/cleaner.conf; {}; /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot\"\n\
+             debug sh \"cp /etc/nilfs_cleanerd.conf /tmp/cleaner.conf; {}\"\n\
+             debug sh \"for try in 1 2 3 4 5; do /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; done; echo nilfs_cleanerd did not start >&2; exit 1\"\n\
              mount-local {} readonly:false\n\
              mount-local-run\n\
-             debug sh \"pkill -x nilfs_cleanerd; sleep 1\"\n\
+             debug sh \"if ! pgrep -x nilfs_cleanerd; then echo nilfs_cleanerd stopped during the run >&2; exit 1; fi; pkill -x nilfs_cleanerd; sleep 1\"\n\
              umount-all\n",
             conf.join("; "),
             mnt.display()
@@ -484,4 +518,87 @@ fn wait_for(tries: u32, pause: Duration, mut ready: impl FnMut() -> bool) -> boo
         std::thread::sleep(pause);
     }
     ready()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// nilfs2's kernel reserve (`nilfs_near_disk_full`'s `ns_nrsvsegs`): 5 % of the segments,
+    /// at least 8. The cleaner adds the same reserve to its thresholds.
+    fn reserve(segments: u64) -> u64 {
+        (segments * 5).div_ceil(100).max(8)
+    }
+
+    fn threshold(conf: &[(&str, String)], key: &str) -> u64 {
+        let (_, value) = conf.iter().find(|(k, _)| *k == key).expect("key present");
+        value.parse().expect("a number of segments")
+    }
+
+    #[test]
+    fn the_cleaner_starts_two_passes_before_nilfs2_refuses_writes() {
+        for (volume_mib, dirty_mib) in [(91, 8), (364, 32), (91, 0), (1024, 64), (40, 8)] {
+            let conf = nilfs_cleaner_conf(volume_mib << 20, dirty_mib << 20);
+            let segments = volume_mib;
+            let r = reserve(segments);
+            // The kernel refuses writes at clean ≤ r + dirty segments + 1; the cleaner starts
+            // below min + r and pauses above max + r.
+            let refused_at = r + dirty_mib + 1;
+            let starts_below = threshold(&conf, "min_clean_segments") + r;
+            let pauses_above = threshold(&conf, "max_clean_segments") + r;
+            assert!(
+                starts_below > refused_at + 2 * NILFS_CLEANER_PASS - 1,
+                "{conf:?}"
+            );
+            assert!(
+                pauses_above >= starts_below + NILFS_CLEANER_PASS,
+                "{conf:?}"
+            );
+            assert_eq!(
+                threshold(&conf, "mc_nsegments_per_clean"),
+                NILFS_CLEANER_PASS
+            );
+        }
+        // The quick scale's volume (91 MiB) with its 8 MiB budget: start below 33 of 91 clean.
+        let quick = nilfs_cleaner_conf(91 << 20, 8 << 20);
+        assert_eq!(threshold(&quick, "min_clean_segments"), 25);
+        assert_eq!(threshold(&quick, "max_clean_segments"), 34);
+    }
+
+    #[test]
+    fn the_script_appends_the_keys_after_the_packaged_configuration() {
+        let conf = nilfs_cleaner_conf(91 << 20, 8 << 20);
+        let script = Appliance::nilfs2_script(Path::new("/mnt/x"), &conf);
+        let copy = script
+            .find("cp /etc/nilfs_cleanerd.conf")
+            .expect("packaged file copied");
+        let key = script
+            .find("echo min_clean_segments 25 >>")
+            .expect("our key appended");
+        let start = script
+            .find("/sbin/nilfs_cleanerd -c")
+            .expect("cleaner started");
+        let mount = script.find("mount-local ").expect("files served");
+        let checked = script
+            .find("if ! pgrep -x nilfs_cleanerd")
+            .expect("cleaner checked");
+        let stop = script
+            .find("pkill -x nilfs_cleanerd")
+            .expect("cleaner stopped");
+        let unmount = script.find("umount-all").expect("unmounted");
+        assert!(copy < key && key < start && start < mount, "{script}");
+        assert!(
+            mount < checked && checked < stop && stop < unmount,
+            "{script}"
+        );
+        assert!(
+            script.contains("pgrep -x nilfs_cleanerd && exit 0; done"),
+            "{script}"
+        );
+        assert!(
+            script.contains("mount-local /mnt/x readonly:false"),
+            "{script}"
+        );
+        assert!(script.contains("echo protection_period 0 >>"), "{script}");
+    }
 }

@@ -20,6 +20,7 @@ use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
 use nbd::kernel_stack::{
     export_as_loop_device, fs_host, sh, tool_missing, FsHost, KernelStackError,
+    NILFS_BLOCKS_PER_SEGMENT,
 };
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -257,7 +258,8 @@ impl Options {
         // The log-structured file system the paper compares with (§IV-D): nilfs2, in this
         // kernel or else in a libguestfs appliance (`nbd::kernel_stack::Appliance`; a machine
         // without either shows the row as skipped, naming the packages). f2fs where this kernel
-        // has it (the appliance has no f2fs tools).
+        // has it: the appliance mounts f2fs too (`mkfs.f2fs` runs on this machine), but the
+        // paper compares with nilfs2 only and each appliance file system adds ~15 min here.
         kernel_fs.push("nilfs2".into());
         if nbd::kernel_stack::kernel_has("f2fs") {
             kernel_fs.push("f2fs".into());
@@ -725,9 +727,6 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     Ok(r)
 }
 
-/// nilfs2's segments here: 1 MiB (`mkfs.nilfs2 -B 256`; its default 8 MiB ones need a volume
-/// of more than 128 MiB).
-const NILFS_BLOCKS_PER_SEGMENT: u32 = 256;
 /// An appliance's dirty-page limit when the experiment sets no DRAM budget.
 const APPLIANCE_DIRTY_BYTES: u64 = 64 << 20;
 
