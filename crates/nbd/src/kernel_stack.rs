@@ -290,11 +290,15 @@ impl Appliance {
     /// The guestfish script: mount without the mount helper's cleaner (`nogc`), start nilfs2's
     /// cleaner with the packaged `nilfs_cleanerd.conf` and `cleaner`'s keys after it (later
     /// keys win), serve the files at `mnt` until it is unmounted, then stop the cleaner and
-    /// unmount (everything written back). The cleaner is started again (up to five times) when
-    /// it is not running two seconds later: right after the mount it sometimes exits at once
-    /// ("cannot open nilfs on /dev/sda: Invalid argument", in its syslog; 2 of 8 runs on
-    /// 2026-11-27, which then hit ENOSPC having cleaned nothing). A cleaner that never starts, or is gone
-    /// when the workload ends, fails the script, and with it the run.
+    /// unmount (everything written back). The cleaner is started again (up to ten times, two
+    /// seconds apart, the page cache written back and dropped between tries) when it is not
+    /// running two seconds later: right after the mount it sometimes exits at once ("cannot
+    /// open nilfs on /dev/sda: Invalid argument" in its syslog, 2 of 8 runs on 2026-11-27,
+    /// which then hit ENOSPC having cleaned nothing; in one run five tries over ten seconds all
+    /// failed). `nilfs_open` says so when neither superblock it reads has nilfs2's magic. A
+    /// cleaner that never starts fails the script, and with it the run, with the superblock's
+    /// first bytes as the cleaner would have read them; one gone when the workload ends fails
+    /// it too.
     fn nilfs2_script(mnt: &Path, cleaner: &[(&str, String)]) -> String {
         let conf: Vec<String> = cleaner
             .iter()
@@ -304,7 +308,7 @@ impl Appliance {
             "run\n\
              mount-options nogc /dev/sda /\n\
              debug sh \"cp /etc/nilfs_cleanerd.conf /tmp/cleaner.conf; {}\"\n\
-             debug sh \"for try in 1 2 3 4 5; do /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; done; echo nilfs_cleanerd did not start >&2; exit 1\"\n\
+             debug sh \"for try in 1 2 3 4 5 6 7 8 9 10; do /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; sync; echo 3 > /proc/sys/vm/drop_caches; done; echo nilfs_cleanerd did not start, /dev/sda from byte 1024: $(od -A n -t x1 -j 1024 -N 16 /dev/sda) >&2; exit 1\"\n\
              mount-local {} readonly:false\n\
              mount-local-run\n\
              debug sh \"if ! pgrep -x nilfs_cleanerd; then echo nilfs_cleanerd stopped during the run >&2; exit 1; fi; pkill -x nilfs_cleanerd; sleep 1\"\n\
@@ -592,7 +596,11 @@ mod tests {
             "{script}"
         );
         assert!(
-            script.contains("pgrep -x nilfs_cleanerd && exit 0; done"),
+            script.contains("pgrep -x nilfs_cleanerd && exit 0; sync;"),
+            "{script}"
+        );
+        assert!(
+            script.contains("did not start, /dev/sda from byte 1024: $(od"),
             "{script}"
         );
         assert!(
