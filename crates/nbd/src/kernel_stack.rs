@@ -290,15 +290,14 @@ impl Appliance {
     /// The guestfish script: mount without the mount helper's cleaner (`nogc`), start nilfs2's
     /// cleaner with the packaged `nilfs_cleanerd.conf` and `cleaner`'s keys after it (later
     /// keys win), serve the files at `mnt` until it is unmounted, then stop the cleaner and
-    /// unmount (everything written back). The cleaner is started again (up to ten times, two
-    /// seconds apart, the page cache written back and dropped between tries) when it is not
-    /// running two seconds later: right after the mount it sometimes exits at once ("cannot
-    /// open nilfs on /dev/sda: Invalid argument" in its syslog, 2 of 8 runs on 2026-11-27,
-    /// which then hit ENOSPC having cleaned nothing; in one run five tries over ten seconds all
-    /// failed). `nilfs_open` says so when neither superblock it reads has nilfs2's magic. A
-    /// cleaner that never starts fails the script, and with it the run, with the superblock's
-    /// first bytes as the cleaner would have read them; one gone when the workload ends fails
-    /// it too.
+    /// unmount (everything written back). The cleaner is given the device mounted at
+    /// `/sysroot`, not `/dev/sda`: guestfish translates its own device names, a shell in the
+    /// appliance does not, and in about one boot in four the appliance's kernel names our disk
+    /// `/dev/sdb` and its own root disk `/dev/sda` (checked with `/proc/partitions`). Given
+    /// `/dev/sda` then, the cleaner read the wrong disk's superblock and exited ("cannot open
+    /// nilfs on /dev/sda: Invalid argument"): the runs that hit ENOSPC having cleaned nothing.
+    /// A cleaner that is not running two seconds after its start, or is gone when the workload
+    /// ends, fails the script, and with it the run.
     fn nilfs2_script(mnt: &Path, cleaner: &[(&str, String)]) -> String {
         let conf: Vec<String> = cleaner
             .iter()
@@ -308,7 +307,7 @@ impl Appliance {
             "run\n\
              mount-options nogc /dev/sda /\n\
              debug sh \"cp /etc/nilfs_cleanerd.conf /tmp/cleaner.conf; {}\"\n\
-             debug sh \"for try in 1 2 3 4 5 6 7 8 9 10; do /sbin/nilfs_cleanerd -c /tmp/cleaner.conf /dev/sda /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; sync; echo 3 > /proc/sys/vm/drop_caches; done; echo nilfs_cleanerd did not start, /dev/sda from byte 1024: $(od -A n -t x1 -j 1024 -N 16 /dev/sda) >&2; exit 1\"\n\
+             debug sh \"dev=$(findmnt -n -o SOURCE /sysroot); /sbin/nilfs_cleanerd -c /tmp/cleaner.conf $dev /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; echo nilfs_cleanerd did not start on $dev >&2; exit 1\"\n\
              mount-local {} readonly:false\n\
              mount-local-run\n\
              debug sh \"if ! pgrep -x nilfs_cleanerd; then echo nilfs_cleanerd stopped during the run >&2; exit 1; fi; pkill -x nilfs_cleanerd; sleep 1\"\n\
@@ -595,14 +594,15 @@ mod tests {
             mount < checked && checked < stop && stop < unmount,
             "{script}"
         );
+        // The device mounted at /sysroot, whatever the appliance named it (never "/dev/sda"
+        // in a shell: guestfish's names are translated, the shell's are not).
         assert!(
-            script.contains("pgrep -x nilfs_cleanerd && exit 0; sync;"),
+            script.contains(
+                "dev=$(findmnt -n -o SOURCE /sysroot); /sbin/nilfs_cleanerd -c /tmp/cleaner.conf $dev /sysroot"
+            ),
             "{script}"
         );
-        assert!(
-            script.contains("did not start, /dev/sda from byte 1024: $(od"),
-            "{script}"
-        );
+        assert!(!script.contains("cleaner.conf /dev/sda"), "{script}");
         assert!(
             script.contains("mount-local /mnt/x readonly:false"),
             "{script}"
