@@ -572,28 +572,25 @@ mod tests {
     fn the_script_appends_the_keys_after_the_packaged_configuration() {
         let conf = nilfs_cleaner_conf(91 << 20, 8 << 20);
         let script = Appliance::nilfs2_script(Path::new("/mnt/x"), &conf);
-        let copy = script
-            .find("cp /etc/nilfs_cleanerd.conf")
-            .expect("packaged file copied");
-        let key = script
-            .find("echo min_clean_segments 25 >>")
-            .expect("our key appended");
-        let start = script
-            .find("/sbin/nilfs_cleanerd -c")
-            .expect("cleaner started");
-        let mount = script.find("mount-local ").expect("files served");
-        let checked = script
-            .find("if ! pgrep -x nilfs_cleanerd")
-            .expect("cleaner checked");
-        let stop = script
-            .find("pkill -x nilfs_cleanerd")
-            .expect("cleaner stopped");
-        let unmount = script.find("umount-all").expect("unmounted");
-        assert!(copy < key && key < start && start < mount, "{script}");
-        assert!(
-            mount < checked && checked < stop && stop < unmount,
-            "{script}"
-        );
+        // Packaged file, our keys, cleaner, files served, cleaner checked and stopped, unmount.
+        let steps = [
+            "cp /etc/nilfs_cleanerd.conf",
+            "echo min_clean_segments 25 >>",
+            "/sbin/nilfs_cleanerd -c",
+            "mount-local ",
+            "if ! pgrep -x nilfs_cleanerd",
+            "pkill -x nilfs_cleanerd",
+            "umount-all",
+        ];
+        let at: Vec<usize> = steps
+            .iter()
+            .map(|step| {
+                script
+                    .find(step)
+                    .unwrap_or_else(|| panic!("{step:?} missing: {script}"))
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{steps:?}: {script}");
         // The device mounted at /sysroot, whatever the appliance named it (never "/dev/sda"
         // in a shell: guestfish's names are translated, the shell's are not).
         assert!(
