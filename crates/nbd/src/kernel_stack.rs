@@ -218,8 +218,12 @@ impl KernelStack {
 pub const NILFS_BLOCKS_PER_SEGMENT: u32 = 256;
 const NILFS_SEGMENT_BYTES: u64 = NILFS_BLOCKS_PER_SEGMENT as u64 * 4096;
 /// Segments nilfs2's cleaner cleans per pass while space is low (`mc_nsegments_per_clean`;
-/// the packaged file says 4).
-const NILFS_CLEANER_PASS: u64 = 8;
+/// the packaged file says 4) on a volume of `segments`: 8 on the quick scale's 91, and as
+/// many per segment of volume on larger ones, since the cleaner runs at most a pass a second
+/// whatever the volume while the workload writes as fast as before.
+fn nilfs_cleaner_pass(segments: u64) -> u64 {
+    (segments / 11).max(8)
+}
 
 /// nilfs2's cleaner in the appliance, for a volume of `volume_bytes` whose page cache holds at
 /// most `dirty_bytes` dirty: `nilfs_cleanerd.conf`'s defaults but for a run of minutes.
@@ -238,18 +242,19 @@ const NILFS_CLEANER_PASS: u64 = 8;
 ///   segments of it, at two passes no closer than 6 (docs/nvmfs.md). Starting earlier cleans fuller
 ///   segments: a cost to nilfs2, shown beside its figures.
 ///   `max_clean_segments` = min + a tenth of the volume (at least a pass).
-/// - `mc_nsegments_per_clean 8` (4).
+/// - `mc_nsegments_per_clean`: 8 on a volume of 91 segments, one per 11 on larger ones (4).
 pub fn nilfs_cleaner_conf(volume_bytes: u64, dirty_bytes: u64) -> Vec<(&'static str, String)> {
     let segments = volume_bytes / NILFS_SEGMENT_BYTES;
-    let min_clean = dirty_bytes.div_ceil(NILFS_SEGMENT_BYTES) + 1 + 2 * NILFS_CLEANER_PASS;
-    let max_clean = min_clean + (segments / 10).max(NILFS_CLEANER_PASS);
+    let pass = nilfs_cleaner_pass(segments);
+    let min_clean = dirty_bytes.div_ceil(NILFS_SEGMENT_BYTES) + 1 + 2 * pass;
+    let max_clean = min_clean + (segments / 10).max(pass);
     vec![
         ("protection_period", "0".into()),
         ("clean_check_interval", "1".into()),
         ("retry_interval", "1".into()),
         ("min_clean_segments", min_clean.to_string()),
         ("max_clean_segments", max_clean.to_string()),
-        ("mc_nsegments_per_clean", NILFS_CLEANER_PASS.to_string()),
+        ("mc_nsegments_per_clean", pass.to_string()),
     ]
 }
 
@@ -547,25 +552,21 @@ mod tests {
             // The kernel refuses writes at clean ≤ r + dirty segments + 1; the cleaner starts
             // below min + r and pauses above max + r.
             let refused_at = r + dirty_mib + 1;
+            let pass = threshold(&conf, "mc_nsegments_per_clean");
             let starts_below = threshold(&conf, "min_clean_segments") + r;
             let pauses_above = threshold(&conf, "max_clean_segments") + r;
-            assert!(
-                starts_below > refused_at + 2 * NILFS_CLEANER_PASS - 1,
-                "{conf:?}"
-            );
-            assert!(
-                pauses_above >= starts_below + NILFS_CLEANER_PASS,
-                "{conf:?}"
-            );
-            assert_eq!(
-                threshold(&conf, "mc_nsegments_per_clean"),
-                NILFS_CLEANER_PASS
-            );
+            assert!(starts_below > refused_at + 2 * pass - 1, "{conf:?}");
+            assert!(pauses_above >= starts_below + pass, "{conf:?}");
         }
         // The quick scale's volume (91 MiB) with its 8 MiB budget: start below 33 of 91 clean.
         let quick = nilfs_cleaner_conf(91 << 20, 8 << 20);
         assert_eq!(threshold(&quick, "min_clean_segments"), 25);
         assert_eq!(threshold(&quick, "max_clean_segments"), 34);
+        assert_eq!(threshold(&quick, "mc_nsegments_per_clean"), 8);
+        // The paper scale's (~440 MiB, 32 MiB budget): passes of 40, cleaning below 135.
+        let paper = nilfs_cleaner_conf(440 << 20, 32 << 20);
+        assert_eq!(threshold(&paper, "mc_nsegments_per_clean"), 40);
+        assert_eq!(threshold(&paper, "min_clean_segments"), 113);
     }
 
     #[test]
