@@ -182,8 +182,14 @@ impl KernelStack {
             "btrfs" => sh(Command::new("mkfs.btrfs")
                 .args(["-q", "-f", "-M", "-m", "single", "-d", "single", &loop_dev]))?,
             // 1 MiB segments (256 blocks): the default 8 MiB ones need more than 128 MiB.
-            // Untested here: this machine's kernel has no nilfs2 (mkfs alone checked).
-            "nilfs2" => sh(Command::new("mkfs.nilfs2").args(["-q", "-f", "-B", "256", &loop_dev]))?,
+            // Made here; mounted in the appliance (this kernel has no nilfs2).
+            "nilfs2" => sh(Command::new("mkfs.nilfs2").args([
+                "-q",
+                "-f",
+                "-B",
+                &NILFS_BLOCKS_PER_SEGMENT.to_string(),
+                &loop_dev,
+            ]))?,
             "f2fs" => sh(Command::new("mkfs.f2fs").args(["-q", "-f", &loop_dev]))?,
             other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
         };
@@ -239,8 +245,8 @@ fn nilfs_cleaner_pass(segments: u64) -> u64 {
 ///   passes before writes can be refused, however full the page cache is. Measured: a pass
 ///   first writes the live blocks it moves, so free space swings by ~10 segments while the
 ///   cleaner runs; starting one pass above the refusal point, free space came within 1–3
-///   segments of it, at two passes no closer than 6 (docs/nvmfs.md). Starting earlier cleans fuller
-///   segments: a cost to nilfs2, shown beside its figures.
+///   segments of it, at two passes no closer than 6 (docs/nvmfs.md). Starting earlier cleans
+///   fuller segments: a cost to nilfs2, shown beside its figures.
 ///   `max_clean_segments` = min + a tenth of the volume (at least a pass).
 /// - `mc_nsegments_per_clean`: 8 on a volume of 91 segments, one per 11 on larger ones (4).
 pub fn nilfs_cleaner_conf(volume_bytes: u64, dirty_bytes: u64) -> Vec<(&'static str, String)> {

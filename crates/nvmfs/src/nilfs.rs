@@ -14,6 +14,7 @@
 //!
 //! Segments cleaned and not yet written again when the run ends are not counted (a lower bound).
 
+use crate::layout::{get_u32, get_u64};
 use std::collections::HashMap;
 
 /// `NILFS_SEGSUM_MAGIC`.
@@ -37,23 +38,19 @@ pub struct SegmentSummary {
     pub sumbytes: u32,
 }
 
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
 impl SegmentSummary {
     /// The summary `block` begins with, if it is one: the magic, a header of the size this
     /// format has, and sizes that fit together (a log of at least its summary blocks).
     pub fn parse(block: &[u8]) -> Option<SegmentSummary> {
-        if block.len() < HEADER_BYTES || le32(block, 8) != SEGSUM_MAGIC {
+        if block.len() < HEADER_BYTES || get_u32(block, 8) != SEGSUM_MAGIC {
             return None;
         }
         let header = u16::from_le_bytes([block[12], block[13]]) as usize;
         let s = SegmentSummary {
             flags: u16::from_le_bytes([block[14], block[15]]),
-            seq: u64::from_le_bytes(block[16..24].try_into().expect("8 bytes")),
-            nblocks: le32(block, 40),
-            sumbytes: le32(block, 48),
+            seq: get_u64(block, 16),
+            nblocks: get_u32(block, 40),
+            sumbytes: get_u32(block, 48),
         };
         let summary_blocks = s.summary_blocks(block.len() as u32);
         let sane = header == HEADER_BYTES
