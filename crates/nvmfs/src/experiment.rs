@@ -14,7 +14,7 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
-use crate::shadow::{MeterHandle, Shadow, ShadowHandle, ShadowRun, Shadowed};
+use crate::shadow::{Arrivals, MeterHandle, Shadow, ShadowHandle, ShadowMark, ShadowRun, Shadowed};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
@@ -196,12 +196,31 @@ pub struct FsRun {
     pub fs_moved_blocks: Option<u64>,
     /// The same requests replayed on the erase study's second FTL (FAST), if one was given.
     pub erase_study: Option<ShadowRun>,
+    /// The same requests, reads included, timed on the run's design as a closed-loop host issues
+    /// them ([`Options::service_queue_depth`]): the SSD's service time (Figs. 8–9).
+    pub ssd_service: Option<ShadowRun>,
     /// Kernel file systems under a DRAM budget: how often their cache hit the limit.
     pub page_cache_limit_hits: Option<u64>,
     /// The file system's capacity as `df` counts it (used + available) when the workload began.
     pub fs_bytes: Option<u64>,
     /// IOzone: the size of its file (the utilisation it was asked for, of `fs_bytes`).
     pub iozone_file_bytes: Option<u64>,
+}
+
+impl FsRun {
+    /// The SSD's service time for this run's requests in simulated seconds, if the clock timed
+    /// them ([`Options::service_queue_depth`]).
+    pub fn service_seconds(&self) -> Option<f64> {
+        let clock = self.ssd_service.as_ref().filter(|c| c.error.is_none())?;
+        Some(clock.service_ns? as f64 / 1e9)
+    }
+
+    /// NVMFS §IV-D, Figs. 8–9, device-bound: app MiB written per second of the SSD's service
+    /// time.
+    pub fn throughput_mib_s(&self) -> Option<f64> {
+        let t = self.service_seconds().filter(|t| *t > 0.0)?;
+        Some(self.app_bytes_written as f64 / (1 << 20) as f64 / t)
+    }
 }
 
 /// The whole experiment.
@@ -233,6 +252,10 @@ pub struct Options {
     /// A second FTL every run's SSD requests are replayed on (the erase study's FAST, NVMFS
     /// §IV-C): same geometry, same exported capacity ([`crate::shadow`]).
     pub erase_study: Option<DesignSpec>,
+    /// Requests outstanding on the service-time clock, which replays every run's requests on
+    /// its design to time them the same way whatever path produced them ([`crate::shadow`],
+    /// Figs. 8–9); `None`: no clock. `standard` gives 32, SATA NCQ's depth (the paper's X25-E).
+    pub service_queue_depth: Option<usize>,
 }
 
 impl Options {
@@ -304,9 +327,14 @@ impl Options {
             work_dir,
             page_cache_budget: Some(if paper { 32 << 20 } else { 8 << 20 }),
             erase_study: None,
+            service_queue_depth: Some(SERVICE_QUEUE_DEPTH),
         }
     }
 }
+
+/// The service-time clock's queue depth in [`Options::standard`]: SATA NCQ's 32 commands, what
+/// the paper's Intel X25-E accepts.
+pub const SERVICE_QUEUE_DEPTH: usize = 32;
 
 /// Runs every workload on NVMFS and on each kernel file system.
 pub fn run(opts: &Options) -> Experiment {
@@ -347,6 +375,7 @@ fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
         fs_recycled_blocks: None,
         fs_moved_blocks: None,
         erase_study: None,
+        ssd_service: None,
         page_cache_limit_hits: None,
         fs_bytes: None,
         iozone_file_bytes: None,
@@ -383,6 +412,7 @@ fn flash_run(
         fs_recycled_blocks: None,
         fs_moved_blocks: None,
         erase_study: None,
+        ssd_service: None,
         page_cache_limit_hits: None,
         fs_bytes: None,
         iozone_file_bytes: None,
@@ -588,7 +618,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
         &DesignOptions::default(),
     )
     .map_err(ExperimentError::from)?;
-    let (dev, shadow) = with_taps(opts, dev, None)?;
+    let (dev, taps) = with_taps(opts, dev, None)?;
     let mut fs = Nvmfs::create(
         &dir.join("nvram.img"),
         opts.nvram_bytes,
@@ -613,7 +643,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     );
     let file_bytes = iozone_file(w, size, used);
     let before = fs.device().flash().stats().clone();
-    let shadow_before = shadow_stats(&shadow);
+    let marks = taps.mark();
     let mut nvmfs_stopped = None;
     let app = if w.is_program() {
         let mnt = dir.join("mnt");
@@ -642,7 +672,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
     r.fs_recycled_blocks = Some(stats.cleaning_recycled_blocks);
     r.fs_moved_blocks = Some(stats.cleaning_moved_blocks);
     r.stopped = nvmfs_stopped;
-    r.erase_study = shadow_run(&shadow, &shadow_before);
+    (r.erase_study, r.ssd_service) = taps.runs_since(&marks);
     (r.fs_bytes, r.iozone_file_bytes) = (Some(size), file_bytes);
     drop(dev);
     let _ = std::fs::remove_dir_all(&dir);
@@ -679,7 +709,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         None => None,
     };
     let meter = (kind == "nilfs2").then(|| MeterHandle::new(NILFS_BLOCKS_PER_SEGMENT));
-    let (dev, shadow) = with_taps(opts, dev, meter.clone())?;
+    let (dev, taps) = with_taps(opts, dev, meter.clone())?;
     let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
     match host {
         FsHost::Kernel => stack.make_and_mount(kind, &mnt, "")?,
@@ -698,7 +728,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     };
     let _ = sh(&mut Command::new("sync"));
     let (before, written_before) = counters();
-    let shadow_before = shadow_stats(&shadow);
+    let marks = taps.mark();
     let cleaner_before = cleaner();
     let (size, used) = fs_space(&mnt)?;
     let file_bytes = iozone_file(w, size, used);
@@ -706,7 +736,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         drive_mounted(&mnt, w, opts.seed, file_bytes.unwrap_or(0), budget.as_ref())?;
     stack.unmount_fs()?;
     let (after, written_after) = counters();
-    let erase_study = shadow_run(&shadow, &shadow_before);
+    let (erase_study, ssd_service) = taps.runs_since(&marks);
     let cleaning = cleaner().zip(cleaner_before).map(|(a, b)| a.since(&b));
     let d = after.since(&before);
     let ssd_pages = written_after - written_before;
@@ -714,7 +744,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let ppb = opts.config.geometry.pages_per_block as u64;
     let _ = std::fs::remove_dir_all(&dir);
     let mut r = flash_run(kind, w, app, ssd_pages, &d, ppb);
-    r.erase_study = erase_study;
+    (r.erase_study, r.ssd_service) = (erase_study, ssd_service);
     r.stopped = stopped;
     r.page_cache_limit_hits = budget.as_ref().map(|b| b.limit_hits());
     (r.fs_bytes, r.iozone_file_bytes) = (Some(size), file_bytes);
@@ -985,36 +1015,70 @@ fn is_no_space(e: &ExperimentError) -> bool {
     matches!(e, ExperimentError::File { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
 }
 
-/// The run's SSD with the erase study's second FTL replaying its requests, if one is asked for,
-/// and the blocks it is given shown to `meter`, if one is given.
+/// The designs replaying a run's SSD requests ([`crate::shadow`]).
+struct Taps {
+    /// The erase study's second FTL (FAST), given each request when the SSD was.
+    erase_study: Option<ShadowHandle>,
+    /// The service-time clock: the run's design, closed loop.
+    clock: Option<ShadowHandle>,
+}
+
+/// Both taps' state when the measured phase began.
+struct TapMarks(Option<ShadowMark>, Option<ShadowMark>);
+
+impl Taps {
+    fn handles(&self) -> Vec<ShadowHandle> {
+        self.erase_study
+            .iter()
+            .chain(&self.clock)
+            .cloned()
+            .collect()
+    }
+
+    /// Starts the measured phase (the clock's queue drains first).
+    fn mark(&self) -> TapMarks {
+        let mark = |s: &Option<ShadowHandle>| s.as_ref().map(|s| s.lock().mark());
+        TapMarks(mark(&self.erase_study), mark(&self.clock))
+    }
+
+    /// What each did since `marks`: (erase study, service time).
+    fn runs_since(&self, marks: &TapMarks) -> (Option<ShadowRun>, Option<ShadowRun>) {
+        let run = |s: &Option<ShadowHandle>, m: &Option<ShadowMark>| {
+            Some(s.as_ref()?.lock().run_since(m.as_ref()?))
+        };
+        (run(&self.erase_study, &marks.0), run(&self.clock, &marks.1))
+    }
+}
+
+/// The run's SSD with the erase study's second FTL and the service-time clock replaying its
+/// requests, each if asked for, and the blocks it is given shown to `meter`, if one is given.
 fn with_taps(
     opts: &Options,
     dev: Box<dyn ftl::BlockDevice>,
     meter: Option<MeterHandle>,
-) -> Result<(Box<dyn ftl::BlockDevice>, Option<ShadowHandle>)> {
-    let shadow = match &opts.erase_study {
-        Some(spec) => Some(
-            Shadow::build(spec, &opts.config, dev.logical_pages()).map_err(|e| {
-                ExperimentError::Unavailable(format!("erase study FTL {}: {e}", spec.name))
-            })?,
-        ),
+) -> Result<(Box<dyn ftl::BlockDevice>, Taps)> {
+    let build = |spec: &DesignSpec, arrivals, role: &str| {
+        Shadow::build(spec, &opts.config, dev.logical_pages(), arrivals)
+            .map_err(|e| ExperimentError::Unavailable(format!("{role} FTL {}: {e}", spec.name)))
+    };
+    let erase_study = match &opts.erase_study {
+        Some(spec) => Some(build(spec, Arrivals::AsIssued, "erase study")?),
         None => None,
     };
-    if shadow.is_none() && meter.is_none() {
-        return Ok((dev, None));
+    let clock = match opts.service_queue_depth {
+        Some(queue_depth) => Some(build(
+            &opts.design,
+            Arrivals::ClosedLoop { queue_depth },
+            "service-time clock",
+        )?),
+        None => None,
+    };
+    let taps = Taps { erase_study, clock };
+    let shadows = taps.handles();
+    if shadows.is_empty() && meter.is_none() {
+        return Ok((dev, taps));
     }
-    let tapped = Shadowed::tapped(dev, shadow.clone(), meter);
-    Ok((Box::new(tapped), shadow))
-}
-
-fn shadow_stats(shadow: &Option<ShadowHandle>) -> Option<FlashStats> {
-    let s = shadow.as_ref()?;
-    Some(s.lock().stats())
-}
-
-fn shadow_run(shadow: &Option<ShadowHandle>, before: &Option<FlashStats>) -> Option<ShadowRun> {
-    let (s, before) = (shadow.as_ref()?, before.as_ref()?);
-    Some(s.lock().run_since(before))
+    Ok((Box::new(Shadowed::tapped(dev, shadows, meter)), taps))
 }
 
 /// A mounted kernel file system, counting the bytes it accepted.
@@ -1082,18 +1146,18 @@ pub fn table(e: &Experiment) -> String {
         e.nvram_bytes >> 20,
         e.seed
     );
-    s.push_str("| workload | fs | app MiB written | SSD pages written | flash programs | GC page copies | erases | FTL cleaning eff. | FS cleaning eff. (rounds) |\n");
-    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| workload | fs | app MiB written | SSD pages written | flash programs | GC page copies | erases | FTL cleaning eff. | FS cleaning eff. (rounds) | SSD time (sim s) | app MiB/s (sim) |\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in &e.runs {
         if let Some(why) = &r.skipped {
             s.push_str(&format!(
-                "| {} | {} | skipped: {why} | | | | | | |\n",
+                "| {} | {} | skipped: {why} | | | | | | | | |\n",
                 r.workload, r.fs
             ));
             continue;
         }
         s.push_str(&format!(
-            "| {} | {} | {:.1} | {} | {} | {} | {} | {:.3} | {} |\n",
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {:.3} | {} | {} | {} |\n",
             r.workload,
             r.fs,
             r.app_bytes_written as f64 / (1 << 20) as f64,
@@ -1105,7 +1169,11 @@ pub fn table(e: &Experiment) -> String {
             match (r.fs_cleaning_efficiency, r.fs_cleaning_rounds) {
                 (Some(e), Some(n)) => format!("{e:.3} ({n})"),
                 _ => "—".into(),
-            }
+            },
+            r.service_seconds()
+                .map_or("—".into(), |t| format!("{t:.3}")),
+            r.throughput_mib_s()
+                .map_or("—".into(), |t| format!("{t:.1}")),
         ));
     }
     s

@@ -1,27 +1,68 @@
-//! The erase study's second FTL (NVMFS §IV-C, Fig. 7): the paper captured each file system's
-//! block trace with blktrace and replayed it on a FAST and a page-level FTL. Here the SSD the
-//! file system runs on is the page-level FTL, and [`Shadowed`] hands every write, trim and flush
-//! it receives, in the same order, to a second design on its own in-memory flash of the same
-//! geometry and the same exported capacity: the same request stream as a trace replay, without
-//! storing the trace. Reads are not replayed (they change no flash state the study counts).
+//! Designs that replay the SSD requests a file system sends, beside the SSD it runs on.
 //!
-//! The shadow keeps no data: each page it is given is a content tag (FAST's decisions depend on
-//! addresses alone), so it costs a tag-only flash, not a second copy of the file system.
+//! - **The erase study's second FTL** (NVMFS §IV-C, Fig. 7): the paper captured each file
+//!   system's block trace with blktrace and replayed it on a FAST and a page-level FTL. Here the
+//!   SSD the file system runs on is the page-level FTL, and [`Shadowed`] hands every write, trim
+//!   and flush it receives, in the same order, to a second design on its own in-memory flash of
+//!   the same geometry and the same exported capacity: the same request stream as a trace
+//!   replay, without storing the trace. Reads are not replayed to it (they change no flash state
+//!   the study counts). It is given each request at the instant the primary was.
+//! - **The service-time clock** (NVMFS §IV-D, Figs. 8–9; docs/nvmfs.md "Throughput"): the run's
+//!   own design on a second flash, given every request, reads included, as a host that keeps
+//!   [`Arrivals::ClosedLoop`]'s queue depth of requests outstanding would issue them: each one
+//!   when the earliest outstanding one completes. Its simulated busy time is the SSD's service
+//!   time for the file system's request stream, whatever the path that produced it (NVMFS
+//!   in-process or over FUSE, a kernel file system over NBD with wall-clock arrivals, nilfs2 in
+//!   an appliance): the same host model for every file system.
+//!
+//! A shadow keeps no data: each page it is given is a content tag (the designs' decisions depend
+//! on addresses alone), so it costs a tag-only flash, not a second copy of the file system.
 //!
 //! The same tap shows every block written, with its bytes, to a nilfs2 cleaner meter
 //! ([`crate::nilfs`]) when nilfs2 is the file system: Figs. 10–11 read from its logs.
 
 use flash::{Content, ContentTag, DeviceConfig, Flash, FlashStats, Lpn};
 use ftl::{BlockDevice, Completion, DesignOptions, DesignSpec, FtlError, PageOutcome, Promise};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex};
 
 use crate::nilfs::CleanerMeter;
 
-/// The second design and the first error it met (after which it takes no more requests).
+/// When a shadow issues the requests it replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrivals {
+    /// At the instant the primary was given each one (the erase study: counts, not time).
+    AsIssued,
+    /// As a host keeping `queue_depth` requests outstanding: the first `queue_depth` at once,
+    /// each later one when the earliest outstanding one completes (a flush is a request like the
+    /// others, as in Linux's block layer). Reads are replayed too: they take the SSD's time.
+    ClosedLoop { queue_depth: usize },
+}
+
+/// The second design, how it is given requests, its clock, and the first error it met (after
+/// which it takes no more requests).
 pub struct Shadow {
     dev: Box<dyn BlockDevice>,
+    arrivals: Arrivals,
     error: Option<String>,
     writes: u64,
+    requests: u64,
+    /// Completions of the requests outstanding (closed loop).
+    outstanding: BinaryHeap<Reverse<u64>>,
+    /// The last instant a request was issued at.
+    clock_ns: u64,
+    /// The latest completion seen.
+    end_ns: u64,
+}
+
+/// A shadow's state at the start of a measured phase ([`Shadow::mark`]).
+#[derive(Clone, Debug)]
+pub struct ShadowMark {
+    stats: FlashStats,
+    requests: u64,
+    writes: u64,
+    at_ns: u64,
 }
 
 /// What the shadow did between two instants.
@@ -32,6 +73,13 @@ pub struct ShadowRun {
     /// Valid pages its merges (or GC) copied: the paper's erase cost.
     pub page_copies: u64,
     pub flash_erases: u64,
+    /// Requests it was given, and the pages those wrote.
+    pub requests: u64,
+    pub pages_written: u64,
+    /// Closed loop: the simulated time from the mark until every request it was given had
+    /// completed and its flash was idle (the SSD's service time); `None` when it was given the
+    /// primary's instants.
+    pub service_ns: Option<u64>,
     /// Its design metrics at the end (FAST: switch, partial and full merges).
     pub metrics: Vec<(String, f64)>,
     /// Why its figures are missing, if it failed.
@@ -50,13 +98,15 @@ impl ShadowHandle {
 }
 
 impl Shadow {
-    /// `spec` on a tag-only flash of `config`'s geometry, exporting at least `logical_pages`:
-    /// FAST's hidden share is set so that it exports the primary's capacity (rounded up to
-    /// whole blocks) and keeps the rest of the same flash for its log blocks.
+    /// `spec` on a tag-only flash of `config`'s geometry, timing and host interface, exporting
+    /// at least `logical_pages`: FAST's hidden share is set so that it exports the primary's
+    /// capacity (rounded up to whole blocks) and keeps the rest of the same flash for its log
+    /// blocks.
     pub fn build(
         spec: &DesignSpec,
         config: &DeviceConfig,
         logical_pages: u32,
+        arrivals: Arrivals,
     ) -> Result<ShadowHandle, FtlError> {
         let g = &config.geometry;
         let options = if spec.name == "fast" {
@@ -77,8 +127,13 @@ impl Shadow {
         }
         Ok(ShadowHandle(Arc::new(Mutex::new(Shadow {
             dev,
+            arrivals,
             error: None,
             writes: 0,
+            requests: 0,
+            outstanding: BinaryHeap::new(),
+            clock_ns: 0,
+            end_ns: 0,
         }))))
     }
 
@@ -86,25 +141,100 @@ impl Shadow {
         self.dev.flash().stats().clone()
     }
 
-    /// The shadow's work since `before` (its flash counters then).
-    pub fn run_since(&self, before: &FlashStats) -> ShadowRun {
-        let d = self.dev.flash().stats().since(before);
+    /// Starts a measured phase: every request given so far completes first (the queue drains),
+    /// and the phase's service time counts from then.
+    pub fn mark(&mut self) -> ShadowMark {
+        let at_ns = self.quiesced_ns();
+        self.outstanding.clear();
+        self.clock_ns = at_ns;
+        ShadowMark {
+            stats: self.stats(),
+            requests: self.requests,
+            writes: self.writes,
+            at_ns,
+        }
+    }
+
+    /// The shadow's work since `mark`.
+    pub fn run_since(&self, mark: &ShadowMark) -> ShadowRun {
+        let d = self.dev.flash().stats().since(&mark.stats);
+        let service_ns = match self.arrivals {
+            Arrivals::AsIssued => None,
+            Arrivals::ClosedLoop { .. } => Some(self.quiesced_ns() - mark.at_ns),
+        };
         ShadowRun {
             design: self.dev.design().to_string(),
             flash_programs: d.total_programs(),
             page_copies: d.programs_for(flash::OpCause::GcCopy),
             flash_erases: d.total_erases(),
+            requests: self.requests - mark.requests,
+            pages_written: self.writes - mark.writes,
+            service_ns,
             metrics: self.dev.metrics(),
             error: self.error.clone(),
         }
     }
 
-    fn replay(&mut self, op: impl FnOnce(&mut dyn BlockDevice) -> Result<Completion, FtlError>) {
-        if self.error.is_none() {
-            if let Err(e) = op(self.dev.as_mut()) {
-                self.error = Some(e.to_string());
+    /// When everything given so far is done: the latest completion, the flash idle.
+    fn quiesced_ns(&self) -> u64 {
+        self.end_ns
+            .max(self.clock_ns)
+            .max(self.dev.flash().idle_ns())
+    }
+
+    fn replays_reads(&self) -> bool {
+        matches!(self.arrivals, Arrivals::ClosedLoop { .. })
+    }
+
+    /// The instant the next request is issued at, given the instant the primary got it.
+    fn issue_at(&mut self, primary_ns: u64) -> u64 {
+        match self.arrivals {
+            Arrivals::AsIssued => primary_ns,
+            Arrivals::ClosedLoop { queue_depth } => {
+                if self.outstanding.len() >= queue_depth.max(1) {
+                    if let Some(Reverse(done)) = self.outstanding.pop() {
+                        self.clock_ns = self.clock_ns.max(done);
+                    }
+                }
+                self.clock_ns
             }
         }
+    }
+
+    fn replay(
+        &mut self,
+        primary_ns: u64,
+        op: impl FnOnce(&mut dyn BlockDevice, u64) -> Result<Completion, FtlError>,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        let at = self.issue_at(primary_ns);
+        self.requests += 1;
+        match op(self.dev.as_mut(), at) {
+            Ok(c) => {
+                // A deferred acknowledgement (merged SWRITEs) never reaches a plain replay.
+                let done = c.ack_ns.max(at);
+                self.end_ns = self.end_ns.max(done);
+                if let Arrivals::ClosedLoop { .. } = self.arrivals {
+                    self.outstanding.push(Reverse(done));
+                }
+            }
+            Err(e) => self.error = Some(e.to_string()),
+        }
+    }
+
+    /// Fresh content tags for `count` pages from `start`.
+    fn tags(&mut self, start: Lpn, count: usize) -> Vec<Content> {
+        (0..count as u32)
+            .map(|k| {
+                self.writes += 1;
+                Content::Tag(ContentTag {
+                    lpn: start.0 + k,
+                    write: self.writes,
+                })
+            })
+            .collect()
     }
 }
 
@@ -124,27 +254,28 @@ impl MeterHandle {
     }
 }
 
-/// The primary device, with every write, trim and flush replayed on a shadow, and the blocks
-/// written shown to a nilfs2 cleaner meter (either may be absent).
+/// The primary device, with every request replayed on its shadows (writes, trims and flushes on
+/// each, reads on those that take them) and the blocks written shown to a nilfs2 cleaner meter
+/// (either may be absent).
 pub struct Shadowed {
     primary: Box<dyn BlockDevice>,
-    shadow: Option<ShadowHandle>,
+    shadows: Vec<ShadowHandle>,
     meter: Option<MeterHandle>,
 }
 
 impl Shadowed {
     pub fn new(primary: Box<dyn BlockDevice>, shadow: ShadowHandle) -> Shadowed {
-        Shadowed::tapped(primary, Some(shadow), None)
+        Shadowed::tapped(primary, vec![shadow], None)
     }
 
     pub fn tapped(
         primary: Box<dyn BlockDevice>,
-        shadow: Option<ShadowHandle>,
+        shadows: Vec<ShadowHandle>,
         meter: Option<MeterHandle>,
     ) -> Shadowed {
         Shadowed {
             primary,
-            shadow,
+            shadows,
             meter,
         }
     }
@@ -176,20 +307,11 @@ impl BlockDevice for Shadowed {
                 }
             }
         }
-        let Some(shadow) = &self.shadow else {
-            return Ok(done);
-        };
-        let mut shadow = shadow.lock();
-        let tags: Vec<Content> = (0..pages.len() as u32)
-            .map(|k| {
-                shadow.writes += 1;
-                Content::Tag(ContentTag {
-                    lpn: start.0 + k,
-                    write: shadow.writes,
-                })
-            })
-            .collect();
-        shadow.replay(|d| d.write(start, &tags, arrival_ns));
+        for shadow in &self.shadows {
+            let mut shadow = shadow.lock();
+            let tags = shadow.tags(start, pages.len());
+            shadow.replay(arrival_ns, |d, at| d.write(start, &tags, at));
+        }
         Ok(done)
     }
 
@@ -200,21 +322,31 @@ impl BlockDevice for Shadowed {
         arrival_ns: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        self.primary.read(start, count, arrival_ns, out)
+        let done = self.primary.read(start, count, arrival_ns, out)?;
+        let mut scratch = Vec::new();
+        for shadow in &self.shadows {
+            let mut shadow = shadow.lock();
+            if shadow.replays_reads() {
+                shadow.replay(arrival_ns, |d, at| d.read(start, count, at, &mut scratch));
+            }
+        }
+        Ok(done)
     }
 
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.flush(arrival_ns)?;
-        if let Some(shadow) = &self.shadow {
-            shadow.lock().replay(|d| d.flush(arrival_ns));
+        for shadow in &self.shadows {
+            shadow.lock().replay(arrival_ns, |d, at| d.flush(at));
         }
         Ok(done)
     }
 
     fn trim(&mut self, start: Lpn, count: u32, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.trim(start, count, arrival_ns)?;
-        if let Some(shadow) = &self.shadow {
-            shadow.lock().replay(|d| d.trim(start, count, arrival_ns));
+        for shadow in &self.shadows {
+            shadow
+                .lock()
+                .replay(arrival_ns, |d, at| d.trim(start, count, at));
         }
         Ok(done)
     }
@@ -259,8 +391,8 @@ mod tests {
     fn the_shadow_replays_writes_trims_and_flushes_and_must_cover_the_primary() {
         let (primary, spec, cfg) = dftl_on_small();
         let logical = primary.logical_pages();
-        let shadow = Shadow::build(&spec, &cfg, logical).unwrap();
-        let before = shadow.lock().stats();
+        let shadow = Shadow::build(&spec, &cfg, logical, Arrivals::AsIssued).unwrap();
+        let before = shadow.lock().mark();
         let mut dev = Shadowed::new(primary, shadow.clone());
         let page = Content::Bytes(vec![7u8; 4096].into_boxed_slice());
         for i in 0..100 {
@@ -273,8 +405,54 @@ mod tests {
         assert_eq!(run.design, "dftl");
         assert!(run.flash_programs >= 100, "{run:?}");
         assert_eq!(run.error, None);
+        assert_eq!((run.requests, run.service_ns), (102, None));
         // a shadow too small to replay the primary's range is refused
-        assert!(Shadow::build(&spec, &cfg, logical + 1).is_err());
+        assert!(Shadow::build(&spec, &cfg, logical + 1, Arrivals::AsIssued).is_err());
+    }
+
+    /// The service-time clock's figure for `writes` one-page writes (each followed by a read of
+    /// the same page), at `queue_depth`, the primary given them `spacing_ns` apart.
+    fn service_of(writes: u32, queue_depth: usize, spacing_ns: u64) -> ShadowRun {
+        let (primary, spec, cfg) = dftl_on_small();
+        let logical = primary.logical_pages();
+        let clock = Shadow::build(&spec, &cfg, logical, Arrivals::ClosedLoop { queue_depth });
+        let clock = clock.unwrap();
+        let mut dev = Shadowed::new(primary, clock.clone());
+        let page = Content::Bytes(vec![7u8; 4096].into_boxed_slice());
+        dev.write(Lpn(logical - 1), std::slice::from_ref(&page), 0)
+            .unwrap();
+        let mark = clock.lock().mark();
+        let mut out = Vec::new();
+        for i in 0..writes {
+            let at = spacing_ns * (i as u64 + 1);
+            dev.write(Lpn(i * 7), std::slice::from_ref(&page), at)
+                .unwrap();
+            dev.read(Lpn(i * 7), 1, at, &mut out).unwrap();
+        }
+        let run = clock.lock().run_since(&mark);
+        assert_eq!(run.error, None);
+        run
+    }
+
+    /// The clock replays reads too, and its time is the SSD's alone: it does not depend on the
+    /// instants the primary was given (wall-clock arrivals over NBD, NVMFS's own clock), and it
+    /// falls when more requests are kept outstanding (the flash's chips work in parallel).
+    #[test]
+    fn the_service_clock_times_the_requests_as_a_closed_loop_host_would_issue_them() {
+        let program_ns = DeviceConfig::preset("small").unwrap().timing.program_ns;
+        let serial = service_of(64, 1, 1_000);
+        assert_eq!(serial.requests, 128);
+        let serial_ns = serial.service_ns.unwrap();
+        // one at a time: every program waits for the one before
+        assert!(serial_ns >= 64 * program_ns, "{serial:?}");
+        // the primary's instants do not matter, not even a second apart
+        assert_eq!(service_of(64, 1, 1_000_000_000).service_ns, Some(serial_ns));
+        let deep = service_of(64, 32, 1_000).service_ns.unwrap();
+        assert!(
+            deep * 2 < serial_ns,
+            "qd32 {deep} ns against qd1 {serial_ns} ns"
+        );
+        assert_eq!(service_of(64, 32, 77).service_ns, Some(deep));
     }
 
     /// A tapped device shows every page it is given to the nilfs2 cleaner meter, with its
@@ -284,7 +462,7 @@ mod tests {
         use crate::nilfs::{summary_block, GC_LOG_FLAGS};
         let (primary, _, _) = dftl_on_small();
         let meter = MeterHandle::new(16);
-        let mut dev = Shadowed::tapped(primary, None, Some(meter.clone()));
+        let mut dev = Shadowed::tapped(primary, Vec::new(), Some(meter.clone()));
         let data = Content::Bytes(vec![3u8; 4096].into_boxed_slice());
         let log = |seq| Content::Bytes(summary_block(GC_LOG_FLAGS, seq, 10, 100).into());
         dev.write(Lpn(16), &[data.clone(), log(1), data.clone()], 0)

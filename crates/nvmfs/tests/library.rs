@@ -364,6 +364,7 @@ fn experiment_nvmfs_vs_kernel_fs() {
         assert_eq!(fast.error, None);
         assert!(fast.flash_programs >= r.ssd_pages_written, "{fast:?}");
         assert_eq!(fast.page_copies, 0, "{fast:?}");
+        assert_timed(r);
     }
     let iozone = |fs: &str| {
         e.runs
@@ -389,6 +390,7 @@ fn experiment_nvmfs_vs_kernel_fs() {
                 fast.page_copies > ext4.gc_page_copies,
                 "FAST full merges: {fast:?}"
             );
+            assert_timed(ext4);
         }
     }
 }
@@ -535,5 +537,18 @@ fn experiment_options(
         work_dir: work.path().to_path_buf(),
         page_cache_budget: Some(4 << 20),
         erase_study: Some(fast::spec()),
+        service_queue_depth: Some(nvmfs::experiment::SERVICE_QUEUE_DEPTH),
     }
+}
+
+/// The service-time clock was given the pages the run's SSD was, and did the same work with
+/// them: the same design on the same requests in the same order, up to where its allocator put
+/// pages (the chip free soonest: placement follows timing, so its GC may differ slightly).
+fn assert_timed(r: &nvmfs::experiment::FsRun) {
+    let clock = r.ssd_service.as_ref().expect("the clock timed the run");
+    assert_eq!(clock.error, None, "{r:?}");
+    assert!(clock.requests > 0 && clock.service_ns.unwrap() > 0, "{r:?}");
+    assert_eq!(clock.pages_written, r.ssd_pages_written, "{r:?}");
+    let programs = clock.flash_programs as f64 / r.flash_programs as f64;
+    assert!((programs - 1.0).abs() < 0.03, "{programs}: {r:?}");
 }
