@@ -20,8 +20,7 @@ fn main() {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let paper = arg("--scale").as_deref() == Some("paper");
-    let work = tempfile::tempdir().expect("scratch directory");
-    let mut opts = Options::standard(paper, dftl::spec(), work.path().to_path_buf());
+    let mut opts = Options::standard(paper, dftl::spec(), std::path::PathBuf::new());
     if let Some(list) = arg("--fs") {
         opts.kernel_fs = list
             .split(',')
@@ -38,6 +37,8 @@ fn main() {
             }
         }
     }
+    let work = tempfile::tempdir().expect("scratch directory");
+    opts.work_dir = work.path().to_path_buf();
     let e = run(&opts);
     print!("{}", table(&e));
     if let Some(path) = arg("--json") {
