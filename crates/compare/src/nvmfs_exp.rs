@@ -419,19 +419,24 @@ fn fastest_other_checks(mut claim: Claim, runs: &[nvmfs::experiment::FsRun], ws:
     for w in ws {
         let (n, others) = throughputs(runs, w);
         let best = others.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
-        claim = claim.check(match (n, best) {
-            (Some(n), Some((fs, x))) => Check::grade(
-                format!("{w}: NVMFS / {fs} (the fastest other) throughput"),
-                n / x,
-                Tolerance::AtLeast { min: 1.0 },
-            ),
-            _ => Check::not_reproduced(
-                format!("{w}: NVMFS / the fastest other throughput"),
-                "NVMFS or every other file system did not complete it, or was not timed",
-            ),
-        });
+        let label = match best {
+            Some((fs, _)) => format!("{w}: NVMFS / {fs} (the fastest other) throughput"),
+            None => format!("{w}: NVMFS / the fastest other throughput"),
+        };
+        let ratio = n.zip(best).map(|(n, (_, x))| n / x);
+        claim = claim.check(at_least_one(label, ratio, || {
+            "NVMFS or every other file system did not complete it, or was not timed".into()
+        }));
     }
     claim
+}
+
+/// `label`'s throughput ratio graded at least 1, or not reproduced with `why` when missing.
+fn at_least_one(label: String, ratio: Option<f64>, why: impl FnOnce() -> String) -> Check {
+    match ratio {
+        Some(r) => Check::grade(label, r, Tolerance::AtLeast { min: 1.0 }),
+        None => Check::not_reproduced(label, why()),
+    }
 }
 
 /// NVMFS §IV-D, Fig. 9: throughput above 85 % utilisation. Per workload NVMFS against nilfs2
@@ -446,17 +451,9 @@ fn throughput_high_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
     for w in &ws {
         let (n, others) = throughputs(runs, w);
         let nilfs = others.iter().find(|(fs, _)| *fs == "nilfs2");
-        claim = claim.check(match (n, nilfs) {
-            (Some(n), Some((_, l))) => Check::grade(
-                format!("{w}: NVMFS / nilfs2 throughput"),
-                n / l,
-                Tolerance::AtLeast { min: 1.0 },
-            ),
-            _ => Check::not_reproduced(
-                format!("{w}: NVMFS / nilfs2 throughput"),
-                why_missing(runs, w),
-            ),
-        });
+        let ratio = n.zip(nilfs).map(|(n, (_, l))| n / l);
+        let label = format!("{w}: NVMFS / nilfs2 throughput");
+        claim = claim.check(at_least_one(label, ratio, || why_missing(runs, w)));
     }
     let mean = mean_ratio(runs, &ws).unwrap_or(f64::NAN);
     claim
@@ -665,11 +662,13 @@ mod claim_tests {
         r.workload = w.into();
         r.app_bytes_written = 100 << 20;
         (r.fs_bytes, r.iozone_file_bytes) = (Some(1000), Some((utilisation * 1000.0) as u64));
-        r.ssd_service = Some(nvmfs::shadow::ShadowRun {
-            service_ns: Some((seconds * 1e9) as u64),
-            ..Default::default()
-        });
+        r.ssd_service = Some(nvmfs::shadow::ShadowRun::default());
+        retime(&mut r, seconds);
         r
+    }
+
+    fn retime(r: &mut FsRun, seconds: f64) {
+        r.ssd_service.as_mut().unwrap().service_ns = Some((seconds * 1e9) as u64);
     }
 
     /// Fig. 8: per workload below 85 % NVMFS must beat the fastest other file system, and the
@@ -686,11 +685,11 @@ mod claim_tests {
         let claim = throughput_medium_claim(&runs);
         assert_eq!(claim.verdict(), Verdict::Pass, "{claim:?}");
         assert_eq!(claim.checks.len(), 2);
-        runs[2].ssd_service.as_mut().unwrap().service_ns = Some(900_000_000); // btrfs faster
+        retime(&mut runs[2], 0.9); // btrfs faster
         assert_eq!(throughput_medium_claim(&runs).verdict(), Verdict::Fail);
         runs[2].stopped = Some("ENOSPC".into()); // a stopped run is not compared
         assert_eq!(throughput_medium_claim(&runs).verdict(), Verdict::Pass);
-        runs[1].ssd_service.as_mut().unwrap().service_ns = Some(5_000_000_000); // 5× is too far
+        retime(&mut runs[1], 5.0); // 5× is too far
         let claim = throughput_medium_claim(&runs);
         assert_eq!(claim.verdict(), Verdict::Fail);
         assert_eq!(claim.checks[0].verdict, Verdict::Pass, "{claim:?}");
@@ -711,12 +710,12 @@ mod claim_tests {
             timed("nilfs2", "iozone-high", 0.88, 1.3),
         ];
         assert_eq!(throughput_high_claim(&runs).verdict(), Verdict::Pass);
-        runs[2].ssd_service.as_mut().unwrap().service_ns = Some(800_000_000); // nilfs2 faster
+        retime(&mut runs[2], 0.8); // nilfs2 faster
         assert_eq!(throughput_high_claim(&runs).verdict(), Verdict::Fail);
-        runs[2].ssd_service.as_mut().unwrap().service_ns = Some(1_300_000_000);
-        runs[1].ssd_service.as_mut().unwrap().service_ns = Some(500_000_000); // mean below 1
+        retime(&mut runs[2], 1.3);
+        retime(&mut runs[1], 0.5); // mean below 1
         assert_eq!(throughput_high_claim(&runs).verdict(), Verdict::Fail);
-        runs[1].ssd_service.as_mut().unwrap().service_ns = Some(1_200_000_000);
+        retime(&mut runs[1], 1.2);
         runs[2].stopped = Some("ENOSPC in the fill".into());
         let claim = throughput_high_claim(&runs);
         assert_eq!(claim.checks[0].verdict, Verdict::NotReproduced);
