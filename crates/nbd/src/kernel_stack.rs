@@ -217,6 +217,30 @@ impl KernelStack {
         }
         Ok(())
     }
+    /// Gives up on a file system that stopped answering (its writer blocked for good): an
+    /// appliance is killed at once (libguestfs's recovery process takes its virtual machine
+    /// down with it) and its FUSE mount detached; a kernel file system is unmounted lazily.
+    /// What it had not written back is lost; the rest goes on drop, as after
+    /// [`unmount_fs`](Self::unmount_fs).
+    pub fn abandon_fs(&mut self) {
+        let Some(m) = self.mnt.take() else {
+            return;
+        };
+        if let Some(mut child) = self.appliance.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Its virtual machine holds the loop device open until it is gone too.
+            if let Some(loop_dev) = self.loop_dev.as_deref() {
+                kill_processes_naming(loop_dev);
+            }
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&m)
+                .status();
+        } else {
+            let _ = Command::new("umount").arg("-l").arg(&m).status();
+        }
+    }
 }
 
 /// nilfs2's segments here: 1 MiB (`mkfs.nilfs2 -B 256`; its default 8 MiB ones need a volume
@@ -512,6 +536,34 @@ pub fn export_as_loop_device(
         .arg(&nbd_file))?;
     stack.loop_dev = Some(loop_dev);
     Ok((stack, server))
+}
+
+/// Kills every process whose command line names `path` (an abandoned appliance's `qemu` and
+/// libguestfs's recovery process, which hold our loop device) and waits, up to 30 s, until
+/// none is left.
+fn kill_processes_naming(path: &str) {
+    let naming = || -> Vec<i32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| String::from_utf8_lossy(arg).contains(path))
+            })
+            .collect()
+    };
+    wait_for(300, Duration::from_millis(100), || {
+        let pids = naming();
+        for pid in &pids {
+            // SAFETY: kill(2) on a process id; at worst ESRCH if it is already gone.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        pids.is_empty()
+    });
 }
 
 /// Whether something is mounted at `path` (canonical; `/proc/mounts`).

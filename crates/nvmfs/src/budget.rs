@@ -26,6 +26,8 @@ pub enum BudgetError {
     },
     #[error("fork: {0}")]
     Fork(std::io::Error),
+    #[error("the workload made no progress for {0} s (no SSD request, no byte written): killed")]
+    Stalled(u64),
     #[error(
         "the workload process died without an outcome (status {0:#x}): killed by the memory limit?"
     )]
@@ -117,8 +119,17 @@ impl MemoryBudget {
         self.bytes
     }
 
-    /// Runs `work` in a child process inside the cgroup and returns what it sent back.
-    pub fn run_in_child(&self, work: impl FnOnce() -> Vec<u8>) -> Result<Vec<u8>, BudgetError> {
+    /// Runs `work` in a child process inside the cgroup and returns what it sent back. A
+    /// watchdog: if `progress` (the SSD's requests and the bytes written, say) stays the same
+    /// for `stall`, the child is killed and the answer is [`BudgetError::Stalled`] — a file
+    /// system that blocks its writer for good (nilfs2 full with dirty pages it cannot write
+    /// back) ends the run instead of hanging it.
+    pub fn run_in_child(
+        &self,
+        work: impl FnOnce() -> Vec<u8>,
+        progress: &dyn Fn() -> u64,
+        stall: std::time::Duration,
+    ) -> Result<Vec<u8>, BudgetError> {
         let procs = self.dir.join("cgroup.procs");
         let mut fds = [0i32; 2];
         // SAFETY: pipe(2) fills the two descriptors.
@@ -147,12 +158,18 @@ impl MemoryBudget {
         }
         // SAFETY: fds[1] is the child's end; fds[0] becomes our File.
         unsafe { libc::close(fds[1]) };
-        let mut input = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-        let mut reply = Vec::new();
-        let _ = input.read_to_end(&mut reply);
+        let input = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+        let (reply, stalled) = read_watched(input, progress, stall);
+        if stalled {
+            // SAFETY: kills the child we forked (a FUSE request it waits on is killable).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         let mut status = 0;
         // SAFETY: waits for the child we forked.
         unsafe { libc::waitpid(pid, &mut status, 0) };
+        if stalled {
+            return Err(BudgetError::Stalled(stall.as_secs()));
+        }
         if reply.is_empty() {
             return Err(BudgetError::ChildDied(status));
         }
@@ -181,6 +198,42 @@ impl MemoryBudget {
     }
 }
 
+/// Reads `input` to its end, unless `progress` stays the same for `stall` first: (what was
+/// read, whether it stalled).
+fn read_watched(
+    mut input: std::fs::File,
+    progress: &dyn Fn() -> u64,
+    stall: std::time::Duration,
+) -> (Vec<u8>, bool) {
+    use std::os::fd::AsRawFd;
+    let mut reply = Vec::new();
+    let (mut seen, mut since) = (progress(), std::time::Instant::now());
+    loop {
+        let mut poll = libc::pollfd {
+            fd: input.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, a timeout of one second.
+        let ready = unsafe { libc::poll(&mut poll, 1, 1000) };
+        if ready > 0 {
+            let mut chunk = [0u8; 4096];
+            match input.read(&mut chunk) {
+                Ok(0) => return (reply, false),
+                Ok(n) => reply.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return (reply, false),
+            }
+        }
+        let now = progress();
+        if now != seen {
+            (seen, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() >= stall {
+            return (reply, true);
+        }
+    }
+}
+
 impl Drop for MemoryBudget {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir(&self.dir);
@@ -205,15 +258,16 @@ mod tests {
         let dir = std::env::temp_dir().join(&name);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("f");
+        let work = || {
+            let data = vec![7u8; 1 << 20];
+            let mut f = std::fs::File::create(&file).unwrap();
+            for _ in 0..24 {
+                f.write_all(&data).unwrap();
+            }
+            b"\x00done".to_vec()
+        };
         let reply = budget
-            .run_in_child(|| {
-                let data = vec![7u8; 1 << 20];
-                let mut f = std::fs::File::create(&file).unwrap();
-                for _ in 0..24 {
-                    f.write_all(&data).unwrap();
-                }
-                b"\x00done".to_vec()
-            })
+            .run_in_child(work, &|| 0, std::time::Duration::from_secs(600))
             .unwrap();
         assert_eq!(reply, b"\x00done");
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 24 << 20);
@@ -225,5 +279,44 @@ mod tests {
             "24 MiB through a 4 MiB budget never hit the limit"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The watchdog: a child that blocks for good while nothing progresses is killed and
+    /// reported as stalled; one that keeps progressing, though slower than the stall time in
+    /// all, is left to finish.
+    #[test]
+    fn a_child_that_makes_no_progress_is_killed_and_one_that_does_is_not() {
+        let name = format!("mobius-budget-stall-{}", std::process::id());
+        let budget = match MemoryBudget::create(&name, 16 << 20) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let stall = std::time::Duration::from_secs(2);
+        let blocked = || {
+            std::thread::sleep(std::time::Duration::from_secs(30));
+            b"\x00never".to_vec()
+        };
+        match budget.run_in_child(blocked, &|| 7, stall) {
+            Err(BudgetError::Stalled(2)) => {}
+            other => panic!("{other:?}"),
+        }
+        let ticks = SharedCounter::new().unwrap();
+        let slow = || {
+            for _ in 0..5 {
+                std::thread::sleep(std::time::Duration::from_millis(1200));
+                ticks
+                    .get()
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            b"\x00done".to_vec()
+        };
+        let progress = || ticks.get().load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            budget.run_in_child(slow, &progress, stall).unwrap(),
+            b"\x00done"
+        );
     }
 }
