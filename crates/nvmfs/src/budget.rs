@@ -244,16 +244,19 @@ impl Drop for MemoryBudget {
 mod tests {
     use super::*;
 
-    /// Needs root and a memory controller (this machine has both); elsewhere it says why.
+    /// A budget of `bytes` for a test; needs root and a memory controller (this machine has
+    /// both): elsewhere `None`, having said why.
+    fn test_budget(name: &str, bytes: u64) -> Option<MemoryBudget> {
+        MemoryBudget::create(name, bytes)
+            .inspect_err(|e| eprintln!("skipped: {e}"))
+            .ok()
+    }
+
     #[test]
     fn a_child_fills_no_more_page_cache_than_its_budget() {
         let name = format!("mobius-budget-test-{}", std::process::id());
-        let budget = match MemoryBudget::create(&name, 4 << 20) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("skipped: {e}");
-                return;
-            }
+        let Some(budget) = test_budget(&name, 4 << 20) else {
+            return;
         };
         let dir = std::env::temp_dir().join(&name);
         std::fs::create_dir_all(&dir).unwrap();
@@ -287,12 +290,8 @@ mod tests {
     #[test]
     fn a_child_that_makes_no_progress_is_killed_and_one_that_does_is_not() {
         let name = format!("mobius-budget-stall-{}", std::process::id());
-        let budget = match MemoryBudget::create(&name, 16 << 20) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("skipped: {e}");
-                return;
-            }
+        let Some(budget) = test_budget(&name, 16 << 20) else {
+            return;
         };
         let stall = std::time::Duration::from_secs(2);
         let blocked = || {
