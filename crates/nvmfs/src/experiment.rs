@@ -1191,11 +1191,15 @@ pub fn table(e: &Experiment) -> String {
             ));
             continue;
         }
+        let app_mib = r.app_bytes_written as f64 / (1 << 20) as f64;
         s.push_str(&format!(
-            "| {} | {} | {:.1} | {} | {} | {} | {} | {:.3} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} |\n",
             r.workload,
             r.fs,
-            r.app_bytes_written as f64 / (1 << 20) as f64,
+            match &r.stopped {
+                Some(why) => format!("{app_mib:.1} (stopped: {why})"),
+                None => format!("{app_mib:.1}"),
+            },
             r.ssd_pages_written,
             r.flash_programs,
             r.gc_page_copies,
