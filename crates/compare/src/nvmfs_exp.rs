@@ -2,10 +2,10 @@
 //! & Reddy, MSST 2013, §IV): SSD write traffic, flash erases, GC page copies and cleaning
 //! efficiency (1 − moved valid blocks / recycled blocks) under IOzone, Postmark, FIO and
 //! Filebench, and throughput in simulated SSD time (Figs. 8–9: each run's requests timed on a
-//! second instance of its FTL by a closed-loop host, `nvmfs::shadow`). The runs themselves are `nvmfs::experiment` (see docs/nvmfs.md): NVMFS in-process,
-//! the kernel file systems over NBD from this process (root, /dev/fuse, nbdfuse and losetup
-//! needed), nilfs2 in a libguestfs appliance where this kernel lacks it; otherwise their rows
-//! are skipped with the reason.
+//! second instance of its FTL by a closed-loop host, `nvmfs::shadow`). The runs themselves are
+//! `nvmfs::experiment` (see docs/nvmfs.md): NVMFS in-process, the kernel file systems over NBD
+//! from this process (root, /dev/fuse, nbdfuse and losetup needed), nilfs2 in a libguestfs
+//! appliance where this kernel lacks it; otherwise their rows are skipped with the reason.
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
@@ -278,7 +278,23 @@ fn completed<'a>(
     w: &str,
 ) -> Option<&'a nvmfs::experiment::FsRun> {
     runs.iter()
-        .find(|r| r.fs == fs && r.workload == w && r.skipped.is_none() && r.stopped.is_none())
+        .find(|r| r.fs == fs && r.workload == w && ran_to_the_end(r))
+}
+
+/// Whether `r` ran to the end: not skipped, not stopped part-way.
+fn ran_to_the_end(r: &nvmfs::experiment::FsRun) -> bool {
+    r.skipped.is_none() && r.stopped.is_none()
+}
+
+/// The distinct names of `names`, in first-seen order.
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for name in names {
+        if !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
 }
 
 /// A count per byte the application wrote in `r` (IOzone fills each file system to the same
@@ -295,14 +311,8 @@ fn traffic_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
         "NVMFS §IV-B, Fig. 6",
         "NVMFS writes less to the SSD than the other file systems across all the workloads",
     );
-    let done = |r: &&nvmfs::experiment::FsRun| r.skipped.is_none() && r.stopped.is_none();
-    let mut workloads: Vec<&str> = Vec::new();
-    for r in runs {
-        if !workloads.contains(&r.workload.as_str()) {
-            workloads.push(&r.workload);
-        }
-    }
-    for w in workloads {
+    let done = |r: &&nvmfs::experiment::FsRun| ran_to_the_end(r);
+    for w in distinct(runs.iter().map(|r| r.workload.as_str())) {
         let per_byte = |r: &nvmfs::experiment::FsRun| per_app_byte(r.ssd_pages_written, r);
         let of_w = || runs.iter().filter(|r| r.workload == w).filter(done);
         let nvmfs = of_w().find(|r| r.fs == "nvmfs").map(per_byte);
@@ -340,16 +350,10 @@ fn is_high(r: &nvmfs::experiment::FsRun) -> bool {
 
 /// The workloads of `runs` NVMFS ran, in order, on the side of 85 % `high` picks.
 fn workloads(runs: &[nvmfs::experiment::FsRun], high: bool) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for r in runs
+    let nvmfs = runs
         .iter()
-        .filter(|r| r.fs == "nvmfs" && is_high(r) == high)
-    {
-        if !out.contains(&r.workload.as_str()) {
-            out.push(&r.workload);
-        }
-    }
-    out
+        .filter(|r| r.fs == "nvmfs" && is_high(r) == high);
+    distinct(nvmfs.map(|r| r.workload.as_str()))
 }
 
 /// For workload `w`: NVMFS's throughput and the others' that completed, (fs, throughput).
@@ -361,8 +365,7 @@ fn throughputs<'a>(
     let nvmfs = completed(runs, "nvmfs", w).and_then(|r| r.throughput_mib_s());
     let others = runs
         .iter()
-        .filter(|r| r.workload == w && r.fs != "nvmfs" && r.skipped.is_none())
-        .filter(|r| r.stopped.is_none())
+        .filter(|r| r.workload == w && r.fs != "nvmfs" && ran_to_the_end(r))
         .filter_map(|r| Some((r.fs.as_str(), r.throughput_mib_s()?)))
         .collect();
     (nvmfs, others)
@@ -395,8 +398,14 @@ fn mean_ratio(runs: &[nvmfs::experiment::FsRun], workloads: &[&str]) -> Option<f
     (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64)
 }
 
-/// What the throughput claims say about how they were measured.
-const THROUGHPUT_NOTE: &str = "Throughput here is device-bound: app MiB written per second of the SSD's simulated service time for the requests each file system sent (a second instance of the run's FTL, same flash timing and SATA link, replays them as a host keeping 32 requests outstanding; reads included). NVRAM, page-cache, CPU, FUSE and NBD time are modelled for no one, so where the link is the bottleneck the ratio is mostly Fig. 6's traffic ratio; what it adds is the cost of GC copies, per-command overhead and request sizes. The verdict depends on that depth: with one request outstanding NVMFS's 512 KB extents keep many chips busy while the others' small requests keep one, and NVMFS then leads ext4 on every workload but IOzone at 88 % (docs/nvmfs.md, \"Queue depth\"; `nvmfs_vs_ext4 --queue-depth 1`). The paper measured wall-clock throughput of kernel file systems on an Intel X25-E with 4 GB of DRAM-emulated NVRAM or page cache.";
+/// What the throughput claims say about how they were measured (`{depth}`: the clock's queue
+/// depth, [`nvmfs::experiment::SERVICE_QUEUE_DEPTH`] in `Options::standard`).
+const THROUGHPUT_NOTE: &str = "Throughput here is device-bound: app MiB written per second of the SSD's simulated service time for the requests each file system sent (a second instance of the run's FTL, same flash timing and SATA link, replays them as a host keeping {depth} requests outstanding; reads included). NVRAM, page-cache, CPU, FUSE and NBD time are modelled for no one, so where the link is the bottleneck the ratio is mostly Fig. 6's traffic ratio; what it adds is the cost of GC copies, per-command overhead and request sizes. The verdict depends on that depth: with one request outstanding NVMFS's 512 KB extents keep many chips busy while the others' small requests keep one, and NVMFS then leads ext4 on every workload but IOzone at 88 % (docs/nvmfs.md, \"Queue depth\"; `nvmfs_vs_ext4 --queue-depth 1`). The paper measured wall-clock throughput of kernel file systems on an Intel X25-E with 4 GB of DRAM-emulated NVRAM or page cache.";
+
+fn throughput_note() -> String {
+    let depth = nvmfs::experiment::SERVICE_QUEUE_DEPTH.to_string();
+    THROUGHPUT_NOTE.replace("{depth}", &depth)
+}
 
 /// NVMFS §IV-D, Fig. 8: throughput below 85 % utilisation, where segment cleaning is rarely
 /// active. Per workload NVMFS against the fastest other file system that completed it, and the
@@ -411,7 +420,7 @@ fn throughput_medium_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
     let mean = mean_ratio(runs, &ws).unwrap_or(f64::NAN);
     claim
         .check(Check::grade("mean NVMFS / other throughput, every workload and file system (paper 1.989)", mean, paper_band(PAPER_MEDIUM_RATIO)))
-        .note(format!("{THROUGHPUT_NOTE} IOzone and fio-iozone fill 60 % of each file system; postmark, fio-files and fio-fileserver run at the (lower) utilisation their file sets give, where neither NVMFS nor nilfs2 needs much cleaning, as Fig. 8 intends."))
+        .note(format!("{} IOzone and fio-iozone fill 60 % of each file system; postmark, fio-files and fio-fileserver run at the (lower) utilisation their file sets give, where neither NVMFS nor nilfs2 needs much cleaning, as Fig. 8 intends.", throughput_note()))
 }
 
 /// Per workload: NVMFS / the fastest other file system that completed it, at least 1.
@@ -458,7 +467,7 @@ fn throughput_high_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
     let mean = mean_ratio(runs, &ws).unwrap_or(f64::NAN);
     claim
         .check(Check::grade("mean NVMFS / other throughput, every workload and file system (paper 1.196)", mean, paper_band(PAPER_HIGH_RATIO)))
-        .note(format!("{THROUGHPUT_NOTE} Only IOzone runs above 85 % here (88 % of each file system); the paper ran all four benchmarks there."))
+        .note(format!("{} Only IOzone runs above 85 % here (88 % of each file system); the paper ran all four benchmarks there.", throughput_note()))
 }
 
 /// Why `w` has no NVMFS / nilfs2 pair: the first missing or stopped run's reason.
@@ -481,16 +490,9 @@ fn why_missing(runs: &[nvmfs::experiment::FsRun], w: &str) -> String {
 
 /// Figs. 8–9: throughput per workload and file system, in simulated SSD time.
 fn throughput_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
-    let mut fss: Vec<&str> = Vec::new();
-    let mut ws: Vec<&str> = Vec::new();
-    for r in runs.iter().filter(|r| r.skipped.is_none()) {
-        if !fss.contains(&r.fs.as_str()) {
-            fss.push(&r.fs);
-        }
-        if !ws.contains(&r.workload.as_str()) {
-            ws.push(&r.workload);
-        }
-    }
+    let ran = || runs.iter().filter(|r| r.skipped.is_none());
+    let fss = distinct(ran().map(|r| r.fs.as_str()));
+    let ws = distinct(ran().map(|r| r.workload.as_str()));
     let value = |fs: &str, w: &str| {
         let r = runs
             .iter()
@@ -685,6 +687,11 @@ mod claim_tests {
         let claim = throughput_medium_claim(&runs);
         assert_eq!(claim.verdict(), Verdict::Pass, "{claim:?}");
         assert_eq!(claim.checks.len(), 2);
+        assert!(
+            claim.note.contains("keeping 32 requests outstanding"),
+            "{}",
+            claim.note
+        );
         retime(&mut runs[2], 0.9); // btrfs faster
         assert_eq!(throughput_medium_claim(&runs).verdict(), Verdict::Fail);
         runs[2].stopped = Some("ENOSPC".into()); // a stopped run is not compared

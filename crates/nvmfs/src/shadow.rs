@@ -137,10 +137,6 @@ impl Shadow {
         }))))
     }
 
-    pub fn stats(&self) -> FlashStats {
-        self.dev.flash().stats().clone()
-    }
-
     /// Starts a measured phase: every request given so far completes first (the queue drains),
     /// and the phase's service time counts from then.
     pub fn mark(&mut self) -> ShadowMark {
@@ -148,7 +144,7 @@ impl Shadow {
         self.outstanding.clear();
         self.clock_ns = at_ns;
         ShadowMark {
-            stats: self.stats(),
+            stats: self.dev.flash().stats().clone(),
             requests: self.requests,
             writes: self.writes,
             at_ns,
@@ -182,7 +178,9 @@ impl Shadow {
             .max(self.dev.flash().idle_ns())
     }
 
-    fn replays_reads(&self) -> bool {
+    /// A closed-loop shadow (the service-time clock) keeps its outstanding requests and takes
+    /// reads too.
+    fn closed_loop(&self) -> bool {
         matches!(self.arrivals, Arrivals::ClosedLoop { .. })
     }
 
@@ -216,7 +214,7 @@ impl Shadow {
                 // A deferred acknowledgement (merged SWRITEs) never reaches a plain replay.
                 let done = c.ack_ns.max(at);
                 self.end_ns = self.end_ns.max(done);
-                if let Arrivals::ClosedLoop { .. } = self.arrivals {
+                if self.closed_loop() {
                     self.outstanding.push(Reverse(done));
                 }
             }
@@ -326,7 +324,7 @@ impl BlockDevice for Shadowed {
         let mut scratch = Vec::new();
         for shadow in &self.shadows {
             let mut shadow = shadow.lock();
-            if shadow.replays_reads() {
+            if shadow.closed_loop() {
                 shadow.replay(arrival_ns, |d, at| d.read(start, count, at, &mut scratch));
             }
         }
