@@ -23,7 +23,15 @@ pub enum KernelStackError {
     Unavailable(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// nilfs2's cleaner was gone when the workload ended (`nilfs_cleanerd` exits when a
+    /// cleaning pass fails, as when the volume has no room for the blocks it would move); the
+    /// file system was still unmounted, everything written back.
+    #[error("nilfs2's cleaner (nilfs_cleanerd) exited during the run; it exits when a cleaning pass fails, as when the volume has no room left for the blocks it would move")]
+    CleanerStopped,
 }
+
+/// What the appliance's script prints when nilfs2's cleaner died during the run.
+const CLEANER_STOPPED: &str = "nilfs_cleanerd stopped during the run";
 
 pub type Result<T, E = KernelStackError> = std::result::Result<T, E>;
 
@@ -209,6 +217,9 @@ impl KernelStack {
         }
         sh(Command::new("guestunmount").arg(&m))?;
         let status = self.stop_appliance();
+        if status.contains(CLEANER_STOPPED) {
+            return Err(KernelStackError::CleanerStopped);
+        }
         if !status.starts_with("exit status: 0") {
             return Err(KernelStackError::Command {
                 command: format!("guestfish (unmounting {})", m.display()),
@@ -331,8 +342,10 @@ impl Appliance {
     /// `/dev/sdb` and its own root disk `/dev/sda` (checked with `/proc/partitions`). Given
     /// `/dev/sda` then, the cleaner read the wrong disk's superblock and exited ("cannot open
     /// nilfs on /dev/sda: Invalid argument"): the runs that hit ENOSPC having cleaned nothing.
-    /// A cleaner that is not running two seconds after its start, or is gone when the workload
-    /// ends, fails the script, and with it the run.
+    /// A cleaner that is not running two seconds after its start fails the script, and with it
+    /// the run; one gone when the workload ends (it exits when a cleaning pass fails, as on a
+    /// full volume) fails the script after the unmount, so what the file system held is
+    /// written back and the run is reported stopped ([`KernelStackError::CleanerStopped`]).
     fn nilfs2_script(mnt: &Path, cleaner: &[(&str, String)]) -> String {
         let conf: Vec<String> = cleaner
             .iter()
@@ -345,8 +358,9 @@ impl Appliance {
              debug sh \"dev=$(findmnt -n -o SOURCE /sysroot); /sbin/nilfs_cleanerd -c /tmp/cleaner.conf $dev /sysroot; sleep 2; pgrep -x nilfs_cleanerd && exit 0; echo nilfs_cleanerd did not start on $dev >&2; exit 1\"\n\
              mount-local {} readonly:false\n\
              mount-local-run\n\
-             debug sh \"if ! pgrep -x nilfs_cleanerd; then echo nilfs_cleanerd stopped during the run >&2; exit 1; fi; pkill -x nilfs_cleanerd; sleep 1\"\n\
-             umount-all\n",
+             debug sh \"if pgrep -x nilfs_cleanerd; then pkill -x nilfs_cleanerd; sleep 1; else touch /tmp/cleaner-stopped; fi\"\n\
+             umount-all\n\
+             debug sh \"if test -e /tmp/cleaner-stopped; then echo {CLEANER_STOPPED} >&2; exit 1; fi\"\n",
             conf.join("; "),
             mnt.display()
         )
@@ -631,15 +645,19 @@ mod tests {
     fn the_script_appends_the_keys_after_the_packaged_configuration() {
         let conf = nilfs_cleaner_conf(91 << 20, 8 << 20);
         let script = Appliance::nilfs2_script(Path::new("/mnt/x"), &conf);
-        // Packaged file, our keys, cleaner, files served, cleaner checked and stopped, unmount.
+        // Packaged file, our keys, cleaner, files served, cleaner checked and stopped, unmount,
+        // then a cleaner found gone fails the script.
         let steps = [
             "cp /etc/nilfs_cleanerd.conf",
             "echo min_clean_segments 25 >>",
             "/sbin/nilfs_cleanerd -c",
             "mount-local ",
-            "if ! pgrep -x nilfs_cleanerd",
+            "if pgrep -x nilfs_cleanerd",
             "pkill -x nilfs_cleanerd",
+            "touch /tmp/cleaner-stopped",
             "umount-all",
+            "if test -e /tmp/cleaner-stopped",
+            CLEANER_STOPPED,
         ];
         let at: Vec<usize> = steps
             .iter()

@@ -4,9 +4,11 @@
 //! the kernel file systems (their rows say why when skipped).
 //!
 //! cargo run --release -p mobius-nvmfs --example nvmfs_vs_ext4 -- [--scale quick|paper]
-//!     [--fs ext4,btrfs,...] [--queue-depth N] [--json FILE]
+//!     [--fs ext4,btrfs,...] [--workloads postmark,postmark-high,...] [--queue-depth N]
+//!     [--json FILE]
 //!
-//! `--fs` picks the kernel file systems (default: `Options::standard`'s); `--queue-depth` the
+//! `--fs` picks the kernel file systems (default: `Options::standard`'s), `--workloads` the
+//! workloads by their report names (default: all of them); `--queue-depth` the
 //! requests the service-time clock keeps outstanding (default 32; docs/nvmfs.md "Throughput in
 //! simulated SSD time").
 
@@ -27,6 +29,19 @@ fn main() {
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
+    }
+    if let Some(list) = arg("--workloads") {
+        let wanted: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+        let known: Vec<String> = opts.workloads.iter().map(|w| w.name()).collect();
+        if let Some(unknown) = wanted.iter().find(|w| !known.iter().any(|k| k == *w)) {
+            eprintln!(
+                "unknown workload {unknown:?}; the workloads are {}",
+                known.join(", ")
+            );
+            std::process::exit(2);
+        }
+        opts.workloads
+            .retain(|w| wanted.contains(&w.name().as_str()));
     }
     if let Some(depth) = arg("--queue-depth") {
         match depth.parse::<usize>() {

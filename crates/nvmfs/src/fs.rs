@@ -77,6 +77,24 @@ impl NvmfsStats {
         }
         1.0 - self.cleaning_moved_blocks as f64 / self.cleaning_recycled_blocks as f64
     }
+
+    /// The counts since `earlier` (a snapshot of the same mount); the mount's flags as now.
+    pub fn since(&self, earlier: &NvmfsStats) -> NvmfsStats {
+        NvmfsStats {
+            flush_rounds: self.flush_rounds - earlier.flush_rounds,
+            sync_flush_rounds: self.sync_flush_rounds - earlier.sync_flush_rounds,
+            flushed_pages: self.flushed_pages - earlier.flushed_pages,
+            ssd_pages_written: self.ssd_pages_written - earlier.ssd_pages_written,
+            ssd_pages_read: self.ssd_pages_read - earlier.ssd_pages_read,
+            evictions: self.evictions - earlier.evictions,
+            read_promotions: self.read_promotions - earlier.read_promotions,
+            cleaning_rounds: self.cleaning_rounds - earlier.cleaning_rounds,
+            cleaning_moved_blocks: self.cleaning_moved_blocks - earlier.cleaning_moved_blocks,
+            cleaning_recycled_blocks: self.cleaning_recycled_blocks
+                - earlier.cleaning_recycled_blocks,
+            ..self.clone()
+        }
+    }
 }
 
 /// Where the process-death hook (`set_kill_point`) can fire: inside a flush round or a
