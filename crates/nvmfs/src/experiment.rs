@@ -1154,19 +1154,27 @@ fn drive_mounted(
     };
     let written = || progress.get().load(std::sync::atomic::Ordering::Relaxed);
     let moving = || ssd_requests().wrapping_add(written());
-    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    // A benchmark program counts its own bytes and reports them when it ends: killed, it
+    // reports nothing, so the reason says so instead of "after 0.0 MiB".
+    let after = || match w.is_program() {
+        true => "its own count of bytes written lost with it".to_string(),
+        false => format!("after {:.1} MiB", written() as f64 / (1 << 20) as f64),
+    };
     match b.run_in_child(|| encode_outcome(run()), &moving, STALL) {
         Ok(reply) => decode_outcome(&reply).map(Mounted::Ran),
         Err(crate::budget::BudgetError::ChildDied(status)) if crate::budget::killed(status) => {
             let why = format!(
-                "killed by the OOM killer at its memory cgroup's {} MiB limit (the DRAM budget), after {:.1} MiB",
+                "killed by the OOM killer at its memory cgroup's {} MiB limit (the DRAM budget), {}",
                 b.bytes() >> 20,
-                mib(written())
+                after()
             );
             Ok(Mounted::Ran((written(), Some(why))))
         }
         Err(e @ crate::budget::BudgetError::Stalled(_)) => {
-            let why = format!("{e}, after {:.1} MiB; the file system was abandoned without its unmount's write-back", mib(written()));
+            let why = format!(
+                "{e}, {}; the file system was abandoned without its unmount's write-back",
+                after()
+            );
             Ok(Mounted::Stalled((written(), why)))
         }
         Err(e) => Err(e.into()),
