@@ -21,17 +21,21 @@ fn main() {
             .position(|a| a == k)
             .and_then(|i| args.get(i + 1).cloned())
     };
+    // A comma-separated option's names, empty ones dropped.
+    let names = |k: &str| {
+        arg(k).map(|list| -> Vec<String> {
+            list.split(',')
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect()
+        })
+    };
     let paper = arg("--scale").as_deref() == Some("paper");
     let mut opts = Options::standard(paper, dftl::spec(), std::path::PathBuf::new());
-    if let Some(list) = arg("--fs") {
-        opts.kernel_fs = list
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
+    if let Some(kernel_fs) = names("--fs") {
+        opts.kernel_fs = kernel_fs;
     }
-    if let Some(list) = arg("--workloads") {
-        let wanted: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+    if let Some(wanted) = names("--workloads") {
         let known: Vec<String> = opts.workloads.iter().map(|w| w.name()).collect();
         if let Some(unknown) = wanted.iter().find(|w| !known.iter().any(|k| k == *w)) {
             eprintln!(
@@ -40,8 +44,7 @@ fn main() {
             );
             std::process::exit(2);
         }
-        opts.workloads
-            .retain(|w| wanted.contains(&w.name().as_str()));
+        opts.workloads.retain(|w| wanted.contains(&w.name()));
     }
     if let Some(depth) = arg("--queue-depth") {
         match depth.parse::<usize>() {

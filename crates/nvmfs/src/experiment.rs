@@ -547,15 +547,9 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64, file_bytes: u64) -> Res
     let mut written = 0u64;
     match *w {
         Workload::Iozone { overwrites, .. } => {
-            files.create("big")?;
-            let chunk = vec![0x5au8; 64 << 10];
-            let mut off = 0;
-            while off < file_bytes {
-                let n = (chunk.len() as u64).min(file_bytes - off);
-                files.write_at("big", off, &chunk[..n as usize])?;
-                off += n;
-                written += n;
-            }
+            let (filled, outcome) = write_sequentially(files, "big", file_bytes, 0x5a);
+            written += filled;
+            outcome?;
             files.fsync("big")?;
             let blocks = file_bytes / 4096;
             let mut buf = [0u8; 4096];
@@ -740,12 +734,11 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
         },
     )
     .map_err(ExperimentError::from)?;
-    let space = |fs: &Nvmfs| {
-        let usage = fs.usage();
-        let used = usage.blocks - usage.free_blocks;
-        (usage.blocks * 4096, used * 4096)
-    };
-    let (size, used) = space(&fs);
+    let usage = fs.usage();
+    let (size, used) = (
+        usage.blocks * 4096,
+        (usage.blocks - usage.free_blocks) * 4096,
+    );
     let ballast = match w.ballast_bytes(size, used) {
         Some(bytes) => Some(fill_nvmfs(&mut fs, bytes)?),
         None => None,
@@ -805,21 +798,34 @@ fn fill_nvmfs(fs: &mut Nvmfs, bytes: u64) -> Result<u64> {
 /// Returns the bytes written.
 fn write_ballast(files: &mut dyn Files, bytes: u64) -> Result<u64> {
     const PATH: &str = "ballast";
-    let chunk = vec![0xb5u8; 64 << 10];
-    files.create(PATH)?;
-    let mut written = 0;
-    while written < bytes {
-        let n = (chunk.len() as u64).min(bytes - written) as usize;
-        match files.write_at(PATH, written, &chunk[..n]) {
-            Ok(()) => written += n as u64,
-            Err(e) if is_no_space(&e) => break,
-            Err(e) => return Err(e),
-        }
-    }
-    match files.fsync(PATH) {
+    let (written, outcome) = write_sequentially(files, PATH, bytes, 0xb5);
+    match outcome.and_then(|()| files.fsync(PATH)) {
         Err(e) if !is_no_space(&e) => Err(e),
         _ => Ok(written),
     }
+}
+
+/// Creates `path` and writes `bytes` of `byte` into it from the start in 64 KB chunks (IOzone's
+/// fill, a ballast): the bytes written, and the error that stopped it short, if one did.
+fn write_sequentially(
+    files: &mut dyn Files,
+    path: &str,
+    bytes: u64,
+    byte: u8,
+) -> (u64, Result<()>) {
+    let chunk = vec![byte; 64 << 10];
+    if let Err(e) = files.create(path) {
+        return (0, Err(e));
+    }
+    let mut written = 0;
+    while written < bytes {
+        let n = (chunk.len() as u64).min(bytes - written);
+        if let Err(e) = files.write_at(path, written, &chunk[..n as usize]) {
+            return (written, Err(e));
+        }
+        written += n;
+    }
+    (written, Ok(()))
 }
 
 /// The file system's utilisation while `w` runs: `used` bytes (its ballast included) plus
