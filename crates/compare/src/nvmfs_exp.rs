@@ -52,12 +52,16 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         description: format!(
             "SSD {} MiB ({}), NVRAM {} MiB; a kernel file system caches in a DRAM budget of the \
              same size (its workload runs in a memory cgroup limited to it; 'DRAM budget hits' \
-             counts reclaims at the limit); fresh image per run; counters from mount to unmount. \
+             counts reclaims at the limit) and writes back as Linux does in memory of that size: \
+             at most 20 % of it dirty (its default vm.dirty_ratio; the SSD's block device limited \
+             with max_bytes + strict_limit, as a cgroup-v1 budget has no dirty limit of its own); \
+             fresh image per run; counters from mount to unmount. \
              FTL cleaning efficiency = 1 − GC copies / pages of erased blocks; NVMFS's and \
              nilfs2's own = 1 − moved valid blocks / recycled blocks ('FS cleaning eff.', rounds: \
              NVMFS's cleaning rounds, nilfs2's cleaner logs). nilfs2 runs in a libguestfs \
-             appliance (this machine's kernel has none; its page cache's dirty pages limited to \
-             the budget at boot), 1 MiB segments, its cleaner configured for a run of minutes \
+             appliance (this machine's kernel has none; the same 20 % of the budget as its dirty \
+             limit, set at boot), segments of at most 1 MiB and enough of them for its 5 % \
+             reserve (512 KiB on the quick scale), its cleaner configured for a run of minutes \
              and started two passes before nilfs2 would refuse writes (which costs nilfs2 \
              cleaning efficiency on IOzone: docs/nvmfs.md), \
              on the paper's four benchmarks only (not postmark-binary, fio-iozone); its cleaner \
@@ -600,6 +604,7 @@ mod claim_tests {
             erase_study: None,
             ssd_service: None,
             page_cache_limit_hits: None,
+            dirty_limit_bytes: None,
             fs_bytes: None,
             iozone_file_bytes: None,
             ballast_bytes: None,

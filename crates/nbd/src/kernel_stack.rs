@@ -72,6 +72,8 @@ pub struct KernelStack {
     mnt: Option<PathBuf>,
     /// The `guestfish` serving the file system from a libguestfs appliance ([`Appliance`]).
     appliance: Option<Child>,
+    /// The dirty-page limit on the file system's backing devices, lifted after the unmount.
+    dirty_limit: Option<crate::dirty_limit::DirtyLimit>,
 }
 
 impl KernelStack {
@@ -96,12 +98,25 @@ impl KernelStack {
         Ok(())
     }
 
+    /// Bounds the dirty pages of the file system on the loop device (mounted by this kernel,
+    /// or by an appliance, whose writes reach the loop device through this machine's page
+    /// cache) to `bytes`, until the stack is dropped ([`crate::dirty_limit`]); returns the
+    /// limit as the kernel holds it.
+    pub fn limit_dirty(&mut self, bytes: u64) -> Result<u64> {
+        let bdis = crate::dirty_limit::mounted_bdis(self.loop_dev())?;
+        let limit = crate::dirty_limit::DirtyLimit::set(&bdis, bytes)?;
+        let held = limit.bytes();
+        self.dirty_limit = Some(limit);
+        Ok(held)
+    }
+
     /// Makes a nilfs2 file system on the loop device and mounts it at `mnt` through a
     /// libguestfs appliance ([`Appliance`]), whose own kernel has the file system this one
     /// lacks: the appliance opens the loop device as its disk, runs nilfs2's cleaner with
     /// [`nilfs_cleaner_conf`], and `guestfish`'s `mount-local` serves the files to this
     /// machine over FUSE until [`unmount_fs`](Self::unmount_fs). The appliance's page cache
-    /// holds at most `dirty_bytes` of dirty pages (set at its boot; it has no memory cgroup).
+    /// holds at most `dirty_bytes` of dirty pages, and starts writing back at half of that (as
+    /// Linux's default 10 % is half its 20 %; set at its boot: it has no memory cgroup).
     pub fn make_and_mount_nilfs2_in_appliance(
         &mut self,
         mnt: &Path,
@@ -189,15 +204,19 @@ impl KernelStack {
             // (the default duplicates metadata, which mixed groups hold the data in too).
             "btrfs" => sh(Command::new("mkfs.btrfs")
                 .args(["-q", "-f", "-M", "-m", "single", "-d", "single", &loop_dev]))?,
-            // 1 MiB segments (256 blocks): the default 8 MiB ones need more than 128 MiB.
-            // Made here; mounted in the appliance (this kernel has no nilfs2).
-            "nilfs2" => sh(Command::new("mkfs.nilfs2").args([
-                "-q",
-                "-f",
-                "-B",
-                &NILFS_BLOCKS_PER_SEGMENT.to_string(),
-                &loop_dev,
-            ]))?,
+            // Segments of at most 1 MiB (nilfs_blocks_per_segment): the default 8 MiB ones need
+            // more than 128 MiB. Made here; mounted in the appliance (this kernel has no nilfs2).
+            "nilfs2" => {
+                let volume_bytes = std::fs::File::open(&loop_dev)?.seek(SeekFrom::End(0))?;
+                let blocks = nilfs_blocks_per_segment(volume_bytes);
+                sh(Command::new("mkfs.nilfs2").args([
+                    "-q",
+                    "-f",
+                    "-B",
+                    &blocks.to_string(),
+                    &loop_dev,
+                ]))?
+            }
             "f2fs" => sh(Command::new("mkfs.f2fs").args(["-q", "-f", &loop_dev]))?,
             other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
         };
@@ -254,13 +273,34 @@ impl KernelStack {
     }
 }
 
-/// nilfs2's segments here: 1 MiB (`mkfs.nilfs2 -B 256`; its default 8 MiB ones need a volume
-/// of more than 128 MiB).
+/// nilfs2's segments at most: 1 MiB (`mkfs.nilfs2 -B 256`; its default 8 MiB ones need a
+/// volume of more than 128 MiB).
 pub const NILFS_BLOCKS_PER_SEGMENT: u32 = 256;
-const NILFS_SEGMENT_BYTES: u64 = NILFS_BLOCKS_PER_SEGMENT as u64 * 4096;
+/// Segments a volume needs for nilfs2's reserve to be its 5 % (`r_segments_percentage`) and
+/// not its floor of 8 segments (`NILFS_MIN_NRSVSEGS`): 8 / 5 %.
+const NILFS_SEGMENTS_FOR_RESERVE: u64 = 160;
+/// nilfs2's smallest segment (`mkfs.nilfs2`'s minimum blocks per segment).
+const NILFS_MIN_BLOCKS_PER_SEGMENT: u32 = 16;
+
+/// Blocks per nilfs2 segment on a volume of `volume_bytes`: [`NILFS_BLOCKS_PER_SEGMENT`],
+/// halved while the volume would have fewer segments than its 5 % reserve needs. On the
+/// paper's 64 GB volume the floor of 8 segments is 0.1 % of it; on the quick scale's 91 MiB
+/// with 1 MiB segments it would be 8.8 %, more space than nilfs2 reserves anywhere else, taken
+/// out of the 12 % a volume at 88 % has left. So the quick scale gets 512 KiB segments (182),
+/// the paper scale's ~440 MiB keeps 1 MiB (440).
+pub fn nilfs_blocks_per_segment(volume_bytes: u64) -> u32 {
+    let mut blocks = NILFS_BLOCKS_PER_SEGMENT;
+    while blocks > NILFS_MIN_BLOCKS_PER_SEGMENT
+        && volume_bytes / (blocks as u64 * 4096) < NILFS_SEGMENTS_FOR_RESERVE
+    {
+        blocks /= 2;
+    }
+    blocks
+}
+
 /// Segments nilfs2's cleaner cleans per pass while space is low (`mc_nsegments_per_clean`;
-/// the packaged file says 4) on a volume of `segments`: 8 on the quick scale's 91, and as
-/// many per segment of volume on larger ones, since the cleaner runs at most a pass a second
+/// the packaged file says 4) on a volume of `segments`: one in 11, at least 8 (8 MiB a pass on
+/// a volume of 91 one-MiB segments; 16 half-MiB ones on the quick scale's 182), since the cleaner runs at most a pass a second
 /// whatever the volume while the workload writes as fast as before.
 fn nilfs_cleaner_pass(segments: u64) -> u64 {
     (segments / 11).max(8)
@@ -283,11 +323,12 @@ fn nilfs_cleaner_pass(segments: u64) -> u64 {
 ///   segments of it, at two passes no closer than 6 (docs/nvmfs.md). Starting earlier cleans
 ///   fuller segments: a cost to nilfs2, shown beside its figures.
 ///   `max_clean_segments` = min + a tenth of the volume (at least a pass).
-/// - `mc_nsegments_per_clean`: 8 on a volume of 91 segments, one per 11 on larger ones (4).
+/// - `mc_nsegments_per_clean`: one segment in 11, at least 8 ([`nilfs_cleaner_pass`]; 4).
 pub fn nilfs_cleaner_conf(volume_bytes: u64, dirty_bytes: u64) -> Vec<(&'static str, String)> {
-    let segments = volume_bytes / NILFS_SEGMENT_BYTES;
+    let segment_bytes = nilfs_blocks_per_segment(volume_bytes) as u64 * 4096;
+    let segments = volume_bytes / segment_bytes;
     let pass = nilfs_cleaner_pass(segments);
-    let min_clean = dirty_bytes.div_ceil(NILFS_SEGMENT_BYTES) + 1 + 2 * pass;
+    let min_clean = dirty_bytes.div_ceil(segment_bytes) + 1 + 2 * pass;
     let max_clean = min_clean + (segments / 10).max(pass);
     vec![
         ("protection_period", "0".into()),
@@ -373,7 +414,7 @@ impl Appliance {
                 "LIBGUESTFS_APPEND",
                 format!(
                     "sysctl.vm.dirty_bytes={dirty_bytes} sysctl.vm.dirty_background_bytes={}",
-                    dirty_bytes / 4
+                    dirty_bytes / 2
                 ),
             );
     }
@@ -456,7 +497,8 @@ fn kernel_prerequisites(kind: &str) -> Result<()> {
     for tool in ["nbdfuse", "losetup", "fusermount3", &format!("mkfs.{kind}")] {
         if tool_missing(tool) {
             return Err(KernelStackError::Unavailable(format!(
-                "{tool} is not installed"
+                "{tool} is not installed (apt-get install {}, or run the README's command through .ci/setup)",
+                debian_package(tool)
             )));
         }
     }
@@ -464,6 +506,21 @@ fn kernel_prerequisites(kind: &str) -> Result<()> {
         return Err(KernelStackError::Unavailable("/dev/fuse is missing".into()));
     }
     Ok(())
+}
+
+/// The Debian package that installs `tool`.
+fn debian_package(tool: &str) -> &str {
+    match tool {
+        "nbdfuse" => "libnbd-bin",
+        "losetup" => "mount",
+        "fusermount3" => "fuse3",
+        "mkfs.ext4" => "e2fsprogs",
+        "mkfs.xfs" => "xfsprogs",
+        "mkfs.btrfs" => "btrfs-progs",
+        "mkfs.nilfs2" => "nilfs-tools",
+        "mkfs.f2fs" => "f2fs-tools",
+        other => other,
+    }
 }
 
 /// What a kernel file system's run needs of the machine: root, the tools, /dev/fuse, and the
@@ -521,6 +578,7 @@ pub fn export_as_loop_device(
         loop_dev: None,
         mnt: None,
         appliance: None,
+        dirty_limit: None,
     };
     wait_for(200, Duration::from_millis(10), || sock.exists());
     let uri = format!("nbd+unix:///?socket={}", sock.display());
@@ -617,39 +675,77 @@ mod tests {
 
     #[test]
     fn the_cleaner_starts_two_passes_before_nilfs2_refuses_writes() {
-        for (volume_mib, dirty_mib) in [(91, 8), (364, 32), (91, 0), (1024, 64), (40, 8)] {
-            let conf = nilfs_cleaner_conf(volume_mib << 20, dirty_mib << 20);
-            let segments = volume_mib;
+        for (volume_mib, dirty_kib) in [
+            (91, 1638),
+            (91, 8192),
+            (440, 6553),
+            (91, 0),
+            (1024, 65536),
+            (40, 8192),
+        ] {
+            let conf = nilfs_cleaner_conf(volume_mib << 20, dirty_kib << 10);
+            let segment_kib = nilfs_blocks_per_segment(volume_mib << 20) as u64 * 4;
+            let segments = (volume_mib << 10) / segment_kib;
             let r = reserve(segments);
             // The kernel refuses writes at clean ≤ r + dirty segments + 1; the cleaner starts
             // below min + r and pauses above max + r.
-            let refused_at = r + dirty_mib + 1;
+            let refused_at = r + dirty_kib.div_ceil(segment_kib) + 1;
             let pass = threshold(&conf, "mc_nsegments_per_clean");
             let starts_below = threshold(&conf, "min_clean_segments") + r;
             let pauses_above = threshold(&conf, "max_clean_segments") + r;
             assert!(starts_below > refused_at + 2 * pass - 1, "{conf:?}");
             assert!(pauses_above >= starts_below + pass, "{conf:?}");
         }
-        // The quick scale's volume (91 MiB) with its 8 MiB budget: start below 33 of 91 clean.
-        let quick = nilfs_cleaner_conf(91 << 20, 8 << 20);
-        assert_eq!(threshold(&quick, "min_clean_segments"), 25);
-        assert_eq!(threshold(&quick, "max_clean_segments"), 34);
-        assert_eq!(threshold(&quick, "mc_nsegments_per_clean"), 8);
-        // The paper scale's (~440 MiB, 32 MiB budget): passes of 40, cleaning below 135.
-        let paper = nilfs_cleaner_conf(440 << 20, 32 << 20);
+        // The quick scale's volume (91 MiB, 182 segments) with 20 % of its 8 MiB budget dirty.
+        let quick = nilfs_cleaner_conf(91 << 20, (8 << 20) / 5);
+        assert_eq!(threshold(&quick, "mc_nsegments_per_clean"), 16);
+        assert_eq!(threshold(&quick, "min_clean_segments"), 37);
+        assert_eq!(threshold(&quick, "max_clean_segments"), 55);
+        // The paper scale's (~440 MiB, 32 MiB budget): passes of 40, cleaning below 110 clean.
+        let paper = nilfs_cleaner_conf(440 << 20, (32 << 20) / 5);
         assert_eq!(threshold(&paper, "mc_nsegments_per_clean"), 40);
-        assert_eq!(threshold(&paper, "min_clean_segments"), 113);
+        assert_eq!(threshold(&paper, "min_clean_segments"), 88);
+    }
+
+    #[test]
+    fn a_missing_tool_names_its_debian_package() {
+        for kind in ["ext4", "xfs", "btrfs", "nilfs2", "f2fs"] {
+            let tool = format!("mkfs.{kind}");
+            assert_ne!(debian_package(&tool), tool);
+        }
+        assert_eq!(debian_package("nbdfuse"), "libnbd-bin");
+        assert_eq!(debian_package("fusermount3"), "fuse3");
+    }
+
+    #[test]
+    fn segments_are_small_enough_for_the_reserve_to_be_five_percent() {
+        assert_eq!(nilfs_blocks_per_segment(91 << 20), 128);
+        assert_eq!(nilfs_blocks_per_segment(440 << 20), 256);
+        assert_eq!(nilfs_blocks_per_segment(64 << 30), 256);
+        assert_eq!(nilfs_blocks_per_segment(1 << 20), 16);
+        for mib in [40u64, 91, 160, 300, 440] {
+            let blocks = nilfs_blocks_per_segment(mib << 20) as u64;
+            let segments = (mib << 20) / (blocks * 4096);
+            assert!(
+                segments >= 160 || blocks == 16,
+                "{mib} MiB: {segments} segments"
+            );
+            assert!(
+                blocks == 256 || segments < 320,
+                "{mib} MiB: segments halved too far"
+            );
+        }
     }
 
     #[test]
     fn the_script_appends_the_keys_after_the_packaged_configuration() {
-        let conf = nilfs_cleaner_conf(91 << 20, 8 << 20);
+        let conf = nilfs_cleaner_conf(91 << 20, (8 << 20) / 5);
         let script = Appliance::nilfs2_script(Path::new("/mnt/x"), &conf);
         // Packaged file, our keys, cleaner, files served, cleaner checked and stopped, unmount,
         // then a cleaner found gone fails the script.
         let steps = [
             "cp /etc/nilfs_cleanerd.conf",
-            "echo min_clean_segments 25 >>",
+            "echo min_clean_segments 37 >>",
             "/sbin/nilfs_cleanerd -c",
             "mount-local ",
             "if pgrep -x nilfs_cleanerd",

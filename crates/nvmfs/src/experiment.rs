@@ -18,9 +18,10 @@ use crate::shadow::{Arrivals, MeterHandle, Shadow, ShadowHandle, ShadowMark, Sha
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
+use nbd::dirty_limit::dirty_limit_bytes;
 use nbd::kernel_stack::{
-    export_as_loop_device, fs_host, sh, tool_missing, FsHost, KernelStackError,
-    NILFS_BLOCKS_PER_SEGMENT,
+    export_as_loop_device, fs_host, nilfs_blocks_per_segment, sh, tool_missing, FsHost,
+    KernelStackError,
 };
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -276,6 +277,9 @@ pub struct FsRun {
     pub ssd_service: Option<ShadowRun>,
     /// Kernel file systems under a DRAM budget: how often their cache hit the limit.
     pub page_cache_limit_hits: Option<u64>,
+    /// Kernel file systems under a DRAM budget: the dirty pages their backing device may hold,
+    /// as the kernel held the limit (20 % of the budget, `nbd::dirty_limit`).
+    pub dirty_limit_bytes: Option<u64>,
     /// The file system's capacity as `df` counts it (used + available) when the workload began.
     pub fs_bytes: Option<u64>,
     /// IOzone: the size of its file (the utilisation it was asked for, of `fs_bytes`).
@@ -474,6 +478,7 @@ fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
         erase_study: None,
         ssd_service: None,
         page_cache_limit_hits: None,
+        dirty_limit_bytes: None,
         fs_bytes: None,
         iozone_file_bytes: None,
         ballast_bytes: None,
@@ -513,6 +518,7 @@ fn flash_run(
         erase_study: None,
         ssd_service: None,
         page_cache_limit_hits: None,
+        dirty_limit_bytes: None,
         fs_bytes: None,
         iozone_file_bytes: None,
         ballast_bytes: None,
@@ -864,16 +870,20 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         }
         None => None,
     };
-    let meter = (kind == "nilfs2").then(|| MeterHandle::new(NILFS_BLOCKS_PER_SEGMENT));
+    let meter = (kind == "nilfs2").then(|| MeterHandle::new(nilfs_blocks_per_segment(bytes)));
     let (dev, taps) = with_taps(opts, dev, meter.clone())?;
     let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
+    // Linux's default share of the budget may be dirty, on every kernel file system alike.
+    let dirty = opts.page_cache_budget.map(dirty_limit_bytes);
     match host {
         FsHost::Kernel => stack.make_and_mount(kind, &mnt, "")?,
-        FsHost::Appliance => {
-            let dirty = opts.page_cache_budget.unwrap_or(APPLIANCE_DIRTY_BYTES);
-            stack.make_and_mount_nilfs2_in_appliance(&mnt, dirty)?
-        }
+        FsHost::Appliance => stack
+            .make_and_mount_nilfs2_in_appliance(&mnt, dirty.unwrap_or(APPLIANCE_DIRTY_BYTES))?,
     }
+    let dirty_held = match dirty {
+        Some(bytes) => Some(stack.limit_dirty(bytes)?),
+        None => None,
+    };
     let cleaner = || meter.as_ref().map(|m| m.lock().counts());
     // Flash counters and the pages the file system had written, read under the server's lock.
     let counters = || {
@@ -929,6 +939,7 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     (r.erase_study, r.ssd_service) = (erase_study, ssd_service);
     r.stopped = stopped;
     r.page_cache_limit_hits = budget.as_ref().map(|b| b.limit_hits());
+    r.dirty_limit_bytes = dirty_held;
     (r.fs_bytes, r.iozone_file_bytes) = (Some(size), file_bytes);
     (r.ballast_bytes, r.utilisation) = (ballast, utilisation(w, size, used, file_bytes));
     if let Some(c) = cleaning {
