@@ -10,8 +10,10 @@
 //! `/sys/class/bdi/<bdi>/max_bytes` (converted by the kernel to a share of the machine's dirty
 //! threshold, read back here as bytes) with `strict_limit`, which applies that share even while
 //! the machine as a whole is under its own threshold. The background threshold follows at half
-//! the limit, as 10 % is half of 20 %. Nothing else on the machine is limited, and the device's
-//! previous settings come back on drop (loop devices outlive their attachments).
+//! the limit, as 10 % is half of 20 %. Nothing else on the machine is limited.
+//! On drop the devices go back to the kernel's defaults (no share of their own, not strict), not
+//! to what they held before: loop devices outlive their attachments, so a run killed before it
+//! lifted its limit would otherwise hand it on, as "the setting before", to every later run.
 
 use std::path::{Path, PathBuf};
 
@@ -25,18 +27,10 @@ pub fn dirty_limit_bytes(budget_bytes: u64) -> u64 {
     budget_bytes * DIRTY_RATIO_PERCENT / 100
 }
 
-/// A backing device's settings before the limit, put back on drop.
-#[derive(Debug)]
-struct Saved {
-    dir: PathBuf,
-    max_ratio_fine: String,
-    strict_limit: String,
-}
-
 /// Dirty-page limits on backing devices, lifted on drop.
 #[derive(Debug)]
 pub struct DirtyLimit {
-    saved: Vec<Saved>,
+    bdis: Vec<PathBuf>,
     bytes: u64,
 }
 
@@ -45,16 +39,12 @@ impl DirtyLimit {
     /// dirty pages, strictly. Fails, naming the file, on a kernel without `max_bytes` (< 6.2).
     pub fn set(bdis: &[PathBuf], bytes: u64) -> Result<DirtyLimit> {
         let mut limit = DirtyLimit {
-            saved: Vec::new(),
+            bdis: Vec::new(),
             bytes: 0,
         };
         for dir in bdis {
-            let saved = Saved {
-                dir: dir.clone(),
-                max_ratio_fine: read(dir, "max_ratio_fine")?,
-                strict_limit: read(dir, "strict_limit")?,
-            };
-            limit.saved.push(saved);
+            read(dir, "max_bytes")?;
+            limit.bdis.push(dir.clone());
             write(dir, "max_bytes", &bytes.to_string())?;
             write(dir, "strict_limit", "1")?;
         }
@@ -74,12 +64,16 @@ impl DirtyLimit {
     }
 }
 
+/// A backing device's defaults: the whole of the machine's threshold may be its, not strictly.
+const DEFAULT_MAX_RATIO: &str = "100";
+const DEFAULT_STRICT_LIMIT: &str = "0";
+
 impl Drop for DirtyLimit {
     fn drop(&mut self) {
         // A device gone by now (btrfs's own, after its unmount) has nothing to put back.
-        for s in self.saved.iter().rev() {
-            let _ = write(&s.dir, "max_ratio_fine", &s.max_ratio_fine);
-            let _ = write(&s.dir, "strict_limit", &s.strict_limit);
+        for dir in self.bdis.iter().rev() {
+            let _ = write(dir, "max_ratio", DEFAULT_MAX_RATIO);
+            let _ = write(dir, "strict_limit", DEFAULT_STRICT_LIMIT);
         }
     }
 }
@@ -154,7 +148,8 @@ mod tests {
     }
 
     /// On a kernel that has the knobs, and as root: a detached loop device's limit is set,
-    /// read back within a few pages of the request, and lifted on drop.
+    /// read back within a few pages of the request, and lifted to the defaults on drop, also
+    /// when a run killed before its drop had left a limit behind.
     #[test]
     fn a_loop_device_is_limited_and_restored() {
         // A loop device nobody has attached (an experiment running beside the tests may hold
@@ -174,15 +169,15 @@ mod tests {
             }
         };
         let dir = dir.as_path();
-        let before = read(dir, "max_ratio_fine").unwrap();
-        let strict = read(dir, "strict_limit").unwrap();
+        write(dir, "max_bytes", &(1u64 << 20).to_string()).unwrap(); // a killed run's leftover
+        write(dir, "strict_limit", "1").unwrap();
         {
             let limit = DirtyLimit::set(&[dir.to_path_buf()], 2 << 20).unwrap();
             let got = limit.bytes() as i64;
             assert!((got - (2 << 20)).abs() < 64 << 10, "{got}");
             assert_eq!(read(dir, "strict_limit").unwrap(), "1");
         }
-        assert_eq!(read(dir, "max_ratio_fine").unwrap(), before);
-        assert_eq!(read(dir, "strict_limit").unwrap(), strict);
+        assert_eq!(read(dir, "max_ratio").unwrap(), DEFAULT_MAX_RATIO);
+        assert_eq!(read(dir, "strict_limit").unwrap(), DEFAULT_STRICT_LIMIT);
     }
 }
