@@ -98,6 +98,11 @@ impl KernelStack {
         Ok(())
     }
 
+    /// The loop device's size in bytes (the SSD's exported capacity).
+    fn loop_dev_bytes(&self) -> Result<u64> {
+        Ok(std::fs::File::open(self.loop_dev())?.seek(SeekFrom::End(0))?)
+    }
+
     /// Bounds the dirty pages of the file system on the loop device (mounted by this kernel,
     /// or by an appliance, whose writes reach the loop device through this machine's page
     /// cache) to `bytes`, until the stack is dropped ([`crate::dirty_limit`]); returns the
@@ -124,7 +129,7 @@ impl KernelStack {
     ) -> Result<()> {
         self.make_fs("nilfs2")?;
         let loop_dev = self.loop_dev().to_string();
-        let volume_bytes = std::fs::File::open(&loop_dev)?.seek(SeekFrom::End(0))?;
+        let volume_bytes = self.loop_dev_bytes()?;
         let cleaner = nilfs_cleaner_conf(volume_bytes, dirty_bytes);
         let script = self.fuse_dir.with_extension("guestfish");
         std::fs::write(&script, Appliance::nilfs2_script(mnt, &cleaner))?;
@@ -207,8 +212,7 @@ impl KernelStack {
             // Segments of at most 1 MiB (nilfs_blocks_per_segment): the default 8 MiB ones need
             // more than 128 MiB. Made here; mounted in the appliance (this kernel has no nilfs2).
             "nilfs2" => {
-                let volume_bytes = std::fs::File::open(&loop_dev)?.seek(SeekFrom::End(0))?;
-                let blocks = nilfs_blocks_per_segment(volume_bytes);
+                let blocks = nilfs_blocks_per_segment(self.loop_dev_bytes()?);
                 sh(Command::new("mkfs.nilfs2").args([
                     "-q",
                     "-f",
@@ -291,17 +295,23 @@ const NILFS_MIN_BLOCKS_PER_SEGMENT: u32 = 16;
 pub fn nilfs_blocks_per_segment(volume_bytes: u64) -> u32 {
     let mut blocks = NILFS_BLOCKS_PER_SEGMENT;
     while blocks > NILFS_MIN_BLOCKS_PER_SEGMENT
-        && volume_bytes / (blocks as u64 * 4096) < NILFS_SEGMENTS_FOR_RESERVE
+        && volume_bytes / segment_bytes(blocks) < NILFS_SEGMENTS_FOR_RESERVE
     {
         blocks /= 2;
     }
     blocks
 }
 
+/// The bytes of a nilfs2 segment of `blocks` 4 KB blocks.
+fn segment_bytes(blocks: u32) -> u64 {
+    blocks as u64 * 4096
+}
+
 /// Segments nilfs2's cleaner cleans per pass while space is low (`mc_nsegments_per_clean`;
 /// the packaged file says 4) on a volume of `segments`: one in 11, at least 8 (8 MiB a pass on
-/// a volume of 91 one-MiB segments; 16 half-MiB ones on the quick scale's 182), since the cleaner runs at most a pass a second
-/// whatever the volume while the workload writes as fast as before.
+/// a volume of 91 one-MiB segments; 16 half-MiB ones on the quick scale's 182), since the
+/// cleaner runs at most a pass a second whatever the volume while the workload writes as fast
+/// as before.
 fn nilfs_cleaner_pass(segments: u64) -> u64 {
     (segments / 11).max(8)
 }
@@ -325,7 +335,7 @@ fn nilfs_cleaner_pass(segments: u64) -> u64 {
 ///   `max_clean_segments` = min + a tenth of the volume (at least a pass).
 /// - `mc_nsegments_per_clean`: one segment in 11, at least 8 ([`nilfs_cleaner_pass`]; 4).
 pub fn nilfs_cleaner_conf(volume_bytes: u64, dirty_bytes: u64) -> Vec<(&'static str, String)> {
-    let segment_bytes = nilfs_blocks_per_segment(volume_bytes) as u64 * 4096;
+    let segment_bytes = segment_bytes(nilfs_blocks_per_segment(volume_bytes));
     let segments = volume_bytes / segment_bytes;
     let pass = nilfs_cleaner_pass(segments);
     let min_clean = dirty_bytes.div_ceil(segment_bytes) + 1 + 2 * pass;
