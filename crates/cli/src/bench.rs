@@ -26,6 +26,9 @@ pub struct WorkloadArgs {
     /// Fill this fraction of the device sequentially first (so GC runs).
     #[arg(long)]
     pub fill: Option<f64>,
+    /// Requests of the workload issued after the fill and not measured (a steady state first).
+    #[arg(long)]
+    pub warmup_requests: Option<u64>,
     /// Flush every N write requests.
     #[arg(long)]
     pub flush_every: Option<u64>,
@@ -64,6 +67,9 @@ impl WorkloadArgs {
         }
         if let Some(v) = self.fill {
             s.fill = v;
+        }
+        if let Some(v) = self.warmup_requests {
+            s.warmup_requests = v;
         }
         if let Some(v) = self.flush_every {
             s.flush_every = v;
@@ -195,6 +201,7 @@ pub fn measure(
         "workload": spec.name,
         "seed": args.seed,
         "requests": s.requests,
+        "warmup_requests": spec.warmup_requests,
         "logical_pages": logical_pages,
         "physical_pages": config.geometry.pages(),
         "exported_fraction": logical_pages as f64 / config.geometry.pages() as f64,

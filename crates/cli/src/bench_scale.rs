@@ -34,6 +34,12 @@ pub struct BenchScaleArgs {
     /// Random requests after the fill, the same number at every size.
     #[arg(long, default_value_t = 2_000_000)]
     pub requests: u64,
+    /// Unmeasured requests between the fill and the measured ones, this many per physical page
+    /// of each size (0.5 at 1 TB: 134 M): every size then measures its steady state (GC running
+    /// at its own rate, the mapping cache warm) instead of the first requests after a fill,
+    /// which at 1 TB never reach GC.
+    #[arg(long, default_value_t = 0.0)]
+    pub warmup_per_page: f64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     #[arg(long)]
@@ -46,6 +52,8 @@ pub struct ScalePoint {
     pub size: String,
     pub raw_bytes: u64,
     pub physical_pages: u64,
+    /// Unmeasured requests between the fill and the measured ones.
+    pub warmup_requests: u64,
     /// Programs and wall time of the random writes after the fill (GC included).
     pub flash_programs: u64,
     pub wall_s: f64,
@@ -80,6 +88,7 @@ pub fn run(args: &BenchScaleArgs) -> anyhow::Result<()> {
         let out = serde_json::json!({
             "ftl": args.ftl, "preset": args.preset, "workload": args.workload,
             "fill": args.fill, "requests": args.requests, "seed": args.seed,
+            "warmup_per_page": args.warmup_per_page,
             "points": points, "slowdown_smallest_to_largest": per_program,
             "slowdown_per_request_smallest_to_largest": per_request,
         });
@@ -98,15 +107,25 @@ pub fn slowdown(points: &[ScalePoint], rate: impl Fn(&ScalePoint) -> f64) -> Opt
     Some(rate(smallest) / rate(largest).max(1e-9))
 }
 
-/// The `--set` that gives `size` on the preset's geometry.
-fn blocks_per_chip(preset: &str, size: &str) -> anyhow::Result<u32> {
+/// The preset's geometry with `blocks_per_chip` set to give `size`.
+fn geometry_of(preset: &str, size: &str) -> anyhow::Result<flash::Geometry> {
     let mut config = flash::DeviceConfig::preset(preset).map_err(anyhow::Error::msg)?;
     apply_size(&mut config, size)?;
-    Ok(config.geometry.blocks_per_chip)
+    Ok(config.geometry)
+}
+
+/// The warm-up at `size`: `per_page` requests per physical page.
+fn warmup_requests(geometry: &flash::Geometry, per_page: f64) -> anyhow::Result<u64> {
+    if !(per_page.is_finite() && per_page >= 0.0) {
+        anyhow::bail!("--warmup-per-page must be a number >= 0, not {per_page}");
+    }
+    Ok((geometry.pages() as f64 * per_page) as u64)
 }
 
 fn measure_size(args: &BenchScaleArgs, size: &str) -> anyhow::Result<ScalePoint> {
-    let blocks = blocks_per_chip(&args.preset, size)?;
+    let geometry = geometry_of(&args.preset, size)?;
+    let blocks = geometry.blocks_per_chip;
+    let warmup = warmup_requests(&geometry, args.warmup_per_page)?;
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
         .args(["bench", "--ftl", &args.ftl, "--preset", &args.preset])
@@ -117,6 +136,8 @@ fn measure_size(args: &BenchScaleArgs, size: &str) -> anyhow::Result<ScalePoint>
         .arg(args.fill.to_string())
         .arg("--requests")
         .arg(args.requests.to_string())
+        .arg("--warmup-requests")
+        .arg(warmup.to_string())
         .arg("--seed")
         .arg(args.seed.to_string())
         .args(["--no-recovery", "--json"])
@@ -144,6 +165,10 @@ pub fn point_from(size: &str, v: &serde_json::Value) -> anyhow::Result<ScalePoin
         size: size.to_string(),
         raw_bytes: parse_size(size)?,
         physical_pages,
+        warmup_requests: v
+            .get("warmup_requests")
+            .and_then(|x| x.as_u64())
+            .unwrap_or(0),
         flash_programs,
         wall_s,
         programs_per_wall_s: num("sim_page_programs_per_s")?,
@@ -185,7 +210,18 @@ fn print_table(points: &[ScalePoint], per_program: Option<f64>, per_request: Opt
             p.rss_bytes_per_page
         );
     }
-    println!("(programs, wall s, M progs/s, K reqs/s, WA: the random writes after the fill; run M/s: the whole run)");
+    let warmed = points.iter().map(|p| p.warmup_requests).max().unwrap_or(0);
+    if warmed > 0 {
+        let each: Vec<String> = points
+            .iter()
+            .map(|p| format!("{} {}", p.size, p.warmup_requests))
+            .collect();
+        println!(
+            "(unmeasured warm-up requests after the fill: {})",
+            each.join(", ")
+        );
+    }
+    println!("(programs, wall s, M progs/s, K reqs/s, WA: the measured random writes; run M/s: the whole run, fill and warm-up included)");
     for (what, s) in [("per program", per_program), ("per request", per_request)] {
         if let Some(s) = s {
             println!(
@@ -229,8 +265,20 @@ mod tests {
     #[test]
     fn sizes_map_to_blocks_per_chip() {
         // jasmine: 16 chips of 128 × 4 KiB pages (512 KiB blocks): 1 GiB = 128 blocks per chip.
-        assert_eq!(blocks_per_chip("jasmine", "1G").unwrap(), 128);
-        assert_eq!(blocks_per_chip("jasmine", "1T").unwrap(), 131_072);
-        assert!(blocks_per_chip("jasmine", "1M").is_err());
+        assert_eq!(geometry_of("jasmine", "1G").unwrap().blocks_per_chip, 128);
+        assert_eq!(
+            geometry_of("jasmine", "1T").unwrap().blocks_per_chip,
+            131_072
+        );
+        assert!(geometry_of("jasmine", "1M").is_err());
+    }
+
+    #[test]
+    fn the_warmup_scales_with_the_physical_pages() {
+        let g = geometry_of("jasmine", "1G").unwrap();
+        assert_eq!(warmup_requests(&g, 0.5).unwrap(), 131_072);
+        assert_eq!(warmup_requests(&g, 0.0).unwrap(), 0);
+        assert!(warmup_requests(&g, -1.0).is_err());
+        assert!(warmup_requests(&g, f64::NAN).is_err());
     }
 }

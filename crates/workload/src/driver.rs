@@ -739,6 +739,29 @@ mod tests {
         }
     }
 
+    /// Warm-up requests reach the device but not the measured figures.
+    #[test]
+    fn warmup_requests_are_issued_and_not_counted() {
+        let config = flash::DeviceConfig::preset("small").expect("small preset");
+        let mut dev = Recorder {
+            flash: Flash::in_memory(config, 16, true),
+            events: Mutex::new(Vec::new()),
+        };
+        let mut spec = WorkloadSpec::named("randwrite").expect("randwrite");
+        spec.requests = 100;
+        spec.warmup_requests = 40;
+        spec.fill = 0.0;
+        let result = run(&mut dev, &spec, 7, 0, false, &mut |_, _| {}).expect("run");
+        let events = dev.events.into_inner().unwrap();
+        let writes = events
+            .iter()
+            .filter(|e| matches!(e, Event::Write(_)))
+            .count();
+        assert_eq!(writes, 140);
+        assert_eq!(result.stats.requests, 100);
+        assert_eq!(result.stats.host_pages_written, 100);
+    }
+
     /// A workload that ignores the view is drawn `LOOK_AHEAD` requests ahead: the design hears
     /// of each request's first page at every distance from `LOOK_AHEAD` down to 0, one step per
     /// request served, and the requests are the sequence drawn without looking ahead.

@@ -13,6 +13,9 @@ use rand_chacha::ChaCha8Rng;
 pub enum Phase {
     /// Sequential fill to the target utilisation; not measured.
     Fill,
+    /// The workload's own requests before the measured ones
+    /// ([`WorkloadSpec::warmup_requests`]); not measured.
+    Warmup,
     Measured,
 }
 
@@ -35,6 +38,7 @@ pub struct Generator {
     caps: Option<TxCapabilities>,
     fill_pages: u32,
     fill_cursor: u32,
+    warmed: u64,
     measured: u64,
     writes_since_flush: u64,
     seq_cursor: u32,
@@ -60,6 +64,7 @@ impl Generator {
             caps,
             fill_pages: (spec.fill * logical_pages as f64) as u32,
             fill_cursor: 0,
+            warmed: 0,
             measured: 0,
             writes_since_flush: 0,
             seq_cursor: 0,
@@ -97,15 +102,20 @@ impl Generator {
             self.fill_cursor += count;
             return Some((op, Phase::Fill));
         }
-        if self.measured >= self.spec.requests && self.dynamic.is_empty() {
+        let phase = if self.warmed < self.spec.warmup_requests {
+            self.warmed += 1;
+            Phase::Warmup
+        } else if self.measured < self.spec.requests || !self.dynamic.is_empty() {
+            self.measured += 1;
+            Phase::Measured
+        } else {
             return None;
-        }
-        self.measured += 1;
+        };
         let op = self.measured_op(rng, view);
         if matches!(op, HostOp::Write { .. } | HostOp::SWrite { .. }) {
             self.writes_since_flush += 1;
         }
-        Some((op, Phase::Measured))
+        Some((op, phase))
     }
 
     fn random_start(&self, rng: &mut ChaCha8Rng, pages: u32) -> Lpn {
@@ -346,6 +356,38 @@ mod tests {
     use super::*;
     use crate::spec::WORKLOAD_NAMES;
     use rand::SeedableRng;
+
+    /// The warm-up is the head of the same request stream, marked unmeasured: the fill, then
+    /// `warmup_requests` of the workload's own requests, then `requests` measured ones, and the
+    /// requests are those a run without a warm-up of `warmup + requests` would issue.
+    #[test]
+    fn the_warmup_is_the_head_of_the_stream_and_not_measured() {
+        let view = View {
+            now_ns: 0,
+            inflight_static: &[],
+        };
+        let stream = |warmup: u64, requests: u64| {
+            let mut spec = WorkloadSpec::named("randrw").unwrap();
+            spec.fill = 0.25;
+            spec.warmup_requests = warmup;
+            spec.requests = requests;
+            let mut generator = Generator::new(&spec, 1024, None).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(3);
+            std::iter::from_fn(|| generator.next(&mut rng, &view)).collect::<Vec<_>>()
+        };
+        let warmed = stream(30, 50);
+        let plain = stream(0, 80);
+        let phases: Vec<Phase> = warmed.iter().map(|(_, p)| *p).collect();
+        let fills = phases.iter().take_while(|p| **p == Phase::Fill).count();
+        assert_eq!(fills, 4, "256 pages filled 64 at a time");
+        assert!(phases[fills..fills + 30]
+            .iter()
+            .all(|p| *p == Phase::Warmup));
+        assert!(phases[fills + 30..].iter().all(|p| *p == Phase::Measured));
+        assert_eq!(phases.len(), fills + 80);
+        let ops = |s: &[(HostOp, Phase)]| s.iter().map(|(op, _)| op.clone()).collect::<Vec<_>>();
+        assert_eq!(ops(&warmed), ops(&plain));
+    }
 
     /// The driver keeps expected contents only when `issues_reads` says so: a workload that
     /// reads without saying it would have its reads go unchecked.

@@ -35,6 +35,10 @@ pub struct WorkloadSpec {
     pub locality_pages: u32,
     /// Fraction of the logical space written sequentially before the measured phase.
     pub fill: f64,
+    /// Requests of the workload's own kind issued after the fill and before the measured
+    /// phase, not measured: they bring the device to its steady state (GC running, the
+    /// mapping cache holding what the workload asks for) before the figures start.
+    pub warmup_requests: u64,
     /// txmix: fraction of transactions aborted by the host.
     pub abort_fraction: f64,
     /// txmix: smallest transaction, in pages.
@@ -56,6 +60,7 @@ impl Default for WorkloadSpec {
             flush_every: 0,
             locality_pages: 2048,
             fill: 0.0,
+            warmup_requests: 0,
             abort_fraction: 0.1,
             min_tx_pages: 2,
             trim_fraction: 0.0,
