@@ -59,6 +59,12 @@ impl ContentTag {
         }
     }
 
+    /// Whether `page` may be a tag's image: it starts as one does. A page that does not cannot
+    /// [`decode`](Self::decode), so a caller holding part of a page can skip the rest.
+    pub fn may_be_image(page: &[u8]) -> bool {
+        page.starts_with(&TAG_MAGIC)
+    }
+
     pub fn to_bytes(&self, page_bytes: usize) -> Box<[u8]> {
         let mut page = vec![0u8; page_bytes].into_boxed_slice();
         self.fill(&mut page);

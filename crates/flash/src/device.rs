@@ -340,6 +340,22 @@ impl Flash {
         self.peek(ppn, at, len, |store| store.data_bytes(ppn, at, out))
     }
 
+    /// The OOB record of a programmed page, with no flash operation, as
+    /// [`peek_bytes`](Self::peek_bytes): for a GC copy that keeps the page's record.
+    pub fn peek_oob(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), FlashError> {
+        self.peek(ppn, 0, 0, |store| store.oob(ppn, out))
+    }
+
+    /// `Ok` when `ppn` (in range) holds readable data, else why not.
+    fn holds_data(&self, ppn: Ppn) -> Result<(), FlashError> {
+        let state = match self.read_status(ppn) {
+            (_, true) | (PageState::Torn, _) => "uncorrectable",
+            (PageState::Erased, _) => "erased",
+            (PageState::Programmed, _) => return Ok(()),
+        };
+        Err(FlashError::NoData { ppn, state })
+    }
+
     /// The little-endian `u32` at bytes `at..at + 4` of a programmed page, with no flash
     /// operation (as [`peek_bytes`](Self::peek_bytes): DFTL's entry of a translation page).
     pub fn peek_u32_le(&self, ppn: Ppn, at: usize) -> Result<u32, FlashError> {
@@ -405,17 +421,7 @@ impl Flash {
                 page_bytes,
             });
         }
-        match self.read_status(ppn) {
-            (_, true) | (PageState::Torn, _) => Err(FlashError::NoData {
-                ppn,
-                state: "uncorrectable",
-            }),
-            (PageState::Erased, _) => Err(FlashError::NoData {
-                ppn,
-                state: "erased",
-            }),
-            (PageState::Programmed, _) => Ok(()),
-        }?;
+        self.holds_data(ppn)?;
         let errors = self.store.io_errors();
         let value = read(self.store.as_ref());
         self.check_io(errors)?;
@@ -483,11 +489,63 @@ impl Flash {
         Ok(span)
     }
 
+    /// The program half of a GC copy: programs at `to` the data `from` holds, with `oob` as its
+    /// record, after [`sense`](Self::sense) has read `from` (and found it programmed) — the same
+    /// time, counters and recorded operation as [`program_owned`](Self::program_owned) of what
+    /// [`read`](Self::read) returned, without the data passing through the caller: a tag-only
+    /// store shares a metadata page's bytes between the two pages ([`Store::copy_page`]).
+    pub fn program_copy(
+        &mut self,
+        from: Ppn,
+        to: Ppn,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
+        self.check_page(from)?;
+        self.holds_data(from)?;
+        // The operation log records what was programmed; it is kept only when asked for.
+        let logged = self.log.is_some().then(|| self.store.data(from));
+        let span = self.place_program(to, 0, oob, not_before, cause)?;
+        self.record(span, cause, || OpKind::Program {
+            ppn: to,
+            content: logged.unwrap_or(Content::Bytes(Box::default())),
+            oob: oob.into(),
+        });
+        let errors = self.store.io_errors();
+        self.store.copy_page(from, to, oob);
+        self.check_io(errors)?;
+        Ok(span)
+    }
+
     /// Checks a program against the rules, schedules it and records it; the caller stores it.
     fn schedule_program(
         &mut self,
         ppn: Ppn,
         content: &Content,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FlashError> {
+        let data_bytes = match content {
+            Content::Bytes(b) => b.len(),
+            Content::Tag(_) => 0,
+        };
+        let span = self.place_program(ppn, data_bytes, oob, not_before, cause)?;
+        self.record(span, cause, || OpKind::Program {
+            ppn,
+            content: content.clone(),
+            oob: oob.into(),
+        });
+        Ok(span)
+    }
+
+    /// Checks a program of `data_bytes` bytes (0 for a tag) and `oob` against the rules and
+    /// schedules it; the caller records and stores it.
+    fn place_program(
+        &mut self,
+        ppn: Ppn,
+        data_bytes: usize,
         oob: &[u8],
         not_before: u64,
         cause: OpCause,
@@ -502,14 +560,12 @@ impl Flash {
                 max: self.store.oob_record_bytes(),
             });
         }
-        if let Content::Bytes(b) = content {
-            if b.len() > g.page_bytes as usize {
-                return Err(FlashError::DataTooLarge {
-                    ppn,
-                    got: b.len(),
-                    max: g.page_bytes,
-                });
-            }
+        if data_bytes > g.page_bytes as usize {
+            return Err(FlashError::DataTooLarge {
+                ppn,
+                got: data_bytes,
+                max: g.page_bytes,
+            });
         }
         let block = g.block_of(ppn);
         if self.store.erase_torn(block) {
@@ -530,11 +586,6 @@ impl Flash {
             .schedule_program(chip, not_before, &self.config.timing, bytes);
         self.write_pointer[block.0 as usize] = offset + 1;
         self.stats.programs[cause as usize] += 1;
-        self.record(span, cause, || OpKind::Program {
-            ppn,
-            content: content.clone(),
-            oob: oob.into(),
-        });
         Ok(span)
     }
 
@@ -610,6 +661,103 @@ mod tests {
             assert_eq!(a.stats().reads, b.stats().reads);
             assert_eq!(b.stats().reads[OpCause::GcCopy as usize], 3);
         }
+    }
+
+    /// A GC copy by `program_copy` is a read's program: on twin devices, one copying through
+    /// `read` and `program_owned` and the other through `sense`, `peek_oob` and `program_copy`,
+    /// the spans, counters, records, logged operations and data are the same on every store,
+    /// for a tag and for a page of bytes; the copy of a page of bytes reads whole after its
+    /// source is erased; a page with no data is refused.
+    #[test]
+    fn a_copy_is_a_program_of_what_a_read_returned() {
+        for tag_only in [true, false] {
+            let (mut a, mut b) = (flash(tag_only), flash(tag_only));
+            let page_bytes = a.geometry().page_bytes as usize;
+            let ppb = a.geometry().pages_per_block;
+            let mut bytes = vec![0u8; page_bytes];
+            bytes[..6].copy_from_slice(b"mapped");
+            for f in [&mut a, &mut b] {
+                f.start_recording();
+                f.program(Ppn(0), &tag(7, 1), &[9; 16], 0, OpCause::HostData)
+                    .unwrap();
+                let page = Content::Bytes(bytes.clone().into());
+                f.program(Ppn(1), &page, &[3; 16], 0, OpCause::Mapping)
+                    .unwrap();
+            }
+            for (from, to) in [(Ppn(0), Ppn(ppb)), (Ppn(1), Ppn(ppb + 1))] {
+                let mut oob_a = [0u8; 16];
+                let (status, read_a) = a.read(from, &mut oob_a, 5, OpCause::GcCopy).unwrap();
+                let ReadStatus::Data(content) = status else {
+                    panic!("{from} did not read back: {status:?}")
+                };
+                let program_a = a
+                    .program_owned(to, content, &oob_a, read_a.end_ns, OpCause::GcCopy)
+                    .unwrap();
+                let (state, read_b) = b.sense(from, 5, OpCause::GcCopy).unwrap();
+                assert_eq!(state, PageState::Programmed);
+                let mut oob_b = [0u8; 16];
+                b.peek_oob(from, &mut oob_b).unwrap();
+                let program_b = b
+                    .program_copy(from, to, &oob_b, read_b.end_ns, OpCause::GcCopy)
+                    .unwrap();
+                assert_eq!((read_a, program_a, oob_a), (read_b, program_b, oob_b));
+            }
+            assert_eq!(a.stats(), b.stats());
+            let ops = |f: &Flash| format!("{:?}", f.log().expect("recording").ops);
+            assert_eq!(ops(&a), ops(&b));
+            for f in [&mut a, &mut b] {
+                f.erase(BlockId(0), 0, OpCause::GcCopy).unwrap();
+                assert_eq!(&*f.peek_page(Ppn(ppb + 1)).unwrap(), bytes.as_slice());
+                let mut oob = [0u8; 16];
+                f.peek_oob(Ppn(ppb + 1), &mut oob).unwrap();
+                assert_eq!(oob, [3; 16]);
+                assert!(matches!(
+                    f.program_copy(Ppn(0), Ppn(ppb + 2), &[], 0, OpCause::GcCopy),
+                    Err(FlashError::NoData {
+                        state: "erased",
+                        ..
+                    })
+                ));
+            }
+        }
+    }
+
+    /// A tag-only store shares a copied page's bytes: handing one page's bytes over (a
+    /// write-back) or dropping them (an erase, a release) leaves the other page's whole, in
+    /// either order, and the shared bytes are counted once.
+    #[test]
+    fn a_copied_page_of_bytes_is_shared_until_both_are_gone() {
+        let mut f = flash(true);
+        let page_bytes = f.geometry().page_bytes as usize;
+        let ppb = f.geometry().pages_per_block;
+        let bytes: Vec<u8> = (0..page_bytes).map(|i| (i % 251) as u8 + 1).collect();
+        let page = Content::Bytes(bytes.clone().into());
+        let kept = |f: &Flash| {
+            let memory = f.store.memory();
+            memory
+                .iter()
+                .find(|(n, _)| *n == "metadata_pages")
+                .unwrap()
+                .1
+        };
+        let none = kept(&f);
+        f.program(Ppn(0), &page, &[], 0, OpCause::Mapping).unwrap();
+        let one = kept(&f);
+        f.program_copy(Ppn(0), Ppn(ppb), &[], 0, OpCause::GcCopy)
+            .unwrap();
+        f.program_copy(Ppn(ppb), Ppn(2 * ppb), &[], 0, OpCause::GcCopy)
+            .unwrap();
+        assert_eq!(kept(&f), one, "three pages, one buffer");
+        // The middle copy's bytes handed over: the others keep theirs.
+        assert_eq!(&*f.take_page(Ppn(ppb)).unwrap(), bytes.as_slice());
+        assert_eq!(&*f.peek_page(Ppn(0)).unwrap(), bytes.as_slice());
+        f.erase(BlockId(0), 0, OpCause::GcCopy).unwrap();
+        assert_eq!(&*f.peek_page(Ppn(2 * ppb)).unwrap(), bytes.as_slice());
+        assert_eq!(&*f.take_page(Ppn(2 * ppb)).unwrap(), bytes.as_slice());
+        assert!(
+            kept(&f) < one,
+            "every holder gone: the slot is free ({none} empty)"
+        );
     }
 
     /// A peek returns the bytes a read would, on every store, and refuses what a read could

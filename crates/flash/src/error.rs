@@ -22,7 +22,7 @@ pub enum FlashError {
     OobTooLarge { ppn: Ppn, got: usize, max: u32 },
     #[error("program of {ppn}: data of {got} bytes exceeds the {max}-byte page")]
     DataTooLarge { ppn: Ppn, got: usize, max: u32 },
-    #[error("peek at {ppn}: the page holds no readable data ({state})")]
+    #[error("{ppn} holds no readable data ({state}): nothing to peek at or copy")]
     NoData { ppn: Ppn, state: &'static str },
     #[error("peek at {ppn}: bytes {at}..{end} are past the {page_bytes}-byte page")]
     PeekPastPage {

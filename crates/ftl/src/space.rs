@@ -10,7 +10,7 @@
 use crate::alloc::{BlockPool, BlockState};
 use crate::error::FtlError;
 use crate::validity::Validity;
-use flash::{BlockId, Flash, OpCause, Ppn, ReadStatus};
+use flash::{BlockId, Flash, OpCause, PageState, Ppn};
 
 /// How GC chooses its victim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,17 +224,20 @@ impl Space {
                 FtlError::Corrupt(format!("live {from}: its owner does not read back"))
             })?;
             // The copy's record: written afresh by the design, or the page's own, read with it.
-            let (status, read) = match fresh_oob(owner, &mut oob) {
-                true => flash.read_content(from, not_before, cause)?,
-                false => flash.read(from, &mut oob, not_before, cause)?,
-            };
-            let ReadStatus::Data(content) = status else {
+            let fresh = fresh_oob(owner, &mut oob);
+            let (state, read) = flash.sense(from, not_before, cause)?;
+            if state != PageState::Programmed {
                 return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({status:?})"
+                    "live {from} did not read back ({state:?})"
                 )));
-            };
+            }
+            if !fresh {
+                flash.peek_oob(from, &mut oob)?;
+            }
+            // The data goes from page to page inside the device (a tag-only store shares a
+            // metadata page's bytes): the read and the program are charged as ever.
             let to = self.allocate(stream, flash).ok_or(FtlError::NoSpace)?;
-            let span = flash.program_owned(to, content, &oob, read.end_ns, cause)?;
+            let span = flash.program_copy(from, to, &oob, read.end_ns, cause)?;
             self.validity.set_valid(to, owner);
             self.validity.invalidate(from, span.end_ns);
             let m = Moved {
