@@ -26,6 +26,12 @@ pub struct CompareArgs {
     /// (without --scheduler; default: run them in this process, one after another).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Reuse the runs a long experiment logged in OUT (today the NVMFS experiment's
+    /// `nvmfs-runs.jsonl`) when an earlier invocation of this same binary, with the same seed
+    /// and scale, measured them: a paper-scale campaign of hours resumes where it was stopped.
+    /// The report says how many runs were taken from the log.
+    #[arg(long)]
+    pub resume: bool,
     /// Internal: assemble OUT/report.md and results.json from OUT/parts/<experiment>/.
     #[arg(long, hide = true)]
     pub assemble: bool,
@@ -67,11 +73,16 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             bar.finish();
         }
     };
+    std::fs::create_dir_all(&args.out)?;
     let ctx = compare::Context {
         designs: crate::designs::all(),
         scale,
         seed: args.seed,
         progress: &progress,
+        run_logs: Some(compare::RunLogs {
+            dir: args.out.clone(),
+            resume: args.resume,
+        }),
     };
     let results = compare::run(&ctx, &args.only)?;
     let header = header(scale, args.seed);

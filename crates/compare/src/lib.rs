@@ -75,6 +75,16 @@ pub struct Context<'a> {
     pub scale: Scale,
     pub seed: u64,
     pub progress: &'a (dyn Fn(&str, u64, u64) + Sync),
+    /// Where a long experiment logs its finished runs, and whether it resumes from them
+    /// (`mobius compare --resume`; today the NVMFS experiment, `nvmfs::run_log`).
+    pub run_logs: Option<RunLogs>,
+}
+
+/// [`Context::run_logs`]: a directory for the logs, and whether to reuse what they hold.
+#[derive(Clone, Debug)]
+pub struct RunLogs {
+    pub dir: std::path::PathBuf,
+    pub resume: bool,
 }
 
 impl Context<'_> {

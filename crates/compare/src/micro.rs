@@ -471,6 +471,7 @@ mod locality_tests {
             scale: crate::Scale::Quick,
             seed: 5,
             progress: &progress,
+            run_logs: None,
         };
         let small_cache = DesignOptions::default().with("dram_mb", 2);
         let random = measure_with(&ctx, Mode::DftlBatched, 64, false, &small_cache).unwrap();

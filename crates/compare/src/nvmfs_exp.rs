@@ -27,6 +27,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     }
     let mut opts = Options::standard(ctx.scale == Scale::Paper, design, work.clone());
     opts.seed = ctx.seed;
+    opts.run_log = ctx
+        .run_logs
+        .as_ref()
+        .map(|l| (l.dir.join("nvmfs-runs.jsonl"), l.resume));
     opts.erase_study = ctx.design("fast").cloned();
     if opts.erase_study.is_none() {
         skipped.push("erase study on FAST: the fast design is not built".into());
@@ -73,7 +77,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
              host link as a host keeping {} requests outstanding would issue them; app MiB written \
              per second of that service time (NVRAM, page cache, CPU and FUSE/NBD time are not \
              modelled for anyone). A run a file system stopped part-way (out of space) is shown with \
-             what it did up to then.{}",
+             what it did up to then.{}{}",
             e.ssd_bytes >> 20,
             e.design,
             e.nvram_bytes >> 20,
@@ -83,7 +87,11 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 ""
             } else {
                 " xfs runs at `--scale paper` only: mkfs.xfs refuses 300 MiB or less."
-            }
+            },
+            e.run_log
+                .as_ref()
+                .map(|s| format!(" Run log: {s}."))
+                .unwrap_or_default()
         ),
         tables: vec![table],
         figures,

@@ -14,6 +14,7 @@ fn same_seed_same_results_json() {
             scale: Scale::Quick,
             seed: 3,
             progress: &progress,
+            run_logs: None,
         };
         let results = run(&ctx, &only).unwrap();
         let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@
 
 use crate::error::NvmfsError;
 use crate::fs::{Nvmfs, NvmfsParams};
+use crate::run_log::RunLog;
 use crate::shadow::{Arrivals, MeterHandle, Shadow, ShadowHandle, ShadowMark, ShadowRun, Shadowed};
 use crate::ssd::create_ssd;
 use flash::{DeviceConfig, FlashStats, OpCause};
@@ -242,7 +243,7 @@ impl Workload {
 }
 
 /// What one file system did to the SSD under one workload.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FsRun {
     pub fs: String,
     pub workload: String,
@@ -293,6 +294,34 @@ pub struct FsRun {
 }
 
 impl FsRun {
+    /// A run of `fs` under the workload named `workload` with nothing counted yet.
+    pub fn blank(fs: &str, workload: &str) -> FsRun {
+        FsRun {
+            fs: fs.to_string(),
+            workload: workload.to_string(),
+            skipped: None,
+            stopped: None,
+            app_bytes_written: 0,
+            ssd_pages_written: 0,
+            flash_programs: 0,
+            gc_page_copies: 0,
+            flash_erases: 0,
+            ftl_cleaning_efficiency: 1.0,
+            fs_cleaning_efficiency: None,
+            fs_cleaning_rounds: None,
+            fs_recycled_blocks: None,
+            fs_moved_blocks: None,
+            erase_study: None,
+            ssd_service: None,
+            page_cache_limit_hits: None,
+            dirty_limit_bytes: None,
+            fs_bytes: None,
+            iozone_file_bytes: None,
+            ballast_bytes: None,
+            utilisation: None,
+        }
+    }
+
     /// The SSD's service time for this run's requests in simulated seconds, if the clock timed
     /// them ([`Options::service_queue_depth`]).
     pub fn service_seconds(&self) -> Option<f64> {
@@ -317,6 +346,8 @@ pub struct Experiment {
     pub seed: u64,
     pub workloads: Vec<Workload>,
     pub runs: Vec<FsRun>,
+    /// Where the runs were logged and how many were taken from the log ([`crate::run_log`]).
+    pub run_log: Option<String>,
 }
 
 /// Experiment settings.
@@ -341,6 +372,9 @@ pub struct Options {
     /// its design to time them the same way whatever path produced them ([`crate::shadow`],
     /// Figs. 8–9); `None`: no clock. `standard` gives 32, SATA NCQ's depth (the paper's X25-E).
     pub service_queue_depth: Option<usize>,
+    /// A JSON-lines log of finished runs and whether to resume from it ([`crate::run_log`]);
+    /// `None`: no log.
+    pub run_log: Option<(PathBuf, bool)>,
 }
 
 impl Options {
@@ -422,6 +456,7 @@ impl Options {
             page_cache_budget: Some(if paper { 32 << 20 } else { 8 << 20 }),
             erase_study: None,
             service_queue_depth: Some(SERVICE_QUEUE_DEPTH),
+            run_log: None,
         }
     }
 }
@@ -437,16 +472,18 @@ pub const HIGH_UTILISATION: f64 = 0.88;
 /// the paper's Intel X25-E accepts.
 pub const SERVICE_QUEUE_DEPTH: usize = 32;
 
-/// Runs every workload on NVMFS and on each kernel file system.
+/// Runs every workload on NVMFS and on each kernel file system (a run in the resumed run log
+/// is taken from it instead, [`crate::run_log`]).
 pub fn run(opts: &Options) -> Experiment {
+    let mut log = RunLogged::open(opts);
     let mut runs = Vec::new();
     for w in &opts.workloads {
-        runs.push(run_nvmfs(opts, w).unwrap_or_else(|e| skipped("nvmfs", w, e)));
+        runs.push(log.run("nvmfs", w, || run_nvmfs(opts, w)));
         for k in &opts.kernel_fs {
             if k == "nilfs2" && w.repeats_a_benchmark() {
                 continue;
             }
-            runs.push(run_kernel_fs(opts, k, w).unwrap_or_else(|e| skipped(k, w, e)));
+            runs.push(log.run(k, w, || run_kernel_fs(opts, k, w)));
         }
     }
     Experiment {
@@ -456,33 +493,79 @@ pub fn run(opts: &Options) -> Experiment {
         seed: opts.seed,
         workloads: opts.workloads.clone(),
         runs,
+        run_log: log.summary(),
+    }
+}
+
+/// The experiment's runs through its run log, if it has one.
+struct RunLogged {
+    log: Option<RunLog>,
+    path: Option<PathBuf>,
+    errors: Vec<String>,
+}
+
+impl RunLogged {
+    fn open(opts: &Options) -> RunLogged {
+        let mut errors = Vec::new();
+        let log = opts.run_log.as_ref().and_then(|(path, resume)| {
+            RunLog::open(path, opts, *resume)
+                .map_err(|e| errors.push(format!("opening {}: {e}", path.display())))
+                .ok()
+        });
+        let path = opts.run_log.as_ref().map(|(p, _)| p.clone());
+        RunLogged { log, path, errors }
+    }
+
+    /// `fs` under `w`: from the log if it holds the run, else measured (and logged).
+    fn run(
+        &mut self,
+        fs: &str,
+        w: &Workload,
+        measure: impl FnOnce() -> Result<FsRun, ExperimentError>,
+    ) -> FsRun {
+        if let Some(r) = self.log.as_mut().and_then(|l| l.reuse(fs, w)) {
+            return r;
+        }
+        let r = measure().unwrap_or_else(|e| skipped(fs, w, e));
+        if let Some(log) = &mut self.log {
+            if let Err(e) = log.record(w, &r) {
+                self.errors.push(format!("logging {fs} {}: {e}", w.name()));
+            }
+        }
+        r
+    }
+
+    /// A sentence for the report: where the runs were logged, how many were reused, and any
+    /// trouble with the log.
+    fn summary(&self) -> Option<String> {
+        let path = self.path.as_ref()?;
+        let mut s = format!("runs logged to {}", path.display());
+        if let Some(log) = &self.log {
+            if log.reused > 0 {
+                s += &format!(
+                    "; {} taken from it, measured by an earlier invocation of the same binary \
+                     with the same settings (--resume)",
+                    log.reused
+                );
+            }
+            if log.unreadable_lines > 0 {
+                s += &format!(
+                    "; {} unreadable line(s) in it ignored",
+                    log.unreadable_lines
+                );
+            }
+        }
+        for e in &self.errors {
+            s += &format!("; error {e}");
+        }
+        Some(s)
     }
 }
 
 fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
     FsRun {
-        fs: fs.to_string(),
-        workload: w.name().to_string(),
         skipped: Some(why.to_string()),
-        stopped: None,
-        app_bytes_written: 0,
-        ssd_pages_written: 0,
-        flash_programs: 0,
-        gc_page_copies: 0,
-        flash_erases: 0,
-        ftl_cleaning_efficiency: 1.0,
-        fs_cleaning_efficiency: None,
-        fs_cleaning_rounds: None,
-        fs_recycled_blocks: None,
-        fs_moved_blocks: None,
-        erase_study: None,
-        ssd_service: None,
-        page_cache_limit_hits: None,
-        dirty_limit_bytes: None,
-        fs_bytes: None,
-        iozone_file_bytes: None,
-        ballast_bytes: None,
-        utilisation: None,
+        ..FsRun::blank(fs, &w.name())
     }
 }
 

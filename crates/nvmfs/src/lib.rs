@@ -13,6 +13,7 @@ pub mod layout;
 pub mod lru;
 pub mod nilfs;
 pub mod nvram;
+pub mod run_log;
 pub mod shadow;
 pub mod ssd;
 

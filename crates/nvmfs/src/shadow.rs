@@ -66,7 +66,7 @@ pub struct ShadowMark {
 }
 
 /// What the shadow did between two instants.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ShadowRun {
     pub design: String,
     pub flash_programs: u64,

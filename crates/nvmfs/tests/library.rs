@@ -535,6 +535,51 @@ fn a_kernel_fs_that_cannot_run_is_skipped_with_its_reason() {
     assert_eq!(nvmfs.skipped, None);
 }
 
+/// A resumed experiment takes a finished run from its run log instead of measuring it again
+/// (the log's figure, altered here, comes back), retries a skipped run, and says so; without
+/// `resume` it measures afresh.
+#[test]
+fn a_resumed_experiment_takes_finished_runs_from_its_log() {
+    use nvmfs::experiment::{run, Workload};
+    let work = tempfile::tempdir().unwrap();
+    let workloads = vec![Workload::Iozone {
+        utilisation: 0.05,
+        overwrites: 10,
+    }];
+    let mut opts = experiment_options(&work, workloads, "nosuchfs");
+    let log = work.path().join("runs.jsonl");
+    opts.run_log = Some((log.clone(), false));
+    let first = run(&opts);
+    let measured = first.runs.iter().find(|r| r.fs == "nvmfs").unwrap();
+    assert!(measured.app_bytes_written > 0);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "the skipped run is not logged: {text}"
+    );
+    let altered = text.replace(
+        &format!("\"app_bytes_written\":{}", measured.app_bytes_written),
+        "\"app_bytes_written\":424242",
+    );
+    assert_ne!(altered, text);
+    std::fs::write(&log, altered).unwrap();
+
+    opts.run_log = Some((log.clone(), true));
+    let resumed = run(&opts);
+    let nvmfs = resumed.runs.iter().find(|r| r.fs == "nvmfs").unwrap();
+    assert_eq!(nvmfs.app_bytes_written, 424242);
+    let retried = resumed.runs.iter().find(|r| r.fs == "nosuchfs").unwrap();
+    assert!(retried.skipped.is_some());
+    let summary = resumed.run_log.as_deref().unwrap();
+    assert!(summary.contains("1 taken from it"), "{summary}");
+
+    opts.run_log = Some((log, false));
+    let again = run(&opts);
+    let nvmfs = again.runs.iter().find(|r| r.fs == "nvmfs").unwrap();
+    assert_eq!(nvmfs.app_bytes_written, measured.app_bytes_written);
+}
+
 /// The experiment on a 64-block-per-chip SSD with 4 MiB of NVRAM, NVMFS beside `kernel_fs`.
 fn experiment_options(
     work: &tempfile::TempDir,
@@ -552,6 +597,7 @@ fn experiment_options(
         page_cache_budget: Some(4 << 20),
         erase_study: Some(fast::spec()),
         service_queue_depth: Some(nvmfs::experiment::SERVICE_QUEUE_DEPTH),
+        run_log: None,
     }
 }
 
