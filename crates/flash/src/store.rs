@@ -381,11 +381,19 @@ struct Slot {
     bytes: KeptBytes,
     /// Pages holding this slot (0 when free).
     holders: u32,
+    /// The bytes start as a tag's image does ([`ContentTag::may_be_image`]), noted when they
+    /// are put (in the cache then): a copy need not read them to know they are no tag.
+    may_be_tag: bool,
 }
 
 impl ByteSlots {
     fn put(&mut self, bytes: KeptBytes) -> u32 {
-        let slot = Slot { bytes, holders: 1 };
+        let may_be_tag = ContentTag::may_be_image(&bytes.kept);
+        let slot = Slot {
+            bytes,
+            holders: 1,
+            may_be_tag,
+        };
         match self.free.pop() {
             Some(free) => {
                 self.slots[free as usize] = slot;
@@ -399,6 +407,9 @@ impl ByteSlots {
     }
     fn get(&self, slot: u32) -> &KeptBytes {
         &self.slots[slot as usize].bytes
+    }
+    fn may_be_tag(&self, slot: u32) -> bool {
+        self.slots[slot as usize].may_be_tag
     }
     /// One more page holds `slot`.
     fn share(&mut self, slot: u32) {
@@ -612,10 +623,12 @@ impl Store for TagStore {
         };
         // The tag the bytes carry, as `write_page_owned` would find it: only a page that
         // starts as a tag's image can be one.
-        let tag = ContentTag::may_be_image(&kept.kept)
+        let slot = self.tag_lpn[from.0 as usize];
+        let tag = self
+            .bytes
+            .may_be_tag(slot)
             .then(|| ContentTag::decode(&kept.whole()).ok())
             .flatten();
-        let slot = self.tag_lpn[from.0 as usize];
         self.put_record(to, oob, || tag);
         debug_assert!(self.kept_bytes(to).is_none(), "{to} still has bytes");
         self.bytes.share(slot);

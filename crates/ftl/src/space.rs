@@ -219,7 +219,12 @@ impl Space {
         let mut moves = std::mem::take(&mut self.moves_scratch);
         moves.clear();
         let mut last = not_before;
-        for &(from, owner) in &live {
+        for (i, &(from, owner)) in live.iter().enumerate() {
+            // A metadata page's slot in a tag-only store, two copies ahead (its bytes are
+            // shared, not read: `Flash::program_copy`).
+            if let Some(&(ahead, _)) = live.get(i + 2) {
+                flash.prefetch_data_at(ahead, 0, flash::DataHint::KeptBytes);
+            }
             let owner = owner.ok_or_else(|| {
                 FtlError::Corrupt(format!("live {from}: its owner does not read back"))
             })?;
