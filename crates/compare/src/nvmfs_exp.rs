@@ -595,28 +595,13 @@ mod claim_tests {
 
     fn run(fs: &str, copies: u64, erases: u64, programs: u64) -> FsRun {
         FsRun {
-            fs: fs.into(),
-            workload: "iozone-randwrite".into(),
-            skipped: None,
-            stopped: None,
             app_bytes_written: 1,
             ssd_pages_written: 1,
             flash_programs: programs,
             gc_page_copies: copies,
             flash_erases: erases,
             ftl_cleaning_efficiency: 0.5,
-            fs_cleaning_efficiency: None,
-            fs_cleaning_rounds: None,
-            fs_recycled_blocks: None,
-            fs_moved_blocks: None,
-            erase_study: None,
-            ssd_service: None,
-            page_cache_limit_hits: None,
-            dirty_limit_bytes: None,
-            fs_bytes: None,
-            iozone_file_bytes: None,
-            ballast_bytes: None,
-            utilisation: None,
+            ..FsRun::blank(fs, "iozone-randwrite")
         }
     }
 

@@ -580,10 +580,6 @@ fn flash_run(
     let copies = d.programs_for(OpCause::GcCopy);
     let erased = d.total_erases() * pages_per_block;
     FsRun {
-        fs: fs.to_string(),
-        workload: w.name().to_string(),
-        skipped: None,
-        stopped: None,
         app_bytes_written: app,
         ssd_pages_written: ssd_pages,
         flash_programs: d.total_programs(),
@@ -594,18 +590,7 @@ fn flash_run(
         } else {
             1.0 - copies as f64 / erased as f64
         },
-        fs_cleaning_efficiency: None,
-        fs_cleaning_rounds: None,
-        fs_recycled_blocks: None,
-        fs_moved_blocks: None,
-        erase_study: None,
-        ssd_service: None,
-        page_cache_limit_hits: None,
-        dirty_limit_bytes: None,
-        fs_bytes: None,
-        iozone_file_bytes: None,
-        ballast_bytes: None,
-        utilisation: None,
+        ..FsRun::blank(fs, &w.name())
     }
 }
 
