@@ -255,7 +255,8 @@ impl Flash {
         (self.store.page_state(ppn), self.store.erase_torn(block))
     }
 
-    /// Reads a page: data into the result, its OOB record into `oob_out`.
+    /// Reads a page: data into the result, its OOB record into `oob_out`. Charged as
+    /// [`sense`](Self::sense) (the same time, counter and recorded operation).
     pub fn read(
         &mut self,
         ppn: Ppn,
@@ -263,42 +264,12 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(ReadStatus, Span), FlashError> {
-        self.read_page(ppn, Some(oob_out), not_before, cause)
-    }
-
-    /// Reads a page like [`read`](Self::read) — same time, same counters, same record — without
-    /// copying out its OOB record: for a GC copy whose new record the design writes afresh.
-    pub fn read_content(
-        &mut self,
-        ppn: Ppn,
-        not_before: u64,
-        cause: OpCause,
-    ) -> Result<(ReadStatus, Span), FlashError> {
-        self.read_page(ppn, None, not_before, cause)
-    }
-
-    fn read_page(
-        &mut self,
-        ppn: Ppn,
-        oob_out: Option<&mut [u8]>,
-        not_before: u64,
-        cause: OpCause,
-    ) -> Result<(ReadStatus, Span), FlashError> {
-        self.check_page(ppn)?;
-        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
-        let chip = self.config.geometry.chip_of(ppn).0;
-        let span = self
-            .timeline
-            .schedule_read(chip, not_before, &self.config.timing, bytes);
-        self.stats.reads[cause as usize] += 1;
-        self.record(span, cause, || OpKind::Read { ppn });
-        let status = match self.read_status(ppn) {
-            (_, true) | (PageState::Torn, _) => ReadStatus::Uncorrectable,
-            (PageState::Erased, _) => ReadStatus::Erased,
-            (PageState::Programmed, _) => {
-                if let Some(out) = oob_out {
-                    self.store.oob(ppn, out);
-                }
+        let (state, span) = self.sense(ppn, not_before, cause)?;
+        let status = match state {
+            PageState::Torn => ReadStatus::Uncorrectable,
+            PageState::Erased => ReadStatus::Erased,
+            PageState::Programmed => {
+                self.store.oob(ppn, oob_out);
                 let errors = self.store.io_errors();
                 let data = self.store.data(ppn);
                 self.check_io(errors)?;
@@ -636,31 +607,6 @@ mod tests {
 
     fn tag(lpn: u32, write: u64) -> Content {
         Content::Tag(ContentTag { lpn, write })
-    }
-
-    /// A read without the OOB record (a GC copy that writes its record afresh) costs what a read
-    /// costs — same span on twin devices, same counter — and gives the same content and status,
-    /// erased pages included, on every store.
-    #[test]
-    fn a_read_without_the_record_is_a_read() {
-        for tag_only in [true, false] {
-            let (mut a, mut b) = (flash(tag_only), flash(tag_only));
-            for f in [&mut a, &mut b] {
-                f.program(Ppn(0), &tag(7, 1), &[9; 16], 0, OpCause::HostData)
-                    .unwrap();
-                f.program(Ppn(1), &tag(8, 2), &[9; 16], 0, OpCause::HostData)
-                    .unwrap();
-            }
-            for ppn in [Ppn(0), Ppn(1), Ppn(2)] {
-                let mut oob = [0u8; 16];
-                let (with, span_with) = a.read(ppn, &mut oob, 5, OpCause::GcCopy).unwrap();
-                let (without, span_without) = b.read_content(ppn, 5, OpCause::GcCopy).unwrap();
-                assert_eq!(with, without, "{ppn}");
-                assert_eq!(span_with, span_without, "{ppn}");
-            }
-            assert_eq!(a.stats().reads, b.stats().reads);
-            assert_eq!(b.stats().reads[OpCause::GcCopy as usize], 3);
-        }
     }
 
     /// A GC copy by `program_copy` is a read's program: on twin devices, one copying through

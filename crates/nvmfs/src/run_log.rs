@@ -78,13 +78,14 @@ impl RunLog {
         if run.skipped.is_some() {
             return Ok(());
         }
-        let entry = json!({ "key": self.key(&run.fs, workload), "run": run });
+        let key = self.key(&run.fs, workload);
+        let entry = json!({ "key": key, "run": run });
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
             .open(&self.path)?;
         writeln!(file, "{entry}")?;
-        self.logged.push((self.key(&run.fs, workload), run.clone()));
+        self.logged.push((key, run.clone()));
         Ok(())
     }
 }
