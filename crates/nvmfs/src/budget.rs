@@ -12,7 +12,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a budget could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +26,12 @@ pub enum BudgetError {
     },
     #[error("fork: {0}")]
     Fork(std::io::Error),
-    #[error("the workload made no progress for {0} s (no SSD request, no byte written): killed")]
-    Stalled(u64),
+    #[error("the workload made no progress for {seconds} s (no SSD request, no byte written): killed{woken}")]
+    Stalled {
+        seconds: u64,
+        /// How the killed child was woken if SIGKILL alone did not end it (empty if it did).
+        woken: String,
+    },
     #[error(
         "the workload process died without an outcome (status {0:#x}): killed by the memory limit?"
     )]
@@ -123,12 +127,15 @@ impl MemoryBudget {
     /// watchdog: if `progress` (the SSD's requests and the bytes written, say) stays the same
     /// for `stall`, the child is killed and the answer is [`BudgetError::Stalled`] — a file
     /// system that blocks its writer for good (nilfs2 full with dirty pages it cannot write
-    /// back) ends the run instead of hanging it.
+    /// back) ends the run instead of hanging it. A killed child still blocked on a FUSE request
+    /// its server never answers is woken by aborting the FUSE connections mounted at or under
+    /// `mounts` ([`reap_stalled`]).
     pub fn run_in_child(
         &self,
         work: impl FnOnce() -> Vec<u8>,
         progress: &dyn Fn() -> u64,
         stall: std::time::Duration,
+        mounts: &Path,
     ) -> Result<Vec<u8>, BudgetError> {
         let procs = self.dir.join("cgroup.procs");
         let mut fds = [0i32; 2];
@@ -161,15 +168,16 @@ impl MemoryBudget {
         let input = unsafe { std::fs::File::from_raw_fd(fds[0]) };
         let (reply, stalled) = read_watched(input, progress, stall);
         if stalled {
-            // SAFETY: kills the child we forked (a FUSE request it waits on is killable).
+            // SAFETY: kills the child we forked.
             unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err(BudgetError::Stalled {
+                seconds: stall.as_secs(),
+                woken: reap_stalled(pid, mounts),
+            });
         }
         let mut status = 0;
         // SAFETY: waits for the child we forked.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        if stalled {
-            return Err(BudgetError::Stalled(stall.as_secs()));
-        }
         if reply.is_empty() {
             return Err(BudgetError::ChildDied(status));
         }
@@ -195,6 +203,68 @@ impl MemoryBudget {
         std::fs::read_to_string(self.dir.join("memory.max_usage_in_bytes"))
             .ok()
             .and_then(|s| s.trim().parse().ok())
+    }
+}
+
+/// How long a killed child gets to end on SIGKILL alone, and then after its FUSE connections
+/// were aborted.
+const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reaps a child just sent SIGKILL. A child blocked on a FUSE request its server has read
+/// sleeps uninterruptibly with the signal pending until the request is answered, which a
+/// stalled server (a libguestfs appliance behind `guestfish mount-local`) never does: after
+/// [`KILL_GRACE`] the FUSE connections mounted at or under `mounts` are aborted
+/// ([`crate::fusectl`]), which fails the request and lets the signal act. A child still alive
+/// [`ABORT_GRACE`] later is left to a thread that reaps it whenever it ends. Returns how the
+/// child was woken, as a clause for [`BudgetError::Stalled`] (empty if SIGKILL was enough).
+fn reap_stalled(pid: libc::pid_t, mounts: &Path) -> String {
+    if wait_within(pid, KILL_GRACE) {
+        return String::new();
+    }
+    let aborted = match crate::fusectl::abort_fuse_mounts_under(mounts) {
+        Ok(m) if m.is_empty() => format!("; no FUSE mount under {} to abort", mounts.display()),
+        Ok(m) => {
+            let at: Vec<String> = m
+                .iter()
+                .map(|m| m.mountpoint.display().to_string())
+                .collect();
+            format!(
+                "; SIGKILL did not end it, so the FUSE connection(s) at {} were aborted",
+                at.join(", ")
+            )
+        }
+        Err(e) => {
+            format!("; SIGKILL did not end it and its FUSE connections could not be aborted ({e})")
+        }
+    };
+    if wait_within(pid, ABORT_GRACE) {
+        return aborted;
+    }
+    std::thread::spawn(move || {
+        let mut status = 0;
+        // SAFETY: waits for the child we forked; nobody else waits for it.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    });
+    format!(
+        "{aborted}; it was still blocked {} s later and is left to be reaped when it ends",
+        ABORT_GRACE.as_secs()
+    )
+}
+
+/// Whether child `pid` ended (and was reaped) within `limit`.
+fn wait_within(pid: libc::pid_t, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: polls the child we forked without blocking.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
@@ -270,7 +340,7 @@ mod tests {
             b"\x00done".to_vec()
         };
         let reply = budget
-            .run_in_child(work, &|| 0, std::time::Duration::from_secs(600))
+            .run_in_child(work, &|| 0, std::time::Duration::from_secs(600), &dir)
             .unwrap();
         assert_eq!(reply, b"\x00done");
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 24 << 20);
@@ -298,8 +368,9 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_secs(30));
             b"\x00never".to_vec()
         };
-        match budget.run_in_child(blocked, &|| 7, stall) {
-            Err(BudgetError::Stalled(2)) => {}
+        let nowhere = std::env::temp_dir().join(&name);
+        match budget.run_in_child(blocked, &|| 7, stall, &nowhere) {
+            Err(BudgetError::Stalled { seconds: 2, woken }) => assert_eq!(woken, ""),
             other => panic!("{other:?}"),
         }
         let ticks = SharedCounter::new().unwrap();
@@ -314,8 +385,144 @@ mod tests {
         };
         let progress = || ticks.get().load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(
-            budget.run_in_child(slow, &progress, stall).unwrap(),
+            budget
+                .run_in_child(slow, &progress, stall, &nowhere)
+                .unwrap(),
             b"\x00done"
         );
+    }
+
+    /// A FUSE file system whose writes are read and never answered (the replies are parked,
+    /// so fuser cannot answer them with EIO on drop): a writer blocks uninterruptibly.
+    struct NeverAnswersWrites {
+        parked: std::sync::Mutex<Vec<fuser::ReplyWrite>>,
+    }
+
+    fn attr(ino: u64, kind: fuser::FileType) -> fuser::FileAttr {
+        let t = std::time::UNIX_EPOCH;
+        fuser::FileAttr {
+            ino: fuser::INodeNo(ino),
+            size: 0,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            crtime: t,
+            kind,
+            perm: 0o777,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    impl fuser::Filesystem for NeverAnswersWrites {
+        fn lookup(
+            &self,
+            _req: &fuser::Request,
+            parent: fuser::INodeNo,
+            name: &std::ffi::OsStr,
+            reply: fuser::ReplyEntry,
+        ) {
+            match (parent.0, name.to_str()) {
+                (1, Some("f")) => reply.entry(
+                    &std::time::Duration::ZERO,
+                    &attr(2, fuser::FileType::RegularFile),
+                    fuser::Generation(0),
+                ),
+                _ => reply.error(fuser::Errno::ENOENT),
+            }
+        }
+
+        fn getattr(
+            &self,
+            _req: &fuser::Request,
+            ino: fuser::INodeNo,
+            _fh: Option<fuser::FileHandle>,
+            reply: fuser::ReplyAttr,
+        ) {
+            match ino.0 {
+                1 => reply.attr(
+                    &std::time::Duration::ZERO,
+                    &attr(1, fuser::FileType::Directory),
+                ),
+                2 => reply.attr(
+                    &std::time::Duration::ZERO,
+                    &attr(2, fuser::FileType::RegularFile),
+                ),
+                _ => reply.error(fuser::Errno::ENOENT),
+            }
+        }
+
+        fn write(
+            &self,
+            _req: &fuser::Request,
+            _ino: fuser::INodeNo,
+            _fh: fuser::FileHandle,
+            _offset: u64,
+            _data: &[u8],
+            _write_flags: fuser::WriteFlags,
+            _flags: fuser::OpenFlags,
+            _lock_owner: Option<fuser::LockOwner>,
+            reply: fuser::ReplyWrite,
+        ) {
+            self.parked.lock().unwrap().push(reply);
+        }
+    }
+
+    /// The watchdog's kill reaches a child blocked on a FUSE write its server never answers
+    /// (SIGKILL alone leaves it asleep in `request_wait_answer`): the connection is aborted
+    /// and the run comes back as stalled instead of hanging. Before the abort was built this
+    /// test hung; the thread and its deadline turn a hang into a failure.
+    #[test]
+    fn a_child_blocked_on_an_unanswered_fuse_request_is_still_reaped() {
+        let name = format!("mobius-budget-fuse-{}", std::process::id());
+        let Some(budget) = test_budget(&name, 16 << 20) else {
+            return;
+        };
+        let dir = std::env::temp_dir().join(&name);
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let fs = NeverAnswersWrites {
+            parked: Default::default(),
+        };
+        let session = match fuser::spawn_mount(fs, &mnt, &fuser::Config::default()) {
+            Ok(s) => s,
+            Err(e) => return eprintln!("skipped: no FUSE mount here ({e})"),
+        };
+        let file = mnt.join("f");
+        let (done, outcome) = std::sync::mpsc::channel();
+        let scope = dir.clone();
+        std::thread::spawn(move || {
+            let write = || {
+                let mut f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+                let _ = f.write_all(&[1u8; 4096]);
+                b"\x00answered".to_vec()
+            };
+            let stall = std::time::Duration::from_secs(2);
+            let _ = done.send(budget.run_in_child(write, &|| 7, stall, &scope));
+        });
+        let deadline = std::time::Duration::from_secs(KILL_GRACE.as_secs() + 120);
+        let outcome = outcome.recv_timeout(deadline);
+        // Whatever happened, wake anything still blocked on the mount, or the session's
+        // thread (joined on drop) would wait for it for ever.
+        let _ = crate::fusectl::abort_fuse_mounts_under(&dir);
+        let _ = std::process::Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&mnt)
+            .status();
+        drop(session);
+        let _ = std::fs::remove_dir_all(&dir);
+        match outcome {
+            Ok(Err(BudgetError::Stalled { seconds: 2, woken })) => {
+                assert!(woken.contains("were aborted"), "{woken}");
+                assert!(woken.contains(&mnt.display().to_string()), "{woken}");
+                assert!(!woken.contains("left to be reaped"), "{woken}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

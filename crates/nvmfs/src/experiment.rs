@@ -1248,7 +1248,9 @@ fn drive_mounted(
         true => "its own count of bytes written lost with it".to_string(),
         false => format!("after {:.1} MiB", written() as f64 / (1 << 20) as f64),
     };
-    match b.run_in_child(|| encode_outcome(run()), &moving, STALL) {
+    // The run's own mounts (the appliance's FUSE mount, nbdfuse) sit beside `mnt`.
+    let scratch = mnt.parent().unwrap_or(mnt);
+    match b.run_in_child(|| encode_outcome(run()), &moving, STALL, scratch) {
         Ok(reply) => decode_outcome(&reply).map(Mounted::Ran),
         Err(crate::budget::BudgetError::ChildDied(status)) if crate::budget::killed(status) => {
             let why = format!(
@@ -1258,7 +1260,7 @@ fn drive_mounted(
             );
             Ok(Mounted::Ran((written(), Some(why))))
         }
-        Err(e @ crate::budget::BudgetError::Stalled(_)) => {
+        Err(e @ crate::budget::BudgetError::Stalled { .. }) => {
             let why = format!(
                 "{e}, {}; the file system was abandoned without its unmount's write-back",
                 after()

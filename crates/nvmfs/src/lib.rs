@@ -9,6 +9,7 @@ pub mod error;
 pub mod experiment;
 pub mod fs;
 pub mod fuse;
+pub mod fusectl;
 pub mod layout;
 pub mod lru;
 pub mod nilfs;
