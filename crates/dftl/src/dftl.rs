@@ -17,8 +17,8 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation, translation_crc, Checkpoint, OobRecord, Reservation, Seal, KIND_DATA,
-    KIND_TRANSLATION, OOB_BYTES,
+    decode_translation, translation_crc, Checkpoint, CheckpointView, OobRecord, Reservation, Seal,
+    KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
@@ -715,28 +715,21 @@ impl Dftl {
             .filter_map(|(s, c)| self.space.pool.open_block(s, ChipId(c)))
             .collect();
         self.ckpt_seq += 1;
-        let ck = Checkpoint {
+        let reserved: Vec<Vec<BlockId>> = self
+            .reserved
+            .iter()
+            .map(|q| q.iter().copied().collect())
+            .collect();
+        let ck = CheckpointView {
             ckpt_seq: self.ckpt_seq,
             seq: self.seq + 1,
             log_seq: self.log_seq,
             log_block: log_pos.0,
             log_page: log_pos.1,
-            gtd: self.gtd.clone(),
-            reserved: self
-                .reserved
-                .iter()
-                .map(|q| q.iter().copied().collect())
-                .collect(),
-            open,
-            used: Checkpoint::bitmap(
-                g.blocks(),
-                (0..g.blocks()).map(BlockId).filter(|&b| {
-                    !matches!(
-                        self.space.pool.state(b),
-                        BlockState::Free | BlockState::Reserved
-                    )
-                }),
-            ),
+            gtd: &self.gtd,
+            reserved: &reserved,
+            open: &open,
+            used: &self.space.pool.in_use_bitmap(),
         };
         let payload = ck.encode();
         let slot = (self.ckpt_seq % 2) as usize;

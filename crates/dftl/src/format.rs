@@ -242,6 +242,55 @@ pub struct Checkpoint {
     pub used: Vec<u8>,
 }
 
+/// A checkpoint to encode that borrows the FTL's tables: the GTD (12 bytes per translation
+/// page, 3 MB at 1 TB) and the block bitmap are the bulk of it and grow with the device, so
+/// writing a checkpoint copies them once, into the encoded bytes. Same fields as
+/// [`Checkpoint`].
+pub struct CheckpointView<'a> {
+    pub ckpt_seq: u64,
+    pub seq: u64,
+    pub log_seq: u64,
+    pub log_block: u32,
+    pub log_page: u32,
+    pub gtd: &'a [(Ppn, u64)],
+    pub reserved: &'a [Vec<BlockId>],
+    pub open: &'a [(BlockId, u32)],
+    pub used: &'a [u8],
+}
+
+impl CheckpointView<'_> {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.gtd.len() * 12 + self.used.len());
+        out.extend(b"DFTLCKPT");
+        for v in [self.ckpt_seq, self.seq, self.log_seq] {
+            out.extend(v.to_le_bytes());
+        }
+        for v in [
+            self.log_block,
+            self.log_page,
+            self.gtd.len() as u32,
+            self.reserved.len() as u32,
+            self.open.len() as u32,
+        ] {
+            out.extend(v.to_le_bytes());
+        }
+        let at = out.len();
+        out.resize(at + self.gtd.len() * 12, 0);
+        for (entry, (p, s)) in out[at..].chunks_exact_mut(12).zip(self.gtd) {
+            entry[..4].copy_from_slice(&p.0.to_le_bytes());
+            entry[4..].copy_from_slice(&s.to_le_bytes());
+        }
+        put_lists(&mut out, self.reserved);
+        for (b, n) in self.open {
+            out.extend(b.0.to_le_bytes());
+            out.extend(n.to_le_bytes());
+        }
+        out.extend((self.used.len() as u32 * 8).to_le_bytes());
+        out.extend(self.used);
+        out
+    }
+}
+
 impl Checkpoint {
     /// Whether block `b` was in use (not free) at checkpoint time.
     pub fn was_used(&self, b: BlockId) -> bool {
@@ -260,33 +309,24 @@ impl Checkpoint {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.gtd.len() * 12);
-        out.extend(b"DFTLCKPT");
-        for v in [self.ckpt_seq, self.seq, self.log_seq] {
-            out.extend(v.to_le_bytes());
-        }
-        for v in [
-            self.log_block,
-            self.log_page,
-            self.gtd.len() as u32,
-            self.reserved.len() as u32,
-            self.open.len() as u32,
-        ] {
-            out.extend(v.to_le_bytes());
-        }
-        for (p, s) in &self.gtd {
-            out.extend(p.0.to_le_bytes());
-            out.extend(s.to_le_bytes());
-        }
-        put_lists(&mut out, &self.reserved);
-        for (b, n) in &self.open {
-            out.extend(b.0.to_le_bytes());
-            out.extend(n.to_le_bytes());
-        }
-        out.extend((self.used.len() as u32 * 8).to_le_bytes());
-        out.extend(&self.used);
-        out
+        self.view().encode()
     }
+
+    /// The checkpoint as a [`CheckpointView`] of its own tables.
+    pub fn view(&self) -> CheckpointView<'_> {
+        CheckpointView {
+            ckpt_seq: self.ckpt_seq,
+            seq: self.seq,
+            log_seq: self.log_seq,
+            log_block: self.log_block,
+            log_page: self.log_page,
+            gtd: &self.gtd,
+            reserved: &self.reserved,
+            open: &self.open,
+            used: &self.used,
+        }
+    }
+
     pub fn decode(b: &[u8], blocks: u32) -> Result<Checkpoint, CorruptRecord> {
         let mut r = Reader::new(b);
         r.magic(b"DFTLCKPT", "checkpoint")?;

@@ -62,6 +62,10 @@ pub struct BlockPool {
     /// room[stream][chip]: the chip has an open block for the stream or a free block (kept in
     /// step with `open` and `free` by `refresh_room`; checked by `check_invariants`).
     room: Vec<Vec<bool>>,
+    /// Bit `b` (word `b / 64`): block `b` is in use, neither free nor reserved (kept in step with
+    /// `state` by `set_state`; checked by `check_invariants`). A checkpoint records it: copying
+    /// it is cheaper than walking every block's state (4 M blocks at 1 TB).
+    in_use: Vec<u64>,
 }
 
 impl BlockPool {
@@ -96,9 +100,28 @@ impl BlockPool {
             opened: 0,
             pending_free_at: vec![0; chips],
             room: vec![vec![true; chips]; streams],
+            in_use: vec![0; geometry.blocks().div_ceil(64) as usize],
         };
         (0..chips).for_each(|c| pool.refresh_room(c));
         pool
+    }
+
+    /// Sets a block's state and its in-use bit.
+    fn set_state(&mut self, block: BlockId, state: BlockState) {
+        let b = block.0 as usize;
+        self.state[b] = state;
+        let used = !matches!(state, BlockState::Free | BlockState::Reserved);
+        let (word, bit) = (&mut self.in_use[b / 64], 1u64 << (b % 64));
+        *word = if used { *word | bit } else { *word & !bit };
+    }
+
+    /// Bit `b % 8` of byte `b / 8` set: block `b` is in use (neither free nor reserved), one bit
+    /// per block in `blocks().div_ceil(8)` bytes.
+    pub fn in_use_bitmap(&self) -> Vec<u8> {
+        let bytes = self.blocks().div_ceil(8) as usize;
+        let mut out: Vec<u8> = self.in_use.iter().flat_map(|w| w.to_le_bytes()).collect();
+        out.truncate(bytes);
+        out
     }
 
     /// Recomputes whether `chip` has room for each stream (after its queue or an open block
@@ -123,6 +146,7 @@ impl BlockPool {
             + open
             + room
             + vec_bytes(&self.pending_free_at)
+            + vec_bytes(&self.in_use)
     }
 
     pub fn blocks(&self) -> u32 {
@@ -218,7 +242,7 @@ impl BlockPool {
         if opened {
             let block = self.take_free(chip, |q| q.pop_front())?;
             debug_assert_eq!(self.state[block.0 as usize], BlockState::Free);
-            self.state[block.0 as usize] = BlockState::Open(stream as u8);
+            self.set_state(block, BlockState::Open(stream as u8));
             self.opened += 1;
             self.opened_at[block.0 as usize] = self.opened;
             self.open[stream][chip.0 as usize] = Some((block, 0));
@@ -229,7 +253,7 @@ impl BlockPool {
         let filled = next + 1 == ppb;
         if filled {
             *slot = None;
-            self.state[block.0 as usize] = BlockState::Full;
+            self.set_state(block, BlockState::Full);
         } else {
             *slot = Some((block, next + 1));
         }
@@ -245,14 +269,14 @@ impl BlockPool {
         let chip = self.geometry.chip_of_block(block);
         self.take_free(chip, |q| q.remove(q.iter().position(|&b| b == block)?));
         if let Some((old, _)) = self.open[stream][chip.0 as usize].take() {
-            self.state[old.0 as usize] = BlockState::Full;
+            self.set_state(old, BlockState::Full);
         }
         self.opened += 1;
         self.opened_at[block.0 as usize] = self.opened;
         if next_page >= self.geometry.pages_per_block {
-            self.state[block.0 as usize] = BlockState::Full;
+            self.set_state(block, BlockState::Full);
         } else {
-            self.state[block.0 as usize] = BlockState::Open(stream as u8);
+            self.set_state(block, BlockState::Open(stream as u8));
             self.open[stream][chip.0 as usize] = Some((block, next_page));
         }
         self.refresh_room(chip.0 as usize);
@@ -267,15 +291,15 @@ impl BlockPool {
                 stream[chip.0 as usize] = None;
             }
         }
-        self.state[block.0 as usize] = BlockState::Full;
+        self.set_state(block, BlockState::Full);
         self.refresh_room(chip.0 as usize);
     }
 
     /// Closes every open block of `stream` (the rest of each block is skipped).
     pub fn close_stream(&mut self, stream: usize) {
-        for slot in self.open[stream].iter_mut() {
-            if let Some((block, _)) = slot.take() {
-                self.state[block.0 as usize] = BlockState::Full;
+        for chip in 0..self.open[stream].len() {
+            if let Some((block, _)) = self.open[stream][chip].take() {
+                self.set_state(block, BlockState::Full);
             }
         }
         (0..self.room[stream].len()).for_each(|c| self.refresh_room(c));
@@ -289,7 +313,7 @@ impl BlockPool {
             "only a full block can be released after erase (state {:?})",
             self.state[i]
         );
-        self.state[i] = BlockState::Free;
+        self.set_state(block, BlockState::Free);
         let chip = self.geometry.chip_of_block(block).0 as usize;
         let q = &mut self.free[chip];
         let was_empty = q.is_empty();
@@ -348,6 +372,15 @@ impl BlockPool {
                 "free count {} differs from queued {n}",
                 self.free_total
             ));
+        }
+        for (b, &state) in self.state.iter().enumerate() {
+            let used = !matches!(state, BlockState::Free | BlockState::Reserved);
+            if (self.in_use[b / 64] >> (b % 64)) & 1 != used as u64 {
+                return Err(crate::violation!(
+                    "block {b} in state {state:?} has in-use bit {}",
+                    !used
+                ));
+            }
         }
         let free_states = self
             .state
@@ -545,6 +578,73 @@ mod tests {
             }
             pool.check_invariants().unwrap();
         }
+    }
+
+    /// The in-use bitmap a checkpoint records, kept on every state change, equals one computed
+    /// from the blocks' states (reserved blocks, adoption and marking as recovery does them,
+    /// opening, filling, closing, release).
+    #[test]
+    fn the_in_use_bitmap_follows_every_state_change() {
+        use rand::{RngExt, SeedableRng};
+        let mut config = DeviceConfig::preset("small").unwrap();
+        config.geometry.channels = 2;
+        config.geometry.chips_per_channel = 3;
+        config.geometry.blocks_per_chip = 13;
+        config.geometry.pages_per_block = 2;
+        let geometry = config.geometry.clone();
+        let mut pool = BlockPool::new(&geometry, 2, |b| b.0 % 7 == 3);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let in_state = |pool: &BlockPool, pick: fn(BlockState) -> bool| -> Vec<BlockId> {
+            (0..geometry.blocks())
+                .map(BlockId)
+                .filter(|&b| pick(pool.state(b)))
+                .collect()
+        };
+        for step in 0..4_000 {
+            let stream = rng.random_range(0..2);
+            let chip = ChipId(rng.random_range(0..geometry.chips()));
+            match rng.random_range(0..12) {
+                0 => {
+                    let full = in_state(&pool, |s| s == BlockState::Full);
+                    if let Some(&b) = full.get(rng.random_range(0..full.len().max(1))) {
+                        pool.release(b);
+                    }
+                }
+                1 => pool.close_stream(stream),
+                2 | 3 => {
+                    let free = in_state(&pool, |s| s == BlockState::Free);
+                    if let Some(&b) = free.get(rng.random_range(0..free.len().max(1))) {
+                        match rng.random_range(0..2) {
+                            0 => pool.mark_full(b),
+                            _ => pool.adopt_open(stream, b, rng.random_range(0..3)),
+                        }
+                    }
+                }
+                _ => {
+                    let _ = pool.allocate_on(stream, chip);
+                }
+            }
+            let used = in_state(&pool, |s| {
+                !matches!(s, BlockState::Free | BlockState::Reserved)
+            });
+            let want = bitmap(geometry.blocks(), &used);
+            assert_eq!(pool.in_use_bitmap(), want, "step {step}");
+            pool.check_invariants().unwrap();
+        }
+        pool.in_use[0] ^= 1 << 3;
+        let err = pool.check_invariants().unwrap_err();
+        assert!(
+            err.to_string().contains("block 3 in state Reserved"),
+            "{err}"
+        );
+    }
+
+    fn bitmap(blocks: u32, used: &[BlockId]) -> Vec<u8> {
+        let mut v = vec![0u8; blocks.div_ceil(8) as usize];
+        for b in used {
+            v[(b.0 / 8) as usize] |= 1 << (b.0 % 8);
+        }
+        v
     }
 
     #[test]
