@@ -525,18 +525,24 @@ mod tests {
         assert_eq!(chip_of_next(&mut pool, &flash), None);
     }
 
+    /// Six chips on two channels, two pages per block: blocks fill, and chips run out of room,
+    /// within a few operations.
+    fn churn_config(blocks_per_chip: u32) -> DeviceConfig {
+        let mut config = DeviceConfig::preset("small").unwrap();
+        config.geometry.channels = 2;
+        config.geometry.chips_per_channel = 3;
+        config.geometry.blocks_per_chip = blocks_per_chip;
+        config.geometry.pages_per_block = 2;
+        config
+    }
+
     /// Against the rule written plainly: each allocation goes to the chip with room whose time
     /// is least, ties to the first from the stream's cursor, over random times, two streams,
     /// blocks filling, released and closed.
     #[test]
     fn the_chip_choice_matches_the_rule_under_random_churn() {
         use rand::{RngExt, SeedableRng};
-        let mut config = DeviceConfig::preset("small").unwrap();
-        config.geometry.channels = 2;
-        config.geometry.chips_per_channel = 3;
-        config.geometry.blocks_per_chip = 3;
-        config.geometry.pages_per_block = 2;
-        let flash = Flash::in_memory(config, 16, true);
+        let flash = Flash::in_memory(churn_config(3), 16, true);
         let geometry = flash.geometry().clone();
         let chips = geometry.chips() as usize;
         let mut pool = BlockPool::new(&geometry, 2, |_| false);
@@ -586,12 +592,7 @@ mod tests {
     #[test]
     fn the_in_use_bitmap_follows_every_state_change() {
         use rand::{RngExt, SeedableRng};
-        let mut config = DeviceConfig::preset("small").unwrap();
-        config.geometry.channels = 2;
-        config.geometry.chips_per_channel = 3;
-        config.geometry.blocks_per_chip = 13;
-        config.geometry.pages_per_block = 2;
-        let geometry = config.geometry.clone();
+        let geometry = churn_config(13).geometry;
         let mut pool = BlockPool::new(&geometry, 2, |b| b.0 % 7 == 3);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let in_state = |pool: &BlockPool, pick: fn(BlockState) -> bool| -> Vec<BlockId> {
