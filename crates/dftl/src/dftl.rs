@@ -729,7 +729,7 @@ impl Dftl {
             gtd: &self.gtd,
             reserved: &reserved,
             open: &open,
-            used: &self.space.pool.in_use_bitmap(),
+            used: self.space.pool.in_use_bitmap(),
         };
         let payload = ck.encode();
         let slot = (self.ckpt_seq % 2) as usize;

@@ -76,11 +76,12 @@ fn unescape(field: &str) -> String {
 /// Aborts the connection of every FUSE mount at or under `under` (mounting fusectl first if
 /// it is not mounted): the mounts aborted, or why not. Needs root.
 pub fn abort_fuse_mounts_under(under: &Path) -> std::io::Result<Vec<FuseMount>> {
-    let mounts = fuse_mounts_in(&std::fs::read_to_string("/proc/self/mountinfo")?, under);
+    let table = std::fs::read_to_string("/proc/self/mountinfo")?;
+    let mounts = fuse_mounts_in(&table, under);
     if mounts.is_empty() {
         return Ok(mounts);
     }
-    ensure_fusectl()?;
+    ensure_fusectl(&table)?;
     for m in &mounts {
         let abort = Path::new(CONNECTIONS)
             .join(m.connection.to_string())
@@ -91,14 +92,12 @@ pub fn abort_fuse_mounts_under(under: &Path) -> std::io::Result<Vec<FuseMount>> 
     Ok(mounts)
 }
 
-/// Mounts fusectl at [`CONNECTIONS`] unless it is there already.
-fn ensure_fusectl() -> std::io::Result<()> {
-    let mounted = std::fs::read_to_string("/proc/self/mountinfo")?
-        .lines()
-        .any(|l| {
-            l.split_once(" - ")
-                .is_some_and(|(_, r)| r.starts_with("fusectl "))
-        });
+/// Mounts fusectl at [`CONNECTIONS`] unless the mountinfo `table` shows it there already.
+fn ensure_fusectl(table: &str) -> std::io::Result<()> {
+    let mounted = table.lines().any(|l| {
+        l.split_once(" - ")
+            .is_some_and(|(_, r)| r.starts_with("fusectl "))
+    });
     if mounted {
         return Ok(());
     }
