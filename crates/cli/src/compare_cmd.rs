@@ -85,7 +85,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         }),
     };
     let results = compare::run(&ctx, &args.only)?;
-    let header = header(scale, args.seed);
+    let header = header(scale, args.seed, args.resume);
     compare::write_report(&args.out, &header, &results)?;
     for r in &results {
         for s in &r.skipped {
@@ -101,10 +101,17 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn header(scale: compare::Scale, seed: u64) -> String {
+/// The report's opening. With `--resume` a long experiment may take runs from its run log
+/// (measured by an earlier invocation): the header says so, and the section says how many.
+fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
     let names: Vec<&str> = crate::designs::all().iter().map(|d| d.name).collect();
+    let measured = if resume {
+        "Every number below was measured by this binary: in this run, or (`--resume`) taken from a run log an earlier invocation with the same settings wrote, as each section's description says"
+    } else {
+        "Every number below was measured in this run"
+    };
     format!(
-        "# mobius compare — the papers' experiments, side by side\n\nScale `{}`, seed {}. Designs built: {}. Every number below was measured in this run (simulated time unless stated); the papers' values are quoted as the papers'. Reproduce with `mobius compare --scale {} --seed {}`.",
+        "# mobius compare — the papers' experiments, side by side\n\nScale `{}`, seed {}. Designs built: {}. {measured} (simulated time unless stated); the papers' values are quoted as the papers'. Reproduce with `mobius compare --scale {} --seed {}`.",
         scale.name(), seed, names.join(", "), scale.name(), seed
     )
 }
@@ -124,7 +131,8 @@ fn print_summary(verdicts: &[compare::Verdict], out: &std::path::Path) {
 
 /// `--assemble`: the report from the parts the Dask tasks wrote.
 fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
-    let (verdicts, missing) = compare::assemble_report(&args.out, &header(scale, args.seed), ids)?;
+    let (verdicts, missing) =
+        compare::assemble_report(&args.out, &header(scale, args.seed, args.resume), ids)?;
     if !missing.is_empty() {
         anyhow::bail!(
             "no output from experiment(s) {} under {}",
@@ -163,4 +171,19 @@ fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyho
         anyhow::bail!("the Dask run of the experiments failed ({status})");
     }
     assemble(args, scale, ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_says_when_runs_may_come_from_a_run_log() {
+        let fresh = header(compare::Scale::Quick, 1, false);
+        assert!(fresh.contains("Every number below was measured in this run"));
+        assert!(!fresh.contains("--resume"));
+        let resumed = header(compare::Scale::Quick, 1, true);
+        assert!(!resumed.contains("measured in this run ("));
+        assert!(resumed.contains("run log"), "{resumed}");
+    }
 }
