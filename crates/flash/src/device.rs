@@ -147,6 +147,11 @@ impl Flash {
     pub fn chip_free_times(&self) -> &[u64] {
         self.timeline.chip_free_times()
     }
+    /// The host's clock has reached `ns`: no operation issued from now on starts before it
+    /// ([`Timeline::raise_floor`]; the host layer calls it with each request's instant).
+    pub fn raise_time_floor(&mut self, ns: u64) {
+        self.timeline.raise_floor(ns);
+    }
     /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`).
     pub fn start_clock_at(&mut self, ns: u64) {
         self.timeline.advance_all_to(ns);

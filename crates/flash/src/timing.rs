@@ -61,6 +61,8 @@ pub struct Span {
 pub struct Timeline {
     chip_free_ns: Vec<u64>,
     channels: Vec<Bookings>,
+    /// No operation starts before this instant ([`Timeline::raise_floor`]).
+    floor_ns: u64,
 }
 
 /// Booked intervals of one shared resource (a channel, a host link's direction), sorted by
@@ -143,7 +145,19 @@ impl Timeline {
         Timeline {
             chip_free_ns: vec![0; chips as usize],
             channels: vec![Bookings::default(); channels.max(1) as usize],
+            floor_ns: 0,
         }
+    }
+
+    /// The host's clock: every later operation is issued at or after `ns` (a host never
+    /// issues a request in its past, and a design's operations start no earlier than the call
+    /// that issues them; an operation asked to start earlier starts at `ns`). Channel bookings
+    /// that end by then can go even while a chip on the channel sits idle with an old
+    /// busy-until time (a chip without free blocks while GC is behind): without it such a chip
+    /// held every later booking of its channel, hundreds of them (docs/performance.md, tenth
+    /// round). Never lowers the floor.
+    pub fn raise_floor(&mut self, ns: u64) {
+        self.floor_ns = self.floor_ns.max(ns);
     }
 
     fn channel(&self, chip: u32) -> usize {
@@ -167,7 +181,8 @@ impl Timeline {
     }
 
     /// Every later operation on a chip of channel `ch` starts at or after the least busy-until
-    /// time of those chips, so channel bookings ending before it can go. Forgetting them only
+    /// time of those chips and at or after the floor, so channel bookings ending before the
+    /// later of the two can go. Forgetting them only
     /// saves work ([`Bookings::book`] finds the same gap with them), so a short list is left.
     fn prune_channel(&mut self, ch: usize) {
         if self.channels[ch].busy.len() <= PRUNE_ABOVE {
@@ -181,14 +196,24 @@ impl Timeline {
             .step_by(n)
             .copied()
             .min()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(self.floor_ns);
         self.channels[ch].prune(floor);
+    }
+
+    /// When an operation on `chip` asked to start at `not_before` may start: after what the
+    /// chip was given before it (FIFO) and not before the floor.
+    #[inline]
+    fn ready(&self, chip: u32, not_before: u64) -> u64 {
+        not_before
+            .max(self.floor_ns)
+            .max(self.chip_free_ns[chip as usize])
     }
 
     pub fn schedule_read(&mut self, chip: u32, not_before: u64, t: &Timing, bytes: u64) -> Span {
         let ch = self.channel(chip);
         self.prune_channel(ch);
-        let start = not_before.max(self.chip_free_ns[chip as usize]);
+        let start = self.ready(chip, not_before);
         let sensed = start + t.read_ns;
         let length = t.transfer_ns(bytes);
         let end = self.channels[ch].book(sensed, length) + length;
@@ -202,7 +227,7 @@ impl Timeline {
     pub fn schedule_program(&mut self, chip: u32, not_before: u64, t: &Timing, bytes: u64) -> Span {
         let ch = self.channel(chip);
         self.prune_channel(ch);
-        let ready = not_before.max(self.chip_free_ns[chip as usize]);
+        let ready = self.ready(chip, not_before);
         let length = t.transfer_ns(bytes);
         let start = self.channels[ch].book(ready, length);
         let end = start + length + t.program_ns;
@@ -214,7 +239,7 @@ impl Timeline {
     }
 
     pub fn schedule_erase(&mut self, chip: u32, not_before: u64, t: &Timing) -> Span {
-        let start = not_before.max(self.chip_free_ns[chip as usize]);
+        let start = self.ready(chip, not_before);
         let end = start + t.erase_ns;
         self.chip_free_ns[chip as usize] = end;
         Span {
@@ -332,12 +357,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// A whole timeline (which prunes its channels only when their lists grow, and books
-        /// at the end without a search when it can) against a model with no shortcuts: chips
-        /// in FIFO order, each channel a bitmap of busy nanoseconds.
+        /// A whole timeline (which prunes its channels only when their lists grow, by its chips'
+        /// times and by the host's floor, and books at the end without a search when it can)
+        /// against a model with no shortcuts: chips in FIFO order, nothing starting before the
+        /// floor, each channel a bitmap of busy nanoseconds that forgets nothing.
         #[test]
         fn a_timeline_matches_its_model(
-            ops in proptest::collection::vec((0u32..4, 0u64..300, 0u8..3), 1..200)
+            ops in proptest::collection::vec((0u32..4, 0u64..300, 0u8..4), 1..200)
         ) {
             let t = Timing { read_ns: 7, program_ns: 20, erase_ns: 30, bus_mb_s: 1000 };
             let (chips, channels, bytes) = (4usize, 2usize, 5u64);
@@ -352,9 +378,17 @@ mod tests {
                 (start..start + length).for_each(|n| bus[n as usize] = true);
                 start
             };
+            let mut floor = 0u64;
             for (chip, not_before, kind) in ops {
+                if kind == 3 {
+                    // The host's clock: an idle chip's old busy-until time no longer holds
+                    // its channel's bookings.
+                    floor = floor.max(not_before);
+                    tl.raise_floor(not_before);
+                    continue;
+                }
                 let c = chip as usize;
-                let ready = not_before.max(chip_free[c]);
+                let ready = not_before.max(floor).max(chip_free[c]);
                 let expected = match kind {
                     0 => {
                         let start = book(&mut bus[c % channels], ready);
@@ -375,6 +409,35 @@ mod tests {
                 chip_free[c] = expected.end_ns;
             }
         }
+    }
+
+    #[test]
+    fn nothing_starts_before_the_floor_and_an_idle_chip_does_not_hold_its_channel() {
+        let t = timing();
+        let xfer = t.transfer_ns(4096);
+        let mut tl = Timeline::new(2, 1); // chip 1 stays idle at 0 throughout
+        for _ in 0..4 * PRUNE_ABOVE {
+            tl.schedule_program(0, 0, &t, 4096);
+        }
+        let held = tl.channels[0].busy.len();
+        assert!(
+            held > PRUNE_ABOVE,
+            "chip 1's time 0 keeps every booking: {held}"
+        );
+        let floor = tl.chip_free_ns(0) - t.program_ns;
+        tl.raise_floor(floor);
+        tl.raise_floor(floor / 2); // never lowered
+        let late = tl.schedule_program(1, 0, &t, 4096);
+        assert_eq!(late.start_ns, floor, "asked for 0, starts at the floor");
+        assert!(
+            tl.channels[0].busy.len() < held,
+            "bookings that ended before the floor were forgotten: {:?}",
+            tl.channels[0].busy
+        );
+        let e = tl.schedule_erase(1, 0, &t);
+        assert_eq!(e.start_ns, late.end_ns);
+        let r = tl.schedule_read(0, 0, &t, 4096);
+        assert!(r.start_ns >= floor && r.end_ns >= r.start_ns + t.read_ns + xfer);
     }
 
     #[test]

@@ -200,7 +200,10 @@ impl<D: DeviceHandle> Host<D> {
     /// The instant a request arriving at `arrival_ns` is handed to the design.
     fn at(&mut self, arrival_ns: u64) -> u64 {
         self.clock_ns = self.clock_ns.max(arrival_ns);
-        self.clock_ns
+        // The flash's timing model may forget what ends before the host's clock.
+        let clock = self.clock_ns;
+        self.device_mut().flash_mut().raise_time_floor(clock);
+        clock
     }
 
     /// Fail-stop: after an I/O error on the image nothing may change the device.
