@@ -97,20 +97,24 @@ impl Bookings {
             }
         }
         // First interval starting after `ready`; the one before it may still cover `ready`.
-        let after = self.busy.partition_point(|&(s, _)| s <= ready);
+        let mut next = self.busy.partition_point(|&(s, _)| s <= ready);
         let mut start = ready;
-        if after > 0 {
-            start = start.max(self.busy[after - 1].1);
+        if next > 0 {
+            start = start.max(self.busy[next - 1].1);
         }
-        for &(s, e) in self.busy.range(after..) {
+        // Past every interval that leaves no gap of `length` before it. Each one passed starts
+        // at or before `start` and the one stopped at after it, so `next` ends as the first
+        // interval starting after `start`: where the new one goes.
+        while let Some(&(s, e)) = self.busy.get(next) {
             if s >= start + length {
                 break;
             }
             start = start.max(e);
+            next += 1;
         }
         let end = start + length;
         // Coalesce with the interval ending exactly at `start` and the one starting at `end`.
-        let next = self.busy.partition_point(|&(s, _)| s <= start);
+        debug_assert_eq!(next, self.busy.partition_point(|&(s, _)| s <= start));
         let joins_prev = next > 0 && self.busy[next - 1].1 == start;
         let joins_next = next < self.busy.len() && self.busy[next].0 == end;
         match (joins_prev, joins_next) {
