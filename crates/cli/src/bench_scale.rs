@@ -22,7 +22,8 @@ pub struct BenchScaleArgs {
     /// Preset whose geometry is scaled (its blocks per chip change).
     #[arg(long, default_value = "jasmine")]
     pub preset: String,
-    /// Raw device sizes, comma-separated, K/M/G/T suffixes.
+    /// Raw device sizes, comma-separated, K/M/G/T suffixes. A size may repeat: it is measured
+    /// each time, and the slowdown takes its median.
     #[arg(long, default_value = "1G,8G,64G,256G,1T", value_delimiter = ',')]
     pub sizes: Vec<String>,
     /// Workload (the same at every size).
@@ -100,11 +101,28 @@ pub fn run(args: &BenchScaleArgs) -> anyhow::Result<()> {
 }
 
 /// A rate of the random writes (`rate`: programs or requests per wall second) at the smallest
-/// size over that at the largest (1 = no slowdown).
+/// size over that at the largest (1 = no slowdown). A size named more than once in `--sizes`
+/// is measured each time and counts with its median: on a machine whose speed drifts, the
+/// cheap smallest size can be run several times around the largest one
+/// (`--sizes 1G,1G,1G,8G,64G,256G,1T,1G,1G,1G`).
 pub fn slowdown(points: &[ScalePoint], rate: impl Fn(&ScalePoint) -> f64) -> Option<f64> {
-    let smallest = points.iter().min_by_key(|p| p.raw_bytes)?;
-    let largest = points.iter().max_by_key(|p| p.raw_bytes)?;
-    Some(rate(smallest) / rate(largest).max(1e-9))
+    let smallest = points.iter().map(|p| p.raw_bytes).min()?;
+    let largest = points.iter().map(|p| p.raw_bytes).max()?;
+    let median_at = |bytes: u64| {
+        let mut v: Vec<f64> = points
+            .iter()
+            .filter(|p| p.raw_bytes == bytes)
+            .map(&rate)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    Some(median_at(smallest) / median_at(largest).max(1e-9))
 }
 
 /// The preset's geometry with `blocks_per_chip` set to give `size`.
@@ -225,7 +243,7 @@ fn print_table(points: &[ScalePoint], per_program: Option<f64>, per_request: Opt
     for (what, s) in [("per program", per_program), ("per request", per_request)] {
         if let Some(s) = s {
             println!(
-                "slowdown smallest -> largest, {what}: {s:.2}x ({} the 2x goal)",
+                "slowdown smallest -> largest, {what} (medians of repeated sizes): {s:.2}x ({} the 2x goal)",
                 if s <= 2.0 { "within" } else { "beyond" }
             );
         }
@@ -254,6 +272,25 @@ mod tests {
         assert_eq!(points[0].requests_per_wall_s, 2000.0);
         assert_eq!(points[0].rss_bytes_per_page, 40.0);
         assert_eq!(slowdown(&[], |p| p.programs_per_wall_s), None);
+    }
+
+    #[test]
+    fn a_size_measured_several_times_counts_with_its_median() {
+        let points = [
+            point("1G", 1e6),
+            point("1G", 9e6),
+            point("1T", 1e6),
+            point("1G", 3e6),
+        ];
+        // The median 3e6, not the first run's 1e6 nor the mean 4.33e6.
+        assert_eq!(slowdown(&points, |p| p.programs_per_wall_s), Some(3.0));
+        let even = [
+            point("1G", 2e6),
+            point("1G", 4e6),
+            point("1T", 1e6),
+            point("1T", 2e6),
+        ];
+        assert_eq!(slowdown(&even, |p| p.programs_per_wall_s), Some(2.0));
     }
 
     #[test]
