@@ -279,19 +279,19 @@ fn add_recovery_keys(obj: &mut serde_json::Map<String, serde_json::Value>, r: &R
     }
 }
 
-/// The process's peak resident set (VmHWM in /proc/self/status), in bytes; `None` where the
-/// kernel does not report it.
 /// Hands the memory the power cut freed (the design's RAM state) back to the system before
 /// recovery builds the new state. mimalloc returns freed pages after a delay, so without this
 /// the old state's pages could still be resident while recovery allocates, and the peak would
-/// count both (10–25 MB at 64 GB; docs/performance.md, "Peak RSS"). The allocator's own
-/// bookkeeping only: what the run allocated and measured is unchanged.
+/// count both (10–25 MB at 64 GB; docs/performance.md, "The peak after the power cut"). The
+/// allocator's own bookkeeping only: what the run allocated and measured is unchanged.
 fn return_freed_memory() {
     // SAFETY: `mi_collect` takes no pointers and may be called at any time; under another
     // global allocator (the tests') it only tidies mimalloc's own empty heap.
     unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
+/// The process's peak resident set (VmHWM in /proc/self/status), in bytes; `None` where the
+/// kernel does not report it.
 fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

@@ -149,6 +149,7 @@ impl Flash {
     }
     /// The host's clock has reached `ns`: no operation issued from now on starts before it
     /// ([`Timeline::raise_floor`]; the host layer calls it with each request's instant).
+    #[inline]
     pub fn raise_time_floor(&mut self, ns: u64) {
         self.timeline.raise_floor(ns);
     }
