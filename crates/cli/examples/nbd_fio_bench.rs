@@ -24,6 +24,7 @@
 //! otherwise. `--connections N` passes `-C N` to nbdfuse for both servers: `--connections 1`
 //! compares an ordered design (OPTR) with nbdkit on equal terms.
 
+use mobius_cli::bench_scale::median;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -265,16 +266,6 @@ fn run_nbdkit(o: &Opts, dir: &Path, size: u64) -> Vec<f64> {
         .collect();
     drop(nbdkit);
     theirs
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
 }
 
 fn main() {

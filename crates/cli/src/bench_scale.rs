@@ -109,20 +109,26 @@ pub fn slowdown(points: &[ScalePoint], rate: impl Fn(&ScalePoint) -> f64) -> Opt
     let smallest = points.iter().map(|p| p.raw_bytes).min()?;
     let largest = points.iter().map(|p| p.raw_bytes).max()?;
     let median_at = |bytes: u64| {
-        let mut v: Vec<f64> = points
-            .iter()
-            .filter(|p| p.raw_bytes == bytes)
-            .map(&rate)
-            .collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
+        median(
+            points
+                .iter()
+                .filter(|p| p.raw_bytes == bytes)
+                .map(&rate)
+                .collect(),
+        )
     };
     Some(median_at(smallest) / median_at(largest).max(1e-9))
+}
+
+/// The median of `xs` (the mean of the middle two for an even count); `xs` must not be empty.
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
 }
 
 /// The preset's geometry with `blocks_per_chip` set to give `size`.
