@@ -187,8 +187,8 @@ impl Timeline {
 
     /// Every later operation on a chip of channel `ch` starts at or after the least busy-until
     /// time of those chips and at or after the floor, so channel bookings ending before the
-    /// later of the two can go. Forgetting them only
-    /// saves work ([`Bookings::book`] finds the same gap with them), so a short list is left.
+    /// later of the two can go. Forgetting them only saves work ([`Bookings::book`] finds the
+    /// same gap with them), so a short list is left.
     fn prune_channel(&mut self, ch: usize) {
         if self.channels[ch].busy.len() <= PRUNE_ABOVE {
             return;
@@ -431,9 +431,10 @@ mod tests {
         );
         let floor = tl.chip_free_ns(0) - t.program_ns;
         tl.raise_floor(floor);
-        tl.raise_floor(floor / 2); // never lowered
-                                   // Chip 1 still idle at 0: the next booking on the channel forgets every one that ended
-                                   // by the floor.
+        // Never lowered.
+        tl.raise_floor(floor / 2);
+        // Chip 1 still idle at 0: the next booking on the channel forgets every one that ended
+        // by the floor.
         tl.schedule_program(0, 0, &t, 4096);
         assert!(
             tl.channels[0].busy.iter().all(|&(_, e)| e > floor),
