@@ -97,6 +97,9 @@ fn ftl_err(e: FtlError) -> PyErr {
 
 /// The Python exception for an error of the command layer (unknown names, bad values, I/O).
 fn any_err(e: anyhow::Error) -> PyErr {
+    if e.is::<mobius_cli::crashtest_cmd::SoakOptionError>() {
+        return ConfigError::new_err(e.to_string());
+    }
     match e.downcast::<FtlError>() {
         Ok(f) => ftl_err(f),
         Err(e) => {

@@ -113,6 +113,10 @@ def test_bad_input_raises_typed_exceptions_not_crashes():
         mobius.open(params={"no_such_param": 1})
     with pytest.raises(mobius.ConfigError):
         mobius.bench("dftl", requests=10, no_such_option=3)
+    with pytest.raises(mobius.ConfigError):  # a soak would ignore them: refused, not dropped
+        mobius.crashtest("dftl", seeds=1, requests=100, crash_points=10)
+    with pytest.raises(mobius.ConfigError):
+        mobius.crashtest("all", preset="txflash", crash_points=10)
     with pytest.raises(mobius.ConfigError):
         mobius.open(ftl="dftl").begin()
     aw = mobius.open(ftl="atomic-write")

@@ -50,6 +50,28 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
+    /// The options given on the command line.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--workload", self.workload.is_some()),
+            ("--requests", self.requests.is_some()),
+            ("--request-pages", self.request_pages.is_some()),
+            ("--range-pages", self.range_pages.is_some()),
+            ("--qd", self.qd.is_some()),
+            ("--fill", self.fill.is_some()),
+            ("--warmup-requests", self.warmup_requests.is_some()),
+            ("--flush-every", self.flush_every.is_some()),
+            ("--read-fraction", self.read_fraction.is_some()),
+            ("--abort-fraction", self.abort_fraction.is_some()),
+            ("--locality-pages", self.locality_pages.is_some()),
+            ("--min-tx-pages", self.min_tx_pages.is_some()),
+            ("--trim-fraction", self.trim_fraction.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     pub fn resolve(&self, default_name: &str) -> anyhow::Result<WorkloadSpec> {
         let mut s = WorkloadSpec::named(self.workload.as_deref().unwrap_or(default_name))
             .map_err(anyhow::Error::msg)?;

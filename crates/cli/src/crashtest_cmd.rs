@@ -354,7 +354,52 @@ fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
         .collect()
 }
 
+/// Options given to a soak that it would not use (the Python binding raises `ConfigError`).
+#[derive(Debug)]
+pub struct SoakOptionError(String);
+
+impl std::fmt::Display for SoakOptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SoakOptionError {}
+
+/// A soak's options that it would not use, as an error rather than silently: without
+/// `--fixed` every seed chooses its own device and workload, and every cell runs tag-only on
+/// sampled instants, whatever the command line says.
+fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
+    if !args.fixed {
+        let varied: Vec<&str> = [args.device.given(), args.workload.given()].concat();
+        if !varied.is_empty() {
+            return Err(SoakOptionError(format!(
+                "a soak chooses the device and workload of each seed, so it would ignore {}: \
+                 add --fixed to run every seed on them",
+                varied.join(", ")
+            )));
+        }
+    }
+    let single: Vec<&str> = [
+        ("--exhaustive", args.exhaustive),
+        ("--full-data", args.full_data),
+        ("--replay-instant", args.replay_instant.is_some()),
+        ("--first-cut", args.first_cut.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect();
+    if !single.is_empty() {
+        return Err(SoakOptionError(format!(
+            "{} apply to a single campaign (one design, no --seeds), not to a soak",
+            single.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<SoakConfig> {
+    check_soak_options(args)?;
     let n = args.seeds.unwrap_or(1);
     let seeds = match args.seed {
         Some(s) => (0..n as u64).map(|i| s + i).collect(),

@@ -17,6 +17,21 @@ pub struct DeviceArgs {
 }
 
 impl DeviceArgs {
+    /// The options given on the command line (`--preset` when not the default `small`).
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        if self.preset != "small" {
+            given.push("--preset");
+        }
+        if self.config.is_some() {
+            given.push("--config");
+        }
+        if !self.overrides.is_empty() {
+            given.push("--set");
+        }
+        given
+    }
+
     pub fn resolve(&self) -> anyhow::Result<DeviceConfig> {
         let base = DeviceConfig::preset(&self.preset).map_err(anyhow::Error::msg)?;
         let text = match &self.config {

@@ -112,6 +112,56 @@ fn bad_soak_input_is_a_clear_error() {
     );
 }
 
+/// A soak chooses each seed's device and workload: a device or workload option given without
+/// `--fixed`, or an option of single campaigns, is refused by name instead of ignored (a soak
+/// asked for `--preset txflash` ran on its own 16 MB geometries and said nothing).
+#[test]
+fn a_soak_refuses_the_options_it_would_ignore() {
+    for (extra, named) in [
+        (&["--preset", "txflash"][..], "--preset"),
+        (&["--set", "geometry.channels=8"][..], "--set"),
+        (
+            &["--requests", "200", "--fill", "0.5"][..],
+            "--requests, --fill",
+        ),
+        (&["--workload", "randwrite"][..], "--workload"),
+    ] {
+        for ftl in ["dftl", "all"] {
+            let args = [&["crashtest", "--ftl", ftl, "--seeds", "1"][..], extra].concat();
+            let (ok, _, stderr) = mobius(&args);
+            assert!(
+                !ok && stderr.contains(named) && stderr.contains("--fixed"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    for flag in ["--exhaustive", "--full-data"] {
+        let (ok, _, stderr) = mobius(&["crashtest", "--ftl", "all", flag]);
+        assert!(
+            !ok && stderr.contains(flag) && stderr.contains("single campaign"),
+            "{flag}: {stderr}"
+        );
+    }
+    // With --fixed the soak runs on what was given.
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "dftl",
+        "--seeds",
+        "1",
+        "--fixed",
+        "--requests",
+        "200",
+        "--fill",
+        "0.5",
+        "--crash-points",
+        "20",
+        "--json",
+    ]);
+    let json = clean_soak(ok, &stdout, &stderr);
+    assert_eq!(json["seeds"], 1);
+}
+
 /// Möbius with its ALA striped over four chips (the default on devices with room for it, e.g.
 /// `jasmine`; `small` keeps one) on fresh seeds, with second lives: inodes programmed in parallel
 /// must leave every acknowledged transaction recoverable, through a cut during recovery too.
