@@ -35,7 +35,8 @@ pub struct CrashtestArgs {
     /// Soak: campaigns run at once (default: every core).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Soak: keep the given (or default) workload and preset for every seed instead of varying.
+    /// Soak: keep the given (or default) device and workload for every seed instead of varying
+    /// (without --workload, each design runs its own default workload).
     #[arg(long)]
     pub fixed: bool,
     /// Reduce a failing run to the smallest that still fails, and print its replay command.
@@ -409,15 +410,14 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
             s
         }
     };
-    let fixed = if args.fixed {
-        let d = designs
-            .first()
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("no design"))?;
-        let c = single_config(args, d)?;
-        Some((c.workload, c.device))
-    } else {
-        None
+    // Each design on its own default workload unless --workload names one for all of them
+    // (the first design's would be a workload the others may not run).
+    let fixed = match args.fixed {
+        true => designs
+            .iter()
+            .map(|d| single_config(args, d.clone()).map(|c| (c.workload, c.device)))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        false => Vec::new(),
     };
     Ok(SoakConfig {
         designs,

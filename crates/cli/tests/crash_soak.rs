@@ -162,6 +162,28 @@ fn a_soak_refuses_the_options_it_would_ignore() {
     assert_eq!(json["seeds"], 1);
 }
 
+/// A fixed soak of several designs runs each on its own default workload: it used to give every
+/// design the first one's, so `mobius,dftl` ran DFTL on Möbius's transactions, which it cannot
+/// serve, and failed every DFTL cell.
+#[test]
+fn a_fixed_soak_runs_each_design_on_its_own_workload() {
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius,dftl",
+        "--seeds",
+        "1",
+        "--fixed",
+        "--crash-points",
+        "20",
+        "--json",
+    ]);
+    let json = clean_soak(ok, &stdout, &stderr);
+    assert_eq!(json["designs"]["dftl"]["seeds"], 1);
+    assert_eq!(json["designs"]["mobius"]["seeds"], 1);
+    assert_eq!(json["failing_seeds"].as_array().map(Vec::len), Some(0));
+}
+
 /// Möbius with its ALA striped over four chips (the default on devices with room for it, e.g.
 /// `jasmine`; `small` keeps one) on fresh seeds, with second lives: inodes programmed in parallel
 /// must leave every acknowledged transaction recoverable, through a cut during recovery too.

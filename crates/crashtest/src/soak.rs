@@ -179,9 +179,10 @@ pub struct SoakConfig {
     pub vary: bool,
     /// When varying, draw only from these shapes (empty: every shape the design supports).
     pub shapes: Vec<Shape>,
-    /// The workload and device of every cell when `vary` is off (`None`: the design's default
-    /// workload on `small`, as `mobius crashtest`).
-    pub fixed: Option<(WorkloadSpec, DeviceConfig)>,
+    /// The workload and device of each design's cells when `vary` is off, one per design in the
+    /// order of `designs` (empty: each design's default workload on `small`, as `mobius
+    /// crashtest`).
+    pub fixed: Vec<(WorkloadSpec, DeviceConfig)>,
     /// Second lives per cell (see [`crate::second_life`]): cuts of life one after which the
     /// recovered device runs on and is cut again; each tries `crash_points / 4` instants.
     pub second_lives: usize,
@@ -286,7 +287,9 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
     let variant = if cfg.vary {
         Variant::choose(seed, caps, &cfg.shapes)
     } else {
-        let (workload, device) = cfg.fixed.clone().unwrap_or_else(|| {
+        let given = cfg.designs.iter().position(|d| d.name == design.name);
+        let fixed = given.and_then(|i| cfg.fixed.get(i)).cloned();
+        let (workload, device) = fixed.unwrap_or_else(|| {
             let mut w = WorkloadSpec::named(design.default_workload).expect("default workload");
             w.requests = BASE_REQUESTS;
             w.fill = 0.8;

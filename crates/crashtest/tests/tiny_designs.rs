@@ -545,7 +545,7 @@ fn a_soak_varies_the_parameter_sets_a_design_names() {
         jobs: 1,
         vary: true,
         shapes: Vec::new(),
-        fixed: None,
+        fixed: Vec::new(),
         second_lives: 0,
     };
     let bug =
