@@ -52,7 +52,7 @@ pub struct WorkloadArgs {
 impl WorkloadArgs {
     /// The options given on the command line.
     pub fn given(&self) -> Vec<&'static str> {
-        [
+        crate::device_args::flags_given([
             ("--workload", self.workload.is_some()),
             ("--requests", self.requests.is_some()),
             ("--request-pages", self.request_pages.is_some()),
@@ -66,10 +66,7 @@ impl WorkloadArgs {
             ("--locality-pages", self.locality_pages.is_some()),
             ("--min-tx-pages", self.min_tx_pages.is_some()),
             ("--trim-fraction", self.trim_fraction.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, given)| given.then_some(flag))
-        .collect()
+        ])
     }
 
     pub fn resolve(&self, default_name: &str) -> anyhow::Result<WorkloadSpec> {

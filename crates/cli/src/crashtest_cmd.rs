@@ -381,15 +381,12 @@ fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
             )));
         }
     }
-    let single: Vec<&str> = [
+    let single = crate::device_args::flags_given([
         ("--exhaustive", args.exhaustive),
         ("--full-data", args.full_data),
         ("--replay-instant", args.replay_instant.is_some()),
         ("--first-cut", args.first_cut.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(flag, given)| given.then_some(flag))
-    .collect();
+    ]);
     if !single.is_empty() {
         return Err(SoakOptionError(format!(
             "{} apply to a single campaign (one design, no --seeds), not to a soak",

@@ -19,17 +19,11 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     /// The options given on the command line (`--preset` when not the default `small`).
     pub fn given(&self) -> Vec<&'static str> {
-        let mut given = Vec::new();
-        if self.preset != "small" {
-            given.push("--preset");
-        }
-        if self.config.is_some() {
-            given.push("--config");
-        }
-        if !self.overrides.is_empty() {
-            given.push("--set");
-        }
-        given
+        flags_given([
+            ("--preset", self.preset != "small"),
+            ("--config", self.config.is_some()),
+            ("--set", !self.overrides.is_empty()),
+        ])
     }
 
     pub fn resolve(&self) -> anyhow::Result<DeviceConfig> {
@@ -77,4 +71,12 @@ pub fn apply_size(config: &mut DeviceConfig, size: &str) -> anyhow::Result<()> {
     }
     g.blocks_per_chip = per_chip.min(u32::MAX as u64) as u32;
     config.validate().map_err(anyhow::Error::msg)
+}
+
+/// The flags of `flags` whose paired condition holds (those given on the command line).
+pub fn flags_given<const N: usize>(flags: [(&'static str, bool); N]) -> Vec<&'static str> {
+    flags
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
 }
