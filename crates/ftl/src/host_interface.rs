@@ -24,8 +24,7 @@ use crate::device::{
 use crate::error::{FtlError, TxUuid};
 use crate::promise::Promise;
 use flash::{Bookings, Content, Flash, HostInterface, Lpn};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 /// The link and staging buffer timelines of one device.
 #[derive(Clone, Debug)]
@@ -34,8 +33,10 @@ pub struct HostLink {
     page_bytes: u64,
     /// When the host → device direction is next free.
     down_free_ns: u64,
-    /// Staged write pages, by the instant they are released.
-    staged: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Staged write pages as (release instant, pages), sorted by release. Releases come nearly
+    /// in order (a write's acknowledgement follows its program on the soonest-idle chip), so
+    /// one is placed by a search from the back, and the earliest leaves from the front.
+    staged: VecDeque<(u64, u64)>,
     staged_pages: u64,
     /// Booked intervals of the device → host direction.
     up: Bookings,
@@ -53,7 +54,7 @@ impl HostLink {
             iface,
             page_bytes: page_bytes as u64,
             down_free_ns: 0,
-            staged: BinaryHeap::new(),
+            staged: VecDeque::new(),
             staged_pages: 0,
             up: Bookings::default(),
             commands: 0,
@@ -94,7 +95,15 @@ impl HostLink {
         if pages == 0 {
             return;
         }
-        self.staged.push(Reverse((release_ns, pages)));
+        match self.staged.back() {
+            Some(&(last, _)) if last > release_ns => {
+                let at = self
+                    .staged
+                    .partition_point(|&(release, _)| release <= release_ns);
+                self.staged.insert(at, (release_ns, pages));
+            }
+            _ => self.staged.push_back((release_ns, pages)),
+        }
         self.staged_pages += pages;
     }
 
@@ -119,11 +128,11 @@ impl HostLink {
     fn wait_for_room(&mut self, mut start: u64, write_pages: u64) -> u64 {
         let need = self.staged_size(write_pages);
         let cap = self.iface.write_buffer_pages;
-        while let Some(&Reverse((release, pages))) = self.staged.peek() {
+        while let Some(&(release, pages)) = self.staged.front() {
             if release > start && self.staged_pages + need <= cap {
                 break;
             }
-            self.staged.pop();
+            self.staged.pop_front();
             self.staged_pages -= pages;
             start = start.max(release);
         }
@@ -410,6 +419,48 @@ mod tests {
         // A full buffer again: wait for the 40 ms releases.
         assert_eq!(link.send(10_000_000, 1), 40_000_000);
         assert_eq!(link.buffer_wait_ns, 40_000_000);
+    }
+
+    /// The staging buffer kept sorted (releases placed from the back) against a plain model:
+    /// a list searched for its earliest release, with releases in any order.
+    #[test]
+    fn the_staging_buffer_frees_the_earliest_release_first_in_any_order() {
+        use rand::{RngExt, SeedableRng};
+        let iface = HostInterface {
+            link_mb_s: 0,
+            command_ns: 0,
+            write_buffer_pages: 32,
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut link = HostLink::new(iface, PAGE);
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        let (mut now, mut link_free) = (0u64, 0u64);
+        for _ in 0..20_000 {
+            let pages = rng.random_range(1..=40u64);
+            // The model: free the earliest releases until the write fits and none is due.
+            let need = pages.min(32);
+            // The link is one FIFO: a request starts no earlier than the one before it.
+            let mut start = now.max(link_free);
+            loop {
+                let Some(i) = (0..model.len()).min_by_key(|&i| model[i]) else {
+                    break;
+                };
+                let release = model[i].0;
+                let used: u64 = model.iter().map(|m| m.1).sum();
+                if release > start && used + need <= 32 {
+                    break;
+                }
+                model.swap_remove(i);
+                start = start.max(release);
+            }
+            assert_eq!(link.send(now, pages), start);
+            link_free = start;
+            // Mostly later than the last release, sometimes well before it.
+            let release = start + rng.random_range(0..50_000u64);
+            link.release(pages, release);
+            model.push((release, need));
+            now += rng.random_range(0..5_000u64);
+        }
     }
 
     #[test]
