@@ -441,10 +441,7 @@ mod tests {
             let need = pages.min(32);
             // The link is one FIFO: a request starts no earlier than the one before it.
             let mut start = now.max(link_free);
-            loop {
-                let Some(i) = (0..model.len()).min_by_key(|&i| model[i]) else {
-                    break;
-                };
+            while let Some(i) = (0..model.len()).min_by_key(|&i| model[i]) {
                 let release = model[i].0;
                 let used: u64 = model.iter().map(|m| m.1).sum();
                 if release > start && used + need <= 32 {
