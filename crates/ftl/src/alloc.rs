@@ -191,11 +191,23 @@ impl BlockPool {
         first_least(free_at, self.cursor[stream] as usize, room).map(|c| c as u32)
     }
 
+    /// The chip after `chip`, going round: a comparison, not the division `%` takes (a tenth of
+    /// an allocation's samples in the GC-heavy run, docs/performance.md twelfth round).
+    #[inline]
+    fn chip_after(&self, chip: u32) -> u32 {
+        let next = chip + 1;
+        if next >= self.geometry.chips() {
+            0
+        } else {
+            next
+        }
+    }
+
     /// Next page for `stream`, on the chip that will be idle soonest (ties: round robin).
     /// `None` when no chip has an open block with room or a free block.
     pub fn allocate(&mut self, stream: usize, flash: &Flash) -> Option<Ppn> {
         let chip = self.soonest_chip(stream, flash.chip_free_times())?;
-        self.cursor[stream] = (chip + 1) % self.geometry.chips();
+        self.cursor[stream] = self.chip_after(chip);
         self.allocate_on(stream, ChipId(chip))
     }
 
@@ -227,7 +239,7 @@ impl BlockPool {
         let chip = self.soonest_chip(stream, &free_at);
         self.pending_free_at = free_at;
         let chip = chip?;
-        self.cursor[stream] = (chip + 1) % chips;
+        self.cursor[stream] = self.chip_after(chip);
         pending_ns[chip as usize] += cost_ns;
         self.allocate_on(stream, ChipId(chip))
     }
