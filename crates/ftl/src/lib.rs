@@ -9,13 +9,14 @@
 //! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
 //!   cost-benefit GC, static wear leveling, over-provisioning;
 //! - [`lru`], [`dirty`]: a least-recently-used order and dirty marks over a fixed table's
-//!   indices.
+//!   indices; [`id_set`]: a set of ids kept as ranges (transaction uuids).
 
 pub mod alloc;
 pub mod device;
 pub mod dirty;
 pub mod error;
 pub mod host_interface;
+pub mod id_set;
 pub mod lru;
 pub mod promise;
 pub mod space;
@@ -31,6 +32,7 @@ pub use device::{
 pub use dirty::DirtySet;
 pub use error::{FtlError, InvariantViolation, TxUuid};
 pub use host_interface::{HostLink, HostLinked};
+pub use id_set::IdSet;
 pub use lru::IndexLru;
 pub use promise::{Promise, UnknownPromise};
 pub use space::{GcPolicy, Moved, Space};

@@ -250,7 +250,7 @@ impl Mobius {
                 lpns: FxHashSet::default(),
             });
         }
-        self.used_uuids.insert(uuid);
+        self.used_uuids.insert(uuid.0);
         let tx_id = self.group.as_ref().unwrap().tx_id;
         let items = self.preallocate(pages, now)?;
         let data_end = self.program_static_pages(tx_id, pages, &items, now)?;

@@ -158,6 +158,7 @@ impl BlockDevice for Mobius {
             "mobius.resident_area".into(),
             self.resident.capacity() as u64 * 9,
         ));
+        m.push(("mobius.used_uuids".into(), self.used_uuids.memory()));
         m
     }
 

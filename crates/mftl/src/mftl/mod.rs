@@ -180,7 +180,9 @@ pub struct Mobius {
     /// When the latest static tx dropped from `txs` (installed and flagged in RAM) is on flash:
     /// its inode and the inode carrying its flag may still be queued on the ALA chip.
     pub(crate) dropped_static_durable: u64,
-    pub(crate) used_uuids: FxHashSet<TxUuid>,
+    /// Every uuid a transaction has used since the device was built or recovered (reuse is
+    /// refused): uuids come mostly in order, so kept as ranges.
+    pub(crate) used_uuids: ftl::IdSet,
     // Chains (normal batches and dynamic txs) and the Head List announcement.
     pub(crate) chain: Option<Chain>,
     pub(crate) chain_next: u32,
@@ -310,7 +312,7 @@ impl Mobius {
             next_tx_id: 1,
             txs: VecDeque::new(),
             dropped_static_durable: 0,
-            used_uuids: FxHashSet::default(),
+            used_uuids: ftl::IdSet::new(),
             chain: None,
             chain_next: NO_PPN,
             announced_id: 0,

@@ -10,7 +10,7 @@ impl Mobius {
         if uuid.0 == 0 {
             return Err(FtlError::ReservedTx(uuid));
         }
-        if self.used_uuids.contains(&uuid) {
+        if self.used_uuids.contains(uuid.0) {
             return Err(FtlError::DuplicateTx(uuid));
         }
         if let Some(c) = &self.chain {
@@ -64,7 +64,7 @@ impl Mobius {
         }
         self.advance(now)?;
         self.close_normal(now)?;
-        self.used_uuids.insert(uuid);
+        self.used_uuids.insert(uuid.0);
         let tx_id = self.next_tx_id;
         self.next_tx_id += 1;
         // Pre-allocate every page (spread over chips by the allocator, §III-C).
@@ -134,7 +134,7 @@ impl Mobius {
         }
         self.advance(now)?;
         let Some(i) = self.txs.iter().position(|t| t.uuid == uuid) else {
-            return Err(if self.used_uuids.contains(&uuid) {
+            return Err(if self.used_uuids.contains(uuid.0) {
                 FtlError::AlreadyCommitted(uuid)
             } else {
                 FtlError::UnknownTx(uuid)
@@ -209,7 +209,7 @@ impl Mobius {
             nb = nb.max(self.static_durable());
             self.dyn_not_before = nb;
             self.close_normal(now)?;
-            self.used_uuids.insert(uuid);
+            self.used_uuids.insert(uuid.0);
             self.open_chain(PageKind::Dynamic, uuid);
         } else if self.chain.as_ref().unwrap().pages.len() + 1 > self.items_per_inode {
             return Err(FtlError::TxTooLarge {
@@ -265,7 +265,7 @@ impl Mobius {
                 if uuid.0 == 0 {
                     return Err(FtlError::ReservedTx(uuid));
                 }
-                if self.used_uuids.contains(&uuid) {
+                if self.used_uuids.contains(uuid.0) {
                     return Err(FtlError::DuplicateTx(uuid));
                 }
             }
