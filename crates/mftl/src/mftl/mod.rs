@@ -7,7 +7,7 @@
 
 use crate::config::{InjectBug, Layout, MobiusConfig};
 use crate::format::*;
-use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy,
     PageOutcome, Promise, Space, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
@@ -141,7 +141,7 @@ pub struct Mobius {
     pub(crate) tp_lru: ftl::IndexLru,
     /// Translation pages evicted since they were last in the Evicting Area (a reload must find
     /// the view as it left it).
-    tp_evicted: Vec<bool>,
+    pub(crate) tp_evicted: Vec<bool>,
     pub(crate) evicting_tps: usize,
     pub(crate) tp_misses: u64,
     pub(crate) tp_evictions: u64,
@@ -383,34 +383,60 @@ impl Mobius {
         let per = entries_per_page(self.flash.geometry().page_bytes);
         let start = tp * per;
         let end = (start + per).min(self.logical as usize);
-        let mut end_ns = at;
-        if self.gtd[tp] != NO_PPN {
-            let mut oob = [0u8; OOB_BYTES as usize];
-            let (st, span) = self
-                .flash
-                .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
-                .map_err(err_flash)?;
-            end_ns = span.end_ns;
-            let ReadStatus::Data(Content::Bytes(b)) = st else {
-                return Err(FtlError::Corrupt(format!(
-                    "translation page {tp} unreadable"
-                )));
+        let end_ns = if self.gtd[tp] == NO_PPN {
+            self.base[start..end].iter_mut().for_each(|x| *x = NO_PPN);
+            at
+        } else {
+            let end_ns = if self.tp_evicted[tp] {
+                self.reread_evicted_tp(tp, at)?
+            } else {
+                self.read_tp_into_view(tp, start..end, at)?
             };
-            let same = decode_tp_into(&b, &mut self.base[start..end])
-                .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
-            // Reloaded after eviction: the in-memory view must equal what is on flash.
-            assert!(
-                same || !self.tp_evicted[tp],
-                "evicted translation page {tp} was dirty"
-            );
             self.tp_misses += 1;
             self.touch_tp(tp);
-        } else {
-            self.base[start..end].iter_mut().for_each(|x| *x = NO_PPN);
-        }
+            end_ns
+        };
         self.tp_loaded[tp] = true;
         self.evict_tps();
         Ok(end_ns)
+    }
+
+    /// Reads translation page `tp` from flash into the view (its first load since recovery).
+    fn read_tp_into_view(
+        &mut self,
+        tp: usize,
+        entries: std::ops::Range<usize>,
+        at: u64,
+    ) -> Result<u64, FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let (st, span) = self
+            .flash
+            .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
+            .map_err(err_flash)?;
+        let ReadStatus::Data(Content::Bytes(b)) = st else {
+            return Err(tp_unreadable(tp));
+        };
+        decode_tp_into(&b, &mut self.base[entries])
+            .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
+        Ok(span.end_ns)
+    }
+
+    /// Reads translation page `tp` again after the Evicting Area dropped it: the read is
+    /// charged in full ([`Flash::sense`]: the same time, counters and recorded operation as a
+    /// read), but its entries are not copied or decoded again, because the view still holds
+    /// them. A cached page is clean (a merge loads every page it changes and writes it), an
+    /// evicted page's entries are left alone, and `check_translation_view` holds every loaded
+    /// or evicted page's copy on flash to the view. (DFTL likewise charges a read and keeps its
+    /// entries in a RAM mirror.)
+    fn reread_evicted_tp(&mut self, tp: usize, at: u64) -> Result<u64, FtlError> {
+        let (state, span) = self
+            .flash
+            .sense(Ppn(self.gtd[tp]), at, OpCause::Mapping)
+            .map_err(err_flash)?;
+        if state != PageState::Programmed {
+            return Err(tp_unreadable(tp));
+        }
+        Ok(span.end_ns)
     }
 
     /// After recovery: page validity from the recovered mapping (every translation page read
@@ -507,4 +533,8 @@ impl Mobius {
             self.unpin(p, gm);
         }
     }
+}
+
+fn tp_unreadable(tp: usize) -> FtlError {
+    FtlError::Corrupt(format!("translation page {tp} unreadable"))
 }

@@ -78,16 +78,18 @@ impl Mobius {
         self.check_translation_view()
     }
 
-    /// Every loaded translation page's copy on flash holds what the view says: the view
-    /// changes only in a merge, which writes every page it changes, from its previous copy and
-    /// the folded LPNs alone ([`patch_tp`]); this is what keeps that rewrite honest.
+    /// Every loaded or evicted translation page's copy on flash holds what the view says: the
+    /// view changes only in a merge, which writes every page it changes, from its previous copy
+    /// and the folded LPNs alone ([`patch_tp`]); this is what keeps that rewrite honest, and
+    /// what lets a reload after eviction keep the view instead of decoding the page again.
     fn check_translation_view(&self) -> Result<(), ftl::InvariantViolation> {
         if self.merging {
             return Ok(());
         }
         let per = entries_per_page(self.flash.geometry().page_bytes);
         for (tp, &ppn) in self.gtd.iter().enumerate() {
-            if ppn == NO_PPN || !self.tp_loaded[tp] {
+            // An evicted page's entries stay in the view, and a reload uses them as they are.
+            if ppn == NO_PPN || !(self.tp_loaded[tp] || self.tp_evicted[tp]) {
                 continue;
             }
             let page = self
@@ -100,7 +102,7 @@ impl Mobius {
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(ftl::violation!(
-                        "translation page {tp} at {ppn} differs from the loaded view"
+                        "translation page {tp} at {ppn} differs from the view"
                     ))
                 }
                 Err(e) => {
