@@ -168,6 +168,11 @@ impl Flash {
         }
     }
 
+    /// [`Store::make_resident`]: faults in the store's lazily mapped per-page arrays.
+    pub fn make_resident(&mut self) {
+        self.store.make_resident();
+    }
+
     /// Installs the design's rule for keeping OOB records in fewer bytes on a tag-only device
     /// ([`crate::squeeze`]); reads return the same bytes either way.
     pub fn squeeze_oob(&mut self, rule: std::sync::Arc<dyn crate::OobSqueeze>) {
