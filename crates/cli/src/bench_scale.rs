@@ -150,28 +150,47 @@ fn measure_size(args: &BenchScaleArgs, size: &str) -> anyhow::Result<ScalePoint>
     let geometry = geometry_of(&args.preset, size)?;
     let blocks = geometry.blocks_per_chip;
     let warmup = warmup_requests(&geometry, args.warmup_per_page)?;
+    let argv: Vec<String> = [
+        "bench",
+        "--ftl",
+        &args.ftl,
+        "--preset",
+        &args.preset,
+        "--set",
+        &format!("geometry.blocks_per_chip={blocks}"),
+        "--workload",
+        &args.workload,
+        "--fill",
+        &args.fill.to_string(),
+        "--requests",
+        &args.requests.to_string(),
+        "--warmup-requests",
+        &warmup.to_string(),
+        "--seed",
+        &args.seed.to_string(),
+        "--no-recovery",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let v = run_bench_json(&argv, &format!("at {size}"))?;
+    point_from(size, &v)
+}
+
+/// Runs this program with `argv` (a `bench ... --json` command) in its own process, so that
+/// its peak resident memory is its own, and parses what it prints; `what` names the run in
+/// errors.
+pub fn run_bench_json(argv: &[String], what: &str) -> anyhow::Result<serde_json::Value> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(exe)
-        .args(["bench", "--ftl", &args.ftl, "--preset", &args.preset])
-        .arg("--set")
-        .arg(format!("geometry.blocks_per_chip={blocks}"))
-        .args(["--workload", &args.workload])
-        .arg("--fill")
-        .arg(args.fill.to_string())
-        .arg("--requests")
-        .arg(args.requests.to_string())
-        .arg("--warmup-requests")
-        .arg(warmup.to_string())
-        .arg("--seed")
-        .arg(args.seed.to_string())
-        .args(["--no-recovery", "--json"])
+        .args(argv)
         .stderr(std::process::Stdio::inherit())
         .output()?;
     if !out.status.success() {
-        anyhow::bail!("bench at {size} failed ({})", out.status);
+        anyhow::bail!("bench {what} failed ({})", out.status);
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    point_from(size, &v)
+    Ok(serde_json::from_slice(&out.stdout)?)
 }
 
 /// Reads one size's figures from `bench --json`.

@@ -3,6 +3,7 @@
 //! from keyword arguments, so both front ends run one code path.
 
 pub mod bench;
+pub mod bench_designs;
 pub mod bench_peer;
 pub mod bench_scale;
 pub mod compare_cmd;

@@ -4,7 +4,8 @@
 //! `compare` (the papers' experiments side by side).
 
 use mobius_cli::{
-    bench, bench_scale, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve, sql_cmd,
+    bench, bench_designs, bench_scale, compare_cmd, crashtest_cmd, info, nvmfs_cmd, replay, serve,
+    sql_cmd,
 };
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,9 @@ enum Command {
     /// The same benchmark on devices from 1 GB to 1 TB: programs per wall second and resident
     /// bytes per page at each size (each size in its own process).
     BenchScale(bench_scale::BenchScaleArgs),
+    /// Every design on its own default workload against DFTL, in turn over rounds, each run in its
+    /// own process: median programs per wall second and DFTL's over each (the goal: within 2×).
+    BenchDesigns(bench_designs::BenchDesignsArgs),
     /// Recover every crash image of a seeded run and judge it against the design's promise.
     Crashtest(crashtest_cmd::CrashtestArgs),
     /// Serve a design over NBD on a file-backed flash image (kill -9 = power cut; restart recovers).
@@ -99,6 +103,7 @@ fn main() {
         Command::Info(a) => info::run(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchScale(a) => bench_scale::run(a),
+        Command::BenchDesigns(a) => bench_designs::run(a),
         Command::Compare(a) => compare_cmd::run(a),
         Command::Crashtest(a) => crashtest_cmd::run(a),
         Command::Serve(a) => serve::run(a),
