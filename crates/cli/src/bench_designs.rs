@@ -220,7 +220,7 @@ fn row_of(design: &str, runs: &[(String, serde_json::Value)]) -> anyhow::Result<
 
 fn print_table(rows: &[DesignRow]) {
     println!(
-        "{:<14} {:<10} {:>10} {:>9} {:>6} {:>8} {:>8}  runs (M progs/s)",
+        "{:<14} {:<16} {:>10} {:>9} {:>6} {:>8} {:>8}  runs (M progs/s)",
         "design", "workload", "M progs/s", "DFTL/it", "WA", "RSS MB", "build s"
     );
     for r in rows {
@@ -230,7 +230,7 @@ fn print_table(rows: &[DesignRow]) {
             .map(|x| format!("{:.3}", x / 1e6))
             .collect();
         println!(
-            "{:<14} {:<10} {:>10.3} {:>8.2}{} {:>6.2} {:>8.0} {:>8.2}  {}",
+            "{:<14} {:<16} {:>10.3} {:>8.2}{} {:>6.2} {:>8.0} {:>8.2}  {}",
             r.design,
             r.workload,
             r.median_programs_per_wall_s / 1e6,
