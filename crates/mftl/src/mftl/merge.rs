@@ -111,15 +111,17 @@ impl Mobius {
             .as_ref()
             .map(|c| c.undo.iter().rev().map(|&(l, _, old)| (l, old)).collect())
             .unwrap_or_default();
-        let entries: Vec<(u32, u32)> = self.resident.iter().map(|(&l, &p)| (l, p)).collect();
+        // In LPN order: each translation page is loaded once, its changed entries are adjacent,
+        // and the order of the loads (their timing, the Evicting Area's order after them) does
+        // not depend on the hash table's layout.
+        let mut entries: Vec<(u32, u32)> = self.resident.iter().map(|(&l, &p)| (l, p)).collect();
+        entries.sort_unstable();
         let mut end = at;
         for &(l, p) in &entries {
             end = end.max(self.load_tp(self.tp_of(l), at)?);
             self.base[l as usize] = undo.get(&l).copied().unwrap_or(p);
         }
-        // In LPN order, so each translation page's changed entries are adjacent.
-        let mut changed: Vec<u32> = entries.into_iter().map(|(l, _)| l).collect();
-        changed.sort_unstable();
+        let changed: Vec<u32> = entries.into_iter().map(|(l, _)| l).collect();
         // The translation pages name the folded pages: not on flash before those are.
         end = end.max(self.resident_durable_by);
         self.map_seq += 1;
