@@ -15,7 +15,7 @@
 //! (docs/performance.md, thirteenth round); with the pause every run starts alike. Wall-clock
 //! figures depend on the machine and on what else runs on it: run it alone for numbers to quote.
 
-use crate::bench_scale::{median, run_bench_json};
+use crate::bench_scale::{median, BenchRun};
 use clap::Args;
 
 /// The design every other one is compared with.
@@ -132,27 +132,16 @@ fn design_names(named: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 fn measure(args: &BenchDesignsArgs, design: &str) -> anyhow::Result<serde_json::Value> {
-    let argv: Vec<String> = [
-        "bench",
-        "--ftl",
-        design,
-        "--preset",
-        &args.preset,
-        "--fill",
-        &args.fill.to_string(),
-        "--requests",
-        &args.requests.to_string(),
-        "--warmup-requests",
-        &args.warmup_requests.to_string(),
-        "--seed",
-        &args.seed.to_string(),
-        "--no-recovery",
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    run_bench_json(&argv, design)
+    BenchRun {
+        ftl: design,
+        preset: &args.preset,
+        fill: args.fill,
+        requests: args.requests,
+        warmup_requests: args.warmup_requests,
+        seed: args.seed,
+        extra: Vec::new(),
+    }
+    .json(design)
 }
 
 /// Each design's row from its runs' `bench --json` (`runs` in any order; `designs` gives the

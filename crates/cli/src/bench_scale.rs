@@ -150,47 +150,68 @@ fn measure_size(args: &BenchScaleArgs, size: &str) -> anyhow::Result<ScalePoint>
     let geometry = geometry_of(&args.preset, size)?;
     let blocks = geometry.blocks_per_chip;
     let warmup = warmup_requests(&geometry, args.warmup_per_page)?;
-    let argv: Vec<String> = [
-        "bench",
-        "--ftl",
-        &args.ftl,
-        "--preset",
-        &args.preset,
-        "--set",
-        &format!("geometry.blocks_per_chip={blocks}"),
-        "--workload",
-        &args.workload,
-        "--fill",
-        &args.fill.to_string(),
-        "--requests",
-        &args.requests.to_string(),
-        "--warmup-requests",
-        &warmup.to_string(),
-        "--seed",
-        &args.seed.to_string(),
-        "--no-recovery",
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let v = run_bench_json(&argv, &format!("at {size}"))?;
+    let run = BenchRun {
+        ftl: &args.ftl,
+        preset: &args.preset,
+        fill: args.fill,
+        requests: args.requests,
+        warmup_requests: warmup,
+        seed: args.seed,
+        extra: vec![
+            "--set".into(),
+            format!("geometry.blocks_per_chip={blocks}"),
+            "--workload".into(),
+            args.workload.clone(),
+        ],
+    };
+    let v = run.json(&format!("at {size}"))?;
     point_from(size, &v)
 }
 
-/// Runs this program with `argv` (a `bench ... --json` command) in its own process, so that
-/// its peak resident memory is its own, and parses what it prints; `what` names the run in
-/// errors.
-pub fn run_bench_json(argv: &[String], what: &str) -> anyhow::Result<serde_json::Value> {
-    let exe = std::env::current_exe()?;
-    let out = std::process::Command::new(exe)
-        .args(argv)
-        .stderr(std::process::Stdio::inherit())
-        .output()?;
-    if !out.status.success() {
-        anyhow::bail!("bench {what} failed ({})", out.status);
+/// One `bench --no-recovery --json` run in its own process (so that its peak resident memory is
+/// its own): the arguments the table commands share, and any others (`extra`).
+pub struct BenchRun<'a> {
+    pub ftl: &'a str,
+    pub preset: &'a str,
+    pub fill: f64,
+    pub requests: u64,
+    pub warmup_requests: u64,
+    pub seed: u64,
+    pub extra: Vec<String>,
+}
+
+impl BenchRun<'_> {
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv: Vec<String> = ["bench", "--ftl", self.ftl, "--preset", self.preset]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for (flag, value) in [
+            ("--fill", self.fill.to_string()),
+            ("--requests", self.requests.to_string()),
+            ("--warmup-requests", self.warmup_requests.to_string()),
+            ("--seed", self.seed.to_string()),
+        ] {
+            argv.push(flag.to_string());
+            argv.push(value);
+        }
+        argv.extend(self.extra.iter().cloned());
+        argv.extend(["--no-recovery".to_string(), "--json".to_string()]);
+        argv
     }
-    Ok(serde_json::from_slice(&out.stdout)?)
+
+    /// Runs it and parses what it prints; `what` names the run in errors.
+    pub fn json(&self, what: &str) -> anyhow::Result<serde_json::Value> {
+        let exe = std::env::current_exe()?;
+        let out = std::process::Command::new(exe)
+            .args(self.argv())
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            anyhow::bail!("bench {what} failed ({})", out.status);
+        }
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
 }
 
 /// Reads one size's figures from `bench --json`.
@@ -322,6 +343,24 @@ mod tests {
     fn a_bench_output_without_a_figure_is_an_error() {
         let e = point_from("1G", &serde_json::json!({"wall_s": 1.0})).unwrap_err();
         assert!(e.to_string().contains("physical_pages"), "{e}");
+    }
+
+    #[test]
+    fn a_bench_run_is_the_bench_command_line() {
+        let run = BenchRun {
+            ftl: "dftl",
+            preset: "jasmine",
+            fill: 0.5,
+            requests: 300,
+            warmup_requests: 7,
+            seed: 3,
+            extra: vec!["--workload".into(), "randwrite".into()],
+        };
+        assert_eq!(
+            run.argv().join(" "),
+            "bench --ftl dftl --preset jasmine --fill 0.5 --requests 300 --warmup-requests 7 \
+             --seed 3 --workload randwrite --no-recovery --json"
+        );
     }
 
     #[test]
