@@ -8,11 +8,13 @@
 //!
 //! The default measures a steady state, as a drive is measured after preconditioning (SNIA
 //! Solid State Storage Performance Test Specification): a million unmeasured requests after
-//! the fill, so that the measured phase neither grows the simulator's heap nor is the first to
-//! write the blocks it programs. It also pauses before every run: on a virtual machine that
-//! reports freed memory to its host, a run started right after another gets memory the other
-//! freed, not yet reported, and runs faster than one started on an idle machine
-//! (docs/performance.md, thirteenth round); with the pause every run starts alike. Wall-clock
+//! the fill, so that the measured phase is not spent growing the simulator's heap (the kernel
+//! zeroing memory first asked for; `bench` already makes the per-page arrays resident when it
+//! builds the device). It also pauses before every run: on a virtual machine that reports freed
+//! memory to its host, a run started right after another gets memory the other freed, not yet
+//! reported, and runs faster than one started on an idle machine (docs/performance.md,
+//! thirteenth round). Right after the fill (`--warmup-requests 0`) the figures still depend on
+//! the run before, pause or not; in the steady state they did not (fourteenth round). Wall-clock
 //! figures depend on the machine and on what else runs on it: run it alone for numbers to quote.
 
 use crate::bench_scale::{median, BenchRun};

@@ -919,7 +919,8 @@ mod tests {
             Box::new(TagStore::new(&geometry, 16)),
             Box::new(MemStore::new(&geometry, 16)),
         ];
-        // Every 256th page holds the first byte of a 4 KB page of 16-byte records.
+        // Pages spread over the device, and pages 0, 256 and 512, whose 16-byte records start
+        // 4 KB pages of the array: the bytes the touch rewrites.
         let pages: Vec<u32> = (0..geometry.pages())
             .step_by(97)
             .chain([0, 256, 512])
