@@ -181,18 +181,15 @@ fn row_of(design: &str, runs: &[(String, serde_json::Value)]) -> anyhow::Result<
     let last = *mine
         .last()
         .ok_or_else(|| anyhow::anyhow!("no runs of {design}"))?;
-    let per_s = mine
-        .iter()
-        .map(|v| num(v, "sim_page_programs_per_s"))
-        .collect::<anyhow::Result<Vec<f64>>>()?;
-    let peak_rss = mine
-        .iter()
-        .map(|v| num(v, "peak_rss_bytes"))
-        .collect::<anyhow::Result<Vec<f64>>>()?;
-    let builds = mine
-        .iter()
-        .map(|v| num(v, "build_wall_s"))
-        .collect::<anyhow::Result<Vec<f64>>>()?;
+    // One figure from every run of the design.
+    let each = |k: &str| {
+        mine.iter()
+            .map(|v| num(v, k))
+            .collect::<anyhow::Result<Vec<f64>>>()
+    };
+    let per_s = each("sim_page_programs_per_s")?;
+    let peak_rss = each("peak_rss_bytes")?;
+    let builds = each("build_wall_s")?;
     Ok(DesignRow {
         design: design.to_string(),
         workload: last
