@@ -78,7 +78,7 @@ def bench(ftl: str, preset: str = "small", *, params: dict | None = None,
 def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
               set: dict | None = None, seed: int | None = None, seeds: int | None = None,
               jobs: int | None = None, crash_points: int = 1000, torn: bool = False,
-              exhaustive: bool = False, promise: str | None = None, threads: int = 2,
+              exhaustive: bool = False, promise: str | None = None, threads: int | None = None,
               fixed: bool = False, full_data: bool = False, second_lives: int = 0,
               client: Any = None, **workload: Any) -> dict:
     """``mobius crashtest --json``: one crash campaign, or a soak with ``seeds=N`` (or

@@ -223,7 +223,7 @@ def _campaign_args(ftl: str, kw: dict, workload: dict) -> tuple:
     from . import _strs
     return (ftl, kw.get("preset", "small"), _strs(kw.get("params")), _strs(kw.get("set")),
             kw.get("seed"), None, None, kw.get("crash_points", 1000), kw.get("torn", False),
-            kw.get("exhaustive", False), kw.get("promise"), kw.get("threads", 2), False,
+            kw.get("exhaustive", False), kw.get("promise"), kw.get("threads"), False,
             kw.get("full_data", False), workload)
 
 

@@ -228,7 +228,7 @@ fn run_bench(
 #[pyfunction(name = "crashtest")]
 #[pyo3(signature = (ftl, preset = "small".to_string(), params = None, set = None, seed = None,
                     seeds = None, jobs = None, crash_points = 1000, torn = false,
-                    exhaustive = false, promise = None, threads = 2, fixed = false,
+                    exhaustive = false, promise = None, threads = None, fixed = false,
                     full_data = false, second_lives = 0, shape = None, share = None,
                     shares = None, wall_s = 0.0))]
 #[allow(clippy::too_many_arguments)]
@@ -245,7 +245,7 @@ fn run_crashtest(
     torn: bool,
     exhaustive: bool,
     promise: Option<String>,
-    threads: usize,
+    threads: Option<usize>,
     fixed: bool,
     full_data: bool,
     second_lives: usize,

@@ -54,9 +54,9 @@ pub struct CrashtestArgs {
     /// Judge against this promise instead of the design's own (negative controls).
     #[arg(long)]
     pub promise: Option<String>,
-    /// Worker threads of a single campaign.
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
+    /// Worker threads of a single campaign (default 2; a soak runs `--jobs` cells of one thread).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Keep full page data instead of content tags.
     #[arg(long)]
     pub full_data: bool,
@@ -217,7 +217,7 @@ fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<Cam
         torn: args.torn,
         exhaustive: args.exhaustive,
         promise,
-        threads: args.threads,
+        threads: args.threads.unwrap_or(2),
         tag_only: !args.full_data,
     })
 }
@@ -386,11 +386,17 @@ fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
         ("--full-data", args.full_data),
         ("--replay-instant", args.replay_instant.is_some()),
         ("--first-cut", args.first_cut.is_some()),
+        ("--threads", args.threads.is_some()),
     ]);
     if !single.is_empty() {
         return Err(SoakOptionError(format!(
-            "{} apply to a single campaign (one design, no --seeds), not to a soak",
-            single.join(", ")
+            "{} {} to a single campaign (one design, no --seeds), not to a soak",
+            single.join(", "),
+            if single.len() == 1 {
+                "applies"
+            } else {
+                "apply"
+            }
         )));
     }
     Ok(())
@@ -445,7 +451,7 @@ fn print_cell(c: &CellResult) {
         (None, v) => format!("FAIL {v} violations in {} images", c.violating_points),
     };
     eprintln!(
-        "{:<13} seed {:<20} {:<15} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}{}",
+        "{:<13} seed {:<20} {:<15} {:<10} qd {:<2} fill {:<3} {:>5} points  {status}{}",
         c.design,
         c.seed,
         c.shape,

@@ -1,9 +1,10 @@
 //! Every design holds the capacity it exports (issues #16, #19): after a 90 % sequential fill,
-//! random single-page writes totalling twice the exported capacity complete on the small
-//! preset and on a wide one (8 chips of 16 blocks, where open blocks are a large share of the
-//! device). A design whose exported capacity ignores its open blocks or GC reserve fails here
-//! with "device full". A third device (4 chips of 8,192 blocks, 4 GB) has a mapping tree larger
-//! than a small device's GC reserve, and there the power cut and recovery after the run are
+//! random single-page writes totalling twice the exported capacity complete on every geometry
+//! the crash soak draws from (the small preset; 8 chips of 16 blocks and 32 chips of 12, where
+//! open blocks are a large share of the device; one chip; non-power-of-two counts). A design
+//! whose exported capacity ignores its open blocks or GC reserve fails here with "device
+//! full". Another device (4 chips of 8,192 blocks, 4 GB) has a mapping tree larger than a small
+//! device's GC reserve, and there the power cut and recovery after the run are
 //! part of the check: a design must not run out of space while recovering either. The
 //! jasmine-sized run is behind `MOBIUS_LONG=1`.
 
@@ -78,21 +79,25 @@ fn every_design_on(device: &[&str]) {
     assert!(failures.is_empty(), "{device:?}:\n{}", failures.join("\n"));
 }
 
+/// Every geometry the crash soak draws from (`crashtest::soak::SOAK_GEOMETRIES`): the small
+/// preset, a wide one, one chip of long blocks, non-power-of-two counts, and 32 chips of 12
+/// blocks each. A soak cell that runs out of space fails as "device full", so every design must
+/// hold its capacity on each of them.
 #[test]
-fn every_design_holds_its_exported_capacity_on_the_small_preset() {
-    every_design_on(&["--preset", "small"]);
-}
-
-#[test]
-fn every_design_holds_its_exported_capacity_on_a_wide_device() {
-    every_design_on(&[
-        "--preset",
-        "small",
-        "--set",
-        "geometry.channels=4",
-        "--set",
-        "geometry.blocks_per_chip=16",
-    ]);
+fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
+    for g in crashtest::soak::SOAK_GEOMETRIES {
+        let sets = [
+            format!("geometry.channels={}", g.channels),
+            format!("geometry.chips_per_channel={}", g.chips_per_channel),
+            format!("geometry.blocks_per_chip={}", g.blocks_per_chip),
+            format!("geometry.pages_per_block={}", g.pages_per_block),
+        ];
+        let mut device = vec!["--preset", "small"];
+        for set in &sets {
+            device.extend(["--set", set.as_str()]);
+        }
+        every_design_on(&device);
+    }
 }
 
 /// Found by issue #19's jasmine run, reproduced here at 4 GB: DFTL's recovery wrote back every

@@ -135,8 +135,9 @@ fn a_soak_refuses_the_options_it_would_ignore() {
             );
         }
     }
-    for flag in ["--exhaustive", "--full-data"] {
-        let (ok, _, stderr) = mobius(&["crashtest", "--ftl", "all", flag]);
+    for flag in [&["--exhaustive"][..], &["--full-data"], &["--threads", "4"]] {
+        let (ok, _, stderr) = mobius(&[&["crashtest", "--ftl", "all"][..], flag].concat());
+        let flag = flag[0];
         assert!(
             !ok && stderr.contains(flag) && stderr.contains("single campaign"),
             "{flag}: {stderr}"

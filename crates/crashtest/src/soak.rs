@@ -4,16 +4,16 @@
 //! of 21 seeds while the tests' seeds passed). A soak runs one campaign per (design, seed) cell,
 //! on all cores, and never stops at a failure. Each seed also chooses, deterministically, the
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
-//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill and a geometry (the
-//! `small` preset or a wider one with the same capacity) — so one design bug does not hide
-//! behind one workload shape. Every failing cell prints the command that replays its first
-//! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
-//! fails.
+//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill and a geometry (one of
+//! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized and many-chipped shapes) —
+//! so one design bug does not hide behind one workload shape or one device. Every failing cell
+//! prints the command that replays its first violation exactly; [`shrink`] then reduces a
+//! failing cell to the smallest run that still fails.
 
 use crate::second_life::run_campaign_with_lives;
 use crate::{replay_command, CampaignConfig, CampaignReport};
 use flash::{DeviceConfig, Flash};
-use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
+use ftl::{DesignOptions, DesignSpec, FtlError, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -70,18 +70,89 @@ pub struct Variant {
     pub shape: Shape,
     pub workload: WorkloadSpec,
     pub device: DeviceConfig,
-    /// `small` or `wide`.
+    /// The name of its geometry in [`SOAK_GEOMETRIES`] (`fixed`: the soak's given device).
     pub geometry: &'static str,
+}
+
+/// A device shape a soak draws from: the `small` preset's timing, over-provisioning and host
+/// with this geometry (channels, chips per channel, blocks per chip, pages per block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoakGeometry {
+    pub name: &'static str,
+    pub channels: u32,
+    pub chips_per_channel: u32,
+    pub blocks_per_chip: u32,
+    pub pages_per_block: u32,
+}
+
+/// The geometries a varying soak draws from, one per seed. A crash proof counts only when it
+/// holds across geometries: each shape below changes what runs in parallel, how often GC and
+/// the designs' metadata areas wrap, or where the arithmetic on addresses stops being powers of
+/// two. All are 16–48 MB, so a cell stays a few seconds.
+pub const SOAK_GEOMETRIES: [SoakGeometry; 5] = [
+    // The `small` preset as it is.
+    SoakGeometry {
+        name: "small",
+        channels: 2,
+        chips_per_channel: 2,
+        blocks_per_chip: 32,
+        pages_per_block: 32,
+    },
+    // The same 16 MB over twice the chips: operations complete out of order.
+    SoakGeometry {
+        name: "wide",
+        channels: 4,
+        chips_per_channel: 2,
+        blocks_per_chip: 16,
+        pages_per_block: 32,
+    },
+    // Every operation on one chip, in order; blocks twice as long.
+    SoakGeometry {
+        name: "one-chip",
+        channels: 1,
+        chips_per_channel: 1,
+        blocks_per_chip: 64,
+        pages_per_block: 64,
+    },
+    // No count a power of two: chips, blocks and pages found by division.
+    SoakGeometry {
+        name: "odd",
+        channels: 3,
+        chips_per_channel: 3,
+        blocks_per_chip: 24,
+        pages_per_block: 48,
+    },
+    // 32 chips of 12 blocks: open blocks and GC reserves take a large share of each chip.
+    SoakGeometry {
+        name: "many-chips",
+        channels: 8,
+        chips_per_channel: 4,
+        blocks_per_chip: 12,
+        pages_per_block: 32,
+    },
+];
+
+impl SoakGeometry {
+    /// Looks a shape up by name.
+    pub fn named(name: &str) -> Option<SoakGeometry> {
+        SOAK_GEOMETRIES.iter().copied().find(|g| g.name == name)
+    }
+
+    /// The `small` preset with this geometry.
+    pub fn device(&self) -> DeviceConfig {
+        let mut d = DeviceConfig::preset("small").expect("small preset");
+        d.geometry.channels = self.channels;
+        d.geometry.chips_per_channel = self.chips_per_channel;
+        d.geometry.blocks_per_chip = self.blocks_per_chip;
+        d.geometry.pages_per_block = self.pages_per_block;
+        d
+    }
 }
 
 /// The `small` preset spread over 8 chips (4 channels × 2) with half the blocks per chip: the
 /// same 16 MB, twice the parallelism, so operations complete out of order across more chips.
 pub fn wide_device() -> DeviceConfig {
-    let mut d = DeviceConfig::preset("small").expect("small preset");
-    d.geometry.channels = 4;
-    d.geometry.chips_per_channel = 2;
-    d.geometry.blocks_per_chip = 16;
-    d
+    SoakGeometry::named("wide").expect("wide geometry").device()
 }
 
 /// Base run length of every cell (requests after the fill), as `mobius crashtest`.
@@ -89,7 +160,14 @@ pub const BASE_REQUESTS: u64 = 3000;
 
 impl Variant {
     /// The variant `seed` chooses for a design with capabilities `caps`.
-    pub fn choose(seed: u64, caps: Option<TxCapabilities>, only: &[Shape]) -> Variant {
+    /// Geometries `fits` turns down are not drawn (the design refuses the soak's own options
+    /// there), unless it turns down every one.
+    pub fn choose(
+        seed: u64,
+        caps: Option<TxCapabilities>,
+        only: &[Shape],
+        fits: &dyn Fn(&DeviceConfig) -> bool,
+    ) -> Variant {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_50a4);
         let mut shapes = Shape::for_caps(caps);
         if !only.is_empty() {
@@ -97,14 +175,14 @@ impl Variant {
             assert!(!shapes.is_empty(), "no shape in {only:?} suits the design");
         }
         let shape = shapes[rng.random_range(0..shapes.len())];
-        let (device, geometry) = if rng.random_bool(0.5) {
-            (
-                DeviceConfig::preset("small").expect("small preset"),
-                "small",
-            )
-        } else {
-            (wide_device(), "wide")
-        };
+        let mut geometries: Vec<SoakGeometry> = SOAK_GEOMETRIES
+            .into_iter()
+            .filter(|g| fits(&g.device()))
+            .collect();
+        if geometries.is_empty() {
+            geometries = SOAK_GEOMETRIES.to_vec();
+        }
+        let geometry = geometries[rng.random_range(0..geometries.len())];
         let mut w = shape_workload(shape, caps, &mut rng);
         w.requests = BASE_REQUESTS;
         w.fill = [0.5, 0.8, 0.8, 0.9][rng.random_range(0..4)];
@@ -112,8 +190,8 @@ impl Variant {
         Variant {
             shape,
             workload: w,
-            device,
-            geometry,
+            device: geometry.device(),
+            geometry: geometry.name,
         }
     }
 }
@@ -285,7 +363,8 @@ impl SoakReport {
 pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (CampaignConfig, Variant) {
     let caps = capabilities(design, &cfg.options);
     let variant = if cfg.vary {
-        Variant::choose(seed, caps, &cfg.shapes)
+        let fits = |device: &DeviceConfig| !refuses(design, device, &cfg.options);
+        Variant::choose(seed, caps, &cfg.shapes, &fits)
     } else {
         let given = cfg.designs.iter().position(|d| d.name == design.name);
         let fixed = given.and_then(|i| cfg.fixed.get(i)).cloned();
@@ -308,7 +387,7 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
     };
     let campaign = CampaignConfig {
         design: design.clone(),
-        options: soak_options(cfg, design, seed),
+        options: soak_options(cfg, design, &variant.device, seed),
         device: variant.device.clone(),
         workload: variant.workload.clone(),
         seed,
@@ -325,20 +404,46 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
 /// The options of one cell: the soak's own, plus (when the soak varies its cells) one of the
 /// design's [`DesignSpec::soak_params`] sets, chosen by the seed with a generator of its own so
 /// that the shape and geometry a seed chooses do not depend on it. Keys the soak was given
-/// explicitly win.
-pub fn soak_options(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> DesignOptions {
-    let mut options = cfg.options.clone();
+/// explicitly win. A set the design refuses on the cell's `device` as an invalid option (Möbius's
+/// ALA striped over four chips, on one chip) is not drawn there; the cell prints what it ran.
+pub fn soak_options(
+    cfg: &SoakConfig,
+    design: &DesignSpec,
+    device: &DeviceConfig,
+    seed: u64,
+) -> DesignOptions {
     if !cfg.vary || design.soak_params.is_empty() {
-        return options;
+        return cfg.options.clone();
+    }
+    let with_set = |set: &[(&str, &str)]| {
+        let mut options = cfg.options.clone();
+        for (k, v) in set {
+            if !cfg.options.params.contains_key(*k) {
+                options = options.with(k, v);
+            }
+        }
+        options
+    };
+    let sets: Vec<DesignOptions> = design
+        .soak_params
+        .iter()
+        .map(|set| with_set(set))
+        .filter(|options| !refuses(design, device, options))
+        .collect();
+    if sets.is_empty() {
+        return cfg.options.clone();
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9a2a_5e75);
-    let set = design.soak_params[rng.random_range(0..design.soak_params.len())];
-    for (k, v) in set {
-        if !cfg.options.params.contains_key(*k) {
-            options = options.with(k, v);
-        }
-    }
-    options
+    sets[rng.random_range(0..sets.len())].clone()
+}
+
+/// Whether `design` refuses `options` on `device` as an invalid option when it formats it.
+fn refuses(design: &DesignSpec, device: &DeviceConfig, options: &DesignOptions) -> bool {
+    let flash = Flash::in_memory(device.clone(), design.oob_record(&device.geometry), true);
+    matches!(
+        (design.format)(flash, options),
+        Err(FtlError::InvalidOption(_))
+    )
 }
 
 /// The design parameters a cell ran with beyond the soak's own (`k=v,...`; empty: none).
@@ -489,3 +594,48 @@ pub const CONTROLS: [Control; 3] = [
         shapes: &[Shape::Txmix, Shape::LargeTx, Shape::AbortHeavy],
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_draw_every_geometry_and_each_builds_its_own_device() {
+        let mut drawn = std::collections::BTreeSet::new();
+        for seed in 0..400 {
+            let v = Variant::choose(seed, None, &[], &|_| true);
+            let g = SoakGeometry::named(v.geometry).expect("a named geometry");
+            let d = &v.device.geometry;
+            assert_eq!(
+                (
+                    d.channels,
+                    d.chips_per_channel,
+                    d.blocks_per_chip,
+                    d.pages_per_block
+                ),
+                (
+                    g.channels,
+                    g.chips_per_channel,
+                    g.blocks_per_chip,
+                    g.pages_per_block
+                ),
+                "seed {seed} drew {}",
+                g.name
+            );
+            assert_eq!(
+                Variant::choose(seed, None, &[], &|_| true).geometry,
+                v.geometry
+            );
+            drawn.insert(v.geometry);
+        }
+        let all: std::collections::BTreeSet<_> = SOAK_GEOMETRIES.iter().map(|g| g.name).collect();
+        assert_eq!(drawn, all, "400 seeds left a geometry out");
+    }
+
+    #[test]
+    fn the_small_geometry_is_the_small_preset() {
+        let preset = DeviceConfig::preset("small").expect("small preset");
+        let small = SoakGeometry::named("small").expect("small").device();
+        assert_eq!(small.geometry, preset.geometry);
+    }
+}

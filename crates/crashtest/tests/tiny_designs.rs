@@ -548,8 +548,13 @@ fn a_soak_varies_the_parameter_sets_a_design_names() {
         fixed: Vec::new(),
         second_lives: 0,
     };
-    let bug =
-        |cfg: &SoakConfig, seed: u64| soak_options(cfg, &spec, seed).params.get("bug").cloned();
+    let small = DeviceConfig::preset("small").expect("small preset");
+    let bug = |cfg: &SoakConfig, seed: u64| {
+        soak_options(cfg, &spec, &small, seed)
+            .params
+            .get("bug")
+            .cloned()
+    };
     let chosen: Vec<Option<String>> = (0..40).map(|s| bug(&cfg, s)).collect();
     assert!(chosen.iter().any(|c| c.is_none()), "{chosen:?}");
     assert!(
