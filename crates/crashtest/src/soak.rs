@@ -363,7 +363,10 @@ impl SoakReport {
 pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (CampaignConfig, Variant) {
     let caps = capabilities(design, &cfg.options);
     let variant = if cfg.vary {
-        let fits = |device: &DeviceConfig| !refuses(design, device, &cfg.options);
+        // Only options the soak was given narrow the draw: a design that refused its own
+        // defaults on a geometry must fail there, not be left out of it.
+        let given = !cfg.options.params.is_empty();
+        let fits = |device: &DeviceConfig| !given || !refuses(design, device, &cfg.options);
         Variant::choose(seed, caps, &cfg.shapes, &fits)
     } else {
         let given = cfg.designs.iter().position(|d| d.name == design.name);
