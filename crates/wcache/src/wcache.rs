@@ -447,54 +447,35 @@ impl BlockDevice for WCache {
     }
 }
 
-/// Rebuilds the mapping by scanning every page's OOB (newest `seq` per LPN wins).
+/// What recovery's scan found in one block.
+#[derive(Clone, Default)]
+struct ScannedBlock {
+    /// Programmed (or torn) pages before the first erased one.
+    end: u32,
+    /// A torn page, or a torn erase: the block is not written again before it is erased.
+    torn: bool,
+    /// The LPN each page's record names, in page order (`u32::MAX`: none).
+    lpns: Vec<u32>,
+}
+
+/// Rebuilds the mapping by scanning every page's OOB (newest `seq` per LPN wins), then the block
+/// pool: the blocks that were open at the power cut are taken up again where their writes
+/// stopped, so the room they had is not lost (`adopt_blocks_left_open`).
 pub fn recover(
     flash: Flash,
     o: &DesignOptions,
 ) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
     let before = flash.stats().clone();
     let start = flash.idle_ns();
-    let g = flash.geometry().clone();
     let mut dev = WCache::new(flash, o)?;
-    let mut best: Vec<(u64, Ppn)> = vec![(0, Ppn::NONE); dev.logical as usize];
-    let mut used = vec![false; g.blocks() as usize];
-    let mut oob = [0u8; OOB_BYTES as usize];
-    let mut max_seq = 0;
-    for b in 0..g.blocks() {
-        let block = BlockId(b);
-        used[b as usize] = dev.flash.block_erase_torn(block);
-        for p in 0..g.pages_per_block {
-            let ppn = g.ppn(block, p);
-            let (state, _) = dev
-                .flash
-                .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-            match state {
-                PageState::Erased => break,
-                PageState::Torn => used[b as usize] = true,
-                PageState::Programmed => {
-                    used[b as usize] = true;
-                    if let Ok((lpn, seq)) = decode_oob(&oob) {
-                        max_seq = max_seq.max(seq);
-                        if lpn < dev.logical && seq >= best[lpn as usize].0 {
-                            best[lpn as usize] = (seq, ppn);
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let (blocks, best, max_seq) = dev.scan_blocks(start)?;
     for (lpn, &(_, ppn)) in best.iter().enumerate() {
         if !ppn.is_none() {
             dev.l2p[lpn] = ppn;
             dev.space.validity.set_valid(ppn, lpn as u32);
         }
     }
-    for b in 0..g.blocks() {
-        if used[b as usize] {
-            dev.space.pool.mark_full(BlockId(b));
-            dev.space.validity.index_block(BlockId(b));
-        }
-    }
+    dev.adopt_blocks_left_open(&blocks);
     debug_assert!(dev
         .space
         .pool
@@ -503,6 +484,84 @@ pub fn recover(
     dev.seq = max_seq + 1;
     let report = RecoveryReport::measure(&dev.flash, &before, start);
     Ok((Box::new(dev), report))
+}
+
+impl WCache {
+    /// Recovery step: reads every programmed page's OOB. Returns what each block holds, the
+    /// newest `(seq, page)` of every LPN, and the largest `seq` seen.
+    #[allow(clippy::type_complexity)]
+    fn scan_blocks(
+        &mut self,
+        start: u64,
+    ) -> Result<(Vec<ScannedBlock>, Vec<(u64, Ppn)>, u64), FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut blocks = vec![ScannedBlock::default(); g.blocks() as usize];
+        let mut best: Vec<(u64, Ppn)> = vec![(0, Ppn::NONE); self.logical as usize];
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut max_seq = 0;
+        for (b, scanned) in blocks.iter_mut().enumerate() {
+            let block = BlockId(b as u32);
+            scanned.torn = self.flash.block_erase_torn(block);
+            for p in 0..g.pages_per_block {
+                let ppn = g.ppn(block, p);
+                let (state, _) = self
+                    .flash
+                    .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                let mut lpn = u32::MAX;
+                match state {
+                    PageState::Erased => break,
+                    PageState::Torn => scanned.torn = true,
+                    PageState::Programmed => {
+                        if let Ok((l, seq)) = decode_oob(&oob) {
+                            lpn = l;
+                            max_seq = max_seq.max(seq);
+                            if l < self.logical && seq >= best[l as usize].0 {
+                                best[l as usize] = (seq, ppn);
+                            }
+                        }
+                    }
+                }
+                scanned.end = p + 1;
+                scanned.lpns.push(lpn);
+            }
+        }
+        Ok((blocks, best, max_seq))
+    }
+
+    /// Recovery step: every block the scan found written becomes full and a GC candidate, except
+    /// those left part-written by the cut (a written prefix, no torn page), which are taken up
+    /// again where their writes stopped: on each chip the first for GC's copies, the next for write-backs.
+    /// Closing them instead loses their room until GC erases them, and GC needs room to erase
+    /// anything: a one-chip device cut while its last free block was open recovered with no
+    /// free block and no open one, and its next write-back failed "device full" (found by the
+    /// crash soak's `one-chip` geometry, seed 20262037).
+    fn adopt_blocks_left_open(&mut self, blocks: &[ScannedBlock]) {
+        let g = self.flash.geometry().clone();
+        let mut adopted = vec![0usize; g.chips() as usize];
+        for (b, scanned) in blocks.iter().enumerate() {
+            let block = BlockId(b as u32);
+            let chip = g.chip_of_block(block).0 as usize;
+            // Written up to `end` and erased after it (the flash's write pointer agrees).
+            let part_written = scanned.end > 0
+                && scanned.end < g.pages_per_block
+                && self.flash.write_pointer(block) == scanned.end;
+            let stream = [GC, HOST].get(adopted[chip]).copied();
+            match stream {
+                Some(stream) if part_written && !scanned.torn => {
+                    self.space.pool.adopt_open(stream, block, scanned.end);
+                    if stream == HOST {
+                        self.summary_lpns[chip] = scanned.lpns.clone();
+                    }
+                    adopted[chip] += 1;
+                }
+                _ if scanned.end > 0 || scanned.torn => {
+                    self.space.pool.mark_full(block);
+                    self.space.validity.index_block(block);
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 #[cfg(test)]
