@@ -451,11 +451,12 @@ fn print_cell(c: &CellResult) {
         (None, v) => format!("FAIL {v} violations in {} images", c.violating_points),
     };
     eprintln!(
-        "{:<13} seed {:<20} {:<15} {:<10} qd {:<2} fill {:<3} {:>5} points  {status}{}",
+        "{:<13} seed {:<20} {:<15} {:<10} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}{}",
         c.design,
         c.seed,
         c.shape,
         c.geometry,
+        c.timing,
         c.queue_depth,
         c.fill,
         c.crash_points,

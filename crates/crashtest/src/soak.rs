@@ -72,7 +72,16 @@ pub struct Variant {
     pub device: DeviceConfig,
     /// The name of its geometry in [`SOAK_GEOMETRIES`] (`fixed`: the soak's given device).
     pub geometry: &'static str,
+    /// The name of its flash timing in [`SOAK_TIMINGS`] (`fixed`: the soak's given device).
+    pub timing: &'static str,
 }
+
+/// The flash timings a varying soak draws from, by the preset that has them: the `small`
+/// preset's SLC (read 25 µs, program 200 µs, erase 1.5 ms) and the `jasmine` preset's MLC (50 µs,
+/// 900 µs, 3 ms). The longer programs and erases keep more operations in flight at a crash
+/// instant, change the order in which queued requests complete, and lengthen what depends on
+/// the program time (Möbius's merge window, §IV-E).
+pub const SOAK_TIMINGS: [(&str, &str); 2] = [("slc", "small"), ("mlc", "jasmine")];
 
 /// A device shape a soak draws from: the `small` preset's timing, over-provisioning and host
 /// with this geometry (channels, chips per channel, blocks per chip, pages per block).
@@ -187,11 +196,17 @@ impl Variant {
         w.requests = BASE_REQUESTS;
         w.fill = [0.5, 0.8, 0.8, 0.9][rng.random_range(0..4)];
         w.queue_depth = [1, 4, 8, 16][rng.random_range(0..4)];
+        // Drawn last, so a seed's shape, geometry, fill and queue depth are what they were
+        // before timings were drawn.
+        let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
+        let mut device = geometry.device();
+        device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
         Variant {
             shape,
             workload: w,
-            device: geometry.device(),
+            device,
             geometry: geometry.name,
+            timing,
         }
     }
 }
@@ -274,6 +289,7 @@ pub struct CellResult {
     pub seed: u64,
     pub shape: String,
     pub geometry: String,
+    pub timing: String,
     /// Design parameters the soak chose for this seed (`k=v,...`; empty: the defaults).
     pub params: String,
     pub queue_depth: u32,
@@ -386,6 +402,7 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
             workload,
             device,
             geometry: "fixed",
+            timing: "fixed",
         }
     };
     let campaign = CampaignConfig {
@@ -470,6 +487,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         seed,
         shape: variant.shape.name().to_string(),
         geometry: variant.geometry.to_string(),
+        timing: variant.timing.to_string(),
         params: extra_params(cfg, &campaign.options),
         queue_depth: variant.workload.queue_depth,
         fill: variant.workload.fill,
@@ -603,8 +621,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seeds_draw_every_geometry_and_each_builds_its_own_device() {
+    fn seeds_draw_every_geometry_and_timing_and_each_builds_its_own_device() {
         let mut drawn = std::collections::BTreeSet::new();
+        let mut timings = std::collections::BTreeSet::new();
         for seed in 0..400 {
             let v = Variant::choose(seed, None, &[], &|_| true);
             let g = SoakGeometry::named(v.geometry).expect("a named geometry");
@@ -625,14 +644,46 @@ mod tests {
                 "seed {seed} drew {}",
                 g.name
             );
-            assert_eq!(
-                Variant::choose(seed, None, &[], &|_| true).geometry,
-                v.geometry
-            );
+            let again = Variant::choose(seed, None, &[], &|_| true);
+            assert_eq!((again.geometry, again.timing), (v.geometry, v.timing));
+            let (_, preset) = SOAK_TIMINGS
+                .into_iter()
+                .find(|(name, _)| *name == v.timing)
+                .expect("a named timing");
+            let timing = DeviceConfig::preset(preset).expect("preset").timing;
+            assert_eq!(v.device.timing, timing, "seed {seed} drew {}", v.timing);
             drawn.insert(v.geometry);
+            timings.insert(v.timing);
         }
         let all: std::collections::BTreeSet<_> = SOAK_GEOMETRIES.iter().map(|g| g.name).collect();
         assert_eq!(drawn, all, "400 seeds left a geometry out");
+        let all: std::collections::BTreeSet<_> = SOAK_TIMINGS.iter().map(|t| t.0).collect();
+        assert_eq!(timings, all, "400 seeds left a timing out");
+        assert_ne!(
+            DeviceConfig::preset("small").expect("small").timing,
+            DeviceConfig::preset("jasmine").expect("jasmine").timing,
+            "the two timings differ"
+        );
+    }
+
+    /// A failing cell's replay command rebuilds its device from `--set` overrides of the
+    /// `small` preset, timing included.
+    #[test]
+    fn a_drawn_device_is_spelt_out_in_full_by_its_overrides() {
+        let v = (0..)
+            .map(|seed| Variant::choose(seed, None, &[], &|_| true))
+            .find(|v| v.timing == "mlc" && v.geometry == "odd")
+            .expect("some seed draws odd on MLC");
+        let mut rebuilt = DeviceConfig::preset("small").expect("small preset");
+        let sets = crate::device_overrides(&v.device);
+        rebuilt = rebuilt
+            .with_overrides(None, &sets)
+            .expect("overrides apply");
+        assert_eq!(rebuilt, v.device, "{sets:?}");
+        assert!(
+            sets.contains(&"timing.program_ns=900000".to_string()),
+            "{sets:?}"
+        );
     }
 
     #[test]
