@@ -454,8 +454,6 @@ struct ScannedBlock {
     end: u32,
     /// A torn page, or a torn erase: the block is not written again before it is erased.
     torn: bool,
-    /// The LPN each page's record names, in page order (`u32::MAX`: none).
-    lpns: Vec<u32>,
 }
 
 /// Rebuilds the mapping by scanning every page's OOB (newest `seq` per LPN wins), then the block
@@ -507,22 +505,19 @@ impl WCache {
                 let (state, _) = self
                     .flash
                     .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-                let mut lpn = u32::MAX;
                 match state {
                     PageState::Erased => break,
                     PageState::Torn => scanned.torn = true,
                     PageState::Programmed => {
-                        if let Ok((l, seq)) = decode_oob(&oob) {
-                            lpn = l;
+                        if let Ok((lpn, seq)) = decode_oob(&oob) {
                             max_seq = max_seq.max(seq);
-                            if l < self.logical && seq >= best[l as usize].0 {
-                                best[l as usize] = (seq, ppn);
+                            if lpn < self.logical && seq >= best[lpn as usize].0 {
+                                best[lpn as usize] = (seq, ppn);
                             }
                         }
                     }
                 }
                 scanned.end = p + 1;
-                scanned.lpns.push(lpn);
             }
         }
         Ok((blocks, best, max_seq))
@@ -530,9 +525,9 @@ impl WCache {
 
     /// Recovery step: every block the scan found written becomes full and a GC candidate, except
     /// those left part-written by the cut (a written prefix, no torn page), which are taken up
-    /// again where their writes stopped: on each chip the first for GC's copies, the next for write-backs.
-    /// Closing them instead loses their room until GC erases them, and GC needs room to erase
-    /// anything: a one-chip device cut while its last free block was open recovered with no
+    /// again where their writes stopped: on each chip the first for GC's copies, the next for
+    /// write-backs. Closing them instead loses their room until GC erases them, and GC needs
+    /// room to erase anything: a one-chip device cut while its last free block was open recovered with no
     /// free block and no open one, and its next write-back failed "device full" (found by the
     /// crash soak's `one-chip` geometry, seed 20262037).
     fn adopt_blocks_left_open(&mut self, blocks: &[ScannedBlock]) {
@@ -550,7 +545,7 @@ impl WCache {
                 Some(stream) if part_written && !scanned.torn => {
                     self.space.pool.adopt_open(stream, block, scanned.end);
                     if stream == HOST {
-                        self.summary_lpns[chip] = scanned.lpns.clone();
+                        self.summary_lpns[chip] = self.lpns_written(block, scanned.end);
                     }
                     adopted[chip] += 1;
                 }
@@ -561,6 +556,22 @@ impl WCache {
                 _ => {}
             }
         }
+    }
+
+    /// The LPNs the first `end` pages of `block` hold (`u32::MAX`: none), for the summary page
+    /// of a host block taken up again (the scan has already read, and charged, their records).
+    fn lpns_written(&self, block: BlockId, end: u32) -> Vec<u32> {
+        let g = self.flash.geometry();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        (0..end)
+            .map(|p| {
+                let read = self.flash.peek_oob(g.ppn(block, p), &mut oob);
+                match (read, decode_oob(&oob)) {
+                    (Ok(()), Ok((lpn, _))) => lpn,
+                    _ => u32::MAX,
+                }
+            })
+            .collect()
     }
 }
 
