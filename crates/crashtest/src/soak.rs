@@ -281,6 +281,27 @@ pub struct SoakConfig {
     pub second_lives: usize,
 }
 
+impl SoakConfig {
+    /// A soak of `designs` over `seeds` in which each seed chooses its variant: the designs' own
+    /// promises and options, every shape, 1,000 untorn crash points per cell, one job, no
+    /// second lives.
+    pub fn varying(designs: Vec<DesignSpec>, seeds: Vec<u64>) -> SoakConfig {
+        SoakConfig {
+            designs,
+            promise: None,
+            options: DesignOptions::default(),
+            seeds,
+            crash_points: 1000,
+            torn: false,
+            jobs: 1,
+            vary: true,
+            shapes: Vec::new(),
+            fixed: Vec::new(),
+            second_lives: 0,
+        }
+    }
+}
+
 /// One (design, seed) campaign.
 #[derive(Clone, Debug, Serialize)]
 pub struct CellResult {

@@ -535,19 +535,7 @@ fn a_soak_varies_the_parameter_sets_a_design_names() {
     use crashtest::soak::{soak_options, SoakConfig};
     let mut spec = tiny_spec();
     spec.soak_params = &[&[], &[("bug", "none")]];
-    let mut cfg = SoakConfig {
-        designs: vec![spec.clone()],
-        promise: None,
-        options: DesignOptions::default(),
-        seeds: (0..40).collect(),
-        crash_points: 10,
-        torn: false,
-        jobs: 1,
-        vary: true,
-        shapes: Vec::new(),
-        fixed: Vec::new(),
-        second_lives: 0,
-    };
+    let mut cfg = SoakConfig::varying(vec![spec.clone()], (0..40).collect());
     let small = DeviceConfig::preset("small").expect("small preset");
     let bug = |cfg: &SoakConfig, seed: u64| {
         soak_options(cfg, &spec, &small, seed)

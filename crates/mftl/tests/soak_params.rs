@@ -7,19 +7,7 @@ use crashtest::soak::{cell_config, soak_options, SoakConfig, SoakGeometry, SOAK_
 use ftl::DesignOptions;
 
 fn soak() -> SoakConfig {
-    SoakConfig {
-        designs: vec![mftl::spec()],
-        promise: None,
-        options: DesignOptions::default(),
-        seeds: (0..40).collect(),
-        crash_points: 10,
-        torn: false,
-        jobs: 1,
-        vary: true,
-        shapes: Vec::new(),
-        fixed: Vec::new(),
-        second_lives: 0,
-    }
+    SoakConfig::varying(vec![mftl::spec()], (0..40).collect())
 }
 
 /// The `ala_stripe` values 40 seeds draw on `geometry` (none: the defaults).
