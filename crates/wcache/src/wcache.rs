@@ -527,9 +527,9 @@ impl WCache {
     /// those left part-written by the cut (a written prefix, no torn page), which are taken up
     /// again where their writes stopped: on each chip the first for GC's copies, the next for
     /// write-backs. Closing them instead loses their room until GC erases them, and GC needs
-    /// room to erase anything: a one-chip device cut while its last free block was open recovered with no
-    /// free block and no open one, and its next write-back failed "device full" (found by the
-    /// crash soak's `one-chip` geometry, seed 20262037).
+    /// room to erase anything: a one-chip device cut while its last free block was open
+    /// recovered with no free block and no open one, and a write-back in its second life failed
+    /// "device full" (the crash soak's `one-chip` geometry, seed 20262037).
     fn adopt_blocks_left_open(&mut self, blocks: &[ScannedBlock]) {
         let g = self.flash.geometry().clone();
         let mut adopted = vec![0usize; g.chips() as usize];
