@@ -86,12 +86,8 @@ fn every_design_on(device: &[&str]) {
 #[test]
 fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
     for g in crashtest::soak::SOAK_GEOMETRIES {
-        let sets = [
-            format!("geometry.channels={}", g.channels),
-            format!("geometry.chips_per_channel={}", g.chips_per_channel),
-            format!("geometry.blocks_per_chip={}", g.blocks_per_chip),
-            format!("geometry.pages_per_block={}", g.pages_per_block),
-        ];
+        // The `--set` overrides a soak cell's replay command gives for the same device.
+        let sets = crashtest::device_overrides(&g.device());
         let mut device = vec!["--preset", "small"];
         for set in &sets {
             device.extend(["--set", set.as_str()]);

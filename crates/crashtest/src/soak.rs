@@ -648,20 +648,9 @@ mod tests {
         for seed in 0..400 {
             let v = Variant::choose(seed, None, &[], &|_| true);
             let g = SoakGeometry::named(v.geometry).expect("a named geometry");
-            let d = &v.device.geometry;
             assert_eq!(
-                (
-                    d.channels,
-                    d.chips_per_channel,
-                    d.blocks_per_chip,
-                    d.pages_per_block
-                ),
-                (
-                    g.channels,
-                    g.chips_per_channel,
-                    g.blocks_per_chip,
-                    g.pages_per_block
-                ),
+                v.device.geometry,
+                g.device().geometry,
                 "seed {seed} drew {}",
                 g.name
             );
