@@ -21,6 +21,7 @@ use ftl::{
     TxCapabilities, TxCompletion, TxUuid, Validity,
 };
 use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 const NONE: u32 = u32::MAX;
 const HOST: usize = 0;
@@ -127,14 +128,16 @@ enum Rec {
     Pending { slot: u32, idx: u32 },
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct CommitLive {
     ppn: Ppn,
     rec: u32,
     /// Committed pages of the tx that are still the current version.
     live: u32,
-    /// When the newest superseding commit is on flash.
+    /// When the newest superseding commit (or compaction copy) is on flash.
     obsolete_ns: u64,
+    /// The pages the transaction wrote (those whose `map_tx` is still this tx are live).
+    lpns: Box<[u32]>,
 }
 
 pub struct TxFlashTc {
@@ -154,7 +157,10 @@ pub struct TxFlashTc {
     /// lpn -> pending slot of the running dynamic transaction that holds it, else NONE.
     locked: Vec<u32>,
     next_txid: u32,
-    commits: FxHashMap<u32, CommitLive>,
+    /// Live commit records by tx id: ids grow with commit order, so the first is the oldest.
+    commits: BTreeMap<u32, CommitLive>,
+    /// Most live commit records kept before the oldest is compacted (`commit_reserve`).
+    commit_budget: usize,
     recs: Vec<Rec>,
     free_recs: Vec<u32>,
     pending: Vec<Option<Pending>>,
@@ -170,6 +176,8 @@ pub struct TxFlashTc {
     commit_records: u64,
     txs: u64,
     gc_runs: u64,
+    compactions: u64,
+    compacted_pages: u64,
 }
 
 fn oob_bytes(g: &flash::Geometry) -> u32 {
@@ -189,7 +197,9 @@ pub fn spec() -> ftl::DesignSpec {
             Ok((Box::new(d), r))
         },
         default_workload: "txmix",
-        soak_params: &[],
+        // Half the seeds soak a 1 % commit reserve, so that the oldest commit records are
+        // compacted many times in a cell (the default reserve needs longer runs to reach it).
+        soak_params: &[&[], &[("commit_reserve", "0.01")]],
     }
 }
 
@@ -211,12 +221,14 @@ impl TxFlashTc {
             ));
         }
         // Summary pages take one page per block; `commit_reserve` of the rest holds live commit
-        // records (each stays until every page it covers is obsolete), `over_provisioning` is
-        // GC headroom; at least the GC reserve plus two blocks per chip stay hidden.
+        // records (at most the budget, then the oldest is compacted), `over_provisioning` is
+        // GC headroom; at least the GC reserve plus two blocks per chip stay hidden besides the
+        // commit records, one over budget (a commit made before the next compaction) included.
         let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
+        let commit_budget = ((data_pages as f64 * p.commit_reserve) as u64).max(1);
         let by_op = (data_pages as f64 * (1.0 - p.over_provisioning - p.commit_reserve)) as u64;
         let spare = (4 * g.chips() as u64 + 2) * (g.pages_per_block as u64 - 1);
-        let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
+        let logical = by_op.min(data_pages.saturating_sub(spare + commit_budget + 1)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
                 "no logical pages left after over-provisioning and commit reserve".into(),
@@ -235,7 +247,8 @@ impl TxFlashTc {
             busy_until: vec![0; n],
             locked: vec![NONE; n],
             next_txid: 1,
-            commits: FxHashMap::default(),
+            commits: BTreeMap::new(),
+            commit_budget: commit_budget as usize,
             recs: Vec::new(),
             free_recs: Vec::new(),
             pending: Vec::new(),
@@ -248,6 +261,8 @@ impl TxFlashTc {
             commit_records: 0,
             txs: 0,
             gc_runs: 0,
+            compactions: 0,
+            compacted_pages: 0,
             flash,
             p,
         })
@@ -307,8 +322,15 @@ impl TxFlashTc {
         txid: 0,
     });
 
-    /// Garbage collection (and static wear leveling) until enough blocks are free.
+    /// Before a host page is allocated: commit records over budget compacted, then garbage
+    /// collection (and static wear leveling) until enough blocks are free.
     fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
+        self.compact_commit_records(now)?;
+        self.collect_until_reserve(now)
+    }
+
+    /// Garbage collection (and static wear leveling) until enough blocks are free.
+    fn collect_until_reserve(&mut self, now: u64) -> Result<(), FtlError> {
         let mut rounds = 0;
         while self.space.pool.free_blocks() < self.reserve_blocks() {
             // A victim must free at least one page (full blocks hold ppb − 1 data pages).
@@ -379,6 +401,73 @@ impl TxFlashTc {
         self.space.pool.release(victim);
         self.block_last_end[victim.0 as usize] = 0;
         Ok(())
+    }
+
+    /// Keeps the live commit records within the budget `commit_reserve` sets, oldest first
+    /// ([R], docs/txflash.md "Commit-record compaction"). A commit record stays live while any
+    /// page it covers is current (§4.1), so without a bound they could outgrow any reserve and
+    /// the device would refuse writes inside its exported capacity. Traditional commit bounds
+    /// its log by checkpointing committed intentions and truncating the log tail (§3.1); TC in
+    /// TxFlash has no log, so the tail's analogue is the oldest live commit record.
+    fn compact_commit_records(&mut self, now: u64) -> Result<(), FtlError> {
+        while self.commits.len() > self.commit_budget {
+            let (&txid, _) = self.commits.first_key_value().expect("over budget");
+            self.compact(txid, now)?;
+            debug_assert!(!self.commits.contains_key(&txid), "tx {txid} still live");
+        }
+        Ok(())
+    }
+
+    /// Rewrites every current page of committed transaction `txid` as a single-page version
+    /// (same LPN, version and tx id, `FLAG_SINGLE` set: committed on its own), then releases
+    /// the commit record, erasable only after every copy is on flash. Before the record is
+    /// erased recovery may find both versions; either is the committed content.
+    fn compact(&mut self, txid: u32, now: u64) -> Result<(), FtlError> {
+        self.compactions += 1;
+        let lpns = self.commits[&txid].lpns.clone();
+        let mut oob = [0u8; OOB_BYTES as usize];
+        for lpn in lpns.iter().map(|&l| l as usize) {
+            if self.map_tx[lpn] != txid {
+                continue;
+            }
+            self.collect_until_reserve(now)?;
+            let from = Ppn(self.map[lpn]);
+            let (status, read) = self.flash.read(from, &mut oob, now, OpCause::TxMeta)?;
+            let ReadStatus::Data(content) = status else {
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} did not read back ({status:?})"
+                )));
+            };
+            let mut rec = Oob::decode(&oob)
+                .ok()
+                .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
+            rec.flags |= format::FLAG_SINGLE;
+            let to = self.alloc(GC)?;
+            let end = self.program(to, &content, &rec, read.end_ns, OpCause::TxMeta)?;
+            self.compacted_pages += 1;
+            self.space.validity.invalidate(from, end);
+            self.space.validity.set_valid(to, lpn as u32);
+            self.map[lpn] = to.0;
+            self.map_tx[lpn] = NONE;
+            self.release_commit_page(txid, end);
+        }
+        Ok(())
+    }
+
+    /// One page of `txid` is no longer its current committed version (superseded at, or
+    /// copied by, `obsolete_ns`); the commit record dies with its last live page.
+    fn release_commit_page(&mut self, txid: u32, obsolete_ns: u64) {
+        let c = self
+            .commits
+            .get_mut(&txid)
+            .expect("commit of a mapped page");
+        c.live -= 1;
+        c.obsolete_ns = c.obsolete_ns.max(obsolete_ns);
+        if c.live == 0 {
+            let c = self.commits.remove(&txid).unwrap();
+            self.space.validity.invalidate(c.ppn, c.obsolete_ns);
+            self.free_rec(c.rec);
+        }
     }
 
     fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
@@ -507,6 +596,7 @@ impl TxFlashTc {
                     rec,
                     live: n as u32,
                     obsolete_ns: 0,
+                    lpns: p.pages.iter().map(|x| x.lpn.0).collect(),
                 },
             );
         }
@@ -534,14 +624,7 @@ impl TxFlashTc {
         self.space.validity.invalidate(Ppn(old), commit_end);
         let t = self.map_tx[i];
         if t != NONE {
-            let c = self.commits.get_mut(&t).expect("commit of a mapped page");
-            c.live -= 1;
-            c.obsolete_ns = c.obsolete_ns.max(commit_end);
-            if c.live == 0 {
-                let c = self.commits.remove(&t).unwrap();
-                self.space.validity.invalidate(c.ppn, c.obsolete_ns);
-                self.free_rec(c.rec);
-            }
+            self.release_commit_page(t, commit_end);
         }
         self.map[i] = NONE;
         self.map_tx[i] = NONE;
@@ -717,7 +800,8 @@ impl TxFlashTc {
                 self.space.pool.mark_full(BlockId(b));
             }
         }
-        let mut live: FxHashMap<u32, u32> = FxHashMap::default();
+        // The current pages of each committed transaction, in LPN order.
+        let mut live: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for (i, &(_, p, t)) in best.iter().enumerate() {
             if p == NONE {
                 continue;
@@ -726,10 +810,10 @@ impl TxFlashTc {
             self.map_tx[i] = t;
             self.space.validity.set_valid(Ppn(p), i as u32);
             if t != NONE {
-                *live.entry(t).or_default() += 1;
+                live.entry(t).or_default().push(i as u32);
             }
         }
-        for (t, n) in live {
+        for (t, lpns) in live {
             let ppn = commit_at[&t];
             let rec = self.new_rec(Rec::Commit { txid: t });
             self.space.validity.set_valid(ppn, self.logical + rec);
@@ -738,8 +822,9 @@ impl TxFlashTc {
                 CommitLive {
                     ppn,
                     rec,
-                    live: n,
+                    live: lpns.len() as u32,
                     obsolete_ns: 0,
+                    lpns: lpns.into_boxed_slice(),
                 },
             );
         }
@@ -787,6 +872,8 @@ impl BlockDevice for TxFlashTc {
             ("commit_records".into(), self.commit_records as f64),
             ("gc_blocks".into(), self.gc_runs as f64),
             ("live_commit_records".into(), self.commits.len() as f64),
+            ("commit_compactions".into(), self.compactions as f64),
+            ("compacted_pages".into(), self.compacted_pages as f64),
         ]
     }
     fn transactional(&mut self) -> Option<&mut dyn Transactional> {
@@ -1038,6 +1125,57 @@ mod tests {
             "single-page writes need no commit record"
         );
         d.check().unwrap();
+    }
+
+    /// Two-page transactions whose second page is never overwritten keep one commit record
+    /// live each; past the budget the oldest is compacted, so the records stay within it and
+    /// the device keeps accepting writes. Every page reads back its newest content, before and
+    /// after a power cut.
+    #[test]
+    fn live_commit_records_stay_within_the_budget_by_compacting_the_oldest() {
+        let o = DesignOptions::default().with("commit_reserve", "0.01");
+        let mut d = dev(o.clone());
+        let budget = d.commit_budget;
+        let half = d.logical_pages() / 2;
+        let mut newest = vec![None; d.logical_pages() as usize];
+        let mut t = 0;
+        for i in 0..4 * half as u64 {
+            t += 1000;
+            let (a, b) = (
+                (i % half as u64) as u32,
+                half + (i * 7 % half as u64) as u32,
+            );
+            let pages = [(Lpn(a), tag(a, i)), (Lpn(b), tag(b, i))];
+            d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, t)
+                .unwrap();
+            newest[a as usize] = Some(i);
+            newest[b as usize] = Some(i);
+            assert!(
+                d.commits.len() <= budget + 1,
+                "{} live records",
+                d.commits.len()
+            );
+            if i % 97 == 0 {
+                d.check().unwrap();
+            }
+        }
+        assert!(d.compactions > 0 && d.compacted_pages > 0);
+        d.check().unwrap();
+        let expect = |d: &mut TxFlashTc| {
+            let at = d.arrivals.last() + 1;
+            for (l, w) in newest.iter().enumerate() {
+                let want = w.map_or(PageOutcome::Unwritten, |w| {
+                    PageOutcome::Data(tag(l as u32, w))
+                });
+                assert_eq!(read1(d, l as u32, at + l as u64), want, "lpn {l}");
+            }
+        };
+        expect(&mut d);
+        let mut flash = Box::new(d).into_flash();
+        flash.start_clock_at(flash.idle_ns() + 1);
+        let (mut r, _) = TxFlashTc::recover(flash, &o).unwrap();
+        r.check().unwrap();
+        expect(&mut r);
     }
 
     #[test]

@@ -20,6 +20,15 @@ fn tc_txmix_at_high_utilisation_with_gc_survives_crashes() {
     campaign(txmix(2500, 0.85), DesignOptions::default(), 300, 2, true);
 }
 
+/// A commit reserve of 1 % (39 records on `small`) makes TC compact its oldest commit records
+/// many times in the run: a cut during a compaction, torn copy or torn erase included, must
+/// leave every page at its newest committed version.
+#[test]
+fn tc_compacting_commit_records_survives_crashes() {
+    let o = DesignOptions::default().with("commit_reserve", "0.01");
+    campaign(txmix(2500, 0.85), o, 300, 4, true);
+}
+
 #[test]
 fn tc_refusing_isolation_untorn() {
     let o = DesignOptions::default().with("isolation", "refuse");
