@@ -451,7 +451,7 @@ fn print_cell(c: &CellResult) {
         (None, v) => format!("FAIL {v} violations in {} images", c.violating_points),
     };
     eprintln!(
-        "{:<13} seed {:<20} {:<15} {:<10} {:<5} qd {:<2} fill {:<3} {:>5} points  {status}{}",
+        "{:<13} seed {:<20} {:<15} {:<10} {:<5} qd {:<2} fill {:<4} {:>5} req {:>5} points  {status}{}",
         c.design,
         c.seed,
         c.shape,
@@ -459,6 +459,7 @@ fn print_cell(c: &CellResult) {
         c.timing,
         c.queue_depth,
         c.fill,
+        c.requests,
         c.crash_points,
         if c.params.is_empty() {
             String::new()

@@ -4,8 +4,9 @@
 //! of 21 seeds while the tests' seeds passed). A soak runs one campaign per (design, seed) cell,
 //! on all cores, and never stops at a failure. Each seed also chooses, deterministically, the
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
-//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill and a geometry (one of
-//! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized and many-chipped shapes) —
+//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill, a geometry (one of
+//! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized and many-chipped shapes), a
+//! flash timing and a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) —
 //! so one design bug does not hide behind one workload shape or one device. Every failing cell
 //! prints the command that replays its first violation exactly; [`shrink`] then reduces a
 //! failing cell to the smallest run that still fails.
@@ -167,6 +168,12 @@ pub fn wide_device() -> DeviceConfig {
 /// Base run length of every cell (requests after the fill), as `mobius crashtest`.
 pub const BASE_REQUESTS: u64 = 3000;
 
+/// The run length one varying seed in four draws instead. Space a design keeps live beside the
+/// data (TxFlash TC's commit records, logs, checkpoints) can take several times the device's
+/// capacity in writes to outgrow its reserve: TC ran out of space after 4,500–9,000 txmix
+/// requests at 90 % fill, which no 3,000-request cell reached (docs/txflash.md).
+pub const LONG_REQUESTS: u64 = 20_000;
+
 impl Variant {
     /// The variant `seed` chooses for a design with capabilities `caps`.
     /// Geometries `fits` turns down are not drawn (the design refuses the soak's own options
@@ -199,6 +206,10 @@ impl Variant {
         // Drawn last, so a seed's shape, geometry, fill and queue depth are what they were
         // before timings were drawn.
         let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
+        // Drawn after the timing, for the same reason.
+        if rng.random_range(0..4) == 0 {
+            w.requests = LONG_REQUESTS;
+        }
         let mut device = geometry.device();
         device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
         Variant {
@@ -315,6 +326,8 @@ pub struct CellResult {
     pub params: String,
     pub queue_depth: u32,
     pub fill: f64,
+    /// Requests after the fill.
+    pub requests: u64,
     pub crash_points: usize,
     pub violations: usize,
     pub violating_points: usize,
@@ -512,6 +525,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         params: extra_params(cfg, &campaign.options),
         queue_depth: variant.workload.queue_depth,
         fill: variant.workload.fill,
+        requests: variant.workload.requests,
         crash_points: 0,
         violations: 0,
         violating_points: 0,
@@ -673,6 +687,23 @@ mod tests {
             DeviceConfig::preset("small").expect("small").timing,
             DeviceConfig::preset("jasmine").expect("jasmine").timing,
             "the two timings differ"
+        );
+    }
+
+    /// One seed in four runs the long cell; the others keep the base length. The length is
+    /// drawn last, so the rest of a seed's draw does not depend on it.
+    #[test]
+    fn one_seed_in_four_draws_the_long_run() {
+        let long = (0..400)
+            .map(|seed| Variant::choose(seed, None, &[], &|_| true))
+            .filter(|v| {
+                assert!([BASE_REQUESTS, LONG_REQUESTS].contains(&v.workload.requests));
+                v.workload.requests == LONG_REQUESTS
+            })
+            .count();
+        assert!(
+            (70..=130).contains(&long),
+            "{long} of 400 seeds drew the long run"
         );
     }
 
