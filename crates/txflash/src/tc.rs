@@ -157,10 +157,13 @@ pub struct TxFlashTc {
     /// lpn -> pending slot of the running dynamic transaction that holds it, else NONE.
     locked: Vec<u32>,
     next_txid: u32,
-    /// Live commit records by tx id: ids grow with commit order, so the first is the oldest.
-    commits: BTreeMap<u32, CommitLive>,
+    /// Live commit records by tx id.
+    commits: FxHashMap<u32, CommitLive>,
     /// Most live commit records kept before the oldest is compacted (`commit_reserve`).
     commit_budget: usize,
+    /// No live commit record has a smaller tx id: the oldest record (ids are given in the
+    /// order transactions open) is the first id from here that `commits` holds.
+    oldest_commit: u32,
     recs: Vec<Rec>,
     free_recs: Vec<u32>,
     pending: Vec<Option<Pending>>,
@@ -247,8 +250,9 @@ impl TxFlashTc {
             busy_until: vec![0; n],
             locked: vec![NONE; n],
             next_txid: 1,
-            commits: BTreeMap::new(),
+            commits: FxHashMap::default(),
             commit_budget: commit_budget as usize,
+            oldest_commit: 0,
             recs: Vec::new(),
             free_recs: Vec::new(),
             pending: Vec::new(),
@@ -411,7 +415,10 @@ impl TxFlashTc {
     /// TxFlash has no log, so the tail's analogue is the oldest live commit record.
     fn compact_commit_records(&mut self, now: u64) -> Result<(), FtlError> {
         while self.commits.len() > self.commit_budget {
-            let (&txid, _) = self.commits.first_key_value().expect("over budget");
+            while !self.commits.contains_key(&self.oldest_commit) {
+                self.oldest_commit += 1;
+            }
+            let txid = self.oldest_commit;
             self.compact(txid, now)?;
             debug_assert!(!self.commits.contains_key(&txid), "tx {txid} still live");
         }
@@ -589,6 +596,8 @@ impl TxFlashTc {
         }
         let p = self.release_pending_recs(slot);
         if let Some((ppn, rec)) = commit_rec {
+            // A dynamic transaction may commit after younger ones were compacted.
+            self.oldest_commit = self.oldest_commit.min(txid);
             self.commits.insert(
                 txid,
                 CommitLive {
@@ -699,6 +708,12 @@ impl TxFlashTc {
             }
             if self.space.validity.owner(c.ppn) != Some(self.logical + c.rec) {
                 return Err(ftl::violation!("commit record of tx {t} is not live"));
+            }
+            if *t < self.oldest_commit {
+                return Err(ftl::violation!(
+                    "commit record of tx {t} is older than the oldest, {}",
+                    self.oldest_commit
+                ));
             }
         }
         if live.len() != self.commits.len() {
@@ -828,6 +843,7 @@ impl TxFlashTc {
                 },
             );
         }
+        self.oldest_commit = self.commits.keys().min().copied().unwrap_or(0);
         for b in 0..blocks {
             if used[b as usize] {
                 self.space.validity.index_block(BlockId(b));
