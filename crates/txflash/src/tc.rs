@@ -1194,6 +1194,57 @@ mod tests {
         expect(&mut r);
     }
 
+    /// A dynamic transaction opened before many others commits after the oldest records
+    /// were compacted past its id: it becomes the oldest, and is compacted in turn.
+    #[test]
+    fn a_dynamic_transaction_that_commits_late_is_compacted_in_turn() {
+        let mut d = dev(DesignOptions::default().with("commit_reserve", "0.01"));
+        let half = d.logical_pages() / 2;
+        let late = TxUuid(1_000_000);
+        d.dwrite(late, Lpn(half), &tag(half, 0), DwriteFlag::Head, 0)
+            .unwrap();
+        d.dwrite(late, Lpn(half + 1), &tag(half + 1, 0), DwriteFlag::Body, 1)
+            .unwrap();
+        let mut t = 1000;
+        let write_pairs = |d: &mut TxFlashTc, from: u64, n: u64, t: &mut u64| {
+            for i in from..from + n {
+                *t += 1000;
+                let a = (i % (half as u64 - 2)) as u32;
+                let pages = [(Lpn(a), tag(a, i)), (Lpn(a + 1), tag(a + 1, i))];
+                d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, *t)
+                    .unwrap();
+            }
+        };
+        write_pairs(&mut d, 1, 200, &mut t);
+        assert!(d.compactions > 0);
+        let late_id = d.by_uuid[&late];
+        let late_txid = d.pending[late_id as usize].as_ref().unwrap().txid;
+        assert!(
+            d.oldest_commit > late_txid,
+            "younger records were compacted first"
+        );
+        d.dwrite(
+            late,
+            Lpn(half + 2),
+            &tag(half + 2, 0),
+            DwriteFlag::Rear,
+            t + 1,
+        )
+        .unwrap();
+        assert_eq!(d.oldest_commit, late_txid);
+        d.check().unwrap();
+        write_pairs(&mut d, 201, 100, &mut t);
+        assert!(!d.commits.contains_key(&late_txid), "compacted in turn");
+        d.check().unwrap();
+        let at = d.arrivals.last() + 1;
+        for (k, l) in (half..half + 3).enumerate() {
+            assert_eq!(
+                read1(&mut d, l, at + k as u64),
+                PageOutcome::Data(tag(l, 0))
+            );
+        }
+    }
+
     #[test]
     fn recovery_reads_summaries_and_keeps_only_committed_transactions() {
         let mut d = dev(DesignOptions::default());
