@@ -10,29 +10,20 @@
 
 use std::process::Command;
 
-const DESIGNS: [&str; 10] = [
-    "mobius",
-    "dftl",
-    "atomic-write",
-    "lighttx",
-    "txflash-tc",
-    "txflash-scc",
-    "txflash-bpcc",
-    "wcache",
-    "optr",
-    "fast",
-];
+/// Every design this build knows.
+fn designs() -> Vec<&'static str> {
+    mobius_cli::designs::all().iter().map(|d| d.name).collect()
+}
 
-/// The designs that run transactions (txmix), and so keep transaction metadata (commit
-/// records, atom inodes, logs) live beside the data.
-const TRANSACTIONAL: [&str; 6] = [
-    "mobius",
-    "atomic-write",
-    "lighttx",
-    "txflash-tc",
-    "txflash-scc",
-    "txflash-bpcc",
-];
+/// The designs that promise atomic transactions (they run txmix), and so keep transaction
+/// metadata (commit records, atom inodes, logs) live beside the data.
+fn transactional() -> Vec<&'static str> {
+    mobius_cli::designs::all()
+        .iter()
+        .filter(|d| d.promise == ftl::Promise::AtomicTransactions)
+        .map(|d| d.name)
+        .collect()
+}
 
 fn bench(args: &[&str]) -> Result<serde_json::Value, String> {
     bench_workload("randwrite", args)
@@ -114,8 +105,8 @@ fn soak_geometry_devices() -> Vec<Vec<String>> {
 }
 
 fn every_design_on(device: &[&str]) {
-    let failures: Vec<String> = DESIGNS
-        .iter()
+    let failures: Vec<String> = designs()
+        .into_iter()
         .filter_map(|d| {
             writes_twice_its_capacity(d, device)
                 .err()
@@ -143,10 +134,15 @@ fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
 /// records over budget were compacted (docs/txflash.md).
 #[test]
 fn every_transactional_design_holds_its_capacity_under_transactions_on_every_soak_geometry() {
+    let designs = transactional();
+    assert!(
+        designs.contains(&"txflash-tc") && designs.len() >= 6,
+        "{designs:?}"
+    );
     let mut failures = Vec::new();
     for device in soak_geometry_devices() {
         let device: Vec<&str> = device.iter().map(String::as_str).collect();
-        for d in TRANSACTIONAL {
+        for &d in &designs {
             if let Err(e) = writes_its_capacity_over(d, "txmix", 4, &device) {
                 failures.push(format!("{d} on {device:?}: {e}"));
             }
