@@ -6,7 +6,9 @@
 //! full". Another device (4 chips of 8,192 blocks, 4 GB) has a mapping tree larger than a small
 //! device's GC reserve, and there the power cut and recovery after the run are
 //! part of the check: a design must not run out of space while recovering either. The
-//! jasmine-sized run is behind `MOBIUS_LONG=1`.
+//! transactional designs also write 4× their capacity in txmix requests on every soak
+//! geometry, since transaction metadata (TxFlash TC's commit records) lives beside the data.
+//! The jasmine-sized run is behind `MOBIUS_LONG=1`.
 
 use std::process::Command;
 
