@@ -690,8 +690,7 @@ mod tests {
         );
     }
 
-    /// One seed in four runs the long cell; the others keep the base length. The length is
-    /// drawn last, so the rest of a seed's draw does not depend on it.
+    /// One seed in four runs the long cell; the others keep the base length.
     #[test]
     fn one_seed_in_four_draws_the_long_run() {
         let long = (0..400)
