@@ -170,7 +170,7 @@ pub const BASE_REQUESTS: u64 = 3000;
 
 /// The run length one varying seed in four draws instead. Space a design keeps live beside the
 /// data (TxFlash TC's commit records, logs, checkpoints) can take several times the device's
-/// capacity in writes to outgrow its reserve: TC ran out of space after 4,500–9,000 txmix
+/// capacity in writes to outgrow its reserve: TC ran out of space after 4,800–9,200 txmix
 /// requests at 90 % fill, which no 3,000-request cell reached (docs/txflash.md).
 pub const LONG_REQUESTS: u64 = 20_000;
 
