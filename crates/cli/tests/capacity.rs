@@ -132,8 +132,8 @@ fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
 
 /// Transactions keep their metadata live beside the data. TxFlash TC's commit records, each
 /// live until every page it covers is overwritten, outgrew its reserve here: "device full"
-/// after 4,800–5,200 txmix requests on the wide geometry and 9,000–9,200 on 32 chips, until the oldest
-/// records over budget were compacted (docs/txflash.md).
+/// after 4,800–5,200 txmix requests on the wide geometry and 9,000–9,200 on 32 chips, until
+/// the oldest records over budget were compacted (docs/txflash.md).
 #[test]
 fn every_transactional_design_holds_its_capacity_under_transactions_on_every_soak_geometry() {
     let designs = transactional();
