@@ -364,20 +364,9 @@ impl TxFlashTc {
         self.gc_runs += 1;
         self.space.validity.unindex_block(victim);
         let live: Vec<(Ppn, u32)> = self.space.validity.valid_pages(victim).collect();
-        let mut oob = [0u8; OOB_BYTES as usize];
         let mut last = now;
         for (from, owner) in live {
-            let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
-            let ReadStatus::Data(content) = status else {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({status:?})"
-                )));
-            };
-            let rec = Oob::decode(&oob)
-                .ok()
-                .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
-            let to = self.alloc(GC)?;
-            let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+            let (to, end) = self.copy_live(from, 0, now, cause)?;
             self.space.validity.set_valid(to, owner);
             self.space.validity.invalidate(from, end);
             last = last.max(end);
@@ -432,25 +421,13 @@ impl TxFlashTc {
     fn compact(&mut self, txid: u32, now: u64) -> Result<(), FtlError> {
         self.compactions += 1;
         let lpns = self.commits[&txid].lpns.clone();
-        let mut oob = [0u8; OOB_BYTES as usize];
         for lpn in lpns.iter().map(|&l| l as usize) {
             if self.map_tx[lpn] != txid {
                 continue;
             }
             self.collect_until_reserve(now)?;
             let from = Ppn(self.map[lpn]);
-            let (status, read) = self.flash.read(from, &mut oob, now, OpCause::TxMeta)?;
-            let ReadStatus::Data(content) = status else {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({status:?})"
-                )));
-            };
-            let mut rec = Oob::decode(&oob)
-                .ok()
-                .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
-            rec.flags |= format::FLAG_SINGLE;
-            let to = self.alloc(GC)?;
-            let end = self.program(to, &content, &rec, read.end_ns, OpCause::TxMeta)?;
+            let (to, end) = self.copy_live(from, format::FLAG_SINGLE, now, OpCause::TxMeta)?;
             self.compacted_pages += 1;
             self.space.validity.invalidate(from, end);
             self.space.validity.set_valid(to, lpn as u32);
@@ -475,6 +452,31 @@ impl TxFlashTc {
             self.space.validity.invalidate(c.ppn, c.obsolete_ns);
             self.free_rec(c.rec);
         }
+    }
+
+    /// Reads live page `from` and programs it on GC's stream with its OOB record as it is, but
+    /// for `extra_flags`. Returns the copy and when its program ends.
+    fn copy_live(
+        &mut self,
+        from: Ppn,
+        extra_flags: u8,
+        now: u64,
+        cause: OpCause,
+    ) -> Result<(Ppn, u64), FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
+        let ReadStatus::Data(content) = status else {
+            return Err(FtlError::Corrupt(format!(
+                "live {from} did not read back ({status:?})"
+            )));
+        };
+        let mut rec = Oob::decode(&oob)
+            .ok()
+            .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
+        rec.flags |= extra_flags;
+        let to = self.alloc(GC)?;
+        let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+        Ok((to, end))
     }
 
     fn check_lpn(&self, lpn: Lpn) -> Result<(), FtlError> {
