@@ -444,6 +444,22 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
     })
 }
 
+/// What a cell ran beyond its line's columns: the parameters and over-provisioning it drew.
+fn cell_extras(c: &CellResult) -> String {
+    let mut extras: Vec<String> = Vec::new();
+    if !c.params.is_empty() {
+        extras.push(c.params.clone());
+    }
+    if let Some(op) = &c.over_provisioning {
+        extras.push(format!("over-provisioning {op}"));
+    }
+    if extras.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", extras.join("; "))
+    }
+}
+
 fn print_cell(c: &CellResult) {
     let status = match (&c.error, c.violations) {
         (Some(e), _) => format!("ERROR {e}"),
@@ -461,11 +477,7 @@ fn print_cell(c: &CellResult) {
         c.fill,
         c.requests,
         c.crash_points,
-        if c.params.is_empty() {
-            String::new()
-        } else {
-            format!("  ({})", c.params)
-        }
+        cell_extras(c)
     );
     if c.failed() {
         if let Some(v) = &c.first_violation {

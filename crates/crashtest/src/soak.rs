@@ -6,15 +6,17 @@
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
 //! large transactions, abort-heavy, trim-heavy), a queue depth, a fill, a geometry (one of
 //! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized and many-chipped shapes), a
-//! flash timing and a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) —
-//! so one design bug does not hide behind one workload shape or one device. Every failing cell
+//! flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) and,
+//! one seed in four, the design's over-provisioning turned down to the lowest it accepts
+//! ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one workload shape or
+//! one device. Every failing cell
 //! prints the command that replays its first violation exactly; [`shrink`] then reduces a
 //! failing cell to the smallest run that still fails.
 
 use crate::second_life::run_campaign_with_lives;
 use crate::{replay_command, CampaignConfig, CampaignReport};
 use flash::{DeviceConfig, Flash};
-use ftl::{DesignOptions, DesignSpec, FtlError, Promise, TxCapabilities};
+use ftl::{DesignOptions, DesignSpec, FtlError, OverProvisioningKnob, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -75,6 +77,9 @@ pub struct Variant {
     pub geometry: &'static str,
     /// The name of its flash timing in [`SOAK_TIMINGS`] (`fixed`: the soak's given device).
     pub timing: &'static str,
+    /// The over-provisioning the cell turned its design down to (one of
+    /// [`LOW_OVER_PROVISIONING`]; `None`: the design's default).
+    pub over_provisioning: Option<&'static str>,
 }
 
 /// The flash timings a varying soak draws from, by the preset that has them: the `small`
@@ -218,6 +223,7 @@ impl Variant {
             device,
             geometry: geometry.name,
             timing,
+            over_provisioning: None,
         }
     }
 }
@@ -324,6 +330,9 @@ pub struct CellResult {
     pub timing: String,
     /// Design parameters the soak chose for this seed (`k=v,...`; empty: the defaults).
     pub params: String,
+    /// The over-provisioning the cell turned its design down to (`None`: the design's
+    /// default).
+    pub over_provisioning: Option<String>,
     pub queue_depth: u32,
     pub fill: f64,
     /// Requests after the fill.
@@ -437,11 +446,22 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
             device,
             geometry: "fixed",
             timing: "fixed",
+            over_provisioning: None,
         }
     };
+    let mut variant = variant;
+    let mut options = soak_options(cfg, design, &variant.device, seed);
+    if cfg.vary && draws_low_over_provisioning(seed) {
+        if let Some(low) = lowest_over_provisioning(design, &variant.device, &options, &cfg.options)
+        {
+            variant.device = low.device;
+            options = low.options;
+            variant.over_provisioning = Some(low.value);
+        }
+    }
     let campaign = CampaignConfig {
         design: design.clone(),
-        options: soak_options(cfg, design, &variant.device, seed),
+        options,
         device: variant.device.clone(),
         workload: variant.workload.clone(),
         seed,
@@ -491,6 +511,60 @@ pub fn soak_options(
     sets[rng.random_range(0..sets.len())].clone()
 }
 
+/// The over-provisioning values a cell that turns it down tries, lowest first. It runs the
+/// lowest its design accepts on the cell's device: FAST, for one, needs four hidden blocks.
+/// Low over-provisioning is where a design's exported capacity leaves the least room for what
+/// it keeps beside the data (TxFlash TC's commit records outgrew theirs, docs/txflash.md), and
+/// every design has its own default, so the soak turns each one down through its own knob.
+pub const LOW_OVER_PROVISIONING: [&str; 5] = ["0", "0.01", "0.02", "0.05", "0.1"];
+
+/// Whether `seed` turns its cells' over-provisioning down: one seed in four, drawn with a
+/// generator of its own, so that every other choice of a seed is what it was before.
+pub fn draws_low_over_provisioning(seed: u64) -> bool {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x0b_0b0b_0b0b).random_range(0..4) == 0
+}
+
+/// A device and options with a design's over-provisioning turned down.
+#[derive(Clone, Debug)]
+pub struct LowOverProvisioning {
+    pub device: DeviceConfig,
+    pub options: DesignOptions,
+    /// The value, one of [`LOW_OVER_PROVISIONING`].
+    pub value: &'static str,
+}
+
+/// `device` and `options` with `design`'s over-provisioning set, through its own knob
+/// ([`ftl::OverProvisioningKnob`]), to the lowest of [`LOW_OVER_PROVISIONING`] it accepts there.
+/// `None` when the knob is a parameter in `given` (options the user set win), or when the
+/// design accepts none of the values.
+pub fn lowest_over_provisioning(
+    design: &DesignSpec,
+    device: &DeviceConfig,
+    options: &DesignOptions,
+    given: &DesignOptions,
+) -> Option<LowOverProvisioning> {
+    LOW_OVER_PROVISIONING.into_iter().find_map(|value| {
+        let mut low = LowOverProvisioning {
+            device: device.clone(),
+            options: options.clone(),
+            value,
+        };
+        match design.over_provisioning {
+            OverProvisioningKnob::Device => {
+                low.device.over_provisioning = value.parse().expect("a number");
+                low.device.validate().ok()?;
+            }
+            OverProvisioningKnob::Param(name) => {
+                if given.params.contains_key(name) {
+                    return None;
+                }
+                low.options = low.options.with(name, value);
+            }
+        }
+        (!refuses(design, &low.device, &low.options)).then_some(low)
+    })
+}
+
 /// Whether `design` refuses `options` on `device` as an invalid option when it formats it.
 fn refuses(design: &DesignSpec, device: &DeviceConfig, options: &DesignOptions) -> bool {
     let flash = Flash::in_memory(device.clone(), design.oob_record(&device.geometry), true);
@@ -523,6 +597,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         geometry: variant.geometry.to_string(),
         timing: variant.timing.to_string(),
         params: extra_params(cfg, &campaign.options),
+        over_provisioning: variant.over_provisioning.map(str::to_string),
         queue_depth: variant.workload.queue_depth,
         fill: variant.workload.fill,
         requests: variant.workload.requests,
@@ -703,6 +778,18 @@ mod tests {
         assert!(
             (70..=130).contains(&long),
             "{long} of 400 seeds drew the long run"
+        );
+    }
+
+    /// One seed in four turns its cells' over-provisioning down, with a generator of its own.
+    #[test]
+    fn one_seed_in_four_turns_over_provisioning_down() {
+        let low = (0..400)
+            .filter(|&seed| draws_low_over_provisioning(seed))
+            .count();
+        assert!(
+            (70..=130).contains(&low),
+            "{low} of 400 seeds turned it down"
         );
     }
 

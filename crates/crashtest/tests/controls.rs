@@ -323,6 +323,7 @@ fn lazy_spec() -> DesignSpec {
         recover: lazy_recover,
         default_workload: "randwrite-flush",
         soak_params: &[],
+        over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }
 

@@ -367,6 +367,7 @@ fn tiny_spec() -> DesignSpec {
         recover: tiny_recover,
         default_workload: "txmix",
         soak_params: &[],
+        over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }
 

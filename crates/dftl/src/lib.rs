@@ -36,5 +36,6 @@ pub fn spec() -> DesignSpec {
         recover,
         default_workload: "randwrite",
         soak_params: &[],
+        over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }

@@ -44,5 +44,6 @@ pub fn spec() -> DesignSpec {
         default_workload: "randwrite",
         // one or two RW log blocks: a full merge every few host pages
         soak_params: &[&[], &[("rw_log_blocks", "1")], &[("rw_log_blocks", "2")]],
+        over_provisioning: ftl::OverProvisioningKnob::Param("op"),
     }
 }

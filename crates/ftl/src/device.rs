@@ -308,6 +308,20 @@ pub struct DesignSpec {
     /// defaults), so that a mode the soak's small geometries would not choose by default is
     /// soaked too (Möbius's striped ALA).
     pub soak_params: &'static [&'static [(&'static str, &'static str)]],
+    /// Where the design takes its over-provisioning from, so that a soak and the capacity test
+    /// can turn it down on every design alike.
+    pub over_provisioning: OverProvisioningKnob,
+}
+
+/// Where a design takes its over-provisioning (the share of flash hidden from the host as GC
+/// headroom) from. The designs differ: DFTL and Möbius hide the device's share; the others
+/// have a parameter of their own, with their own default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverProvisioningKnob {
+    /// The device's `over_provisioning` (`--set over_provisioning=...`).
+    Device,
+    /// The design parameter of this name (`--param name=...`).
+    Param(&'static str),
 }
 
 impl DesignSpec {

@@ -35,5 +35,6 @@ pub fn spec() -> DesignSpec {
         recover: recover_fn,
         default_workload: "txmix",
         soak_params: &[],
+        over_provisioning: ftl::OverProvisioningKnob::Param("over_provisioning"),
     }
 }

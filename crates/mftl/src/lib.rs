@@ -45,5 +45,6 @@ pub fn spec() -> DesignSpec {
         // Half the seeds soak the ALA striped over four chips (the default where the ring has
         // room for it, e.g. `jasmine`; the soak's 16 MB geometries keep one).
         soak_params: &[&[], &[("ala_stripe", "4")]],
+        over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }

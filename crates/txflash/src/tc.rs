@@ -203,6 +203,7 @@ pub fn spec() -> ftl::DesignSpec {
         // Half the seeds soak a 1 % commit reserve, so that the oldest commit records are
         // compacted many times in a cell (the default reserve needs longer runs to reach it).
         soak_params: &[&[], &[("commit_reserve", "0.01")]],
+        over_provisioning: ftl::OverProvisioningKnob::Param("over_provisioning"),
     }
 }
 

@@ -31,5 +31,6 @@ pub fn spec() -> DesignSpec {
         recover,
         default_workload: "randwrite-flush",
         soak_params: &[],
+        over_provisioning: ftl::OverProvisioningKnob::Param("op"),
     }
 }

@@ -205,6 +205,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
             },
             default_workload: "txmix",
             soak_params: &[],
+            over_provisioning: ftl::OverProvisioningKnob::Param("over_provisioning"),
         },
         Protocol::Bpcc => ftl::DesignSpec {
             name: "txflash-bpcc",
@@ -219,6 +220,7 @@ fn spec_for(protocol: Protocol) -> ftl::DesignSpec {
             },
             default_workload: "txmix",
             soak_params: &[],
+            over_provisioning: ftl::OverProvisioningKnob::Param("over_provisioning"),
         },
     }
 }
