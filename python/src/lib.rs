@@ -89,7 +89,9 @@ fn ftl_err(e: FtlError) -> PyErr {
             TooLargeError::new_err(msg)
         }
         FtlError::NoSpace => DeviceFullError::new_err(msg),
-        FtlError::InvalidOption(_) | FtlError::Unsupported(_) => ConfigError::new_err(msg),
+        FtlError::InvalidOption(_)
+        | FtlError::Unsupported(_)
+        | FtlError::SpareAreaTooSmall { .. } => ConfigError::new_err(msg),
         FtlError::ImageIo(_) | FtlError::Corrupt(_) => ImageError::new_err(msg),
         _ => TransactionError::new_err(msg),
     }

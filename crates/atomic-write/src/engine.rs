@@ -337,12 +337,7 @@ impl Engine {
                 cfg.design
             )));
         }
-        if g.oob_bytes < OOB_BYTES {
-            return Err(FtlError::InvalidOption(format!(
-                "{} needs {OOB_BYTES} OOB bytes per page, the device has {}",
-                cfg.design, g.oob_bytes
-            )));
-        }
+        ftl::require_spare_area(cfg.design, OOB_BYTES, &g)?;
         let ring = if g.chips() > 1 {
             [g.block(ChipId(0), 0), g.block(ChipId(1), 0)]
         } else {

@@ -32,3 +32,47 @@ pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
             )
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::{DeviceConfig, Flash};
+    use ftl::{DesignOptions, FtlError};
+
+    fn format_on(design: &DesignSpec, oob_bytes: u32) -> Result<(), FtlError> {
+        let mut device = DeviceConfig::preset("small").expect("small preset");
+        device.geometry.oob_bytes = oob_bytes;
+        let flash = Flash::in_memory(device.clone(), design.oob_record(&device.geometry), true);
+        (design.format)(flash, &DesignOptions::default()).map(drop)
+    }
+
+    /// A spare area smaller than a design's OOB record is refused at format, by every design,
+    /// with a typed error naming both sizes. Before, DFTL, wcache, OPTR and FAST formatted and
+    /// then failed their first program as a broken flash rule ("an FTL bug").
+    #[test]
+    fn every_design_refuses_a_spare_area_too_small_for_its_record_at_format() {
+        for design in all() {
+            let needs = (design.oob_record_bytes)(&DeviceConfig::preset("small").unwrap().geometry);
+            match format_on(&design, needs - 1) {
+                Err(FtlError::SpareAreaTooSmall {
+                    design: name,
+                    needs: n,
+                    has,
+                }) => {
+                    assert_eq!((name, n, has), (design.name, needs, needs - 1));
+                }
+                other => panic!(
+                    "{}: {:?} with {} OOB bytes",
+                    design.name,
+                    other.err(),
+                    needs - 1
+                ),
+            }
+            assert!(
+                format_on(&design, needs).is_ok(),
+                "{} refuses a spare area of exactly its record ({needs} bytes)",
+                design.name
+            );
+        }
+    }
+}

@@ -69,6 +69,7 @@ pub struct DftlConfig {
 impl DftlConfig {
     pub fn from_options(o: &DesignOptions, g: &flash::Geometry) -> Result<DftlConfig, FtlError> {
         o.check_known("dftl", &PARAMS)?;
+        ftl::require_spare_area("dftl", OOB_BYTES, g)?;
         // The controller DRAM the CMT may fill: by default the same 64 MB board DRAM Möbius's
         // Resident and Evicting Areas share (Möbius §V-A), so both designs map with equal RAM.
         // `dram_mb=2` is the 262,144-entry CMT of earlier versions.

@@ -398,6 +398,25 @@ impl ArrivalClock {
     }
 }
 
+/// Refuses a device whose spare area has fewer than `needs` bytes per page, the size of
+/// `design`'s OOB record. Every design calls it before it builds anything, at format and at
+/// recovery, so a small `geometry.oob_bytes` is a typed error there instead of a broken flash
+/// rule at the first program.
+pub fn require_spare_area(
+    design: &'static str,
+    needs: u32,
+    geometry: &Geometry,
+) -> Result<(), FtlError> {
+    if geometry.oob_bytes < needs {
+        return Err(FtlError::SpareAreaTooSmall {
+            design,
+            needs,
+            has: geometry.oob_bytes,
+        });
+    }
+    Ok(())
+}
+
 /// Checks that `[start, start+count)` lies inside the device and is not empty.
 pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), FtlError> {
     if count == 0 {

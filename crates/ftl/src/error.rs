@@ -51,6 +51,16 @@ pub enum FtlError {
     AlreadyCommitted(TxUuid),
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// The device's spare area cannot hold the design's OOB record (refused at format, not
+    /// found at the first program).
+    #[error(
+        "{design} needs {needs} OOB bytes per page, the device has {has} (geometry.oob_bytes)"
+    )]
+    SpareAreaTooSmall {
+        design: &'static str,
+        needs: u32,
+        has: u32,
+    },
     #[error("flash metadata is damaged beyond what recovery can repair: {0}")]
     Corrupt(String),
     #[error("flash rule broken (an FTL bug): {0}")]

@@ -211,12 +211,7 @@ impl TxFlashTc {
     fn empty(flash: Flash, o: &DesignOptions) -> Result<TxFlashTc, FtlError> {
         let g = flash.geometry().clone();
         let p = Params::parse(o, g.page_bytes)?;
-        if flash.oob_record_bytes() < OOB_BYTES {
-            return Err(FtlError::InvalidOption(format!(
-                "txflash needs {OOB_BYTES} OOB bytes per page, the device keeps {}",
-                flash.oob_record_bytes()
-            )));
-        }
+        ftl::require_spare_area("txflash-tc", OOB_BYTES, &g)?;
         if g.pages_per_block < 4
             || 12 + (g.pages_per_block as usize - 1) * ENTRY_BYTES + 4 > g.page_bytes as usize
         {

@@ -248,11 +248,7 @@ fn err_flash(e: flash::FlashError) -> FtlError {
 impl Mobius {
     pub(crate) fn empty(flash: Flash, o: &DesignOptions) -> Result<Mobius, FtlError> {
         let g = flash.geometry().clone();
-        if flash.oob_record_bytes() < OOB_BYTES {
-            return Err(FtlError::InvalidOption(format!(
-                "mobius needs {OOB_BYTES} OOB bytes per page"
-            )));
-        }
+        ftl::require_spare_area("mobius", OOB_BYTES, &g)?;
         let mut cfg = MobiusConfig::from_options(&g, o)?;
         if !o.params.contains_key("merge_window_us") {
             cfg.merge_window_ns = flash.config().timing.program_ns;

@@ -241,13 +241,11 @@ impl TxFlashCyclic {
     ) -> Result<TxFlashCyclic, FtlError> {
         let g = flash.geometry().clone();
         let p = Params::parse(o, g.page_bytes)?;
-        if flash.oob_record_bytes() < protocol.oob_bytes() {
-            return Err(FtlError::InvalidOption(format!(
-                "txflash {protocol:?} needs {} OOB bytes per page, the device keeps {}",
-                protocol.oob_bytes(),
-                flash.oob_record_bytes()
-            )));
-        }
+        let name = match protocol {
+            Protocol::Scc => "txflash-scc",
+            Protocol::Bpcc => "txflash-bpcc",
+        };
+        ftl::require_spare_area(name, protocol.oob_bytes(), &g)?;
         if g.pages_per_block < 4
             || format::summary_bytes(g.pages_per_block as usize - 1) > g.page_bytes as usize
         {
