@@ -137,3 +137,33 @@ fn a_recovery_no_longer_counts_a_skipped_slot_in_the_s_max_window() {
 fn a_slot_prepared_for_the_tail_is_not_taken_for_a_full_ring() {
     second_life(small(), trim_heavy(0.8), 9500176, 4, (268_139_599, true));
 }
+
+/// Seed 20264152 with the device's over-provisioning turned down to 0 (abort-heavy shape: txmix
+/// with half the transactions aborted, queue depth 1, 90 % fill, on the soak's `one-chip`
+/// geometry with MLC timing; 600 torn points), second life after a torn cut at
+/// 14,539,104,465 ns: the device was cut again while GC held the free blocks two below its
+/// low-water mark (one left). Recovery closed the blocks left open, took the last free block for
+/// the chain, and the merge it ran needed GC, which had nowhere to copy even the one live page
+/// of its victim: "device full". GC's low-water mark now keeps one block more
+/// (`gc_low_blocks`, docs/mobius.md). Found by `mobius crashtest --ftl all --seeds 60 --seed
+/// 20264100 --crash-points 600 --torn --second-lives 2`, the first soak to turn
+/// over-provisioning down.
+#[test]
+fn a_device_cut_with_one_free_block_recovers_with_room_for_gc() {
+    let mut device = crashtest::soak::SoakGeometry::named("one-chip")
+        .expect("one-chip")
+        .device();
+    device.timing = flash::DeviceConfig::preset("jasmine")
+        .expect("jasmine preset")
+        .timing;
+    device.over_provisioning = 0.0;
+    let mut w = txmix(0.9, 1);
+    w.abort_fraction = 0.5;
+    let mut cfg = crashtest::testing::config(device, mftl::spec(), w, 20264152, true);
+    cfg.crash_points = 600;
+    let cut = crashtest::second_life::FirstCut {
+        instant_ns: 14_539_104_465,
+        torn: true,
+    };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}

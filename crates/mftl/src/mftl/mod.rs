@@ -35,9 +35,13 @@ pub(crate) const S_GC: usize = 2;
 pub(crate) const S_MAP: usize = S_GC;
 const STREAMS: usize = 3;
 
-/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two.
+/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two, plus
+/// one for recovery [R]. GC's copies take free blocks, so a cut can come with two fewer than this;
+/// recovery then closes the open blocks and needs a block for the chain and one for GC's copies
+/// before GC frees any (with `chips + 2` one was left on one chip, and recovery failed "device
+/// full": soak seed 20264152, docs/mobius.md "GC keeps a block for recovery").
 fn gc_low_blocks(g: &flash::Geometry) -> u32 {
-    g.chips() + 2
+    g.chips() + 3
 }
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
