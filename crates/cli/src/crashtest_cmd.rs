@@ -516,11 +516,14 @@ fn print_summary(report: &SoakReport) {
         report.wall_s
     );
     for c in report.cells.iter().filter(|c| c.failed()) {
+        let what = match &c.error {
+            Some(e) => format!("could not run: {e}"),
+            None => format!("{} violations", c.violations),
+        };
         println!(
-            "FAIL {} seed {}: {} violations; replay: {}",
+            "FAIL {} seed {}: {what}; replay: {}",
             c.design,
             c.seed,
-            c.violations,
             c.replay.as_deref().unwrap_or("-")
         );
     }
