@@ -35,14 +35,19 @@ pub(crate) const S_GC: usize = 2;
 pub(crate) const S_MAP: usize = S_GC;
 const STREAMS: usize = 3;
 
-/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two, plus
-/// one for recovery [R]. GC's copies take free blocks, so a cut can come with two fewer than this;
+/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two; and
+/// at least [`RECOVERY_FREE_BLOCKS`] more than a cut can take away [R]. GC's copies take a free
+/// block while the count is already below the mark, so a cut can leave two fewer than the mark;
 /// recovery then closes the open blocks and needs a block for the chain and one for GC's copies
-/// before GC frees any (with `chips + 2` one was left on one chip, and recovery failed "device
-/// full": soak seed 20264152, docs/mobius.md "GC keeps a block for recovery").
+/// before GC frees any. `chips + 2` leaves that on two chips or more; on one chip it left one
+/// block, and recovery failed "device full" (soak seed 20264152, docs/mobius.md "GC keeps room
+/// for recovery").
 fn gc_low_blocks(g: &flash::Geometry) -> u32 {
-    g.chips() + 3
+    (g.chips() + 2).max(RECOVERY_FREE_BLOCKS + 2)
 }
+
+/// Free blocks recovery takes before GC can free one: the chain's next page, GC's copies.
+const RECOVERY_FREE_BLOCKS: u32 = 2;
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
 
