@@ -62,6 +62,15 @@ pub fn decode_oob(b: &[u8]) -> Result<(u32, u64), CorruptRecord> {
     Ok((r.u32()?, r.u64()?))
 }
 
+/// GC's free-block mark by default: two per chip, and at least three [R]. GC runs once the
+/// free blocks are below the mark and its copies take one more, so a cut can leave two fewer;
+/// recovery takes the blocks left open up again, and GC then needs one free block for a
+/// victim's copies that do not fit the rest of its open block. Two on one chip left none at a
+/// cut, and the recovered device failed "device full" (soak seed 20264108, docs/optr.md).
+pub fn default_gc_free_blocks(g: &flash::Geometry) -> u32 {
+    (g.chips() * 2).max(3)
+}
+
 /// Design parameters.
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -88,7 +97,7 @@ impl Params {
         Ok(Params {
             cache_mb: o.get("cache_mb", crate::cache::default_cache_mb(g))?,
             op: o.get("op", 0.07)?,
-            gc_free_blocks: o.get("gc_free_blocks", g.chips() * 2)?,
+            gc_free_blocks: o.get("gc_free_blocks", default_gc_free_blocks(g))?,
             gc_policy: policy.parse()?,
             summary_pages: o.get("summary_pages", false)?,
             chip_allocation: o

@@ -53,3 +53,26 @@ fn a_device_cut_with_no_free_block_recovers_with_room_for_gc() {
         true,
     );
 }
+
+/// Seed 20264108 with `op=0` (random writes with a flush every 16, queue depth 16, 90 % fill,
+/// 20,000 requests on `one-chip` with SLC timing; 600 points; found by `mobius crashtest --ftl
+/// all --seeds 60 --seed 20264100 --crash-points 600 --torn --second-lives 2`, the first soak to
+/// turn over-provisioning down): cut while GC's copies held the last free block (GC runs at two
+/// free blocks on one chip, and a copy takes one more), the recovered device had none, and the
+/// rest of GC's open block could not take its first victim's 50 live pages: a flush in the
+/// second life failed "device full". GC's mark is now at least three blocks
+/// (`default_gc_free_blocks`).
+#[test]
+fn a_device_cut_with_no_free_block_at_low_over_provisioning_recovers_with_room_for_gc() {
+    let mut w = randwrite_flush(0.9, 16, 16, 0.0);
+    w.requests = 20_000;
+    let device = SoakGeometry::named("one-chip").expect("one-chip").device();
+    let mut cfg = crashtest::testing::config(device, wcache::spec(), w, 20264108, true);
+    cfg.options = ftl::DesignOptions::default().with("op", 0);
+    cfg.crash_points = 600;
+    let cut = FirstCut {
+        instant_ns: 37_371_089_600,
+        torn: false,
+    };
+    crashtest::testing::assert_second_life_keeps_promise(&cfg, cut);
+}
