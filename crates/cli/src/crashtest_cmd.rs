@@ -29,7 +29,8 @@ pub struct CrashtestArgs {
     /// seeds, each printed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Soak: run N seeds, each choosing its workload shape, queue depth, fill and geometry.
+    /// Soak: run N seeds, each choosing its workload shape, queue depth, fill, geometry, flash
+    /// timing, run length and (one seed in four) the lowest over-provisioning each design takes.
     #[arg(long)]
     pub seeds: Option<usize>,
     /// Soak: campaigns run at once (default: every core).
