@@ -9,9 +9,8 @@
 //! flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) and,
 //! one seed in four, the design's over-provisioning turned down to the lowest it accepts
 //! ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one workload shape or
-//! one device. Every failing cell
-//! prints the command that replays its first violation exactly; [`shrink`] then reduces a
-//! failing cell to the smallest run that still fails.
+//! one device. Every failing cell prints the command that replays its first violation exactly;
+//! [`shrink`] then reduces a failing cell to the smallest run that still fails.
 
 use crate::second_life::run_campaign_with_lives;
 use crate::{replay_command, CampaignConfig, CampaignReport};
@@ -421,7 +420,7 @@ impl SoakReport {
 /// The campaign of one cell.
 pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (CampaignConfig, Variant) {
     let caps = capabilities(design, &cfg.options);
-    let variant = if cfg.vary {
+    let mut variant = if cfg.vary {
         // Only options the soak was given narrow the draw: a design that refused its own
         // defaults on a geometry must fail there, not be left out of it.
         let given = !cfg.options.params.is_empty();
@@ -449,7 +448,6 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
             over_provisioning: None,
         }
     };
-    let mut variant = variant;
     let mut options = soak_options(cfg, design, &variant.device, seed);
     if cfg.vary && draws_low_over_provisioning(seed) {
         if let Some(low) = lowest_over_provisioning(design, &variant.device, &options, &cfg.options)
