@@ -337,7 +337,7 @@ impl Engine {
                 cfg.design
             )));
         }
-        ftl::require_spare_area(cfg.design, OOB_BYTES, &g)?;
+        ftl::require_spare_area(cfg.design, OOB_BYTES, &flash)?;
         let ring = if g.chips() > 1 {
             [g.block(ChipId(0), 0), g.block(ChipId(1), 0)]
         } else {

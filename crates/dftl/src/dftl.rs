@@ -69,7 +69,6 @@ pub struct DftlConfig {
 impl DftlConfig {
     pub fn from_options(o: &DesignOptions, g: &flash::Geometry) -> Result<DftlConfig, FtlError> {
         o.check_known("dftl", &PARAMS)?;
-        ftl::require_spare_area("dftl", OOB_BYTES, g)?;
         // The controller DRAM the CMT may fill: by default the same 64 MB board DRAM Möbius's
         // Resident and Evicting Areas share (Möbius §V-A), so both designs map with equal RAM.
         // `dram_mb=2` is the 262,144-entry CMT of earlier versions.
@@ -258,6 +257,7 @@ impl Dftl {
 
     /// DFTL on an erased device.
     pub fn format(flash: Flash, options: &DesignOptions) -> Result<Dftl, FtlError> {
+        ftl::require_spare_area("dftl", OOB_BYTES, &flash)?;
         let cfg = DftlConfig::from_options(options, flash.geometry())?;
         let mut d = Dftl::build(flash, cfg);
         let now = d.flash.idle_ns();
@@ -1306,6 +1306,7 @@ impl Dftl {
         mut flash: Flash,
         options: &DesignOptions,
     ) -> Result<(Dftl, RecoveryReport), FtlError> {
+        ftl::require_spare_area("dftl", OOB_BYTES, &flash)?;
         let cfg = DftlConfig::from_options(options, flash.geometry())?;
         let start = flash.idle_ns();
         let before = flash.stats().clone();

@@ -160,7 +160,7 @@ pub fn format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, F
 impl Fast {
     /// The design with no block in any role (not even free): [`format`] and recovery fill it.
     pub(crate) fn empty(flash: Flash, o: &DesignOptions) -> Result<Fast, FtlError> {
-        ftl::require_spare_area("fast", OOB_BYTES, flash.geometry())?;
+        ftl::require_spare_area("fast", OOB_BYTES, &flash)?;
         let (params, layout) = Params::parse(o, &flash)?;
         let g = flash.geometry().clone();
         let logical = layout.logical_blocks * g.pages_per_block;

@@ -398,21 +398,14 @@ impl ArrivalClock {
     }
 }
 
-/// Refuses a device whose spare area has fewer than `needs` bytes per page, the size of
-/// `design`'s OOB record. Every design calls it before it builds anything, at format and at
-/// recovery, so a small `geometry.oob_bytes` is a typed error there instead of a broken flash
-/// rule at the first program.
-pub fn require_spare_area(
-    design: &'static str,
-    needs: u32,
-    geometry: &Geometry,
-) -> Result<(), FtlError> {
-    if geometry.oob_bytes < needs {
-        return Err(FtlError::SpareAreaTooSmall {
-            design,
-            needs,
-            has: geometry.oob_bytes,
-        });
+/// Refuses a device that keeps fewer than `needs` OOB bytes per page, the size of `design`'s
+/// OOB record: a spare area that small (`geometry.oob_bytes`), or a store built to keep fewer.
+/// Every design calls it before it builds anything, at format and at recovery, so this is a
+/// typed error there instead of a broken flash rule at the first program.
+pub fn require_spare_area(design: &'static str, needs: u32, flash: &Flash) -> Result<(), FtlError> {
+    let has = flash.geometry().oob_bytes.min(flash.oob_record_bytes());
+    if has < needs {
+        return Err(FtlError::SpareAreaTooSmall { design, needs, has });
     }
     Ok(())
 }

@@ -54,7 +54,7 @@ pub enum FtlError {
     /// The device's spare area cannot hold the design's OOB record (refused at format, not
     /// found at the first program).
     #[error(
-        "{design} needs {needs} OOB bytes per page, the device has {has} (geometry.oob_bytes)"
+        "{design} needs {needs} OOB bytes per page, the device keeps {has} (geometry.oob_bytes)"
     )]
     SpareAreaTooSmall {
         design: &'static str,

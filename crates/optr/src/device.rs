@@ -193,7 +193,7 @@ fn check_metadata_fits(g: &flash::Geometry) -> Result<(), FtlError> {
 
 impl Optr {
     fn blank(flash: Flash, o: &DesignOptions) -> Result<Optr, FtlError> {
-        ftl::require_spare_area("optr", OOB_BYTES, flash.geometry())?;
+        ftl::require_spare_area("optr", OOB_BYTES, &flash)?;
         let params = Params::parse(o, &flash)?;
         let g = flash.geometry().clone();
         let chips = g.chips();

@@ -211,7 +211,7 @@ impl TxFlashTc {
     fn empty(flash: Flash, o: &DesignOptions) -> Result<TxFlashTc, FtlError> {
         let g = flash.geometry().clone();
         let p = Params::parse(o, g.page_bytes)?;
-        ftl::require_spare_area("txflash-tc", OOB_BYTES, &g)?;
+        ftl::require_spare_area("txflash-tc", OOB_BYTES, &flash)?;
         if g.pages_per_block < 4
             || 12 + (g.pages_per_block as usize - 1) * ENTRY_BYTES + 4 > g.page_bytes as usize
         {

@@ -142,7 +142,7 @@ pub fn format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, F
 
 impl WCache {
     pub fn new(flash: Flash, o: &DesignOptions) -> Result<WCache, FtlError> {
-        ftl::require_spare_area("wcache", OOB_BYTES, flash.geometry())?;
+        ftl::require_spare_area("wcache", OOB_BYTES, &flash)?;
         let params = Params::parse(o, &flash)?;
         let g = flash.geometry().clone();
         // Besides over-provisioning, keep back what the design needs free at all times: one open

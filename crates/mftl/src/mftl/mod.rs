@@ -257,7 +257,7 @@ fn err_flash(e: flash::FlashError) -> FtlError {
 impl Mobius {
     pub(crate) fn empty(flash: Flash, o: &DesignOptions) -> Result<Mobius, FtlError> {
         let g = flash.geometry().clone();
-        ftl::require_spare_area("mobius", OOB_BYTES, &g)?;
+        ftl::require_spare_area("mobius", OOB_BYTES, &flash)?;
         let mut cfg = MobiusConfig::from_options(&g, o)?;
         if !o.params.contains_key("merge_window_us") {
             cfg.merge_window_ns = flash.config().timing.program_ns;

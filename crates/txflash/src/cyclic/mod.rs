@@ -245,7 +245,7 @@ impl TxFlashCyclic {
             Protocol::Scc => "txflash-scc",
             Protocol::Bpcc => "txflash-bpcc",
         };
-        ftl::require_spare_area(name, protocol.oob_bytes(), &g)?;
+        ftl::require_spare_area(name, protocol.oob_bytes(), &flash)?;
         if g.pages_per_block < 4
             || format::summary_bytes(g.pages_per_block as usize - 1) > g.page_bytes as usize
         {

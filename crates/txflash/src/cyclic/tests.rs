@@ -571,7 +571,7 @@ fn misuse_is_typed() {
         assert!(
             matches!(
                 TxFlashCyclic::format(f, protocol, &DesignOptions::default()),
-                Err(FtlError::InvalidOption(_))
+                Err(FtlError::SpareAreaTooSmall { .. })
             ),
             "OOB too small for the record"
         );
