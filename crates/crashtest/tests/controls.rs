@@ -323,6 +323,8 @@ fn lazy_spec() -> DesignSpec {
         recover: lazy_recover,
         default_workload: "randwrite-flush",
         soak_params: &[],
+        // Its capacity ignores over-provisioning: a soak that turns the device's down changes
+        // nothing here.
         over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }

@@ -367,6 +367,8 @@ fn tiny_spec() -> DesignSpec {
         recover: tiny_recover,
         default_workload: "txmix",
         soak_params: &[],
+        // Its capacity ignores over-provisioning: a soak that turns the device's down changes
+        // nothing here.
         over_provisioning: ftl::OverProvisioningKnob::Device,
     }
 }
