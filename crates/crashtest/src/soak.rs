@@ -541,6 +541,11 @@ pub fn lowest_over_provisioning(
     options: &DesignOptions,
     given: &DesignOptions,
 ) -> Option<LowOverProvisioning> {
+    if let OverProvisioningKnob::Param(name) = design.over_provisioning {
+        if given.params.contains_key(name) {
+            return None;
+        }
+    }
     LOW_OVER_PROVISIONING.into_iter().find_map(|value| {
         let mut low = LowOverProvisioning {
             device: device.clone(),
@@ -552,12 +557,7 @@ pub fn lowest_over_provisioning(
                 low.device.over_provisioning = value.parse().expect("a number");
                 low.device.validate().ok()?;
             }
-            OverProvisioningKnob::Param(name) => {
-                if given.params.contains_key(name) {
-                    return None;
-                }
-                low.options = low.options.with(name, value);
-            }
+            OverProvisioningKnob::Param(name) => low.options = low.options.with(name, value),
         }
         (!refuses(design, &low.device, &low.options)).then_some(low)
     })
