@@ -1639,26 +1639,30 @@ impl Engine {
         let block_used = &mut scan.block_used;
         for (lpn, &p) in self.map.iter().enumerate() {
             if p != NONE {
-                if self.space.validity.is_valid(Ppn(p)) || !g.contains_ppn(Ppn(p)) {
-                    return Err(FtlError::Corrupt(format!(
-                        "{p} mapped twice or out of range"
-                    )));
-                }
-                self.space.validity.set_valid(Ppn(p), lpn as u32);
+                self.space
+                    .validity
+                    .set_recovered_valid(&self.flash, Ppn(p), lpn as u32)
+                    .map_err(|e| FtlError::Corrupt(format!("lpn {lpn}: {e}")))?;
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }
         for (tv, &p) in self.tpage.iter().enumerate() {
             if p != NONE {
-                self.space
-                    .validity
-                    .set_valid(Ppn(p), OWNER_TRANSLATION | tv as u32);
+                self.space.validity.set_recovered_valid(
+                    &self.flash,
+                    Ppn(p),
+                    OWNER_TRANSLATION | tv as u32,
+                )?;
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }
         for (gi, &p) in self.gpage.iter().enumerate() {
             if p != NONE {
-                self.space.validity.set_valid(Ppn(p), OWNER_GTD | gi as u32);
+                self.space.validity.set_recovered_valid(
+                    &self.flash,
+                    Ppn(p),
+                    OWNER_GTD | gi as u32,
+                )?;
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }

@@ -1512,24 +1512,24 @@ impl Dftl {
                 if ppn.is_none() {
                     continue;
                 }
-                // Consistency check of the rebuilt mapping (no flash operation, no information
-                // used for recovery decisions).
-                let block = g.block_of(ppn);
-                if self.flash.peek_state(ppn) != PageState::Programmed
-                    || self.flash.block_erase_torn(block)
-                    || validity.is_valid(ppn)
-                {
-                    return Err(FtlError::Corrupt(format!(
-                        "lpn {lpn} recovered to unusable {ppn} (state {:?}, erase torn {}, in scan list {}, used at checkpoint {})",
-                        self.flash.peek_state(ppn), self.flash.block_erase_torn(block), in_list[block.0 as usize], ck.was_used(block)
-                    )));
-                }
-                validity.set_valid(ppn, lpn as u32);
+                // The rebuilt mapping checked against the flash (no flash operation; see
+                // `set_recovered_valid`), with what the recovery knew of the block.
+                validity
+                    .set_recovered_valid(&self.flash, ppn, lpn as u32)
+                    .map_err(|e| {
+                        let block = g.block_of(ppn);
+                        FtlError::Corrupt(format!(
+                            "lpn {lpn} recovered to an unusable page: {e} (in scan list {:?}, \
+                             used at checkpoint {})",
+                            in_list.get(block.0 as usize),
+                            g.contains_ppn(ppn) && ck.was_used(block)
+                        ))
+                    })?;
             }
         }
         for (t, &(ppn, _)) in self.gtd.iter().enumerate() {
             if !ppn.is_none() {
-                validity.set_valid(ppn, TRANSLATION | t as u32);
+                validity.set_recovered_valid(&self.flash, ppn, TRANSLATION | t as u32)?;
             }
         }
         for b in 0..g.blocks() {

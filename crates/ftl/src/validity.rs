@@ -213,6 +213,53 @@ impl Validity {
         self.relink(b);
     }
 
+    /// [`set_valid`](Self::set_valid) for a recovery: the records recovery read (a mapping, a
+    /// checkpoint, a log) name `ppn` live for `owner`. On a damaged image they can name a page
+    /// no intact image would, and a device built on that would break its own invariants later,
+    /// at the first program into a block it took for free. So this refuses, as
+    /// [`FtlError::Corrupt`](crate::FtlError::Corrupt), a page outside the device, a page that
+    /// is not programmed (erased, torn, or in a block whose erase was torn), a page already live
+    /// for another owner and, when owners are read back from flash, a page whose OOB record
+    /// names another owner. The checks look at the store's state without a flash operation:
+    /// an intact image passes them all, so they cost a recovery no simulated time.
+    pub fn set_recovered_valid(
+        &mut self,
+        flash: &Flash,
+        ppn: Ppn,
+        owner: u32,
+    ) -> Result<(), crate::FtlError> {
+        let corrupt =
+            |why: String| crate::FtlError::Corrupt(format!("page {ppn} (owner {owner:#x}) {why}"));
+        if !self.geometry.contains_ppn(ppn) {
+            return Err(corrupt("is outside the device".into()));
+        }
+        let state = flash.peek_state(ppn);
+        if state != flash::PageState::Programmed {
+            return Err(corrupt(format!("is named live but is {state:?}")));
+        }
+        if flash.block_erase_torn(self.geometry.block_of(ppn)) {
+            return Err(corrupt(
+                "is named live in a block whose erase was torn".into(),
+            ));
+        }
+        if self.is_valid(ppn) {
+            let other = self.owner_on(flash, ppn).unwrap_or(NO_OWNER);
+            return Err(corrupt(format!(
+                "is named live twice (also for {other:#x})"
+            )));
+        }
+        if let Owners::OnFlash { read, .. } = &self.owners {
+            let on_flash = read(flash, ppn);
+            if on_flash != Some(owner) {
+                return Err(corrupt(format!(
+                    "is named live, its OOB record says {on_flash:?}"
+                )));
+            }
+        }
+        self.set_valid(ppn, owner);
+        Ok(())
+    }
+
     /// A hint for invalidating `ppn` soon (the page a write will supersede): with `far`, what
     /// [`invalidate`](Self::invalidate) reads of the page and its block; otherwise the block's
     /// neighbours in its greedy bucket, which it relinks (their numbers are in what the far
@@ -366,6 +413,60 @@ impl Validity {
 mod tests {
     use super::*;
     use flash::DeviceConfig;
+
+    /// What a recovery may set live: a programmed page, once, owned as its OOB record says.
+    /// Each other case is a typed `Corrupt` error, and leaves the page as it was.
+    #[test]
+    fn a_recovered_page_is_refused_unless_programmed_once_and_owned_as_recorded() {
+        use flash::{Content, ContentTag, OpCause};
+        let config = DeviceConfig::preset("small").unwrap();
+        let mut f = Flash::in_memory(config.clone(), 16, true);
+        let g = f.geometry().clone();
+        fn read(flash: &Flash, ppn: Ppn) -> Option<u32> {
+            flash.store().data(ppn).tag().map(|t| t.lpn)
+        }
+        for p in 0..4 {
+            let content = Content::Tag(ContentTag { lpn: p, write: 1 });
+            f.program(Ppn(p), &content, &[], 0, OpCause::HostData)
+                .unwrap();
+        }
+        let last = g.first_page(BlockId(1));
+        f.program(
+            last,
+            &Content::Tag(ContentTag { lpn: 9, write: 1 }),
+            &[],
+            0,
+            OpCause::HostData,
+        )
+        .unwrap();
+        let mut store = f.into_store();
+        store.set_torn(Ppn(3));
+        store.set_erase_torn(BlockId(1));
+        let f = Flash::new(config, store);
+        let corrupt =
+            |r: Result<(), crate::FtlError>| matches!(r, Err(crate::FtlError::Corrupt(_)));
+        for mut v in [Validity::new(&g), Validity::with_owners_on_flash(&g, read)] {
+            assert!(
+                corrupt(v.set_recovered_valid(&f, Ppn(g.pages()), 0)),
+                "outside"
+            );
+            assert!(corrupt(v.set_recovered_valid(&f, Ppn(100), 0)), "erased");
+            assert!(corrupt(v.set_recovered_valid(&f, Ppn(3), 3)), "torn");
+            assert!(corrupt(v.set_recovered_valid(&f, last, 9)), "erase torn");
+            v.set_recovered_valid(&f, Ppn(0), 0).unwrap();
+            assert!(corrupt(v.set_recovered_valid(&f, Ppn(0), 0)), "twice");
+            assert!(!v.is_valid(Ppn(3)) && !v.is_valid(Ppn(100)));
+            assert_eq!(v.valid_count(BlockId(0)), 1);
+        }
+        // Only owners read back from flash can contradict the caller.
+        let mut on_flash = Validity::with_owners_on_flash(&g, read);
+        assert!(corrupt(on_flash.set_recovered_valid(&f, Ppn(1), 2)));
+        assert!(!on_flash.is_valid(Ppn(1)));
+        on_flash.set_recovered_valid(&f, Ppn(1), 1).unwrap();
+        let mut kept = Validity::new(&g);
+        kept.set_recovered_valid(&f, Ppn(1), 2).unwrap();
+        assert_eq!(kept.owner(Ppn(1)), Some(2));
+    }
 
     /// One bit per page, owners read back from the device: the same liveness, counts and greedy
     /// index as a validity that keeps owners, and the owners the device gives.

@@ -1207,7 +1207,7 @@ impl Optr {
     fn apply_below(&mut self, pages: &mut [FoundPage], bound: u64) {
         pages.sort_by_key(|p| p.0);
         for &(wid, _, lpn, ppn) in pages.iter() {
-            if wid < bound {
+            if wid < bound && lpn < self.logical {
                 self.l2p[lpn as usize] = ppn;
             }
         }
@@ -1218,12 +1218,14 @@ impl Optr {
         let g = self.flash.geometry().clone();
         for (lpn, &p) in self.l2p.iter().enumerate() {
             if !p.is_none() {
-                if self.layout.is_reserved(g.block_of(p)) {
+                if g.contains_ppn(p) && self.layout.is_reserved(g.block_of(p)) {
                     return Err(FtlError::Corrupt(format!(
                         "lpn {lpn} maps into a reserved block"
                     )));
                 }
-                self.validity.set_valid(p, lpn as u32);
+                self.validity
+                    .set_recovered_valid(&self.flash, p, lpn as u32)
+                    .map_err(|e| FtlError::Corrupt(format!("lpn {lpn}: {e}")))?;
             }
         }
         for b in 0..g.blocks() {

@@ -450,9 +450,11 @@ impl Mobius {
         for tp in 0..self.gtd.len() {
             if self.gtd[tp] != NO_PPN {
                 self.load_tp(tp, at)?;
-                self.space
-                    .validity
-                    .set_valid(Ppn(self.gtd[tp]), TP_OWNER | tp as u32);
+                self.space.validity.set_recovered_valid(
+                    &self.flash,
+                    Ppn(self.gtd[tp]),
+                    TP_OWNER | tp as u32,
+                )?;
             }
         }
         let g = self.flash.geometry().clone();
@@ -463,14 +465,15 @@ impl Mobius {
                 .copied()
                 .unwrap_or(self.base[l as usize]);
             if p != NO_PPN {
-                if self.space.validity.is_valid(Ppn(p))
-                    || self.layout.is_reserved(g.block_of(Ppn(p)))
-                {
+                if g.contains_ppn(Ppn(p)) && self.layout.is_reserved(g.block_of(Ppn(p))) {
                     return Err(FtlError::Corrupt(format!(
-                        "lpn {l} maps to {p}, already used"
+                        "lpn {l} maps to {p}, in a reserved block"
                     )));
                 }
-                self.space.validity.set_valid(Ppn(p), l);
+                self.space
+                    .validity
+                    .set_recovered_valid(&self.flash, Ppn(p), l)
+                    .map_err(|e| FtlError::Corrupt(format!("lpn {l}: {e}")))?;
             }
         }
         for b in self.space.pool.full_blocks().collect::<Vec<_>>() {

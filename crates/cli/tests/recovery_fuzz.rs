@@ -1,0 +1,402 @@
+//! Every design's recovery against damaged images: an image is a seeded workload's flash, then
+//! damaged the ways a failing device or a stray write damages one — a page written where it
+//! was not meant to go (a valid record in the wrong place), a page torn, a block erased or its
+//! erase torn, an OOB record or a page's bytes with bits flipped, two pages' OOB records
+//! swapped. Recovery may refuse such an image with a typed error, or recover a device that
+//! lost data; it must not panic, and neither must the recovered device when the host goes on
+//! using it (reads of every page, then more of the design's workload). The decoders alone are
+//! fuzzed in `decoders_fuzz.rs`; this drives whole recoveries, where records that decode but
+//! contradict each other reach the designs' own rules.
+//!
+//! Seeded: a failure names the design, geometry, round and damage; `MOBIUS_FUZZ_SEED` and
+//! `MOBIUS_FUZZ_ROUNDS` replay it. `MOBIUS_LONG=1` runs 20× the rounds; `MOBIUS_FUZZ_VERBOSE=1`
+//! prints the error of every recovered device whose later requests failed.
+
+use flash::{BlockId, Content, DeviceConfig, Flash, Lpn, PageState, Ppn, Store};
+use ftl::{BlockDevice, DesignOptions, DesignSpec};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// One way an image is damaged.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// A programmed page (bytes and OOB record) copied to the next free page of another block:
+    /// a write that went to the wrong address.
+    Misdirected,
+    /// A programmed page's bytes and OOB record copied over another programmed page.
+    Overwritten,
+    /// A programmed page torn (fails ECC on read).
+    Torn,
+    /// A whole block erased.
+    Erased,
+    /// A block's erase marked torn.
+    EraseTorn,
+    /// Bits flipped in a page's OOB record.
+    OobBits,
+    /// Bits flipped in a page's bytes (or its tag).
+    DataBits,
+    /// Two programmed pages' OOB records swapped.
+    OobSwapped,
+    /// A block as it was halfway through the run: every record intact, but stale (an erase
+    /// or programs the device lost, or a block written back from an old copy).
+    Stale,
+}
+
+const DAMAGES: [Damage; 9] = [
+    Damage::Misdirected,
+    Damage::Overwritten,
+    Damage::Torn,
+    Damage::Erased,
+    Damage::EraseTorn,
+    Damage::OobBits,
+    Damage::DataBits,
+    Damage::OobSwapped,
+    Damage::Stale,
+];
+
+/// An intact image to damage, with what the damage draws on.
+struct Image {
+    /// The flash of a design after a seeded run of its own workload at 90 % fill (GC running).
+    store: Box<dyn Store>,
+    /// The same flash halfway through the run.
+    halfway: Box<dyn Store>,
+    /// The pages that hold bytes in the tag-only image: its metadata.
+    metadata: Vec<Ppn>,
+    /// The instant the run ended.
+    end_ns: u64,
+}
+
+fn image(spec: &DesignSpec, config: &DeviceConfig) -> Image {
+    let oob_bytes = spec.oob_record(&config.geometry);
+    let flash = Flash::in_memory(config.clone(), oob_bytes, true);
+    let mut dev = spec.build(flash, &DesignOptions::default()).unwrap();
+    let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
+    w.requests = 2_000;
+    w.fill = 0.9;
+    let first = workload::run(dev.as_mut(), &w, 5, 0, false, &mut |_, _| {}).unwrap();
+    let halfway = dev.flash().store().snapshot();
+    w.fill = 0.0;
+    let second = workload::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
+    let store = dev.into_flash().into_store();
+    let metadata = metadata_pages(store.as_ref());
+    Image {
+        store,
+        halfway,
+        metadata,
+        end_ns: second.end_ns,
+    }
+}
+
+/// A programmed page to damage: half the time one of the image's metadata pages (`metadata`:
+/// the pages that held bytes in the tag-only image, which only metadata does), else any.
+fn programmed(store: &dyn Store, metadata: &[Ppn], rng: &mut ChaCha8Rng) -> Option<Ppn> {
+    if !metadata.is_empty() && rng.random_bool(0.5) {
+        let p = metadata[rng.random_range(0..metadata.len())];
+        if store.page_state(p) == PageState::Programmed {
+            return Some(p);
+        }
+    }
+    let pages = store.geometry().pages();
+    for _ in 0..64 {
+        let p = Ppn(rng.random_range(0..pages));
+        if store.page_state(p) == PageState::Programmed {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// The pages of a tag-only image that hold bytes: its metadata.
+fn metadata_pages(store: &dyn Store) -> Vec<Ppn> {
+    (0..store.geometry().pages())
+        .map(Ppn)
+        .filter(|&p| {
+            store.page_state(p) == PageState::Programmed
+                && matches!(store.data(p), Content::Bytes(_))
+        })
+        .collect()
+}
+
+fn flip(bytes: &mut [u8], rng: &mut ChaCha8Rng) {
+    if bytes.is_empty() {
+        return;
+    }
+    for _ in 0..rng.random_range(1..=3) {
+        let i = rng.random_range(0..bytes.len());
+        bytes[i] ^= 1 << rng.random_range(0..8);
+    }
+}
+
+/// Applies `damage` to `store` at places drawn from `rng`; returns where, for the report.
+fn damage(store: &mut dyn Store, image: &Image, damage: Damage, rng: &mut ChaCha8Rng) -> String {
+    let metadata = &image.metadata;
+    let g = store.geometry().clone();
+    let oob_len = store.oob_record_bytes() as usize;
+    let mut oob = vec![0u8; oob_len];
+    let Some(from) = programmed(store, metadata, rng) else {
+        return "nothing programmed".into();
+    };
+    match damage {
+        Damage::Misdirected => {
+            for _ in 0..64 {
+                let b = BlockId(rng.random_range(0..g.blocks()));
+                let extent = store.written_extent(b);
+                if extent < g.pages_per_block && b != g.block_of(from) {
+                    let to = Ppn(b.0 * g.pages_per_block + extent);
+                    store.oob(from, &mut oob);
+                    store.copy_page(from, to, &oob);
+                    return format!("{from:?} copied to {to:?}");
+                }
+            }
+            "no free page".into()
+        }
+        Damage::Overwritten => {
+            let to = programmed(store, metadata, rng).unwrap_or(from);
+            store.oob(from, &mut oob);
+            store.copy_page(from, to, &oob);
+            format!("{from:?} copied over {to:?}")
+        }
+        Damage::Torn => {
+            store.set_torn(from);
+            format!("{from:?} torn")
+        }
+        Damage::Erased => {
+            let b = g.block_of(from);
+            store.erase_block(b);
+            format!("{b:?} erased")
+        }
+        Damage::EraseTorn => {
+            let b = g.block_of(from);
+            store.set_erase_torn(b);
+            format!("{b:?} erase torn")
+        }
+        Damage::OobBits => {
+            store.oob(from, &mut oob);
+            flip(&mut oob, rng);
+            let content = store.data(from);
+            store.write_page(from, &content, &oob);
+            format!("{from:?} OOB bits")
+        }
+        Damage::DataBits => {
+            store.oob(from, &mut oob);
+            let content = match store.data(from) {
+                Content::Bytes(b) => {
+                    let mut b = b.to_vec();
+                    flip(&mut b, rng);
+                    Content::Bytes(b.into_boxed_slice())
+                }
+                Content::Tag(t) => {
+                    let mut b = t.to_bytes(g.page_bytes as usize).to_vec();
+                    let head = 32.min(b.len());
+                    flip(&mut b[..head], rng);
+                    Content::Tag(flash::ContentTag::decode(&b).unwrap_or(t))
+                }
+            };
+            store.write_page(from, &content, &oob);
+            format!("{from:?} data bits")
+        }
+        Damage::OobSwapped => {
+            let other = programmed(store, metadata, rng).unwrap_or(from);
+            let mut theirs = vec![0u8; oob_len];
+            store.oob(from, &mut oob);
+            store.oob(other, &mut theirs);
+            let (a, b) = (store.data(from), store.data(other));
+            store.write_page(from, &a, &theirs);
+            store.write_page(other, &b, &oob);
+            format!("OOB of {from:?} and {other:?} swapped")
+        }
+        Damage::Stale => {
+            let b = g.block_of(from);
+            store.erase_block(b);
+            let old = image.halfway.as_ref();
+            for p in g.first_page(b).0..g.first_page(b).0 + g.pages_per_block {
+                let p = Ppn(p);
+                match old.page_state(p) {
+                    PageState::Programmed => {
+                        old.oob(p, &mut oob);
+                        store.write_page(p, &old.data(p), &oob);
+                    }
+                    PageState::Torn => store.set_torn(p),
+                    PageState::Erased => {}
+                }
+            }
+            format!("{b:?} as it was halfway")
+        }
+    }
+}
+
+/// Recovers `store`, reads every page, runs more of the workload and reads again. Errors are
+/// allowed (the image is damaged); only a panic is reported, as its message.
+fn recover_and_use(
+    spec: &DesignSpec,
+    config: &DeviceConfig,
+    store: Box<dyn Store>,
+    at: u64,
+    seed: u64,
+) -> Result<&'static str, String> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let mut flash = Flash::new(config.clone(), store);
+        flash.start_clock_at(at);
+        let Ok((mut dev, _)) = spec.reopen(flash, &DesignOptions::default()) else {
+            return "refused";
+        };
+        let at = dev.flash().idle_ns().max(at);
+        if read_all(dev.as_mut(), at).is_err() {
+            return "recovered, a read failed";
+        }
+        let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
+        w.requests = 1_500;
+        w.fill = 0.0;
+        let start = dev.flash().idle_ns().max(at);
+        match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
+            Ok(run) if read_all(dev.as_mut(), run.end_ns).is_ok() => "recovered and used",
+            Ok(_) => "recovered, a later read failed",
+            Err(e) => {
+                if std::env::var("MOBIUS_FUZZ_VERBOSE").is_ok() {
+                    let e = e.to_string();
+                    let short: String = e
+                        .chars()
+                        .filter(|c| !c.is_ascii_digit())
+                        .take(160)
+                        .collect();
+                    eprintln!("  {}: next requests: {short}", spec.name);
+                }
+                "recovered, the host's next requests failed"
+            }
+        }
+    }));
+    outcome.map_err(|_| {
+        LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+fn read_all(dev: &mut dyn BlockDevice, mut at: u64) -> Result<(), ftl::FtlError> {
+    let n = dev.logical_pages();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let k = 64.min(n - start);
+        at = at.max(dev.read(Lpn(start), k, at, &mut out)?.ack_ns);
+        start += k;
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// Whether this thread's panics are silenced and kept (inside [`quietly`]).
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The last silenced panic's location and message (the payload alone has no location).
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's panics silenced and kept in [`LAST_PANIC`]. The hook is
+/// installed once and is per thread, so tests running in parallel keep their own.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if QUIET.with(|q| q.get()) {
+                let what = info.to_string().replace('\n', " ");
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(what));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let out = f();
+    QUIET.with(|q| q.set(false));
+    out
+}
+
+#[test]
+fn no_design_panics_recovering_or_using_a_damaged_image() {
+    let rounds: u32 = match std::env::var("MOBIUS_FUZZ_ROUNDS") {
+        Ok(n) => n.parse().expect("MOBIUS_FUZZ_ROUNDS is a number"),
+        Err(_) if std::env::var("MOBIUS_LONG").is_ok() => 2_000,
+        Err(_) => 100,
+    };
+    let seed: u64 = std::env::var("MOBIUS_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_da3a);
+    let geometries = crashtest::soak::SOAK_GEOMETRIES;
+    let mut failures = Vec::new();
+    for spec in mobius_cli::designs::all() {
+        let mut tally = std::collections::BTreeMap::new();
+        for (g, geometry) in geometries.iter().enumerate() {
+            let config = geometry.device();
+            let image = image(&spec, &config);
+            for round in (g as u32..rounds).step_by(geometries.len()) {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((round as u64) << 8));
+                let mut store = image.store.snapshot();
+                let mut what = Vec::new();
+                for _ in 0..rng.random_range(1..=3) {
+                    let d = DAMAGES[rng.random_range(0..DAMAGES.len())];
+                    let at = damage(store.as_mut(), &image, d, &mut rng);
+                    what.push(format!("{d:?}: {at}"));
+                }
+                let end = image.end_ns;
+                match quietly(|| recover_and_use(&spec, &config, store, end, round as u64)) {
+                    Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
+                    Err(panic) => failures.push(format!(
+                        "{} on {}: round {round} (MOBIUS_FUZZ_SEED={seed}; {}): panicked: {panic}",
+                        spec.name,
+                        geometry.name,
+                        what.join("; ")
+                    )),
+                }
+            }
+        }
+        eprintln!("{}: {tally:?}", spec.name);
+    }
+    assert!(
+        failures.is_empty(),
+        "{} damaged images made a design panic:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// DFTL's recovery, made to panic on an image with a torn page.
+fn dftl_panicking_on_a_torn_page(
+    flash: Flash,
+    options: &DesignOptions,
+) -> Result<(Box<dyn BlockDevice>, ftl::RecoveryReport), ftl::FtlError> {
+    let g = flash.geometry().clone();
+    let torn = (0..g.pages()).any(|p| flash.peek_state(Ppn(p)) == PageState::Torn);
+    assert!(!torn, "a torn page on the image");
+    (dftl().recover)(flash, options)
+}
+
+fn dftl() -> DesignSpec {
+    mobius_cli::designs::all()
+        .into_iter()
+        .find(|d| d.name == "dftl")
+        .unwrap()
+}
+
+/// The negative control: a design that panics on a damaged image is reported, with the panic's
+/// message, and the same design on the intact image is not.
+#[test]
+fn a_design_that_panics_on_a_damaged_image_is_reported() {
+    let spec = DesignSpec {
+        recover: dftl_panicking_on_a_torn_page,
+        ..dftl()
+    };
+    let config = DeviceConfig::preset("small").unwrap();
+    let image = image(&spec, &config);
+    let at = image.end_ns;
+    let intact = quietly(|| recover_and_use(&spec, &config, image.store.snapshot(), at, 1));
+    assert_eq!(intact, Ok("recovered and used"));
+    let mut store = image.store.snapshot();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    damage(store.as_mut(), &image, Damage::Torn, &mut rng);
+    let damaged = quietly(|| recover_and_use(&spec, &config, store, at, 1));
+    let panic = damaged.expect_err("the panic is reported");
+    assert!(panic.contains("a torn page on the image"), "{panic}");
+}
