@@ -61,15 +61,15 @@ struct Image {
     store: Box<dyn Store>,
     /// The same flash halfway through the run.
     halfway: Box<dyn Store>,
-    /// The pages that hold bytes in the tag-only image: its metadata.
+    /// Its metadata pages.
     metadata: Vec<Ppn>,
     /// The instant the run ended.
     end_ns: u64,
 }
 
-fn image(spec: &DesignSpec, config: &DeviceConfig) -> Image {
+fn image(spec: &DesignSpec, config: &DeviceConfig, tag_only: bool) -> Image {
     let oob_bytes = spec.oob_record(&config.geometry);
-    let flash = Flash::in_memory(config.clone(), oob_bytes, true);
+    let flash = Flash::in_memory(config.clone(), oob_bytes, tag_only);
     let mut dev = spec.build(flash, &DesignOptions::default()).unwrap();
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 2_000;
@@ -88,8 +88,7 @@ fn image(spec: &DesignSpec, config: &DeviceConfig) -> Image {
     }
 }
 
-/// A programmed page to damage: half the time one of the image's metadata pages (`metadata`:
-/// the pages that held bytes in the tag-only image, which only metadata does), else any.
+/// A programmed page to damage: half the time one of the image's metadata pages, else any.
 fn programmed(store: &dyn Store, metadata: &[Ppn], rng: &mut ChaCha8Rng) -> Option<Ppn> {
     if !metadata.is_empty() && rng.random_bool(0.5) {
         let p = metadata[rng.random_range(0..metadata.len())];
@@ -107,14 +106,12 @@ fn programmed(store: &dyn Store, metadata: &[Ppn], rng: &mut ChaCha8Rng) -> Opti
     None
 }
 
-/// The pages of a tag-only image that hold bytes: its metadata.
+/// The metadata pages of an image: those that carry no host page's content tag (a tag-only
+/// image keeps bytes for these alone; a full-data image has the tag in every host page).
 fn metadata_pages(store: &dyn Store) -> Vec<Ppn> {
     (0..store.geometry().pages())
         .map(Ppn)
-        .filter(|&p| {
-            store.page_state(p) == PageState::Programmed
-                && matches!(store.data(p), Content::Bytes(_))
-        })
+        .filter(|&p| store.page_state(p) == PageState::Programmed && store.data(p).tag().is_none())
         .collect()
 }
 
@@ -328,10 +325,13 @@ fn no_design_panics_recovering_or_using_a_damaged_image() {
     let mut failures = Vec::new();
     for spec in mobius_cli::designs::all() {
         let mut tally = std::collections::BTreeMap::new();
-        for (g, geometry) in geometries.iter().enumerate() {
+        // Each geometry tag-only and with full data: rounds go round the ten in turn.
+        let kinds = geometries.iter().flat_map(|g| [(g, true), (g, false)]);
+        let kinds_count = 2 * geometries.len();
+        for (k, (geometry, tag_only)) in kinds.enumerate() {
             let config = geometry.device();
-            let image = image(&spec, &config);
-            for round in (g as u32..rounds).step_by(geometries.len()) {
+            let image = image(&spec, &config, tag_only);
+            for round in (k as u32..rounds).step_by(kinds_count) {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((round as u64) << 8));
                 let mut store = image.store.snapshot();
                 let mut what = Vec::new();
@@ -344,9 +344,11 @@ fn no_design_panics_recovering_or_using_a_damaged_image() {
                 match quietly(|| recover_and_use(&spec, &config, store, end, round as u64)) {
                     Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
                     Err(panic) => failures.push(format!(
-                        "{} on {}: round {round} (MOBIUS_FUZZ_SEED={seed}; {}): panicked: {panic}",
+                        "{} on {} ({}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): panicked: \
+                         {panic}",
                         spec.name,
                         geometry.name,
+                        if tag_only { "tag-only" } else { "full data" },
                         what.join("; ")
                     )),
                 }
@@ -389,7 +391,7 @@ fn a_design_that_panics_on_a_damaged_image_is_reported() {
         ..dftl()
     };
     let config = DeviceConfig::preset("small").unwrap();
-    let image = image(&spec, &config);
+    let image = image(&spec, &config, true);
     let at = image.end_ns;
     let intact = quietly(|| recover_and_use(&spec, &config, image.store.snapshot(), at, 1));
     assert_eq!(intact, Ok("recovered and used"));
