@@ -90,9 +90,12 @@ impl BlockAddr {
     pub fn is_hole(self) -> bool {
         self.0 == 0
     }
-    /// The NVRAM data page, when the block lives on NVRAM.
+    /// The NVRAM data page, when the block lives on NVRAM. A page number beyond 32 bits is
+    /// no address [`nvram`](Self::nvram) makes: it is not taken for its low bits (a damaged
+    /// pointer would then pass recovery as another page's).
     pub fn as_nvram(self) -> Option<u32> {
-        (self.0 & TAG_MASK == NVRAM_TAG).then_some((self.0 & !TAG_MASK) as u32)
+        let page = u32::try_from(self.0 & !TAG_MASK).ok()?;
+        (self.0 & TAG_MASK == NVRAM_TAG).then_some(page)
     }
     /// The SSD block (logical page of the SSD), when the block lives on SSD.
     pub fn as_ssd(self) -> Option<u64> {
@@ -642,6 +645,10 @@ mod tests {
         assert_eq!(s.as_nvram(), None);
         assert!(BlockAddr::HOLE.is_hole() && BlockAddr::HOLE.is_valid_encoding());
         assert!(!BlockAddr(3).is_valid_encoding());
+        // A bit set above an NVRAM page's 32 bits: no address, not page 42.
+        let damaged = BlockAddr(n.0 | 1 << 46);
+        assert_eq!(damaged.as_nvram(), None);
+        assert!(!damaged.is_valid_encoding());
     }
 
     #[test]

@@ -221,7 +221,15 @@ fn claim_inode(fs: &mut Nvmfs, sb: &Superblock, ino: u32, owners: &mut Owners) -
         }
         owners.indirect[p as usize] = true;
     }
-    let blocks = fs.read_inode(ino).size.div_ceil(PAGE_BYTES);
+    let size = fs.read_inode(ino).size;
+    if size > MAX_FILE_BLOCKS * PAGE_BYTES {
+        // No write makes a file this long; reading it (a directory's lookups read it whole)
+        // would ask for that much memory.
+        return Err(NvmfsError::Corrupt(format!(
+            "inode {ino}: size {size} is beyond the largest file"
+        )));
+    }
+    let blocks = size.div_ceil(PAGE_BYTES);
     let mut ptrs = Vec::new();
     for_each_block(fs, ino, |b, slot, a| ptrs.push((b, slot, a)));
     let (mut n_nv, mut n_ssd) = (0u32, 0u32);
