@@ -223,8 +223,9 @@ fn damage(store: &mut dyn Store, image: &Image, damage: Damage, rng: &mut ChaCha
     }
 }
 
-/// Recovers `store`, reads every page, runs more of the workload and reads again. Errors are
-/// allowed (the image is damaged); only a panic is reported, as its message.
+/// Recovers `store`, reads every page, runs more of the workload, reads again, then cuts the
+/// power and recovers once more. Errors are allowed (the image is damaged); only a panic is
+/// reported, as its message.
 fn recover_and_use(
     spec: &DesignSpec,
     config: &DeviceConfig,
@@ -247,18 +248,32 @@ fn recover_and_use(
         w.fill = 0.0;
         let start = dev.flash().idle_ns().max(at);
         match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
-            Ok(run) if read_all(dev.as_mut(), run.end_ns).is_ok() => "recovered and used",
+            Ok(run) if read_all(dev.as_mut(), run.end_ns).is_ok() => {
+                // A second power cut, at the end of that use: the device must come up again
+                // from what it wrote on top of the damage.
+                let mut flash = dev.into_flash();
+                let at = flash.idle_ns().max(run.end_ns);
+                flash.start_clock_at(at);
+                match spec.reopen(flash, &DesignOptions::default()) {
+                    Ok((mut dev, _)) => {
+                        let at = dev.flash().idle_ns().max(at);
+                        match read_all(dev.as_mut(), at) {
+                            Ok(()) => "recovered, used, recovered again",
+                            Err(e) => {
+                                verbose(spec, "read after the second cut", &e);
+                                "recovered, used, recovered again, a read failed"
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        verbose(spec, "second recovery", &e);
+                        "recovered, used, refused after a second cut"
+                    }
+                }
+            }
             Ok(_) => "recovered, a later read failed",
             Err(e) => {
-                if std::env::var("MOBIUS_FUZZ_VERBOSE").is_ok() {
-                    let e = e.to_string();
-                    let short: String = e
-                        .chars()
-                        .filter(|c| !c.is_ascii_digit())
-                        .take(160)
-                        .collect();
-                    eprintln!("  {}: next requests: {short}", spec.name);
-                }
+                verbose(spec, "next requests", &e);
                 "recovered, the host's next requests failed"
             }
         }
@@ -268,6 +283,20 @@ fn recover_and_use(
             .with(|p| p.borrow_mut().take())
             .unwrap_or_else(|| "a panic without a message".into())
     })
+}
+
+/// With `MOBIUS_FUZZ_VERBOSE`, prints an error a damaged device returned (digits left out, so
+/// that the same error on different pages counts once with `sort | uniq -c`).
+fn verbose(spec: &DesignSpec, when: &str, e: &dyn std::fmt::Display) {
+    if std::env::var("MOBIUS_FUZZ_VERBOSE").is_ok() {
+        let e = e.to_string();
+        let short: String = e
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .take(160)
+            .collect();
+        eprintln!("  {}: {when}: {short}", spec.name);
+    }
 }
 
 fn read_all(dev: &mut dyn BlockDevice, mut at: u64) -> Result<(), ftl::FtlError> {
@@ -394,7 +423,7 @@ fn a_design_that_panics_on_a_damaged_image_is_reported() {
     let image = image(&spec, &config, true);
     let at = image.end_ns;
     let intact = quietly(|| recover_and_use(&spec, &config, image.store.snapshot(), at, 1));
-    assert_eq!(intact, Ok("recovered and used"));
+    assert_eq!(intact, Ok("recovered, used, recovered again"));
     let mut store = image.store.snapshot();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     damage(store.as_mut(), &image, Damage::Torn, &mut rng);
