@@ -224,8 +224,9 @@ fn damage(store: &mut dyn Store, image: &Image, damage: Damage, rng: &mut ChaCha
 }
 
 /// Recovers `store`, reads every page, runs more of the workload, reads again, then cuts the
-/// power and recovers once more. Errors are allowed (the image is damaged); only a panic is
-/// reported, as its message.
+/// power and recovers once more. Errors are allowed (the image is damaged). What is reported,
+/// as its text: a panic, or a device that recovered with its invariants broken (the design's
+/// own check, after each recovery and after the use), which later operations could trip on.
 fn recover_and_use(
     spec: &DesignSpec,
     config: &DeviceConfig,
@@ -233,56 +234,64 @@ fn recover_and_use(
     at: u64,
     seed: u64,
 ) -> Result<&'static str, String> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<&'static str, String> {
         let mut flash = Flash::new(config.clone(), store);
         flash.start_clock_at(at);
         let Ok((mut dev, _)) = spec.reopen(flash, &DesignOptions::default()) else {
-            return "refused";
+            return Ok("refused");
         };
+        invariants(dev.as_ref(), "after recovery")?;
         let at = dev.flash().idle_ns().max(at);
         if read_all(dev.as_mut(), at).is_err() {
-            return "recovered, a read failed";
+            return Ok("recovered, a read failed");
         }
         let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
         w.requests = 1_500;
         w.fill = 0.0;
         let start = dev.flash().idle_ns().max(at);
-        match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
-            Ok(run) if read_all(dev.as_mut(), run.end_ns).is_ok() => {
-                // A second power cut, at the end of that use: the device must come up again
-                // from what it wrote on top of the damage.
-                let mut flash = dev.into_flash();
-                let at = flash.idle_ns().max(run.end_ns);
-                flash.start_clock_at(at);
-                match spec.reopen(flash, &DesignOptions::default()) {
-                    Ok((mut dev, _)) => {
-                        let at = dev.flash().idle_ns().max(at);
-                        match read_all(dev.as_mut(), at) {
-                            Ok(()) => "recovered, used, recovered again",
-                            Err(e) => {
-                                verbose(spec, "read after the second cut", &e);
-                                "recovered, used, recovered again, a read failed"
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        verbose(spec, "second recovery", &e);
-                        "recovered, used, refused after a second cut"
-                    }
-                }
-            }
-            Ok(_) => "recovered, a later read failed",
+        let run = match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
+            Ok(run) => run,
             Err(e) => {
                 verbose(spec, "next requests", &e);
-                "recovered, the host's next requests failed"
+                return Ok("recovered, the host's next requests failed");
+            }
+        };
+        if read_all(dev.as_mut(), run.end_ns).is_err() {
+            return Ok("recovered, a later read failed");
+        }
+        invariants(dev.as_ref(), "after the use")?;
+        // A second power cut, at the end of that use: the device must come up again from what
+        // it wrote on top of the damage.
+        let mut flash = dev.into_flash();
+        let at = flash.idle_ns().max(run.end_ns);
+        flash.start_clock_at(at);
+        let mut dev = match spec.reopen(flash, &DesignOptions::default()) {
+            Ok((dev, _)) => dev,
+            Err(e) => {
+                verbose(spec, "second recovery", &e);
+                return Ok("recovered, used, refused after a second cut");
+            }
+        };
+        invariants(dev.as_ref(), "after the second recovery")?;
+        let at = dev.flash().idle_ns().max(at);
+        match read_all(dev.as_mut(), at) {
+            Ok(()) => Ok("recovered, used, recovered again"),
+            Err(e) => {
+                verbose(spec, "read after the second cut", &e);
+                Ok("recovered, used, recovered again, a read failed")
             }
         }
     }));
-    outcome.map_err(|_| {
-        LAST_PANIC
+    outcome.unwrap_or_else(|_| {
+        Err(LAST_PANIC
             .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| "a panic without a message".into())
+            .unwrap_or_else(|| "a panic without a message".into()))
     })
+}
+
+fn invariants(dev: &dyn BlockDevice, when: &str) -> Result<(), String> {
+    dev.check_invariants()
+        .map_err(|e| format!("invariant broken {when}: {e}"))
 }
 
 /// With `MOBIUS_FUZZ_VERBOSE`, prints an error a damaged device returned (digits left out, so
@@ -340,7 +349,7 @@ fn quietly<T>(f: impl FnOnce() -> T) -> T {
 }
 
 #[test]
-fn no_design_panics_recovering_or_using_a_damaged_image() {
+fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
     let rounds: u32 = match std::env::var("MOBIUS_FUZZ_ROUNDS") {
         Ok(n) => n.parse().expect("MOBIUS_FUZZ_ROUNDS is a number"),
         Err(_) if std::env::var("MOBIUS_LONG").is_ok() => 2_000,
@@ -372,9 +381,8 @@ fn no_design_panics_recovering_or_using_a_damaged_image() {
                 let end = image.end_ns;
                 match quietly(|| recover_and_use(&spec, &config, store, end, round as u64)) {
                     Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
-                    Err(panic) => failures.push(format!(
-                        "{} on {} ({}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): panicked: \
-                         {panic}",
+                    Err(failure) => failures.push(format!(
+                        "{} on {} ({}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): {failure}",
                         spec.name,
                         geometry.name,
                         if tag_only { "tag-only" } else { "full data" },
@@ -387,7 +395,7 @@ fn no_design_panics_recovering_or_using_a_damaged_image() {
     }
     assert!(
         failures.is_empty(),
-        "{} damaged images made a design panic:\n{}",
+        "{} damaged images made a design panic or recover with its invariants broken:\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -430,4 +438,41 @@ fn a_design_that_panics_on_a_damaged_image_is_reported() {
     let damaged = quietly(|| recover_and_use(&spec, &config, store, at, 1));
     let panic = damaged.expect_err("the panic is reported");
     assert!(panic.contains("a torn page on the image"), "{panic}");
+}
+
+/// DFTL's recovery, followed by the erase of every full block: live pages gone under the
+/// mapping, which DFTL's invariant check must see.
+fn dftl_erasing_its_full_blocks_after_recovery(
+    flash: Flash,
+    options: &DesignOptions,
+) -> Result<(Box<dyn BlockDevice>, ftl::RecoveryReport), ftl::FtlError> {
+    let (mut dev, report) = (dftl().recover)(flash, options)?;
+    let g = dev.flash().geometry().clone();
+    let at = dev.flash().idle_ns();
+    for b in (0..g.blocks()).map(BlockId) {
+        if dev.flash().write_pointer(b) == g.pages_per_block {
+            dev.flash_mut()
+                .erase(b, at, flash::OpCause::Recovery)
+                .unwrap();
+        }
+    }
+    Ok((dev, report))
+}
+
+/// The other negative control: a design that recovers with its invariants broken is reported
+/// with the design's own words.
+#[test]
+fn a_design_that_recovers_with_its_invariants_broken_is_reported() {
+    let spec = DesignSpec {
+        recover: dftl_erasing_its_full_blocks_after_recovery,
+        ..dftl()
+    };
+    let config = DeviceConfig::preset("small").unwrap();
+    let image = image(&spec, &config, true);
+    let outcome = quietly(|| recover_and_use(&spec, &config, image.store, image.end_ns, 1));
+    let failure = outcome.expect_err("the broken invariant is reported");
+    assert!(
+        failure.starts_with("invariant broken after recovery"),
+        "{failure}"
+    );
 }
