@@ -67,10 +67,15 @@ struct Image {
     end_ns: u64,
 }
 
-fn image(spec: &DesignSpec, config: &DeviceConfig, tag_only: bool) -> Image {
+fn image(
+    spec: &DesignSpec,
+    config: &DeviceConfig,
+    options: &DesignOptions,
+    tag_only: bool,
+) -> Result<Image, ftl::FtlError> {
     let oob_bytes = spec.oob_record(&config.geometry);
     let flash = Flash::in_memory(config.clone(), oob_bytes, tag_only);
-    let mut dev = spec.build(flash, &DesignOptions::default()).unwrap();
+    let mut dev = spec.build(flash, options)?;
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 2_000;
     w.fill = 0.9;
@@ -80,12 +85,12 @@ fn image(spec: &DesignSpec, config: &DeviceConfig, tag_only: bool) -> Image {
     let second = workload::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
     let store = dev.into_flash().into_store();
     let metadata = metadata_pages(store.as_ref());
-    Image {
+    Ok(Image {
         store,
         halfway,
         metadata,
         end_ns: second.end_ns,
-    }
+    })
 }
 
 /// A programmed page to damage: half the time one of the image's metadata pages, else any.
@@ -230,6 +235,7 @@ fn damage(store: &mut dyn Store, image: &Image, damage: Damage, rng: &mut ChaCha
 fn recover_and_use(
     spec: &DesignSpec,
     config: &DeviceConfig,
+    options: &DesignOptions,
     store: Box<dyn Store>,
     at: u64,
     seed: u64,
@@ -237,7 +243,7 @@ fn recover_and_use(
     let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<&'static str, String> {
         let mut flash = Flash::new(config.clone(), store);
         flash.start_clock_at(at);
-        let Ok((mut dev, _)) = spec.reopen(flash, &DesignOptions::default()) else {
+        let Ok((mut dev, _)) = spec.reopen(flash, options) else {
             return Ok("refused");
         };
         invariants(dev.as_ref(), "after recovery")?;
@@ -265,7 +271,7 @@ fn recover_and_use(
         let mut flash = dev.into_flash();
         let at = flash.idle_ns().max(run.end_ns);
         flash.start_clock_at(at);
-        let mut dev = match spec.reopen(flash, &DesignOptions::default()) {
+        let mut dev = match spec.reopen(flash, options) {
             Ok((dev, _)) => dev,
             Err(e) => {
                 verbose(spec, "second recovery", &e);
@@ -363,12 +369,26 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
     let mut failures = Vec::new();
     for spec in mobius_cli::designs::all() {
         let mut tally = std::collections::BTreeMap::new();
-        // Each geometry tag-only and with full data: rounds go round the ten in turn.
+        // Each geometry tag-only and with full data, and each with the next of the design's
+        // soak parameter sets (the defaults first): rounds go round them in turn.
         let kinds = geometries.iter().flat_map(|g| [(g, true), (g, false)]);
         let kinds_count = 2 * geometries.len();
         for (k, (geometry, tag_only)) in kinds.enumerate() {
             let config = geometry.device();
-            let image = image(&spec, &config, tag_only);
+            let mut params: &[(&str, &str)] = match k % (spec.soak_params.len() + 1) {
+                0 => &[],
+                i => spec.soak_params[i - 1],
+            };
+            let mut options = params
+                .iter()
+                .fold(DesignOptions::default(), |o, (key, value)| {
+                    o.with(key, value)
+                });
+            // A set this geometry cannot take (Möbius's striped ALA on one chip): the defaults.
+            let image = image(&spec, &config, &options, tag_only).unwrap_or_else(|_| {
+                (options, params) = (DesignOptions::default(), &[]);
+                image(&spec, &config, &options, tag_only).unwrap()
+            });
             for round in (k as u32..rounds).step_by(kinds_count) {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((round as u64) << 8));
                 let mut store = image.store.snapshot();
@@ -379,10 +399,12 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
                     what.push(format!("{d:?}: {at}"));
                 }
                 let end = image.end_ns;
-                match quietly(|| recover_and_use(&spec, &config, store, end, round as u64)) {
+                let use_it = || recover_and_use(&spec, &config, &options, store, end, round as u64);
+                match quietly(use_it) {
                     Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
                     Err(failure) => failures.push(format!(
-                        "{} on {} ({}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): {failure}",
+                        "{} on {} ({}, {params:?}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): \
+                         {failure}",
                         spec.name,
                         geometry.name,
                         if tag_only { "tag-only" } else { "full data" },
@@ -428,14 +450,16 @@ fn a_design_that_panics_on_a_damaged_image_is_reported() {
         ..dftl()
     };
     let config = DeviceConfig::preset("small").unwrap();
-    let image = image(&spec, &config, true);
+    let options = DesignOptions::default();
+    let image = image(&spec, &config, &options, true).unwrap();
     let at = image.end_ns;
-    let intact = quietly(|| recover_and_use(&spec, &config, image.store.snapshot(), at, 1));
+    let intact =
+        quietly(|| recover_and_use(&spec, &config, &options, image.store.snapshot(), at, 1));
     assert_eq!(intact, Ok("recovered, used, recovered again"));
     let mut store = image.store.snapshot();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     damage(store.as_mut(), &image, Damage::Torn, &mut rng);
-    let damaged = quietly(|| recover_and_use(&spec, &config, store, at, 1));
+    let damaged = quietly(|| recover_and_use(&spec, &config, &options, store, at, 1));
     let panic = damaged.expect_err("the panic is reported");
     assert!(panic.contains("a torn page on the image"), "{panic}");
 }
@@ -468,8 +492,10 @@ fn a_design_that_recovers_with_its_invariants_broken_is_reported() {
         ..dftl()
     };
     let config = DeviceConfig::preset("small").unwrap();
-    let image = image(&spec, &config, true);
-    let outcome = quietly(|| recover_and_use(&spec, &config, image.store, image.end_ns, 1));
+    let options = DesignOptions::default();
+    let image = image(&spec, &config, &options, true).unwrap();
+    let outcome =
+        quietly(|| recover_and_use(&spec, &config, &options, image.store, image.end_ns, 1));
     let failure = outcome.expect_err("the broken invariant is reported");
     assert!(
         failure.starts_with("invariant broken after recovery"),
