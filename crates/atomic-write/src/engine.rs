@@ -1642,7 +1642,7 @@ impl Engine {
                 self.space
                     .validity
                     .set_recovered_valid(&self.flash, Ppn(p), lpn as u32)
-                    .map_err(|e| FtlError::Corrupt(format!("lpn {lpn}: {e}")))?;
+                    .map_err(|e| e.in_context(format_args!("lpn {lpn}")))?;
                 block_used[g.block_of(Ppn(p)).0 as usize] = true;
             }
         }

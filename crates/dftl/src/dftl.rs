@@ -1518,9 +1518,9 @@ impl Dftl {
                     .set_recovered_valid(&self.flash, ppn, lpn as u32)
                     .map_err(|e| {
                         let block = g.block_of(ppn);
-                        FtlError::Corrupt(format!(
-                            "lpn {lpn} recovered to an unusable page: {e} (in scan list {:?}, \
-                             used at checkpoint {})",
+                        e.in_context(format_args!(
+                            "lpn {lpn} recovered to an unusable page (in scan list {:?}, used at \
+                             checkpoint {})",
                             in_list.get(block.0 as usize),
                             g.contains_ppn(ppn) && ck.was_used(block)
                         ))

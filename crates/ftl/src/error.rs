@@ -70,6 +70,17 @@ pub enum FtlError {
     ImageIo(FlashError),
 }
 
+impl FtlError {
+    /// A [`Corrupt`](FtlError::Corrupt) error with `context` put before what it says (which
+    /// record named the damage); any other error as it is.
+    pub fn in_context(self, context: impl std::fmt::Display) -> FtlError {
+        match self {
+            FtlError::Corrupt(what) => FtlError::Corrupt(format!("{context}: {what}")),
+            other => other,
+        }
+    }
+}
+
 impl From<FlashError> for FtlError {
     fn from(e: FlashError) -> Self {
         match e {

@@ -458,6 +458,17 @@ mod tests {
             assert!(!v.is_valid(Ppn(3)) && !v.is_valid(Ppn(100)));
             assert_eq!(v.valid_count(BlockId(0)), 1);
         }
+        // A caller puts the record that named the page before the reason, once.
+        let why = Validity::new(&g)
+            .set_recovered_valid(&f, Ppn(100), 7)
+            .unwrap_err()
+            .in_context("lpn 7")
+            .to_string();
+        assert_eq!(
+            why,
+            "flash metadata is damaged beyond what recovery can repair: lpn 7: page ppn 100 \
+             (owner 0x7) is named live but is Erased"
+        );
         // Only owners read back from flash can contradict the caller.
         let mut on_flash = Validity::with_owners_on_flash(&g, read);
         assert!(corrupt(on_flash.set_recovered_valid(&f, Ppn(1), 2)));

@@ -1225,7 +1225,7 @@ impl Optr {
                 }
                 self.validity
                     .set_recovered_valid(&self.flash, p, lpn as u32)
-                    .map_err(|e| FtlError::Corrupt(format!("lpn {lpn}: {e}")))?;
+                    .map_err(|e| e.in_context(format_args!("lpn {lpn}")))?;
             }
         }
         for b in 0..g.blocks() {

@@ -473,7 +473,7 @@ impl Mobius {
                 self.space
                     .validity
                     .set_recovered_valid(&self.flash, Ppn(p), l)
-                    .map_err(|e| FtlError::Corrupt(format!("lpn {l}: {e}")))?;
+                    .map_err(|e| e.in_context(format_args!("lpn {l}")))?;
             }
         }
         for b in self.space.pool.full_blocks().collect::<Vec<_>>() {
