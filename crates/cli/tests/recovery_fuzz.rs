@@ -16,7 +16,6 @@ use flash::{BlockId, Content, DeviceConfig, Flash, Lpn, PageState, Ppn, Store};
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// One way an image is damaged.
 #[derive(Clone, Copy, Debug)]
@@ -240,7 +239,7 @@ fn recover_and_use(
     at: u64,
     seed: u64,
 ) -> Result<&'static str, String> {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<&'static str, String> {
+    let outcome = crashtest::quiet_panics::catch(|| -> Result<&'static str, String> {
         let mut flash = Flash::new(config.clone(), store);
         flash.start_clock_at(at);
         let Ok((mut dev, _)) = spec.reopen(flash, options) else {
@@ -287,12 +286,8 @@ fn recover_and_use(
                 Ok("recovered, used, recovered again, a read failed")
             }
         }
-    }));
-    outcome.unwrap_or_else(|_| {
-        Err(LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| "a panic without a message".into()))
-    })
+    });
+    outcome.unwrap_or_else(Err)
 }
 
 fn invariants(dev: &dyn BlockDevice, when: &str) -> Result<(), String> {
@@ -324,34 +319,6 @@ fn read_all(dev: &mut dyn BlockDevice, mut at: u64) -> Result<(), ftl::FtlError>
         start += k;
     }
     Ok(())
-}
-
-thread_local! {
-    /// Whether this thread's panics are silenced and kept (inside [`quietly`]).
-    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// The last silenced panic's location and message (the payload alone has no location).
-    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` with this thread's panics silenced and kept in [`LAST_PANIC`]. The hook is
-/// installed once and is per thread, so tests running in parallel keep their own.
-fn quietly<T>(f: impl FnOnce() -> T) -> T {
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if QUIET.with(|q| q.get()) {
-                let what = info.to_string().replace('\n', " ");
-                LAST_PANIC.with(|p| *p.borrow_mut() = Some(what));
-            } else {
-                previous(info);
-            }
-        }));
-    });
-    QUIET.with(|q| q.set(true));
-    let out = f();
-    QUIET.with(|q| q.set(false));
-    out
 }
 
 #[test]
@@ -399,8 +366,7 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
                     what.push(format!("{d:?}: {at}"));
                 }
                 let end = image.end_ns;
-                let use_it = || recover_and_use(&spec, &config, &options, store, end, round as u64);
-                match quietly(use_it) {
+                match recover_and_use(&spec, &config, &options, store, end, round as u64) {
                     Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
                     Err(failure) => failures.push(format!(
                         "{} on {} ({}, {params:?}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): \
@@ -453,13 +419,12 @@ fn a_design_that_panics_on_a_damaged_image_is_reported() {
     let options = DesignOptions::default();
     let image = image(&spec, &config, &options, true).unwrap();
     let at = image.end_ns;
-    let intact =
-        quietly(|| recover_and_use(&spec, &config, &options, image.store.snapshot(), at, 1));
+    let intact = recover_and_use(&spec, &config, &options, image.store.snapshot(), at, 1);
     assert_eq!(intact, Ok("recovered, used, recovered again"));
     let mut store = image.store.snapshot();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     damage(store.as_mut(), &image, Damage::Torn, &mut rng);
-    let damaged = quietly(|| recover_and_use(&spec, &config, &options, store, at, 1));
+    let damaged = recover_and_use(&spec, &config, &options, store, at, 1);
     let panic = damaged.expect_err("the panic is reported");
     assert!(panic.contains("a torn page on the image"), "{panic}");
 }
@@ -494,8 +459,7 @@ fn a_design_that_recovers_with_its_invariants_broken_is_reported() {
     let config = DeviceConfig::preset("small").unwrap();
     let options = DesignOptions::default();
     let image = image(&spec, &config, &options, true).unwrap();
-    let outcome =
-        quietly(|| recover_and_use(&spec, &config, &options, image.store, image.end_ns, 1));
+    let outcome = recover_and_use(&spec, &config, &options, image.store, image.end_ns, 1);
     let failure = outcome.expect_err("the broken invariant is reported");
     assert!(
         failure.starts_with("invariant broken after recovery"),

@@ -320,19 +320,8 @@ fn check_image_as(
     // A design that panics on an image (in recovery, a read or its invariants) is a violation
     // of that image, with its replay command; the campaign goes on, and the panic is reported
     // there (with its location) instead of on the terminal.
-    quiet_panics::install();
-    quiet_panics::QUIET.with(|q| q.set(true));
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        judge_image(cfg, model, image, p, judge_ns, replay)
-    }));
-    quiet_panics::QUIET.with(|q| q.set(false));
-    outcome.unwrap_or_else(|payload| {
-        let what = quiet_panics::CAUGHT
-            .with(|c| c.borrow_mut().take())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "a panic without a message".into());
-        Outcome {
+    quiet_panics::catch(|| judge_image(cfg, model, image, p, judge_ns, replay)).unwrap_or_else(
+        |what| Outcome {
             violations: vec![Violation::at(
                 &p,
                 None,
@@ -340,21 +329,24 @@ fn check_image_as(
                 replay,
             )],
             recovery: None,
-        }
-    })
+        },
+    )
 }
 
-/// A panic hook that stays silent on the threads judging an image and keeps the panic's text
-/// (location and message) for the violation; every other panic prints as before.
-mod quiet_panics {
+/// Panics caught and reported as text: a panic hook that stays silent on a thread inside
+/// [`catch`](quiet_panics::catch) and keeps the panic's location and message; every other panic
+/// prints as before. The crash harness judges images with it, and the fuzz tests of recovery on
+/// damaged images (crates/cli/tests/recovery_fuzz.rs, crates/nvmfs/tests/damaged_nvram.rs) run
+/// each image with it.
+pub mod quiet_panics {
     use std::cell::{Cell, RefCell};
 
     thread_local! {
-        pub static QUIET: Cell<bool> = const { Cell::new(false) };
-        pub static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
+        static QUIET: Cell<bool> = const { Cell::new(false) };
+        static CAUGHT: RefCell<Option<String>> = const { RefCell::new(None) };
     }
 
-    pub fn install() {
+    fn install() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
             let previous = std::panic::take_hook();
@@ -366,6 +358,43 @@ mod quiet_panics {
                 }
             }));
         });
+    }
+
+    /// `f`'s result, or, if it panics, the panic's location and message, with nothing printed.
+    /// The hook is per thread, so threads catching at once keep their own panics.
+    pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+        install();
+        let was_quiet = QUIET.with(|q| q.replace(true));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        QUIET.with(|q| q.set(was_quiet));
+        outcome.map_err(|payload| {
+            CAUGHT
+                .with(|c| c.borrow_mut().take())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".into())
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// A panic comes back as its message and location, quietly; a result passes through,
+        /// and a catch inside another keeps the outer one quiet.
+        #[test]
+        fn a_panic_is_caught_with_its_message_and_location() {
+            let text = super::catch(|| -> u32 { panic!("damaged {}", 7) }).unwrap_err();
+            assert!(
+                text.contains("damaged 7") && text.contains("lib.rs"),
+                "{text}"
+            );
+            assert_eq!(super::catch(|| 5), Ok(5));
+            let nested = super::catch(|| {
+                let inner = super::catch(|| -> u32 { panic!("inner") });
+                assert!(inner.unwrap_err().contains("inner"));
+                panic!("outer")
+            });
+            assert!(nested.unwrap_err().contains("outer"));
+        }
     }
 }
 

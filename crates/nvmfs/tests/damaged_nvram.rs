@@ -20,7 +20,6 @@ use nvmfs::layout::{
 use nvmfs::NvmfsParams;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 fn params() -> NvmfsParams {
     NvmfsParams {
@@ -124,7 +123,7 @@ fn damage(nvram: &mut [u8], sb: &Superblock, rng: &mut ChaCha8Rng) -> String {
 
 /// Mounts the damaged image and uses it. Errors are allowed; a panic is returned as its text.
 fn mount_and_use(env: &Env) -> Result<&'static str, String> {
-    caught(|| {
+    crashtest::quiet_panics::catch(|| {
         let dev = match nvmfs::ssd::open_ssd(
             &env.ssd(),
             &env.config,
@@ -173,53 +172,6 @@ fn mount_and_use(env: &Env) -> Result<&'static str, String> {
     })
 }
 
-/// `f`'s outcome, or the text of its panic (inside [`quietly`], with its location).
-fn caught(f: impl FnOnce() -> &'static str) -> Result<&'static str, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| {
-        LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| "a panic without a message".into())
-    })
-}
-
-/// The negative control of the fuzz's harness: a panic is caught and reported with its message
-/// and location, and an outcome without one passes through.
-#[test]
-fn the_harness_reports_a_panic_with_its_message() {
-    let panicked = quietly(|| caught(|| panic!("a damaged pointer")));
-    let text = panicked.expect_err("reported");
-    assert!(
-        text.contains("a damaged pointer") && text.contains("damaged_nvram.rs"),
-        "{text}"
-    );
-    assert_eq!(quietly(|| caught(|| "fine")), Ok("fine"));
-}
-
-thread_local! {
-    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` with this thread's panics silenced and kept in `LAST_PANIC` (location and message).
-fn quietly<T>(f: impl FnOnce() -> T) -> T {
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if QUIET.with(|q| q.get()) {
-                let what = info.to_string().replace('\n', " ");
-                LAST_PANIC.with(|p| *p.borrow_mut() = Some(what));
-            } else {
-                previous(info);
-            }
-        }));
-    });
-    QUIET.with(|q| q.set(true));
-    let out = f();
-    QUIET.with(|q| q.set(false));
-    out
-}
-
 #[test]
 fn no_mount_panics_on_a_damaged_nvram() {
     let rounds: u32 = match std::env::var("MOBIUS_FUZZ_ROUNDS") {
@@ -247,7 +199,7 @@ fn no_mount_panics_on_a_damaged_nvram() {
             .collect();
         std::fs::write(env.nvram(), &damaged).unwrap();
         std::fs::write(env.ssd(), &ssd).unwrap();
-        match quietly(|| mount_and_use(&env)) {
+        match mount_and_use(&env) {
             Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
             Err(panic) => failures.push(format!(
                 "round {round} (MOBIUS_FUZZ_SEED={seed}; {}): panicked: {panic}",
