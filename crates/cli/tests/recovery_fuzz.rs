@@ -2,15 +2,19 @@
 //! damaged the ways a failing device or a stray write damages one — a page written where it
 //! was not meant to go (a valid record in the wrong place), a page torn, a block erased or its
 //! erase torn, an OOB record or a page's bytes with bits flipped, two pages' OOB records
-//! swapped. Recovery may refuse such an image with a typed error, or recover a device that
-//! lost data; it must not panic, and neither must the recovered device when the host goes on
-//! using it (reads of every page, then more of the design's workload). The decoders alone are
+//! swapped, a block put back as it was earlier. Recovery may refuse such an image with a typed
+//! error, or recover a device that lost data. It must not panic, and neither must the recovered
+//! device when the host goes on using it (reads of every page, more of the design's workload,
+//! a second power cut and recovery); and the device must pass its design's invariant check
+//! after each recovery and after the use. Images come from every soak geometry, tag-only and
+//! with full data, with the design's soak parameter sets in turn. The decoders alone are
 //! fuzzed in `decoders_fuzz.rs`; this drives whole recoveries, where records that decode but
-//! contradict each other reach the designs' own rules.
+//! contradict each other reach the designs' own rules (docs/crashtest.md, "Recoveries against
+//! damaged images").
 //!
-//! Seeded: a failure names the design, geometry, round and damage; `MOBIUS_FUZZ_SEED` and
-//! `MOBIUS_FUZZ_ROUNDS` replay it. `MOBIUS_LONG=1` runs 20× the rounds; `MOBIUS_FUZZ_VERBOSE=1`
-//! prints the error of every recovered device whose later requests failed.
+//! Seeded: a failure names the design, geometry, mode, parameters, round and damage;
+//! `MOBIUS_FUZZ_SEED` and `MOBIUS_FUZZ_ROUNDS` replay it. `MOBIUS_LONG=1` runs 20× the rounds;
+//! `MOBIUS_FUZZ_VERBOSE=1` prints the typed error of every recovered device that failed later.
 
 use flash::{BlockId, Content, DeviceConfig, Flash, Lpn, PageState, Ppn, Store};
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
@@ -119,6 +123,7 @@ fn metadata_pages(store: &dyn Store) -> Vec<Ppn> {
         .collect()
 }
 
+/// Flips one to three bits of `bytes`.
 fn flip(bytes: &mut [u8], rng: &mut ChaCha8Rng) {
     if bytes.is_empty() {
         return;
@@ -144,7 +149,7 @@ fn damage(store: &mut dyn Store, image: &Image, damage: Damage, rng: &mut ChaCha
                 let b = BlockId(rng.random_range(0..g.blocks()));
                 let extent = store.written_extent(b);
                 if extent < g.pages_per_block && b != g.block_of(from) {
-                    let to = Ppn(b.0 * g.pages_per_block + extent);
+                    let to = g.ppn(b, extent);
                     store.oob(from, &mut oob);
                     store.copy_page(from, to, &oob);
                     return format!("{from:?} copied to {to:?}");
@@ -290,6 +295,7 @@ fn recover_and_use(
     outcome.unwrap_or_else(Err)
 }
 
+/// The design's own invariant check, as a failure's text naming `when` it broke.
 fn invariants(dev: &dyn BlockDevice, when: &str) -> Result<(), String> {
     dev.check_invariants()
         .map_err(|e| format!("invariant broken {when}: {e}"))
@@ -309,6 +315,7 @@ fn verbose(spec: &DesignSpec, when: &str, e: &dyn std::fmt::Display) {
     }
 }
 
+/// Reads every logical page, 64 at a time, from `at` on.
 fn read_all(dev: &mut dyn BlockDevice, mut at: u64) -> Result<(), ftl::FtlError> {
     let n = dev.logical_pages();
     let mut out = Vec::new();
@@ -332,53 +339,9 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_da3a);
-    let geometries = crashtest::soak::SOAK_GEOMETRIES;
     let mut failures = Vec::new();
     for spec in mobius_cli::designs::all() {
-        let mut tally = std::collections::BTreeMap::new();
-        // Each geometry tag-only and with full data, and each with the next of the design's
-        // soak parameter sets (the defaults first): rounds go round them in turn.
-        let kinds = geometries.iter().flat_map(|g| [(g, true), (g, false)]);
-        let kinds_count = 2 * geometries.len();
-        for (k, (geometry, tag_only)) in kinds.enumerate() {
-            let config = geometry.device();
-            let mut params: &[(&str, &str)] = match k % (spec.soak_params.len() + 1) {
-                0 => &[],
-                i => spec.soak_params[i - 1],
-            };
-            let mut options = params
-                .iter()
-                .fold(DesignOptions::default(), |o, (key, value)| {
-                    o.with(key, value)
-                });
-            // A set this geometry cannot take (Möbius's striped ALA on one chip): the defaults.
-            let image = image(&spec, &config, &options, tag_only).unwrap_or_else(|_| {
-                (options, params) = (DesignOptions::default(), &[]);
-                image(&spec, &config, &options, tag_only).unwrap()
-            });
-            for round in (k as u32..rounds).step_by(kinds_count) {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((round as u64) << 8));
-                let mut store = image.store.snapshot();
-                let mut what = Vec::new();
-                for _ in 0..rng.random_range(1..=3) {
-                    let d = DAMAGES[rng.random_range(0..DAMAGES.len())];
-                    let at = damage(store.as_mut(), &image, d, &mut rng);
-                    what.push(format!("{d:?}: {at}"));
-                }
-                let end = image.end_ns;
-                match recover_and_use(&spec, &config, &options, store, end, round as u64) {
-                    Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
-                    Err(failure) => failures.push(format!(
-                        "{} on {} ({}, {params:?}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): \
-                         {failure}",
-                        spec.name,
-                        geometry.name,
-                        if tag_only { "tag-only" } else { "full data" },
-                        what.join("; ")
-                    )),
-                }
-            }
-        }
+        let tally = fuzz_design(&spec, rounds, seed, &mut failures);
         eprintln!("{}: {tally:?}", spec.name);
     }
     assert!(
@@ -387,6 +350,93 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// One image kind: a soak geometry, tag-only or with full data, and parameters.
+struct Kind {
+    geometry: crashtest::soak::SoakGeometry,
+    tag_only: bool,
+    params: &'static [(&'static str, &'static str)],
+}
+
+/// The kinds `spec` is fuzzed on: each soak geometry tag-only and with full data, and each with
+/// the next of the design's soak parameter sets (the defaults first).
+fn kinds(spec: &DesignSpec) -> Vec<Kind> {
+    let geometries = crashtest::soak::SOAK_GEOMETRIES;
+    let shapes = geometries.iter().flat_map(|g| [(*g, true), (*g, false)]);
+    shapes
+        .enumerate()
+        .map(|(k, (geometry, tag_only))| Kind {
+            geometry,
+            tag_only,
+            params: match k % (spec.soak_params.len() + 1) {
+                0 => &[],
+                i => spec.soak_params[i - 1],
+            },
+        })
+        .collect()
+}
+
+/// The options of `kind` and its intact image; a parameter set the geometry refuses (Möbius's
+/// striped ALA on one chip) falls back to the defaults, and `kind` says so.
+fn kind_image(spec: &DesignSpec, kind: &mut Kind) -> (DesignOptions, Image) {
+    let config = kind.geometry.device();
+    let options = kind
+        .params
+        .iter()
+        .fold(DesignOptions::default(), |o, (key, value)| {
+            o.with(key, value)
+        });
+    match image(spec, &config, &options, kind.tag_only) {
+        Ok(image) => (options, image),
+        Err(_) => {
+            kind.params = &[];
+            let options = DesignOptions::default();
+            let image = image(spec, &config, &options, kind.tag_only).unwrap();
+            (options, image)
+        }
+    }
+}
+
+/// Runs `rounds` damaged images of `spec`, going round its kinds; returns the tally of
+/// outcomes and adds each failure, with what replays it, to `failures`.
+fn fuzz_design(
+    spec: &DesignSpec,
+    rounds: u32,
+    seed: u64,
+    failures: &mut Vec<String>,
+) -> std::collections::BTreeMap<&'static str, u32> {
+    let mut tally = std::collections::BTreeMap::new();
+    let mut kinds = kinds(spec);
+    let count = kinds.len();
+    for (k, kind) in kinds.iter_mut().enumerate() {
+        let (options, image) = kind_image(spec, kind);
+        let config = kind.geometry.device();
+        for round in (k as u32..rounds).step_by(count) {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((round as u64) << 8));
+            let mut store = image.store.snapshot();
+            let what: Vec<String> = (0..rng.random_range(1..=3))
+                .map(|_| {
+                    let d = DAMAGES[rng.random_range(0..DAMAGES.len())];
+                    format!("{d:?}: {}", damage(store.as_mut(), &image, d, &mut rng))
+                })
+                .collect();
+            match recover_and_use(spec, &config, &options, store, image.end_ns, round as u64) {
+                Ok(outcome) => *tally.entry(outcome).or_insert(0) += 1,
+                Err(failure) => {
+                    failures.push(format!(
+                    "{} on {} ({}, {:?}): round {round} (MOBIUS_FUZZ_SEED={seed}; {}): {failure}",
+                    spec.name,
+                    kind.geometry.name,
+                    if kind.tag_only { "tag-only" } else { "full data" },
+                    kind.params,
+                    what.join("; ")
+                ))
+                }
+            }
+        }
+    }
+    tally
 }
 
 /// DFTL's recovery, made to panic on an image with a torn page.
