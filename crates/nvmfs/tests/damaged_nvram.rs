@@ -1,21 +1,23 @@
 //! NVMFS's mount-time recovery against a damaged NVRAM image: a seeded workload (files in two
 //! directories, overwrites, fsyncs, flushes to the SSD and cleaning) stops without an unmount,
-//! and copies of its NVRAM file are damaged in one of the layout's regions — the superblock,
-//! the inode table, either bitmap, the page records, the SSD owner table, the extent flags, the
-//! redo log or the data area (directories and indirect pages live there) — by flipped bits, an
-//! extreme 32-bit value, or a 64-byte record copied from elsewhere in the region. A mount may
-//! refuse the image with a typed error or mount a file system that lost data; it must not
-//! panic, and neither must the file system when it is used (every file read, one written and
-//! fsynced, the invariants checked, an unmount). The superblock's and records' decoders alone
-//! are fuzzed in crates/cli/tests/decoders_fuzz.rs.
+//! and copies of its NVRAM file are damaged in one to three places, each in one of the layout's
+//! regions (half the time in its first page, where the workload's entries are) — the
+//! superblock, the inode table, either bitmap, the page records, the SSD owner table, the
+//! extent flags, the redo log or the data area (directories and indirect pages live there) — by
+//! flipped bits, an extreme 32-bit value, or a 64-byte record copied from elsewhere in the
+//! region. A mount may refuse the image with a typed error or mount a file system that lost
+//! data; it must not panic, and neither must the file system when it is used (every file read,
+//! one written and fsynced, the invariants checked, an unmount). A damage that aborts the
+//! process (an allocation of a damaged size) fails the test binary itself. The superblock's
+//! and records' decoders alone are fuzzed in crates/cli/tests/decoders_fuzz.rs.
 //!
 //! Seeded: a failure names the round, region and damage; `MOBIUS_FUZZ_SEED` and
 //! `MOBIUS_FUZZ_ROUNDS` replay it (`MOBIUS_LONG=1`: 10× the rounds).
 mod common;
 use common::*;
 use nvmfs::layout::{
-    get_u64, put_u64, BlockAddr, Superblock, INODE_BYTES, INODE_DIRECT_AT, INODE_SIZE_AT,
-    PAGE_BYTES, ROOT_INO,
+    get_u64, put_u64, BlockAddr, Superblock, DIRECT_POINTERS, INODE_BYTES, INODE_DIRECT_AT,
+    INODE_SIZE_AT, PAGE_BYTES, ROOT_INO,
 };
 use nvmfs::NvmfsParams;
 use rand::{RngExt, SeedableRng};
@@ -229,7 +231,8 @@ fn a_pointer_with_a_bit_set_above_its_page_number_is_refused_at_mount() {
     let table = sb.inode_table_at as usize * PAGE_BYTES as usize;
     let slot = (0..sb.inode_count as usize)
         .flat_map(|ino| {
-            (0..8).map(move |k| table + ino * INODE_BYTES as usize + INODE_DIRECT_AT + 8 * k)
+            (0..DIRECT_POINTERS)
+                .map(move |k| table + ino * INODE_BYTES as usize + INODE_DIRECT_AT + 8 * k)
         })
         .find(|&at| BlockAddr(get_u64(&nvram, at)).as_nvram().is_some())
         .expect("a direct pointer to NVRAM");
