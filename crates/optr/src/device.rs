@@ -1218,14 +1218,14 @@ impl Optr {
         let g = self.flash.geometry().clone();
         for (lpn, &p) in self.l2p.iter().enumerate() {
             if !p.is_none() {
-                if g.contains_ppn(p) && self.layout.is_reserved(g.block_of(p)) {
+                self.validity
+                    .set_recovered_valid(&self.flash, p, lpn as u32)
+                    .map_err(|e| e.in_context(format_args!("lpn {lpn}")))?;
+                if self.layout.is_reserved(g.block_of(p)) {
                     return Err(FtlError::Corrupt(format!(
                         "lpn {lpn} maps into a reserved block"
                     )));
                 }
-                self.validity
-                    .set_recovered_valid(&self.flash, p, lpn as u32)
-                    .map_err(|e| e.in_context(format_args!("lpn {lpn}")))?;
             }
         }
         for b in 0..g.blocks() {

@@ -465,15 +465,15 @@ impl Mobius {
                 .copied()
                 .unwrap_or(self.base[l as usize]);
             if p != NO_PPN {
-                if g.contains_ppn(Ppn(p)) && self.layout.is_reserved(g.block_of(Ppn(p))) {
-                    return Err(FtlError::Corrupt(format!(
-                        "lpn {l} maps to {p}, in a reserved block"
-                    )));
-                }
                 self.space
                     .validity
                     .set_recovered_valid(&self.flash, Ppn(p), l)
                     .map_err(|e| e.in_context(format_args!("lpn {l}")))?;
+                if self.layout.is_reserved(g.block_of(Ppn(p))) {
+                    return Err(FtlError::Corrupt(format!(
+                        "lpn {l} maps to {p}, in a reserved block"
+                    )));
+                }
             }
         }
         for b in self.space.pool.full_blocks().collect::<Vec<_>>() {
