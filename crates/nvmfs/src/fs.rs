@@ -587,7 +587,7 @@ impl Nvmfs {
         let b = b - POINTERS_PER_BLOCK;
         if b >= POINTERS_PER_BLOCK * POINTERS_PER_BLOCK {
             return Err(NvmfsError::FileTooLarge {
-                max_bytes: MAX_FILE_BLOCKS * PAGE_BYTES,
+                max_bytes: MAX_FILE_BYTES,
             });
         }
         let Some(dbl) = self.indirect(inode_at + INODE_DOUBLE_AT as u64, ino, create)? else {
@@ -727,9 +727,9 @@ impl Nvmfs {
 
     fn write_inner(&mut self, ino: u32, offset: u64, data: &[u8]) -> Result<()> {
         let end = offset + data.len() as u64;
-        if end > MAX_FILE_BLOCKS * PAGE_BYTES {
+        if end > MAX_FILE_BYTES {
             return Err(NvmfsError::FileTooLarge {
-                max_bytes: MAX_FILE_BLOCKS * PAGE_BYTES,
+                max_bytes: MAX_FILE_BYTES,
             });
         }
         let mut pos = offset;
@@ -1570,9 +1570,9 @@ impl Nvmfs {
         if i.is_dir() {
             return Err(NvmfsError::IsDir);
         }
-        if size > MAX_FILE_BLOCKS * PAGE_BYTES {
+        if size > MAX_FILE_BYTES {
             return Err(NvmfsError::FileTooLarge {
-                max_bytes: MAX_FILE_BLOCKS * PAGE_BYTES,
+                max_bytes: MAX_FILE_BYTES,
             });
         }
         if size < i.size && !size.is_multiple_of(PAGE_BYTES) {

@@ -51,6 +51,8 @@ pub const DIRECT_POINTERS: usize = 8;
 pub const POINTERS_PER_BLOCK: u64 = PAGE_BYTES / 8;
 pub const MAX_FILE_BLOCKS: u64 =
     DIRECT_POINTERS as u64 + POINTERS_PER_BLOCK + POINTERS_PER_BLOCK * POINTERS_PER_BLOCK;
+/// The largest file, in bytes: every block a file's pointers can reach.
+pub const MAX_FILE_BYTES: u64 = MAX_FILE_BLOCKS * PAGE_BYTES;
 
 const MAGIC: [u8; 8] = *b"NVMFS\0\0\x01";
 const FORMAT_VERSION: u32 = 1;

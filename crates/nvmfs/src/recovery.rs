@@ -222,7 +222,7 @@ fn claim_inode(fs: &mut Nvmfs, sb: &Superblock, ino: u32, owners: &mut Owners) -
         owners.indirect[p as usize] = true;
     }
     let size = fs.read_inode(ino).size;
-    if size > MAX_FILE_BLOCKS * PAGE_BYTES {
+    if size > MAX_FILE_BYTES {
         // No write makes a file this long; reading it (a directory's lookups read it whole)
         // would ask for that much memory.
         return Err(NvmfsError::Corrupt(format!(
