@@ -31,6 +31,8 @@ pub enum SqlError {
     },
     #[error("unknown mode '{0}': batch, journal, wal, ordered or nobarrier")]
     UnknownMode(String),
+    #[error("unknown --tx '{0}': static, dynamic (or plain: negative control)")]
+    UnknownTxKind(String),
     #[error("unknown workload '{0}': kv, tpcb or tpcc")]
     UnknownWorkload(String),
     #[error("the {file} file would grow past its extent of {capacity} bytes")]
@@ -39,6 +41,11 @@ pub enum SqlError {
     Uncorrectable(u32),
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A request after [`crate::Database::cut_power`]: the power is gone.
+    #[error("the device has lost power")]
+    PoweredOff,
+    #[error("fill {0} is not a share of the device (0 to 1)")]
+    InvalidFill(f64),
 }
 
 impl From<FtlError> for SqlError {
@@ -52,6 +59,8 @@ impl From<FtlError> for SqlError {
 pub enum Breach {
     #[error("recovery failed: {0}")]
     Recovery(FtlError),
+    #[error("invariant broken after recovery: {0}")]
+    Invariant(ftl::InvariantViolation),
     #[error("database does not open: {0}")]
     DoesNotOpen(SqlError),
     #[error("{query}: {source}")]

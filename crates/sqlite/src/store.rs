@@ -80,6 +80,24 @@ pub enum TxKind {
     PlainWrites,
 }
 
+impl TxKind {
+    /// The name `--tx` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxKind::Static => "static",
+            TxKind::Dynamic => "dynamic",
+            TxKind::PlainWrites => "plain",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<TxKind, SqlError> {
+        [TxKind::Static, TxKind::Dynamic, TxKind::PlainWrites]
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| SqlError::UnknownTxKind(s.to_string()))
+    }
+}
+
 /// Counters of what the database did to the device.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreStats {
@@ -349,13 +367,14 @@ impl Store {
         if missing {
             let start = lpn_of(&self.dir, kind, first);
             let count = last - first + 1;
+            let now = self.now_ns;
             let ack = if self.use_sread() {
                 self.stats.sreads += 1;
-                self.host
-                    .sread(start, count, self.now_ns, &mut from_device)?
+                self.live_host()?
+                    .sread(start, count, now, &mut from_device)?
             } else {
-                self.host
-                    .read_pages(start, count, self.now_ns, &mut from_device)?
+                self.live_host()?
+                    .read_pages(start, count, now, &mut from_device)?
             };
             self.now_ns = ack.ack_ns;
             self.stats.read_requests += 1;
@@ -516,9 +535,8 @@ impl Store {
         if run.is_empty() {
             return Ok(());
         }
-        let ack = self
-            .host
-            .write_pages(lpn_of(&self.dir, kind, first), run, self.now_ns)?;
+        let (start, now) = (lpn_of(&self.dir, kind, first), self.now_ns);
+        let ack = self.live_host()?.write_pages(start, run, now)?;
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += run.len() as u64;
@@ -547,9 +565,10 @@ impl Store {
     fn write_directory(&mut self) -> Result<(), SqlError> {
         self.dir.generation += 1;
         let page = Content::Bytes(self.dir.encode());
+        let now = self.now_ns;
         let ack = self
-            .host
-            .write_pages(Lpn(0), std::slice::from_ref(&page), self.now_ns)?;
+            .live_host()?
+            .write_pages(Lpn(0), std::slice::from_ref(&page), now)?;
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += 1;
@@ -559,7 +578,8 @@ impl Store {
     }
 
     fn flush(&mut self) -> Result<(), SqlError> {
-        self.now_ns = self.host.flush(self.now_ns)?;
+        let now = self.now_ns;
+        self.now_ns = self.live_host()?.flush(now)?;
         self.stats.flushes += 1;
         self.unflushed = false;
         Ok(())
@@ -624,6 +644,16 @@ impl Store {
             self.write_back(kind)?;
         }
         self.flush()
+    }
+
+    /// The host layer, for a request to the device: refused after [`Store::cut_power`], so that
+    /// nothing SQLite does once the power is gone (the checkpoint and WAL deletion of closing
+    /// the connection) reaches the device.
+    fn live_host(&mut self) -> Result<&mut Host, SqlError> {
+        if self.dead {
+            return Err(SqlError::PoweredOff);
+        }
+        Ok(&mut self.host)
     }
 
     /// A power cut as the host sees it: buffered writes and an open batch are lost, and the
@@ -723,9 +753,10 @@ impl Store {
         };
         let n = pages.len() as u64;
         // Möbius holds small SWRITEs back to merge them (§IV-E): the host waits for its group.
+        let now = self.now_ns;
         let done = match self
-            .host
-            .swrite_acknowledged(batch.uuid, &pages, mode, self.now_ns)
+            .live_host()?
+            .swrite_acknowledged(batch.uuid, &pages, mode, now)
         {
             Err(HostError::Device(
                 FtlError::TxTooLarge { .. }
@@ -772,7 +803,8 @@ impl Store {
         self.files[FileKind::Db as usize].size = batch.size_before;
         self.stats.batch_rollbacks += 1;
         if batch.sent > 0 {
-            let done = self.host.abort(batch.uuid, self.now_ns)?;
+            let now = self.now_ns;
+            let done = self.live_host()?.abort(batch.uuid, now)?;
             self.now_ns = done.ack_ns;
             self.stats.aborts += 1;
         }
@@ -805,9 +837,10 @@ impl Store {
         let batch = self.batch.as_mut().expect("inside a batch");
         let uuid = batch.uuid;
         batch.sent += 1;
+        let now = self.now_ns;
         let done = self
-            .host
-            .dwrite(uuid, lpn, &Content::Bytes(page), flag, self.now_ns)?;
+            .live_host()?
+            .dwrite(uuid, lpn, &Content::Bytes(page), flag, now)?;
         self.now_ns = done.ack_ns;
         self.stats.dwrites += 1;
         Ok(())
