@@ -276,16 +276,16 @@ fn run_crashtest(
         threads,
         full_data,
         replay_instant: None,
-        mode: "batch".into(),
+        mode: None,
         synchronous: None,
-        tx: "static".into(),
+        tx: None,
         json: true,
     };
     if args
         .workload
         .workload
         .as_deref()
-        .is_some_and(|w| w.starts_with("sqlite-"))
+        .is_some_and(|w| w.starts_with("sqlite"))
     {
         return Err(ConfigError::new_err(
             "SQLite crash workloads run from the command line: mobius crashtest --workload sqlite-…",

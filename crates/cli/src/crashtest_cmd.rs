@@ -64,16 +64,19 @@ pub struct CrashtestArgs {
     /// Rebuild and judge only the image at this instant (from a violation's replay command).
     #[arg(long)]
     pub replay_instant: Option<u64>,
-    /// SQLite workloads (`--workload sqlite-tpcb|sqlite-kv`): batch, journal, wal, ordered,
-    /// nobarrier.
-    #[arg(long, default_value = "batch")]
-    pub mode: String,
-    /// SQLite workloads: PRAGMA synchronous (default EXTRA for journal/ordered, else FULL).
+    /// SQLite workloads (`--workload sqlite-tpcb|sqlite-kv|sqlite-tpcc`): batch, journal, wal,
+    /// ordered, nobarrier [default: batch]; a SQLite soak (`--workload sqlite` or `--seeds`)
+    /// draws only commit paths of this mode
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// SQLite workloads: PRAGMA synchronous (default EXTRA for journal/ordered, else FULL); a
+    /// SQLite soak draws only commit paths with it
     #[arg(long)]
     pub synchronous: Option<String>,
-    /// SQLite workloads: batch commits as static (SWRITE) or dynamic (DWRITE) transactions.
-    #[arg(long, default_value = "static")]
-    pub tx: String,
+    /// SQLite workloads: batch commits as static (SWRITE) or dynamic (DWRITE) transactions
+    /// [default: static]; a SQLite soak draws only commit paths with it
+    #[arg(long)]
+    pub tx: Option<String>,
     /// Second lives: after each of N cuts of the run, the recovered device runs on (a quarter of
     /// the requests) and is cut again; cuts during that recovery are tried too.
     #[arg(long, default_value_t = 0)]
@@ -87,13 +90,14 @@ pub struct CrashtestArgs {
 }
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
-    if let Some(w) = args
-        .workload
-        .workload
-        .as_deref()
-        .and_then(|w| w.strip_prefix("sqlite-"))
-    {
-        return crate::sql_cmd::crashtest(args, w);
+    if let Some(w) = sqlite_workload(args) {
+        if args.controls {
+            return crate::sql_cmd::crashtest_controls(args, w);
+        }
+        return match (w, is_soak(args)) {
+            (Some(w), false) => crate::sql_cmd::crashtest(args, w),
+            (w, _) => crate::sql_cmd::crashtest_soak(args, w),
+        };
     }
     if args.controls {
         return run_controls(args);
@@ -342,12 +346,21 @@ fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
 }
 
 /// A soak: `--seeds`, or more than one design (`all`, or a comma-separated list).
-fn is_soak(args: &CrashtestArgs) -> bool {
+/// `--workload sqlite-W`: `Some(Some(W))`; `--workload sqlite` (a soak that draws the
+/// workload): `Some(None)`; another workload: `None`.
+fn sqlite_workload(args: &CrashtestArgs) -> Option<Option<&str>> {
+    match args.workload.workload.as_deref()? {
+        "sqlite" => Some(None),
+        w => w.strip_prefix("sqlite-").map(Some),
+    }
+}
+
+pub(crate) fn is_soak(args: &CrashtestArgs) -> bool {
     args.seeds.is_some() || args.ftl == "all" || args.ftl.contains(',')
 }
 
 /// The designs `--ftl` names (`all`: every design in the build; `a,b`: those, in that order).
-fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
+pub(crate) fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
     if name == "all" {
         return Ok(crate::designs::all());
     }
@@ -405,15 +418,7 @@ fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
 
 fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<SoakConfig> {
     check_soak_options(args)?;
-    let n = args.seeds.unwrap_or(1);
-    let seeds = match args.seed {
-        Some(s) => (0..n as u64).map(|i| s + i).collect(),
-        None => {
-            let s = soak::fresh_seeds(n);
-            eprintln!("crashtest: fresh seeds {s:?}");
-            s
-        }
-    };
+    let seeds = soak_seeds(args);
     // Each design on its own default workload unless --workload names one for all of them
     // (the first design's would be a workload the others may not run).
     let fixed = match args.fixed {
@@ -443,6 +448,19 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         second_lives: args.second_lives,
         fixed,
     })
+}
+
+/// `--seeds N` consecutive seeds from `--seed`, or N fresh ones (printed) without it.
+pub(crate) fn soak_seeds(args: &CrashtestArgs) -> Vec<u64> {
+    let n = args.seeds.unwrap_or(1);
+    match args.seed {
+        Some(s) => (0..n as u64).map(|i| s + i).collect(),
+        None => {
+            let s = soak::fresh_seeds(n);
+            eprintln!("crashtest: fresh seeds {s:?}");
+            s
+        }
+    }
 }
 
 /// What a cell ran beyond its line's columns: the parameters and over-provisioning it drew.

@@ -199,3 +199,137 @@ fn sqlite_crash_campaigns_run_from_the_command_line() {
     assert!(!ok, "the negative control passed");
     assert!(err.contains("replay: mobius crashtest"), "{err}");
 }
+
+/// The SQLite soak from the command line: every design, seeds drawing their own device and
+/// commit path, zero violations; the cells' GC copies show the aged devices made GC work.
+#[test]
+fn the_sqlite_soak_runs_every_design_over_seeds() {
+    let (ok, out, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--workload",
+        "sqlite",
+        "--seeds",
+        "2",
+        "--seed",
+        "20261",
+        "--crash-points",
+        "20",
+        "--torn",
+        "--jobs",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["violations"], 0, "{err}");
+    assert_eq!(j["cells"], 20, "ten designs, two seeds");
+    assert!(j["cells_with_gc_copies"].as_u64().unwrap() > 0, "{out}");
+}
+
+/// A failing soak cell prints a replay command, and that command, run as it is, finds the same
+/// violation: the device, parameters, fill and commit path are all spelt out.
+#[test]
+fn a_failing_sqlite_soak_cell_replays_from_its_printed_command() {
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--workload",
+        "sqlite",
+        "--controls",
+        "--seeds",
+        "1",
+        "--seed",
+        "7101",
+        "--crash-points",
+        "60",
+        "--torn",
+    ]);
+    assert!(ok, "the controls were not caught: {err}");
+    let line = err
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("replay: mobius crashtest --ftl dftl")
+        })
+        .unwrap_or_else(|| panic!("no replay line for the DFTL control: {err}"));
+    let first = err
+        .lines()
+        .skip_while(|l| !l.starts_with("dftl"))
+        .find_map(|l| l.trim_start().strip_prefix("first: "))
+        .expect("the DFTL control's first violation");
+    let replay: Vec<&str> = line.trim_start()["replay: mobius ".len()..]
+        .split_whitespace()
+        .collect();
+    assert!(
+        replay.contains(&"--fill") && replay.contains(&"--set"),
+        "{line}"
+    );
+    let (ok, _, again) = mobius(&replay);
+    assert!(!ok, "the replay passed: {line}");
+    assert!(
+        again.contains(first),
+        "replay found another violation: {again}"
+    );
+}
+
+#[test]
+fn sqlite_campaigns_refuse_flags_they_would_not_use() {
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--workload",
+        "sqlite",
+        "--seeds",
+        "1",
+        "--preset",
+        "jasmine",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--preset not used by a SQLite soak"), "{err}");
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--workload",
+        "sqlite-kv",
+        "--second-lives",
+        "1",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--second-lives not used by a SQLite campaign"),
+        "{err}"
+    );
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "dftl",
+        "--workload",
+        "sqlite",
+        "--seeds",
+        "1",
+        "--mode",
+        "batch",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("no design named runs the commit paths asked for"),
+        "{err}"
+    );
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--workload",
+        "sqlite-kv",
+        "--fill",
+        "1.5",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("fill 1.5 is not a share"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -643,28 +643,46 @@ pub fn run_soak(cfg: &SoakConfig, progress: &(dyn Fn(&CellResult) + Sync)) -> So
     let cells: Vec<(usize, usize)> = (0..cfg.designs.len())
         .flat_map(|d| (0..cfg.seeds.len()).map(move |s| (d, s)))
         .collect();
+    let run = |i: usize| {
+        let (d, k) = cells[i];
+        run_cell(cfg, &cfg.designs[d], cfg.seeds[k])
+    };
+    SoakReport {
+        cells: run_parallel(cells.len(), cfg.jobs, &run, progress),
+        wall_s: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// `run(i)` for every `i` in `0..n`, on `jobs` threads taking the next index as each finishes
+/// (cells differ in length); `progress` sees each result as it comes. The results are in index
+/// order whatever the job count. Shared by every soak (the SQLite one too).
+pub fn run_parallel<T: Send>(
+    n: usize,
+    jobs: usize,
+    run: &(dyn Fn(usize) -> T + Sync),
+    progress: &(dyn Fn(&T) + Sync),
+) -> Vec<T> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<CellResult>>> = Mutex::new(vec![None; cells.len()]);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
-        for _ in 0..cfg.jobs.max(1).min(cells.len().max(1)) {
+        for _ in 0..jobs.max(1).min(n.max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(d, k)) = cells.get(i) else { break };
-                let r = run_cell(cfg, &cfg.designs[d], cfg.seeds[k]);
+                if i >= n {
+                    break;
+                }
+                let r = run(i);
                 progress(&r);
                 results.lock().expect("soak results")[i] = Some(r);
             });
         }
     });
-    SoakReport {
-        cells: results
-            .into_inner()
-            .expect("soak results")
-            .into_iter()
-            .map(|r| r.expect("every cell ran"))
-            .collect(),
-        wall_s: wall.elapsed().as_secs_f64(),
-    }
+    results
+        .into_inner()
+        .expect("soak results")
+        .into_iter()
+        .map(|r| r.expect("every cell ran"))
+        .collect()
 }
 
 /// `n` seeds that differ from run to run (from the process's hash-map randomness), for soaks

@@ -62,6 +62,17 @@ impl Default for Scale {
     }
 }
 
+impl Scale {
+    /// The tables of a crash campaign (`mobius crashtest --workload sqlite-*` and the SQLite
+    /// soak): 2,000 accounts, so a cell's load stays short.
+    pub fn campaign() -> Scale {
+        Scale {
+            accounts_per_branch: 2000,
+            ..Scale::default()
+        }
+    }
+}
+
 /// Creates and loads the workload's tables (not measured).
 pub fn setup(db: &Database, w: Workload, scale: Scale) -> Result<(), SqlError> {
     let conn = db.conn();
