@@ -117,7 +117,8 @@ pub struct StoreStats {
     pub dwrites: u64,
     pub sreads: u64,
     pub aborts: u64,
-    /// Batch commits the design refused (too big): SQLite fell back to its rollback journal.
+    /// Batch commits the design refused (too big) or failed: SQLite fell back to its rollback
+    /// journal.
     pub journal_fallbacks: u64,
     /// Batch commits SQLite rolled back itself.
     pub batch_rollbacks: u64,
@@ -129,6 +130,9 @@ struct FileState {
     exists: bool,
     /// Dirty pages not yet submitted, by page index in the file.
     dirty: BTreeMap<u32, Box<[u8]>>,
+    /// Deleted by a directory write no flush has covered yet, on a device that only promises
+    /// what a flush covers ([`Store::reuse_after_deletion`]).
+    deletion_unflushed: bool,
 }
 
 /// A batch atomic write in progress on the database file.
@@ -253,6 +257,7 @@ impl Store {
             size: dir.files[i].size,
             exists: dir.files[i].exists,
             dirty: BTreeMap::new(),
+            deletion_unflushed: false,
         });
         Store {
             now_ns: host.clock_ns(),
@@ -489,6 +494,9 @@ impl Store {
     /// Submits a file's dirty pages (one write request per run of consecutive pages), then
     /// the directory if the file's size changed.
     fn write_back(&mut self, kind: FileKind) -> Result<(), SqlError> {
+        if !self.files[kind as usize].dirty.is_empty() {
+            self.reuse_after_deletion(kind)?;
+        }
         let dirty = std::mem::take(&mut self.files[kind as usize].dirty);
         let mut run: Vec<Content> = Vec::new();
         let mut run_start = 0u32;
@@ -520,6 +528,22 @@ impl Store {
     /// is flushed first — what ext4's ordered mode does before it commits a size change.
     fn data_before_size(&mut self) -> Result<(), SqlError> {
         if self.unflushed && self.host.device().promise() == Promise::FlushOnly {
+            self.stats.ordering_flushes += 1;
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A file's extent must not be overwritten while its deletion may still be undone: a
+    /// journal's extent is reused by the next journal, and with the deletion of the previous
+    /// one not yet flushed (`synchronous=FULL` does not sync it) a cut could land the new
+    /// journal's pages and lose the deletion, leaving a hot journal of mixed pages that SQLite
+    /// rolls back only in part, undoing half of a commit (found by the SQLite soak on the
+    /// write-cached FTL: "wrong # of entries in index", balances that disagree). A file system
+    /// does not reuse a deleted file's blocks before the deletion commits; on a device that
+    /// only promises what a flush covers, the deletion is flushed first.
+    fn reuse_after_deletion(&mut self, kind: FileKind) -> Result<(), SqlError> {
+        if self.files[kind as usize].deletion_unflushed {
             self.stats.ordering_flushes += 1;
             self.flush()?;
         }
@@ -580,6 +604,9 @@ impl Store {
     fn flush(&mut self) -> Result<(), SqlError> {
         let now = self.now_ns;
         self.now_ns = self.live_host()?.flush(now)?;
+        for f in &mut self.files {
+            f.deletion_unflushed = false;
+        }
         self.stats.flushes += 1;
         self.unflushed = false;
         Ok(())
@@ -622,6 +649,8 @@ impl Store {
         let e = self.dir.file(kind);
         if e.exists || e.size != 0 {
             self.write_directory_for(kind)?;
+            let flush_only = self.host.device().promise() == Promise::FlushOnly;
+            self.files[kind as usize].deletion_unflushed = flush_only;
         }
         if sync_dir {
             self.barrier_or_flush(true)?;
@@ -710,11 +739,19 @@ impl Store {
         let Some(batch) = self.batch.take() else {
             return Ok(CommitOutcome::Committed);
         };
-        match self.tx_kind {
+        let size_before = batch.size_before;
+        let outcome = match self.tx_kind {
             TxKind::Static => self.commit_static(batch),
             TxKind::Dynamic => self.commit_dynamic(batch),
             TxKind::PlainWrites => self.commit_plain(),
+        };
+        if outcome.is_err() {
+            // SQLite answers a failed commit by writing its journal and committing the
+            // ordinary way, as it does a refused one: the file is back to its size before.
+            self.files[FileKind::Db as usize].size = size_before;
+            self.stats.journal_fallbacks += 1;
         }
+        outcome
     }
 
     /// The write set of a batch: the database's buffered pages and, if its size changed, the
@@ -746,7 +783,12 @@ impl Store {
         if pages.len() as u64 > self.max_tx_pages() {
             return Ok(self.refuse(batch));
         }
-        let mode = if self.synchronous_full {
+        // NORMAL asks for no durability at the commit: an asynchronous SWRITE where the design
+        // offers one (Möbius); elsewhere a synchronous one, which keeps more. (TxFlash refuses
+        // an asynchronous SWRITE; sending one made every NORMAL commit fall back to SQLite's
+        // journal, at NORMAL, which the SQLite soak caught corrupting the database.)
+        let async_offered = self.host.capabilities().is_some_and(|c| c.async_swrite);
+        let mode = if self.synchronous_full || !async_offered {
             SwriteMode::Sync
         } else {
             SwriteMode::Async

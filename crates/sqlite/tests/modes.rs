@@ -227,3 +227,20 @@ fn nothing_reaches_the_device_after_a_power_cut() {
         "flash operations after the cut"
     );
 }
+
+/// `synchronous=NORMAL` in batch mode sends an asynchronous SWRITE only to a design that offers
+/// one. TxFlash refuses it; before the fix every NORMAL commit on TxFlash fell back to SQLite's
+/// journal (at NORMAL), which the SQLite soak caught corrupting the database after cuts.
+#[test]
+fn batch_normal_commits_through_transactions_on_designs_without_async_swrite() {
+    for design in ["txflash-scc", "atomic-write", "mobius"] {
+        let mut opts = OpenOptions::new(Mode::Batch);
+        opts.synchronous = "NORMAL".into();
+        let db = Database::create(common::device(design), &opts).unwrap();
+        fill(&db, 60);
+        let stats = db.with_store_mut(|s| s.stats().clone());
+        assert_eq!(stats.journal_fallbacks, 0, "{design}: {stats:?}");
+        assert!(stats.tx_committed >= 50, "{design}: {stats:?}");
+        assert_eq!(count(&db), 60);
+    }
+}
