@@ -204,7 +204,9 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
         torn: args.torn,
         seed,
         fill: args.workload.fill.unwrap_or(0.0),
+        second_lives: args.second_lives,
         only_at: args.replay_instant,
+        first_cut: first_cut(args)?,
     };
     let report = crash::run(&cfg)?;
     if args.json {
@@ -217,7 +219,11 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
             "{} violations; first at {} ns: {why}\n  replay: {}",
             report.violations,
             report.first_violation_ns.unwrap_or(0),
-            crash::replay_command(&cfg, report.first_violation_ns)
+            crash::replay_command(
+                &cfg,
+                report.first_violation_ns,
+                report.first_violation_cut_ns
+            )
         );
     }
     Ok(())
@@ -239,9 +245,13 @@ fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
         cfg.fill * 100.0
     );
     println!(
-        "crash points      {}{}",
+        "crash points      {}{}{}",
         report.crash_points,
-        if cfg.torn { " (torn)" } else { "" }
+        if cfg.torn { " (torn)" } else { "" },
+        match report.second_lives {
+            0 => String::new(),
+            n => format!(", {n} second lives among them"),
+        }
     );
     println!(
         "durability        {}",
@@ -267,13 +277,11 @@ fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
 fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
     let w = &args.workload;
     let mut unused = crate::device_args::flags_given([
-        ("--second-lives", args.second_lives > 0),
         ("--shrink", args.shrink),
         ("--exhaustive", args.exhaustive),
         ("--fixed", args.fixed),
         ("--promise", args.promise.is_some()),
         ("--threads", args.threads.is_some()),
-        ("--first-cut", args.first_cut.is_some()),
         ("--full-data", args.full_data),
         ("--request-pages", w.request_pages.is_some()),
         ("--range-pages", w.range_pages.is_some()),
@@ -292,6 +300,7 @@ fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             ("--requests", w.requests.is_some()),
             ("--fill", w.fill.is_some()),
             ("--replay-instant", args.replay_instant.is_some()),
+            ("--first-cut", args.first_cut.is_some()),
         ]));
     } else {
         unused.extend(crate::device_args::flags_given([(
@@ -333,6 +342,23 @@ fn sql_soak_config(
             tx_kind: args.tx.as_deref().map(TxKind::parse).transpose()?,
         },
         setting: None,
+        second_lives: args.second_lives,
+    })
+}
+
+/// `--first-cut NS`: the replayed instant lies in the second life after a cut at NS (both cuts
+/// tear with `--torn`); it needs `--replay-instant`.
+fn first_cut(args: &CrashtestArgs) -> anyhow::Result<Option<u64>> {
+    let Some(text) = &args.first_cut else {
+        return Ok(None);
+    };
+    if args.replay_instant.is_none() {
+        anyhow::bail!("--first-cut replays one image: give --replay-instant too");
+    }
+    text.parse().map(Some).map_err(|_| {
+        anyhow::anyhow!(
+            "--first-cut '{text}': a SQLite campaign takes the first cut's instant in ns"
+        )
     })
 }
 

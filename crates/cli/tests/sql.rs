@@ -296,14 +296,24 @@ fn sqlite_campaigns_refuse_flags_they_would_not_use() {
         "mobius",
         "--workload",
         "sqlite-kv",
-        "--second-lives",
-        "1",
+        "--shrink",
     ]);
     assert!(!ok);
     assert!(
-        err.contains("--second-lives not used by a SQLite campaign"),
+        err.contains("--shrink not used by a SQLite campaign"),
         "{err}"
     );
+    let (ok, _, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius",
+        "--workload",
+        "sqlite-kv",
+        "--first-cut",
+        "5",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("give --replay-instant too"), "{err}");
     let (ok, _, err) = mobius(&[
         "crashtest",
         "--ftl",

@@ -27,6 +27,8 @@ use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+mod second_life;
+
 /// One campaign.
 #[derive(Clone)]
 pub struct CrashConfig {
@@ -44,8 +46,14 @@ pub struct CrashConfig {
     /// before the database is formatted: an aged device, on which the run's writes make GC
     /// work. 0: a fresh device.
     pub fill: f64,
-    /// Judge only a cut at this instant (a violation's replay).
+    /// Second lives: after each of this many seeded cuts of the run, the recovered database
+    /// runs on for a quarter of the transactions (SQLite's own recovery first) and is cut again
+    /// at a quarter of the crash points ([`second_life`]).
+    pub second_lives: usize,
+    /// Judge only a cut at this instant (a violation's replay)...
     pub only_at: Option<u64>,
+    /// ...in the second life after a first cut at this instant.
+    pub first_cut: Option<u64>,
 }
 
 /// What the campaign found.
@@ -64,12 +72,48 @@ pub struct CrashReport {
     /// in): whether the cuts could land in garbage collection at all.
     pub run_erases: u64,
     pub run_gc_copies: u64,
+    /// Second lives run (their crash points and violations are counted above).
+    pub second_lives: usize,
+    /// Of the violations, those at cuts in a second life...
+    pub second_life_violations: usize,
+    /// ...and the first of them: (first cut, instant, what).
+    pub first_second_life_violation: Option<(u64, u64, String)>,
     pub first_violation: Option<String>,
-    /// Instant of the first violation, for `--replay-instant`.
+    /// Instant of the first violation, for `--replay-instant`...
     pub first_violation_ns: Option<u64>,
+    /// ...and, when it lies in a second life, the first cut's (`--first-cut`).
+    pub first_violation_cut_ns: Option<u64>,
 }
 
-/// The run before the cuts: what each transaction was and when its commit returned.
+impl CrashReport {
+    /// Counts the outcome of the cut at `at` (in the second life after `first_cut`).
+    fn note(&mut self, outcome: Result<(u64, bool), Breach>, at: u64, first_cut: Option<u64>) {
+        self.crash_points += 1;
+        match outcome {
+            Ok((k, all)) => {
+                self.min_recovered = self.min_recovered.min(k);
+                self.max_recovered = self.max_recovered.max(k);
+                self.all_commits_present += all as usize;
+            }
+            Err(why) => {
+                self.violations += 1;
+                if let Some(cut) = first_cut {
+                    self.second_life_violations += 1;
+                    if self.first_second_life_violation.is_none() {
+                        self.first_second_life_violation = Some((cut, at, why.to_string()));
+                    }
+                }
+                if self.first_violation.is_none() {
+                    self.first_violation = Some(why.to_string());
+                    self.first_violation_ns = Some(at);
+                    self.first_violation_cut_ns = first_cut;
+                }
+            }
+        }
+    }
+}
+
+/// A recorded run before the cuts: what each transaction was and when its commit returned.
 struct Recording {
     base: Box<dyn flash::Store>,
     log: flash::OpLog,
@@ -79,6 +123,48 @@ struct Recording {
     acked_ns: Vec<u64>,
     /// kv: the key each transaction inserted.
     keys: Vec<i64>,
+    /// What the database held when the run began.
+    prior: Prior,
+}
+
+/// What the database held when a recorded run began: nothing for the first life; for a second
+/// life, what the first cut left.
+#[derive(Clone, Debug, Default)]
+struct Prior {
+    /// Transactions found.
+    found: u64,
+    /// kv: their keys, in insertion order.
+    keys: Vec<i64>,
+}
+
+impl Recording {
+    /// Every transaction the database may hold after a cut of this run, in order: the prior
+    /// ones, then the run's own.
+    fn transactions(&self) -> u64 {
+        self.prior.found + self.acked_ns.len() as u64
+    }
+
+    /// Those that had committed by `at`.
+    fn committed_by(&self, at: u64) -> u64 {
+        self.prior.found + self.acked_ns.iter().take_while(|&&t| t <= at).count() as u64
+    }
+
+    /// kv: the keys of [`Self::transactions`], in insertion order.
+    fn keys_in_order(&self) -> Vec<i64> {
+        let mut keys = self.prior.keys.clone();
+        keys.extend(&self.keys);
+        keys
+    }
+
+    /// `n` seeded instants over the run, its end among them.
+    fn instants(&self, n: usize, seed: u64) -> Vec<u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut instants: Vec<u64> = (0..n.saturating_sub(1))
+            .map(|_| rng.random_range(self.start_ns..=self.end_ns))
+            .collect();
+        instants.push(self.end_ns);
+        instants
+    }
 }
 
 /// Whether a commit that returned is promised to survive (see the module doc).
@@ -93,36 +179,25 @@ pub fn durable_mode(mode: Mode, synchronous: &str) -> bool {
 
 pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
     let rec = record(cfg)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_c0de);
-    let mut instants: Vec<u64> = (0..cfg.crash_points.saturating_sub(1))
-        .map(|_| rng.random_range(rec.start_ns..=rec.end_ns))
-        .collect();
-    instants.push(rec.end_ns);
-    if let Some(at) = cfg.only_at {
-        instants = vec![at];
-    }
+    let durable = durable_mode(cfg.open.mode, &cfg.open.synchronous);
     let mut report = CrashReport {
-        durable_mode: durable_mode(cfg.open.mode, &cfg.open.synchronous),
+        durable_mode: durable,
         min_recovered: u64::MAX,
         run_erases: rec.erases(),
         run_gc_copies: rec.gc_copies(),
         ..CrashReport::default()
     };
-    for at in instants {
-        report.crash_points += 1;
-        match judge(cfg, &rec, at, report.durable_mode) {
-            Ok((k, all)) => {
-                report.min_recovered = report.min_recovered.min(k);
-                report.max_recovered = report.max_recovered.max(k);
-                report.all_commits_present += all as usize;
+    match (cfg.only_at, cfg.first_cut) {
+        (Some(at), None) => report.note(judge(cfg, &rec, at, durable), at, None),
+        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut)? {
+            Ok(life) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
+            Err(why) => report.note(Err(why), cut, None),
+        },
+        (None, _) => {
+            for at in rec.instants(cfg.crash_points, cfg.seed ^ 0x5eed_c0de) {
+                report.note(judge(cfg, &rec, at, durable), at, None);
             }
-            Err(why) => {
-                report.violations += 1;
-                if report.first_violation.is_none() {
-                    report.first_violation = Some(why.to_string());
-                    report.first_violation_ns = Some(at);
-                }
-            }
+            second_life::run_lives(cfg, &rec, &mut report)?;
         }
     }
     if report.violations == report.crash_points {
@@ -162,27 +237,8 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
         Ok((s.device_mut().flash_mut().start_recording(), now))
     })?;
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let mut acked_ns = Vec::new();
-    let mut keys = Vec::new();
-    for _ in 0..cfg.transactions {
-        let step = workload::transaction(
-            &db,
-            cfg.workload,
-            cfg.scale,
-            acked_ns.len() as u64,
-            &mut rng,
-        )?;
-        keys.extend(step.key);
-        if step.wrote {
-            acked_ns.push(db.now_ns());
-        }
-    }
-    let dev = db.cut_power();
-    let mut flash = dev.into_flash();
-    let end_ns = flash
-        .idle_ns()
-        .max(acked_ns.last().copied().unwrap_or(start_ns));
-    let log = flash.take_log().expect("recording was on");
+    let (acked_ns, keys) = run_transactions(cfg, &db, cfg.transactions, 0, &mut rng)?;
+    let (log, end_ns) = cut(db, start_ns, &acked_ns);
     Ok(Recording {
         base,
         log,
@@ -190,7 +246,40 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
         end_ns,
         acked_ns,
         keys,
+        prior: Prior::default(),
     })
+}
+
+/// Runs `n` transactions of the workload on `db`, after `written` writing ones: the instants
+/// their commits returned and (kv) the keys they inserted.
+fn run_transactions(
+    cfg: &CrashConfig,
+    db: &Database,
+    n: u64,
+    written: u64,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<u64>, Vec<i64>), SqlError> {
+    let mut acked_ns = Vec::new();
+    let mut keys = Vec::new();
+    for _ in 0..n {
+        let done = written + acked_ns.len() as u64;
+        let step = workload::transaction(db, cfg.workload, cfg.scale, done, rng)?;
+        keys.extend(step.key);
+        if step.wrote {
+            acked_ns.push(db.now_ns());
+        }
+    }
+    Ok((acked_ns, keys))
+}
+
+/// Cuts the power at the end of a recorded run: its operation log and the instant it ends
+/// (the last flash operation or acknowledgement).
+fn cut(db: Database, start_ns: u64, acked_ns: &[u64]) -> (flash::OpLog, u64) {
+    let mut flash = db.cut_power().into_flash();
+    let end_ns = flash
+        .idle_ns()
+        .max(acked_ns.last().copied().unwrap_or(start_ns));
+    (flash.take_log().expect("recording was on"), end_ns)
 }
 
 /// Ages `dev`: writes the first `fill` of its logical pages once, in requests of
@@ -239,6 +328,28 @@ fn judge(
     at: u64,
     durable: bool,
 ) -> Result<(u64, bool), Breach> {
+    let (_, k) = recover_and_check(cfg, rec, at, durable)?;
+    Ok((k, k >= rec.committed_by(at)))
+}
+
+/// The design's and SQLite's recovery from the image of a cut of `rec` at `at`, and every
+/// check of the database ([`recover_device`], [`check_database`]).
+fn recover_and_check(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+    durable: bool,
+) -> Result<(Database, u64), Breach> {
+    let dev = recover_device(cfg, rec, at)?;
+    check_database(cfg, rec, dev, at, durable)
+}
+
+/// The design recovered from the image of a cut of `rec` at `at`, its invariants checked.
+fn recover_device(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+) -> Result<Box<dyn ftl::BlockDevice>, Breach> {
     let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(at);
@@ -247,19 +358,34 @@ fn judge(
         .reopen(flash, &cfg.options)
         .map_err(Breach::Recovery)?;
     dev.check_invariants().map_err(Breach::Invariant)?;
+    Ok(dev)
+}
+
+/// Opens the database on a device recovered from a cut of `rec` at `at` (SQLite's own
+/// recovery runs here) and checks it: integrity and the workload's invariant, a prefix of the
+/// transactions (kv: the very keys), no more than ran, and in a durable mode every commit that
+/// had returned. The open database and the transactions it holds.
+fn check_database(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    dev: Box<dyn ftl::BlockDevice>,
+    at: u64,
+    durable: bool,
+) -> Result<(Database, u64), Breach> {
     let db = Database::open(dev, &cfg.open).map_err(Breach::DoesNotOpen)?;
     workload::check_invariant(&db, cfg.workload)?;
     let k = workload::committed_count(&db, cfg.workload).map_err(Breach::DoesNotOpen)?;
     if cfg.workload == Workload::Kv {
-        check_key_prefix(&db, &rec.keys[..(k as usize).min(rec.keys.len())])?;
+        let keys = rec.keys_in_order();
+        check_key_prefix(&db, &keys[..(k as usize).min(keys.len())])?;
     }
-    let committed = rec.acked_ns.iter().take_while(|&&t| t <= at).count() as u64;
-    if k > rec.acked_ns.len() as u64 {
+    if k > rec.transactions() {
         return Err(Breach::MoreThanRan {
             found: k,
-            ran: rec.acked_ns.len() as u64,
+            ran: rec.transactions(),
         });
     }
+    let committed = rec.committed_by(at);
     if durable && k < committed {
         return Err(Breach::LostCommits {
             committed,
@@ -267,13 +393,13 @@ fn judge(
             found: k,
         });
     }
-    Ok((k, k >= committed))
+    Ok((db, k))
 }
 
 /// The `mobius crashtest` command that runs `cfg` again: with `instant`, it rebuilds and judges
 /// only the image of a cut then (a violation's replay); without, the whole campaign. The device
 /// is spelt out as `--set` overrides of its preset, and every design parameter is given.
-pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>) -> String {
+pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>, first_cut: Option<u64>) -> String {
     let mut c = format!(
         "mobius crashtest --ftl {} --preset {}",
         cfg.design.name, cfg.device.preset
@@ -297,9 +423,13 @@ pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>) -> String {
     if cfg.torn {
         c.push_str(" --torn");
     }
-    match instant {
-        Some(at) => c.push_str(&format!(" --replay-instant {at}")),
-        None => c.push_str(&format!(" --crash-points {}", cfg.crash_points)),
+    match (instant, first_cut) {
+        (Some(at), Some(cut)) => c.push_str(&format!(" --first-cut {cut} --replay-instant {at}")),
+        (Some(at), None) => c.push_str(&format!(" --replay-instant {at}")),
+        (None, _) => c.push_str(&format!(
+            " --crash-points {} --second-lives {}",
+            cfg.crash_points, cfg.second_lives
+        )),
     }
     c
 }

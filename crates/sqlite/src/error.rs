@@ -63,6 +63,9 @@ pub enum Breach {
     Invariant(ftl::InvariantViolation),
     #[error("database does not open: {0}")]
     DoesNotOpen(SqlError),
+    /// A second life: the database, recovered and checked, failed a later transaction.
+    #[error("the recovered database failed a transaction: {0}")]
+    AfterRecovery(SqlError),
     #[error("{query}: {source}")]
     Query {
         query: String,

@@ -133,6 +133,8 @@ pub struct SqlSoakConfig {
     pub only: SettingFilter,
     /// Run every cell on this commit path instead of drawing one (the negative controls).
     pub setting: Option<Setting>,
+    /// Second lives per cell ([`CrashConfig::second_lives`]).
+    pub second_lives: usize,
 }
 
 /// The commit paths a soak was asked to draw from: each field given keeps only the settings
@@ -254,7 +256,9 @@ impl Variant {
             torn: cfg.torn,
             seed,
             fill: self.fill,
+            second_lives: cfg.second_lives,
             only_at: None,
+            first_cut: None,
         }
     }
 }
@@ -340,12 +344,12 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
         Ok(r) => {
             cell.replay = r
                 .first_violation_ns
-                .map(|at| crash::replay_command(&campaign, Some(at)));
+                .map(|at| crash::replay_command(&campaign, Some(at), r.first_violation_cut_ns));
             cell.report = Some(r);
         }
         Err(e) => {
             cell.error = Some(e.to_string());
-            cell.replay = Some(crash::replay_command(&campaign, None));
+            cell.replay = Some(crash::replay_command(&campaign, None, None));
         }
     }
     cell.wall_s = wall.elapsed().as_secs_f64();
@@ -485,6 +489,7 @@ mod tests {
             workload: None,
             only: SettingFilter::default(),
             setting: None,
+            second_lives: 0,
         }
     }
 
