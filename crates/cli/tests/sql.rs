@@ -277,69 +277,46 @@ fn a_failing_sqlite_soak_cell_replays_from_its_printed_command() {
 
 #[test]
 fn sqlite_campaigns_refuse_flags_they_would_not_use() {
-    let (ok, _, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "mobius",
-        "--workload",
-        "sqlite",
-        "--seeds",
-        "1",
-        "--preset",
-        "jasmine",
-    ]);
-    assert!(!ok);
-    assert!(err.contains("--preset not used by a SQLite soak"), "{err}");
-    let (ok, _, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "mobius",
-        "--workload",
-        "sqlite-kv",
-        "--shrink",
-    ]);
-    assert!(!ok);
-    assert!(
-        err.contains("--shrink not used by a SQLite campaign"),
-        "{err}"
-    );
-    let (ok, _, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "mobius",
-        "--workload",
-        "sqlite-kv",
-        "--first-cut",
-        "5",
-    ]);
-    assert!(!ok);
-    assert!(err.contains("give --replay-instant too"), "{err}");
-    let (ok, _, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "dftl",
-        "--workload",
-        "sqlite",
-        "--seeds",
-        "1",
-        "--mode",
-        "batch",
-    ]);
-    assert!(!ok);
-    assert!(
-        err.contains("no design named runs the commit paths asked for"),
-        "{err}"
-    );
-    let (ok, _, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "mobius",
-        "--workload",
-        "sqlite-kv",
-        "--fill",
-        "1.5",
-    ]);
-    assert!(!ok);
-    assert!(err.contains("fill 1.5 is not a share"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "--workload",
+                "sqlite",
+                "--seeds",
+                "1",
+                "--preset",
+                "jasmine",
+            ],
+            "--preset not used by a SQLite soak",
+        ),
+        (
+            &["--workload", "sqlite-kv", "--shrink"],
+            "--shrink not used by a SQLite campaign",
+        ),
+        (
+            &["--workload", "sqlite-kv", "--first-cut", "5"],
+            "give --replay-instant too",
+        ),
+        (
+            &["--workload", "sqlite-kv", "--fill", "1.5"],
+            "fill 1.5 is not a share",
+        ),
+        (
+            &["--workload", "sqlite", "--seeds", "1", "--mode", "ordered"],
+            "no design named runs the commit paths asked for",
+        ),
+    ];
+    for (args, expected) in cases {
+        let ftl = if args.contains(&"ordered") {
+            "dftl"
+        } else {
+            "mobius"
+        };
+        let mut all = vec!["crashtest", "--ftl", ftl];
+        all.extend_from_slice(args);
+        let (ok, _, err) = mobius(&all);
+        assert!(!ok, "{all:?} passed");
+        assert!(err.contains(expected), "{all:?}: {err}");
+        assert!(!err.contains("panicked"), "{all:?}: {err}");
+    }
 }

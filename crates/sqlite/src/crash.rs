@@ -189,7 +189,7 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
     };
     match (cfg.only_at, cfg.first_cut) {
         (Some(at), None) => report.note(judge(cfg, &rec, at, durable), at, None),
-        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut)? {
+        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut) {
             Ok(life) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
             Err(why) => report.note(Err(why), cut, None),
         },
@@ -197,7 +197,7 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
             for at in rec.instants(cfg.crash_points, cfg.seed ^ 0x5eed_c0de) {
                 report.note(judge(cfg, &rec, at, durable), at, None);
             }
-            second_life::run_lives(cfg, &rec, &mut report)?;
+            second_life::run_lives(cfg, &rec, &mut report);
         }
     }
     if report.violations == report.crash_points {
@@ -236,50 +236,56 @@ fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
         let now = s.now_ns();
         Ok((s.device_mut().flash_mut().start_recording(), now))
     })?;
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    let (acked_ns, keys) = run_transactions(cfg, &db, cfg.transactions, 0, &mut rng)?;
-    let (log, end_ns) = cut(db, start_ns, &acked_ns);
-    Ok(Recording {
+    let start = RunStart {
         base,
-        log,
         start_ns,
-        end_ns,
-        acked_ns,
-        keys,
         prior: Prior::default(),
-    })
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    record_run(cfg, db, start, cfg.transactions, &mut rng)
 }
 
-/// Runs `n` transactions of the workload on `db`, after `written` writing ones: the instants
-/// their commits returned and (kv) the keys they inserted.
-fn run_transactions(
+/// Where a recorded run starts: the image when recording began, the instant, and what the
+/// database held.
+struct RunStart {
+    base: Box<dyn flash::Store>,
+    start_ns: u64,
+    prior: Prior,
+}
+
+/// Runs `n` transactions of the workload on `db` (its flash recording since `start`), then
+/// cuts the power: the recorded run, with the instants the commits returned, (kv) the keys
+/// they inserted, and its end (the last flash operation or acknowledgement).
+fn record_run(
     cfg: &CrashConfig,
-    db: &Database,
+    db: Database,
+    start: RunStart,
     n: u64,
-    written: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<(Vec<u64>, Vec<i64>), SqlError> {
+) -> Result<Recording, SqlError> {
     let mut acked_ns = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..n {
-        let done = written + acked_ns.len() as u64;
-        let step = workload::transaction(db, cfg.workload, cfg.scale, done, rng)?;
+        let done = start.prior.found + acked_ns.len() as u64;
+        let step = workload::transaction(&db, cfg.workload, cfg.scale, done, rng)?;
         keys.extend(step.key);
         if step.wrote {
             acked_ns.push(db.now_ns());
         }
     }
-    Ok((acked_ns, keys))
-}
-
-/// Cuts the power at the end of a recorded run: its operation log and the instant it ends
-/// (the last flash operation or acknowledgement).
-fn cut(db: Database, start_ns: u64, acked_ns: &[u64]) -> (flash::OpLog, u64) {
     let mut flash = db.cut_power().into_flash();
     let end_ns = flash
         .idle_ns()
-        .max(acked_ns.last().copied().unwrap_or(start_ns));
-    (flash.take_log().expect("recording was on"), end_ns)
+        .max(acked_ns.last().copied().unwrap_or(start.start_ns));
+    Ok(Recording {
+        base: start.base,
+        log: flash.take_log().expect("recording was on"),
+        start_ns: start.start_ns,
+        end_ns,
+        acked_ns,
+        keys,
+        prior: start.prior,
+    })
 }
 
 /// Ages `dev`: writes the first `fill` of its logical pages once, in requests of

@@ -13,23 +13,19 @@
 //! life (its end among them) are judged against what the first cut left followed by the
 //! life's own transactions. A failing cut prints `--first-cut` and `--replay-instant`.
 
-use super::{check_database, cut, judge, recover_device, run_transactions};
-use super::{CrashConfig, CrashReport, Prior, Recording};
-use crate::error::{Breach, SqlError};
+use super::{check_database, judge, record_run, recover_device};
+use super::{CrashConfig, CrashReport, Prior, Recording, RunStart};
+use crate::error::Breach;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Runs `cfg.second_lives` lives after seeded cuts of `rec`, noting their cuts in `report`.
-pub(super) fn run_lives(
-    cfg: &CrashConfig,
-    rec: &Recording,
-    report: &mut CrashReport,
-) -> Result<(), SqlError> {
+pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashReport) {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x2d_11fe);
     for _ in 0..cfg.second_lives {
         let first_cut = rng.random_range(rec.start_ns..=rec.end_ns);
         report.second_lives += 1;
-        let life = match live(cfg, rec, first_cut)? {
+        let life = match live(cfg, rec, first_cut) {
             Ok(life) => life,
             Err(why) => {
                 report.note(Err(why), first_cut, None);
@@ -42,44 +38,28 @@ pub(super) fn run_lives(
             report.note(outcome, at, Some(first_cut));
         }
     }
-    Ok(())
 }
 
-/// The recorded life after a cut of `rec` at `first_cut`. `Ok(Err(_))` when the cut's image
-/// fails its checks, or the recovered database fails one of the life's transactions.
+/// The recorded life after a cut of `rec` at `first_cut`; `Err` when the cut's image fails its
+/// checks, or the recovered database fails one of the life's transactions.
 pub(super) fn live(
     cfg: &CrashConfig,
     rec: &Recording,
     first_cut: u64,
-) -> Result<Result<Recording, Breach>, SqlError> {
+) -> Result<Recording, Breach> {
     let durable = super::durable_mode(cfg.open.mode, &cfg.open.synchronous);
-    let mut dev = match recover_device(cfg, rec, first_cut) {
-        Ok(dev) => dev,
-        Err(why) => return Ok(Err(why)),
-    };
+    let mut dev = recover_device(cfg, rec, first_cut)?;
     let base = dev.flash_mut().start_recording();
     let start_ns = dev.flash().idle_ns();
-    let (db, found) = match check_database(cfg, rec, dev, first_cut, durable) {
-        Ok(x) => x,
-        Err(why) => return Ok(Err(why)),
-    };
+    let (db, found) = check_database(cfg, rec, dev, first_cut, durable)?;
     let mut keys = rec.keys_in_order();
     keys.truncate(found as usize);
-    let prior = Prior { found, keys };
+    let start = RunStart {
+        base,
+        start_ns,
+        prior: Prior { found, keys },
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ first_cut.rotate_left(17));
     let n = (cfg.transactions / 4).max(1);
-    let (acked_ns, keys) = match run_transactions(cfg, &db, n, found, &mut rng) {
-        Ok(x) => x,
-        Err(e) => return Ok(Err(Breach::AfterRecovery(e))),
-    };
-    let (log, end_ns) = cut(db, start_ns, &acked_ns);
-    Ok(Ok(Recording {
-        base,
-        log,
-        start_ns,
-        end_ns,
-        acked_ns,
-        keys,
-        prior,
-    }))
+    record_run(cfg, db, start, n, &mut rng).map_err(Breach::AfterRecovery)
 }
