@@ -92,11 +92,11 @@ pub struct CrashtestArgs {
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if let Some(w) = sqlite_workload(args) {
         if args.controls {
-            return crate::sql_cmd::crashtest_controls(args, w);
+            return crate::sql_crash_cmd::crashtest_controls(args, w);
         }
         return match (w, is_soak(args)) {
-            (Some(w), false) => crate::sql_cmd::crashtest(args, w),
-            (w, _) => crate::sql_cmd::crashtest_soak(args, w),
+            (Some(w), false) => crate::sql_crash_cmd::crashtest(args, w),
+            (w, _) => crate::sql_crash_cmd::crashtest_soak(args, w),
         };
     }
     if args.controls {
@@ -345,7 +345,6 @@ fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
     Ok(s)
 }
 
-/// A soak: `--seeds`, or more than one design (`all`, or a comma-separated list).
 /// `--workload sqlite-W`: `Some(Some(W))`; `--workload sqlite` (a soak that draws the
 /// workload): `Some(None)`; another workload: `None`.
 fn sqlite_workload(args: &CrashtestArgs) -> Option<Option<&str>> {
@@ -355,6 +354,7 @@ fn sqlite_workload(args: &CrashtestArgs) -> Option<Option<&str>> {
     }
 }
 
+/// A soak: `--seeds`, or more than one design (`all`, or a comma-separated list).
 pub(crate) fn is_soak(args: &CrashtestArgs) -> bool {
     args.seeds.is_some() || args.ftl == "all" || args.ftl.contains(',')
 }

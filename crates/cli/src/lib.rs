@@ -20,3 +20,4 @@ pub mod python;
 pub mod replay;
 pub mod serve;
 pub mod sql_cmd;
+pub mod sql_crash_cmd;

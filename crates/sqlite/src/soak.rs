@@ -18,7 +18,8 @@
 //! - the run length ([`BASE_TRANSACTIONS`] or, one seed in four, [`LONG_TRANSACTIONS`]);
 //! - one seed in four, the design's over-provisioning turned down to the lowest it accepts.
 //!
-//! A failing cell prints the command that replays its first violation exactly.
+//! With second lives ([`SqlSoakConfig::second_lives`]) each cell's recovered databases run on
+//! and are cut again (`crash/second_life.rs`). A failing cell prints the command that replays its first violation exactly.
 
 use crate::crash::{self, CrashConfig, CrashReport};
 use crate::store::{Mode, TxKind};

@@ -1,0 +1,343 @@
+//! `mobius crashtest --workload sqlite-*` (one campaign) and `--workload sqlite` (the soak and
+//! its negative controls): power cuts under SQLite (docs/sqlite.md, "Power cuts").
+
+use crate::crashtest_cmd::CrashtestArgs;
+use ftl::{DesignOptions, DesignSpec};
+use sqlite::crash::{self, CrashConfig, CrashReport};
+use sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
+use sqlite::workload::{Scale, Workload};
+use sqlite::{Mode, OpenOptions, TxKind};
+
+/// `mobius crashtest --workload sqlite-tpcb|sqlite-kv|sqlite-tpcc`: power cuts under SQLite (docs/sqlite.md).
+pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
+    check_sqlite_flags(args, false)?;
+    let design = crate::designs::find(&args.ftl)?;
+    let mode = Mode::parse(args.mode.as_deref().unwrap_or("batch"))?;
+    let synchronous = args.synchronous.clone().unwrap_or_else(|| {
+        match mode {
+            Mode::Journal | Mode::Ordered => "EXTRA",
+            _ => "FULL",
+        }
+        .into()
+    });
+    let seed = args.seed.unwrap_or(1);
+    let mut open = OpenOptions::new(mode);
+    open.synchronous = synchronous.to_uppercase();
+    open.seed = seed;
+    open.tx_kind = TxKind::parse(args.tx.as_deref().unwrap_or("static"))?;
+    let cfg = CrashConfig {
+        design,
+        device: args.device.resolve()?,
+        options: DesignOptions::from_pairs(&args.params)?,
+        open,
+        workload: Workload::parse(workload)?,
+        scale: Scale::campaign(),
+        transactions: args.workload.requests.unwrap_or(200),
+        crash_points: args.crash_points,
+        torn: args.torn,
+        seed,
+        fill: args.workload.fill.unwrap_or(0.0),
+        second_lives: args.second_lives,
+        only_at: args.replay_instant,
+        first_cut: first_cut(args)?,
+    };
+    let report = crash::run(&cfg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_campaign(&cfg, &report);
+    }
+    if let Some(why) = &report.first_violation {
+        anyhow::bail!(
+            "{} violations; first at {} ns: {why}\n  replay: {}",
+            report.violations,
+            report.first_violation_ns.unwrap_or(0),
+            crash::replay_command(
+                &cfg,
+                report.first_violation_ns,
+                report.first_violation_cut_ns
+            )
+        );
+    }
+    Ok(())
+}
+
+fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
+    println!("design            {}", cfg.design.name);
+    println!(
+        "mode              {} (synchronous {}, {} transactions)",
+        cfg.open.mode.name(),
+        cfg.open.synchronous,
+        cfg.open.tx_kind.name()
+    );
+    println!(
+        "workload          sqlite-{}, {} transactions, seed {}, device {:.0} % aged",
+        cfg.workload.name(),
+        cfg.transactions,
+        cfg.seed,
+        cfg.fill * 100.0
+    );
+    println!(
+        "crash points      {}{}{}",
+        report.crash_points,
+        if cfg.torn { " (torn)" } else { "" },
+        match report.second_lives {
+            0 => String::new(),
+            n => format!(", {n} second lives among them"),
+        }
+    );
+    println!(
+        "durability        {}",
+        if report.durable_mode {
+            "every returned commit must survive"
+        } else {
+            "a prefix of commits"
+        }
+    );
+    println!(
+        "recovered         {}..={} transactions; all commits present at {} points",
+        report.min_recovered, report.max_recovered, report.all_commits_present
+    );
+    println!(
+        "during the run    {} erases, {} pages copied by GC",
+        report.run_erases, report.run_gc_copies
+    );
+    println!("violations        {}", report.violations);
+}
+
+/// Flags the SQLite campaigns would not use, as an error rather than silently. A soak draws the
+/// device and the run; a single campaign takes the device, `--requests` and `--fill`.
+fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
+    let w = &args.workload;
+    let mut unused = crate::device_args::flags_given([
+        ("--shrink", args.shrink),
+        ("--exhaustive", args.exhaustive),
+        ("--fixed", args.fixed),
+        ("--promise", args.promise.is_some()),
+        ("--threads", args.threads.is_some()),
+        ("--full-data", args.full_data),
+        ("--request-pages", w.request_pages.is_some()),
+        ("--range-pages", w.range_pages.is_some()),
+        ("--qd", w.qd.is_some()),
+        ("--warmup-requests", w.warmup_requests.is_some()),
+        ("--flush-every", w.flush_every.is_some()),
+        ("--read-fraction", w.read_fraction.is_some()),
+        ("--abort-fraction", w.abort_fraction.is_some()),
+        ("--locality-pages", w.locality_pages.is_some()),
+        ("--min-tx-pages", w.min_tx_pages.is_some()),
+        ("--trim-fraction", w.trim_fraction.is_some()),
+    ]);
+    if soak {
+        unused.extend(args.device.given());
+        unused.extend(crate::device_args::flags_given([
+            ("--requests", w.requests.is_some()),
+            ("--fill", w.fill.is_some()),
+            ("--replay-instant", args.replay_instant.is_some()),
+            ("--first-cut", args.first_cut.is_some()),
+        ]));
+    } else {
+        unused.extend(crate::device_args::flags_given([(
+            "--jobs",
+            args.jobs.is_some(),
+        )]));
+    }
+    if !unused.is_empty() {
+        anyhow::bail!(
+            "{} not used by a SQLite {} (SQLite workloads always keep full data; a soak draws \
+             the device, run length and fill of each seed: replay a cell with its printed command)",
+            unused.join(", "),
+            if soak { "soak" } else { "campaign" }
+        );
+    }
+    Ok(())
+}
+
+/// The SQLite soak the flags describe, over `designs`.
+fn sql_soak_config(
+    args: &CrashtestArgs,
+    workload: Option<&str>,
+    designs: Vec<DesignSpec>,
+) -> anyhow::Result<SqlSoakConfig> {
+    check_sqlite_flags(args, true)?;
+    Ok(SqlSoakConfig {
+        designs,
+        seeds: crate::crashtest_cmd::soak_seeds(args),
+        options: DesignOptions::from_pairs(&args.params)?,
+        crash_points: args.crash_points,
+        torn: args.torn,
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        workload: workload.map(Workload::parse).transpose()?,
+        only: SettingFilter {
+            mode: args.mode.as_deref().map(Mode::parse).transpose()?,
+            synchronous: args.synchronous.clone(),
+            tx_kind: args.tx.as_deref().map(TxKind::parse).transpose()?,
+        },
+        setting: None,
+        second_lives: args.second_lives,
+    })
+}
+
+/// `--first-cut NS`: the replayed instant lies in the second life after a cut at NS (both cuts
+/// tear with `--torn`); it needs `--replay-instant`.
+fn first_cut(args: &CrashtestArgs) -> anyhow::Result<Option<u64>> {
+    let Some(text) = &args.first_cut else {
+        return Ok(None);
+    };
+    if args.replay_instant.is_none() {
+        anyhow::bail!("--first-cut replays one image: give --replay-instant too");
+    }
+    text.parse().map(Some).map_err(|_| {
+        anyhow::anyhow!(
+            "--first-cut '{text}': a SQLite campaign takes the first cut's instant in ns"
+        )
+    })
+}
+
+/// `mobius crashtest --workload sqlite --seeds N` (or `--workload sqlite-W` with `--seeds` or
+/// several designs): the SQLite soak (docs/sqlite.md, "The soak"). Designs that run none of the
+/// commit paths asked for (`--mode batch` on DFTL) are left out, with a line saying so.
+pub fn crashtest_soak(args: &CrashtestArgs, workload: Option<&str>) -> anyhow::Result<()> {
+    let mut cfg = sql_soak_config(
+        args,
+        workload,
+        crate::crashtest_cmd::designs_named(&args.ftl)?,
+    )?;
+    let (runs, left_out): (Vec<DesignSpec>, Vec<DesignSpec>) = cfg
+        .designs
+        .iter()
+        .cloned()
+        .partition(|d| !soak::settings_for(&cfg, d).is_empty());
+    for d in left_out {
+        eprintln!(
+            "crashtest: {} runs none of the commit paths asked for; left out",
+            d.name
+        );
+    }
+    cfg.designs = runs;
+    if cfg.designs.is_empty() {
+        anyhow::bail!("no design named runs the commit paths asked for");
+    }
+    let report = soak::run_soak(&cfg, &print_sql_cell);
+    if args.json {
+        println!("{}", serde_json::to_string(&report.to_json())?);
+    } else {
+        print_sql_summary(&report);
+    }
+    let failing = report.failing().count();
+    if failing > 0 {
+        anyhow::bail!(
+            "{failing} of {} SQLite soak campaigns failed",
+            report.cells.len()
+        );
+    }
+    Ok(())
+}
+
+fn print_sql_cell(c: &SqlCell) {
+    let status = match (&c.error, &c.report) {
+        (Some(e), _) => format!("ERROR {e}"),
+        (None, Some(r)) if r.violations > 0 => format!("FAIL {} violations", r.violations),
+        (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
+        (None, None) => "not run".to_string(),
+    };
+    let op = c
+        .over_provisioning
+        .as_deref()
+        .map_or(String::new(), |op| format!(" op {op}"));
+    let params = if c.params.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", c.params)
+    };
+    eprintln!(
+        "{:<13} seed {:<20} {:<5} {:<9} {:<6} {:<7} {:<10} {:<4} fill {:<3} {:>4} tx {:>5} points{op}{params}  {status}",
+        c.design,
+        c.seed,
+        c.workload,
+        c.mode,
+        c.synchronous,
+        c.tx,
+        c.geometry,
+        c.timing,
+        c.fill,
+        c.transactions,
+        c.crash_points(),
+    );
+    if c.failed() {
+        let first = c.report.as_ref().and_then(|r| r.first_violation.as_deref());
+        if let Some(v) = first {
+            eprintln!("    first: {v}");
+        }
+        if let Some(r) = &c.replay {
+            eprintln!("    replay: {r}");
+        }
+    }
+}
+
+fn print_sql_summary(report: &SqlSoakReport) {
+    let mut designs: Vec<&str> = report.cells.iter().map(|c| c.design.as_str()).collect();
+    designs.dedup();
+    println!("design         cells  failing  crash points  violations");
+    for d in designs {
+        let cells: Vec<&SqlCell> = report.cells.iter().filter(|c| c.design == d).collect();
+        println!(
+            "{d:<13} {:>6} {:>8} {:>13} {:>11}",
+            cells.len(),
+            cells.iter().filter(|c| c.failed()).count(),
+            cells.iter().map(|c| c.crash_points()).sum::<usize>(),
+            cells.iter().map(|c| c.violations()).sum::<usize>()
+        );
+    }
+    println!(
+        "total: {} cells, {} crash points, {} violations; GC copied pages during the run in {} cells; {:.0} s",
+        report.cells.len(),
+        report.crash_points(),
+        report.violations(),
+        report.cells_with_gc_copies(),
+        report.wall_s
+    );
+}
+
+/// `mobius crashtest --workload sqlite --controls`: the SQLite soak's negative controls, each
+/// on its design and commit path over the seeds; each must be caught on at least half of them.
+pub fn crashtest_controls(args: &CrashtestArgs, workload: Option<&str>) -> anyhow::Result<()> {
+    let mut weak = Vec::new();
+    let mut all = Vec::new();
+    for control in soak::CONTROLS {
+        let design = crate::designs::find(control.design)?;
+        let mut cfg = sql_soak_config(args, workload, vec![design])?;
+        cfg.setting = Some(control.setting);
+        let report = soak::run_soak(&cfg, &print_sql_cell);
+        if let Some(c) = report.cells.iter().find(|c| c.error.is_some()) {
+            anyhow::bail!(
+                "control {} could not run on seed {}: {}",
+                control.design,
+                c.seed,
+                c.error.as_deref().unwrap_or_default()
+            );
+        }
+        let caught = report.cells.iter().filter(|c| c.violations() > 0).count();
+        println!(
+            "control {} {} {} {}: caught on {caught} of {} seeds ({})",
+            control.design,
+            control.setting.mode.name(),
+            control.setting.synchronous,
+            control.setting.tx_kind.name(),
+            report.cells.len(),
+            control.what
+        );
+        if caught * 2 < report.cells.len() {
+            weak.push(control.design);
+        }
+        all.push(serde_json::json!({"design": control.design, "mode": control.setting.mode.name(), "tx": control.setting.tx_kind.name(), "caught_seeds": caught, "seeds": report.cells.len()}));
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "controls": all }));
+    }
+    if !weak.is_empty() {
+        anyhow::bail!("SQLite negative controls caught on fewer than half their seeds: {weak:?}");
+    }
+    Ok(())
+}
