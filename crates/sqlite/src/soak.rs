@@ -186,10 +186,7 @@ impl Variant {
         let geometry = SOAK_GEOMETRIES[rng.random_range(0..SOAK_GEOMETRIES.len())];
         let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
         let fill = FILLS[rng.random_range(0..FILLS.len())];
-        // TPC-C's tables grow with every new order: 800 of them outgrow the database extent of
-        // the smallest soak devices (SQLITE_FULL on `wide` under DFTL's over-provisioning).
-        let long = rng.random_range(0..4) == 0 && workload != Workload::Tpcc;
-        let transactions = if long {
+        let transactions = if rng.random_range(0..4) == 0 {
             LONG_TRANSACTIONS
         } else {
             BASE_TRANSACTIONS
@@ -513,9 +510,6 @@ mod tests {
             seen.insert(format!("fill {}", v.fill));
             seen.insert(format!("transactions {}", v.transactions));
             seen.insert(format!("low op {}", v.over_provisioning.is_some()));
-            if v.workload == Workload::Tpcc {
-                assert_eq!(v.transactions, BASE_TRANSACTIONS);
-            }
         }
         let caps = ftl_soak::capabilities(&design, &DesignOptions::default());
         let expected = settings(caps, design.promise).len()
