@@ -13,7 +13,7 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     check_sqlite_flags(args, false)?;
     let design = crate::designs::find(&args.ftl)?;
     let mode = Mode::parse(args.mode.as_deref().unwrap_or("batch"))?;
-    let synchronous = args.synchronous.clone().unwrap_or_else(|| {
+    let synchronous = synchronous_arg(args)?.unwrap_or_else(|| {
         match mode {
             Mode::Journal | Mode::Ordered => "EXTRA",
             _ => "FULL",
@@ -83,7 +83,7 @@ fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
         if cfg.torn { " (torn)" } else { "" },
         match report.second_lives {
             0 => String::new(),
-            n => format!(", {n} second lives among them"),
+            n => format!(", the {n} second lives' included"),
         }
     );
     println!(
@@ -171,12 +171,25 @@ fn sql_soak_config(
         workload: workload.map(Workload::parse).transpose()?,
         only: SettingFilter {
             mode: args.mode.as_deref().map(Mode::parse).transpose()?,
-            synchronous: args.synchronous.clone(),
+            synchronous: synchronous_arg(args)?,
             tx_kind: args.tx.as_deref().map(TxKind::parse).transpose()?,
         },
         setting: None,
         second_lives: args.second_lives,
     })
+}
+
+/// `--synchronous`, checked: one of SQLite's levels (an unknown one would reach SQLite's
+/// PRAGMA, which quietly reads it as a level of its own).
+fn synchronous_arg(args: &CrashtestArgs) -> anyhow::Result<Option<String>> {
+    let Some(level) = &args.synchronous else {
+        return Ok(None);
+    };
+    let upper = level.to_uppercase();
+    if !["OFF", "NORMAL", "FULL", "EXTRA"].contains(&upper.as_str()) {
+        anyhow::bail!("unknown --synchronous '{level}': off, normal, full or extra");
+    }
+    Ok(Some(upper))
 }
 
 /// `--first-cut NS`: the replayed instant lies in the second life after a cut at NS (both cuts

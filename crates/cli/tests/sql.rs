@@ -277,7 +277,18 @@ fn a_failing_sqlite_soak_cell_replays_from_its_printed_command() {
 
 #[test]
 fn sqlite_campaigns_refuse_flags_they_would_not_use() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "--workload",
+                "sqlite",
+                "--seeds",
+                "1",
+                "--synchronous",
+                "bogus",
+            ],
+            "unknown --synchronous 'bogus'",
+        ),
         (
             &[
                 "--workload",
