@@ -572,13 +572,13 @@ fn refuses(design: &DesignSpec, device: &DeviceConfig, options: &DesignOptions) 
     )
 }
 
-/// The design parameters a cell ran with beyond the soak's own (`k=v,...`; empty: none).
-fn extra_params(cfg: &SoakConfig, options: &DesignOptions) -> String {
+/// The design parameters a cell ran with (`ran`) beyond the soak's own (`given`): `k=v,...`
+/// in key order; empty: none. Shared with the SQLite soak.
+pub fn params_beyond(given: &DesignOptions, ran: &DesignOptions) -> String {
     // `params` is a BTreeMap: already in key order.
-    options
-        .params
+    ran.params
         .iter()
-        .filter(|(k, _)| !cfg.options.params.contains_key(*k))
+        .filter(|(k, _)| !given.params.contains_key(*k))
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
@@ -594,7 +594,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         shape: variant.shape.name().to_string(),
         geometry: variant.geometry.to_string(),
         timing: variant.timing.to_string(),
-        params: extra_params(cfg, &campaign.options),
+        params: params_beyond(&cfg.options, &campaign.options),
         over_provisioning: variant.over_provisioning.map(str::to_string),
         queue_depth: variant.workload.queue_depth,
         fill: variant.workload.fill,

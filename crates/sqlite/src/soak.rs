@@ -329,7 +329,7 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
         durable: crash::durable_mode(variant.setting.mode, variant.setting.synchronous),
         geometry: variant.geometry.to_string(),
         timing: variant.timing.to_string(),
-        params: params_beyond(&cfg.options, &variant.options),
+        params: ftl_soak::params_beyond(&cfg.options, &variant.options),
         over_provisioning: variant.over_provisioning.map(str::to_string),
         fill: variant.fill,
         transactions: variant.transactions,
@@ -352,16 +352,6 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
     }
     cell.wall_s = wall.elapsed().as_secs_f64();
     cell
-}
-
-/// The parameters a cell ran with beyond the soak's own (`k=v,...`).
-fn params_beyond(given: &DesignOptions, ran: &DesignOptions) -> String {
-    ran.params
-        .iter()
-        .filter(|(k, _)| !given.params.contains_key(*k))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Every cell, in (design, seed) order.
