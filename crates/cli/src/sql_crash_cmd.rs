@@ -108,7 +108,12 @@ fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
 /// Flags the SQLite campaigns would not use, as an error rather than silently. A soak draws the
 /// device and the run; a single campaign takes the device, `--requests` and `--fill`.
 fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
-    let w = &args.workload;
+    // A single campaign takes `--requests` and `--fill`; a soak draws them.
+    let taken: &[&str] = if soak {
+        &["--workload"]
+    } else {
+        &["--workload", "--requests", "--fill"]
+    };
     let mut unused = crate::device_args::flags_given([
         ("--shrink", args.shrink),
         ("--exhaustive", args.exhaustive),
@@ -116,22 +121,16 @@ fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
         ("--promise", args.promise.is_some()),
         ("--threads", args.threads.is_some()),
         ("--full-data", args.full_data),
-        ("--request-pages", w.request_pages.is_some()),
-        ("--range-pages", w.range_pages.is_some()),
-        ("--qd", w.qd.is_some()),
-        ("--warmup-requests", w.warmup_requests.is_some()),
-        ("--flush-every", w.flush_every.is_some()),
-        ("--read-fraction", w.read_fraction.is_some()),
-        ("--abort-fraction", w.abort_fraction.is_some()),
-        ("--locality-pages", w.locality_pages.is_some()),
-        ("--min-tx-pages", w.min_tx_pages.is_some()),
-        ("--trim-fraction", w.trim_fraction.is_some()),
     ]);
+    unused.extend(
+        args.workload
+            .given()
+            .into_iter()
+            .filter(|f| !taken.contains(f)),
+    );
     if soak {
         unused.extend(args.device.given());
         unused.extend(crate::device_args::flags_given([
-            ("--requests", w.requests.is_some()),
-            ("--fill", w.fill.is_some()),
             ("--replay-instant", args.replay_instant.is_some()),
             ("--first-cut", args.first_cut.is_some()),
         ]));

@@ -189,7 +189,7 @@ pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
     };
     match (cfg.only_at, cfg.first_cut) {
         (Some(at), None) => report.note(judge(cfg, &rec, at, durable), at, None),
-        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut) {
+        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut, durable) {
             Ok(life) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
             Err(why) => report.note(Err(why), cut, None),
         },

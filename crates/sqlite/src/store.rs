@@ -518,6 +518,12 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the device promises only what a flush covers (the write-cached FTL): writes
+    /// may then land in any order, and the VFS flushes where SQLite relies on one.
+    fn flush_only(&self) -> bool {
+        self.host.device().promise() == Promise::FlushOnly
+    }
+
     /// A file's new size must not reach flash before the data it covers: a journal recreated
     /// after a delete reuses its extent, so a directory entry that lands first would expose the
     /// previous journal's pages, a valid hot journal SQLite would roll back (losing a commit
@@ -527,7 +533,7 @@ impl Store {
     /// device that only promises what a flush covers may land them in any order, so the data
     /// is flushed first — what ext4's ordered mode does before it commits a size change.
     fn data_before_size(&mut self) -> Result<(), SqlError> {
-        if self.unflushed && self.host.device().promise() == Promise::FlushOnly {
+        if self.unflushed && self.flush_only() {
             self.stats.ordering_flushes += 1;
             self.flush()?;
         }
@@ -649,8 +655,7 @@ impl Store {
         let e = self.dir.file(kind);
         if e.exists || e.size != 0 {
             self.write_directory_for(kind)?;
-            let flush_only = self.host.device().promise() == Promise::FlushOnly;
-            self.files[kind as usize].deletion_unflushed = flush_only;
+            self.files[kind as usize].deletion_unflushed = self.flush_only();
         }
         if sync_dir {
             self.barrier_or_flush(true)?;
@@ -771,24 +776,20 @@ impl Store {
         pages
     }
 
-    fn max_tx_pages(&mut self) -> u64 {
-        self.host.capabilities().map_or(0, |c| c.max_tx_pages)
-    }
-
     fn commit_static(&mut self, batch: Batch) -> Result<CommitOutcome, SqlError> {
         let pages = self.batch_pages();
         if pages.is_empty() {
             return Ok(CommitOutcome::Committed);
         }
-        if pages.len() as u64 > self.max_tx_pages() {
+        let caps = self.host.capabilities().unwrap_or_default();
+        if pages.len() as u64 > caps.max_tx_pages {
             return Ok(self.refuse(batch));
         }
         // NORMAL asks for no durability at the commit: an asynchronous SWRITE where the design
         // offers one (Möbius); elsewhere a synchronous one, which keeps more. (TxFlash refuses
         // an asynchronous SWRITE; sending one made every NORMAL commit fall back to SQLite's
         // journal, at NORMAL, which the SQLite soak caught corrupting the database.)
-        let async_offered = self.host.capabilities().is_some_and(|c| c.async_swrite);
-        let mode = if self.synchronous_full || !async_offered {
+        let mode = if self.synchronous_full || !caps.async_swrite {
             SwriteMode::Sync
         } else {
             SwriteMode::Async

@@ -25,7 +25,7 @@ pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashRe
     for _ in 0..cfg.second_lives {
         let first_cut = rng.random_range(rec.start_ns..=rec.end_ns);
         report.second_lives += 1;
-        let life = match live(cfg, rec, first_cut) {
+        let life = match live(cfg, rec, first_cut, report.durable_mode) {
             Ok(life) => life,
             Err(why) => {
                 report.note(Err(why), first_cut, None);
@@ -40,14 +40,14 @@ pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashRe
     }
 }
 
-/// The recorded life after a cut of `rec` at `first_cut`; `Err` when the cut's image fails its
+/// The recorded life after a cut of `rec` at `first_cut` (judged as `durable` says); `Err` when the cut's image fails its
 /// checks, or the recovered database fails one of the life's transactions.
 pub(super) fn live(
     cfg: &CrashConfig,
     rec: &Recording,
     first_cut: u64,
+    durable: bool,
 ) -> Result<Recording, Breach> {
-    let durable = super::durable_mode(cfg.open.mode, &cfg.open.synchronous);
     let mut dev = recover_device(cfg, rec, first_cut)?;
     let base = dev.flash_mut().start_recording();
     let start_ns = dev.flash().idle_ns();
