@@ -125,8 +125,8 @@ impl Engine {
 
 impl EngineConfig {
     /// The `--param`s both designs take, around the design's own window: `over_provisioning`
-    /// (0.2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device), `gc_policy`
-    /// (greedy).
+    /// (0.2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device and half the
+    /// over-provisioned pages, [`transaction_room`]), `gc_policy` (greedy).
     pub fn with_common_params(
         o: &ftl::DesignOptions,
         g: &flash::Geometry,
@@ -140,11 +140,13 @@ impl EngineConfig {
                 "over_provisioning must be within 0.05..=0.9".into(),
             ));
         }
-        let cap = (g.pages() / 16).max(1);
+        let cap = (g.pages() / 16).min(transaction_room(g, op)).max(1);
         let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
         if max_tx == 0 || max_tx > cap {
             return Err(FtlError::InvalidOption(format!(
-                "max_tx_pages must be within 1..={cap}"
+                "max_tx_pages must be within 1..={cap} (at most 1/16 of the device, and half \
+                 the over-provisioned pages: a transaction keeps its old versions live until it \
+                 commits)"
             )));
         }
         let policy: GcPolicy = o.get::<String>("gc_policy", "greedy".into())?.parse()?;
@@ -282,6 +284,15 @@ fn gc_batch(g: &Geometry) -> u32 {
 /// GC runs when fewer blocks than this are free.
 fn gc_low(g: &Geometry) -> u32 {
     gc_floor(g) + gc_batch(g)
+}
+
+/// Half the pages the exported capacity leaves free at `over_provisioning`: a transaction
+/// keeps the previous versions of its pages live until it commits, so on a device whose live
+/// data fills the capacity its new pages must fit there, beside what GC copies (on one chip at
+/// 5 %, 256-page transactions met "no space": found by the NBD crash soak's longest-write test).
+fn transaction_room(g: &Geometry, over_provisioning: f64) -> u32 {
+    let usable = g.blocks().saturating_sub(reserved_blocks(g)) * g.pages_per_block;
+    usable.saturating_sub(ftl::logical_pages(g, reserved_blocks(g), over_provisioning)) / 2
 }
 
 /// Blocks that never hold the host's data at steady state: the root ring, the free blocks GC

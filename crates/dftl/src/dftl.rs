@@ -790,6 +790,9 @@ impl BlockDevice for Dftl {
     fn logical_pages(&self) -> u32 {
         self.logical_pages
     }
+    fn max_write_pages(&self) -> Option<u32> {
+        Some(self.cfg.max_request_pages)
+    }
 
     /// A request's lookup is a chain of dependent loads, each a cache miss on a large device:
     /// the CMT's index entry, then the slot (cached) or the translation page's place in the
@@ -864,6 +867,12 @@ impl BlockDevice for Dftl {
         let mut ack = now;
         let mut loaded = None;
         for (i, content) in pages.iter().enumerate() {
+            // A request longer than the free blocks GC left before it collects as it goes:
+            // the device must take any write inside the capacity it exports.
+            if i > 0 && self.space.pool.free_blocks() < self.gc_low_blocks {
+                self.gc_if_needed(now)?;
+                self.maybe_checkpoint(now)?;
+            }
             let lpn = start.0 + i as u32;
             let (old, known) = self.lookup(lpn, now, &mut loaded)?;
             let ppn = self.allocate(STREAM_DATA, now)?;

@@ -52,6 +52,14 @@ pub trait BlockDevice: Send {
     fn promise(&self) -> Promise;
     /// Logical pages the host may address (capacity after over-provisioning and reserved areas).
     fn logical_pages(&self) -> u32;
+    /// The longest write request the design takes, in pages (`None`: any inside the capacity),
+    /// like an NVMe device's maximum data transfer size: a design that applies each request
+    /// whole (as one transaction, or without collecting garbage inside it) can hold only so
+    /// much of it in its spare space. The host layer refuses a longer write and NBD
+    /// advertises the limit, so clients split their requests (docs/host.md).
+    fn max_write_pages(&self) -> Option<u32> {
+        None
+    }
     /// Writes a run of consecutive logical pages as one request.
     fn write(
         &mut self,

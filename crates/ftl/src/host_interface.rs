@@ -193,6 +193,9 @@ impl BlockDevice for HostLinked {
     fn logical_pages(&self) -> u32 {
         self.inner.logical_pages()
     }
+    fn max_write_pages(&self) -> Option<u32> {
+        self.inner.max_write_pages()
+    }
 
     fn write(
         &mut self,

@@ -179,27 +179,41 @@ impl<D: DeviceHandle> Host<D> {
         arrival_ns: u64,
     ) -> Result<u64, HostError> {
         self.modify(arrival_ns, |host, at| {
-            host.span(offset, len)?;
-            let chunk_pages = host
-                .atomic_max_pages()
-                .map_or(SPLIT_PAGES, |m| m.min(SPLIT_PAGES));
-            let chunk_bytes = chunk_pages * host.page_bytes;
+            let pieces = host.zeroes_pieces(offset, len)?;
+            let longest = pieces.iter().map(|&(_, n)| n).max().unwrap_or(0);
             let zeros = match host.contents {
-                Contents::Bytes => vec![0u8; len.min(chunk_bytes) as usize],
+                Contents::Bytes => vec![0u8; longest as usize],
                 Contents::Tags => Vec::new(),
             };
-            let (end, mut pos, mut ack) = (offset + len, offset, at);
-            while pos < end {
-                let next = ((pos / chunk_bytes + 1) * chunk_bytes).min(end);
+            let mut ack = at;
+            for (pos, n) in pieces {
                 let payload = match host.contents {
-                    Contents::Bytes => Payload::Bytes(&zeros[..(next - pos) as usize]),
-                    Contents::Tags => Payload::Tags(next - pos),
+                    Contents::Bytes => Payload::Bytes(&zeros[..n as usize]),
+                    Contents::Tags => Payload::Tags(n),
                 };
                 ack = ack.max(host.write_request(pos, payload, at)?);
-                pos = next;
             }
             host.after_write(ack, fua)
         })
+    }
+
+    /// The writes (byte offset, length) that [`Host::write_zeroes`] splits bytes
+    /// `[offset, offset + len)` into: cut at multiples of [`SPLIT_PAGES`] pages (with atomic
+    /// writes or on a design with a longest write, of that limit if smaller), each one device
+    /// request (one SWRITE).
+    pub fn zeroes_pieces(&self, offset: u64, len: u64) -> Result<Vec<(u64, u64)>, HostError> {
+        self.span(offset, len)?;
+        let chunk_pages = self
+            .max_write_pages()
+            .map_or(SPLIT_PAGES, |m| m.min(SPLIT_PAGES));
+        let chunk_bytes = chunk_pages * self.page_bytes;
+        let (end, mut pos, mut pieces) = (offset + len, offset, Vec::new());
+        while pos < end {
+            let next = ((pos / chunk_bytes + 1) * chunk_bytes).min(end);
+            pieces.push((pos, next - pos));
+            pos = next;
+        }
+        Ok(pieces)
     }
 
     /// Trims the whole pages inside bytes `[offset, offset + len)`, split into requests of at
@@ -350,17 +364,14 @@ impl<D: DeviceHandle> Host<D> {
         ready: u64,
     ) -> Result<u64, HostError> {
         let at = self.at(ready);
-        let Some(atomic) = self.atomic else {
-            let done = self.device_mut().write(start, staged, at)?;
-            self.stats.pages_written += staged.len() as u64;
-            return Ok(done.ack_ns);
-        };
         let pages = staged.len() as u64;
-        if pages > atomic.max_pages {
-            return Err(HostError::TooLarge {
-                pages,
-                max: atomic.max_pages,
-            });
+        if let Some(max) = self.max_write_pages().filter(|&max| pages > max) {
+            return Err(HostError::TooLarge { pages, max });
+        }
+        if self.atomic.is_none() {
+            let done = self.device_mut().write(start, staged, at)?;
+            self.stats.pages_written += pages;
+            return Ok(done.ack_ns);
         }
         let uuid = self.next_atomic_uuid();
         let pages: Vec<(Lpn, Content)> = staged

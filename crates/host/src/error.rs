@@ -19,7 +19,7 @@ pub enum HostError {
         len: u64,
         capacity_bytes: u64,
     },
-    #[error("{pages} pages in one atomic write; at most {max} (the advertised maximum)")]
+    #[error("{pages} pages in one write; at most {max} (the advertised maximum)")]
     TooLarge { pages: u64, max: u64 },
     #[error("{lpn} is uncorrectable: its flash page failed ECC")]
     Uncorrectable { lpn: Lpn },

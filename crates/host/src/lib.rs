@@ -197,6 +197,17 @@ impl<D: DeviceHandle> Host<D> {
         self.atomic.map(|a| a.max_pages)
     }
 
+    /// The largest byte write, in pages, if there is one: the design's longest write
+    /// ([`BlockDevice::max_write_pages`]) and, with atomic writes, the transaction limit. A
+    /// longer write is refused with [`HostError::TooLarge`], never split.
+    pub fn max_write_pages(&self) -> Option<u64> {
+        let device = self.device().max_write_pages().map(u64::from);
+        match (self.atomic_max_pages(), device) {
+            (Some(a), Some(d)) => Some(a.min(d)),
+            (a, d) => a.or(d),
+        }
+    }
+
     /// The instant a request arriving at `arrival_ns` is handed to the design.
     fn at(&mut self, arrival_ns: u64) -> u64 {
         self.clock_ns = self.clock_ns.max(arrival_ns);

@@ -47,12 +47,18 @@ impl FtlBackend {
     /// server restarted on the same image (after a power cut) never reuses one: a design may
     /// still hold a committed id on flash. One id per request, far fewer than one per ns.
     pub fn with_atomic_requests(self) -> Result<FtlBackend, HostError> {
-        let nbd_max = crate::protocol::BLOCK_SIZE_MAX_BYTES as u64 / self.host.page_bytes();
         let since_epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
+        self.with_atomic_requests_from(since_epoch)
+    }
+
+    /// [`FtlBackend::with_atomic_requests`] with transaction ids from `first_uuid` (a seeded
+    /// crash campaign, which must not depend on the wall clock).
+    pub fn with_atomic_requests_from(self, first_uuid: u64) -> Result<FtlBackend, HostError> {
+        let nbd_max = crate::protocol::BLOCK_SIZE_MAX_BYTES as u64 / self.host.page_bytes();
         Ok(FtlBackend {
-            host: self.host.with_atomic_writes(nbd_max, since_epoch)?,
+            host: self.host.with_atomic_writes(nbd_max, first_uuid)?,
         })
     }
 
@@ -68,6 +74,11 @@ impl FtlBackend {
     pub fn host_stats(&self) -> &host::HostStats {
         self.host.stats()
     }
+
+    /// The host layer the export runs on (its clock, how it splits requests).
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
 }
 
 impl NbdBackend for FtlBackend {
@@ -77,10 +88,13 @@ impl NbdBackend for FtlBackend {
     fn preferred_block_size(&self) -> u32 {
         self.host.page_bytes() as u32
     }
+    /// NBD's 32 MiB, or less: the largest atomic request, or the design's longest write
+    /// ([`host::Host::max_write_pages`]).
     fn max_payload_bytes(&self) -> u32 {
-        match self.host.atomic_max_pages() {
-            Some(pages) => (pages * self.host.page_bytes()).min(u32::MAX as u64) as u32,
-            None => crate::protocol::BLOCK_SIZE_MAX_BYTES,
+        let nbd_max = crate::protocol::BLOCK_SIZE_MAX_BYTES;
+        match self.host.max_write_pages() {
+            Some(pages) => (pages * self.host.page_bytes()).min(nbd_max as u64) as u32,
+            None => nbd_max,
         }
     }
     /// NBD_FLAG_CAN_MULTI_CONN promises that a FLUSH (or FUA) on any connection covers the

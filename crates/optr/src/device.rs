@@ -782,7 +782,7 @@ impl Optr {
     }
 
     /// Work due between requests: periodic internal flush, GC below the free-block watermark.
-    fn maintain(&mut self, now: u64) -> Result<(), FtlError> {
+    fn maintain(&mut self, now: u64, pages: u32) -> Result<(), FtlError> {
         if now.saturating_sub(self.last_internal_flush_ns) >= self.params.flush_interval_ns {
             if self.record_pages_needed() > self.inc_room() {
                 self.full_checkpoint(now)?;
@@ -790,10 +790,28 @@ impl Optr {
                 self.internal_flush(now, true, true)?;
             }
         }
-        if self.pool.free_blocks() < self.params.gc_free_blocks {
+        let per_block = self.flash.geometry().pages_per_block - 1;
+        let needed = self.params.gc_free_blocks + pages / per_block;
+        // A round stops at `gc_batch` victims: as many rounds as still free blocks.
+        while self.pool.free_blocks() < needed {
+            let before = self.pool.free_blocks();
             self.gc(now)?;
+            if self.pool.free_blocks() <= before {
+                break;
+            }
         }
         Ok(())
+    }
+
+    /// The longest write OPTR takes. A request is applied whole, with no GC or checkpoint
+    /// inside it (§3.3), so the flash it may write (the cache's write-backs) must already be
+    /// free: GC runs before a request of `n` pages, in as many rounds as free blocks, until
+    /// `n / (pages per block - 1)` blocks above its watermark are free, and a round stops at
+    /// `gc_hysteresis_blocks` above it. (Longer
+    /// requests met "no space" on an aged `small` device, found by the NBD crash soak.)
+    fn max_request_pages(&self) -> u32 {
+        let per_block = self.flash.geometry().pages_per_block - 1;
+        self.params.gc_hysteresis_blocks.max(1) * per_block
     }
 }
 
@@ -807,6 +825,9 @@ impl BlockDevice for Optr {
     fn logical_pages(&self) -> u32 {
         self.logical
     }
+    fn max_write_pages(&self) -> Option<u32> {
+        Some(self.max_request_pages())
+    }
 
     /// One host request = one wid, size = its page count (request atomicity covers the run).
     fn write(
@@ -816,7 +837,13 @@ impl BlockDevice for Optr {
         arrival_ns: u64,
     ) -> Result<Completion, FtlError> {
         check_range(start, pages.len() as u64, self.logical)?;
-        self.maintain(arrival_ns)?;
+        if pages.len() as u64 > self.max_request_pages() as u64 {
+            return Err(FtlError::RequestTooLarge {
+                pages: pages.len() as u64,
+                max: self.max_request_pages() as u64,
+            });
+        }
+        self.maintain(arrival_ns, pages.len() as u32)?;
         let wid = self.next_wid;
         self.next_wid += 1;
         let tags = PageTags {

@@ -356,6 +356,10 @@ macro_rules! block_requests {
         fn logical_pages(&self) -> u32 {
             self.logical
         }
+        /// A plain write is one transaction: no longer than the largest.
+        fn max_write_pages(&self) -> Option<u32> {
+            Some($crate::surface::CommitProtocol::max_tx(self))
+        }
         fn flash(&self) -> &Flash {
             &self.flash
         }
@@ -482,6 +486,11 @@ macro_rules! shared_state {
     };
 }
 
+/// Free blocks GC keeps in reserve: two per chip, and two more.
+pub(crate) fn gc_reserve_blocks(g: &flash::Geometry) -> u32 {
+    2 * g.chips() + 2
+}
+
 /// Page allocation with summary pages, inside each protocol's `impl`: the next page of
 /// `stream`, and when a block's last page comes up, the summary of the block's entries written
 /// there first (with the protocol's summary OOB record `$summary_oob`), after every page of the
@@ -517,7 +526,7 @@ macro_rules! summary_allocation {
         }
 
         fn reserve_blocks(&self) -> u32 {
-            2 * self.flash.geometry().chips() + 2
+            $crate::surface::gc_reserve_blocks(self.flash.geometry())
         }
     };
 }

@@ -32,27 +32,24 @@ impl BlockDevice for Mobius {
         let mut written = Vec::with_capacity(pages.len());
         let mut ack = now;
         for (i, c) in pages.iter().enumerate() {
-            if self.chain.is_none() {
-                if !self.announce_written {
-                    let ino = self.blank_inode(InodeKind::FlagOnly);
-                    self.append_inode(ino, now)?;
+            self.open_normal_chain(now)?;
+            match self.gc_if_needed(now) {
+                // The open chain's pages keep their old versions live until it closes: on a
+                // full device (a long write at the lowest over-provisioning) GC may find no
+                // victim until it does. Close it and collect again.
+                Err(FtlError::NoSpace) if !written.is_empty() => {
+                    self.close_written(&mut written, now, &mut ack)?;
+                    self.open_normal_chain(now)?;
+                    self.gc_if_needed(now)?;
                 }
-                self.open_chain(PageKind::Normal, TxUuid(0));
+                other => other?,
             }
-            self.gc_if_needed(now)?;
             let lpn = start.0 + i as u32;
             self.supersede_pending(lpn, false);
             let (ppn, _) = self.chain_page(lpn, c, false, nb)?;
             written.push((lpn, ppn));
             if self.chain.as_ref().unwrap().pages.len() >= self.items_per_inode {
-                ack = ack
-                    .max(self.chain.as_ref().unwrap().prefix_end)
-                    .max(self.announce_end);
-                for &(l, p) in &written {
-                    self.remap(l, p, now, ack)?;
-                }
-                written.clear();
-                self.close_normal(now)?;
+                self.close_written(&mut written, now, &mut ack)?;
             }
         }
         let ack = ack
@@ -259,5 +256,36 @@ impl Transactional for Mobius {
             arrival_ns,
             ack_ns: ack,
         })
+    }
+}
+
+impl Mobius {
+    /// Opens a normal chain if none is open (announcing normal writes first, §III-D).
+    fn open_normal_chain(&mut self, now: u64) -> Result<(), FtlError> {
+        if self.chain.is_none() {
+            if !self.announce_written {
+                let ino = self.blank_inode(InodeKind::FlagOnly);
+                self.append_inode(ino, now)?;
+            }
+            self.open_chain(PageKind::Normal, TxUuid(0));
+        }
+        Ok(())
+    }
+
+    /// Closes the open normal chain: its pages are mapped (their old versions invalidated)
+    /// once the chain up to them and the announce are on flash, which `ack` waits for.
+    fn close_written(
+        &mut self,
+        written: &mut Vec<(u32, u32)>,
+        now: u64,
+        ack: &mut u64,
+    ) -> Result<(), FtlError> {
+        let chain_end = self.chain.as_ref().expect("an open chain").prefix_end;
+        *ack = (*ack).max(chain_end).max(self.announce_end);
+        for &(l, p) in written.iter() {
+            self.remap(l, p, now, *ack)?;
+        }
+        written.clear();
+        self.close_normal(now).map(|_| ())
     }
 }
