@@ -81,6 +81,10 @@ pub struct CrashtestArgs {
     /// the requests) and is cut again; cuts during that recovery are tried too.
     #[arg(long, default_value_t = 0)]
     pub second_lives: usize,
+    /// NBD workload (`--workload nbd`): every write one synchronous transaction, as `mobius
+    /// serve --atomic-requests` applies it; a soak runs only such exports.
+    #[arg(long)]
+    pub atomic_requests: bool,
     /// With --replay-instant: the instant lies in the second life after this first cut
     /// (`NS` or `NS:torn`, from a violation's replay command).
     #[arg(long)]
@@ -90,6 +94,12 @@ pub struct CrashtestArgs {
 }
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if crate::nbd_crash_cmd::is_nbd(args) {
+        return crate::nbd_crash_cmd::run(args);
+    }
+    if args.atomic_requests {
+        anyhow::bail!("--atomic-requests applies to the NBD workload (--workload nbd)");
+    }
     if let Some(w) = sqlite_workload(args) {
         if args.controls {
             return crate::sql_crash_cmd::crashtest_controls(args, w);
@@ -143,8 +153,8 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
 }
 
 /// What `--json` prints for a single campaign, or for a soak (`seeds` given or `ftl` = `all`),
-/// without printing: the library entry point of the Python package. SQLite workloads, controls,
-/// replays and shrinking stay command-line only.
+/// without printing: the library entry point of the Python package. SQLite and NBD workloads,
+/// controls, replays and shrinking stay command-line only.
 pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
     if is_soak(args) {
         let cfg = soak_config(args, designs_named(&args.ftl)?)?;

@@ -13,6 +13,7 @@ pub mod designs;
 pub mod device_args;
 pub mod info;
 pub mod nbd_backend;
+pub mod nbd_crash_cmd;
 pub mod nvmfs_cmd;
 pub mod power_cut;
 pub mod progress;

@@ -32,6 +32,7 @@
 //!   vanishes ends the connection with a [`ServerError`]; nothing panics, and a write whose
 //!   payload is cut short never reaches the backend.
 
+pub mod crash;
 pub mod dirty_limit;
 pub mod ftl_backend;
 pub mod kernel_stack;

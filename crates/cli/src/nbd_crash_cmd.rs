@@ -1,0 +1,330 @@
+//! `mobius crashtest --workload nbd`: power cuts under the requests NBD clients send an export
+//! (docs/nbd.md, "Power cuts under NBD requests"): one campaign, the soak over seeds and
+//! designs (`--seeds`, several designs), and its negative controls (`--controls`).
+
+use crate::crashtest_cmd::CrashtestArgs;
+use ftl::{DesignOptions, DesignSpec, Promise};
+use nbd::crash::soak::{self, NbdCell, NbdSoakConfig, NbdSoakReport};
+use nbd::crash::{self, NbdCrashConfig, NbdCrashReport};
+
+/// Whether `args` ask for an NBD campaign.
+pub fn is_nbd(args: &CrashtestArgs) -> bool {
+    args.workload.workload.as_deref() == Some("nbd")
+}
+
+pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if args.controls {
+        return controls(args);
+    }
+    if crate::crashtest_cmd::is_soak(args) {
+        return soak_cmd(args);
+    }
+    campaign(args)
+}
+
+/// Flags an NBD campaign would not use, as an error rather than silently. A soak draws the
+/// device, the run and the fill; a single campaign takes them.
+fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
+    let taken: &[&str] = if soak {
+        &["--workload"]
+    } else {
+        &["--workload", "--requests", "--fill"]
+    };
+    let mut unused = crate::device_args::flags_given([
+        ("--shrink", args.shrink),
+        ("--exhaustive", args.exhaustive),
+        ("--fixed", args.fixed),
+        ("--threads", args.threads.is_some()),
+        ("--full-data", args.full_data),
+        ("--mode", args.mode.is_some()),
+        ("--synchronous", args.synchronous.is_some()),
+        ("--tx", args.tx.is_some()),
+        ("--second-lives", args.second_lives > 0),
+        ("--first-cut", args.first_cut.is_some()),
+    ]);
+    unused.extend(
+        args.workload
+            .given()
+            .into_iter()
+            .filter(|f| !taken.contains(f)),
+    );
+    if soak {
+        unused.extend(args.device.given());
+        unused.extend(crate::device_args::flags_given([(
+            "--replay-instant",
+            args.replay_instant.is_some(),
+        )]));
+    } else {
+        unused.extend(crate::device_args::flags_given([(
+            "--jobs",
+            args.jobs.is_some(),
+        )]));
+    }
+    if !unused.is_empty() {
+        anyhow::bail!(
+            "{} not used by an NBD {} (it always keeps full data; a soak draws the device, run \
+             length and fill of each seed: replay a cell with its printed command)",
+            unused.join(", "),
+            if soak { "soak" } else { "campaign" }
+        );
+    }
+    Ok(())
+}
+
+fn promise_arg(args: &CrashtestArgs) -> anyhow::Result<Option<Promise>> {
+    Ok(args.promise.as_deref().map(Promise::parse).transpose()?)
+}
+
+/// `--atomic-requests` on a design without static transactions: refused, as `mobius serve`
+/// refuses it.
+fn check_atomic(design: &DesignSpec, args: &CrashtestArgs) -> anyhow::Result<()> {
+    let options = DesignOptions::from_pairs(&args.params)?;
+    if args.atomic_requests && !soak::has_atomic_requests(design, &options) {
+        anyhow::bail!(
+            "{} has no static transactions: it cannot export atomic requests",
+            design.name
+        );
+    }
+    Ok(())
+}
+
+/// One campaign (600 requests after an 80 % fill unless told otherwise).
+fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
+    check_flags(args, false)?;
+    let design = crate::designs::find(&args.ftl)?;
+    check_atomic(&design, args)?;
+    let cfg = NbdCrashConfig {
+        design,
+        device: args.device.resolve()?,
+        options: DesignOptions::from_pairs(&args.params)?,
+        atomic_requests: args.atomic_requests,
+        promise: promise_arg(args)?,
+        requests: args.workload.requests.unwrap_or(soak::BASE_REQUESTS),
+        fill: args.workload.fill.unwrap_or(0.8),
+        crash_points: args.crash_points,
+        torn: args.torn,
+        seed: args.seed.unwrap_or(1),
+        only_at: args.replay_instant.map(|at| (at, args.torn)),
+    };
+    let report = crash::run(&cfg)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_campaign(&cfg, &report);
+    }
+    if report.failed() {
+        anyhow::bail!(
+            "{} crash points broke the {} promise, {} READs missed the last write; first: {}\n  replay: {}",
+            report.violations,
+            report.promise,
+            report.read_mismatches,
+            report
+                .first_violation
+                .as_deref()
+                .or(report.first_read_mismatch.as_deref())
+                .unwrap_or_default(),
+            crash::replay_command(&cfg, report.first_violation_at)
+        );
+    }
+    Ok(())
+}
+
+fn print_campaign(cfg: &NbdCrashConfig, r: &NbdCrashReport) {
+    println!(
+        "export            {} ({} requests; judged as {})",
+        cfg.design.name,
+        if cfg.atomic_requests {
+            "atomic"
+        } else {
+            "plain"
+        },
+        r.promise
+    );
+    println!(
+        "run               {} NBD requests, seed {}, device {:.0} % aged; {} oversize writes refused, {} edge pages read",
+        r.requests,
+        cfg.seed,
+        cfg.fill * 100.0,
+        r.refused_oversize,
+        r.edge_reads
+    );
+    let kinds: Vec<String> = r
+        .points_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    println!(
+        "crash points      {} ({})",
+        r.crash_points,
+        kinds.join(", ")
+    );
+    println!(
+        "during the run    {} erases, {} pages copied by GC",
+        r.run_erases, r.run_gc_copies
+    );
+    println!("READs missing     {}", r.read_mismatches);
+    println!("violations        {}", r.violations);
+}
+
+fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<NbdSoakConfig> {
+    check_flags(args, true)?;
+    Ok(NbdSoakConfig {
+        designs,
+        seeds: crate::crashtest_cmd::soak_seeds(args),
+        options: DesignOptions::from_pairs(&args.params)?,
+        crash_points: args.crash_points,
+        torn: args.torn,
+        jobs: args
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        atomic_requests: args.atomic_requests.then_some(true),
+        promise: promise_arg(args)?,
+    })
+}
+
+/// The soak over `--seeds` and the designs named; with `--atomic-requests` only atomic exports
+/// (designs without static transactions are left out, with a line saying so).
+fn soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
+    let mut cfg = soak_config(args, crate::crashtest_cmd::designs_named(&args.ftl)?)?;
+    if args.atomic_requests {
+        let (runs, left_out): (Vec<DesignSpec>, Vec<DesignSpec>) = cfg
+            .designs
+            .iter()
+            .cloned()
+            .partition(|d| soak::has_atomic_requests(d, &cfg.options));
+        for d in left_out {
+            eprintln!("crashtest: {} has no static transactions; left out", d.name);
+        }
+        cfg.designs = runs;
+    }
+    if cfg.designs.is_empty() {
+        anyhow::bail!("no design named exports the requests asked for");
+    }
+    let report = soak::run_soak(&cfg, &print_cell);
+    if args.json {
+        println!("{}", serde_json::to_string(&report.to_json())?);
+    } else {
+        print_summary(&report);
+    }
+    let failing = report.failing().count();
+    if failing > 0 {
+        anyhow::bail!(
+            "{failing} of {} NBD soak campaigns failed",
+            report.cells.len()
+        );
+    }
+    Ok(())
+}
+
+fn print_cell(c: &NbdCell) {
+    let status = match (&c.error, &c.report) {
+        (Some(e), _) => format!("ERROR {e}"),
+        (None, Some(r)) if r.failed() => format!(
+            "FAIL {} violations, {} READs missed",
+            r.violations, r.read_mismatches
+        ),
+        (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
+        (None, None) => "not run".to_string(),
+    };
+    let op = c
+        .over_provisioning
+        .as_deref()
+        .map_or(String::new(), |op| format!(" op {op}"));
+    let params = if c.params.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", c.params)
+    };
+    eprintln!(
+        "{:<13} seed {:<20} {:<6} {:<10} {:<4} fill {:<4} {:>5} req {:>5} points{op}{params}  {status}",
+        c.design,
+        c.seed,
+        if c.atomic_requests { "atomic" } else { "plain" },
+        c.geometry,
+        c.timing,
+        c.fill,
+        c.requests,
+        c.crash_points(),
+    );
+    if c.failed() {
+        let first = c.report.as_ref().and_then(|r| {
+            r.first_violation
+                .as_deref()
+                .or(r.first_read_mismatch.as_deref())
+        });
+        if let Some(v) = first {
+            eprintln!("    first: {v}");
+        }
+        if let Some(r) = &c.replay {
+            eprintln!("    replay: {r}");
+        }
+    }
+}
+
+fn print_summary(report: &NbdSoakReport) {
+    let mut designs: Vec<&str> = report.cells.iter().map(|c| c.design.as_str()).collect();
+    designs.dedup();
+    println!("design         cells  atomic  failing  crash points  violations");
+    for d in designs {
+        let cells: Vec<&NbdCell> = report.cells.iter().filter(|c| c.design == d).collect();
+        println!(
+            "{d:<13} {:>6} {:>7} {:>8} {:>13} {:>11}",
+            cells.len(),
+            cells.iter().filter(|c| c.atomic_requests).count(),
+            cells.iter().filter(|c| c.failed()).count(),
+            cells.iter().map(|c| c.crash_points()).sum::<usize>(),
+            cells.iter().map(|c| c.violations()).sum::<usize>()
+        );
+    }
+    println!(
+        "total: {} cells, {} crash points, {} violations; GC copied pages during the run in {} cells; {:.0} s",
+        report.cells.len(),
+        report.crash_points(),
+        report.violations(),
+        report.cells_with_gc_copies(),
+        report.wall_s
+    );
+}
+
+/// `--controls`: each control's design on plain requests, judged against a promise it does not
+/// make, over the seeds; each must be caught on at least half of them.
+fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if args.promise.is_some() || args.atomic_requests {
+        anyhow::bail!("--controls sets the promise and the requests of each control itself");
+    }
+    let mut weak = Vec::new();
+    let mut all = Vec::new();
+    for control in soak::CONTROLS {
+        let mut cfg = soak_config(args, vec![crate::designs::find(control.design)?])?;
+        cfg.atomic_requests = Some(false);
+        cfg.promise = Some(control.promise);
+        let report = soak::run_soak(&cfg, &print_cell);
+        if let Some(c) = report.cells.iter().find(|c| c.error.is_some()) {
+            anyhow::bail!(
+                "control {} could not run on seed {}: {}",
+                control.design,
+                c.seed,
+                c.error.as_deref().unwrap_or_default()
+            );
+        }
+        let caught = report.cells.iter().filter(|c| c.violations() > 0).count();
+        println!(
+            "control {} judged as {}: caught on {caught} of {} seeds ({})",
+            control.design,
+            control.promise.name(),
+            report.cells.len(),
+            control.what
+        );
+        if caught * 2 < report.cells.len() {
+            weak.push(control.design);
+        }
+        all.push(serde_json::json!({"design": control.design, "promise": control.promise.name(), "caught_seeds": caught, "seeds": report.cells.len()}));
+    }
+    if args.json {
+        println!("{}", serde_json::json!({ "controls": all }));
+    }
+    if !weak.is_empty() {
+        anyhow::bail!("NBD negative controls caught on fewer than half their seeds: {weak:?}");
+    }
+    Ok(())
+}

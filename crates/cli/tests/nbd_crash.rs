@@ -1,0 +1,140 @@
+//! `mobius crashtest --workload nbd`: power cuts under the requests NBD clients send an export
+//! (docs/nbd.md, "Power cuts under NBD requests"). The campaign's checks and the designs' own
+//! regression guards are in crates/nbd/src/crash/tests.rs; here the command line: the soak, the
+//! negative controls, a failing cell's printed replay, and refused flags.
+
+use std::process::Command;
+
+fn mobius(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(args)
+        .output()
+        .expect("run mobius");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A soak over two designs (atomic and plain exports drawn per seed) passes.
+#[test]
+fn an_nbd_soak_passes_on_sound_exports() {
+    let (ok, out, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "mobius,txflash-scc",
+        "--workload",
+        "nbd",
+        "--seeds",
+        "2",
+        "--seed",
+        "5",
+        "--crash-points",
+        "20",
+        "--torn",
+        "--jobs",
+        "2",
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("total: 4 cells"), "{out}");
+}
+
+/// Both controls are caught, and a failing cell's printed replay command, run as it is, finds
+/// the same first violation.
+#[test]
+fn the_controls_are_caught_and_a_failing_cell_replays() {
+    let (ok, out, err) = mobius(&[
+        "crashtest",
+        "--workload",
+        "nbd",
+        "--controls",
+        "--ftl",
+        "all",
+        "--seeds",
+        "2",
+        "--seed",
+        "11",
+        "--crash-points",
+        "30",
+        "--torn",
+    ]);
+    assert!(ok, "the controls were not caught: {out}{err}");
+    assert_eq!(out.matches("caught on 2 of 2 seeds").count(), 2, "{out}");
+    let line = err
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("replay: mobius crashtest --ftl dftl")
+        })
+        .unwrap_or_else(|| panic!("no replay line for the DFTL control: {err}"));
+    let first = err
+        .lines()
+        .skip_while(|l| !l.starts_with("dftl"))
+        .find_map(|l| l.trim_start().strip_prefix("first: "))
+        .expect("the DFTL control's first violation");
+    let replay: Vec<&str> = line.trim_start()["replay: mobius ".len()..]
+        .split_whitespace()
+        .collect();
+    assert!(replay.contains(&"--replay-instant"), "{line}");
+    let (ok, _, again) = mobius(&replay);
+    assert!(!ok, "the replay passed: {line}");
+    let what = first.split(" (").next().expect("a message");
+    assert!(
+        again.contains(what),
+        "replay found another violation: {again}"
+    );
+}
+
+#[test]
+fn nbd_campaigns_refuse_flags_they_would_not_use() {
+    let refused = [
+        (
+            vec!["--ftl", "dftl", "--workload", "nbd", "--atomic-requests"],
+            "no static transactions",
+        ),
+        (
+            vec!["--ftl", "dftl", "--workload", "nbd", "--mode", "batch"],
+            "--mode",
+        ),
+        (
+            vec![
+                "--ftl",
+                "dftl",
+                "--workload",
+                "nbd",
+                "--seeds",
+                "2",
+                "--fill",
+                "0.5",
+            ],
+            "--fill",
+        ),
+        (
+            vec!["--ftl", "dftl", "--workload", "nbd", "--qd", "4"],
+            "--qd",
+        ),
+        (
+            vec!["--ftl", "mobius", "--atomic-requests"],
+            "--workload nbd",
+        ),
+        (
+            vec![
+                "--ftl",
+                "dftl",
+                "--workload",
+                "nbd",
+                "--controls",
+                "--promise",
+                "ordered",
+            ],
+            "--controls",
+        ),
+    ];
+    for (args, says) in refused {
+        let mut all = vec!["crashtest"];
+        all.extend(&args);
+        let (ok, _, err) = mobius(&all);
+        assert!(!ok && err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,635 @@
+//! Power cuts under an NBD export (docs/nbd.md, "Crash campaigns"): the requests NBD clients
+//! send, applied by [`FtlBackend`] (the export `mobius serve` runs, over the one host layer)
+//! with the flash recording every operation; then, for seeded instants, the image a power cut
+//! leaves, the design's recovery, and the crash checker's oracle on every 512-byte sector.
+//!
+//! With atomic requests (`mobius serve --atomic-requests`) every write is a synchronous static
+//! transaction: the export promises that each request is on the device whole or not at all,
+//! and whole once acknowledged (atomic-transactions over the requests). Without, each design
+//! promises what it promises for plain writes. Sub-page writes are the host's read-modify-write
+//! inside one request, so the oracle also sees a write that lost or resurrected a neighbour's
+//! sectors. The recorded run also checks that every READ returns, sector by sector, the last
+//! write the export acknowledged or accepted before it.
+//!
+//! Before the requests run, the device is aged ([`NbdCrashConfig::fill`]) through the same
+//! export, so garbage collection copies live pages while the requests run.
+
+pub mod requests;
+pub mod sectors;
+pub mod soak;
+
+use crate::ftl_backend::FtlBackend;
+use crate::NbdBackend;
+use crashtest::oracle::Model;
+use crashtest::points::{CrashPoint, ImageBuilder};
+use flash::{DeviceConfig, Flash, Lpn};
+use ftl::{DesignOptions, DesignSpec, FtlError, Promise};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use requests::{Export, Request, Timed};
+use sectors::{Outcome, Reading, Sector, SectorLog, ZeroIndex, SECTOR_BYTES};
+use std::collections::BTreeMap;
+
+/// One campaign.
+#[derive(Clone)]
+pub struct NbdCrashConfig {
+    pub design: DesignSpec,
+    pub device: DeviceConfig,
+    pub options: DesignOptions,
+    /// Each write one synchronous SWRITE (`mobius serve --atomic-requests`).
+    pub atomic_requests: bool,
+    /// Judge against this promise instead of the export's (negative controls). Atomic
+    /// transactions on plain requests claims each request atomic: a host that believes it.
+    pub promise: Option<Promise>,
+    pub requests: u64,
+    /// Share of the exported pages written (and flushed) before the requests run: once
+    /// sequentially, then as many single pages again at random among them.
+    pub fill: f64,
+    pub crash_points: usize,
+    pub torn: bool,
+    pub seed: u64,
+    /// Judge only a cut at this instant, torn or not (a violation's replay).
+    pub only_at: Option<(u64, bool)>,
+}
+
+impl NbdCrashConfig {
+    /// What the export promises, or the promise the campaign was told to judge against.
+    pub fn promise(&self) -> Promise {
+        self.promise.unwrap_or(if self.atomic_requests {
+            Promise::AtomicTransactions
+        } else {
+            self.design.promise
+        })
+    }
+
+    /// The log treats every write as one transaction: atomic requests, or a host told to
+    /// believe plain requests atomic.
+    fn logs_requests_atomic(&self) -> bool {
+        self.atomic_requests || self.promise == Some(Promise::AtomicTransactions)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NbdCrashError {
+    #[error(transparent)]
+    Design(#[from] FtlError),
+    #[error(transparent)]
+    Host(#[from] host::HostError),
+    #[error("fill must lie in 0..=1, got {0}")]
+    InvalidFill(f64),
+    /// A request the export should have applied was refused, or one it must refuse was not.
+    #[error("request {index} ({request:?}): {what}")]
+    Request {
+        index: usize,
+        request: Request,
+        what: String,
+    },
+}
+
+/// What the campaign found.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct NbdCrashReport {
+    pub promise: String,
+    pub requests: usize,
+    /// Writes refused as longer than the export takes (as they must be).
+    pub refused_oversize: usize,
+    /// Pages the host read to write back part of them.
+    pub edge_reads: u64,
+    pub crash_points: usize,
+    pub points_by_kind: BTreeMap<String, usize>,
+    /// Crash points whose image broke the promise.
+    pub violations: usize,
+    /// READs during the run that returned something else than the last write before them.
+    pub read_mismatches: usize,
+    pub first_read_mismatch: Option<String>,
+    pub first_violation: Option<String>,
+    /// Instant of the first violation, and whether it was torn (`--replay-instant`, `--torn`).
+    pub first_violation_at: Option<(u64, bool)>,
+    /// Blocks erased and pages copied by GC during the recorded run.
+    pub run_erases: u64,
+    pub run_gc_copies: u64,
+}
+
+impl NbdCrashReport {
+    pub fn failed(&self) -> bool {
+        self.violations > 0 || self.read_mismatches > 0
+    }
+}
+
+/// A recorded run: the image when recording began, the flash operations since, and the
+/// requests as the oracle's host log over sectors.
+struct Recording {
+    base: Box<dyn flash::Store>,
+    ops: flash::OpLog,
+    log: SectorLog,
+    logical_pages: u32,
+    start_ns: u64,
+    read_mismatches: Vec<String>,
+    refused_oversize: usize,
+    edge_reads: u64,
+}
+
+impl Recording {
+    fn count_ops(&self, keep: impl Fn(&flash::LoggedOp) -> bool) -> u64 {
+        self.ops.ops.iter().filter(|o| keep(o)).count() as u64
+    }
+}
+
+pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
+    let rec = record(cfg)?;
+    let promise = cfg.promise();
+    let mut report = NbdCrashReport {
+        promise: promise.name().to_string(),
+        requests: cfg.requests as usize,
+        refused_oversize: rec.refused_oversize,
+        edge_reads: rec.edge_reads,
+        read_mismatches: rec.read_mismatches.len(),
+        first_read_mismatch: rec.read_mismatches.first().cloned(),
+        run_erases: rec.count_ops(|o| matches!(o.kind, flash::OpKind::Erase { .. })),
+        run_gc_copies: rec.count_ops(|o| {
+            o.cause == flash::OpCause::GcCopy && matches!(o.kind, flash::OpKind::Program { .. })
+        }),
+        ..NbdCrashReport::default()
+    };
+    let points = match cfg.only_at {
+        Some((instant_ns, torn)) => vec![CrashPoint {
+            instant_ns,
+            torn,
+            kind: crashtest::points::PointKind::Spread,
+        }],
+        None => crashtest::points::sample(
+            &rec.ops,
+            &rec.log.log,
+            cfg.crash_points,
+            cfg.torn,
+            cfg.seed,
+            rec.start_ns,
+        ),
+    };
+    let model = Model::new(&rec.log.log);
+    let index = rec.log.zero_index();
+    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
+    for p in points {
+        let kind = format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" });
+        *report
+            .points_by_kind
+            .entry(kind.to_lowercase())
+            .or_insert(0) += 1;
+        report.crash_points += 1;
+        let image = builder.image_at(p.instant_ns, p.torn);
+        let broken = judge_point(cfg, &rec, &model, &index, image, p.instant_ns);
+        if let Some(first) = broken.first() {
+            report.violations += 1;
+            if report.first_violation.is_none() {
+                report.first_violation = Some(format!("{first} ({} in all)", broken.len()));
+                report.first_violation_at = Some((p.instant_ns, p.torn));
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Every rule the image of a cut at `t` breaks; a design that panics on it breaks one.
+fn judge_point(
+    cfg: &NbdCrashConfig,
+    rec: &Recording,
+    model: &Model,
+    index: &ZeroIndex,
+    image: Box<dyn flash::Store>,
+    t: u64,
+) -> Vec<String> {
+    crashtest::quiet_panics::catch(|| judge_image(cfg, rec, model, index, image, t))
+        .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
+}
+
+/// Recovers the design from `image`, checks its invariants and capacity, reads every sector
+/// back and has the oracle judge them.
+fn judge_image(
+    cfg: &NbdCrashConfig,
+    rec: &Recording,
+    model: &Model,
+    index: &ZeroIndex,
+    image: Box<dyn flash::Store>,
+    t: u64,
+) -> Vec<String> {
+    let mut flash = Flash::new(cfg.device.clone(), image);
+    flash.start_clock_at(t);
+    let mut dev = match cfg.design.reopen(flash, &cfg.options) {
+        Ok((dev, _)) => dev,
+        Err(e) => return vec![format!("recovery failed: {e}")],
+    };
+    if let Err(e) = dev.check_invariants() {
+        return vec![format!("an invariant is broken after recovery: {e}")];
+    }
+    if dev.logical_pages() != rec.logical_pages {
+        return vec![format!(
+            "recovered with {} logical pages, not {}",
+            dev.logical_pages(),
+            rec.logical_pages
+        )];
+    }
+    let recovered_ns = dev.flash().idle_ns().max(t);
+    let read = match read_sectors(dev.as_mut(), recovered_ns) {
+        Ok(read) => read,
+        Err(e) => return vec![format!("reading the recovered device failed: {e}")],
+    };
+    let promise = cfg.promise();
+    let mut broken = Vec::new();
+    for reading in Reading::ALL {
+        let seen = rec.log.seen(index, &read, t, promise, reading);
+        let v = model.judge(promise, t, &seen);
+        if v.is_empty() {
+            return Vec::new();
+        }
+        if broken.is_empty() {
+            broken = v;
+        }
+    }
+    broken
+        .into_iter()
+        .map(|(sector, what)| match sector {
+            Some(s) => format!("sector {}: {what}", s.0),
+            None => what,
+        })
+        .collect()
+}
+
+/// Every sector of the device, page by page (`None`: an uncorrectable page), read from `at`
+/// (when recovery is done).
+fn read_sectors(
+    dev: &mut dyn ftl::BlockDevice,
+    mut at: u64,
+) -> Result<Vec<Option<Sector>>, FtlError> {
+    let pages = dev.logical_pages();
+    let spp = (dev.flash().geometry().page_bytes as u64 / SECTOR_BYTES) as usize;
+    let mut sectors = Vec::with_capacity(pages as usize * spp);
+    let mut out = Vec::new();
+    for first in (0..pages).step_by(64) {
+        let n = 64.min(pages - first);
+        at = at.max(dev.read(Lpn(first), n, at, &mut out)?.ack_ns);
+        for page in &out {
+            sectors.extend(sectors::page_sectors(page, spp));
+        }
+    }
+    Ok(sectors)
+}
+
+/// What a READ must return for one sector: the last write accepted before it (`None`: zeros),
+/// or zeros too once a trim took its page.
+#[derive(Clone, Copy, Default)]
+struct Expect {
+    write: Option<u64>,
+    trimmed: bool,
+}
+
+/// The recording run: the export, the log, and what each sector holds.
+struct Run<'a> {
+    cfg: &'a NbdCrashConfig,
+    backend: FtlBackend,
+    log: SectorLog,
+    expect: Vec<Expect>,
+    /// The last request's arrival (before the host's clock is applied).
+    arrival_ns: u64,
+    last_ack_ns: u64,
+    read_mismatches: Vec<String>,
+    refused_oversize: usize,
+}
+
+/// Ages the device, starts the flash recording, and runs the requests.
+fn record(cfg: &NbdCrashConfig) -> Result<Recording, NbdCrashError> {
+    if !(0.0..=1.0).contains(&cfg.fill) {
+        return Err(NbdCrashError::InvalidFill(cfg.fill));
+    }
+    let oob = cfg.design.oob_record(&cfg.device.geometry);
+    let dev = cfg.design.build(
+        Flash::in_memory(cfg.device.clone(), oob, false),
+        &cfg.options,
+    )?;
+    let start_ns = dev.flash().idle_ns();
+    let mut backend = FtlBackend::new(dev, start_ns);
+    if cfg.atomic_requests {
+        backend = backend.with_atomic_requests_from(FIRST_UUID)?;
+    }
+    let sectors = backend.size_bytes() / SECTOR_BYTES;
+    let mut run = Run {
+        cfg,
+        log: SectorLog::new(cfg.design.name, sectors as u32),
+        expect: vec![Expect::default(); sectors as usize],
+        backend,
+        arrival_ns: start_ns,
+        last_ack_ns: start_ns,
+        read_mismatches: Vec::new(),
+        refused_oversize: 0,
+    };
+    run.age()?;
+    let base = run.backend.device_mut().flash_mut().start_recording();
+    let start_ns = run.last_ack_ns.max(run.backend.host().clock_ns());
+    run.arrival_ns = start_ns;
+    let export = Export {
+        capacity_bytes: run.backend.size_bytes(),
+        page_bytes: run.backend.host().page_bytes(),
+        max_write_bytes: run.backend.max_payload_bytes() as u64,
+        oversize: run.backend.host().max_write_pages().is_some(),
+    };
+    for (i, timed) in requests::generate(&export, cfg.requests, cfg.seed)
+        .into_iter()
+        .enumerate()
+    {
+        run.apply(i, timed)?;
+    }
+    run.read_everything(cfg.requests as usize)?;
+    let logical_pages = run.backend.device_mut().logical_pages();
+    let edge_reads = run.backend.host_stats().edge_reads;
+    let mut flash = run.backend.into_device().into_flash();
+    Ok(Recording {
+        base,
+        ops: flash.take_log().expect("recording was on"),
+        log: run.log,
+        logical_pages,
+        start_ns,
+        read_mismatches: run.read_mismatches,
+        refused_oversize: run.refused_oversize,
+        edge_reads,
+    })
+}
+
+/// Transaction ids of a campaign's atomic requests start here (a server uses the wall clock).
+const FIRST_UUID: u64 = 1 << 20;
+
+/// Pages per write of the aging pass's sequential part (at most a transaction).
+const AGE_REQUEST_PAGES: u64 = 32;
+
+impl Run<'_> {
+    fn page_bytes(&self) -> u64 {
+        self.backend.host().page_bytes()
+    }
+
+    /// Writes the first [`NbdCrashConfig::fill`] of the pages once, in requests of up to
+    /// [`AGE_REQUEST_PAGES`], then as many single pages again at random among them, and
+    /// flushes: every block a mix of live and dead pages, so GC must copy during the run.
+    fn age(&mut self) -> Result<(), NbdCrashError> {
+        let page = self.page_bytes();
+        let pages = ((self.backend.size_bytes() / page) as f64 * self.cfg.fill) as u64;
+        let per_request = AGE_REQUEST_PAGES.min(self.backend.max_payload_bytes() as u64 / page);
+        let mut requests: Vec<(u64, u64)> = (0..pages)
+            .step_by(per_request.max(1) as usize)
+            .map(|first| (first, per_request.min(pages - first)))
+            .collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(self.cfg.seed ^ 0xa9ed_f111);
+        requests.extend((0..pages).map(|_| (rng.random_range(0..pages), 1)));
+        for (i, (first, n)) in requests.into_iter().enumerate() {
+            let request = Request::Write {
+                offset: first * page,
+                len: n * page,
+                fua: false,
+            };
+            self.arrival_ns = self.last_ack_ns;
+            self.apply(i, Timed { gap_ns: 0, request })?;
+        }
+        if pages > 0 {
+            self.arrival_ns = self.last_ack_ns;
+            self.apply(
+                0,
+                Timed {
+                    gap_ns: 0,
+                    request: Request::Flush,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// READs the whole export after the last request (checked as every READ is).
+    fn read_everything(&mut self, index: usize) -> Result<(), NbdCrashError> {
+        let (size, step) = (self.backend.size_bytes(), 1 << 20);
+        for offset in (0..size).step_by(step as usize) {
+            let request = Request::Read {
+                offset,
+                len: step.min(size - offset),
+            };
+            self.apply(index, Timed { gap_ns: 0, request })?;
+        }
+        Ok(())
+    }
+
+    /// Sends one request to the export and logs it.
+    fn apply(&mut self, index: usize, timed: Timed) -> Result<(), NbdCrashError> {
+        self.arrival_ns += timed.gap_ns;
+        // The host issues a request no earlier than its last call to the design.
+        let at = self.arrival_ns.max(self.backend.host().clock_ns());
+        let outcome = match &timed.request {
+            Request::Write { offset, len, fua } => self.write(*offset, *len, *fua, at),
+            Request::Zeroes { offset, len, fua } => self.zeroes(*offset, *len, *fua, at),
+            Request::Trim { offset, len } => self.trim(*offset, *len, at),
+            Request::Flush => {
+                let outcome = self.backend.flush(at).map_err(|e| e.to_string());
+                self.log.flush(at, &outcome);
+                outcome
+            }
+            Request::Read { offset, len } => self.read(index, *offset, *len, at),
+        };
+        let must_refuse = self.must_refuse(&timed.request);
+        match (outcome, must_refuse) {
+            (Ok(ack), false) => {
+                self.last_ack_ns = self.last_ack_ns.max(ack);
+                Ok(())
+            }
+            (Err(e), true) if e.contains("too large") => {
+                self.refused_oversize += 1;
+                Ok(())
+            }
+            (outcome, _) => Err(NbdCrashError::Request {
+                index,
+                request: timed.request,
+                what: match outcome {
+                    Ok(_) => "accepted, but it is larger than a transaction".into(),
+                    Err(e) => format!("refused: {e}"),
+                },
+            }),
+        }
+    }
+
+    /// A write that spans more pages than the export takes in one request (a transaction, or
+    /// the design's longest write).
+    fn must_refuse(&self, request: &Request) -> bool {
+        let (Request::Write { offset, len, .. }, Some(max)) =
+            (request, self.backend.host().max_write_pages())
+        else {
+            return false;
+        };
+        let page = self.page_bytes();
+        (offset + len).div_ceil(page) - offset / page > max
+    }
+
+    fn write(&mut self, offset: u64, len: u64, fua: bool, at: u64) -> Outcome {
+        let (first, count) = (offset / SECTOR_BYTES, len / SECTOR_BYTES);
+        let w0 = self.log.next_write();
+        let mut data = vec![0u8; len as usize];
+        for (i, sector) in data.chunks_mut(SECTOR_BYTES as usize).enumerate() {
+            sectors::encode(first + i as u64, w0 + i as u64, sector);
+        }
+        let outcome = self
+            .backend
+            .write(offset, &data, fua, at)
+            .map_err(|e| e.to_string());
+        let atomic = self.cfg.logs_requests_atomic();
+        self.log.write(first, count, atomic, false, at, &outcome);
+        if outcome.is_ok() {
+            for i in 0..count {
+                self.expect[(first + i) as usize] = Expect {
+                    write: Some(w0 + i),
+                    trimmed: false,
+                };
+            }
+        }
+        self.fua_flush(fua, at, &outcome);
+        outcome
+    }
+
+    /// Under plain requests FUA is a flush at the write's acknowledgement: logged as one, so a
+    /// flush-only design must keep the write. (An atomic request is durable when acknowledged.)
+    fn fua_flush(&mut self, fua: bool, at: u64, outcome: &Outcome) {
+        if fua && !self.cfg.atomic_requests && outcome.is_ok() {
+            self.log.flush(at, outcome);
+        }
+    }
+
+    /// WRITE_ZEROES, logged as the pieces the host splits it into (each its own request).
+    fn zeroes(&mut self, offset: u64, len: u64, fua: bool, at: u64) -> Outcome {
+        let pieces = self
+            .backend
+            .host()
+            .zeroes_pieces(offset, len)
+            .map_err(|e| e.to_string())?;
+        let outcome = self
+            .backend
+            .write_zeroes(offset, len, fua, at)
+            .map_err(|e| e.to_string());
+        let atomic = self.cfg.logs_requests_atomic();
+        for (pos, n) in pieces {
+            self.log.write(
+                pos / SECTOR_BYTES,
+                n / SECTOR_BYTES,
+                atomic,
+                true,
+                at,
+                &outcome,
+            );
+        }
+        if outcome.is_ok() {
+            let first = offset / SECTOR_BYTES;
+            for s in first..first + len / SECTOR_BYTES {
+                self.expect[s as usize] = Expect::default();
+            }
+        }
+        self.fua_flush(fua, at, &outcome);
+        outcome
+    }
+
+    /// TRIM of the whole pages inside the range; a design without trim ignores it (logged as
+    /// refused, so it excuses nothing).
+    fn trim(&mut self, offset: u64, len: u64, at: u64) -> Outcome {
+        let ignored_before = self.backend.host_stats().trims_ignored;
+        let outcome = self
+            .backend
+            .trim(offset, len, at)
+            .map_err(|e| e.to_string());
+        let page = self.page_bytes();
+        let (first_page, end_page) = (offset.div_ceil(page), (offset + len) / page);
+        if end_page <= first_page {
+            return outcome;
+        }
+        let spp = page / SECTOR_BYTES;
+        let logged = match &outcome {
+            Ok(_) if self.backend.host_stats().trims_ignored > ignored_before => {
+                Err("ignored: the design has no trim".to_string())
+            }
+            other => other.clone(),
+        };
+        let (first, count) = (first_page * spp, (end_page - first_page) * spp);
+        self.log.trim(first, count, at, &logged);
+        if logged.is_ok() {
+            for s in first..first + count {
+                self.expect[s as usize].trimmed = true;
+            }
+        }
+        outcome
+    }
+
+    /// READ, checked sector by sector against the last write before it.
+    fn read(&mut self, index: usize, offset: u64, len: u64, at: u64) -> Outcome {
+        let mut buf = vec![0u8; len as usize];
+        let outcome = self
+            .backend
+            .read(offset, &mut buf, at)
+            .map_err(|e| e.to_string());
+        let first = offset / SECTOR_BYTES;
+        self.log.read(first, len / SECTOR_BYTES, at, &outcome);
+        if outcome.is_ok() {
+            for (i, bytes) in buf.chunks(SECTOR_BYTES as usize).enumerate() {
+                let s = first + i as u64;
+                if let Some(what) = self.mismatch(s, sectors::decode(bytes)) {
+                    self.read_mismatches.push(format!(
+                        "request {index}, READ at {at} ns: sector {s} {what}"
+                    ));
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Why `found` is not what sector `s` must read as now, if it is not.
+    fn mismatch(&self, s: u64, found: Sector) -> Option<String> {
+        let e = self.expect[s as usize];
+        let ok = match found {
+            Sector::Zero => e.write.is_none() || e.trimmed,
+            Sector::Tagged { sector, write } => sector == s && Some(write) == e.write,
+            Sector::Garbage => false,
+        };
+        (!ok).then(|| format!("read {found:?}, expected write {:?}", e.write))
+    }
+}
+
+/// The `mobius crashtest` command that runs `cfg` again: with `at`, it rebuilds and judges
+/// only the image of a cut then (a violation's replay); without, the whole campaign.
+pub fn replay_command(cfg: &NbdCrashConfig, at: Option<(u64, bool)>) -> String {
+    let mut c = format!(
+        "mobius crashtest --ftl {} --preset {}",
+        cfg.design.name, cfg.device.preset
+    );
+    for set in crashtest::device_overrides(&cfg.device) {
+        c.push_str(&format!(" --set {set}"));
+    }
+    for (k, v) in &cfg.options.params {
+        c.push_str(&format!(" --param {k}={v}"));
+    }
+    c.push_str(" --workload nbd");
+    if cfg.atomic_requests {
+        c.push_str(" --atomic-requests");
+    }
+    if let Some(p) = cfg.promise {
+        c.push_str(&format!(" --promise {}", p.name()));
+    }
+    c.push_str(&format!(
+        " --requests {} --fill {} --seed {}",
+        cfg.requests, cfg.fill, cfg.seed
+    ));
+    match at {
+        Some((t, torn)) => {
+            if torn {
+                c.push_str(" --torn");
+            }
+            c.push_str(&format!(" --replay-instant {t}"));
+        }
+        None => {
+            if cfg.torn {
+                c.push_str(" --torn");
+            }
+            c.push_str(&format!(" --crash-points {}", cfg.crash_points));
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests;

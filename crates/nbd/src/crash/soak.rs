@@ -1,0 +1,269 @@
+//! Soak of NBD exports under power cuts: [`super::run`] campaigns over many seeds and designs.
+//!
+//! One campaign per (design, seed) cell, on all cores, never stopping at a failure. Each seed
+//! chooses deterministically, for its design:
+//!
+//! - atomic requests (three seeds in four, on a design with static transactions) or plain
+//!   requests, each judged against what it promises;
+//! - a geometry and a flash timing of the FTL soak ([`SOAK_GEOMETRIES`], [`SOAK_TIMINGS`]) and
+//!   one of the design's soak parameter sets, drawn as the FTL soak draws them;
+//! - how aged the device is ([`FILLS`]);
+//! - the run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]);
+//! - one seed in four, the design's over-provisioning turned down to the lowest it accepts.
+//!
+//! A failing cell prints the command that replays its first violation.
+
+use super::{NbdCrashConfig, NbdCrashReport};
+use crashtest::soak::{self as ftl_soak, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use flash::DeviceConfig;
+use ftl::{DesignOptions, DesignSpec, Promise};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+/// Requests a cell runs after aging the device...
+pub const BASE_REQUESTS: u64 = 600;
+/// ...or, one seed in four, this many.
+pub const LONG_REQUESTS: u64 = 2400;
+
+/// Shares of the exported pages written before the requests run ([`NbdCrashConfig::fill`]).
+pub const FILLS: [f64; 4] = [0.0, 0.5, 0.8, 0.95];
+
+/// What to soak.
+#[derive(Clone)]
+pub struct NbdSoakConfig {
+    pub designs: Vec<DesignSpec>,
+    pub seeds: Vec<u64>,
+    /// Options every cell runs with (a soak parameter set adds to them; given keys win).
+    pub options: DesignOptions,
+    pub crash_points: usize,
+    pub torn: bool,
+    pub jobs: usize,
+    /// `Some(true)`: atomic requests on every cell (designs without static transactions are
+    /// left out); `Some(false)`: plain requests; `None`: drawn.
+    pub atomic_requests: Option<bool>,
+    /// Judge against this promise (the negative controls).
+    pub promise: Option<Promise>,
+}
+
+/// Whether `design` can export atomic requests (static transactions).
+pub fn has_atomic_requests(design: &DesignSpec, options: &DesignOptions) -> bool {
+    ftl_soak::capabilities(design, options).is_some_and(|c| c.static_tx)
+}
+
+/// What one seed chose for one design.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub atomic_requests: bool,
+    pub geometry: &'static str,
+    pub timing: &'static str,
+    pub device: DeviceConfig,
+    pub options: DesignOptions,
+    pub over_provisioning: Option<&'static str>,
+    pub fill: f64,
+    pub requests: u64,
+}
+
+impl Variant {
+    pub fn choose(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> Variant {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0b1c_50a4);
+        let atomic_drawn = rng.random_range(0..4) != 0;
+        let can = has_atomic_requests(design, &cfg.options);
+        let atomic_requests = cfg.atomic_requests.unwrap_or(atomic_drawn) && can;
+        let geometry = SOAK_GEOMETRIES[rng.random_range(0..SOAK_GEOMETRIES.len())];
+        let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
+        let fill = FILLS[rng.random_range(0..FILLS.len())];
+        let requests = if rng.random_range(0..4) == 0 {
+            LONG_REQUESTS
+        } else {
+            BASE_REQUESTS
+        };
+        let mut device = geometry.device();
+        device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
+        let mut ftl = SoakConfig::varying(vec![design.clone()], vec![seed]);
+        ftl.options = cfg.options.clone();
+        let mut variant = Variant {
+            atomic_requests,
+            geometry: geometry.name,
+            timing,
+            options: ftl_soak::soak_options(&ftl, design, &device, seed),
+            device,
+            over_provisioning: None,
+            fill,
+            requests,
+        };
+        if ftl_soak::draws_low_over_provisioning(seed) {
+            let low = ftl_soak::lowest_over_provisioning(
+                design,
+                &variant.device,
+                &variant.options,
+                &cfg.options,
+            );
+            if let Some(low) = low {
+                variant.device = low.device;
+                variant.options = low.options;
+                variant.over_provisioning = Some(low.value);
+            }
+        }
+        variant
+    }
+
+    pub fn campaign(&self, cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCrashConfig {
+        NbdCrashConfig {
+            design: design.clone(),
+            device: self.device.clone(),
+            options: self.options.clone(),
+            atomic_requests: self.atomic_requests,
+            promise: cfg.promise,
+            requests: self.requests,
+            fill: self.fill,
+            crash_points: cfg.crash_points,
+            torn: cfg.torn,
+            seed,
+            only_at: None,
+        }
+    }
+}
+
+/// One (design, seed) campaign.
+#[derive(Clone, Debug, Serialize)]
+pub struct NbdCell {
+    pub design: String,
+    pub seed: u64,
+    pub atomic_requests: bool,
+    pub promise: String,
+    pub geometry: String,
+    pub timing: String,
+    pub params: String,
+    pub over_provisioning: Option<String>,
+    pub fill: f64,
+    pub requests: u64,
+    pub report: Option<NbdCrashReport>,
+    /// The command that replays the first violation (or reruns a campaign that failed).
+    pub replay: Option<String>,
+    /// The campaign could not run, or the export refused a request it must take (a failure).
+    pub error: Option<String>,
+    pub wall_s: f64,
+}
+
+impl NbdCell {
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.report.as_ref().is_some_and(NbdCrashReport::failed)
+    }
+
+    pub fn crash_points(&self) -> usize {
+        self.report.as_ref().map_or(0, |r| r.crash_points)
+    }
+
+    pub fn violations(&self) -> usize {
+        self.report
+            .as_ref()
+            .map_or(0, |r| r.violations + r.read_mismatches)
+    }
+}
+
+pub fn run_cell(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCell {
+    let wall = std::time::Instant::now();
+    let variant = Variant::choose(cfg, design, seed);
+    let campaign = variant.campaign(cfg, design, seed);
+    let mut cell = NbdCell {
+        design: design.name.to_string(),
+        seed,
+        atomic_requests: variant.atomic_requests,
+        promise: campaign.promise().name().to_string(),
+        geometry: variant.geometry.to_string(),
+        timing: variant.timing.to_string(),
+        params: ftl_soak::params_beyond(&cfg.options, &variant.options),
+        over_provisioning: variant.over_provisioning.map(str::to_string),
+        fill: variant.fill,
+        requests: variant.requests,
+        report: None,
+        replay: None,
+        error: None,
+        wall_s: 0.0,
+    };
+    match super::run(&campaign) {
+        Ok(r) => {
+            cell.replay = r
+                .failed()
+                .then(|| super::replay_command(&campaign, r.first_violation_at));
+            cell.report = Some(r);
+        }
+        Err(e) => {
+            cell.error = Some(e.to_string());
+            cell.replay = Some(super::replay_command(&campaign, None));
+        }
+    }
+    cell.wall_s = wall.elapsed().as_secs_f64();
+    cell
+}
+
+/// Every cell, in (design, seed) order.
+#[derive(Clone, Debug, Serialize)]
+pub struct NbdSoakReport {
+    pub cells: Vec<NbdCell>,
+    pub wall_s: f64,
+}
+
+impl NbdSoakReport {
+    pub fn failing(&self) -> impl Iterator<Item = &NbdCell> {
+        self.cells.iter().filter(|c| c.failed())
+    }
+
+    pub fn crash_points(&self) -> usize {
+        self.cells.iter().map(NbdCell::crash_points).sum()
+    }
+
+    pub fn violations(&self) -> usize {
+        self.cells.iter().map(NbdCell::violations).sum()
+    }
+
+    /// Cells whose recorded run copied pages in GC: whether cuts could land in it.
+    pub fn cells_with_gc_copies(&self) -> usize {
+        let copied = |c: &&NbdCell| c.report.as_ref().is_some_and(|r| r.run_gc_copies > 0);
+        self.cells.iter().filter(copied).count()
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cells": self.cells.len(),
+            "crash_points": self.crash_points(),
+            "violations": self.violations(),
+            "cells_with_gc_copies": self.cells_with_gc_copies(),
+            "failures": self.failing().collect::<Vec<_>>(),
+            "wall_s": self.wall_s,
+        })
+    }
+}
+
+/// Runs every (design, seed) cell on `cfg.jobs` threads; `progress` sees each as it finishes.
+pub fn run_soak(cfg: &NbdSoakConfig, progress: &(dyn Fn(&NbdCell) + Sync)) -> NbdSoakReport {
+    let wall = std::time::Instant::now();
+    let seeds = cfg.seeds.len();
+    let run = |i: usize| run_cell(cfg, &cfg.designs[i / seeds], cfg.seeds[i % seeds]);
+    NbdSoakReport {
+        cells: ftl_soak::run_parallel(cfg.designs.len() * seeds, cfg.jobs, &run, progress),
+        wall_s: wall.elapsed().as_secs_f64(),
+    }
+}
+
+/// An export judged against a promise it does not make, which a soak must catch.
+pub struct NbdControl {
+    pub design: &'static str,
+    pub promise: Promise,
+    pub what: &'static str,
+}
+
+/// The negative controls of the NBD soak (plain requests on both).
+pub const CONTROLS: [NbdControl; 2] = [
+    NbdControl {
+        design: "dftl",
+        promise: Promise::AtomicTransactions,
+        what: "plain requests believed atomic (unmodified databases without --atomic-requests)",
+    },
+    NbdControl {
+        design: "wcache",
+        promise: Promise::DurableWrites,
+        what: "a write-back cache believed to make every acknowledged write durable",
+    },
+];
