@@ -85,6 +85,10 @@ pub struct CrashtestArgs {
     /// serve --atomic-requests` applies it; a soak runs only such exports.
     #[arg(long)]
     pub atomic_requests: bool,
+    /// NBD workload with --atomic-requests: read with plain reads, not SREADs (a negative
+    /// control: a read-modify-write can then put old sectors back).
+    #[arg(long)]
+    pub plain_reads: bool,
     /// With --replay-instant: the instant lies in the second life after this first cut
     /// (`NS` or `NS:torn`, from a violation's replay command).
     #[arg(long)]
@@ -97,8 +101,10 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if crate::nbd_crash_cmd::is_nbd(args) {
         return crate::nbd_crash_cmd::run(args);
     }
-    if args.atomic_requests {
-        anyhow::bail!("--atomic-requests applies to the NBD workload (--workload nbd)");
+    if args.atomic_requests || args.plain_reads {
+        anyhow::bail!(
+            "--atomic-requests and --plain-reads apply to the NBD workload (--workload nbd)"
+        );
     }
     if let Some(w) = sqlite_workload(args) {
         if args.controls {

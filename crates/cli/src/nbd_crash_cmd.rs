@@ -78,6 +78,9 @@ fn promise_arg(args: &CrashtestArgs) -> anyhow::Result<Option<Promise>> {
 /// `--atomic-requests` on a design without static transactions: refused, as `mobius serve`
 /// refuses it.
 fn check_atomic(design: &DesignSpec, args: &CrashtestArgs) -> anyhow::Result<()> {
+    if args.plain_reads && !args.atomic_requests {
+        anyhow::bail!("--plain-reads changes how atomic requests read: give --atomic-requests");
+    }
     let options = DesignOptions::from_pairs(&args.params)?;
     if args.atomic_requests && !soak::has_atomic_requests(design, &options) {
         anyhow::bail!(
@@ -99,6 +102,7 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
         options: DesignOptions::from_pairs(&args.params)?,
         atomic_requests: args.atomic_requests,
         promise: promise_arg(args)?,
+        plain_reads: args.plain_reads,
         requests: args.workload.requests.unwrap_or(soak::BASE_REQUESTS),
         fill: args.workload.fill.unwrap_or(0.8),
         crash_points: args.crash_points,
@@ -179,12 +183,16 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         atomic_requests: args.atomic_requests.then_some(true),
         promise: promise_arg(args)?,
+        plain_reads: args.plain_reads,
     })
 }
 
 /// The soak over `--seeds` and the designs named; with `--atomic-requests` only atomic exports
 /// (designs without static transactions are left out, with a line saying so).
 fn soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if args.plain_reads && !args.atomic_requests {
+        anyhow::bail!("--plain-reads changes how atomic requests read: give --atomic-requests");
+    }
     let mut cfg = soak_config(args, crate::crashtest_cmd::designs_named(&args.ftl)?)?;
     if args.atomic_requests {
         let (runs, left_out): (Vec<DesignSpec>, Vec<DesignSpec>) = cfg
@@ -286,18 +294,19 @@ fn print_summary(report: &NbdSoakReport) {
     );
 }
 
-/// `--controls`: each control's design on plain requests, judged against a promise it does not
-/// make, over the seeds; each must be caught on at least half of them.
+/// `--controls`: each control over the seeds (its design, requests, promise and reads); each
+/// must be caught on at least half of them.
 fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
-    if args.promise.is_some() || args.atomic_requests {
+    if args.promise.is_some() || args.atomic_requests || args.plain_reads {
         anyhow::bail!("--controls sets the promise and the requests of each control itself");
     }
     let mut weak = Vec::new();
     let mut all = Vec::new();
     for control in soak::CONTROLS {
         let mut cfg = soak_config(args, vec![crate::designs::find(control.design)?])?;
-        cfg.atomic_requests = Some(false);
-        cfg.promise = Some(control.promise);
+        cfg.atomic_requests = Some(control.atomic_requests);
+        cfg.promise = control.promise;
+        cfg.plain_reads = control.plain_reads;
         let report = soak::run_soak(&cfg, &print_cell);
         if let Some(c) = report.cells.iter().find(|c| c.error.is_some()) {
             anyhow::bail!(
@@ -309,16 +318,16 @@ fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
         }
         let caught = report.cells.iter().filter(|c| c.violations() > 0).count();
         println!(
-            "control {} judged as {}: caught on {caught} of {} seeds ({})",
+            "control {} ({}): caught on {caught} of {} seeds ({})",
             control.design,
-            control.promise.name(),
+            control.describe(),
             report.cells.len(),
             control.what
         );
         if caught * 2 < report.cells.len() {
             weak.push(control.design);
         }
-        all.push(serde_json::json!({"design": control.design, "promise": control.promise.name(), "caught_seeds": caught, "seeds": report.cells.len()}));
+        all.push(serde_json::json!({"design": control.design, "control": control.describe(), "caught_seeds": caught, "seeds": report.cells.len()}));
     }
     if args.json {
         println!("{}", serde_json::json!({ "controls": all }));

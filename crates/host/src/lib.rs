@@ -162,6 +162,17 @@ impl<D: DeviceHandle> Host<D> {
         Ok(self)
     }
 
+    /// A negative control only: atomic writes whose reads (and read-modify-write edge reads)
+    /// are plain reads, not SREADs. On Möbius a plain read arriving before an earlier SWRITE
+    /// committed returns the old pages, so a sub-page write then puts old sectors back; the
+    /// NBD crash campaign must catch it (docs/nbd.md).
+    pub fn without_serializable_reads(mut self) -> Host<D> {
+        if let Some(atomic) = self.atomic.as_mut() {
+            atomic.sread = false;
+        }
+        self
+    }
+
     pub fn device(&self) -> &dyn BlockDevice {
         self.dev.dev()
     }

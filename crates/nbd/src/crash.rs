@@ -41,6 +41,9 @@ pub struct NbdCrashConfig {
     /// Judge against this promise instead of the export's (negative controls). Atomic
     /// transactions on plain requests claims each request atomic: a host that believes it.
     pub promise: Option<Promise>,
+    /// A negative control: atomic requests read with plain reads, not SREADs
+    /// ([`FtlBackend::without_serializable_reads`]).
+    pub plain_reads: bool,
     pub requests: u64,
     /// Share of the exported pages written (and flushed) before the requests run: once
     /// sequentially, then as many single pages again at random among them.
@@ -309,6 +312,9 @@ fn record(cfg: &NbdCrashConfig) -> Result<Recording, NbdCrashError> {
     let mut backend = FtlBackend::new(dev, start_ns);
     if cfg.atomic_requests {
         backend = backend.with_atomic_requests_from(FIRST_UUID)?;
+    }
+    if cfg.plain_reads {
+        backend = backend.without_serializable_reads();
     }
     let sectors = backend.size_bytes() / SECTOR_BYTES;
     let mut run = Run {
@@ -609,6 +615,9 @@ pub fn replay_command(cfg: &NbdCrashConfig, at: Option<(u64, bool)>) -> String {
     }
     if let Some(p) = cfg.promise {
         c.push_str(&format!(" --promise {}", p.name()));
+    }
+    if cfg.plain_reads {
+        c.push_str(" --plain-reads");
     }
     c.push_str(&format!(
         " --requests {} --fill {} --seed {}",

@@ -62,6 +62,13 @@ impl FtlBackend {
         })
     }
 
+    /// A negative control only ([`Host::without_serializable_reads`]).
+    pub fn without_serializable_reads(self) -> FtlBackend {
+        FtlBackend {
+            host: self.host.without_serializable_reads(),
+        }
+    }
+
     pub fn into_device(self) -> Box<dyn BlockDevice> {
         self.host.into_device()
     }

@@ -44,6 +44,8 @@ pub struct NbdSoakConfig {
     pub atomic_requests: Option<bool>,
     /// Judge against this promise (the negative controls).
     pub promise: Option<Promise>,
+    /// Atomic requests read with plain reads (a negative control).
+    pub plain_reads: bool,
 }
 
 /// Whether `design` can export atomic requests (static transactions).
@@ -115,6 +117,7 @@ impl Variant {
             options: self.options.clone(),
             atomic_requests: self.atomic_requests,
             promise: cfg.promise,
+            plain_reads: cfg.plain_reads,
             requests: self.requests,
             fill: self.fill,
             crash_points: cfg.crash_points,
@@ -247,23 +250,57 @@ pub fn run_soak(cfg: &NbdSoakConfig, progress: &(dyn Fn(&NbdCell) + Sync)) -> Nb
     }
 }
 
-/// An export judged against a promise it does not make, which a soak must catch.
+/// An export that does not keep the promise it is judged against, which a soak must catch.
 pub struct NbdControl {
     pub design: &'static str,
-    pub promise: Promise,
+    pub atomic_requests: bool,
+    /// Judged against this instead of what the export promises.
+    pub promise: Option<Promise>,
+    pub plain_reads: bool,
     pub what: &'static str,
 }
 
-/// The negative controls of the NBD soak (plain requests on both).
-pub const CONTROLS: [NbdControl; 2] = [
+/// The negative controls of the NBD soak.
+pub const CONTROLS: [NbdControl; 3] = [
     NbdControl {
         design: "dftl",
-        promise: Promise::AtomicTransactions,
+        atomic_requests: false,
+        promise: Some(Promise::AtomicTransactions),
+        plain_reads: false,
         what: "plain requests believed atomic (unmodified databases without --atomic-requests)",
     },
     NbdControl {
         design: "wcache",
-        promise: Promise::DurableWrites,
+        atomic_requests: false,
+        promise: Some(Promise::DurableWrites),
+        plain_reads: false,
         what: "a write-back cache believed to make every acknowledged write durable",
     },
+    NbdControl {
+        design: "mobius",
+        atomic_requests: true,
+        promise: None,
+        plain_reads: true,
+        what:
+            "atomic requests whose read-modify-write reads plainly, before earlier SWRITEs commit",
+    },
 ];
+
+impl NbdControl {
+    /// `--promise` and `--plain-reads` as a replay command spells them.
+    pub fn describe(&self) -> String {
+        let mut d = if self.atomic_requests {
+            "atomic requests"
+        } else {
+            "plain requests"
+        }
+        .to_string();
+        if let Some(p) = self.promise {
+            d.push_str(&format!(" judged as {}", p.name()));
+        }
+        if self.plain_reads {
+            d.push_str(", plain reads");
+        }
+        d
+    }
+}

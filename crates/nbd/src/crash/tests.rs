@@ -32,6 +32,7 @@ fn config(design: DesignSpec, atomic_requests: bool) -> NbdCrashConfig {
         options: DesignOptions::default(),
         atomic_requests,
         promise: None,
+        plain_reads: false,
         requests: 300,
         fill: 0.8,
         crash_points: 40,
@@ -56,18 +57,19 @@ fn every_export_keeps_its_promise_under_nbd_requests() {
     }
 }
 
-/// The negative controls: plain requests judged as atomic (DFTL) and a write-back cache judged
-/// as durable (wcache) are caught.
+/// The negative controls: plain requests judged as atomic (DFTL), a write-back cache judged as
+/// durable (wcache) and atomic requests whose edge reads are plain reads (Möbius) are caught.
 #[test]
-fn the_campaign_catches_torn_requests_and_lost_writes() {
+fn the_campaign_catches_torn_requests_lost_writes_and_stale_edge_reads() {
     for control in soak::CONTROLS {
         let design = exports()
             .into_iter()
-            .find(|(d, atomic)| d.name == control.design && !atomic)
+            .find(|(d, atomic)| d.name == control.design && *atomic == control.atomic_requests)
             .expect("control design")
             .0;
-        let mut cfg = config(design, false);
-        cfg.promise = Some(control.promise);
+        let mut cfg = config(design, control.atomic_requests);
+        cfg.promise = control.promise;
+        cfg.plain_reads = control.plain_reads;
         let r = run(&cfg).expect("runs");
         assert!(r.violations > 0, "{}: {r:?}", control.design);
         let (at, torn) = r.first_violation_at.expect("an instant");
