@@ -136,58 +136,71 @@ impl Recording {
     fn count_ops(&self, keep: impl Fn(&flash::LoggedOp) -> bool) -> u64 {
         self.ops.ops.iter().filter(|o| keep(o)).count() as u64
     }
+
+    /// The report of the run, before any cut is judged.
+    fn report(&self, cfg: &NbdCrashConfig) -> NbdCrashReport {
+        NbdCrashReport {
+            promise: cfg.promise().name().to_string(),
+            requests: cfg.requests as usize,
+            refused_oversize: self.refused_oversize,
+            edge_reads: self.edge_reads,
+            read_mismatches: self.read_mismatches.len(),
+            first_read_mismatch: self.read_mismatches.first().cloned(),
+            run_erases: self.count_ops(|o| matches!(o.kind, flash::OpKind::Erase { .. })),
+            run_gc_copies: self.count_ops(|o| {
+                o.cause == flash::OpCause::GcCopy && matches!(o.kind, flash::OpKind::Program { .. })
+            }),
+            ..NbdCrashReport::default()
+        }
+    }
+
+    /// The crash checker's points over the run, or the one instant a replay names.
+    fn points(&self, cfg: &NbdCrashConfig) -> Vec<CrashPoint> {
+        match cfg.only_at {
+            Some((instant_ns, torn)) => vec![CrashPoint {
+                instant_ns,
+                torn,
+                kind: crashtest::points::PointKind::Spread,
+            }],
+            None => crashtest::points::sample(
+                &self.ops,
+                &self.log.log,
+                cfg.crash_points,
+                cfg.torn,
+                cfg.seed,
+                self.start_ns,
+            ),
+        }
+    }
 }
 
+impl NbdCrashReport {
+    /// Counts the cut `p` and the rules its image broke.
+    fn note(&mut self, p: &CrashPoint, broken: &[String]) {
+        let kind = format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" });
+        *self.points_by_kind.entry(kind.to_lowercase()).or_insert(0) += 1;
+        self.crash_points += 1;
+        if let Some(first) = broken.first() {
+            self.violations += 1;
+            if self.first_violation.is_none() {
+                self.first_violation = Some(format!("{first} ({} in all)", broken.len()));
+                self.first_violation_at = Some((p.instant_ns, p.torn));
+            }
+        }
+    }
+}
+
+/// Records the run, then recovers and judges the image of each cut.
 pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
     let rec = record(cfg)?;
-    let promise = cfg.promise();
-    let mut report = NbdCrashReport {
-        promise: promise.name().to_string(),
-        requests: cfg.requests as usize,
-        refused_oversize: rec.refused_oversize,
-        edge_reads: rec.edge_reads,
-        read_mismatches: rec.read_mismatches.len(),
-        first_read_mismatch: rec.read_mismatches.first().cloned(),
-        run_erases: rec.count_ops(|o| matches!(o.kind, flash::OpKind::Erase { .. })),
-        run_gc_copies: rec.count_ops(|o| {
-            o.cause == flash::OpCause::GcCopy && matches!(o.kind, flash::OpKind::Program { .. })
-        }),
-        ..NbdCrashReport::default()
-    };
-    let points = match cfg.only_at {
-        Some((instant_ns, torn)) => vec![CrashPoint {
-            instant_ns,
-            torn,
-            kind: crashtest::points::PointKind::Spread,
-        }],
-        None => crashtest::points::sample(
-            &rec.ops,
-            &rec.log.log,
-            cfg.crash_points,
-            cfg.torn,
-            cfg.seed,
-            rec.start_ns,
-        ),
-    };
+    let mut report = rec.report(cfg);
     let model = Model::new(&rec.log.log);
     let index = rec.log.zero_index();
     let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
-    for p in points {
-        let kind = format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" });
-        *report
-            .points_by_kind
-            .entry(kind.to_lowercase())
-            .or_insert(0) += 1;
-        report.crash_points += 1;
+    for p in rec.points(cfg) {
         let image = builder.image_at(p.instant_ns, p.torn);
         let broken = judge_point(cfg, &rec, &model, &index, image, p.instant_ns);
-        if let Some(first) = broken.first() {
-            report.violations += 1;
-            if report.first_violation.is_none() {
-                report.first_violation = Some(format!("{first} ({} in all)", broken.len()));
-                report.first_violation_at = Some((p.instant_ns, p.torn));
-            }
-        }
+        report.note(&p, &broken);
     }
     Ok(report)
 }
@@ -303,11 +316,24 @@ fn record(cfg: &NbdCrashConfig) -> Result<Recording, NbdCrashError> {
     if !(0.0..=1.0).contains(&cfg.fill) {
         return Err(NbdCrashError::InvalidFill(cfg.fill));
     }
+    let mut run = Run::new(cfg, open_export(cfg)?);
+    run.age()?;
+    let base = run.backend.device_mut().flash_mut().start_recording();
+    let start_ns = run.last_ack_ns.max(run.backend.host().clock_ns());
+    run.arrival_ns = start_ns;
+    let requests = requests::generate(&run.export_shape(), cfg.requests, cfg.seed);
+    for (i, timed) in requests.into_iter().enumerate() {
+        run.apply(i, timed)?;
+    }
+    run.read_everything(cfg.requests as usize)?;
+    Ok(run.into_recording(base, start_ns))
+}
+
+/// The design formatted on a full-data device behind the export `cfg` asks for.
+fn open_export(cfg: &NbdCrashConfig) -> Result<FtlBackend, NbdCrashError> {
     let oob = cfg.design.oob_record(&cfg.device.geometry);
-    let dev = cfg.design.build(
-        Flash::in_memory(cfg.device.clone(), oob, false),
-        &cfg.options,
-    )?;
+    let flash = Flash::in_memory(cfg.device.clone(), oob, false);
+    let dev = cfg.design.build(flash, &cfg.options)?;
     let start_ns = dev.flash().idle_ns();
     let mut backend = FtlBackend::new(dev, start_ns);
     if cfg.atomic_requests {
@@ -316,47 +342,7 @@ fn record(cfg: &NbdCrashConfig) -> Result<Recording, NbdCrashError> {
     if cfg.plain_reads {
         backend = backend.without_serializable_reads();
     }
-    let sectors = backend.size_bytes() / SECTOR_BYTES;
-    let mut run = Run {
-        cfg,
-        log: SectorLog::new(cfg.design.name, sectors as u32),
-        expect: vec![Expect::default(); sectors as usize],
-        backend,
-        arrival_ns: start_ns,
-        last_ack_ns: start_ns,
-        read_mismatches: Vec::new(),
-        refused_oversize: 0,
-    };
-    run.age()?;
-    let base = run.backend.device_mut().flash_mut().start_recording();
-    let start_ns = run.last_ack_ns.max(run.backend.host().clock_ns());
-    run.arrival_ns = start_ns;
-    let export = Export {
-        capacity_bytes: run.backend.size_bytes(),
-        page_bytes: run.backend.host().page_bytes(),
-        max_write_bytes: run.backend.max_payload_bytes() as u64,
-        oversize: run.backend.host().max_write_pages().is_some(),
-    };
-    for (i, timed) in requests::generate(&export, cfg.requests, cfg.seed)
-        .into_iter()
-        .enumerate()
-    {
-        run.apply(i, timed)?;
-    }
-    run.read_everything(cfg.requests as usize)?;
-    let logical_pages = run.backend.device_mut().logical_pages();
-    let edge_reads = run.backend.host_stats().edge_reads;
-    let mut flash = run.backend.into_device().into_flash();
-    Ok(Recording {
-        base,
-        ops: flash.take_log().expect("recording was on"),
-        log: run.log,
-        logical_pages,
-        start_ns,
-        read_mismatches: run.read_mismatches,
-        refused_oversize: run.refused_oversize,
-        edge_reads,
-    })
+    Ok(backend)
 }
 
 /// Transaction ids of a campaign's atomic requests start here (a server uses the wall clock).
@@ -365,7 +351,49 @@ const FIRST_UUID: u64 = 1 << 20;
 /// Pages per write of the aging pass's sequential part (at most a transaction).
 const AGE_REQUEST_PAGES: u64 = 32;
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    fn new(cfg: &'a NbdCrashConfig, backend: FtlBackend) -> Run<'a> {
+        let sectors = backend.size_bytes() / SECTOR_BYTES;
+        let start_ns = backend.host().clock_ns();
+        Run {
+            cfg,
+            log: SectorLog::new(cfg.design.name, sectors as u32),
+            expect: vec![Expect::default(); sectors as usize],
+            backend,
+            arrival_ns: start_ns,
+            last_ack_ns: start_ns,
+            read_mismatches: Vec::new(),
+            refused_oversize: 0,
+        }
+    }
+
+    /// What the request stream is drawn for: the export's size and longest write.
+    fn export_shape(&self) -> Export {
+        Export {
+            capacity_bytes: self.backend.size_bytes(),
+            page_bytes: self.page_bytes(),
+            max_write_bytes: self.backend.max_payload_bytes() as u64,
+            oversize: self.backend.host().max_write_pages().is_some(),
+        }
+    }
+
+    /// Powers the device off after the run: what the cuts are judged against.
+    fn into_recording(self, base: Box<dyn flash::Store>, start_ns: u64) -> Recording {
+        let logical_pages = self.backend.host().device().logical_pages();
+        let edge_reads = self.backend.host_stats().edge_reads;
+        let mut flash = self.backend.into_device().into_flash();
+        Recording {
+            base,
+            ops: flash.take_log().expect("recording was on"),
+            log: self.log,
+            logical_pages,
+            start_ns,
+            read_mismatches: self.read_mismatches,
+            refused_oversize: self.refused_oversize,
+            edge_reads,
+        }
+    }
+
     fn page_bytes(&self) -> u64 {
         self.backend.host().page_bytes()
     }

@@ -104,16 +104,7 @@ fn a_read_that_misses_the_last_write_is_caught() {
     let oob = cfg.design.oob_record(&cfg.device.geometry);
     let flash = Flash::in_memory(cfg.device.clone(), oob, false);
     let dev = cfg.design.build(flash, &cfg.options).unwrap();
-    let mut run = Run {
-        cfg: &cfg,
-        log: SectorLog::new("dftl", 64),
-        expect: vec![Expect::default(); 64],
-        backend: FtlBackend::new(dev, 0),
-        arrival_ns: 0,
-        last_ack_ns: 0,
-        read_mismatches: Vec::new(),
-        refused_oversize: 0,
-    };
+    let mut run = Run::new(&cfg, FtlBackend::new(dev, 0));
     let write = Request::Write {
         offset: 0,
         len: 4096,
