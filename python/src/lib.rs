@@ -279,17 +279,22 @@ fn run_crashtest(
         mode: None,
         synchronous: None,
         tx: None,
+        atomic_requests: false,
+        plain_reads: false,
         json: true,
     };
-    if args
-        .workload
-        .workload
-        .as_deref()
-        .is_some_and(|w| w.starts_with("sqlite"))
-    {
-        return Err(ConfigError::new_err(
-            "SQLite crash workloads run from the command line: mobius crashtest --workload sqlite-…",
-        ));
+    match args.workload.workload.as_deref() {
+        Some(w) if w.starts_with("sqlite") => {
+            return Err(ConfigError::new_err(
+                "SQLite crash workloads run from the command line: mobius crashtest --workload sqlite-…",
+            ));
+        }
+        Some("nbd") => {
+            return Err(ConfigError::new_err(
+                "NBD crash campaigns run from the command line: mobius crashtest --workload nbd",
+            ));
+        }
+        _ => {}
     }
     let out = py
         .detach(|| match (share, shares) {
