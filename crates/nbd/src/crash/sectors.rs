@@ -223,6 +223,9 @@ impl SectorLog {
         promise: Promise,
         reading: Reading,
     ) -> Vec<Seen> {
+        if reading == Reading::Prefix {
+            return self.prefix_reading(index, read, t);
+        }
         let mut absent = BTreeSet::new();
         loop {
             let mut seen = self.seen_without(index, read, t, promise, reading, &absent);
@@ -259,8 +262,8 @@ impl SectorLog {
                     write,
                 }),
                 Some(Sector::Zero) => match reading {
-                    Reading::Latest => self.latest_zeroing(index, s, t, absent),
                     Reading::Least => self.least_zeroing(index, s, t, promise, absent),
+                    Reading::Latest | Reading::Prefix => self.latest_zeroing(index, s, t, absent),
                 },
             })
             .collect()
@@ -290,6 +293,85 @@ impl SectorLog {
             Some(&(i, w, _)) if !self.trimmed_after(index, s, Some(i), t) => Seen::Write(w),
             _ => Seen::Unwritten,
         }
+    }
+
+    /// [`Reading::Prefix`]: the shortest prefix of the requests that the sectors holding data
+    /// and the flushes require, raised until every sector that reads as zeros holds a
+    /// WRITE_ZEROES (or nothing) in it; each of those sectors is read as what that prefix left.
+    fn prefix_reading(&self, index: &ZeroIndex, read: &[Option<Sector>], t: u64) -> Vec<Seen> {
+        let none = BTreeSet::new();
+        let mut seen = self.seen_without(index, read, t, Promise::Ordered, Reading::Latest, &none);
+        let zero = |s: usize| read[s] == Some(Sector::Zero);
+        let mut prefix = self.flushed_prefix(t);
+        for (s, x) in seen.iter().enumerate() {
+            if let (false, Seen::Write(w)) = (zero(s), x) {
+                let i = self.log.record_of_write(*w).map(|r| r.index as usize);
+                prefix = prefix.max(i);
+            }
+        }
+        let zeros: Vec<usize> = (0..read.len()).filter(|&s| zero(s)).collect();
+        loop {
+            let raised = zeros
+                .iter()
+                .filter_map(|&s| self.zeroing_needed(index, s, prefix, t))
+                .max();
+            if raised.is_none_or(|r| Some(r) <= prefix) {
+                break;
+            }
+            prefix = raised;
+        }
+        for s in zeros {
+            seen[s] = match Self::last_within(index, s, prefix) {
+                Some(&(_, w, true)) => Seen::Write(w),
+                _ => Seen::Unwritten,
+            };
+        }
+        seen
+    }
+
+    /// The last write of sector `s` among the requests up to `prefix`.
+    fn last_within(
+        index: &ZeroIndex,
+        s: usize,
+        prefix: Option<usize>,
+    ) -> Option<&(usize, u64, bool)> {
+        index.writes[s]
+            .iter()
+            .rev()
+            .find(|(i, _, _)| prefix.is_some_and(|p| *i <= p))
+    }
+
+    /// For a sector reading as zeros whose last write up to `prefix` holds data: the first
+    /// WRITE_ZEROES of it after `prefix` issued by `t` (the prefix must reach it).
+    fn zeroing_needed(
+        &self,
+        index: &ZeroIndex,
+        s: usize,
+        prefix: Option<usize>,
+        t: u64,
+    ) -> Option<usize> {
+        let holds_data = Self::last_within(index, s, prefix).is_some_and(|&(_, _, zero)| !zero);
+        if !holds_data {
+            return None;
+        }
+        index.writes[s]
+            .iter()
+            .find(|&&(i, _, zero)| {
+                zero && prefix.is_none_or(|p| i > p) && self.log.records[i].arrival_ns <= t
+            })
+            .map(|&(i, _, _)| i)
+    }
+
+    /// The last write request sent before the latest flush acknowledged by `t`: every prefix
+    /// the image may show reaches it.
+    fn flushed_prefix(&self, t: u64) -> Option<usize> {
+        let records = &self.log.records;
+        let flush = records
+            .iter()
+            .rposition(|r| matches!(r.op, HostOp::Flush) && r.ack_ns.is_some_and(|a| a <= t))?;
+        records[..flush]
+            .iter()
+            .rposition(|r| r.succeeded() && r.op.written_pages() > 0)
     }
 
     /// Whether record `i` must have survived a cut at `t` under `promise`: acknowledged, or
@@ -420,7 +502,8 @@ pub struct ZeroIndex {
 
 /// Which of the writes a sector reading as zeros could show it is taken to show. Zeros do not
 /// say which WRITE_ZEROES wrote them, so an image is judged under each reading in
-/// [`Reading::ALL`] and breaks the promise only if it breaks it under all of them.
+/// [`Reading::ALL`] and breaks the promise only if it breaks it under all of them. Each maps a
+/// sector to a write that could have left its zeros, so none invents a violation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reading {
     /// The latest WRITE_ZEROES issued by the cut (unless a trim issued by then came after it),
@@ -432,10 +515,14 @@ pub enum Reading {
     /// the last that had, else the first WRITE_ZEROES from that write on. Claims the fewest requests present, so the fewest earlier
     /// requests must be too (`atomic-transactions`' order rule, `ordered`'s prefix).
     Least,
+    /// What the shortest prefix of the requests that explains the image left (`ordered`'s
+    /// reading: a WRITE_ZEROES inside the prefix shows wherever no later request of the prefix
+    /// wrote, one outside it nowhere).
+    Prefix,
 }
 
 impl Reading {
-    pub const ALL: [Reading; 2] = [Reading::Latest, Reading::Least];
+    pub const ALL: [Reading; 3] = [Reading::Latest, Reading::Least, Reading::Prefix];
 }
 
 #[cfg(test)]
@@ -537,5 +624,44 @@ mod tests {
         // The first write, acknowledged at 10, torn: half of it never written.
         assert!(!judge(&[tagged(0), zero, zero, zero], 15).is_empty());
         assert!(!judge(&[tagged(0), tagged(1), None, zero], 40).is_empty());
+    }
+
+    /// Under `ordered`, zeros where two zeroings could show are read as the prefix the sector
+    /// holding data requires leaves them: the least reading (the flushed zeroing) breaks the
+    /// prefix, the prefix reading explains the image, so it is not a violation.
+    #[test]
+    fn under_ordered_zeros_are_read_as_the_prefix_leaves_them() {
+        let mut log = SectorLog::new("test", 2);
+        log.write(0, 1, false, true, 0, &Ok(5)); // r0: zeros on sector 0, write 0
+        log.flush(6, &Ok(8)); // r1
+        log.write(0, 1, false, true, 10, &Ok(15)); // r2: zeros on sector 0, write 1
+        log.write(1, 1, false, false, 16, &Ok(18)); // r3: data on sector 1, write 2
+        let index = log.zero_index();
+        let model = crashtest::oracle::Model::new(&log.log);
+        let read = [
+            Some(Sector::Zero),
+            Some(Sector::Tagged {
+                sector: 1,
+                write: 2,
+            }),
+        ];
+        let p = Promise::Ordered;
+        let seen = |reading| log.seen(&index, &read, 30, p, reading);
+        assert_eq!(seen(Reading::Least)[0], Seen::Write(0));
+        assert_eq!(seen(Reading::Prefix)[0], Seen::Write(1));
+        assert!(!model.judge(p, 30, &seen(Reading::Least)).is_empty());
+        assert!(model.judge(p, 30, &seen(Reading::Prefix)).is_empty());
+        // Data that no prefix explains is still a violation under every reading.
+        let lost = [
+            Some(Sector::Zero),
+            Some(Sector::Tagged {
+                sector: 1,
+                write: 9,
+            }),
+        ];
+        for reading in Reading::ALL {
+            let v = model.judge(p, 30, &log.seen(&index, &lost, 30, p, reading));
+            assert!(!v.is_empty(), "{reading:?}");
+        }
     }
 }
