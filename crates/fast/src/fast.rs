@@ -100,6 +100,8 @@ pub(crate) struct SwLog {
     pub lbn: u32,
     pub block: BlockId,
     pub next: u32,
+    /// When its last program so far ends.
+    pub end_ns: u64,
 }
 
 /// Merges and copies so far (FAST §3.3; the NVMFS paper's erase cost is the copies).
@@ -352,6 +354,7 @@ impl Fast {
                 lbn,
                 block,
                 next: 0,
+                end_ns: 0,
             });
         }
         if let Some(sw) = self.sw.filter(|s| s.lbn == lbn && s.next == off) {
@@ -359,7 +362,11 @@ impl Fast {
             let old = self.locate(lpn);
             let end = self.place(ppn, Kind::Sw, (lpn, seq), old, content, now, host)?;
             let next = off + 1;
-            self.sw = Some(SwLog { next, ..sw });
+            self.sw = Some(SwLog {
+                next,
+                end_ns: sw.end_ns.max(end),
+                ..sw
+            });
             if next == self.ppb {
                 self.close_sw(end)?;
             }
@@ -376,6 +383,11 @@ impl Fast {
         let Some(sw) = self.sw.take() else {
             return Ok(());
         };
+        // The next block a merge or the SW log takes waits for this one's programs, as for a
+        // merge's copies: a cut then finds at most one SW log block part-written. A long
+        // sequential write had left three logical blocks each in two blocks with none free,
+        // and recovery had nothing to repair with (found by the NBD crash soak; docs/fast.md).
+        self.merges_end_ns = self.merges_end_ns.max(sw.end_ns);
         if sw.next == self.ppb {
             self.merges.switch += 1;
         } else {

@@ -71,8 +71,10 @@ pub fn recover(
     for &lbn in &broken {
         let sources = repair_sources(&dev, &scan, lbn);
         dev.merge_from(lbn, &sources, start, OpCause::Recovery)?;
+        // The repaired block's old blocks lose their role: freed, they are what the next
+        // repair writes to (a torn cut can leave two logical blocks broken, one free block).
+        erased += free_blocks_without_role(&mut dev, &scan, start)?;
     }
-    erased += free_blocks_without_role(&mut dev, &scan, start)?;
     while dev.rw.len() as u32 + dev.frontier.is_some() as u32 > dev.params.rw_log_blocks {
         let b = dev.recycle_oldest_log(start)?;
         dev.free.put(b);
@@ -209,6 +211,8 @@ fn adopt_logs(dev: &mut Fast, scan: &Scan) {
             lbn: s.lbn.expect("an SW block names its logical block"),
             block: BlockId(b),
             next: s.sw_run,
+            // Already on flash: nothing of it is in flight after recovery.
+            end_ns: 0,
         });
     }
     let logs = dev.rw.iter().copied().chain(dev.frontier.map(|f| f.0));

@@ -152,3 +152,26 @@ fn oversize_writes_are_refused_and_counted() {
     let r = run(&cfg).unwrap();
     assert!(r.refused_oversize > 0, "{r:?}");
 }
+
+/// Soak seeds 20269203, 20269207 and 20269209 of the first NBD soak: cuts during long
+/// sequential writes left FAST several logical blocks each in two blocks (their SW log blocks
+/// part-written) and no free block, and recovery met "device full" (1–9 of 100 cuts per
+/// cell). Fails without the SW log blocks' wait in crates/fast/src/fast.rs (`close_sw`).
+#[test]
+fn fast_recovers_from_cuts_inside_long_sequential_writes() {
+    let cfg = soak::NbdSoakConfig {
+        designs: vec![fast::spec()],
+        seeds: Vec::new(),
+        options: DesignOptions::default(),
+        crash_points: 100,
+        torn: true,
+        jobs: 1,
+        atomic_requests: None,
+        promise: None,
+        plain_reads: false,
+    };
+    for seed in [20269203, 20269207, 20269209] {
+        let cell = soak::run_cell(&cfg, &fast::spec(), seed);
+        assert!(!cell.failed(), "seed {seed}: {cell:?}");
+    }
+}
