@@ -270,28 +270,8 @@ fn print_cell(c: &NbdCell) {
 }
 
 fn print_summary(report: &NbdSoakReport) {
-    let mut designs: Vec<&str> = report.cells.iter().map(|c| c.design.as_str()).collect();
-    designs.dedup();
-    println!("design         cells  atomic  failing  crash points  violations");
-    for d in designs {
-        let cells: Vec<&NbdCell> = report.cells.iter().filter(|c| c.design == d).collect();
-        println!(
-            "{d:<13} {:>6} {:>7} {:>8} {:>13} {:>11}",
-            cells.len(),
-            cells.iter().filter(|c| c.atomic_requests).count(),
-            cells.iter().filter(|c| c.failed()).count(),
-            cells.iter().map(|c| c.crash_points()).sum::<usize>(),
-            cells.iter().map(|c| c.violations()).sum::<usize>()
-        );
-    }
-    println!(
-        "total: {} cells, {} crash points, {} violations; GC copied pages during the run in {} cells; {:.0} s",
-        report.cells.len(),
-        report.crash_points(),
-        report.violations(),
-        report.cells_with_gc_copies(),
-        report.wall_s
-    );
+    let atomic = |c: &NbdCell| c.atomic_requests;
+    crate::crashtest_cmd::print_cells_summary(report, Some(("atomic", &atomic)));
 }
 
 /// `--controls`: each control over the seeds (its design, requests, promise and reads); each

@@ -289,27 +289,7 @@ fn print_sql_cell(c: &SqlCell) {
 }
 
 fn print_sql_summary(report: &SqlSoakReport) {
-    let mut designs: Vec<&str> = report.cells.iter().map(|c| c.design.as_str()).collect();
-    designs.dedup();
-    println!("design         cells  failing  crash points  violations");
-    for d in designs {
-        let cells: Vec<&SqlCell> = report.cells.iter().filter(|c| c.design == d).collect();
-        println!(
-            "{d:<13} {:>6} {:>8} {:>13} {:>11}",
-            cells.len(),
-            cells.iter().filter(|c| c.failed()).count(),
-            cells.iter().map(|c| c.crash_points()).sum::<usize>(),
-            cells.iter().map(|c| c.violations()).sum::<usize>()
-        );
-    }
-    println!(
-        "total: {} cells, {} crash points, {} violations; GC copied pages during the run in {} cells; {:.0} s",
-        report.cells.len(),
-        report.crash_points(),
-        report.violations(),
-        report.cells_with_gc_copies(),
-        report.wall_s
-    );
+    crate::crashtest_cmd::print_cells_summary(report, None);
 }
 
 /// `mobius crashtest --workload sqlite --controls`: the SQLite soak's negative controls, each

@@ -263,6 +263,24 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
     c
 }
 
+/// `mobius crashtest --ftl D --preset P`, the device spelt out as `--set` overrides of its
+/// preset and every design parameter as `--param`: the head of a replay command of the
+/// campaigns that run real software (SQLite, NBD requests).
+pub fn design_and_device_args(
+    design: &str,
+    device: &DeviceConfig,
+    options: &DesignOptions,
+) -> String {
+    let mut c = format!("mobius crashtest --ftl {design} --preset {}", device.preset);
+    for set in device_overrides(device) {
+        c.push_str(&format!(" --set {set}"));
+    }
+    for (k, v) in &options.params {
+        c.push_str(&format!(" --param {k}={v}"));
+    }
+    c
+}
+
 /// `key=value` for every field of `device` that differs from its preset (`--set` arguments).
 pub fn device_overrides(device: &DeviceConfig) -> Vec<String> {
     let Ok(base) = DeviceConfig::preset(&device.preset) else {

@@ -685,6 +685,80 @@ pub fn run_parallel<T: Send>(
         .collect()
 }
 
+/// A cell of a soak of campaigns that run real software (SQLite, NBD requests): what its
+/// report counts.
+pub trait SoakCell: Serialize + Send {
+    fn design(&self) -> &str;
+    /// The campaign broke its promise, or could not run.
+    fn failed(&self) -> bool;
+    fn crash_points(&self) -> usize;
+    fn violations(&self) -> usize;
+    /// Pages GC copied during the recorded run (whether cuts could land in GC at all).
+    fn gc_copies(&self) -> u64;
+}
+
+/// Every cell of such a soak, in (design, seed) order.
+#[derive(Clone, Debug, Serialize)]
+pub struct CellsReport<C> {
+    pub cells: Vec<C>,
+    pub wall_s: f64,
+}
+
+impl<C: SoakCell> CellsReport<C> {
+    /// Runs `run(design, seed)` for every design and seed on `jobs` threads; `progress` sees
+    /// each cell as it finishes.
+    pub fn run(
+        designs: &[DesignSpec],
+        seeds: &[u64],
+        jobs: usize,
+        run: &(dyn Fn(&DesignSpec, u64) -> C + Sync),
+        progress: &(dyn Fn(&C) + Sync),
+    ) -> CellsReport<C> {
+        let wall = std::time::Instant::now();
+        let n = seeds.len();
+        let cell = |i: usize| run(&designs[i / n], seeds[i % n]);
+        CellsReport {
+            cells: run_parallel(designs.len() * n, jobs, &cell, progress),
+            wall_s: wall.elapsed().as_secs_f64(),
+        }
+    }
+
+    pub fn failing(&self) -> impl Iterator<Item = &C> {
+        self.cells.iter().filter(|c| c.failed())
+    }
+
+    pub fn crash_points(&self) -> usize {
+        self.cells.iter().map(C::crash_points).sum()
+    }
+
+    pub fn violations(&self) -> usize {
+        self.cells.iter().map(C::violations).sum()
+    }
+
+    pub fn cells_with_gc_copies(&self) -> usize {
+        self.cells.iter().filter(|c| c.gc_copies() > 0).count()
+    }
+
+    /// The designs, in the order their cells came.
+    pub fn designs(&self) -> Vec<&str> {
+        let mut designs: Vec<&str> = self.cells.iter().map(C::design).collect();
+        designs.dedup();
+        designs
+    }
+
+    /// `{cells, crash_points, violations, cells_with_gc_copies, failures: [...], wall_s}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cells": self.cells.len(),
+            "crash_points": self.crash_points(),
+            "violations": self.violations(),
+            "cells_with_gc_copies": self.cells_with_gc_copies(),
+            "failures": self.failing().collect::<Vec<_>>(),
+            "wall_s": self.wall_s,
+        })
+    }
+}
+
 /// `n` seeds that differ from run to run (from the process's hash-map randomness), for soaks
 /// that must not always try the same seeds. Print them: each reproduces exactly.
 pub fn fresh_seeds(n: usize) -> Vec<u64> {

@@ -194,80 +194,86 @@ impl NbdCrashReport {
 pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
     let rec = record(cfg)?;
     let mut report = rec.report(cfg);
-    let model = Model::new(&rec.log.log);
-    let index = rec.log.zero_index();
+    let judge = Judge {
+        cfg,
+        rec: &rec,
+        model: Model::new(&rec.log.log),
+        index: rec.log.zero_index(),
+    };
     let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
     for p in rec.points(cfg) {
         let image = builder.image_at(p.instant_ns, p.torn);
-        let broken = judge_point(cfg, &rec, &model, &index, image, p.instant_ns);
-        report.note(&p, &broken);
+        report.note(&p, &judge.point(image, p.instant_ns));
     }
     Ok(report)
 }
 
-/// Every rule the image of a cut at `t` breaks; a design that panics on it breaks one.
-fn judge_point(
-    cfg: &NbdCrashConfig,
-    rec: &Recording,
-    model: &Model,
-    index: &ZeroIndex,
-    image: Box<dyn flash::Store>,
-    t: u64,
-) -> Vec<String> {
-    crashtest::quiet_panics::catch(|| judge_image(cfg, rec, model, index, image, t))
-        .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
+/// What judging a cut of a recorded run needs: the run, the oracle's model of its log over
+/// sectors, and where WRITE_ZEROES and trims touched each sector.
+struct Judge<'a> {
+    cfg: &'a NbdCrashConfig,
+    rec: &'a Recording,
+    model: Model<'a>,
+    index: ZeroIndex,
 }
 
-/// Recovers the design from `image`, checks its invariants and capacity, reads every sector
-/// back and has the oracle judge them.
-fn judge_image(
-    cfg: &NbdCrashConfig,
-    rec: &Recording,
-    model: &Model,
-    index: &ZeroIndex,
-    image: Box<dyn flash::Store>,
-    t: u64,
-) -> Vec<String> {
-    let mut flash = Flash::new(cfg.device.clone(), image);
-    flash.start_clock_at(t);
-    let mut dev = match cfg.design.reopen(flash, &cfg.options) {
-        Ok((dev, _)) => dev,
-        Err(e) => return vec![format!("recovery failed: {e}")],
-    };
-    if let Err(e) = dev.check_invariants() {
-        return vec![format!("an invariant is broken after recovery: {e}")];
+impl Judge<'_> {
+    /// Every rule the image of a cut at `t` breaks; a design that panics on it breaks one.
+    fn point(&self, image: Box<dyn flash::Store>, t: u64) -> Vec<String> {
+        crashtest::quiet_panics::catch(|| self.image(image, t))
+            .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
     }
-    if dev.logical_pages() != rec.logical_pages {
-        return vec![format!(
-            "recovered with {} logical pages, not {}",
-            dev.logical_pages(),
-            rec.logical_pages
-        )];
-    }
-    let recovered_ns = dev.flash().idle_ns().max(t);
-    let read = match read_sectors(dev.as_mut(), recovered_ns) {
-        Ok(read) => read,
-        Err(e) => return vec![format!("reading the recovered device failed: {e}")],
-    };
-    let promise = cfg.promise();
-    let mut broken = Vec::new();
-    for reading in Reading::ALL {
-        let seen = rec.log.seen(index, &read, t, promise, reading);
-        let v = model.judge(promise, t, &seen);
-        if v.is_empty() {
-            return Vec::new();
+
+    /// Recovers the design from `image`, checks its invariants and capacity, reads every
+    /// sector back and has the oracle judge them.
+    fn image(&self, image: Box<dyn flash::Store>, t: u64) -> Vec<String> {
+        let (cfg, rec) = (self.cfg, self.rec);
+        let mut flash = Flash::new(cfg.device.clone(), image);
+        flash.start_clock_at(t);
+        let mut dev = match cfg.design.reopen(flash, &cfg.options) {
+            Ok((dev, _)) => dev,
+            Err(e) => return vec![format!("recovery failed: {e}")],
+        };
+        if let Err(e) = dev.check_invariants() {
+            return vec![format!("an invariant is broken after recovery: {e}")];
         }
-        if broken.is_empty() {
-            broken = v;
+        if dev.logical_pages() != rec.logical_pages {
+            return vec![format!(
+                "recovered with {} logical pages, not {}",
+                dev.logical_pages(),
+                rec.logical_pages
+            )];
+        }
+        let recovered_ns = dev.flash().idle_ns().max(t);
+        match read_sectors(dev.as_mut(), recovered_ns) {
+            Ok(read) => self.sectors(&read, t),
+            Err(e) => vec![format!("reading the recovered device failed: {e}")],
         }
     }
-    broken
-        .into_iter()
-        .map(|(sector, what)| match sector {
-            Some(s) => format!("sector {}: {what}", s.0),
-            None => what,
-        })
-        .collect()
+
+    /// The oracle's verdict on the sectors read back: the image breaks the promise only if it
+    /// breaks it under every reading of its zeros.
+    fn sectors(&self, read: &[Option<Sector>], t: u64) -> Vec<String> {
+        let promise = self.cfg.promise();
+        let mut broken = Vec::new();
+        for reading in Reading::ALL {
+            let seen = self.rec.log.seen(&self.index, read, t, promise, reading);
+            let v = self.model.judge(promise, t, &seen);
+            if v.is_empty() {
+                return Vec::new();
+            }
+            if broken.is_empty() {
+                broken = v;
+            }
+        }
+        broken
+            .into_iter()
+            .map(|(sector, what)| match sector {
+                Some(s) => format!("sector {}: {what}", s.0),
+                None => what,
+            })
+            .collect()
+    }
 }
 
 /// Every sector of the device, page by page (`None`: an uncorrectable page), read from `at`
@@ -627,16 +633,7 @@ impl<'a> Run<'a> {
 /// The `mobius crashtest` command that runs `cfg` again: with `at`, it rebuilds and judges
 /// only the image of a cut then (a violation's replay); without, the whole campaign.
 pub fn replay_command(cfg: &NbdCrashConfig, at: Option<(u64, bool)>) -> String {
-    let mut c = format!(
-        "mobius crashtest --ftl {} --preset {}",
-        cfg.design.name, cfg.device.preset
-    );
-    for set in crashtest::device_overrides(&cfg.device) {
-        c.push_str(&format!(" --set {set}"));
-    }
-    for (k, v) in &cfg.options.params {
-        c.push_str(&format!(" --param {k}={v}"));
-    }
+    let mut c = crashtest::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
     c.push_str(" --workload nbd");
     if cfg.atomic_requests {
         c.push_str(" --atomic-requests");

@@ -406,16 +406,7 @@ fn check_database(
 /// only the image of a cut then (a violation's replay); without, the whole campaign. The device
 /// is spelt out as `--set` overrides of its preset, and every design parameter is given.
 pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>, first_cut: Option<u64>) -> String {
-    let mut c = format!(
-        "mobius crashtest --ftl {} --preset {}",
-        cfg.design.name, cfg.device.preset
-    );
-    for set in crashtest::device_overrides(&cfg.device) {
-        c.push_str(&format!(" --set {set}"));
-    }
-    for (k, v) in &cfg.options.params {
-        c.push_str(&format!(" --param {k}={v}"));
-    }
+    let mut c = crashtest::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
     c.push_str(&format!(
         " --workload sqlite-{} --mode {} --synchronous {} --tx {} --requests {} --fill {} --seed {}",
         cfg.workload.name(),

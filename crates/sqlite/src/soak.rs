@@ -25,7 +25,9 @@ use crate::crash::{self, CrashConfig, CrashReport};
 use crate::store::{Mode, TxKind};
 use crate::workload::{Scale, Workload};
 use crate::OpenOptions;
-use crashtest::soak::{self as ftl_soak, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use crashtest::soak::{
+    self as ftl_soak, CellsReport, SoakCell, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS,
+};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -355,53 +357,30 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
 }
 
 /// Every cell, in (design, seed) order.
-#[derive(Clone, Debug, Serialize)]
-pub struct SqlSoakReport {
-    pub cells: Vec<SqlCell>,
-    pub wall_s: f64,
-}
+pub type SqlSoakReport = CellsReport<SqlCell>;
 
-impl SqlSoakReport {
-    pub fn failing(&self) -> impl Iterator<Item = &SqlCell> {
-        self.cells.iter().filter(|c| c.failed())
+impl SoakCell for SqlCell {
+    fn design(&self) -> &str {
+        &self.design
     }
-
-    pub fn crash_points(&self) -> usize {
-        self.cells.iter().map(SqlCell::crash_points).sum()
+    fn failed(&self) -> bool {
+        SqlCell::failed(self)
     }
-
-    pub fn violations(&self) -> usize {
-        self.cells.iter().map(SqlCell::violations).sum()
+    fn crash_points(&self) -> usize {
+        SqlCell::crash_points(self)
     }
-
-    /// Cells whose recorded run copied pages in GC: whether cuts could land in it.
-    pub fn cells_with_gc_copies(&self) -> usize {
-        let copied = |c: &&SqlCell| c.report.as_ref().is_some_and(|r| r.run_gc_copies > 0);
-        self.cells.iter().filter(copied).count()
+    fn violations(&self) -> usize {
+        SqlCell::violations(self)
     }
-
-    /// `{cells, crash_points, violations, cells_with_gc_copies, failures: [...], wall_s}`.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cells": self.cells.len(),
-            "crash_points": self.crash_points(),
-            "violations": self.violations(),
-            "cells_with_gc_copies": self.cells_with_gc_copies(),
-            "failures": self.failing().collect::<Vec<_>>(),
-            "wall_s": self.wall_s,
-        })
+    fn gc_copies(&self) -> u64 {
+        self.report.as_ref().map_or(0, |r| r.run_gc_copies)
     }
 }
 
 /// Runs every (design, seed) cell on `cfg.jobs` threads; `progress` sees each as it finishes.
 pub fn run_soak(cfg: &SqlSoakConfig, progress: &(dyn Fn(&SqlCell) + Sync)) -> SqlSoakReport {
-    let wall = std::time::Instant::now();
-    let seeds = cfg.seeds.len();
-    let run = |i: usize| run_cell(cfg, &cfg.designs[i / seeds], cfg.seeds[i % seeds]);
-    SqlSoakReport {
-        cells: ftl_soak::run_parallel(cfg.designs.len() * seeds, cfg.jobs, &run, progress),
-        wall_s: wall.elapsed().as_secs_f64(),
-    }
+    let run = |design: &DesignSpec, seed| run_cell(cfg, design, seed);
+    CellsReport::run(&cfg.designs, &cfg.seeds, cfg.jobs, &run, progress)
 }
 
 /// A commit path that does not keep its promise on a design, which a soak must catch.

@@ -14,7 +14,9 @@
 //! A failing cell prints the command that replays its first violation.
 
 use super::{NbdCrashConfig, NbdCrashReport};
-use crashtest::soak::{self as ftl_soak, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use crashtest::soak::{
+    self as ftl_soak, CellsReport, SoakCell, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS,
+};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use rand::{RngExt, SeedableRng};
@@ -202,52 +204,30 @@ pub fn run_cell(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCell 
 }
 
 /// Every cell, in (design, seed) order.
-#[derive(Clone, Debug, Serialize)]
-pub struct NbdSoakReport {
-    pub cells: Vec<NbdCell>,
-    pub wall_s: f64,
-}
+pub type NbdSoakReport = CellsReport<NbdCell>;
 
-impl NbdSoakReport {
-    pub fn failing(&self) -> impl Iterator<Item = &NbdCell> {
-        self.cells.iter().filter(|c| c.failed())
+impl SoakCell for NbdCell {
+    fn design(&self) -> &str {
+        &self.design
     }
-
-    pub fn crash_points(&self) -> usize {
-        self.cells.iter().map(NbdCell::crash_points).sum()
+    fn failed(&self) -> bool {
+        NbdCell::failed(self)
     }
-
-    pub fn violations(&self) -> usize {
-        self.cells.iter().map(NbdCell::violations).sum()
+    fn crash_points(&self) -> usize {
+        NbdCell::crash_points(self)
     }
-
-    /// Cells whose recorded run copied pages in GC: whether cuts could land in it.
-    pub fn cells_with_gc_copies(&self) -> usize {
-        let copied = |c: &&NbdCell| c.report.as_ref().is_some_and(|r| r.run_gc_copies > 0);
-        self.cells.iter().filter(copied).count()
+    fn violations(&self) -> usize {
+        NbdCell::violations(self)
     }
-
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cells": self.cells.len(),
-            "crash_points": self.crash_points(),
-            "violations": self.violations(),
-            "cells_with_gc_copies": self.cells_with_gc_copies(),
-            "failures": self.failing().collect::<Vec<_>>(),
-            "wall_s": self.wall_s,
-        })
+    fn gc_copies(&self) -> u64 {
+        self.report.as_ref().map_or(0, |r| r.run_gc_copies)
     }
 }
 
 /// Runs every (design, seed) cell on `cfg.jobs` threads; `progress` sees each as it finishes.
 pub fn run_soak(cfg: &NbdSoakConfig, progress: &(dyn Fn(&NbdCell) + Sync)) -> NbdSoakReport {
-    let wall = std::time::Instant::now();
-    let seeds = cfg.seeds.len();
-    let run = |i: usize| run_cell(cfg, &cfg.designs[i / seeds], cfg.seeds[i % seeds]);
-    NbdSoakReport {
-        cells: ftl_soak::run_parallel(cfg.designs.len() * seeds, cfg.jobs, &run, progress),
-        wall_s: wall.elapsed().as_secs_f64(),
-    }
+    let run = |design: &DesignSpec, seed| run_cell(cfg, design, seed);
+    CellsReport::run(&cfg.designs, &cfg.seeds, cfg.jobs, &run, progress)
 }
 
 /// An export that does not keep the promise it is judged against, which a soak must catch.
