@@ -792,7 +792,7 @@ impl Optr {
         }
         let per_block = self.flash.geometry().pages_per_block - 1;
         let needed = self.params.gc_free_blocks + pages / per_block;
-        // A round stops at `gc_batch` victims: as many rounds as still free blocks.
+        // A round stops at `gc_batch` victims: another while the last one freed blocks.
         while self.pool.free_blocks() < needed {
             let before = self.pool.free_blocks();
             self.gc(now)?;
@@ -805,10 +805,10 @@ impl Optr {
 
     /// The longest write OPTR takes. A request is applied whole, with no GC or checkpoint
     /// inside it (§3.3), so the flash it may write (the cache's write-backs) must already be
-    /// free: GC runs before a request of `n` pages, in as many rounds as free blocks, until
-    /// `n / (pages per block - 1)` blocks above its watermark are free, and a round stops at
-    /// `gc_hysteresis_blocks` above it. (Longer
-    /// requests met "no space" on an aged `small` device, found by the NBD crash soak.)
+    /// free: GC runs before a request of `n` pages, round after round while a round frees
+    /// blocks, until `n / (pages per block - 1)` blocks above its watermark are free, and a
+    /// round stops at `gc_hysteresis_blocks` above it. (Longer requests met "no space" on an
+    /// aged `small` device, found by the NBD crash soak.)
     fn max_request_pages(&self) -> u32 {
         let per_block = self.flash.geometry().pages_per_block - 1;
         self.params.gc_hysteresis_blocks.max(1) * per_block
