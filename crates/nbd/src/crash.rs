@@ -1,4 +1,4 @@
-//! Power cuts under an NBD export (docs/nbd.md, "Crash campaigns"): the requests NBD clients
+//! Power cuts under an NBD export (docs/nbd.md, "Power cuts under NBD requests"): the requests NBD clients
 //! send, applied by [`FtlBackend`] (the export `mobius serve` runs, over the one host layer)
 //! with the flash recording every operation; then, for seeded instants, the image a power cut
 //! leaves, the design's recovery, and the crash checker's oracle on every 512-byte sector.
