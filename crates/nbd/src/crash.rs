@@ -1,7 +1,8 @@
-//! Power cuts under an NBD export (docs/nbd.md, "Power cuts under NBD requests"): the requests NBD clients
-//! send, applied by [`FtlBackend`] (the export `mobius serve` runs, over the one host layer)
-//! with the flash recording every operation; then, for seeded instants, the image a power cut
-//! leaves, the design's recovery, and the crash checker's oracle on every 512-byte sector.
+//! Power cuts under an NBD export (docs/nbd.md, "Power cuts under NBD requests"): the requests
+//! NBD clients send, applied by [`FtlBackend`] (the export `mobius serve` runs, over the one
+//! host layer) with the flash recording every operation; then, for seeded instants, the image a
+//! power cut leaves, the design's recovery, and the crash checker's oracle on every 512-byte
+//! sector.
 //!
 //! With atomic requests (`mobius serve --atomic-requests`) every write is a synchronous static
 //! transaction: the export promises that each request is on the device whole or not at all,
