@@ -80,14 +80,21 @@ fn longest_writes(
     }
 }
 
-/// Each design on `device` with its own over-provisioning, and with the lowest it accepts (as
-/// the soaks draw it).
+/// Each design on `device` with its own over-provisioning under each of its soak parameter
+/// sets, and with the lowest over-provisioning it accepts (as the soaks draw them).
 fn setups(
     design: &DesignSpec,
     device: &flash::DeviceConfig,
 ) -> Vec<(flash::DeviceConfig, DesignOptions, String)> {
     let none = DesignOptions::default();
     let mut v = vec![(device.clone(), none.clone(), "own".to_string())];
+    for set in design.soak_params.iter().filter(|set| !set.is_empty()) {
+        let mut options = DesignOptions::default();
+        for (k, val) in set.iter() {
+            options.params.insert(k.to_string(), val.to_string());
+        }
+        v.push((device.clone(), options, format!("{set:?}")));
+    }
     if let Some(low) = crashtest::soak::lowest_over_provisioning(design, device, &none, &none) {
         v.push((low.device, low.options, format!("op {}", low.value)));
     }

@@ -233,22 +233,6 @@ pub fn spec_bpcc() -> ftl::DesignSpec {
     spec_for(Protocol::Bpcc)
 }
 
-/// Allocation streams (host pages, GC copies), each with an open block per chip.
-const STREAMS: usize = 2;
-
-/// The most new pages one transaction may have in flight on a device whose live data fills
-/// its exported capacity. Cyclic commit keeps a transaction's previous versions live until it
-/// commits (TxFlash §3.2), so its new pages must fit in the free pages that the GC reserve
-/// and the open blocks leave (on `small`, 38 pages: a longer transaction met "no space" on an
-/// aged device, found by the NBD crash soak). At least one page.
-fn room_for_one_transaction(g: &flash::Geometry, data_pages: u64, logical: u32) -> u32 {
-    let per_block = g.pages_per_block as u64 - 1;
-    let blocks = crate::surface::gc_reserve_blocks(g) as u64 + STREAMS as u64 * g.chips() as u64;
-    let held = blocks * per_block;
-    let free = data_pages - logical as u64;
-    free.saturating_sub(held).clamp(1, u32::MAX as u64) as u32
-}
-
 impl TxFlashCyclic {
     fn empty(
         flash: Flash,
@@ -281,10 +265,11 @@ impl TxFlashCyclic {
             ));
         }
         let mut p = p;
+        let free = data_pages - logical as u64;
         p.max_tx_pages = p
             .max_tx_pages
-            .min(room_for_one_transaction(&g, data_pages, logical));
-        let pool = BlockPool::new(&g, STREAMS, |_| false);
+            .min(surface::room_for_one_transaction(&g, free));
+        let pool = BlockPool::new(&g, surface::STREAMS, |_| false);
         let space = Space::new(pool, Validity::new(&g), p.gc_policy, p.wear_threshold);
         let n = logical as usize;
         Ok(TxFlashCyclic {
