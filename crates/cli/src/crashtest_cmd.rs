@@ -629,11 +629,14 @@ fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An extra column of a soak's summary table: its header and the cells it counts.
+pub(crate) type CountedColumn<'a, C> = (&'a str, &'a dyn Fn(&C) -> bool);
+
 /// The per-design table and the total line of a soak of real-software campaigns (SQLite, NBD
-/// requests); `counted`, an extra column: its header and the cells it counts.
+/// requests), with an extra column if `counted` names one.
 pub(crate) fn print_cells_summary<C: soak::SoakCell>(
     report: &soak::CellsReport<C>,
-    counted: Option<(&str, &dyn Fn(&C) -> bool)>,
+    counted: Option<CountedColumn<C>>,
 ) {
     let header = counted.map_or(String::new(), |(h, _)| format!(" {h:>7}"));
     println!("design         cells{header}  failing  crash points  violations");
