@@ -486,27 +486,6 @@ macro_rules! shared_state {
     };
 }
 
-/// Free blocks GC keeps in reserve: two per chip, and two more.
-pub(crate) fn gc_reserve_blocks(g: &flash::Geometry) -> u32 {
-    2 * g.chips() + 2
-}
-
-/// Allocation streams (host pages, GC copies), each with an open block per chip.
-pub(crate) const STREAMS: usize = 2;
-
-/// The most new pages one transaction may have in flight on a device whose live data (and
-/// commit records) fill what the design sets aside for them, leaving `free` data pages. Every
-/// protocol keeps a transaction's previous versions live until it commits (TxFlash §3.2), so
-/// its new pages must fit in the free pages the GC reserve and the open blocks leave (on
-/// `small`, 38 pages for SCC and BPCC, 37 for TC: longer transactions met "no space" on an
-/// aged device, found by the NBD crash soak). At least one page.
-pub(crate) fn room_for_one_transaction(g: &flash::Geometry, free: u64) -> u32 {
-    let per_block = g.pages_per_block as u64 - 1;
-    let blocks = gc_reserve_blocks(g) as u64 + STREAMS as u64 * g.chips() as u64;
-    free.saturating_sub(blocks * per_block)
-        .clamp(1, u32::MAX as u64) as u32
-}
-
 /// Page allocation with summary pages, inside each protocol's `impl`: the next page of
 /// `stream`, and when a block's last page comes up, the summary of the block's entries written
 /// there first (with the protocol's summary OOB record `$summary_oob`), after every page of the
@@ -542,7 +521,7 @@ macro_rules! summary_allocation {
         }
 
         fn reserve_blocks(&self) -> u32 {
-            $crate::surface::gc_reserve_blocks(self.flash.geometry())
+            2 * self.flash.geometry().chips() + 2
         }
     };
 }

@@ -264,12 +264,7 @@ impl TxFlashCyclic {
                 "no logical pages left after over-provisioning".into(),
             ));
         }
-        let mut p = p;
-        let free = data_pages - logical as u64;
-        p.max_tx_pages = p
-            .max_tx_pages
-            .min(surface::room_for_one_transaction(&g, free));
-        let pool = BlockPool::new(&g, surface::STREAMS, |_| false);
+        let pool = BlockPool::new(&g, 2, |_| false);
         let space = Space::new(pool, Validity::new(&g), p.gc_policy, p.wear_threshold);
         let n = logical as usize;
         Ok(TxFlashCyclic {
