@@ -10,14 +10,15 @@
 //! request that is atomic only in part shows some of its sectors new and some old.
 //!
 //! Zeros are ambiguous: a sector reads as zeros when it was never written, trimmed, or zeroed
-//! by WRITE_ZEROES. [`SectorLog::seen`] reads zeros as the latest WRITE_ZEROES of the sector
-//! issued by the cut (unless a trim issued by then came after it), else as never written; where
-//! a WRITE_ZEROES is all or nothing (a static transaction; any request under `ordered`), one
-//! read that way on some of its sectors but visibly absent from others is taken as absent, and
-//! those zeros are read as the zeroing before it, or as never written.
-//! Both readings are ones the device could have produced, so neither invents a violation; a
-//! device that lost a zeroing on some sectors and not others is still caught wherever the older
-//! data those sectors show is not allowed.
+//! by WRITE_ZEROES. [`SectorLog::seen`] reads them in one of three ways ([`Reading`]): as the
+//! latest WRITE_ZEROES issued by the cut, as the least the image must hold, or as the shortest
+//! prefix of the requests that explains the image leaves them. Where a WRITE_ZEROES is all or
+//! nothing (a static transaction; any request under `ordered`), one read as present on some of
+//! its sectors shows on its other zero sectors too, and one visibly absent from some of them is
+//! read as absent. The campaign judges an image under every reading and counts a violation only
+//! if all of them break the promise: each maps a sector to a write that could have left its
+//! zeros, so none invents a violation, and a zeroing lost where older data shows is still
+//! caught.
 
 use crashtest::oracle::Seen;
 use flash::{Content, ContentTag, Lpn};
