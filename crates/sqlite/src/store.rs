@@ -565,11 +565,18 @@ impl Store {
         if run.is_empty() {
             return Ok(());
         }
-        let (start, now) = (lpn_of(&self.dir, kind, first), self.now_ns);
-        let ack = self.live_host()?.write_pages(start, run, now)?;
-        self.now_ns = ack.ack_ns;
-        self.stats.write_requests += 1;
-        self.stats.host_pages_written += run.len() as u64;
+        let start = lpn_of(&self.dir, kind, first);
+        // A design's longest write (OPTR applies a request whole, TxFlash as one transaction)
+        // splits a long run into requests in order, as a file system's block layer does.
+        let longest = self.host.max_write_pages().unwrap_or(u64::MAX) as usize;
+        for (i, chunk) in run.chunks(longest.max(1)).enumerate() {
+            let at = Lpn(start.0 + (i * longest) as u32);
+            let now = self.now_ns;
+            let ack = self.live_host()?.write_pages(at, chunk, now)?;
+            self.now_ns = ack.ack_ns;
+            self.stats.write_requests += 1;
+            self.stats.host_pages_written += chunk.len() as u64;
+        }
         self.unflushed = true;
         run.clear();
         Ok(())
