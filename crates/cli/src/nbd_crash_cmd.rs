@@ -3,6 +3,7 @@
 //! designs (`--seeds`, several designs), and its negative controls (`--controls`).
 
 use crate::crashtest_cmd::CrashtestArgs;
+use crashtest::soak::SoakCell;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use nbd::crash::soak::{self, NbdCell, NbdSoakConfig, NbdSoakReport};
 use nbd::crash::{self, NbdCrashConfig, NbdCrashReport};

@@ -2,6 +2,7 @@
 //! its negative controls): power cuts under SQLite (docs/sqlite.md, "Power cuts").
 
 use crate::crashtest_cmd::CrashtestArgs;
+use crashtest::soak::SoakCell;
 use ftl::{DesignOptions, DesignSpec};
 use sqlite::crash::{self, CrashConfig, CrashReport};
 use sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};

@@ -301,20 +301,6 @@ pub struct SqlCell {
     pub wall_s: f64,
 }
 
-impl SqlCell {
-    pub fn failed(&self) -> bool {
-        self.error.is_some() || self.report.as_ref().is_some_and(|r| r.violations > 0)
-    }
-
-    pub fn crash_points(&self) -> usize {
-        self.report.as_ref().map_or(0, |r| r.crash_points)
-    }
-
-    pub fn violations(&self) -> usize {
-        self.report.as_ref().map_or(0, |r| r.violations)
-    }
-}
-
 /// Runs one cell. A design that runs none of the soak's commit paths must be left out of it
 /// first ([`settings_for`]).
 pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell {
@@ -364,13 +350,13 @@ impl SoakCell for SqlCell {
         &self.design
     }
     fn failed(&self) -> bool {
-        SqlCell::failed(self)
+        self.error.is_some() || self.report.as_ref().is_some_and(|r| r.violations > 0)
     }
     fn crash_points(&self) -> usize {
-        SqlCell::crash_points(self)
+        self.report.as_ref().map_or(0, |r| r.crash_points)
     }
     fn violations(&self) -> usize {
-        SqlCell::violations(self)
+        self.report.as_ref().map_or(0, |r| r.violations)
     }
     fn gc_copies(&self) -> u64 {
         self.report.as_ref().map_or(0, |r| r.run_gc_copies)

@@ -4,6 +4,7 @@
 
 mod common;
 
+use crashtest::soak::SoakCell;
 use sqlite::crash::{self, CrashConfig};
 use sqlite::workload::{Scale, Workload};
 use sqlite::{Mode, OpenOptions};

@@ -151,22 +151,6 @@ pub struct NbdCell {
     pub wall_s: f64,
 }
 
-impl NbdCell {
-    pub fn failed(&self) -> bool {
-        self.error.is_some() || self.report.as_ref().is_some_and(NbdCrashReport::failed)
-    }
-
-    pub fn crash_points(&self) -> usize {
-        self.report.as_ref().map_or(0, |r| r.crash_points)
-    }
-
-    pub fn violations(&self) -> usize {
-        self.report
-            .as_ref()
-            .map_or(0, |r| r.violations + r.read_mismatches)
-    }
-}
-
 pub fn run_cell(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCell {
     let wall = std::time::Instant::now();
     let variant = Variant::choose(cfg, design, seed);
@@ -211,13 +195,16 @@ impl SoakCell for NbdCell {
         &self.design
     }
     fn failed(&self) -> bool {
-        NbdCell::failed(self)
+        self.error.is_some() || self.report.as_ref().is_some_and(NbdCrashReport::failed)
     }
     fn crash_points(&self) -> usize {
-        NbdCell::crash_points(self)
+        self.report.as_ref().map_or(0, |r| r.crash_points)
     }
+    /// Cuts that broke the promise, and READs that missed the last write.
     fn violations(&self) -> usize {
-        NbdCell::violations(self)
+        self.report
+            .as_ref()
+            .map_or(0, |r| r.violations + r.read_mismatches)
     }
     fn gc_copies(&self) -> u64 {
         self.report.as_ref().map_or(0, |r| r.run_gc_copies)

@@ -1,4 +1,5 @@
 use super::*;
+use crashtest::soak::SoakCell;
 
 /// Every design, each with the requests it can export: plain, and atomic where it has static
 /// transactions.
