@@ -522,6 +522,29 @@ pub fn draws_low_over_provisioning(seed: u64) -> bool {
     ChaCha8Rng::seed_from_u64(seed ^ 0x0b_0b0b_0b0b).random_range(0..4) == 0
 }
 
+/// What a varying soak's seed adds to the device it drew for `design`, the FTL soak's way (the
+/// SQLite and NBD soaks call this): `given` plus one of the design's soak parameter sets
+/// ([`soak_options`]) and, one seed in four, the lowest over-provisioning the design accepts
+/// there ([`lowest_over_provisioning`]). The device and options to run, and the
+/// over-provisioning value turned down to, if any.
+pub fn seed_device_and_options(
+    design: &DesignSpec,
+    device: DeviceConfig,
+    given: &DesignOptions,
+    seed: u64,
+) -> (DeviceConfig, DesignOptions, Option<&'static str>) {
+    let mut cfg = SoakConfig::varying(vec![design.clone()], vec![seed]);
+    cfg.options = given.clone();
+    let options = soak_options(&cfg, design, &device, seed);
+    if !draws_low_over_provisioning(seed) {
+        return (device, options, None);
+    }
+    match lowest_over_provisioning(design, &device, &options, given) {
+        Some(low) => (low.device, low.options, Some(low.value)),
+        None => (device, options, None),
+    }
+}
+
 /// A device and options with a design's over-provisioning turned down.
 #[derive(Clone, Debug)]
 pub struct LowOverProvisioning {

@@ -25,9 +25,7 @@ use crate::crash::{self, CrashConfig, CrashReport};
 use crate::store::{Mode, TxKind};
 use crate::workload::{Scale, Workload};
 use crate::OpenOptions;
-use crashtest::soak::{
-    self as ftl_soak, CellsReport, SoakCell, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS,
-};
+use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -195,18 +193,19 @@ impl Variant {
         };
         let mut device = geometry.device();
         device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
+        let (device, options, over_provisioning) =
+            ftl_soak::seed_device_and_options(design, device, &cfg.options, seed);
         let mut variant = Variant {
             workload,
             setting,
             geometry: geometry.name,
             timing,
-            options: design_options(cfg, design, &device, seed),
             device,
-            over_provisioning: None,
+            options,
+            over_provisioning,
             fill,
             transactions,
         };
-        variant.turn_over_provisioning_down(cfg, design, seed);
         if variant.workload == Workload::Tpcc && !variant.holds_tpcc(design) {
             variant.workload = Workload::Tpcb;
         }
@@ -221,21 +220,6 @@ impl Variant {
         design
             .build(flash, &self.options)
             .is_ok_and(|dev| dev.logical_pages() >= TPCC_MIN_LOGICAL_PAGES)
-    }
-
-    /// One seed in four (the FTL soak's draw): the design's over-provisioning at the lowest it
-    /// accepts on the cell's device.
-    fn turn_over_provisioning_down(&mut self, cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) {
-        if !ftl_soak::draws_low_over_provisioning(seed) {
-            return;
-        }
-        let low =
-            ftl_soak::lowest_over_provisioning(design, &self.device, &self.options, &cfg.options);
-        if let Some(low) = low {
-            self.device = low.device;
-            self.options = low.options;
-            self.over_provisioning = Some(low.value);
-        }
     }
 
     /// The campaign of this variant.
@@ -261,19 +245,6 @@ impl Variant {
             first_cut: None,
         }
     }
-}
-
-/// The soak's options plus one of the design's soak parameter sets, drawn as the FTL soak
-/// draws it (the same generator), so a seed runs the same parameters in both soaks.
-fn design_options(
-    cfg: &SqlSoakConfig,
-    design: &DesignSpec,
-    device: &DeviceConfig,
-    seed: u64,
-) -> DesignOptions {
-    let mut ftl = SoakConfig::varying(vec![design.clone()], vec![seed]);
-    ftl.options = cfg.options.clone();
-    ftl_soak::soak_options(&ftl, design, device, seed)
 }
 
 /// One (design, seed) campaign.

@@ -14,9 +14,7 @@
 //! A failing cell prints the command that replays its first violation.
 
 use super::{NbdCrashConfig, NbdCrashReport};
-use crashtest::soak::{
-    self as ftl_soak, CellsReport, SoakCell, SoakConfig, SOAK_GEOMETRIES, SOAK_TIMINGS,
-};
+use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use rand::{RngExt, SeedableRng};
@@ -84,32 +82,18 @@ impl Variant {
         };
         let mut device = geometry.device();
         device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
-        let mut ftl = SoakConfig::varying(vec![design.clone()], vec![seed]);
-        ftl.options = cfg.options.clone();
-        let mut variant = Variant {
+        let (device, options, over_provisioning) =
+            ftl_soak::seed_device_and_options(design, device, &cfg.options, seed);
+        Variant {
             atomic_requests,
             geometry: geometry.name,
             timing,
-            options: ftl_soak::soak_options(&ftl, design, &device, seed),
             device,
-            over_provisioning: None,
+            options,
+            over_provisioning,
             fill,
             requests,
-        };
-        if ftl_soak::draws_low_over_provisioning(seed) {
-            let low = ftl_soak::lowest_over_provisioning(
-                design,
-                &variant.device,
-                &variant.options,
-                &cfg.options,
-            );
-            if let Some(low) = low {
-                variant.device = low.device;
-                variant.options = low.options;
-                variant.over_provisioning = Some(low.value);
-            }
         }
-        variant
     }
 
     pub fn campaign(&self, cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCrashConfig {
