@@ -587,7 +587,7 @@ pub fn lowest_over_provisioning(
 }
 
 /// Whether `design` refuses `options` on `device` as an invalid option when it formats it.
-fn refuses(design: &DesignSpec, device: &DeviceConfig, options: &DesignOptions) -> bool {
+pub fn refuses(design: &DesignSpec, device: &DeviceConfig, options: &DesignOptions) -> bool {
     let flash = Flash::in_memory(device.clone(), design.oob_record(&device.geometry), true);
     matches!(
         (design.format)(flash, options),

@@ -39,6 +39,15 @@ pub enum FtlError {
     TxTooSmall { got: usize, min: usize },
     #[error("transaction of {pages} pages exceeds the largest this design can keep atomic ({max}); split it into several transactions")]
     TxTooLarge { pages: u64, max: u64 },
+    /// Transactions in flight keep their pages' previous versions live until they commit
+    /// (TxFlash §3.2), so a full device can only take as many new pages of them as the room it
+    /// sets aside below its exported capacity.
+    #[error("{pages} more pages of transactions do not fit beside the {in_flight} in flight: the device sets aside room for {room}; commit or abort a running transaction first")]
+    TxRoomTaken {
+        pages: u64,
+        in_flight: u64,
+        room: u64,
+    },
     #[error("{lpn} appears twice in one transaction")]
     DuplicatePage { lpn: Lpn },
     #[error("no dynamic transaction is running: start one with HEAD")]

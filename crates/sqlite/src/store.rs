@@ -810,6 +810,7 @@ impl Store {
         {
             Err(HostError::Device(
                 FtlError::TxTooLarge { .. }
+                | FtlError::TxRoomTaken { .. }
                 | FtlError::TxTooSmall { .. }
                 | FtlError::RequestTooLarge { .. },
             )) => return Ok(self.refuse(batch)),

@@ -19,6 +19,55 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 /// Largest OOB record of any TxFlash protocol (a read's OOB buffer).
 const OOB_BUFFER: usize = 64;
 
+/// Free blocks GC keeps in reserve: two per chip, and two more.
+pub(crate) fn gc_reserve_blocks(g: &flash::Geometry) -> u32 {
+    2 * g.chips() + 2
+}
+
+/// Allocation streams (host pages, GC copies), each with an open block per chip.
+pub(crate) const STREAMS: u32 = 2;
+
+/// The longest transaction (`max_tx_bytes`, TxFlash §2.1: 4 MB by default) in pages. Left at
+/// its default, it is at most 1/16 of the data pages, as Atomic-Write's: the device sets that
+/// many pages aside for transactions in flight ([`hidden_pages`]), and 4 MB would hide a
+/// quarter of a 16 MB device.
+pub(crate) fn max_tx_pages(o: &ftl::DesignOptions, g: &flash::Geometry) -> Result<u32, FtlError> {
+    let max_bytes: u64 = o.get("max_tx_bytes", crate::DEFAULT_MAX_TX_BYTES)?;
+    let pages = (max_bytes / g.page_bytes as u64).max(1);
+    if o.params.contains_key("max_tx_bytes") {
+        return Ok(pages.min(u32::MAX as u64) as u32);
+    }
+    let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
+    Ok(pages.min(data_pages / 16).max(1) as u32)
+}
+
+/// Data pages every protocol keeps below its exported capacity besides over-provisioning
+/// (and TC's commit records): the GC reserve, an open block per stream and chip, and room for
+/// `max_tx_pages` new pages of transactions in flight. Every protocol keeps a transaction's
+/// previous versions live until it commits (TxFlash §3.2), so on a device whose exported
+/// capacity is full, a transaction's new pages have only this room; without it the NBD crash
+/// soak's longest-write test met "no space" at 128–512 pages on full, aged 16–48 MB devices.
+/// The transactions in flight are held to it ([`check_room`]).
+pub(crate) fn hidden_pages(g: &flash::Geometry, max_tx_pages: u32) -> u64 {
+    let blocks = gc_reserve_blocks(g) as u64 + STREAMS as u64 * g.chips() as u64;
+    blocks * (g.pages_per_block as u64 - 1) + max_tx_pages as u64
+}
+
+/// Whether `pages` more new pages of transactions fit in the room the device sets aside
+/// ([`hidden_pages`]) beside those of the transactions in flight: else `TxRoomTaken`.
+pub(crate) fn check_room<P: CommitProtocol>(d: &P, pages: u64) -> Result<(), FtlError> {
+    let in_flight = d.in_flight_pages();
+    let room = d.max_tx() as u64;
+    if in_flight + pages > room {
+        return Err(FtlError::TxRoomTaken {
+            pages,
+            in_flight,
+            room,
+        });
+    }
+    Ok(())
+}
+
 /// What a TxFlash commit protocol does its own way.
 pub(crate) trait CommitProtocol: BlockDevice {
     fn logical(&self) -> u32;
@@ -54,6 +103,8 @@ pub(crate) trait CommitProtocol: BlockDevice {
     fn open_slot(&mut self, uuid: TxUuid, start_ns: u64, dynamic: bool) -> u32;
     /// Whether pending transaction `slot` already has `lpn`, and how many pages it has.
     fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64);
+    /// Pages of every transaction in flight (written or held in RAM).
+    fn in_flight_pages(&self) -> u64;
     /// Aborts pending transaction `slot`.
     fn abort_pending(&mut self, slot: u32, now: u64) -> Result<(), FtlError>;
     fn collect_if_needed(&mut self, now: u64) -> Result<(), FtlError>;
@@ -194,8 +245,13 @@ pub(crate) fn trim<P: CommitProtocol>(
         .map(Lpn)
         .filter(|l| d.mapped(l.0).is_some())
         .collect();
+    // Chunks of what the room for transactions leaves beside those in flight (a trim is not
+    // atomic; each chunk's tombstones are one transaction).
+    let chunk_pages = (d.max_tx() as u64)
+        .saturating_sub(d.in_flight_pages())
+        .max(1);
     let mut ack = arrival;
-    for chunk in lpns.chunks(d.max_tx() as usize) {
+    for chunk in lpns.chunks(chunk_pages as usize) {
         let list: Vec<(Lpn, &Content)> = chunk.iter().map(|&l| (l, &tomb)).collect();
         ack = ack.max(d.write_atomic(TxUuid(0), &list, Kind::Tombstone, arrival)?);
     }
@@ -309,6 +365,7 @@ fn accept_page<P: CommitProtocol>(
             max,
         });
     }
+    check_room(d, 1)?;
     let start = d.isolate(std::iter::once(lpn), arrival, slot)?;
     d.collect_if_needed(arrival)?;
     Ok(start)
@@ -521,7 +578,7 @@ macro_rules! summary_allocation {
         }
 
         fn reserve_blocks(&self) -> u32 {
-            2 * self.flash.geometry().chips() + 2
+            $crate::surface::gc_reserve_blocks(self.flash.geometry())
         }
     };
 }

@@ -61,10 +61,9 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn parse(o: &DesignOptions, page_bytes: u32) -> Result<Params, FtlError> {
+    pub fn parse(o: &DesignOptions, g: &flash::Geometry) -> Result<Params, FtlError> {
         o.check_known("txflash", PARAMS)?;
-        let max_bytes: u64 = o.get("max_tx_bytes", crate::DEFAULT_MAX_TX_BYTES)?;
-        let max_tx_pages = (max_bytes / page_bytes as u64).max(1) as u32;
+        let max_tx_pages = crate::surface::max_tx_pages(o, g)?;
         let over_provisioning: f64 = o.get("over_provisioning", 0.15)?;
         if !(0.0..0.9).contains(&over_provisioning) {
             return Err(FtlError::InvalidOption(
@@ -210,7 +209,7 @@ pub fn spec() -> ftl::DesignSpec {
 impl TxFlashTc {
     fn empty(flash: Flash, o: &DesignOptions) -> Result<TxFlashTc, FtlError> {
         let g = flash.geometry().clone();
-        let p = Params::parse(o, g.page_bytes)?;
+        let p = Params::parse(o, &g)?;
         ftl::require_spare_area("txflash-tc", OOB_BYTES, &flash)?;
         if g.pages_per_block < 4
             || 12 + (g.pages_per_block as usize - 1) * ENTRY_BYTES + 4 > g.page_bytes as usize
@@ -221,12 +220,13 @@ impl TxFlashTc {
         }
         // Summary pages take one page per block; `commit_reserve` of the rest holds live commit
         // records (at most the budget, then the oldest is compacted), `over_provisioning` is
-        // GC headroom; at least the GC reserve plus two blocks per chip stay hidden besides the
-        // commit records, one over budget (a commit made before the next compaction) included.
+        // GC headroom; at least the GC reserve, an open block per stream and chip and the room
+        // for transactions in flight (`surface::hidden_pages`) stay hidden besides the commit
+        // records, one over budget (a commit made before the next compaction) included.
         let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
         let commit_budget = ((data_pages as f64 * p.commit_reserve) as u64).max(1);
         let by_op = (data_pages as f64 * (1.0 - p.over_provisioning - p.commit_reserve)) as u64;
-        let spare = (4 * g.chips() as u64 + 2) * (g.pages_per_block as u64 - 1);
+        let spare = surface::hidden_pages(&g, p.max_tx_pages);
         let logical = by_op.min(data_pages.saturating_sub(spare + commit_budget + 1)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
@@ -662,6 +662,7 @@ impl TxFlashTc {
                 max: self.max_tx_pages() as u64,
             });
         }
+        surface::check_room(self, pages.len() as u64)?;
         for (k, (l, _)) in pages.iter().enumerate() {
             self.check_lpn(*l)?;
             if pages[..k].iter().any(|(m, _)| m == l) {
@@ -923,6 +924,13 @@ impl CommitProtocol for TxFlashTc {
     fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64) {
         let p = self.pending[slot as usize].as_ref().unwrap();
         (p.pages.iter().any(|x| x.lpn == lpn), p.pages.len() as u64)
+    }
+    fn in_flight_pages(&self) -> u64 {
+        self.pending
+            .iter()
+            .flatten()
+            .map(|p| p.pages.len() as u64)
+            .sum()
     }
     fn abort_pending(&mut self, slot: u32, _now: u64) -> Result<(), FtlError> {
         self.abort_slot(slot);

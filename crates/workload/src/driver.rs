@@ -497,7 +497,12 @@ impl Run {
 /// transaction on the host's side too.
 fn forget_refused_dynamic(generator: &mut Generator, op: &HostOp, e: &HostError) {
     if let (
-        Some(FtlError::DynamicTxRunning(_) | FtlError::UnknownTx(_) | FtlError::Conflict { .. }),
+        Some(
+            FtlError::DynamicTxRunning(_)
+            | FtlError::UnknownTx(_)
+            | FtlError::Conflict { .. }
+            | FtlError::TxRoomTaken { .. },
+        ),
         HostOp::DWrite { uuid, .. },
     ) = (e.device_error(), op)
     {

@@ -62,10 +62,9 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn parse(o: &DesignOptions, page_bytes: u32) -> Result<Params, FtlError> {
+    pub fn parse(o: &DesignOptions, g: &flash::Geometry) -> Result<Params, FtlError> {
         o.check_known("txflash", PARAMS)?;
-        let max_bytes: u64 = o.get("max_tx_bytes", crate::DEFAULT_MAX_TX_BYTES)?;
-        let max_tx_pages = (max_bytes / page_bytes as u64).max(1) as u32;
+        let max_tx_pages = crate::surface::max_tx_pages(o, g)?;
         let over_provisioning: f64 = o.get("over_provisioning", 0.15)?;
         if !(0.0..0.9).contains(&over_provisioning) {
             return Err(FtlError::InvalidOption(
@@ -240,7 +239,7 @@ impl TxFlashCyclic {
         o: &DesignOptions,
     ) -> Result<TxFlashCyclic, FtlError> {
         let g = flash.geometry().clone();
-        let p = Params::parse(o, g.page_bytes)?;
+        let p = Params::parse(o, &g)?;
         let name = match protocol {
             Protocol::Scc => "txflash-scc",
             Protocol::Bpcc => "txflash-bpcc",
@@ -254,10 +253,11 @@ impl TxFlashCyclic {
             ));
         }
         // Summary pages take one page per block; `over_provisioning` is GC headroom; at least
-        // the GC reserve plus two blocks per chip stay hidden. No commit records: no reserve.
+        // the GC reserve, an open block per stream and chip and the room for transactions in
+        // flight stay hidden (`surface::hidden_pages`). No commit records: no reserve.
         let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
         let by_op = (data_pages as f64 * (1.0 - p.over_provisioning)) as u64;
-        let spare = (4 * g.chips() as u64 + 2) * (g.pages_per_block as u64 - 1);
+        let spare = surface::hidden_pages(&g, p.max_tx_pages);
         let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
@@ -708,6 +708,7 @@ impl TxFlashCyclic {
                 max: self.p.max_tx_pages as u64,
             });
         }
+        surface::check_room(self, pages.len() as u64)?;
         for (k, (l, _)) in pages.iter().enumerate() {
             self.check_lpn(*l)?;
             if pages[..k].iter().any(|(m, _)| m == l) {
@@ -897,6 +898,13 @@ impl CommitProtocol for TxFlashCyclic {
     fn pending_pages(&self, slot: u32, lpn: Lpn) -> (bool, u64) {
         let p = self.pending[slot as usize].as_ref().unwrap();
         (p.lpns.contains(&lpn), p.lpns.len() as u64)
+    }
+    fn in_flight_pages(&self) -> u64 {
+        self.pending
+            .iter()
+            .flatten()
+            .map(|p| p.lpns.len() as u64)
+            .sum()
     }
     fn abort_pending(&mut self, slot: u32, now: u64) -> Result<(), FtlError> {
         self.abort_slot(slot, now).map(|_| ())
