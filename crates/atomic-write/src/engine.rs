@@ -72,6 +72,9 @@ pub struct EngineConfig {
     pub window: WindowPolicy,
     pub over_provisioning: f64,
     pub max_tx_pages: u32,
+    /// New pages all running transactions may hold at once ([`transaction_room`], at least
+    /// `max_tx_pages`): their previous versions stay live until they commit.
+    pub tx_room_pages: u32,
     pub gc_policy: GcPolicy,
 }
 
@@ -140,7 +143,8 @@ impl EngineConfig {
                 "over_provisioning must be within 0.05..=0.9".into(),
             ));
         }
-        let cap = (g.pages() / 16).min(transaction_room(g, op)).max(1);
+        let room = transaction_room(g, op).max(1);
+        let cap = (g.pages() / 16).min(room);
         let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
         if max_tx == 0 || max_tx > cap {
             return Err(FtlError::InvalidOption(format!(
@@ -156,6 +160,7 @@ impl EngineConfig {
             window,
             over_provisioning: op,
             max_tx_pages: max_tx,
+            tx_room_pages: room,
             gc_policy: policy,
         })
     }
@@ -497,8 +502,26 @@ impl Engine {
         }
     }
 
-    /// The page set of a static transaction: not empty, within `max_tx_pages`, inside the
-    /// device, no page twice; `each` adds the design's own check of every page.
+    /// Whether `pages` more new pages of transactions fit beside those of the running ones in
+    /// the room the over-provisioning leaves them (`tx_room_pages`): else `TxRoomTaken`. A
+    /// transaction keeps its pages' previous versions live until it commits, so on a full
+    /// device several long ones at once met "no space" (LightTx, four of 256 pages on `small`).
+    pub fn check_room(&self, pages: u64) -> Result<(), FtlError> {
+        let in_flight: u64 = self.txs.iter().map(|t| t.pages.len() as u64).sum();
+        let room = self.cfg.tx_room_pages as u64;
+        if in_flight + pages > room {
+            return Err(FtlError::TxRoomTaken {
+                pages,
+                in_flight,
+                room,
+            });
+        }
+        Ok(())
+    }
+
+    /// The page set of a static transaction: not empty, within `max_tx_pages` and the room
+    /// the running transactions leave, inside the device, no page twice; `each` adds the
+    /// design's own check of every page.
     pub fn check_static(
         &self,
         pages: &[(Lpn, Content)],
@@ -514,6 +537,7 @@ impl Engine {
                 max,
             });
         }
+        self.check_room(pages.len() as u64)?;
         for (i, (l, _)) in pages.iter().enumerate() {
             self.check_lpn(*l)?;
             if pages[..i].iter().any(|(m, _)| m == l) {
@@ -1876,6 +1900,7 @@ mod tests {
             window,
             over_provisioning: 0.2,
             max_tx_pages: 64,
+            tx_room_pages: 64,
             gc_policy: GcPolicy::Greedy,
         };
         let device = flash::DeviceConfig::preset("small").expect("small preset");

@@ -289,6 +289,7 @@ impl Transactional for LightTx {
                     return Err(FtlError::DuplicateTx(uuid));
                 }
                 self.refuse_held(lpn.0, Some(uuid))?;
+                self.e.check_room(1)?;
                 self.start_tx(uuid, true)?;
             }
             DwriteFlag::Body | DwriteFlag::Rear => {
@@ -298,6 +299,12 @@ impl Transactional for LightTx {
                 let n = self.e.txs[idx].pages.len() as u64 + 1;
                 if n > max {
                     return Err(FtlError::TxTooLarge { pages: n, max });
+                }
+                // Refused for room, the transaction is aborted (as TxFlash's), so that the
+                // room it holds returns to the others.
+                if let Err(e) = self.e.check_room(1) {
+                    self.abort_quietly(uuid, arrival_ns);
+                    return Err(e);
                 }
             }
         }
