@@ -214,6 +214,17 @@ fn errno_and_fatality_follow_the_error() {
         (FtlError::NoSpace.into(), errno::ENOSPC, true),
         (FtlError::Corrupt("x".into()).into(), errno::EIO, true),
         (FtlError::EmptyRequest.into(), errno::EINVAL, false),
+        // No room beside the transactions in flight: refused, the device goes on.
+        (
+            FtlError::TxRoomTaken {
+                pages: 2,
+                in_flight: 248,
+                room: 248,
+            }
+            .into(),
+            errno::EINVAL,
+            false,
+        ),
         (
             HostError::TooLarge { pages: 9, max: 8 },
             errno::EOVERFLOW,

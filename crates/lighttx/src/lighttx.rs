@@ -119,6 +119,19 @@ impl LightTx {
         }
     }
 
+    /// Whether running transaction `idx` (`uuid`) may take one more page, `lpn`: not held by
+    /// another transaction, within `max_tx_pages` and within the room the running
+    /// transactions leave.
+    fn accept_page(&self, idx: usize, uuid: TxUuid, lpn: Lpn) -> Result<(), FtlError> {
+        self.refuse_held(lpn.0, Some(uuid))?;
+        let max = self.e.cfg.max_tx_pages as u64;
+        let n = self.e.txs[idx].pages.len() as u64 + 1;
+        if n > max {
+            return Err(FtlError::TxTooLarge { pages: n, max });
+        }
+        self.e.check_room(1)
+    }
+
     fn start_tx(&mut self, uuid: TxUuid, dynamic: bool) -> Result<usize, FtlError> {
         if uuid.0 == 0 {
             return Err(FtlError::ReservedTx(uuid));
@@ -294,15 +307,9 @@ impl Transactional for LightTx {
             }
             DwriteFlag::Body | DwriteFlag::Rear => {
                 let idx = self.e.tx_index(uuid).ok_or(FtlError::UnknownTx(uuid))?;
-                self.refuse_held(lpn.0, Some(uuid))?;
-                let max = self.e.cfg.max_tx_pages as u64;
-                let n = self.e.txs[idx].pages.len() as u64 + 1;
-                if n > max {
-                    return Err(FtlError::TxTooLarge { pages: n, max });
-                }
-                // Refused for room, the transaction is aborted (as TxFlash's), so that the
-                // room it holds returns to the others.
-                if let Err(e) = self.e.check_room(1) {
+                // A refused page aborts its transaction (as on TxFlash): the host takes the
+                // transaction as ended, and the pages and room it holds return to the others.
+                if let Err(e) = self.accept_page(idx, uuid, lpn) {
                     self.abort_quietly(uuid, arrival_ns);
                     return Err(e);
                 }

@@ -113,7 +113,7 @@ fn run(seed: u64, zone: u32, ops: usize, fill: f64) -> Run {
                 } else {
                     DwriteFlag::Body
                 };
-                d.dwrite(uuid, Lpn(lpn), &tag(lpn, w), flag, t).map(|c| {
+                let r = d.dwrite(uuid, Lpn(lpn), &tag(lpn, w), flag, t).map(|c| {
                     m.txs[ti].pages.push((lpn, w));
                     m.writes[lpn as usize].push((w, t, Some(ti), None));
                     if flag == DwriteFlag::Rear {
@@ -123,7 +123,12 @@ fn run(seed: u64, zone: u32, ops: usize, fill: f64) -> Run {
                         open[k].2 -= 1;
                     }
                     c.ack_ns
-                })
+                });
+                // A refused page aborts its transaction.
+                if r.is_err() {
+                    open.swap_remove(k);
+                }
+                r
             }
         } else if choice < 8 {
             let uuid = TxUuid(next_uuid);

@@ -51,19 +51,20 @@ fn interleaved_transactions_commit_and_abort_independently() {
     d.write(Lpn(9), &[tag(9, 5)], t).unwrap();
     d.dwrite(TxUuid(20), Lpn(6), &tag(6, 6), DwriteFlag::Body, t)
         .unwrap();
-    // Conflicts are refused, by transactions and by plain writes.
-    assert_eq!(
-        d.dwrite(TxUuid(20), Lpn(1), &tag(1, 7), DwriteFlag::Body, t),
-        Err(FtlError::Conflict {
-            lpn: Lpn(1),
-            holder: TxUuid(10)
-        })
-    );
+    // Conflicts are refused, by plain writes and by transactions; a refused page aborts its
+    // transaction (20).
     assert_eq!(
         d.write(Lpn(5), &[tag(5, 8)], t),
         Err(FtlError::Conflict {
             lpn: Lpn(5),
             holder: TxUuid(20)
+        })
+    );
+    assert_eq!(
+        d.dwrite(TxUuid(20), Lpn(1), &tag(1, 7), DwriteFlag::Body, t),
+        Err(FtlError::Conflict {
+            lpn: Lpn(1),
+            holder: TxUuid(10)
         })
     );
     // Reads inside and outside.
@@ -81,7 +82,8 @@ fn interleaved_transactions_commit_and_abort_independently() {
     assert_eq!(read1(&mut d, 1, r.ack_ns), Some(2));
     assert_eq!(read1(&mut d, 3, r.ack_ns), Some(9));
     assert_eq!(read1(&mut d, 5, r.ack_ns), None);
-    d.abort(TxUuid(0), r.ack_ns).unwrap(); // the only open dynamic tx: 20
+    // 20 was aborted by its refused page: no dynamic transaction is open.
+    assert_eq!(d.abort(TxUuid(0), r.ack_ns), Err(FtlError::NoDynamicTx));
     assert_eq!(read1(&mut d, 5, r.ack_ns), None);
     assert_eq!(read1(&mut d, 6, r.ack_ns), None);
     assert_eq!(
