@@ -508,15 +508,7 @@ impl Engine {
     /// device several long ones at once met "no space" (LightTx, four of 256 pages on `small`).
     pub fn check_room(&self, pages: u64) -> Result<(), FtlError> {
         let in_flight: u64 = self.txs.iter().map(|t| t.pages.len() as u64).sum();
-        let room = self.cfg.tx_room_pages as u64;
-        if in_flight + pages > room {
-            return Err(FtlError::TxRoomTaken {
-                pages,
-                in_flight,
-                room,
-            });
-        }
-        Ok(())
+        ftl::check_tx_room(pages, in_flight, self.cfg.tx_room_pages as u64)
     }
 
     /// The page set of a static transaction: not empty, within `max_tx_pages` and the room

@@ -21,8 +21,9 @@
 //! the history (and the balances sum to 100,000,000).
 //!
 //! Trials: 2 by default (one cut of each kind), 20 with `MOBIUS_LONG=1`, N with
-//! `MOBIUS_MARIADB_TRIALS=N`. The negative control (plain requests, cut inside a write) runs in
-//! the long mode. Every step has a timeout and the helpers clean up even when a step fails.
+//! `MOBIUS_MARIADB_TRIALS=N`; on Möbius, or on the design `MOBIUS_TRIAL_FTL` names. The
+//! negative control (plain requests, cut inside a write) runs in the long mode. Every step has
+//! a timeout and the helpers clean up even when a step fails.
 
 mod common;
 
@@ -346,7 +347,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let flags = cut_trial_flags(atomic, nth);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (moment, cut_line) = {
-        let mut server = Server::start(dir, "mobius", &image, SIZE, &flags);
+        let mut server = Server::start(dir, &trial_design(), &image, SIZE, &flags);
         let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
         let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
         db.start().expect("mariadbd on the fresh device");
@@ -365,7 +366,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     };
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
-    let mut server = Server::start(dir, "mobius", &image, SIZE, &again);
+    let mut server = Server::start(dir, &trial_design(), &image, SIZE, &again);
     let fs = Ext4OnDevice::mount(&server, dir, "again", false)
         .map_err(|e| format!("after recovery: {e}"))?;
     let mut db = Mariadb {
@@ -383,7 +384,8 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     drop(fs);
     let _ = server.stop();
     eprintln!(
-        "mariadb trial {n} (atomic {atomic}): {moment} ({cut_line}): {}",
+        "mariadb trial {n} on {} (atomic {atomic}): {moment} ({cut_line}): {}",
+        trial_design(),
         match &verdict {
             Ok(h) => format!("clean, {h} transfers survived"),
             Err(e) => format!("DAMAGED: {e}"),

@@ -28,7 +28,8 @@
 //! control (the same trials on plain requests, cut inside a write) runs in the long mode and
 //! reports its damage rate. See docs/nbd.md.
 //!
-//! Trials: 2 by default, 20 with `MOBIUS_LONG=1`, N with `MOBIUS_PG_TRIALS=N`. Every step has a timeout and the helpers
+//! Trials: 2 by default, 20 with `MOBIUS_LONG=1`, N with `MOBIUS_PG_TRIALS=N`; on Möbius, or on
+//! the design `MOBIUS_TRIAL_FTL` names. Every step has a timeout and the helpers
 //! clean up (pg_ctl stop / kill, umount, losetup -d, fusermount3 -u) even when a step fails.
 
 mod common;
@@ -377,7 +378,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let flags = cut_trial_flags(atomic, nth);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (cut_line, moment) = {
-        let mut server = Server::start(dir, "mobius", &image, SIZE, &flags);
+        let mut server = Server::start(dir, &trial_design(), &image, SIZE, &flags);
         let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
         let cluster = create(&fs.mount.dir, &run_dir, &port, false);
         let cut = run_and_cut(&mut server, &cluster, n, cut);
@@ -393,7 +394,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     };
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
-    let mut server = Server::start(dir, "mobius", &image, SIZE, &again);
+    let mut server = Server::start(dir, &trial_design(), &image, SIZE, &again);
     let fs = Ext4OnDevice::mount(&server, dir, "again", false)
         .map_err(|e| format!("after recovery: {e}"))?;
     let cluster = Cluster {
@@ -411,7 +412,8 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     drop(fs);
     let _ = server.stop();
     eprintln!(
-        "postgres trial {n} (atomic {atomic}): {moment} ({cut_line}): {}",
+        "postgres trial {n} on {} (atomic {atomic}): {moment} ({cut_line}): {}",
+        trial_design(),
         match &verdict {
             Ok(h) => format!("clean, {h} pgbench transactions survived"),
             Err(e) => format!("DAMAGED: {e}"),

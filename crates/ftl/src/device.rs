@@ -438,6 +438,38 @@ pub fn check_range(start: Lpn, count: u64, logical_pages: u32) -> Result<(), Ftl
     Ok(())
 }
 
+/// Checks that `pages` more new pages of transactions fit beside the `in_flight` pages of the
+/// running ones in the `room` a design sets aside for them (their previous versions stay live
+/// until they commit): else [`FtlError::TxRoomTaken`].
+pub fn check_tx_room(pages: u64, in_flight: u64, room: u64) -> Result<(), FtlError> {
+    if in_flight + pages > room {
+        return Err(FtlError::TxRoomTaken {
+            pages,
+            in_flight,
+            room,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tx_room_tests {
+    use super::*;
+
+    #[test]
+    fn pages_over_the_room_are_refused_and_up_to_it_taken() {
+        assert_eq!(check_tx_room(6, 10, 16), Ok(()));
+        assert_eq!(
+            check_tx_room(7, 10, 16),
+            Err(FtlError::TxRoomTaken {
+                pages: 7,
+                in_flight: 10,
+                room: 16
+            })
+        );
+    }
+}
+
 #[cfg(test)]
 mod arrival_tests {
     use super::*;

@@ -25,9 +25,9 @@ pub mod wear_index;
 
 pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState, ChipAllocation};
 pub use device::{
-    check_range, require_spare_area, ArrivalClock, BlockDevice, Completion, DesignOptions,
-    DesignSpec, DwriteFlag, OverProvisioningKnob, PageOutcome, RecoveryReport, SwriteMode,
-    Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,
+    check_range, check_tx_room, require_spare_area, ArrivalClock, BlockDevice, Completion,
+    DesignOptions, DesignSpec, DwriteFlag, OverProvisioningKnob, PageOutcome, RecoveryReport,
+    SwriteMode, Transactional, TxCapabilities, TxCompletion, ACK_DEFERRED,
 };
 pub use dirty::DirtySet;
 pub use error::{FtlError, InvariantViolation, TxUuid};

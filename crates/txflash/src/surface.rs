@@ -56,16 +56,7 @@ pub(crate) fn hidden_pages(g: &flash::Geometry, max_tx_pages: u32) -> u64 {
 /// Whether `pages` more new pages of transactions fit in the room the device sets aside
 /// ([`hidden_pages`]) beside those of the transactions in flight: else `TxRoomTaken`.
 pub(crate) fn check_room<P: CommitProtocol>(d: &P, pages: u64) -> Result<(), FtlError> {
-    let in_flight = d.in_flight_pages();
-    let room = d.max_tx() as u64;
-    if in_flight + pages > room {
-        return Err(FtlError::TxRoomTaken {
-            pages,
-            in_flight,
-            room,
-        });
-    }
-    Ok(())
+    ftl::check_tx_room(pages, d.in_flight_pages(), d.max_tx() as u64)
 }
 
 /// What a TxFlash commit protocol does its own way.

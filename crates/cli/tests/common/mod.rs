@@ -509,6 +509,12 @@ pub fn trial_count(var: &str) -> u64 {
     }
 }
 
+/// The design the database trials serve: `MOBIUS_TRIAL_FTL` (any design with static
+/// transactions: atomic requests are SWRITEs), Möbius by default.
+pub fn trial_design() -> String {
+    std::env::var("MOBIUS_TRIAL_FTL").unwrap_or_else(|_| "mobius".into())
+}
+
 /// A negative control of the database trials runs in the long mode or when `var` asks for a
 /// number of trials.
 pub fn control_requested(var: &str) -> bool {
