@@ -990,7 +990,10 @@ impl Engine {
         let mut end = not_before;
         for (k, chunk) in bytes.chunks(page).enumerate() {
             let ppn = self.alloc(STREAM_MAP, not_before)?;
-            let data: Box<[u8]> = chunk.into();
+            // The whole page, padded: a page reads back whole, so its CRC covers the page (the
+            // last piece's CRC over its short bytes failed at recovery on a file image).
+            let mut data = vec![0u8; page].into_boxed_slice();
+            data[..chunk.len()].copy_from_slice(chunk);
             let oob = OobRecord {
                 kind: KIND_ZONE,
                 flag: 0,
@@ -1559,10 +1562,16 @@ impl Engine {
                     {
                         bytes.extend_from_slice(&b)
                     }
-                    (st, _) => {
+                    (st, rec) => {
+                        let what = match (st, rec) {
+                            (ReadStatus::Data(_), Some(_)) => "its data fails its CRC",
+                            (ReadStatus::Data(_), None) => "its OOB is not that piece's",
+                            (ReadStatus::Erased, _) => "erased",
+                            (ReadStatus::Uncorrectable, _) => "uncorrectable",
+                        };
                         return Err(FtlError::Corrupt(format!(
-                            "zone record piece {k} at {p} is unreadable ({st:?})"
-                        )))
+                            "zone record piece {k} at {p} is unreadable: {what}"
+                        )));
                     }
                 }
                 self.space.validity.set_valid(p, OWNER_ZONE | k as u32);

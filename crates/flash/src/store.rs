@@ -333,9 +333,18 @@ fn used_len(bytes: &[u8]) -> usize {
 }
 
 impl KeptBytes {
-    fn new(bytes: Box<[u8]>) -> KeptBytes {
+    /// The bytes programmed into a page of `page_bytes`: they read back as the whole page, as
+    /// the file and full-page stores give them (shorter contents padded with zeros, longer ones
+    /// cut). Before, a tag-only device gave back exactly what was programmed, so a design that
+    /// checked a short record's CRC over the bytes it read passed every soak and failed on a
+    /// file image (Atomic-Write's and LightTx's zone record, found by the PostgreSQL trials).
+    fn new(bytes: Box<[u8]>, page_bytes: usize) -> KeptBytes {
+        let mut bytes = bytes;
+        if bytes.len() > page_bytes {
+            bytes = bytes[..page_bytes].into();
+        }
         let used = used_len(&bytes);
-        let len = bytes.len() as u32;
+        let len = page_bytes as u32;
         // A page trimmed by little keeps its buffer (no copy: a DFTL write-back hands the same
         // buffer from page to page; a copy into fresh memory cost it ~15 % of a GC-heavy run);
         // one trimmed by more is copied into a buffer of its own size (kept in place, such
@@ -632,7 +641,8 @@ impl Store for TagStore {
                 self.common.states.set(ppn, PageState::Programmed);
             }
             Content::Bytes(b) => {
-                self.tag_lpn[i] = self.bytes.put(KeptBytes::new(b));
+                let page_bytes = self.common.geometry.page_bytes as usize;
+                self.tag_lpn[i] = self.bytes.put(KeptBytes::new(b, page_bytes));
                 self.common.states.set_raw(ppn, HOLDS_BYTES);
             }
         }
@@ -1041,13 +1051,16 @@ mod tests {
         assert_eq!(store.data(kept).as_bytes().unwrap()[0], 0x11);
     }
 
-    /// A metadata page is kept without its trailing zeros and reads back exactly as programmed:
-    /// whole, by range, at its own length (a short program stays short), all zeros included.
+    /// A metadata page is kept without its trailing zeros and reads back as the whole page, as
+    /// the full-page store gives it: by range, all zeros included, and a short program padded
+    /// to the page (a design that read back exactly what it programmed passed every tag-only
+    /// soak and failed on a file image).
     #[test]
     fn metadata_pages_read_back_whole_without_their_padding() {
         let geometry = DeviceConfig::preset("small").unwrap().geometry;
         let page_bytes = geometry.page_bytes as usize;
         let mut store = TagStore::new(&geometry, 16);
+        let mut whole_pages = MemStore::new(&geometry, 16);
         let mut padded = vec![0u8; page_bytes];
         padded[..5].copy_from_slice(&[1, 0, 2, 0, 3]);
         let pages: [Vec<u8>; 4] = [
@@ -1057,8 +1070,14 @@ mod tests {
             (0..page_bytes).map(|i| (i % 251) as u8 + 1).collect(),
         ];
         for (p, bytes) in pages.iter().enumerate() {
-            store.write_page(Ppn(p as u32), &Content::Bytes(bytes.clone().into()), &[]);
+            let content = Content::Bytes(bytes.clone().into());
+            store.write_page(Ppn(p as u32), &content, &[]);
+            whole_pages.write_page(Ppn(p as u32), &content, &[]);
         }
+        let pages = pages.map(|mut bytes| {
+            bytes.resize(page_bytes, 0);
+            bytes
+        });
         for (p, bytes) in pages.iter().enumerate() {
             let ppn = Ppn(p as u32);
             assert_eq!(
@@ -1066,6 +1085,7 @@ mod tests {
                 bytes.as_slice(),
                 "page {p}"
             );
+            assert_eq!(store.data(ppn), whole_pages.data(ppn), "page {p}");
             let mut range = [7u8; 6];
             store.data_bytes(ppn, 2, &mut range[..bytes.len().min(8) - 2]);
             assert_eq!(
@@ -1076,7 +1096,7 @@ mod tests {
         let kept = store.kept_bytes(Ppn(0)).unwrap().kept.len();
         assert_eq!(kept, 5, "the padding is not kept");
         assert_eq!(store.kept_bytes(Ppn(1)).unwrap().kept.len(), 0);
-        // Taking a page hands over the bytes as programmed, padding restored, and frees its
+        // Taking a page hands over the whole page, padding restored, and frees its
         // slot for the next page of bytes; the page then holds no bytes (as when released).
         for (p, bytes) in pages.iter().enumerate() {
             let ppn = Ppn(p as u32);
@@ -1090,7 +1110,11 @@ mod tests {
             "every slot is free again"
         );
         store.write_page(Ppn(8), &Content::Bytes(vec![4, 5].into()), &[]);
-        assert_eq!(store.data(Ppn(8)).as_bytes().unwrap(), [4, 5]);
+        let page = store.data(Ppn(8));
+        let page = page.as_bytes().unwrap();
+        assert!(
+            page.len() == page_bytes && page[..2] == [4, 5] && page[2..].iter().all(|&b| b == 0)
+        );
         assert_eq!(
             store.take_bytes(Ppn(9)),
             None,
