@@ -339,7 +339,7 @@ fn dirs_for_mysql() -> (tempfile::TempDir, PathBuf) {
     (tmp, run_dir)
 }
 
-fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
+fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let (tmp, run_dir) = dirs_for_mysql();
     let dir = tmp.path();
     let image = dir.join("dev.img");
@@ -347,7 +347,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let flags = cut_trial_flags(atomic, nth);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (moment, cut_line) = {
-        let mut server = Server::start(dir, &trial_design(), &image, SIZE, &flags);
+        let mut server = Server::start(dir, design, &image, SIZE, &flags);
         let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
         let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
         db.start().expect("mariadbd on the fresh device");
@@ -366,7 +366,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     };
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
-    let mut server = Server::start(dir, &trial_design(), &image, SIZE, &again);
+    let mut server = Server::start(dir, design, &image, SIZE, &again);
     let fs = Ext4OnDevice::mount(&server, dir, "again", false)
         .map_err(|e| format!("after recovery: {e}"))?;
     let mut db = Mariadb {
@@ -384,8 +384,7 @@ fn trial(n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     drop(fs);
     let _ = server.stop();
     eprintln!(
-        "mariadb trial {n} on {} (atomic {atomic}): {moment} ({cut_line}): {}",
-        trial_design(),
+        "mariadb trial {n} on {design} (atomic {atomic}): {moment} ({cut_line}): {}",
         match &verdict {
             Ok(h) => format!("clean, {h} transfers survived"),
             Err(e) => format!("DAMAGED: {e}"),
@@ -418,7 +417,31 @@ fn mariadb_without_doublewrite_survives_power_cuts_on_atomic_requests() {
             } else {
                 Cut::InsideFlush
             };
-            trial(n, true, cut).err().map(|e| (n, e))
+            trial(&trial_design(), n, true, cut).err().map(|e| (n, e))
+        })
+        .collect();
+    assert!(failures.is_empty(), "damaged trials: {failures:?}");
+}
+
+/// Every other design with static transactions, one trial each, the cuts alternating (as the
+/// PostgreSQL trials do).
+#[test]
+fn mariadb_without_doublewrite_survives_a_cut_on_every_transactional_design() {
+    if skip("mariadb_designs", &tools()) {
+        return;
+    }
+    let failures: Vec<(&str, String)> = other_transactional_designs()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, design)| {
+            let cut = if k % 2 == 0 {
+                Cut::WhileRunning
+            } else {
+                Cut::InsideFlush
+            };
+            trial(design, 300 + k as u64, true, cut)
+                .err()
+                .map(|e| (design, e))
         })
         .collect();
     assert!(failures.is_empty(), "damaged trials: {failures:?}");
@@ -434,7 +457,7 @@ fn mariadb_without_doublewrite_is_damaged_by_a_cut_inside_a_plain_write_long() {
     }
     let n = trials();
     let damaged = (0..n)
-        .filter(|i| trial(101 + 2 * i, false, Cut::InsideFlush).is_err())
+        .filter(|i| trial(&trial_design(), 101 + 2 * i, false, Cut::InsideFlush).is_err())
         .count();
     eprintln!("MariaDB, plain requests, cut inside a flush: {damaged} of {n} trials damaged");
     assert!(

@@ -515,6 +515,17 @@ pub fn trial_design() -> String {
     std::env::var("MOBIUS_TRIAL_FTL").unwrap_or_else(|_| "mobius".into())
 }
 
+/// The designs with static transactions other than Möbius (the trials' default), which the
+/// database trials also run once each: the first such runs found LightTx unable to restart
+/// from its image (docs/lighttx.md, "The zone record on a file image").
+pub fn other_transactional_designs() -> Vec<&'static str> {
+    mobius_cli::designs::all()
+        .iter()
+        .filter(|d| d.promise == ftl::Promise::AtomicTransactions && d.name != "mobius")
+        .map(|d| d.name)
+        .collect()
+}
+
 /// A negative control of the database trials runs in the long mode or when `var` asks for a
 /// number of trials.
 pub fn control_requested(var: &str) -> bool {
