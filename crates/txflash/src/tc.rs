@@ -230,7 +230,7 @@ impl TxFlashTc {
         let logical = by_op.min(data_pages.saturating_sub(spare + commit_budget + 1)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
-                "no logical pages left after over-provisioning and commit reserve".into(),
+                "no logical pages left after over-provisioning, commit reserve and the room for the longest transaction (max_tx_bytes)".into(),
             ));
         }
         let pool = BlockPool::new(&g, 2, |_| false);

@@ -261,7 +261,7 @@ impl TxFlashCyclic {
         let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
-                "no logical pages left after over-provisioning".into(),
+                "no logical pages left after over-provisioning and the room for the longest transaction (max_tx_bytes)".into(),
             ));
         }
         let pool = BlockPool::new(&g, 2, |_| false);
