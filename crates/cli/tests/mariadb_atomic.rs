@@ -294,6 +294,17 @@ enum Cut {
     InsideFlush,
 }
 
+impl Cut {
+    /// Half the trials each way, alternating (as the PostgreSQL trials' `Cut::of_trial`).
+    fn of_trial(n: u64) -> Cut {
+        if n.is_multiple_of(2) {
+            Cut::WhileRunning
+        } else {
+            Cut::InsideFlush
+        }
+    }
+}
+
 /// Runs the transfers and cuts the power as `cut` says; returns a description of the moment.
 fn run_and_cut(server: &mut Server, db: &mut Mariadb, n: u64, cut: Cut) -> Result<String, String> {
     match cut {
@@ -412,12 +423,9 @@ fn mariadb_without_doublewrite_survives_power_cuts_on_atomic_requests() {
     }
     let failures: Vec<(u64, String)> = (0..trials())
         .filter_map(|n| {
-            let cut = if n % 2 == 0 {
-                Cut::WhileRunning
-            } else {
-                Cut::InsideFlush
-            };
-            trial(&trial_design(), n, true, cut).err().map(|e| (n, e))
+            trial(&trial_design(), n, true, Cut::of_trial(n))
+                .err()
+                .map(|e| (n, e))
         })
         .collect();
     assert!(failures.is_empty(), "damaged trials: {failures:?}");
@@ -434,12 +442,8 @@ fn mariadb_without_doublewrite_survives_a_cut_on_every_transactional_design() {
         .into_iter()
         .enumerate()
         .filter_map(|(k, design)| {
-            let cut = if k % 2 == 0 {
-                Cut::WhileRunning
-            } else {
-                Cut::InsideFlush
-            };
-            trial(design, 300 + k as u64, true, cut)
+            let n = 300 + k as u64;
+            trial(design, n, true, Cut::of_trial(n))
                 .err()
                 .map(|e| (design, e))
         })
