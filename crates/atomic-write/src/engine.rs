@@ -1400,6 +1400,7 @@ impl Engine {
             ("tx_aborted".into(), s.aborts as f64),
             ("scan_blocks".into(), self.scan_list.len() as f64),
             ("window_free_blocks".into(), self.reserved_list.len() as f64),
+            ("zone_record_pages".into(), self.zone_pages.len() as f64),
         ]
     }
 
