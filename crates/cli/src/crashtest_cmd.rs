@@ -599,26 +599,32 @@ fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
         promise,
         what,
         shapes,
+        second_lives,
     } in soak::CONTROLS
     {
         let mut cfg = soak_config(args, vec![crate::designs::find(name)?])?;
         cfg.promise = Some(promise);
         cfg.shapes = shapes.to_vec();
+        cfg.second_lives = cfg.second_lives.max(second_lives);
         for (k, v) in params {
             cfg.options = cfg.options.with(k, v);
         }
         let report = soak::run_soak(&cfg, &|_| {});
         let t = report.totals();
         println!(
-            "control {name} {params:?} judged as {}: caught on {} of {} seeds ({what})",
+            "control {name} {params:?} judged as {}{}: caught on {} of {} seeds ({what})",
             promise.name(),
+            match cfg.second_lives {
+                0 => String::new(),
+                n => format!(" with {n} second lives"),
+            },
             t.failing_seeds.len(),
             t.seeds
         );
         if t.failing_seeds.len() * 2 < t.seeds {
             weak.push(name);
         }
-        all.push(serde_json::json!({"design": name, "params": params, "promise": promise.name(), "caught_seeds": t.failing_seeds.len(), "seeds": t.seeds}));
+        all.push(serde_json::json!({"design": name, "params": params, "promise": promise.name(), "second_lives": cfg.second_lives, "caught_seeds": t.failing_seeds.len(), "seeds": t.seeds}));
     }
     if args.json {
         println!("{}", serde_json::json!({ "controls": all }));

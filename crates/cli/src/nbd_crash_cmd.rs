@@ -3,6 +3,7 @@
 //! designs (`--seeds`, several designs), and its negative controls (`--controls`).
 
 use crate::crashtest_cmd::CrashtestArgs;
+use crashtest::second_life::FirstCut;
 use crashtest::soak::SoakCell;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use nbd::crash::soak::{self, NbdCell, NbdSoakConfig, NbdSoakReport};
@@ -40,8 +41,6 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
         ("--mode", args.mode.is_some()),
         ("--synchronous", args.synchronous.is_some()),
         ("--tx", args.tx.is_some()),
-        ("--second-lives", args.second_lives > 0),
-        ("--first-cut", args.first_cut.is_some()),
     ]);
     unused.extend(
         args.workload
@@ -51,10 +50,10 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
     );
     if soak {
         unused.extend(args.device.given());
-        unused.extend(crate::device_args::flags_given([(
-            "--replay-instant",
-            args.replay_instant.is_some(),
-        )]));
+        unused.extend(crate::device_args::flags_given([
+            ("--replay-instant", args.replay_instant.is_some()),
+            ("--first-cut", args.first_cut.is_some()),
+        ]));
     } else {
         unused.extend(crate::device_args::flags_given([(
             "--jobs",
@@ -92,6 +91,17 @@ fn check_atomic(design: &DesignSpec, args: &CrashtestArgs) -> anyhow::Result<()>
     Ok(())
 }
 
+/// `--first-cut`, which names the second life a `--replay-instant` is in.
+fn first_cut(args: &CrashtestArgs) -> anyhow::Result<Option<FirstCut>> {
+    let Some(text) = &args.first_cut else {
+        return Ok(None);
+    };
+    if args.replay_instant.is_none() {
+        anyhow::bail!("--first-cut names the second life of a --replay-instant: give both");
+    }
+    Ok(Some(FirstCut::parse(text)?))
+}
+
 /// One campaign (600 requests after an 80 % fill unless told otherwise).
 fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
     check_flags(args, false)?;
@@ -110,6 +120,8 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
         torn: args.torn,
         seed: args.seed.unwrap_or(1),
         only_at: args.replay_instant.map(|at| (at, args.torn)),
+        second_lives: args.second_lives,
+        first_cut: first_cut(args)?,
     };
     let report = crash::run(&cfg)?;
     if args.json {
@@ -128,7 +140,7 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
                 .as_deref()
                 .or(report.first_read_mismatch.as_deref())
                 .unwrap_or_default(),
-            crash::replay_command(&cfg, report.first_violation_at)
+            crash::replay_of(&cfg, &report)
         );
     }
     Ok(())
@@ -167,6 +179,12 @@ fn print_campaign(cfg: &NbdCrashConfig, r: &NbdCrashReport) {
         "during the run    {} erases, {} pages copied by GC",
         r.run_erases, r.run_gc_copies
     );
+    if r.second_lives > 0 {
+        println!(
+            "second lives      {} (their crash points are counted above)",
+            r.second_lives
+        );
+    }
     println!("READs missing     {}", r.read_mismatches);
     println!("violations        {}", r.violations);
 }
@@ -185,6 +203,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         atomic_requests: args.atomic_requests.then_some(true),
         promise: promise_arg(args)?,
         plain_reads: args.plain_reads,
+        second_lives: args.second_lives,
     })
 }
 
@@ -288,6 +307,10 @@ fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
         cfg.atomic_requests = Some(control.atomic_requests);
         cfg.promise = control.promise;
         cfg.plain_reads = control.plain_reads;
+        cfg.second_lives = cfg.second_lives.max(control.second_lives);
+        for (k, v) in control.params {
+            cfg.options = cfg.options.with(k, v);
+        }
         let report = soak::run_soak(&cfg, &print_cell);
         if let Some(c) = report.cells.iter().find(|c| c.error.is_some()) {
             anyhow::bail!(

@@ -73,7 +73,9 @@ fn the_negative_controls_are_caught_on_fresh_seeds() {
         ok,
         "a negative control was not caught: a soak that cannot fail proves nothing"
     );
-    assert_eq!(stdout.matches("caught on").count(), 3);
+    assert_eq!(stdout.matches("caught on").count(), 4);
+    // The control only work after recovery exposes runs with second lives.
+    assert!(stdout.contains("stale_validity") && stdout.contains("with 2 second lives"));
 }
 
 #[test]

@@ -17,7 +17,8 @@ fn mobius(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// A soak over two designs (atomic and plain exports drawn per seed) passes.
+/// A soak over two designs (atomic and plain exports drawn per seed), with a second life per
+/// cell, passes.
 #[test]
 fn an_nbd_soak_passes_on_sound_exports() {
     let (ok, out, err) = mobius(&[
@@ -33,11 +34,18 @@ fn an_nbd_soak_passes_on_sound_exports() {
         "--crash-points",
         "20",
         "--torn",
+        "--second-lives",
+        "1",
         "--jobs",
         "2",
+        "--json",
     ]);
     assert!(ok, "{out}{err}");
-    assert!(out.contains("total: 4 cells"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(json["cells"], 4, "{out}");
+    // Each cell: 20 cuts of life one and 5 of its second life.
+    assert_eq!(json["crash_points"], 4 * (20 + 5), "{out}");
+    assert_eq!(json["violations"], 0, "{out}");
 }
 
 /// Both controls are caught, and a failing cell's printed replay command, run as it is, finds
@@ -60,7 +68,11 @@ fn the_controls_are_caught_and_a_failing_cell_replays() {
         "--torn",
     ]);
     assert!(ok, "the controls were not caught: {out}{err}");
-    assert_eq!(out.matches("caught on 1 of 1 seeds").count(), 3, "{out}");
+    assert_eq!(out.matches("caught on 1 of 1 seeds").count(), 4, "{out}");
+    assert!(
+        out.contains("inject_bug=stale_validity, 2 second lives"),
+        "{out}"
+    );
     let line = err
         .lines()
         .find(|l| {
@@ -113,6 +125,23 @@ fn nbd_campaigns_refuse_flags_they_would_not_use() {
         (
             vec!["--ftl", "dftl", "--workload", "nbd", "--qd", "4"],
             "--qd",
+        ),
+        (
+            vec!["--ftl", "dftl", "--workload", "nbd", "--first-cut", "5"],
+            "--first-cut",
+        ),
+        (
+            vec![
+                "--ftl",
+                "dftl",
+                "--workload",
+                "nbd",
+                "--seeds",
+                "2",
+                "--first-cut",
+                "5",
+            ],
+            "--first-cut",
         ),
         (
             vec!["--ftl", "mobius", "--atomic-requests"],

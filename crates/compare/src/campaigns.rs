@@ -9,6 +9,7 @@
 use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Table};
 use crate::Context;
+use crashtest::second_life::run_campaign_with_lives;
 use crashtest::{run_campaign, CampaignConfig};
 use ftl::DesignOptions;
 
@@ -30,7 +31,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             header: ["design", "promise", "crash points", "recovered", "violations", "recovery reads (mean)", "recovery ms (mean)"].map(String::from).to_vec(),
             rows,
         }, Table {
-            caption: "Negative controls: weaker designs judged against a stronger promise must be caught".into(),
+            caption: "Negative controls: weaker designs judged against a stronger promise, and a design with an injected recovery bug, must be caught (a fault that shows only after recovery, with second lives: a cut, recovery, more work, another cut)".into(),
             header: ["design", "what is wrong", "judged against", "crash points", "violations", "verdict"].map(String::from).to_vec(),
             rows: control_rows,
         }],
@@ -116,6 +117,7 @@ fn control_campaigns(ctx: &Context, points: usize, out: &mut Collected) -> Vec<V
         params,
         promise,
         what,
+        second_lives,
         ..
     } in crashtest::soak::CONTROLS
     {
@@ -137,12 +139,15 @@ fn control_campaigns(ctx: &Context, points: usize, out: &mut Collected) -> Vec<V
             let p: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
             format!("{name} ({})", p.join(", "))
         };
-        match run_campaign(&cfg, &|_, _| {}) {
-            Ok(r) => {
+        match run_campaign_with_lives(&cfg, second_lives, &|_, _| {}) {
+            Ok((r, _)) => {
                 let caught = !r.violations.is_empty();
                 rows.push(vec![
                     label.clone(),
-                    what.to_string(),
+                    match second_lives {
+                        0 => what.to_string(),
+                        n => format!("{what} (judged with {n} second lives)"),
+                    },
                     r.promise.clone(),
                     r.crash_points.to_string(),
                     r.violations.len().to_string(),

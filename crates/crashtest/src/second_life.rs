@@ -43,7 +43,8 @@ impl FirstCut {
         Ok(FirstCut { instant_ns, torn })
     }
 
-    fn arg(&self) -> String {
+    /// ` --first-cut T[:torn]`, as a replay command spells it.
+    pub fn arg(&self) -> String {
         format!(
             " --first-cut {}{}",
             self.instant_ns,
@@ -70,7 +71,11 @@ struct Life {
 
 /// First cuts for `lives` second lives: evenly spread over life one's sampled crash points.
 pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<FirstCut> {
-    let points = crate::choose_points(cfg, rec);
+    spread_cuts(&crate::choose_points(cfg, rec), lives)
+}
+
+/// `lives` first cuts evenly spread, in time, over a campaign's crash points `points`.
+pub fn spread_cuts(points: &[CrashPoint], lives: usize) -> Vec<FirstCut> {
     if points.is_empty() || lives == 0 {
         return Vec::new();
     }

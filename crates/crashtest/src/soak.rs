@@ -812,16 +812,20 @@ pub struct Control {
     /// The shapes that exercise the fault (empty: every shape the design supports). A fault in
     /// transaction commit cannot show on a workload without transactions.
     pub shapes: &'static [Shape],
+    /// Second lives the fault needs to show (0: life one's images show it). A fault that only
+    /// work after recovery exposes is a control that only second lives reach.
+    pub second_lives: usize,
 }
 
 /// The negative controls every soak runs.
-pub const CONTROLS: [Control; 3] = [
+pub const CONTROLS: [Control; 4] = [
     Control {
         design: "wcache",
         params: &[],
         promise: Promise::Ordered,
         what: "write-back cache, flush-only: no prefix semantics",
         shapes: &[],
+        second_lives: 0,
     },
     Control {
         design: "dftl",
@@ -829,6 +833,7 @@ pub const CONTROLS: [Control; 3] = [
         promise: Promise::DurableWrites,
         what: "DFTL that forgets the writes after its last checkpoint",
         shapes: &[],
+        second_lives: 0,
     },
     Control {
         design: "mobius",
@@ -836,6 +841,16 @@ pub const CONTROLS: [Control; 3] = [
         promise: Promise::AtomicTransactions,
         what: "Möbius committing unflagged inodes without reading their pages",
         shapes: &[Shape::Txmix, Shape::LargeTx, Shape::AbortHeavy],
+        second_lives: 0,
+    },
+    Control {
+        design: "mobius",
+        params: &[("inject_bug", "stale_validity")],
+        promise: Promise::AtomicTransactions,
+        what:
+            "Möbius whose recovery leaves translation-page mappings invalid: GC erases them later",
+        shapes: &[],
+        second_lives: 2,
     },
 ];
 

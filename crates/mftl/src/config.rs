@@ -11,6 +11,11 @@ pub enum InjectBug {
     SkipVerify,
     /// Commit flags are emitted before the transaction's data pages are on flash.
     FlagEarly,
+    /// The validity rebuild that ends recovery takes the Resident Area only, leaving the pages
+    /// that translation pages map invalid (a rebuild that recovery's own merge or GC needs is
+    /// right): reads after recovery are right, but GC later erases those pages' blocks without
+    /// copying them. Only a second life (work after recovery, then another cut) can catch it.
+    StaleValidity,
 }
 
 #[derive(Clone, Debug)]
@@ -119,9 +124,10 @@ impl MobiusConfig {
             None | Some("none") => InjectBug::None,
             Some("skip_verify") => InjectBug::SkipVerify,
             Some("flag_early") => InjectBug::FlagEarly,
+            Some("stale_validity") => InjectBug::StaleValidity,
             Some(v) => {
                 return Err(FtlError::InvalidOption(format!(
-                    "inject_bug={v}: none, skip_verify, flag_early"
+                    "inject_bug={v}: none, skip_verify, flag_early, stale_validity"
                 )))
             }
         };

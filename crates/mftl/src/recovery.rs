@@ -116,7 +116,8 @@ impl Mobius {
         let rebuild_reads = if m.validity_ready {
             0.0
         } else {
-            m.rebuild_validity(m.ready_ns)?;
+            let stale = m.cfg.inject_bug == InjectBug::StaleValidity;
+            m.rebuild_validity_from(m.ready_ns, stale)?;
             m.flash.stats().since(&bg).total_reads() as f64
         };
         r.details = vec![

@@ -54,3 +54,32 @@ fn long_campaigns() {
         );
     }
 }
+
+/// A negative control that only second lives reach: with `inject_bug=stale_validity` recovery
+/// leaves the pages that translation pages map invalid. Every image reads right just after
+/// recovery, so life one's campaign passes it; GC on the recovered device then erases live
+/// pages without copying them, and the second lives' cuts show them gone.
+#[test]
+fn a_recovery_bug_that_shows_only_after_more_work_is_caught_by_second_lives_alone() {
+    use crashtest::second_life::run_campaign_with_lives;
+    let small = flash::DeviceConfig::preset("small").unwrap();
+    let mut cfg = crashtest::testing::config(small, mftl::spec(), txmix(2000, 0.85), 3, true);
+    cfg.options = DesignOptions::default().with("inject_bug", "stale_validity");
+    cfg.crash_points = 200;
+    let (first_only, _) = run_campaign_with_lives(&cfg, 0, &|_, _| {}).unwrap();
+    assert!(
+        first_only.violations.is_empty(),
+        "life one alone cannot see the bug: {:#?}",
+        &first_only.violations[..first_only.violations.len().min(3)]
+    );
+    let (with_lives, lives) = run_campaign_with_lives(&cfg, 2, &|_, _| {}).unwrap();
+    assert_eq!(lives, 2);
+    assert!(
+        !with_lives.violations.is_empty(),
+        "second lives must catch GC erasing pages recovery left invalid"
+    );
+    for v in &with_lives.violations {
+        assert!(v.what.starts_with("second life after a cut"), "{}", v.what);
+        assert!(v.replay.contains("--first-cut"), "{}", v.replay);
+    }
+}

@@ -16,6 +16,7 @@
 //! export, so garbage collection copies live pages while the requests run.
 
 pub mod requests;
+mod second_life;
 pub mod sectors;
 pub mod soak;
 
@@ -23,6 +24,7 @@ use crate::ftl_backend::FtlBackend;
 use crate::NbdBackend;
 use crashtest::oracle::Model;
 use crashtest::points::{CrashPoint, ImageBuilder};
+use crashtest::second_life::FirstCut;
 use flash::{DeviceConfig, Flash, Lpn};
 use ftl::{DesignOptions, DesignSpec, FtlError, Promise};
 use rand::{RngExt, SeedableRng};
@@ -54,6 +56,11 @@ pub struct NbdCrashConfig {
     pub seed: u64,
     /// Judge only a cut at this instant, torn or not (a violation's replay).
     pub only_at: Option<(u64, bool)>,
+    /// Second lives ([`second_life`]): cuts of life one after which the recovered export
+    /// serves a quarter of the requests more and is cut again (`crash_points / 4` cuts each).
+    pub second_lives: usize,
+    /// With [`Self::only_at`]: that cut is in the second life after this first cut.
+    pub first_cut: Option<FirstCut>,
 }
 
 impl NbdCrashConfig {
@@ -109,6 +116,10 @@ pub struct NbdCrashReport {
     pub first_violation: Option<String>,
     /// Instant of the first violation, and whether it was torn (`--replay-instant`, `--torn`).
     pub first_violation_at: Option<(u64, bool)>,
+    /// The first cut of the second life the first violation is in (`--first-cut`).
+    pub first_violation_cut: Option<(u64, bool)>,
+    /// Second lives run (their crash points and violations are counted with life one's).
+    pub second_lives: usize,
     /// Blocks erased and pages copied by GC during the recorded run.
     pub run_erases: u64,
     pub run_gc_copies: u64,
@@ -176,7 +187,7 @@ impl Recording {
 }
 
 impl NbdCrashReport {
-    /// Counts the cut `p` and the rules its image broke.
+    /// Counts the cut `p` of life one and the rules its image broke.
     fn note(&mut self, p: &CrashPoint, broken: &[String]) {
         let kind = format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" });
         *self.points_by_kind.entry(kind.to_lowercase()).or_insert(0) += 1;
@@ -189,22 +200,55 @@ impl NbdCrashReport {
             }
         }
     }
+
+    /// Counts the cut `p` of the second life after `cut`.
+    fn note_in_life(&mut self, p: &CrashPoint, cut: FirstCut, broken: &[String]) {
+        let first_before = self.first_violation.is_some();
+        let broken: Vec<String> = broken
+            .iter()
+            .map(|b| format!("second life after a cut at {} ns: {b}", cut.instant_ns))
+            .collect();
+        self.note(p, &broken);
+        if !first_before && self.first_violation.is_some() {
+            self.first_violation_cut = Some((cut.instant_ns, cut.torn));
+        }
+    }
+
+    /// A second life whose recovered export failed a request it must take: a violation at its
+    /// first cut, replayed by rerunning the campaign.
+    fn note_life_failure(&mut self, cut: FirstCut, what: &str) {
+        self.violations += 1;
+        if self.first_violation.is_none() {
+            self.first_violation = Some(format!(
+                "second life after a cut at {} ns: {what}",
+                cut.instant_ns
+            ));
+        }
+    }
+
+    fn note_read_mismatch(&mut self, what: String) {
+        self.read_mismatches += 1;
+        self.first_read_mismatch.get_or_insert(what);
+    }
 }
 
-/// Records the run, then recovers and judges the image of each cut.
+/// Records the run, then recovers and judges the image of each cut, then the second lives.
 pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
     let rec = record(cfg)?;
     let mut report = rec.report(cfg);
-    let judge = Judge {
-        cfg,
-        rec: &rec,
-        model: Model::new(&rec.log.log),
-        index: rec.log.zero_index(),
-    };
+    let judge = Judge::new(cfg, &rec);
+    if let (Some(_), Some(cut)) = (cfg.only_at, cfg.first_cut) {
+        second_life::judge_life(cfg, &judge, cut, None, &mut report);
+        return Ok(report);
+    }
+    let points = rec.points(cfg);
     let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
-    for p in rec.points(cfg) {
+    for p in &points {
         let image = builder.image_at(p.instant_ns, p.torn);
-        report.note(&p, &judge.point(image, p.instant_ns));
+        report.note(p, &judge.point(image, p.instant_ns, p.instant_ns));
+    }
+    if cfg.only_at.is_none() {
+        second_life::run_lives(cfg, &judge, &points, &mut report);
     }
     Ok(report)
 }
@@ -218,19 +262,30 @@ struct Judge<'a> {
     index: ZeroIndex,
 }
 
-impl Judge<'_> {
-    /// Every rule the image of a cut at `t` breaks; a design that panics on it breaks one.
-    fn point(&self, image: Box<dyn flash::Store>, t: u64) -> Vec<String> {
-        crashtest::quiet_panics::catch(|| self.image(image, t))
+impl<'a> Judge<'a> {
+    fn new(cfg: &'a NbdCrashConfig, rec: &'a Recording) -> Judge<'a> {
+        Judge {
+            cfg,
+            rec,
+            model: Model::new(&rec.log.log),
+            index: rec.log.zero_index(),
+        }
+    }
+
+    /// Every rule the image of a cut at `cut_ns` breaks, judged as a cut at `t` (the same
+    /// instant, or the first cut of a second life still recovering at `cut_ns`); a design that
+    /// panics on it breaks one.
+    fn point(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Vec<String> {
+        crashtest::quiet_panics::catch(|| self.image(image, cut_ns, t))
             .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
     }
 
-    /// Recovers the design from `image`, checks its invariants and capacity, reads every
-    /// sector back and has the oracle judge them.
-    fn image(&self, image: Box<dyn flash::Store>, t: u64) -> Vec<String> {
+    /// Recovers the design from `image` (cut at `cut_ns`), checks its invariants and capacity,
+    /// reads every sector back and has the oracle judge them as a cut at `t`.
+    fn image(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Vec<String> {
         let (cfg, rec) = (self.cfg, self.rec);
         let mut flash = Flash::new(cfg.device.clone(), image);
-        flash.start_clock_at(t);
+        flash.start_clock_at(cut_ns);
         let mut dev = match cfg.design.reopen(flash, &cfg.options) {
             Ok((dev, _)) => dev,
             Err(e) => return vec![format!("recovery failed: {e}")],
@@ -245,7 +300,7 @@ impl Judge<'_> {
                 rec.logical_pages
             )];
         }
-        let recovered_ns = dev.flash().idle_ns().max(t);
+        let recovered_ns = dev.flash().idle_ns().max(cut_ns);
         match read_sectors(dev.as_mut(), recovered_ns) {
             Ok(read) => self.sectors(&read, t),
             Err(e) => vec![format!("reading the recovered device failed: {e}")],
@@ -279,10 +334,15 @@ impl Judge<'_> {
 
 /// Every sector of the device, page by page (`None`: an uncorrectable page), read from `at`
 /// (when recovery is done).
-fn read_sectors(
+fn read_sectors(dev: &mut dyn ftl::BlockDevice, at: u64) -> Result<Vec<Option<Sector>>, FtlError> {
+    read_sectors_until(dev, at).map(|(sectors, _)| sectors)
+}
+
+/// [`read_sectors`], and when the last read was acknowledged.
+fn read_sectors_until(
     dev: &mut dyn ftl::BlockDevice,
     mut at: u64,
-) -> Result<Vec<Option<Sector>>, FtlError> {
+) -> Result<(Vec<Option<Sector>>, u64), FtlError> {
     let pages = dev.logical_pages();
     let spp = (dev.flash().geometry().page_bytes as u64 / SECTOR_BYTES) as usize;
     let mut sectors = Vec::with_capacity(pages as usize * spp);
@@ -294,7 +354,7 @@ fn read_sectors(
             sectors.extend(sectors::page_sectors(page, spp));
         }
     }
-    Ok(sectors)
+    Ok((sectors, at))
 }
 
 /// What a READ must return for one sector: the last write accepted before it (`None`: zeros),
@@ -328,11 +388,7 @@ fn record(cfg: &NbdCrashConfig) -> Result<Recording, NbdCrashError> {
     let base = run.backend.device_mut().flash_mut().start_recording();
     let start_ns = run.last_ack_ns.max(run.backend.host().clock_ns());
     run.arrival_ns = start_ns;
-    let requests = requests::generate(&run.export_shape(), cfg.requests, cfg.seed);
-    for (i, timed) in requests.into_iter().enumerate() {
-        run.apply(i, timed)?;
-    }
-    run.read_everything(cfg.requests as usize)?;
+    run.run_requests(cfg.requests, cfg.seed)?;
     Ok(run.into_recording(base, start_ns))
 }
 
@@ -342,9 +398,20 @@ fn open_export(cfg: &NbdCrashConfig) -> Result<FtlBackend, NbdCrashError> {
     let flash = Flash::in_memory(cfg.device.clone(), oob, false);
     let dev = cfg.design.build(flash, &cfg.options)?;
     let start_ns = dev.flash().idle_ns();
+    open_backend(cfg, dev, start_ns, FIRST_UUID)
+}
+
+/// The export `cfg` asks for on `dev`, its clock at `start_ns`, atomic requests' transaction
+/// ids from `first_uuid`.
+fn open_backend(
+    cfg: &NbdCrashConfig,
+    dev: Box<dyn ftl::BlockDevice>,
+    start_ns: u64,
+    first_uuid: u64,
+) -> Result<FtlBackend, NbdCrashError> {
     let mut backend = FtlBackend::new(dev, start_ns);
     if cfg.atomic_requests {
-        backend = backend.with_atomic_requests_from(FIRST_UUID)?;
+        backend = backend.with_atomic_requests_from(first_uuid)?;
     }
     if cfg.plain_reads {
         backend = backend.without_serializable_reads();
@@ -372,6 +439,25 @@ impl<'a> Run<'a> {
             read_mismatches: Vec::new(),
             refused_oversize: 0,
         }
+    }
+
+    /// A second life's run: the log and the expected sectors start from the recovered
+    /// device's baseline, the clock from when it was ready.
+    fn continuing(mut self, log: SectorLog, expect: Vec<Expect>, ready_ns: u64) -> Run<'a> {
+        self.log = log;
+        self.expect = expect;
+        self.arrival_ns = self.arrival_ns.max(ready_ns);
+        self.last_ack_ns = self.last_ack_ns.max(ready_ns);
+        self
+    }
+
+    /// `n` requests drawn from `seed`, then a READ of the whole export.
+    fn run_requests(&mut self, n: u64, seed: u64) -> Result<(), NbdCrashError> {
+        let requests = requests::generate(&self.export_shape(), n, seed);
+        for (i, timed) in requests.into_iter().enumerate() {
+            self.apply(i, timed)?;
+        }
+        self.read_everything(n as usize)
     }
 
     /// What the request stream is drawn for: the export's size and longest write.
@@ -631,9 +717,23 @@ impl<'a> Run<'a> {
     }
 }
 
+/// The command that replays `report`'s first violation, or reruns the campaign when it has
+/// no instant (a second life whose export failed, a READ that missed).
+pub fn replay_of(cfg: &NbdCrashConfig, report: &NbdCrashReport) -> String {
+    let cut = report
+        .first_violation_cut
+        .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
+    replay_command(cfg, report.first_violation_at, cut)
+}
+
 /// The `mobius crashtest` command that runs `cfg` again: with `at`, it rebuilds and judges
-/// only the image of a cut then (a violation's replay); without, the whole campaign.
-pub fn replay_command(cfg: &NbdCrashConfig, at: Option<(u64, bool)>) -> String {
+/// only the image of a cut then (a violation's replay), in the second life after `cut` if one
+/// is given; without, the whole campaign.
+pub fn replay_command(
+    cfg: &NbdCrashConfig,
+    at: Option<(u64, bool)>,
+    cut: Option<FirstCut>,
+) -> String {
     let mut c = crashtest::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
     c.push_str(" --workload nbd");
     if cfg.atomic_requests {
@@ -655,12 +755,18 @@ pub fn replay_command(cfg: &NbdCrashConfig, at: Option<(u64, bool)>) -> String {
                 c.push_str(" --torn");
             }
             c.push_str(&format!(" --replay-instant {t}"));
+            if let Some(cut) = cut {
+                c.push_str(&cut.arg());
+            }
         }
         None => {
             if cfg.torn {
                 c.push_str(" --torn");
             }
             c.push_str(&format!(" --crash-points {}", cfg.crash_points));
+            if cfg.second_lives > 0 {
+                c.push_str(&format!(" --second-lives {}", cfg.second_lives));
+            }
         }
     }
     c

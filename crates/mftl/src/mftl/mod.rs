@@ -447,6 +447,16 @@ impl Mobius {
     /// After recovery: page validity from the recovered mapping (every translation page read
     /// once, through the Evicting Area), then the GC index. Needed before any GC or merge.
     pub(crate) fn rebuild_validity(&mut self, at: u64) -> Result<(), FtlError> {
+        self.rebuild_validity_from(at, false)
+    }
+
+    /// [`Self::rebuild_validity`]; with `resident_only` (the injected `stale_validity` bug,
+    /// in the rebuild that ends recovery) the pages translation pages map are left invalid.
+    pub(crate) fn rebuild_validity_from(
+        &mut self,
+        at: u64,
+        resident_only: bool,
+    ) -> Result<(), FtlError> {
         for tp in 0..self.gtd.len() {
             if self.gtd[tp] != NO_PPN {
                 self.load_tp(tp, at)?;
@@ -459,11 +469,11 @@ impl Mobius {
         }
         let g = self.flash.geometry().clone();
         for l in 0..self.logical {
-            let p = self
-                .resident
-                .get(&l)
-                .copied()
-                .unwrap_or(self.base[l as usize]);
+            let resident = self.resident.get(&l).copied();
+            if resident_only && resident.is_none() {
+                continue;
+            }
+            let p = resident.unwrap_or(self.base[l as usize]);
             if p != NO_PPN {
                 self.space
                     .validity

@@ -118,6 +118,24 @@ impl SectorLog {
         }
     }
 
+    /// A second life's log, from what the recovered device showed after a cut of life one
+    /// (`first`'s log): one single-sector write per sector holding data, with the write number
+    /// it holds, then a flush, all acknowledged at `ready_ns`, when the host saw them (a
+    /// sector that reads as zeros was never written, for this log). `holds` lists the
+    /// (write, sector) pairs; the life's own writes are numbered after `first`'s.
+    pub fn baseline(first: &SectorLog, holds: &mut [(u64, u64)], ready_ns: u64) -> SectorLog {
+        holds.sort_unstable();
+        let mut log = SectorLog::new(&first.log.design, first.log.logical_pages);
+        let ok: Outcome = Ok(ready_ns);
+        for &(write, sector) in holds.iter() {
+            log.log.next_write = write;
+            log.write(sector, 1, false, false, ready_ns, &ok);
+        }
+        log.log.next_write = first.log.next_write;
+        log.flush(ready_ns, &ok);
+        log
+    }
+
     /// Whether record `i` is a WRITE_ZEROES (piece).
     pub fn is_zeroes(&self, i: usize) -> bool {
         self.zeroes[i]

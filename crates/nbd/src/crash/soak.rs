@@ -46,6 +46,8 @@ pub struct NbdSoakConfig {
     pub promise: Option<Promise>,
     /// Atomic requests read with plain reads (a negative control).
     pub plain_reads: bool,
+    /// Second lives per cell ([`NbdCrashConfig::second_lives`]).
+    pub second_lives: usize,
 }
 
 /// Whether `design` can export atomic requests (static transactions).
@@ -110,6 +112,8 @@ impl Variant {
             torn: cfg.torn,
             seed,
             only_at: None,
+            second_lives: cfg.second_lives,
+            first_cut: None,
         }
     }
 }
@@ -157,14 +161,12 @@ pub fn run_cell(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCell 
     };
     match super::run(&campaign) {
         Ok(r) => {
-            cell.replay = r
-                .failed()
-                .then(|| super::replay_command(&campaign, r.first_violation_at));
+            cell.replay = r.failed().then(|| super::replay_of(&campaign, &r));
             cell.report = Some(r);
         }
         Err(e) => {
             cell.error = Some(e.to_string());
-            cell.replay = Some(super::replay_command(&campaign, None));
+            cell.replay = Some(super::replay_command(&campaign, None, None));
         }
     }
     cell.wall_s = wall.elapsed().as_secs_f64();
@@ -204,36 +206,55 @@ pub fn run_soak(cfg: &NbdSoakConfig, progress: &(dyn Fn(&NbdCell) + Sync)) -> Nb
 /// An export that does not keep the promise it is judged against, which a soak must catch.
 pub struct NbdControl {
     pub design: &'static str,
+    /// Design options of the control (an injected bug).
+    pub params: &'static [(&'static str, &'static str)],
     pub atomic_requests: bool,
     /// Judged against this instead of what the export promises.
     pub promise: Option<Promise>,
     pub plain_reads: bool,
+    /// Second lives the fault needs to show (0: life one's cuts show it).
+    pub second_lives: usize,
     pub what: &'static str,
 }
 
 /// The negative controls of the NBD soak.
-pub const CONTROLS: [NbdControl; 3] = [
+pub const CONTROLS: [NbdControl; 4] = [
     NbdControl {
         design: "dftl",
+        params: &[],
         atomic_requests: false,
         promise: Some(Promise::AtomicTransactions),
         plain_reads: false,
+        second_lives: 0,
         what: "plain requests believed atomic (unmodified databases without --atomic-requests)",
     },
     NbdControl {
         design: "wcache",
+        params: &[],
         atomic_requests: false,
         promise: Some(Promise::DurableWrites),
         plain_reads: false,
+        second_lives: 0,
         what: "a write-back cache believed to make every acknowledged write durable",
     },
     NbdControl {
         design: "mobius",
+        params: &[],
         atomic_requests: true,
         promise: None,
         plain_reads: true,
+        second_lives: 0,
         what:
             "atomic requests whose read-modify-write reads plainly, before earlier SWRITEs commit",
+    },
+    NbdControl {
+        design: "mobius",
+        params: &[("inject_bug", "stale_validity")],
+        atomic_requests: true,
+        promise: None,
+        plain_reads: false,
+        second_lives: 2,
+        what: "a recovery that leaves translation-page mappings invalid: GC erases them later",
     },
 ];
 
@@ -251,6 +272,12 @@ impl NbdControl {
         }
         if self.plain_reads {
             d.push_str(", plain reads");
+        }
+        for (k, v) in self.params {
+            d.push_str(&format!(", {k}={v}"));
+        }
+        if self.second_lives > 0 {
+            d.push_str(&format!(", {} second lives", self.second_lives));
         }
         d
     }
