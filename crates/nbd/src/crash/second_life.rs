@@ -56,7 +56,9 @@ pub(super) fn judge_life(
     points_each: Option<usize>,
     report: &mut NbdCrashReport,
 ) {
-    let life = match live(cfg, first.rec, cut) {
+    let outcome = crashtest::quiet_panics::catch(|| live(cfg, first.rec, cut))
+        .unwrap_or_else(|what| Err(format!("the design panicked in the second life: {what}")));
+    let life = match outcome {
         Ok(Some(life)) => life,
         // The cut's own image broke life one's promise: life one's campaign reports it.
         Ok(None) => return,
