@@ -194,18 +194,16 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
             replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
         })
     };
-    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
-    let mut flash = Flash::new(
-        cfg.device.clone(),
-        builder.image_at(cut.instant_ns, cut.torn),
-    );
-    flash.start_clock_at(cut.instant_ns);
-    let base = flash.start_recording();
     // A failed first recovery or read is life one's violation, reported by its campaign.
-    let Ok((mut dev, _)) = cfg.design.reopen(flash, &cfg.options) else {
+    let image = (rec.base.as_ref(), &rec.ops);
+    let Some(Recovered {
+        mut dev,
+        base,
+        ready_ns,
+    }) = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut)
+    else {
         return Err(None);
     };
-    let ready_ns = dev.flash().idle_ns().max(cut.instant_ns);
     let Some(contents) = read_all(dev.as_mut(), ready_ns) else {
         return Err(None);
     };
@@ -244,6 +242,38 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
             host,
             ready_ns: cut.instant_ns,
         },
+        ready_ns,
+    })
+}
+
+/// A design recovered from a first cut, recording from the cut on.
+pub struct Recovered {
+    pub dev: Box<dyn ftl::BlockDevice>,
+    /// The image at the cut: the base of the second life's recording.
+    pub base: Box<dyn flash::Store>,
+    /// When the recovered device was ready for the host.
+    pub ready_ns: u64,
+}
+
+/// The design recovered from the image `cut` leaves of a recording (`image`: its base and
+/// its operations), with the flash recording from the cut on, so that the second life's cuts
+/// include cuts during recovery; `None` if recovery refuses the image.
+pub fn recover_cut(
+    design: &ftl::DesignSpec,
+    device: &flash::DeviceConfig,
+    options: &ftl::DesignOptions,
+    (base, ops): (&dyn flash::Store, &flash::OpLog),
+    cut: FirstCut,
+) -> Option<Recovered> {
+    let mut builder = ImageBuilder::new(base, ops);
+    let mut flash = Flash::new(device.clone(), builder.image_at(cut.instant_ns, cut.torn));
+    flash.start_clock_at(cut.instant_ns);
+    let base = flash.start_recording();
+    let (dev, _) = design.reopen(flash, options).ok()?;
+    let ready_ns = dev.flash().idle_ns().max(cut.instant_ns);
+    Some(Recovered {
+        dev,
+        base,
         ready_ns,
     })
 }

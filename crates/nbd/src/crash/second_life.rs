@@ -19,8 +19,7 @@
 use super::sectors::{Sector, SectorLog};
 use super::{read_sectors_until, Expect, Judge, NbdCrashConfig, NbdCrashReport, Recording, Run};
 use crashtest::points::{self, CrashPoint, ImageBuilder};
-use crashtest::second_life::FirstCut;
-use flash::Flash;
+use crashtest::second_life::{recover_cut, FirstCut, Recovered};
 
 /// Transaction ids of a second life's atomic requests start here: beyond any life one could
 /// use, as a restarted `mobius serve` starts from the wall clock.
@@ -110,17 +109,15 @@ fn life_seed(cfg: &NbdCrashConfig, cut: FirstCut) -> u64 {
 /// recording. `Ok(None)`: the cut's image does not recover or read whole (life one's
 /// violation); `Err`: the recovered export failed a request it must take.
 fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option<Life>, String> {
-    let mut builder = ImageBuilder::new(first.base.as_ref(), &first.ops);
-    let mut flash = Flash::new(
-        cfg.device.clone(),
-        builder.image_at(cut.instant_ns, cut.torn),
-    );
-    flash.start_clock_at(cut.instant_ns);
-    let base = flash.start_recording();
-    let Ok((mut dev, _)) = cfg.design.reopen(flash, &cfg.options) else {
+    let image = (first.base.as_ref(), &first.ops);
+    let Some(Recovered {
+        mut dev,
+        base,
+        ready_ns,
+    }) = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut)
+    else {
         return Ok(None);
     };
-    let ready_ns = dev.flash().idle_ns().max(cut.instant_ns);
     let Ok((read, read_ns)) = read_sectors_until(dev.as_mut(), ready_ns) else {
         return Ok(None);
     };
