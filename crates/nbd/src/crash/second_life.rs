@@ -59,8 +59,15 @@ pub(super) fn judge_life(
         .unwrap_or_else(|what| Err(format!("the design panicked in the second life: {what}")));
     let life = match outcome {
         Ok(Some(life)) => life,
-        // The cut's own image broke life one's promise: life one's campaign reports it.
-        Ok(None) => return,
+        // The cut's own image broke life one's promise: life one's campaign reports it (a
+        // campaign's first cuts are among its crash points); a replay says so.
+        Ok(None) if points_each.is_some() => return,
+        Ok(None) => {
+            let what = "the first cut's image does not recover or read back whole (replay that \
+                        cut without --first-cut)";
+            report.note_life_failure(cut, what);
+            return;
+        }
         Err(what) => {
             report.note_life_failure(cut, &what);
             return;
