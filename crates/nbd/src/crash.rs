@@ -13,7 +13,9 @@
 //! write the export acknowledged or accepted before it.
 //!
 //! Before the requests run, the device is aged ([`NbdCrashConfig::fill`]) through the same
-//! export, so garbage collection copies live pages while the requests run.
+//! export, so garbage collection copies live pages while the requests run. With second lives
+//! ([`NbdCrashConfig::second_lives`], `second_life.rs`) recovered exports serve requests again
+//! and are cut again.
 
 pub mod requests;
 mod second_life;
