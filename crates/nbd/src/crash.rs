@@ -58,7 +58,7 @@ pub struct NbdCrashConfig {
     pub seed: u64,
     /// Judge only a cut at this instant, torn or not (a violation's replay).
     pub only_at: Option<(u64, bool)>,
-    /// Second lives ([`second_life`]): cuts of life one after which the recovered export
+    /// Second lives (`crash/second_life.rs`): cuts of life one after which the recovered export
     /// serves a quarter of the requests more and is cut again (`crash_points / 4` cuts each).
     pub second_lives: usize,
     /// With [`Self::only_at`]: that cut is in the second life after this first cut.
