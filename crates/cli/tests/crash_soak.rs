@@ -75,7 +75,7 @@ fn the_negative_controls_are_caught_on_fresh_seeds() {
     );
     assert_eq!(stdout.matches("caught on").count(), 4);
     // The control only work after recovery exposes runs with second lives.
-    assert!(stdout.contains("stale_validity") && stdout.contains("with 2 second lives"));
+    assert!(stdout.contains("stale_validity") && stdout.contains("with 4 second lives"));
 }
 
 #[test]
