@@ -83,7 +83,10 @@ impl Mariadb {
         self.run.join("m.sock")
     }
 
-    /// `mariadb-install-db` into `data` (owned by the `mysql` user).
+    /// `mariadb-install-db` into `data` (owned by the `mysql` user). Its temporary tables go
+    /// to this instance's run directory: in the shared /tmp, another test's `mariadbd`
+    /// starting up removes every `#sql*` file it finds, and a bootstrap running beside it
+    /// failed ("Unknown table 'mysql.tmp_user_sys'").
     fn install(mount: &Path, run: &Path) -> Mariadb {
         let data = mount.join("mysql");
         std::fs::create_dir_all(&data).unwrap();
@@ -94,6 +97,7 @@ impl Mariadb {
                 "--no-defaults",
                 "--user=mysql",
                 &format!("--datadir={}", data.display()),
+                &format!("--tmpdir={}", run.display()),
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
             ],
@@ -115,6 +119,7 @@ impl Mariadb {
         let child = Command::new("/usr/sbin/mariadbd")
             .args(["--no-defaults", "--user=mysql", "--skip-networking"])
             .arg(format!("--datadir={}", self.data.display()))
+            .arg(format!("--tmpdir={}", self.run.display()))
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--pid-file={}", self.run.join("m.pid").display()))
             .arg(format!("--log-error={}", log.display()))
