@@ -483,13 +483,9 @@ fn postgres_without_full_page_writes_survives_power_cuts_on_atomic_requests() {
     if skip("postgres_atomic", &[&pg("initdb"), "runuser", "pkill"]) {
         return;
     }
-    let failures: Vec<(u64, String)> = (0..trials())
-        .filter_map(|n| {
-            trial(&trial_design(), n, true, Cut::of_trial(n))
-                .err()
-                .map(|e| (n, e))
-        })
-        .collect();
+    let failures = failed_trials(trials(), |n| {
+        trial(&trial_design(), n, true, Cut::of_trial(n))
+    });
     assert!(failures.is_empty(), "damaged trials: {failures:?}");
 }
 
@@ -501,16 +497,7 @@ fn postgres_without_full_page_writes_survives_a_cut_on_every_transactional_desig
     if skip("postgres_designs", &[&pg("initdb"), "runuser", "pkill"]) {
         return;
     }
-    let failures: Vec<(&str, String)> = other_transactional_designs()
-        .into_iter()
-        .enumerate()
-        .filter_map(|(k, design)| {
-            let n = 300 + k as u64;
-            trial(design, n, true, Cut::of_trial(n))
-                .err()
-                .map(|e| (design, e))
-        })
-        .collect();
+    let failures = failed_on_other_designs(|design, n| trial(design, n, true, Cut::of_trial(n)));
     assert!(failures.is_empty(), "damaged trials: {failures:?}");
 }
 

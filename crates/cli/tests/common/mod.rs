@@ -526,6 +526,26 @@ pub fn other_transactional_designs() -> Vec<&'static str> {
         .collect()
 }
 
+/// The trials `0..n` of `trial` (given a trial number) that failed, with why.
+pub fn failed_trials(n: u64, trial: impl Fn(u64) -> Result<u64, String>) -> Vec<(u64, String)> {
+    (0..n)
+        .filter_map(|k| trial(k).err().map(|e| (k, e)))
+        .collect()
+}
+
+/// One trial of `trial` (given a design and a trial number) on each of
+/// [`other_transactional_designs`], numbered from 300 (apart from the main test's numbers,
+/// which choose its cuts and ports); the designs whose trial failed, with why.
+pub fn failed_on_other_designs(
+    trial: impl Fn(&str, u64) -> Result<u64, String>,
+) -> Vec<(&'static str, String)> {
+    other_transactional_designs()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, design)| trial(design, 300 + k as u64).err().map(|e| (design, e)))
+        .collect()
+}
+
 /// A negative control of the database trials runs in the long mode or when `var` asks for a
 /// number of trials.
 pub fn control_requested(var: &str) -> bool {
