@@ -72,16 +72,7 @@ impl Mobius {
                     }
                     // The ring is full: stall until the txs pinning the head have committed,
                     // then merge (decision M14).
-                    let w = self
-                        .txs
-                        .iter()
-                        .filter(|t| t.state == TxState::Pending)
-                        .map(|t| t.commit_ns)
-                        .max()
-                        .unwrap_or(at)
-                        .max(at);
-                    self.advance(w)?;
-                    self.merge(w, true)?;
+                    self.merge_after_pending(at)?;
                 }
                 _ => {
                     let end = self.erase_slot(slot, at.max(self.gm_end))?;
@@ -97,11 +88,26 @@ impl Mobius {
         self.slots[slot] = SlotState::InUse(self.tail);
         // Merge while this fresh block still has room for the inodes the merge itself appends
         // (GC relocation records): once the ring is full, a merge that needs GC cannot finish.
+        // It stalls for pending txs first, as a full ring does: merged around them, the head
+        // could stop short of the next slot and the ring fill.
         let (next, _) = self.ala_ppn(self.tail + ppb);
         if !self.merging && matches!(self.slots[next], SlotState::InUse(b) if b + ppb > self.head) {
-            self.merge(at, true)?;
+            self.merge_after_pending(at)?;
         }
         Ok(())
+    }
+
+    /// Stalls until every pending static tx has committed, then merges (decision M14). A merge
+    /// must not install txs, so one merged around pending txs keeps the head at the first of
+    /// their inodes (decision M15) and, when GC runs inside it, defers every victim holding a
+    /// page they rewrite without freeing it. With large txs on a nearly full device those
+    /// victims are most blocks: the free blocks ran out inside the merge, or the head stayed
+    /// put until the ring was full and the merge's own relocation inode had nowhere to go
+    /// (docs/mobius.md, "A merge waits for pending transactions").
+    pub(super) fn merge_after_pending(&mut self, at: u64) -> Result<(), FtlError> {
+        let w = self.pending_static_end().max(at);
+        self.advance(w)?;
+        self.merge(w, true)
     }
 
     /// Appends an inode to the ALA, attaching commit flags / abort marks (DAG commit, §III-C) and

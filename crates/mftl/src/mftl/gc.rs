@@ -11,16 +11,27 @@ impl Mobius {
     }
 
     pub(crate) fn gc_if_needed(&mut self, at: u64) -> Result<(), FtlError> {
+        let low = gc_low_blocks(self.flash.geometry());
+        let pending_set = self.collect_until(at, low)?;
+        self.level_wear(at, pending_set)
+    }
+
+    /// Collects victims until `target` blocks are free. Returns the pending LPNs if it gathered
+    /// them.
+    pub(super) fn collect_until(
+        &mut self,
+        at: u64,
+        target: u32,
+    ) -> Result<Option<FxHashSet<u32>>, FtlError> {
         if !self.validity_ready {
             self.rebuild_validity(at)?;
         }
-        let low = gc_low_blocks(self.flash.geometry());
         let mut at = at;
         // The LPNs pending static txs rewrite, gathered only when a victim is to be chosen (most
         // calls find enough free blocks and return).
         let mut pending_set: Option<FxHashSet<u32>> = None;
         let mut rounds = 0;
-        while self.space.pool.free_blocks() < low {
+        while self.space.pool.free_blocks() < target {
             rounds += 1;
             if rounds > 2 * self.space.pool.blocks() {
                 return Err(FtlError::NoSpace);
@@ -53,9 +64,18 @@ impl Mobius {
                     }
                 }
                 None if self.space.pool.free_blocks() == 0 => return Err(FtlError::NoSpace),
-                None => return Ok(()),
+                None => return Ok(pending_set),
             }
         }
+        Ok(pending_set)
+    }
+
+    /// Moves a cold block's pages (wear levelling) when the GC policy names one.
+    fn level_wear(
+        &mut self,
+        at: u64,
+        mut pending_set: Option<FxHashSet<u32>>,
+    ) -> Result<(), FtlError> {
         if let Some(v) = self
             .space
             .wear_victim(&self.flash, |b| self.pins[b.0 as usize] == 0)

@@ -129,10 +129,13 @@ impl Mobius {
         debug_assert!(self.superseded_tps.is_empty());
         let per = entries_per_page(self.flash.geometry().page_bytes) as u32;
         for lpns in changed.chunk_by(|a, b| a / per == b / per) {
-            // The translation pages come out of the GC reserve; collecting here would append
-            // relocation inodes to a ring that may be nearly full.
+            // The translation pages come out of the GC reserve; collecting here appends
+            // relocation inodes to a ring that may be nearly full, so only the one block the
+            // next pages need is collected here, not the whole reserve: on a nearly full device
+            // each victim frees a few pages, and a burst of them filled the ring before the
+            // merge could move its head.
             if self.space.pool.free_blocks() <= 1 {
-                self.gc_if_needed(at)?;
+                self.collect_until(at, 2)?;
             }
             let tp = self.tp_of(lpns[0]);
             tp_end = tp_end.max(self.write_translation_page(tp, lpns, end)?);

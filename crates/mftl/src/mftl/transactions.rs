@@ -151,9 +151,10 @@ impl Mobius {
         self.txs[i].state = TxState::Aborted;
         self.aborted += 1;
         let items = self.txs[i].items.clone();
-        // A persistent abort mark (in a FlagOnly inode), acknowledged when on flash.
+        // A persistent abort mark (in a FlagOnly inode), acknowledged when on flash. Appending
+        // may merge and trim the tx table, so the tx is found again by its uuid each time.
         let mut end = now;
-        while !self.txs[i].resolved {
+        while self.txs.iter().any(|t| t.uuid == uuid && !t.resolved) {
             let ino = self.blank_inode(InodeKind::FlagOnly);
             end = self.append_inode(ino, now)?;
         }
