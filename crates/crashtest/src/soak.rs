@@ -5,7 +5,8 @@
 //! on all cores, and never stops at a failure. Each seed also chooses, deterministically, the
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
 //! large transactions, abort-heavy, trim-heavy), a queue depth, a fill, a geometry (one of
-//! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized and many-chipped shapes), a
+//! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized, many-chipped and
+//! short-blocked shapes), a
 //! flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) and,
 //! one seed in four, the design's over-provisioning turned down to the lowest it accepts
 //! ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one workload shape or
@@ -103,7 +104,7 @@ pub struct SoakGeometry {
 /// holds across geometries: each shape below changes what runs in parallel, how often GC and
 /// the designs' metadata areas wrap, or where the arithmetic on addresses stops being powers of
 /// two. All are 16–48 MB, so a cell stays a few seconds.
-pub const SOAK_GEOMETRIES: [SoakGeometry; 5] = [
+pub const SOAK_GEOMETRIES: [SoakGeometry; 6] = [
     // The `small` preset as it is.
     SoakGeometry {
         name: "small",
@@ -143,6 +144,16 @@ pub const SOAK_GEOMETRIES: [SoakGeometry; 5] = [
         chips_per_channel: 4,
         blocks_per_chip: 12,
         pages_per_block: 32,
+    },
+    // The `small` preset in 16-page blocks: areas sized in blocks (Möbius's ALA ring, logs,
+    // reserves) hold half as many pages, and GC frees fewer pages per victim (a probe on this
+    // shape found Möbius full under large transactions; docs/mobius.md).
+    SoakGeometry {
+        name: "short-blocks",
+        channels: 2,
+        chips_per_channel: 2,
+        blocks_per_chip: 64,
+        pages_per_block: 16,
     },
 ];
 
