@@ -1,11 +1,11 @@
 //! Every design holds the capacity it exports (issues #16, #19): after a 90 % sequential fill,
 //! random single-page writes totalling twice the exported capacity complete on every geometry
 //! the crash soak draws from (the small preset; 8 chips of 16 blocks and 32 chips of 12, where
-//! open blocks are a large share of the device; one chip; non-power-of-two counts). A design
-//! whose exported capacity ignores its open blocks or GC reserve fails here with "device
-//! full". Another device (4 chips of 8,192 blocks, 4 GB) has a mapping tree larger than a small
-//! device's GC reserve, and there the power cut and recovery after the run are
-//! part of the check: a design must not run out of space while recovering either. The
+//! open blocks are a large share of the device; one chip; non-power-of-two counts; 16-page
+//! blocks). A design whose exported capacity ignores its open blocks or GC reserve fails here
+//! with "device full". Another device (4 chips of 8,192 blocks, 4 GB) has a mapping tree
+//! larger than a small device's GC reserve, and there the power cut and recovery after the run
+//! are part of the check: a design must not run out of space while recovering either. The
 //! transactional designs also write 4× their capacity in txmix requests on every soak
 //! geometry, since transaction metadata (TxFlash TC's commit records) lives beside the data.
 //! The jasmine-sized run is behind `MOBIUS_LONG=1`.
@@ -145,8 +145,8 @@ fn every_design_on(device: &[&str]) {
 }
 
 /// Every geometry the crash soak draws from (`crashtest::soak::SOAK_GEOMETRIES`): the small
-/// preset, a wide one, one chip of long blocks, non-power-of-two counts, and 32 chips of 12
-/// blocks each. A soak cell that runs out of space fails as "device full", so every design must
+/// preset, a wide one, one chip of long blocks, non-power-of-two counts, 32 chips of 12
+/// blocks each, and 16-page blocks. A soak cell that runs out of space fails as "device full", so every design must
 /// hold its capacity on each of them.
 #[test]
 fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
