@@ -11,8 +11,9 @@
 //!   transactions, so it deferred every victim holding a page they rewrite (most blocks, with
 //!   128-page transactions) without freeing it, until no block was free (seeds 305, 400). A merge
 //!   a nearly full ring forces now waits for the pending transactions first.
-//! - With that wait, an ABORT whose abort-mark inode merged (and so trimmed the transaction
-//!   table) indexed the table by a stale position and panicked (seed 305).
+//! - An ABORT whose abort-mark inode merged (and so trimmed the transaction table) indexed the
+//!   table by a stale position and panicked (seed 305 once the wait is in; the old code too, on
+//!   8-page blocks).
 //! - A merge's GC restored the whole low-water mark; on a device this full each victim frees
 //!   a page or two, and the burst's relocation inodes outgrew the last ring slot (seed 401).
 //!   It now collects only the block its translation pages need.
