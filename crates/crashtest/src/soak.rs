@@ -6,11 +6,10 @@
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
 //! large transactions, abort-heavy, trim-heavy), a queue depth, a fill, a geometry (one of
 //! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized, many-chipped and
-//! short-blocked shapes), a
-//! flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]) and,
-//! one seed in four, the design's over-provisioning turned down to the lowest it accepts
-//! ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one workload shape or
-//! one device. Every failing cell prints the command that replays its first violation exactly;
+//! short-blocked shapes), a flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four,
+//! [`LONG_REQUESTS`]) and, one seed in four, the design's over-provisioning turned down to the
+//! lowest it accepts ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one
+//! workload shape or one device. Every failing cell prints the command that replays its first violation exactly;
 //! [`shrink`] then reduces a failing cell to the smallest run that still fails.
 
 use crate::second_life::run_campaign_with_lives;
