@@ -146,8 +146,8 @@ fn every_design_on(device: &[&str]) {
 
 /// Every geometry the crash soak draws from (`crashtest::soak::SOAK_GEOMETRIES`): the small
 /// preset, a wide one, one chip of long blocks, non-power-of-two counts, 32 chips of 12
-/// blocks each, and 16-page blocks. A soak cell that runs out of space fails as "device full", so every design must
-/// hold its capacity on each of them.
+/// blocks each, and 16-page blocks. A soak cell that runs out of space fails as "device
+/// full", so every design must hold its capacity on each of them.
 #[test]
 fn every_design_holds_its_exported_capacity_on_every_soak_geometry() {
     for device in soak_geometry_devices() {

@@ -9,8 +9,9 @@
 //! short-blocked shapes), a flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four,
 //! [`LONG_REQUESTS`]) and, one seed in four, the design's over-provisioning turned down to the
 //! lowest it accepts ([`LOW_OVER_PROVISIONING`]) — so one design bug does not hide behind one
-//! workload shape or one device. Every failing cell prints the command that replays its first violation exactly;
-//! [`shrink`] then reduces a failing cell to the smallest run that still fails.
+//! workload shape or one device. Every failing cell prints the command that replays its first
+//! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
+//! fails.
 
 use crate::second_life::run_campaign_with_lives;
 use crate::{replay_command, CampaignConfig, CampaignReport};
