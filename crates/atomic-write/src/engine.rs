@@ -1657,7 +1657,7 @@ impl Engine {
             next_seq = next_seq.max(r.seq + 1);
             next_tx = next_tx.max(r.tx.saturating_add(1));
         }
-        let applied = resolve(self.cfg.scheme, tail, scanned, self.logical);
+        let applied = resolve(self.cfg.scheme, tail, root.next_seq, scanned, self.logical);
         let tail_pages = scanned.iter().filter(|(r, _)| r.seq >= tail).count();
         for &(lpn, ppn) in &applied {
             self.map[lpn as usize] = ppn.0;
@@ -1782,10 +1782,17 @@ impl Engine {
 ///   every page in it is applied; a gap or the end of the log drops the waiting run (Ouyang et
 ///   al.: trailing pages not closed by a bit-1 page belong to an unfinished atomic write).
 /// - [`Scheme::CommitRecord`]: a page counts if it is a plain write (tx 0) or its transaction
-///   has a commit record in the scanned region.
+///   has a commit record in the scanned region — and only if the root's tree does not already
+///   hold it: everything below the root's `covered` (its `next_seq`) is in the tree except the
+///   transactions still running when the root was written, which committed later (a commit
+///   record at or above `covered`). A transaction running across the root keeps the tail below
+///   `covered`; replaying the plain writes and earlier transactions of that stretch over the tree
+///   would undo what the tree holds after them — a trim, whose newer write GC may have erased
+///   since, would bring back an older one (docs/lighttx.md, "Replaying the tail over a root").
 pub fn resolve(
     scheme: Scheme,
     tail: u64,
+    covered: u64,
     scanned: &mut [(OobRecord, Ppn)],
     logical: u32,
 ) -> Vec<(u32, Ppn)> {
@@ -1813,9 +1820,10 @@ pub fn resolve(
             }
         }
         Scheme::CommitRecord => {
+            // Transactions committed after the root was written.
             let committed: FxHashSet<u32> = scanned
                 .iter()
-                .filter(|(r, _)| r.kind == KIND_COMMIT)
+                .filter(|(r, _)| r.kind == KIND_COMMIT && r.seq >= covered)
                 .map(|(r, _)| r.id)
                 .collect();
             let mut last: Option<u64> = None;
@@ -1827,7 +1835,7 @@ pub fn resolve(
                     continue;
                 }
                 last = Some(r.seq);
-                if r.tx == 0 || committed.contains(&r.tx) {
+                if (r.tx == 0 && r.seq >= covered) || committed.contains(&r.tx) {
                     out.push((r.id, p));
                 }
             }
@@ -1867,12 +1875,12 @@ mod tests {
             rec(12, 3, 0, 0), // GC copy
             rec(9, 9, 1, 0),  // below the tail
         ];
-        let out = resolve(Scheme::CommitBit, 10, &mut s, 100);
+        let out = resolve(Scheme::CommitBit, 10, 10, &mut s, 100);
         let lpns: Vec<u32> = out.iter().map(|x| x.0).collect();
         assert_eq!(lpns, vec![1, 2, 3, 4]);
         // A bit-1 page after a gap does not close the run before the gap.
         let mut s = vec![rec(20, 1, 0, 0), rec(22, 2, 1, 0)];
-        let out = resolve(Scheme::CommitBit, 20, &mut s, 100);
+        let out = resolve(Scheme::CommitBit, 20, 20, &mut s, 100);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2]);
     }
 
@@ -1890,8 +1898,37 @@ mod tests {
             },
             Ppn(5),
         ));
-        let out = resolve(Scheme::CommitRecord, 10, &mut s, 100);
+        let out = resolve(Scheme::CommitRecord, 10, 10, &mut s, 100);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 3]);
+    }
+
+    fn commit(tx: u32, seq: u64) -> (OobRecord, Ppn) {
+        let rec = OobRecord {
+            kind: KIND_COMMIT,
+            flag: 1,
+            id: tx,
+            seq,
+            tx,
+            data_crc: 0,
+        };
+        (rec, Ppn(seq as u32 + 1000))
+    }
+
+    /// Below the root's `next_seq` the tree already holds every plain write and every
+    /// transaction committed before the root: only transactions committed after it, and what
+    /// came after the root, are replayed.
+    #[test]
+    fn commit_record_replay_skips_what_the_root_already_holds() {
+        let mut s = vec![
+            rec(10, 1, 0, 0), // plain, before the root
+            rec(11, 2, 0, 7), // tx 7, committed before the root
+            commit(7, 12),
+            rec(13, 3, 0, 8), // tx 8, running at the root, committed after it
+            commit(8, 15),
+            rec(16, 4, 0, 0), // plain, after the root
+        ];
+        let out = resolve(Scheme::CommitRecord, 10, 14, &mut s, 100);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![3, 4]);
     }
 
     /// An engine on the `small` preset, tag-only.
