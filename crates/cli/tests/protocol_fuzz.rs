@@ -236,10 +236,18 @@ fn read_and_judge(
 }
 
 /// One request, chosen by `rng`, issued and checked.
-fn step(rng: &mut ChaCha8Rng, dev: &mut dyn BlockDevice, host: &mut Host) -> Result<String, String> {
+fn step(
+    rng: &mut ChaCha8Rng,
+    dev: &mut dyn BlockDevice,
+    host: &mut Host,
+) -> Result<String, String> {
     host.now += rng.random_range(0..200_000);
     let late = rng.random_ratio(1, 50);
-    let arrival = if late { host.now.saturating_sub(1_000_000) } else { host.now };
+    let arrival = if late {
+        host.now.saturating_sub(1_000_000)
+    } else {
+        host.now
+    };
     let tx = dev.transactional().map(|t| t.capabilities());
     let kind = rng.random_range(0..if tx.is_some() { 100 } else { 45 });
     match kind {
@@ -253,7 +261,9 @@ fn step(rng: &mut ChaCha8Rng, dev: &mut dyn BlockDevice, host: &mut Host) -> Res
                 };
             }
             let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
-            let pages: Vec<Content> = (0..count).map(|i| tag(start + i, writes[i as usize])).collect();
+            let pages: Vec<Content> = (0..count)
+                .map(|i| tag(start + i, writes[i as usize]))
+                .collect();
             let what = format!("write {start}+{count} at {arrival}");
             if settle(&what, dev.write(Lpn(start), &pages, arrival))?.is_some() {
                 for (i, w) in writes.iter().enumerate() {
@@ -294,9 +304,19 @@ fn step(rng: &mut ChaCha8Rng, dev: &mut dyn BlockDevice, host: &mut Host) -> Res
         65..=84 => dwrite(rng, dev, host, arrival),
         85..=94 => abort(rng, dev, host, arrival),
         _ => {
-            let at = if rng.random_ratio(1, 10) { u64::MAX } else { host.now };
-            let done = settle("take completions", dev.transactional().unwrap().take_completions(at))?;
-            Ok(format!("take completions at {at}: {:?}", done.map(|d| d.len())))
+            let at = if rng.random_ratio(1, 10) {
+                u64::MAX
+            } else {
+                host.now
+            };
+            let done = settle(
+                "take completions",
+                dev.transactional().unwrap().take_completions(at),
+            )?;
+            Ok(format!(
+                "take completions at {at}: {:?}",
+                done.map(|d| d.len())
+            ))
         }
     }
 }
@@ -335,9 +355,16 @@ fn swrite(
             Content::Bytes(_) => unreachable!(),
         })
         .collect();
-    let mode = if rng.random_bool(0.5) { SwriteMode::Sync } else { SwriteMode::Async };
+    let mode = if rng.random_bool(0.5) {
+        SwriteMode::Sync
+    } else {
+        SwriteMode::Async
+    };
     let what = format!("swrite {uuid} of {count} pages {mode:?} at {arrival}");
-    let r = dev.transactional().unwrap().swrite(TxUuid(uuid), &pages, mode, arrival);
+    let r = dev
+        .transactional()
+        .unwrap()
+        .swrite(TxUuid(uuid), &pages, mode, arrival);
     match settle(&what, r)? {
         Some(done) => {
             for (l, w) in lpns.iter().zip(&writes) {
@@ -347,7 +374,10 @@ fn swrite(
             // named (TxFlash): an ABORT names the newest transaction of a uuid.
             host.tx_writes.insert(uuid, writes.clone());
             let deferred = done.ack_ns == ACK_DEFERRED;
-            Ok(format!("{what}: taken{}", if deferred { ", deferred" } else { "" }))
+            Ok(format!(
+                "{what}: taken{}",
+                if deferred { ", deferred" } else { "" }
+            ))
         }
         None => {
             host.dead.extend(writes);
@@ -364,9 +394,18 @@ fn dwrite(
 ) -> Result<String, String> {
     // Mostly the protocol: HEAD when none runs, then BODY… REAR; sometimes any flag.
     let flag = if rng.random_ratio(1, 8) {
-        [DwriteFlag::Head, DwriteFlag::Body, DwriteFlag::Rear, DwriteFlag::Single][rng.random_range(0..4)]
+        [
+            DwriteFlag::Head,
+            DwriteFlag::Body,
+            DwriteFlag::Rear,
+            DwriteFlag::Single,
+        ][rng.random_range(0..4)]
     } else if host.running.is_none() {
-        if rng.random_ratio(1, 4) { DwriteFlag::Single } else { DwriteFlag::Head }
+        if rng.random_ratio(1, 4) {
+            DwriteFlag::Single
+        } else {
+            DwriteFlag::Head
+        }
     } else if rng.random_ratio(1, 6) {
         DwriteFlag::Rear
     } else {
@@ -380,10 +419,13 @@ fn dwrite(
     let lpn = tx_page(rng, host);
     let write = host.write_number();
     let what = format!("dwrite {uuid} {flag:?} lpn {lpn} at {arrival}");
-    let r = dev
-        .transactional()
-        .unwrap()
-        .dwrite(TxUuid(uuid), Lpn(lpn), &tag(lpn, write), flag, arrival);
+    let r = dev.transactional().unwrap().dwrite(
+        TxUuid(uuid),
+        Lpn(lpn),
+        &tag(lpn, write),
+        flag,
+        arrival,
+    );
     match settle(&what, r)? {
         Some(_) => {
             host.accepted.entry(lpn).or_default().insert(write);
@@ -470,7 +512,11 @@ fn device_for(spec: &DesignSpec, seed: u64) -> (DeviceConfig, DesignOptions, Str
     if spec.build(flash, &options).is_ok() {
         return (device, options, g.name.to_string());
     }
-    (DeviceConfig::preset("small").unwrap(), options, "small".into())
+    (
+        DeviceConfig::preset("small").unwrap(),
+        options,
+        "small".into(),
+    )
 }
 
 /// One seeded run of `spec`; `Err` names the request that broke a rule.
@@ -495,14 +541,17 @@ fn run(
     requests: usize,
 ) -> Result<(), String> {
     let flash = Flash::in_memory(device.clone(), spec.oob_record(&device.geometry), true);
-    let mut dev = spec.build(flash, options).map_err(|e| format!("build: {e}"))?;
+    let mut dev = spec
+        .build(flash, options)
+        .map_err(|e| format!("build: {e}"))?;
     let mut host = Host::new(dev.logical_pages());
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // A replay prints every request.
     let trace = std::env::var_os("MOBIUS_FUZZ_REPLAY").is_some();
     for i in 0..requests {
         let first_write = host.next_write;
-        let what = step(&mut rng, dev.as_mut(), &mut host).map_err(|e| format!("request {i}: {e}"))?;
+        let what =
+            step(&mut rng, dev.as_mut(), &mut host).map_err(|e| format!("request {i}: {e}"))?;
         if trace {
             eprintln!("{i}: {what} (writes {first_write}..{})", host.next_write);
         }
@@ -545,7 +594,9 @@ fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), St
     while start < host.plain_pages() {
         let count = (host.plain_pages() - start).min(chunk);
         let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
-        let pages: Vec<Content> = (0..count).map(|i| tag(start + i, writes[i as usize])).collect();
+        let pages: Vec<Content> = (0..count)
+            .map(|i| tag(start + i, writes[i as usize]))
+            .collect();
         host.now += 1_000;
         dev.write(Lpn(start), &pages, host.now)
             .map_err(|e| format!("after recovery, write {start}+{count}: {e}"))?;
@@ -593,7 +644,11 @@ fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), St
 }
 
 fn seeds() -> Vec<u64> {
-    let n = if std::env::var_os("MOBIUS_LONG").is_some() { 100 } else { 4 };
+    let n = if std::env::var_os("MOBIUS_LONG").is_some() {
+        100
+    } else {
+        4
+    };
     let first: u64 = std::env::var("MOBIUS_FUZZ_FIRST_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -741,7 +796,10 @@ mod broken {
 #[test]
 fn the_fuzz_catches_a_refused_write_that_left_data_and_a_panic() {
     for (spec, rule) in [
-        (broken::leaky(), "of a refused request or an aborted transaction"),
+        (
+            broken::leaky(),
+            "of a refused request or an aborted transaction",
+        ),
         (broken::panicky(), "panicked: panicked at"),
     ] {
         for seed in 1..=4 {

@@ -45,7 +45,12 @@ fn a_trimmed_page_does_not_come_back_older_than_its_last_write() {
     let flash = Flash::in_memory(device, atomic_write::format::OOB_BYTES, true);
     let dev = LightTx::format(flash, &DesignOptions::default()).unwrap();
     let now = dev.flash().idle_ns();
-    let mut h = Host { dev, now, write: 0, rng: 12_345 };
+    let mut h = Host {
+        dev,
+        now,
+        write: 0,
+        rng: 12_345,
+    };
     let logical = h.dev.logical_pages();
     let (half, target, held) = (logical / 2, logical - 1, logical - 2);
     // A dynamic transaction stays open for the whole run: the log tail stays at its HEAD.
@@ -78,7 +83,10 @@ fn a_trimmed_page_does_not_come_back_older_than_its_last_write() {
     let mut out = Vec::new();
     let now = at.max(dev.flash().idle_ns());
     dev.read(Lpn(target), 1, now, &mut out).unwrap();
-    let allowed = [PageOutcome::Unwritten, PageOutcome::Data(tag(target, second))];
+    let allowed = [
+        PageOutcome::Unwritten,
+        PageOutcome::Data(tag(target, second)),
+    ];
     assert!(
         allowed.contains(&out[0]),
         "the trimmed page read {:?} (its first write was {first}, its last {second})",
