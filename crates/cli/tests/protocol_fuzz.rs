@@ -2,22 +2,29 @@
 //! by a seeded stream of requests of which a share is wrong: addresses past the end, empty and
 //! oversize requests, transactions that repeat a page or a uuid, the reserved uuid 0, BODY and
 //! REAR with no HEAD, a HEAD while another dynamic transaction runs, ABORTs of transactions
-//! that never ran or already committed, arrivals that go back in time. The standard: bad input
-//! gets a clear error, never a panic, and never loses data. So after every request:
+//! that never ran, already committed or are still in flight, arrivals that go back in time;
+//! and dynamic transactions the host forgets, left open for thousands of requests. The
+//! standard: bad input gets a clear error, never a panic, and never loses data. So after every
+//! request:
 //!
 //! - nothing panicked, and no error was fatal (a broken flash rule, "device full", `Corrupt`: the
 //!   fuzz writes only inside the exported capacity, so a design must refuse, not fail);
 //! - the design's own invariants hold;
 //! - a page of the plain half of the device (written only by WRITE and TRIM) reads back its last
 //!   acknowledged write, exactly;
-//! - a page of the transactional half reads back a write that was made to it, or nothing; never
-//!   the content of a request the device refused, nor of a transaction whose ABORT it
+//! - a page of the transactional half reads back the last write a transaction acknowledged as
+//!   committed made to it (or one committed after it whose acknowledgement is still to come, the
+//!   host being open-loop), or a write not known to be committed yet — an async or merged SWRITE
+//!   until a later commit there is acknowledged, a page of an open dynamic transaction — and
+//!   never the content of a request the device refused, nor of a transaction whose ABORT it
 //!   acknowledged.
 //!
-//! At the end the host flushes, the power is cut and the design recovers: the same checks hold
-//! on the recovered device (a trimmed page may read its last data again), and it still takes
-//! writes and transactions. Each failure names the design, seed and request needed to replay it
-//! (`MOBIUS_FUZZ_REPLAY=<design>:<seed>`); `MOBIUS_LONG=1` runs 25× the seeds.
+//! Twice during the run, at requests drawn from the seed, and at its end the host flushes, the
+//! power is cut and the design recovers: the same checks hold on the recovered device (a
+//! trimmed page may read its last data again; a transaction left open is gone), and at the end
+//! it still takes writes and a transaction. Each failure names the design, seed and request
+//! needed to replay it (`MOBIUS_FUZZ_REPLAY=<design>:<seed>` prints every request);
+//! `MOBIUS_LONG=1` runs 100 seeds a design instead of 4, from `MOBIUS_FUZZ_FIRST_SEED` (1).
 
 use crashtest::soak::SOAK_GEOMETRIES;
 use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn};
@@ -45,18 +52,30 @@ enum Plain {
 struct Host {
     logical: u32,
     plain: Vec<Plain>,
-    /// Accepted writes of each page of the transactional half.
-    accepted: HashMap<u32, HashSet<u64>>,
+    /// Each page of the transactional half: the writes transactions the device acknowledged as
+    /// committed made to it, with their acknowledgements, in commit order. A read shows the last
+    /// acknowledged by its arrival (none: unwritten), or one acknowledged later…
+    certain: HashMap<u32, Vec<(u64, u64)>>,
+    /// …and the writes it may show instead: pages of transactions not known to be committed
+    /// (async or merged SWRITEs: until a later commit there is acknowledged), of open dynamic
+    /// ones, or committed out of order with the last (`true`: shown until removed).
+    maybe: HashMap<u32, HashMap<u64, bool>>,
     /// Writes that must never be read: refused, or of a transaction whose ABORT was acknowledged.
     dead: HashSet<u64>,
-    /// Writes of the newest transaction of each uuid the device took (for its ABORT).
-    tx_writes: HashMap<u64, Vec<u64>>,
+    /// Pages (lpn, write) of the newest transaction of each uuid the device took.
+    tx_writes: HashMap<u64, Vec<(u32, u64)>>,
+    /// Synchronous SWRITEs the device deferred (merged): committed when their completion comes.
+    deferred_sync: HashSet<u64>,
+    /// The design acknowledges an async SWRITE before it commits (Möbius).
+    async_swrite: bool,
     next_write: u64,
     next_uuid: u64,
     /// Uuids handed out (for reuse and ABORTs of the wrong one).
     used_uuids: Vec<u64>,
     /// The dynamic transaction the host believes is running.
     running: Option<u64>,
+    /// Dynamic transactions the device took a HEAD of and no REAR or ABORT since.
+    open: HashSet<u64>,
     now: u64,
 }
 
@@ -65,13 +84,17 @@ impl Host {
         Host {
             logical,
             plain: vec![Plain::Never; (logical / 2) as usize],
-            accepted: HashMap::new(),
+            certain: HashMap::new(),
+            maybe: HashMap::new(),
             dead: HashSet::new(),
+            deferred_sync: HashSet::new(),
+            async_swrite: false,
             tx_writes: HashMap::new(),
             next_write: 1,
             next_uuid: 1,
             used_uuids: Vec::new(),
             running: None,
+            open: HashSet::new(),
             now: 0,
         }
     }
@@ -84,9 +107,7 @@ impl Host {
     fn wrote(&mut self, lpn: u32, write: u64) {
         match self.plain.get_mut(lpn as usize) {
             Some(p) => *p = Plain::Written(write),
-            None => {
-                self.accepted.entry(lpn).or_default().insert(write);
-            }
+            None => self.committed(&[(lpn, write)], self.now),
         }
     }
 
@@ -95,6 +116,82 @@ impl Host {
         if let Some(p) = self.plain.get_mut(lpn as usize) {
             if let Plain::Written(w) = *p {
                 *p = Plain::Trimmed(Some(w));
+            }
+        }
+    }
+
+    /// Transaction `uuid` is gone (an acknowledged ABORT, or open at a power cut): its writes
+    /// must never be read.
+    fn aborted(&mut self, uuid: u64) {
+        for &(lpn, w) in self.tx_writes.get(&uuid).into_iter().flatten() {
+            self.dead.insert(w);
+            if let Some(m) = self.maybe.get_mut(&lpn) {
+                m.remove(&w);
+            }
+            // A transaction may be aborted before its commit is acknowledged.
+            if let Some(h) = self.certain.get_mut(&lpn) {
+                h.retain(|&(c, _)| c != w);
+            }
+        }
+        self.open.remove(&uuid);
+        // A merged SWRITE aborted before its group closed still gets its completion.
+        self.deferred_sync.remove(&uuid);
+        if self.running == Some(uuid) {
+            self.running = None;
+        }
+    }
+
+    /// After a power cut, a trimmed page reads its last data or nothing: whichever it reads is
+    /// its state from then on.
+    fn settle_trims(&mut self, dev: &mut dyn BlockDevice) -> Result<(), String> {
+        for lpn in 0..self.plain_pages() {
+            if let Plain::Trimmed(Some(w)) = self.plain[lpn as usize] {
+                let mut out = Vec::new();
+                dev.read(Lpn(lpn), 1, self.now, &mut out)
+                    .map_err(|e| format!("read {lpn} after a cut: {e}"))?;
+                self.plain[lpn as usize] = match out[0] {
+                    PageOutcome::Unwritten => Plain::Trimmed(None),
+                    _ => Plain::Written(w),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// The device acknowledged a transaction (or write) as committed: each page shows its write
+    /// from now on, unless a later write there committed first (then either may show). Earlier
+    /// uncertain writes there are superseded, except pages of transactions still open.
+    fn committed(&mut self, pages: &[(u32, u64)], ack: u64) {
+        let now = self.now;
+        for &(lpn, w) in pages {
+            let m = self.maybe.entry(lpn).or_default();
+            m.remove(&w);
+            let history = self.certain.entry(lpn).or_default();
+            if history.last().is_none_or(|&(c, _)| c < w) {
+                // Commits acknowledged before the newest one acknowledged by now can no
+                // longer show.
+                if let Some(k) = history.iter().rposition(|&(_, a)| a <= now) {
+                    history.drain(..k);
+                }
+                history.push((w, ack));
+            } else {
+                m.insert(w, true);
+            }
+        }
+    }
+
+    /// The device took `write` of `lpn` without committing it yet.
+    /// `pinned`: a page of an open dynamic transaction, which may show until it resolves.
+    fn uncertain(&mut self, lpn: u32, write: u64, pinned: bool) {
+        self.maybe.entry(lpn).or_default().insert(write, pinned);
+    }
+
+    /// Completions of deferred SWRITEs: the synchronous ones are committed.
+    fn completions(&mut self, done: &[(TxUuid, ftl::TxCompletion)]) {
+        for (uuid, c) in done {
+            if self.deferred_sync.remove(&uuid.0) {
+                let pages = self.tx_writes.get(&uuid.0).cloned().unwrap_or_default();
+                self.committed(&pages, c.ack_ns);
             }
         }
     }
@@ -132,10 +229,32 @@ impl Host {
                     self.plain[lpn as usize]
                 ));
             }
-        } else if let Some(w) = write {
-            if !self.accepted.get(&lpn).is_some_and(|s| s.contains(&w)) {
+        } else {
+            let history = self
+                .certain
+                .get(&lpn)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let visible = history.iter().rposition(|&(_, a)| a <= self.now);
+            let shows = |w: Option<u64>| match w {
+                None => visible.is_none(),
+                Some(w) => history[visible.unwrap_or(0)..].iter().any(|&(c, _)| c == w),
+            };
+            // An uncommitted write shows until a later commit there is acknowledged.
+            let newest = visible.map_or(0, |k| history[k].0);
+            let may = |w: u64| {
+                self.maybe
+                    .get(&lpn)
+                    .and_then(|m| m.get(&w))
+                    .is_some_and(|&pinned| pinned || w > newest)
+            };
+            let ok = shows(write) || write.is_some_and(may);
+            if !ok {
                 return Err(format!(
-                    "lpn {lpn} read write {w}, which the device never took for it"
+                    "lpn {lpn} read {write:?} at {}; committed there (write, ack): {history:?}; \
+                     may show: {:?}",
+                    self.now,
+                    self.maybe.get(&lpn)
                 ));
             }
         }
@@ -312,11 +431,10 @@ fn step(
             let done = settle(
                 "take completions",
                 dev.transactional().unwrap().take_completions(at),
-            )?;
-            Ok(format!(
-                "take completions at {at}: {:?}",
-                done.map(|d| d.len())
-            ))
+            )?
+            .unwrap_or_default();
+            host.completions(&done);
+            Ok(format!("take completions at {at}: {}", done.len()))
         }
     }
 }
@@ -367,13 +485,25 @@ fn swrite(
         .swrite(TxUuid(uuid), &pages, mode, arrival);
     match settle(&what, r)? {
         Some(done) => {
-            for (l, w) in lpns.iter().zip(&writes) {
-                host.accepted.entry(*l).or_default().insert(*w);
-            }
+            let pages: Vec<(u32, u64)> = lpns.iter().copied().zip(writes).collect();
             // A design may take a uuid again once its last transaction can no longer be
             // named (TxFlash): an ABORT names the newest transaction of a uuid.
-            host.tx_writes.insert(uuid, writes.clone());
+            host.tx_writes.insert(uuid, pages.clone());
+            // A dynamic transaction the host thought open under this uuid is gone (the device
+            // aborted it when it refused one of its pages).
+            host.open.remove(&uuid);
             let deferred = done.ack_ns == ACK_DEFERRED;
+            let sync = mode == SwriteMode::Sync || !host.async_swrite;
+            if sync && !deferred {
+                host.committed(&pages, done.ack_ns);
+            } else {
+                for &(l, w) in &pages {
+                    host.uncertain(l, w, false);
+                }
+                if sync {
+                    host.deferred_sync.insert(uuid);
+                }
+            }
             Ok(format!(
                 "{what}: taken{}",
                 if deferred { ", deferred" } else { "" }
@@ -427,17 +557,28 @@ fn dwrite(
         arrival,
     );
     match settle(&what, r)? {
-        Some(_) => {
-            host.accepted.entry(lpn).or_default().insert(write);
+        Some(done) => {
             if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
                 host.tx_writes.insert(uuid, Vec::new());
             }
-            host.tx_writes.entry(uuid).or_default().push(write);
-            host.running = match flag {
-                DwriteFlag::Head => Some(uuid),
-                DwriteFlag::Body => host.running,
-                DwriteFlag::Rear | DwriteFlag::Single => None,
-            };
+            host.tx_writes.entry(uuid).or_default().push((lpn, write));
+            match flag {
+                DwriteFlag::Head | DwriteFlag::Body => {
+                    host.uncertain(lpn, write, true);
+                    host.open.insert(uuid);
+                    if flag == DwriteFlag::Head {
+                        host.running = Some(uuid);
+                    }
+                }
+                DwriteFlag::Rear | DwriteFlag::Single => {
+                    host.open.remove(&uuid);
+                    if host.running == Some(uuid) {
+                        host.running = None;
+                    }
+                    let pages = host.tx_writes[&uuid].clone();
+                    host.committed(&pages, done.ack_ns);
+                }
+            }
             Ok(format!("{what}: taken"))
         }
         None => {
@@ -469,14 +610,14 @@ fn abort(
     if settle(&what, r)?.is_none() {
         return Ok(format!("{what}: refused"));
     }
-    let aborted = if uuid == 0 { host.running } else { Some(uuid) };
+    // ABORT(0) names the one running dynamic transaction (when the device took it, there was
+    // exactly one open).
+    let aborted = match uuid {
+        0 => host.open.iter().next().copied().or(host.running),
+        u => Some(u),
+    };
     if let Some(u) = aborted {
-        if let Some(writes) = host.tx_writes.get(&u) {
-            host.dead.extend(writes.iter().copied());
-        }
-        if host.running == Some(u) {
-            host.running = None;
-        }
+        host.aborted(u);
     }
     Ok(format!("{what}: taken"))
 }
@@ -545,10 +686,28 @@ fn run(
         .build(flash, options)
         .map_err(|e| format!("build: {e}"))?;
     let mut host = Host::new(dev.logical_pages());
+    host.async_swrite = dev
+        .transactional()
+        .is_some_and(|tx| tx.capabilities().async_swrite);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // A replay prints every request.
     let trace = std::env::var_os("MOBIUS_FUZZ_REPLAY").is_some();
+    // Two power cycles inside the run, at requests drawn from the seed.
+    let mut cuts = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c075);
+    let cut_at = [
+        cuts.random_range(0..requests),
+        cuts.random_range(0..requests),
+    ];
     for i in 0..requests {
+        if cut_at.contains(&i) {
+            dev = power_cycle(
+                spec,
+                options,
+                dev,
+                &mut host,
+                &format!("before request {i}"),
+            )?;
+        }
         let first_write = host.next_write;
         let what =
             step(&mut rng, dev.as_mut(), &mut host).map_err(|e| format!("request {i}: {e}"))?;
@@ -557,34 +716,56 @@ fn run(
         }
         invariants(dev.as_ref(), &format!("after request {i} ({what})"))?;
     }
-    // The end of the host's life: no transaction left running, everything flushed.
+    // The end of the host's life: an ABORT of the dynamic transaction it thinks runs, then a
+    // power cycle.
     host.now += 1_000_000;
-    if let Some(tx) = dev.transactional() {
-        if host.running.is_some() {
-            let what = "abort of the running dynamic transaction";
-            if settle(what, tx.abort(TxUuid(0), host.now))?.is_some() {
-                let u = host.running.take().unwrap();
-                let writes = host.tx_writes.get(&u).cloned().unwrap_or_default();
-                host.dead.extend(writes);
-            }
+    if let (Some(tx), Some(u)) = (dev.transactional(), host.running) {
+        if settle(
+            "abort of the running dynamic transaction",
+            tx.abort(TxUuid(0), host.now),
+        )?
+        .is_some()
+        {
+            host.aborted(u);
         }
-        settle("take completions", tx.take_completions(u64::MAX))?;
+    }
+    let mut dev = power_cycle(spec, options, dev, &mut host, "at the end")?;
+    still_takes_work(dev.as_mut(), &mut host)
+}
+
+/// Closes every merged group, flushes, checks every page, cuts the power and recovers; then
+/// checks every page again (a trim may be forgotten; a transaction left open is gone) and
+/// takes what a forgotten trim brought back as the page's state from then on.
+fn power_cycle(
+    spec: &DesignSpec,
+    options: &DesignOptions,
+    mut dev: Box<dyn BlockDevice>,
+    host: &mut Host,
+    when: &str,
+) -> Result<Box<dyn BlockDevice>, String> {
+    if let Some(tx) = dev.transactional() {
+        let done = settle("take completions", tx.take_completions(u64::MAX))?;
+        host.completions(&done.unwrap_or_default());
     }
     host.now = host.now.max(dev.flash().idle_ns());
-    settle("final flush", dev.flush(host.now))?;
+    settle("flush", dev.flush(host.now))?;
     host.now = host.now.max(dev.flash().idle_ns());
-    check_all(dev.as_mut(), &host, false).map_err(|e| format!("before the cut: {e}"))?;
-    // Power cut, recovery.
+    check_all(dev.as_mut(), host, false).map_err(|e| format!("before the cut {when}: {e}"))?;
     let mut flash = dev.into_flash();
     host.now = host.now.max(flash.idle_ns()) + 1;
     flash.start_clock_at(host.now);
     let (mut dev, _) = spec
         .reopen(flash, options)
-        .map_err(|e| format!("recovery refused the image: {e}"))?;
-    invariants(dev.as_ref(), "after recovery")?;
+        .map_err(|e| format!("recovery {when} refused the image: {e}"))?;
+    invariants(dev.as_ref(), &format!("after recovery {when}"))?;
     host.now = host.now.max(dev.flash().idle_ns());
-    check_all(dev.as_mut(), &host, true).map_err(|e| format!("after recovery: {e}"))?;
-    still_takes_work(dev.as_mut(), &mut host)
+    for u in std::mem::take(&mut host.open) {
+        host.aborted(u);
+    }
+    host.running = None;
+    check_all(dev.as_mut(), host, true).map_err(|e| format!("after recovery {when}: {e}"))?;
+    host.settle_trims(dev.as_mut())?;
+    Ok(dev)
 }
 
 /// The recovered device takes a write of every plain page and a transaction, and reads them.
@@ -619,11 +800,10 @@ fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), St
                 .map_err(|e| format!("after recovery, a fresh SWRITE: {e}"))?;
             tx.take_completions(u64::MAX)
                 .map_err(|e| format!("after recovery, take completions: {e}"))?;
-            for (l, c) in &pages {
-                if let Content::Tag(t) = c {
-                    host.accepted.entry(l.0).or_default().insert(t.write);
-                }
-            }
+            let written: Vec<(u32, u64)> = (0..4)
+                .map(|i| (base + i, host.next_write - 4 + i as u64))
+                .collect();
+            host.committed(&written, host.now);
             host.now = host.now.max(dev.flash().idle_ns());
             let mut out = Vec::new();
             dev.read(Lpn(base), 4, host.now, &mut out)
