@@ -177,6 +177,7 @@ fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadArgs> {
             "locality_pages" => w.locality_pages = Some(v.extract().map_err(bad)?),
             "min_tx_pages" => w.min_tx_pages = Some(v.extract().map_err(bad)?),
             "trim_fraction" => w.trim_fraction = Some(v.extract().map_err(bad)?),
+            "interleave_fraction" => w.interleave_fraction = Some(v.extract().map_err(bad)?),
             other => return Err(ConfigError::new_err(format!("unknown option '{other}'"))),
         }
     }

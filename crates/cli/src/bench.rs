@@ -47,6 +47,10 @@ pub struct WorkloadArgs {
     /// Fraction of requests that are trims of 1-8 pages.
     #[arg(long)]
     pub trim_fraction: Option<f64>,
+    /// While a dynamic transaction is open, fraction of requests that are other requests
+    /// (txmix; 0: it runs to its REAR with only reads in between).
+    #[arg(long)]
+    pub interleave_fraction: Option<f64>,
 }
 
 impl WorkloadArgs {
@@ -66,6 +70,7 @@ impl WorkloadArgs {
             ("--locality-pages", self.locality_pages.is_some()),
             ("--min-tx-pages", self.min_tx_pages.is_some()),
             ("--trim-fraction", self.trim_fraction.is_some()),
+            ("--interleave-fraction", self.interleave_fraction.is_some()),
         ])
     }
 
@@ -107,6 +112,9 @@ impl WorkloadArgs {
         }
         if let Some(v) = self.trim_fraction {
             s.trim_fraction = v;
+        }
+        if let Some(v) = self.interleave_fraction {
+            s.interleave_fraction = v;
         }
         Ok(s)
     }

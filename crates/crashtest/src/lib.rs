@@ -247,6 +247,11 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
             w.trim_fraction != d.trim_fraction,
             w.trim_fraction.to_string(),
         );
+        knob(
+            "interleave-fraction",
+            w.interleave_fraction != d.interleave_fraction,
+            w.interleave_fraction.to_string(),
+        );
     }
     for set in device_overrides(&cfg.device) {
         c.push_str(&format!(" --set {set}"));

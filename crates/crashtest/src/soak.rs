@@ -4,7 +4,8 @@
 //! of 21 seeds while the tests' seeds passed). A soak runs one campaign per (design, seed) cell,
 //! on all cores, and never stops at a failure. Each seed also chooses, deterministically, the
 //! cell's [`Variant`] — a workload shape the design supports (txmix, random writes with flushes,
-//! large transactions, abort-heavy, trim-heavy), a queue depth, a fill, a geometry (one of
+//! large transactions, abort-heavy, trim-heavy, dynamic transactions interleaved with other
+//! requests), a queue depth, a fill, a geometry (one of
 //! [`SOAK_GEOMETRIES`]: the `small` preset, wider, deeper, odd-sized, many-chipped and
 //! short-blocked shapes), a flash timing, a run length ([`BASE_REQUESTS`] or, one seed in four,
 //! [`LONG_REQUESTS`]) and, one seed in four, the design's over-provisioning turned down to the
@@ -38,6 +39,10 @@ pub enum Shape {
     AbortHeavy,
     /// One request in five a trim.
     TrimHeavy,
+    /// Dynamic transactions left open across other requests: while one is open, half the
+    /// requests are plain writes, static transactions, trims, flushes or (on designs that run
+    /// several) more dynamic transactions.
+    Interleaved,
 }
 
 impl Shape {
@@ -48,6 +53,7 @@ impl Shape {
             Shape::LargeTx => "large-tx",
             Shape::AbortHeavy => "abort-heavy",
             Shape::TrimHeavy => "trim-heavy",
+            Shape::Interleaved => "interleaved",
         }
     }
 
@@ -61,6 +67,9 @@ impl Shape {
             }
             if c.abort {
                 v.push(Shape::AbortHeavy);
+            }
+            if c.dynamic_tx {
+                v.push(Shape::Interleaved);
             }
         }
         v
@@ -270,6 +279,12 @@ fn shape_workload(
                 "randwrite-flush"
             });
             w.trim_fraction = 0.2;
+            w
+        }
+        Shape::Interleaved => {
+            let mut w = named("txmix");
+            w.interleave_fraction = 0.5;
+            w.trim_fraction = 0.05;
             w
         }
     }

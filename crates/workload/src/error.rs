@@ -11,7 +11,7 @@ pub enum WorkloadError {
     ZeroRequestPages,
     #[error("queue_depth must be at least 1")]
     ZeroQueueDepth,
-    #[error("fill, read_fraction, abort_fraction and trim_fraction must be within [0, 1]")]
+    #[error("fill, read_fraction, abort_fraction, trim_fraction and interleave_fraction must be within [0, 1]")]
     FractionOutOfRange,
     #[error("range of {range} pages is smaller than a request of {request_pages} pages")]
     RangeTooSmall { range: u32, request_pages: u32 },

@@ -185,10 +185,11 @@ impl Generator {
     }
 
     /// A trim of 1–8 pages with probability `trim_fraction` (not while a dynamic transaction
-    /// of this generator is open: designs that allow one at a time would refuse it).
+    /// of this generator is open, unless the workload interleaves: designs that allow one at a
+    /// time would refuse it).
     fn maybe_trim(&mut self, rng: &mut ChaCha8Rng) -> Option<HostOp> {
         let eligible = self.spec.trim_fraction > 0.0
-            && self.dynamic.is_empty()
+            && (self.dynamic.is_empty() || self.spec.interleave_fraction > 0.0)
             && !matches!(self.spec.name.as_str(), "seqwrite" | "locality");
         if !eligible || !rng.random_bool(self.spec.trim_fraction) {
             return None;
@@ -218,8 +219,14 @@ impl Generator {
 
     fn txmix_op(&mut self, rng: &mut ChaCha8Rng, view: &View) -> HostOp {
         let caps = self.caps.expect("txmix requires capabilities");
+        // While dynamic transactions are open, some requests may be others (`interleave_fraction`;
+        // not once the run is over and they are only being finished).
+        let interleave = !self.dynamic.is_empty()
+            && self.spec.interleave_fraction > 0.0
+            && self.measured <= self.spec.requests
+            && rng.random_bool(self.spec.interleave_fraction);
         // An open dynamic transaction continues (reads may interleave).
-        if !self.dynamic.is_empty() && !rng.random_bool(self.spec.read_fraction / 2.0) {
+        if !interleave && !self.dynamic.is_empty() && !rng.random_bool(self.spec.read_fraction / 2.0) {
             let i = rng.random_range(0..self.dynamic.len());
             return self.continue_dynamic(rng, i, caps);
         }
@@ -232,7 +239,7 @@ impl Generator {
                 HostOp::Read { start, count }
             };
         }
-        if !self.dynamic.is_empty() {
+        if !interleave && !self.dynamic.is_empty() {
             let i = rng.random_range(0..self.dynamic.len());
             return self.continue_dynamic(rng, i, caps);
         }
@@ -285,6 +292,11 @@ impl Generator {
                 };
                 let uuid = self.fresh_uuid();
                 HostOp::SWrite { uuid, lpns, mode }
+            }
+            // One dynamic transaction at a time: the open one continues.
+            3 if !self.dynamic.is_empty() && !caps.concurrent_dynamic => {
+                let i = rng.random_range(0..self.dynamic.len());
+                self.continue_dynamic(rng, i, caps)
             }
             3 => {
                 let n = rng.random_range(1..=max_pages);
@@ -420,5 +432,62 @@ mod tests {
                 assert_eq!(reads > 0, spec.issues_reads(), "{name}: {reads} reads");
             }
         }
+    }
+
+    /// Requests issued while a dynamic transaction of the stream is open (after its HEAD, before
+    /// its REAR or ABORT), by kind, and the most dynamic transactions open at once.
+    fn while_open(interleave: f64, concurrent: bool) -> (Vec<&'static str>, usize) {
+        let caps = TxCapabilities {
+            static_tx: true,
+            async_swrite: true,
+            dynamic_tx: true,
+            concurrent_static: true,
+            concurrent_dynamic: concurrent,
+            sread: true,
+            abort: true,
+            max_tx_pages: 64,
+        };
+        let mut spec = WorkloadSpec::named("txmix").unwrap();
+        spec.requests = 5_000;
+        spec.trim_fraction = 0.05;
+        spec.interleave_fraction = interleave;
+        let mut g = Generator::new(&spec, 4096, Some(caps)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let view = View {
+            now_ns: 0,
+            inflight_static: &[],
+        };
+        let (mut open, mut kinds, mut most) = (Vec::new(), Vec::new(), 0);
+        while let Some((op, _)) = g.next(&mut rng, &view) {
+            match op {
+                HostOp::DWrite { uuid, flag, .. } => match flag {
+                    DwriteFlag::Head => open.push(uuid),
+                    DwriteFlag::Rear => open.retain(|u| *u != uuid),
+                    _ => {}
+                },
+                HostOp::Abort { uuid } => open.retain(|u| *u != uuid),
+                other if !open.is_empty() => kinds.push(other.kind()),
+                _ => {}
+            }
+            most = most.max(open.len());
+        }
+        (kinds, most)
+    }
+
+    /// Without interleaving a dynamic transaction runs to its end with only reads in between
+    /// (what the soaks drew until 2026-11-30); with it, writes, static transactions, trims and
+    /// (where the design runs several) more dynamic transactions come in between.
+    #[test]
+    fn an_open_dynamic_transaction_is_interleaved_only_when_asked() {
+        let (kinds, most) = while_open(0.0, true);
+        assert!(kinds.iter().all(|k| k.ends_with("read")), "{kinds:?}");
+        assert_eq!(most, 1);
+        let (kinds, most) = while_open(0.5, true);
+        for kind in ["write", "swrite-sync", "trim"] {
+            assert!(kinds.contains(&kind), "no {kind} while open: {kinds:?}");
+        }
+        assert!(most > 1, "never two dynamic transactions open at once");
+        let (_, most) = while_open(0.5, false);
+        assert_eq!(most, 1);
     }
 }

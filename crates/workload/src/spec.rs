@@ -46,6 +46,11 @@ pub struct WorkloadSpec {
     /// Fraction of measured requests that are trims of 1–8 pages (every workload but seqwrite
     /// and locality).
     pub trim_fraction: f64,
+    /// txmix: while a dynamic transaction is open, the fraction of requests that are something
+    /// else — plain writes, static transactions, trims, flushes, and more dynamic transactions
+    /// on designs that run several — instead of its next page or a read (0: it runs to its
+    /// REAR, reads only in between).
+    pub interleave_fraction: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -64,6 +69,7 @@ impl Default for WorkloadSpec {
             abort_fraction: 0.1,
             min_tx_pages: 2,
             trim_fraction: 0.0,
+            interleave_fraction: 0.0,
         }
     }
 }
@@ -113,6 +119,7 @@ impl WorkloadSpec {
             || !(0.0..=1.0).contains(&self.read_fraction)
             || !(0.0..=1.0).contains(&self.abort_fraction)
             || !(0.0..=1.0).contains(&self.trim_fraction)
+            || !(0.0..=1.0).contains(&self.interleave_fraction)
         {
             return Err(WorkloadError::FractionOutOfRange);
         }
