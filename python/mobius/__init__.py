@@ -37,6 +37,7 @@ __all__ = [
 WORKLOAD_OPTIONS = frozenset({
     "workload", "requests", "request_pages", "range_pages", "qd", "fill", "flush_every",
     "read_fraction", "abort_fraction", "locality_pages", "min_tx_pages", "trim_fraction",
+    "interleave_fraction",
 })
 
 
