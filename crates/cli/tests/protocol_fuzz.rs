@@ -857,24 +857,29 @@ fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data(
 
 /// Designs that break the rules the fuzz checks, to show it fails on them: DFTL behind a
 /// wrapper that, given a write running past the end of the device, writes the pages inside it
-/// before refusing the request (a refused request's data read back: `leaky-dftl`), or that
-/// panics on an empty write instead of refusing it (`panicky-dftl`).
+/// before refusing the request (a refused request's data read back: `leaky-dftl`); that panics
+/// on an empty write instead of refusing it (`panicky-dftl`); or that offers static
+/// transactions as plain writes and acknowledges each as committed without writing its last
+/// page (a committed transaction's page lost: `lossy-swrite-dftl`).
 mod broken {
     use super::*;
-    use ftl::{Completion, InvariantViolation, RecoveryReport};
+    use ftl::{Completion, InvariantViolation, RecoveryReport, Transactional, TxCapabilities};
 
-    pub struct Broken {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Bug {
+        Leaky,
+        Panicky,
+        LossySwrite,
+    }
+
+    struct Broken {
         inner: Box<dyn BlockDevice>,
-        panics: bool,
+        bug: Bug,
     }
 
     impl BlockDevice for Broken {
         fn design(&self) -> &'static str {
-            if self.panics {
-                "panicky-dftl"
-            } else {
-                "leaky-dftl"
-            }
+            "broken-dftl"
         }
         fn promise(&self) -> ftl::Promise {
             self.inner.promise()
@@ -888,9 +893,12 @@ mod broken {
             pages: &[Content],
             at: u64,
         ) -> Result<Completion, FtlError> {
-            assert!(!(self.panics && pages.is_empty()), "an empty write");
+            assert!(
+                !(self.bug == Bug::Panicky && pages.is_empty()),
+                "an empty write"
+            );
             let inside = self.inner.logical_pages().saturating_sub(start.0) as usize;
-            if !self.panics && pages.len() > inside && inside > 0 {
+            if self.bug == Bug::Leaky && pages.len() > inside && inside > 0 {
                 self.inner.write(start, &pages[..inside], at)?;
             }
             self.inner.write(start, pages, at)
@@ -922,65 +930,121 @@ mod broken {
         fn check_invariants(&self) -> Result<(), InvariantViolation> {
             self.inner.check_invariants()
         }
+        fn transactional(&mut self) -> Option<&mut dyn Transactional> {
+            (self.bug == Bug::LossySwrite).then_some(self as &mut dyn Transactional)
+        }
     }
 
-    fn wrap(inner: Box<dyn BlockDevice>, panics: bool) -> Box<dyn BlockDevice> {
-        Box::new(Broken { inner, panics })
+    /// Static transactions only, each a run of plain writes, all but its last page.
+    impl Transactional for Broken {
+        fn capabilities(&self) -> TxCapabilities {
+            TxCapabilities {
+                static_tx: true,
+                max_tx_pages: 64,
+                ..TxCapabilities::default()
+            }
+        }
+        fn swrite(
+            &mut self,
+            _uuid: TxUuid,
+            pages: &[(Lpn, Content)],
+            _mode: SwriteMode,
+            at: u64,
+        ) -> Result<ftl::TxCompletion, FtlError> {
+            if pages.is_empty() || pages.len() > 64 {
+                return Err(FtlError::EmptyRequest);
+            }
+            for (lpn, _) in pages {
+                ftl::check_range(*lpn, 1, self.inner.logical_pages())?;
+            }
+            let mut ack = at;
+            for (lpn, content) in &pages[..pages.len() - 1] {
+                ack = ack.max(
+                    self.inner
+                        .write(*lpn, std::slice::from_ref(content), at)?
+                        .ack_ns,
+                );
+            }
+            Ok(ftl::TxCompletion {
+                arrival_ns: at,
+                ack_ns: ack,
+                durable_ns: Some(ack),
+            })
+        }
+        fn dwrite(
+            &mut self,
+            _: TxUuid,
+            _: Lpn,
+            _: &Content,
+            _: DwriteFlag,
+            _: u64,
+        ) -> Result<ftl::TxCompletion, FtlError> {
+            Err(FtlError::Unsupported("dwrite"))
+        }
+        fn abort(&mut self, _: TxUuid, _: u64) -> Result<Completion, FtlError> {
+            Err(FtlError::Unsupported("abort"))
+        }
+        fn sread(
+            &mut self,
+            start: Lpn,
+            count: u32,
+            at: u64,
+            out: &mut Vec<PageOutcome>,
+        ) -> Result<Completion, FtlError> {
+            self.inner.read(start, count, at, out)
+        }
     }
 
-    fn format_leaky(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
-        Ok(wrap((dftl::spec().format)(flash, o)?, false))
+    fn wrap(inner: Box<dyn BlockDevice>, bug: Bug) -> Box<dyn BlockDevice> {
+        Box::new(Broken { inner, bug })
     }
 
-    fn recover_leaky(
-        flash: Flash,
-        o: &DesignOptions,
-    ) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
-        let (dev, report) = (dftl::spec().recover)(flash, o)?;
-        Ok((wrap(dev, false), report))
-    }
-
-    fn format_panicky(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
-        Ok(wrap((dftl::spec().format)(flash, o)?, true))
-    }
-
-    fn recover_panicky(
-        flash: Flash,
-        o: &DesignOptions,
-    ) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
-        let (dev, report) = (dftl::spec().recover)(flash, o)?;
-        Ok((wrap(dev, true), report))
+    /// A design spec of DFTL with `bug`: its format and recovery wrap DFTL's.
+    macro_rules! broken_spec {
+        ($name:literal, $bug:expr) => {{
+            fn format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
+                Ok(wrap((dftl::spec().format)(flash, o)?, $bug))
+            }
+            fn recover(
+                flash: Flash,
+                o: &DesignOptions,
+            ) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
+                let (dev, report) = (dftl::spec().recover)(flash, o)?;
+                Ok((wrap(dev, $bug), report))
+            }
+            DesignSpec {
+                name: $name,
+                format,
+                recover,
+                ..dftl::spec()
+            }
+        }};
     }
 
     pub fn leaky() -> DesignSpec {
-        DesignSpec {
-            name: "leaky-dftl",
-            format: format_leaky,
-            recover: recover_leaky,
-            ..dftl::spec()
-        }
+        broken_spec!("leaky-dftl", Bug::Leaky)
     }
 
     pub fn panicky() -> DesignSpec {
-        DesignSpec {
-            name: "panicky-dftl",
-            format: format_panicky,
-            recover: recover_panicky,
-            ..dftl::spec()
-        }
+        broken_spec!("panicky-dftl", Bug::Panicky)
+    }
+
+    pub fn lossy_swrite() -> DesignSpec {
+        broken_spec!("lossy-swrite-dftl", Bug::LossySwrite)
     }
 }
 
 /// The checker proven both ways: each broken design fails on every seed, with the rule it broke
 /// and its replay named, where DFTL itself passes the same seeds (the first test).
 #[test]
-fn the_fuzz_catches_a_refused_write_that_left_data_and_a_panic() {
+fn the_fuzz_catches_refused_data_read_back_a_panic_and_a_lost_commit() {
     for (spec, rule) in [
         (
             broken::leaky(),
             "of a refused request or an aborted transaction",
         ),
         (broken::panicky(), "panicked: panicked at"),
+        (broken::lossy_swrite(), "committed there (write, ack)"),
     ] {
         for seed in 1..=4 {
             let failure = fuzz(&spec, seed, REQUESTS).expect_err(spec.name);

@@ -691,7 +691,10 @@ mod tests {
         let long = error_kind("lpn 70123 is being written by running tx 31415; retry after it");
         assert_eq!(short, long);
         assert_eq!(short, "lpn N is being written by running tx N; retry af");
-        assert_eq!(error_kind("tx 12 already committed: it can no longer be aborted"), "tx N already committed");
+        assert_eq!(
+            error_kind("tx 12 already committed: it can no longer be aborted"),
+            "tx N already committed"
+        );
     }
 
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -226,7 +226,10 @@ impl Generator {
             && self.measured <= self.spec.requests
             && rng.random_bool(self.spec.interleave_fraction);
         // An open dynamic transaction continues (reads may interleave).
-        if !interleave && !self.dynamic.is_empty() && !rng.random_bool(self.spec.read_fraction / 2.0) {
+        if !interleave
+            && !self.dynamic.is_empty()
+            && !rng.random_bool(self.spec.read_fraction / 2.0)
+        {
             let i = rng.random_range(0..self.dynamic.len());
             return self.continue_dynamic(rng, i, caps);
         }
