@@ -282,6 +282,7 @@ fn run_crashtest(
         tx: None,
         atomic_requests: false,
         plain_reads: false,
+        shapes: Vec::new(),
         json: true,
     };
     match args.workload.workload.as_deref() {

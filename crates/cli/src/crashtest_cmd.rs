@@ -6,7 +6,7 @@ use crate::bench::WorkloadArgs;
 use crate::device_args::DeviceArgs;
 use clap::Args;
 use crashtest::shrink::{shrink, Shrunk};
-use crashtest::soak::{self, CellResult, SoakConfig, SoakReport};
+use crashtest::soak::{self, CellResult, Shape, SoakConfig, SoakReport};
 use crashtest::{CampaignConfig, CampaignReport};
 use ftl::{DesignOptions, DesignSpec, Promise};
 
@@ -93,6 +93,10 @@ pub struct CrashtestArgs {
     /// (`NS` or `NS:torn`, from a violation's replay command).
     #[arg(long)]
     pub first_cut: Option<String>,
+    /// Soak: draw only this workload shape (repeatable: txmix, randwrite-flush, large-tx,
+    /// abort-heavy, trim-heavy, interleaved); designs that support none of them are left out.
+    #[arg(long = "shape", value_name = "SHAPE")]
+    pub shapes: Vec<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -411,6 +415,13 @@ fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
             )));
         }
     }
+    if args.fixed && !args.shapes.is_empty() {
+        return Err(SoakOptionError(
+            "--shape chooses among the shapes a varying soak draws; --fixed runs the given \
+             workload"
+                .into(),
+        ));
+    }
     let single = crate::device_args::flags_given([
         ("--exhaustive", args.exhaustive),
         ("--full-data", args.full_data),
@@ -434,6 +445,8 @@ fn check_soak_options(args: &CrashtestArgs) -> Result<(), SoakOptionError> {
 
 fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<SoakConfig> {
     check_soak_options(args)?;
+    let options = DesignOptions::from_pairs(&args.params)?;
+    let (shapes, designs) = shapes_and_designs(&args.shapes, designs, &options)?;
     let seeds = soak_seeds(args);
     // Each design on its own default workload unless --workload names one for all of them
     // (the first design's would be a workload the others may not run).
@@ -452,7 +465,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
             .map(Promise::parse)
             .transpose()
             .map_err(anyhow::Error::msg)?,
-        options: DesignOptions::from_pairs(&args.params)?,
+        options,
         seeds,
         crash_points: args.crash_points,
         torn: args.torn,
@@ -460,10 +473,56 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
             .jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         vary: !args.fixed,
-        shapes: Vec::new(),
+        shapes,
         second_lives: args.second_lives,
         fixed,
     })
+}
+
+/// The shapes `--shape` names, and the designs that support at least one of them (all of
+/// them when no shape is named).
+fn shapes_and_designs(
+    names: &[String],
+    designs: Vec<DesignSpec>,
+    options: &DesignOptions,
+) -> anyhow::Result<(Vec<Shape>, Vec<DesignSpec>)> {
+    let shapes = names
+        .iter()
+        .map(|n| {
+            Shape::named(n).ok_or_else(|| {
+                let known: Vec<&str> = Shape::ALL.iter().map(|s| s.name()).collect();
+                anyhow::anyhow!("unknown shape '{n}'; shapes: {}", known.join(", "))
+            })
+        })
+        .collect::<anyhow::Result<Vec<Shape>>>()?;
+    if shapes.is_empty() {
+        return Ok((shapes, designs));
+    }
+    let names: Vec<&str> = designs.iter().map(|d| d.name).collect();
+    let suited: Vec<DesignSpec> = designs
+        .into_iter()
+        .filter(|d| {
+            let offered = Shape::for_caps(crashtest::soak::capabilities(d, options));
+            shapes.iter().any(|s| offered.contains(s))
+        })
+        .collect();
+    if suited.is_empty() {
+        anyhow::bail!(
+            "no design of {} supports the shape{} {}",
+            names.join(", "),
+            if shapes.len() == 1 { "" } else { "s" },
+            shape_list(&shapes)
+        );
+    }
+    Ok((shapes, suited))
+}
+
+fn shape_list(shapes: &[Shape]) -> String {
+    shapes
+        .iter()
+        .map(|s| s.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--seeds N` consecutive seeds from `--seed`, or N fresh ones (printed) without it.

@@ -233,3 +233,59 @@ fn a_design_list_soaks_those_designs() {
         .collect();
     assert_eq!(names, ["dftl", "wcache"]);
 }
+
+/// `--shape` draws only the shapes it names, from the designs that support one of them (the
+/// `interleaved` shape needs dynamic transactions); an unknown shape, a shape no design given
+/// supports, and `--shape` with `--fixed` are clear errors.
+#[test]
+fn a_soak_draws_only_the_shapes_named() {
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--shape",
+        "interleaved",
+        "--seeds",
+        "1",
+        "--crash-points",
+        "10",
+    ]);
+    assert!(ok, "{stdout}{stderr}");
+    let out = format!("{stdout}{stderr}");
+    let cells: Vec<&str> = out.lines().filter(|l| l.contains(" seed ")).collect();
+    let mut designs: Vec<&str> = cells
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    designs.sort();
+    assert_eq!(
+        designs,
+        [
+            "atomic-write",
+            "lighttx",
+            "mobius",
+            "txflash-bpcc",
+            "txflash-scc",
+            "txflash-tc"
+        ],
+        "{stdout}"
+    );
+    assert!(
+        cells.iter().all(|l| l.contains(" interleaved ")),
+        "{stdout}"
+    );
+    for (args, says) in [
+        (
+            &["--ftl", "dftl", "--shape", "nosuch"][..],
+            "unknown shape 'nosuch'",
+        ),
+        (
+            &["--ftl", "dftl,wcache", "--shape", "interleaved"],
+            "no design of dftl, wcache supports",
+        ),
+        (&["--ftl", "dftl", "--shape", "txmix", "--fixed"], "--shape"),
+    ] {
+        let (ok, _, stderr) = mobius(&[&["crashtest", "--seeds", "1"][..], args].concat());
+        assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
+    }
+}

@@ -46,6 +46,21 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// Every shape, in the order [`Shape::for_caps`] offers them.
+    pub const ALL: [Shape; 6] = [
+        Shape::RandwriteFlush,
+        Shape::TrimHeavy,
+        Shape::Txmix,
+        Shape::LargeTx,
+        Shape::AbortHeavy,
+        Shape::Interleaved,
+    ];
+
+    /// The shape of this name ([`Shape::name`]).
+    pub fn named(name: &str) -> Option<Shape> {
+        Shape::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Shape::Txmix => "txmix",
@@ -890,6 +905,24 @@ pub const CONTROLS: [Control; 4] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every shape is found by its name, and a design is offered only shapes of the list.
+    #[test]
+    fn shapes_are_named_and_offered_from_the_list() {
+        for shape in Shape::ALL {
+            assert_eq!(Shape::named(shape.name()), Some(shape));
+        }
+        assert_eq!(Shape::named("nosuch"), None);
+        let all = TxCapabilities {
+            static_tx: true,
+            dynamic_tx: true,
+            abort: true,
+            max_tx_pages: 64,
+            ..TxCapabilities::default()
+        };
+        assert_eq!(Shape::for_caps(Some(all)), Shape::ALL);
+        assert!(!Shape::for_caps(None).contains(&Shape::Interleaved));
+    }
 
     #[test]
     fn seeds_draw_every_geometry_and_timing_and_each_builds_its_own_device() {
