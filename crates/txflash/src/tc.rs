@@ -137,6 +137,10 @@ struct CommitLive {
     obsolete_ns: u64,
     /// The pages the transaction wrote (those whose `map_tx` is still this tx are live).
     lpns: Box<[u32]>,
+    /// When the commit record is on flash. A compaction copy commits its page on its own, so
+    /// none may land before the record: a cut between them would show that page of the
+    /// transaction and not the others.
+    durable_ns: u64,
 }
 
 pub struct TxFlashTc {
@@ -413,10 +417,14 @@ impl TxFlashTc {
     /// Rewrites every current page of committed transaction `txid` as a single-page version
     /// (same LPN, version and tx id, `FLAG_SINGLE` set: committed on its own), then releases
     /// the commit record, erasable only after every copy is on flash. Before the record is
-    /// erased recovery may find both versions; either is the committed content.
+    /// erased recovery may find both versions; either is the committed content. The copies
+    /// start after the record is on flash: a transaction that committed late (a dynamic one
+    /// opened before younger ones) is the oldest at once and may be compacted before its
+    /// record lands.
     fn compact(&mut self, txid: u32, now: u64) -> Result<(), FtlError> {
         self.compactions += 1;
         let lpns = self.commits[&txid].lpns.clone();
+        let now = now.max(self.commits[&txid].durable_ns);
         for lpn in lpns.iter().map(|&l| l as usize) {
             if self.map_tx[lpn] != txid {
                 continue;
@@ -604,6 +612,7 @@ impl TxFlashTc {
                     live: n as u32,
                     obsolete_ns: 0,
                     lpns: p.pages.iter().map(|x| x.lpn.0).collect(),
+                    durable_ns: commit_end,
                 },
             );
         }
@@ -839,6 +848,7 @@ impl TxFlashTc {
                     live: lpns.len() as u32,
                     obsolete_ns: 0,
                     lpns: lpns.into_boxed_slice(),
+                    durable_ns: 0,
                 },
             );
         }
@@ -1247,6 +1257,87 @@ mod tests {
             assert_eq!(
                 read1(&mut d, l, at + k as u64),
                 PageOutcome::Data(tag(l, 0))
+            );
+        }
+    }
+
+    /// The late transaction of the test above is compacted by the writes that follow its REAR
+    /// at once, while its commit record is still being programmed. Cut at every instant up to
+    /// well after the record, the device must show the transaction whole or not at all: a
+    /// compaction copy (committed on its own) that landed before the record showed one page of
+    /// it (found by the soaks' `interleaved` shape, docs/txflash.md).
+    #[test]
+    fn a_late_transaction_compacted_at_once_is_all_or_nothing_at_every_cut() {
+        let o = DesignOptions::default().with("commit_reserve", "0.01");
+        // The `small` preset over 8 chips: the copies and the record go to different chips.
+        let mut device = DeviceConfig::preset("small").unwrap();
+        device.geometry.channels = 4;
+        device.geometry.blocks_per_chip = 16;
+        let mut flash = Flash::in_memory(device.clone(), OOB_BYTES, true);
+        let base = flash.start_recording();
+        let mut d = TxFlashTc::format(flash, &o).unwrap();
+        let half = d.logical_pages() / 2;
+        let late = TxUuid(1_000_000);
+        let mut t = d.flash.idle_ns();
+        for (k, flag) in [DwriteFlag::Head, DwriteFlag::Body].into_iter().enumerate() {
+            let l = half + k as u32;
+            d.dwrite(late, Lpn(l), &tag(l, 0), flag, t).unwrap();
+        }
+        // Transactions 1 ms apart (the chips idle between them), then the REAR, and the next
+        // ones right behind it.
+        for i in 1..=200u64 {
+            t += 1_000_000;
+            let a = (i % (half as u64 - 2)) as u32;
+            let pages = [(Lpn(a), tag(a, i)), (Lpn(a + 1), tag(a + 1, i))];
+            d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, t)
+                .unwrap();
+        }
+        t += 1_000_000;
+        let rear = t;
+        let late_txid = d.pending[d.by_uuid[&late] as usize].as_ref().unwrap().txid;
+        let done = d
+            .dwrite(
+                late,
+                Lpn(half + 2),
+                &tag(half + 2, 0),
+                DwriteFlag::Rear,
+                rear,
+            )
+            .unwrap();
+        for i in 201..=220u64 {
+            t += 1000;
+            let a = (i % (half as u64 - 2)) as u32;
+            let pages = [(Lpn(a), tag(a, i)), (Lpn(a + 1), tag(a + 1, i))];
+            d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, t)
+                .unwrap();
+        }
+        assert!(
+            !d.commits.contains_key(&late_txid),
+            "the late one compacted"
+        );
+        let log = d.flash.take_log().unwrap();
+        let mut instants: Vec<u64> = log
+            .ops
+            .iter()
+            .map(|op| op.span.end_ns)
+            .filter(|&e| e >= rear && e <= done.ack_ns + 2_000_000)
+            .collect();
+        instants.sort_unstable();
+        instants.dedup();
+        assert!(instants.len() > 10);
+        for at in instants {
+            let image = log.image_at(base.as_ref(), at, false);
+            let mut flash = Flash::new(device.clone(), image);
+            flash.start_clock_at(at + 1);
+            let (mut r, _) = TxFlashTc::recover(flash, &o).unwrap();
+            let now = r.flash.idle_ns();
+            let shown: Vec<bool> = (half..half + 3)
+                .map(|l| read1(&mut r, l, now) == PageOutcome::Data(tag(l, 0)))
+                .collect();
+            assert!(
+                shown.iter().all(|s| *s) || shown.iter().all(|s| !*s),
+                "cut at {at}: the late transaction's pages shown {shown:?} (commit acknowledged at {})",
+                done.ack_ns
             );
         }
     }
