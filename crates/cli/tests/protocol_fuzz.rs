@@ -370,45 +370,14 @@ fn step(
     let tx = dev.transactional().map(|t| t.capabilities());
     let kind = rng.random_range(0..if tx.is_some() { 100 } else { 45 });
     match kind {
-        0..=24 => {
-            let (start, mut count) = plain_run(rng, host, 16);
-            if rng.random_ratio(1, 30) {
-                // Empty, or longer than the design takes (when it has a limit).
-                count = match dev.max_write_pages() {
-                    Some(max) if rng.random_bool(0.5) => max + 1,
-                    _ => 0,
-                };
-            }
-            let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
-            let pages: Vec<Content> = (0..count)
-                .map(|i| tag(start + i, writes[i as usize]))
-                .collect();
-            let what = format!("write {start}+{count} at {arrival}");
-            if settle(&what, dev.write(Lpn(start), &pages, arrival))?.is_some() {
-                for (i, w) in writes.iter().enumerate() {
-                    host.wrote(start + i as u32, *w);
-                }
-            } else {
-                host.dead.extend(writes);
-            }
-            Ok(what)
-        }
+        0..=24 => plain_write(rng, dev, host, arrival),
         25..=32 => {
             let (start, count) = plain_run(rng, host, 32);
             let serializable = rng.random_ratio(1, 3);
             read_and_judge(dev, host, start, count, serializable, false)?;
             Ok(format!("read {start}+{count}"))
         }
-        33..=36 => {
-            let (start, count) = plain_run(rng, host, 8);
-            let what = format!("trim {start}+{count} at {arrival}");
-            if settle(&what, dev.trim(Lpn(start), count, arrival))?.is_some() {
-                for lpn in start..start + count {
-                    host.trimmed(lpn);
-                }
-            }
-            Ok(what)
-        }
+        33..=36 => trim(rng, dev, host, arrival),
         37..=39 => {
             settle("flush", dev.flush(arrival))?;
             Ok(format!("flush at {arrival}"))
@@ -437,6 +406,54 @@ fn step(
             Ok(format!("take completions at {at}: {}", done.len()))
         }
     }
+}
+
+/// A WRITE in the plain half; one in twelve runs past the end, one in thirty is empty or
+/// longer than the design takes.
+fn plain_write(
+    rng: &mut ChaCha8Rng,
+    dev: &mut dyn BlockDevice,
+    host: &mut Host,
+    arrival: u64,
+) -> Result<String, String> {
+    let (start, mut count) = plain_run(rng, host, 16);
+    if rng.random_ratio(1, 30) {
+        // Empty, or longer than the design takes (when it has a limit).
+        count = match dev.max_write_pages() {
+            Some(max) if rng.random_bool(0.5) => max + 1,
+            _ => 0,
+        };
+    }
+    let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
+    let pages: Vec<Content> = (0..count)
+        .map(|i| tag(start + i, writes[i as usize]))
+        .collect();
+    let what = format!("write {start}+{count} at {arrival}");
+    if settle(&what, dev.write(Lpn(start), &pages, arrival))?.is_some() {
+        for (i, w) in writes.iter().enumerate() {
+            host.wrote(start + i as u32, *w);
+        }
+    } else {
+        host.dead.extend(writes);
+    }
+    Ok(what)
+}
+
+/// A TRIM in the plain half (one in twelve runs past the end).
+fn trim(
+    rng: &mut ChaCha8Rng,
+    dev: &mut dyn BlockDevice,
+    host: &mut Host,
+    arrival: u64,
+) -> Result<String, String> {
+    let (start, count) = plain_run(rng, host, 8);
+    let what = format!("trim {start}+{count} at {arrival}");
+    if settle(&what, dev.trim(Lpn(start), count, arrival))?.is_some() {
+        for lpn in start..start + count {
+            host.trimmed(lpn);
+        }
+    }
+    Ok(what)
 }
 
 fn swrite(
