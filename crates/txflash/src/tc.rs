@@ -1283,14 +1283,18 @@ mod tests {
             let l = half + k as u32;
             d.dwrite(late, Lpn(l), &tag(l, 0), flag, t).unwrap();
         }
-        // Transactions 1 ms apart (the chips idle between them), then the REAR, and the next
-        // ones right behind it.
-        for i in 1..=200u64 {
-            t += 1_000_000;
+        // Two-page transaction `i` at `t`.
+        let pair = |d: &mut TxFlashTc, i: u64, t: u64| {
             let a = (i % (half as u64 - 2)) as u32;
             let pages = [(Lpn(a), tag(a, i)), (Lpn(a + 1), tag(a + 1, i))];
             d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, t)
                 .unwrap();
+        };
+        // Transactions 1 ms apart (the chips idle between them), then the REAR, and the next
+        // ones right behind it.
+        for i in 1..=200u64 {
+            t += 1_000_000;
+            pair(&mut d, i, t);
         }
         t += 1_000_000;
         let rear = t;
@@ -1306,10 +1310,7 @@ mod tests {
             .unwrap();
         for i in 201..=220u64 {
             t += 1000;
-            let a = (i % (half as u64 - 2)) as u32;
-            let pages = [(Lpn(a), tag(a, i)), (Lpn(a + 1), tag(a + 1, i))];
-            d.swrite(TxUuid(i + 1), &pages, SwriteMode::Sync, t)
-                .unwrap();
+            pair(&mut d, i, t);
         }
         assert!(
             !d.commits.contains_key(&late_txid),
