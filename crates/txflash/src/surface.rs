@@ -236,6 +236,10 @@ pub(crate) fn trim<P: CommitProtocol>(
         .map(Lpn)
         .filter(|l| d.mapped(l.0).is_some())
         .collect();
+    // A refused trim changes nothing: a page a running transaction holds refuses the whole
+    // trim before any chunk is written. Each chunk then passes the same check, and the room
+    // check too, since the chunks before it committed at once.
+    d.isolate(lpns.iter().copied(), arrival, NO_SLOT)?;
     // Chunks of what the room for transactions leaves beside those in flight (a trim is not
     // atomic; each chunk's tombstones are one transaction).
     let chunk_pages = (d.max_tx() as u64)
