@@ -502,8 +502,8 @@ fn shapes_and_designs(
     let suited: Vec<DesignSpec> = designs
         .into_iter()
         .filter(|d| {
-            let offered = Shape::for_caps(crashtest::soak::capabilities(d, options));
-            shapes.iter().any(|s| offered.contains(s))
+            let caps = crashtest::soak::capabilities(d, options);
+            shapes.iter().any(|s| s.supported_by(caps))
         })
         .collect();
     if suited.is_empty() {

@@ -46,7 +46,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// Every shape, in the order [`Shape::for_caps`] offers them.
+    /// Every shape, in the order a seed draws from (the order [`Shape::for_caps`] keeps).
     pub const ALL: [Shape; 6] = [
         Shape::RandwriteFlush,
         Shape::TrimHeavy,
@@ -72,22 +72,24 @@ impl Shape {
         }
     }
 
-    /// The shapes a design with these capabilities supports.
-    pub fn for_caps(caps: Option<TxCapabilities>) -> Vec<Shape> {
-        let mut v = vec![Shape::RandwriteFlush, Shape::TrimHeavy];
-        if let Some(c) = caps {
-            v.push(Shape::Txmix);
-            if c.static_tx && c.max_tx_pages >= 16 {
-                v.push(Shape::LargeTx);
-            }
-            if c.abort {
-                v.push(Shape::AbortHeavy);
-            }
-            if c.dynamic_tx {
-                v.push(Shape::Interleaved);
-            }
+    /// Whether a design with these capabilities (`None`: no transactions) can run this shape.
+    pub fn supported_by(self, caps: Option<TxCapabilities>) -> bool {
+        match (self, caps) {
+            (Shape::RandwriteFlush | Shape::TrimHeavy, _) => true,
+            (_, None) => false,
+            (Shape::Txmix, Some(_)) => true,
+            (Shape::LargeTx, Some(c)) => c.static_tx && c.max_tx_pages >= 16,
+            (Shape::AbortHeavy, Some(c)) => c.abort,
+            (Shape::Interleaved, Some(c)) => c.dynamic_tx,
         }
-        v
+    }
+
+    /// The shapes a design with these capabilities supports, in the order of [`Shape::ALL`].
+    pub fn for_caps(caps: Option<TxCapabilities>) -> Vec<Shape> {
+        Shape::ALL
+            .into_iter()
+            .filter(|s| s.supported_by(caps))
+            .collect()
     }
 }
 

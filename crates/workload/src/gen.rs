@@ -230,8 +230,7 @@ impl Generator {
             && !self.dynamic.is_empty()
             && !rng.random_bool(self.spec.read_fraction / 2.0)
         {
-            let i = rng.random_range(0..self.dynamic.len());
-            return self.continue_dynamic(rng, i, caps);
+            return self.continue_any_dynamic(rng, caps);
         }
         if rng.random_bool(self.spec.read_fraction) {
             let count = rng.random_range(1..=4u32.min(self.range));
@@ -243,8 +242,7 @@ impl Generator {
             };
         }
         if !interleave && !self.dynamic.is_empty() {
-            let i = rng.random_range(0..self.dynamic.len());
-            return self.continue_dynamic(rng, i, caps);
+            return self.continue_any_dynamic(rng, caps);
         }
         if self.flush_due() {
             return HostOp::Flush;
@@ -298,8 +296,7 @@ impl Generator {
             }
             // One dynamic transaction at a time: the open one continues.
             3 if !self.dynamic.is_empty() && !caps.concurrent_dynamic => {
-                let i = rng.random_range(0..self.dynamic.len());
-                self.continue_dynamic(rng, i, caps)
+                self.continue_any_dynamic(rng, caps)
             }
             3 => {
                 let n = rng.random_range(1..=max_pages);
@@ -328,6 +325,12 @@ impl Generator {
         let u = TxUuid(self.next_uuid);
         self.next_uuid += 1;
         u
+    }
+
+    /// The next request of an open dynamic transaction drawn at random.
+    fn continue_any_dynamic(&mut self, rng: &mut ChaCha8Rng, caps: TxCapabilities) -> HostOp {
+        let i = rng.random_range(0..self.dynamic.len());
+        self.continue_dynamic(rng, i, caps)
     }
 
     fn continue_dynamic(&mut self, rng: &mut ChaCha8Rng, i: usize, caps: TxCapabilities) -> HostOp {
@@ -404,20 +407,25 @@ mod tests {
         assert_eq!(ops(&warmed), ops(&plain));
     }
 
-    /// The driver keeps expected contents only when `issues_reads` says so: a workload that
-    /// reads without saying it would have its reads go unchecked.
-    #[test]
-    fn a_workload_reads_only_if_its_spec_says_it_may() {
-        let caps = TxCapabilities {
+    /// A design offering every primitive, with or without concurrent dynamic transactions.
+    fn every_capability(concurrent_dynamic: bool) -> TxCapabilities {
+        TxCapabilities {
             static_tx: true,
             async_swrite: true,
             dynamic_tx: true,
             concurrent_static: true,
-            concurrent_dynamic: true,
+            concurrent_dynamic,
             sread: true,
             abort: true,
             max_tx_pages: 64,
-        };
+        }
+    }
+
+    /// The driver keeps expected contents only when `issues_reads` says so: a workload that
+    /// reads without saying it would have its reads go unchecked.
+    #[test]
+    fn a_workload_reads_only_if_its_spec_says_it_may() {
+        let caps = every_capability(true);
         for name in WORKLOAD_NAMES {
             for trim_fraction in [0.0, 0.2] {
                 let mut spec = WorkloadSpec::named(name).unwrap();
@@ -440,16 +448,7 @@ mod tests {
     /// Requests issued while a dynamic transaction of the stream is open (after its HEAD, before
     /// its REAR or ABORT), by kind, and the most dynamic transactions open at once.
     fn while_open(interleave: f64, concurrent: bool) -> (Vec<&'static str>, usize) {
-        let caps = TxCapabilities {
-            static_tx: true,
-            async_swrite: true,
-            dynamic_tx: true,
-            concurrent_static: true,
-            concurrent_dynamic: concurrent,
-            sread: true,
-            abort: true,
-            max_tx_pages: 64,
-        };
+        let caps = every_capability(concurrent);
         let mut spec = WorkloadSpec::named("txmix").unwrap();
         spec.requests = 5_000;
         spec.trim_fraction = 0.05;
