@@ -479,17 +479,8 @@ fn swrite(
             lpns.push(l);
         }
     }
-    let pages: Vec<(Lpn, Content)> = lpns
-        .iter()
-        .map(|&l| (Lpn(l), tag(l, host.write_number())))
-        .collect();
-    let writes: Vec<u64> = pages
-        .iter()
-        .map(|(_, c)| match c {
-            Content::Tag(t) => t.write,
-            Content::Bytes(_) => unreachable!(),
-        })
-        .collect();
+    let written: Vec<(u32, u64)> = lpns.iter().map(|&l| (l, host.write_number())).collect();
+    let pages: Vec<(Lpn, Content)> = written.iter().map(|&(l, w)| (Lpn(l), tag(l, w))).collect();
     let mode = if rng.random_bool(0.5) {
         SwriteMode::Sync
     } else {
@@ -502,7 +493,7 @@ fn swrite(
         .swrite(TxUuid(uuid), &pages, mode, arrival);
     match settle(&what, r)? {
         Some(done) => {
-            let pages: Vec<(u32, u64)> = lpns.iter().copied().zip(writes).collect();
+            let pages = written;
             // A design may take a uuid again once its last transaction can no longer be
             // named (TxFlash): an ABORT names the newest transaction of a uuid.
             host.tx_writes.insert(uuid, pages.clone());
@@ -527,7 +518,7 @@ fn swrite(
             ))
         }
         None => {
-            host.dead.extend(writes);
+            host.dead.extend(written.iter().map(|p| p.1));
             Ok(format!("{what}: refused"))
         }
     }
@@ -807,19 +798,16 @@ fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), St
         let caps = tx.capabilities();
         if caps.static_tx {
             let base = host.plain_pages();
-            let pages: Vec<(Lpn, Content)> = (0..4)
-                .map(|i| (Lpn(base + i), tag(base + i, host.next_write + i as u64)))
-                .collect();
-            host.next_write += 4;
+            let written: Vec<(u32, u64)> =
+                (base..base + 4).map(|l| (l, host.write_number())).collect();
+            let pages: Vec<(Lpn, Content)> =
+                written.iter().map(|&(l, w)| (Lpn(l), tag(l, w))).collect();
             host.now += 1_000;
             let uuid = TxUuid(host.next_uuid + 1_000_000);
             tx.swrite(uuid, &pages, SwriteMode::Sync, host.now)
                 .map_err(|e| format!("after recovery, a fresh SWRITE: {e}"))?;
             tx.take_completions(u64::MAX)
                 .map_err(|e| format!("after recovery, take completions: {e}"))?;
-            let written: Vec<(u32, u64)> = (0..4)
-                .map(|i| (base + i, host.next_write - 4 + i as u64))
-                .collect();
             host.committed(&written, host.now);
             host.now = host.now.max(dev.flash().idle_ns());
             let mut out = Vec::new();
