@@ -218,45 +218,56 @@ impl Host {
             }
         }
         if lpn < self.plain_pages() {
-            let ok = match self.plain[lpn as usize] {
-                Plain::Never => write.is_none(),
-                Plain::Written(w) => write == Some(w),
-                Plain::Trimmed(before) => write.is_none() || (after_cut && write == before),
-            };
-            if !ok {
-                return Err(format!(
-                    "plain lpn {lpn} read {write:?}, the host last did {:?}",
-                    self.plain[lpn as usize]
-                ));
-            }
+            self.judge_plain(lpn, write, after_cut)
         } else {
-            let history = self
-                .certain
+            self.judge_transactional(lpn, write)
+        }
+    }
+
+    /// A page of the plain half shows the host's last WRITE or TRIM of it.
+    fn judge_plain(&self, lpn: u32, write: Option<u64>, after_cut: bool) -> Result<(), String> {
+        let ok = match self.plain[lpn as usize] {
+            Plain::Never => write.is_none(),
+            Plain::Written(w) => write == Some(w),
+            Plain::Trimmed(before) => write.is_none() || (after_cut && write == before),
+        };
+        if !ok {
+            return Err(format!(
+                "plain lpn {lpn} read {write:?}, the host last did {:?}",
+                self.plain[lpn as usize]
+            ));
+        }
+        Ok(())
+    }
+
+    /// A page of the transactional half shows its last commit acknowledged by now (or one
+    /// acknowledged later), or a write that may show instead.
+    fn judge_transactional(&self, lpn: u32, write: Option<u64>) -> Result<(), String> {
+        let history = self
+            .certain
+            .get(&lpn)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let visible = history.iter().rposition(|&(_, a)| a <= self.now);
+        let shows = |w: Option<u64>| match w {
+            None => visible.is_none(),
+            Some(w) => history[visible.unwrap_or(0)..].iter().any(|&(c, _)| c == w),
+        };
+        // An uncommitted write shows until a later commit there is acknowledged.
+        let newest = visible.map_or(0, |k| history[k].0);
+        let may = |w: u64| {
+            self.maybe
                 .get(&lpn)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let visible = history.iter().rposition(|&(_, a)| a <= self.now);
-            let shows = |w: Option<u64>| match w {
-                None => visible.is_none(),
-                Some(w) => history[visible.unwrap_or(0)..].iter().any(|&(c, _)| c == w),
-            };
-            // An uncommitted write shows until a later commit there is acknowledged.
-            let newest = visible.map_or(0, |k| history[k].0);
-            let may = |w: u64| {
-                self.maybe
-                    .get(&lpn)
-                    .and_then(|m| m.get(&w))
-                    .is_some_and(|&pinned| pinned || w > newest)
-            };
-            let ok = shows(write) || write.is_some_and(may);
-            if !ok {
-                return Err(format!(
-                    "lpn {lpn} read {write:?} at {}; committed there (write, ack): {history:?}; \
-                     may show: {:?}",
-                    self.now,
-                    self.maybe.get(&lpn)
-                ));
-            }
+                .and_then(|m| m.get(&w))
+                .is_some_and(|&pinned| pinned || w > newest)
+        };
+        if !(shows(write) || write.is_some_and(may)) {
+            return Err(format!(
+                "lpn {lpn} read {write:?} at {}; committed there (write, ack): {history:?}; \
+                 may show: {:?}",
+                self.now,
+                self.maybe.get(&lpn)
+            ));
         }
         Ok(())
     }
@@ -335,12 +346,10 @@ fn read_and_judge(
     };
     let what = format!("read {start}+{count}");
     if settle(&what, r)?.is_none() {
-        if start + count <= host.logical && count > 0 {
-            // A read inside the device may be refused only for a typed reason (an SREAD
-            // a design does not offer); a plain read never.
-            if !serializable {
-                return Err(format!("{what}: an in-range read was refused"));
-            }
+        // A read inside the device may be refused only for a typed reason (an SREAD a design
+        // does not offer); a plain read never.
+        if !serializable && count > 0 && start + count <= host.logical {
+            return Err(format!("{what}: an in-range read was refused"));
         }
         return Ok(());
     }
