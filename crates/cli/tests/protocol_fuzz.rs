@@ -12,7 +12,8 @@
 //! - the design's own invariants hold;
 //! - a page of the plain half of the device (written only by WRITE and TRIM) reads back its last
 //!   acknowledged write, exactly;
-//! - a page of the transactional half reads back the last write a transaction acknowledged as
+//! - a page of the transactional half (written by transactions, and trimmed: an acknowledged
+//!   trim commits nothing there) reads back the last write a transaction acknowledged as
 //!   committed made to it (or one committed after it whose acknowledgement is still to come, the
 //!   host being open-loop), or a write not known to be committed yet — an async or merged SWRITE
 //!   until a later commit there is acknowledged, a page of an open dynamic transaction — and
@@ -21,7 +22,8 @@
 //!
 //! Twice during the run, at requests drawn from the seed, and at its end the host flushes, the
 //! power is cut and the design recovers: the same checks hold on the recovered device (a
-//! trimmed page may read its last data again; a transaction left open is gone), and at the end
+//! trimmed page may read what it could read before the trim again; a transaction left open is
+//! gone), and at the end
 //! it still takes writes and a transaction. Each failure names the design, seed and request
 //! needed to replay it (`MOBIUS_FUZZ_REPLAY=<design>:<seed>` prints every request);
 //! `MOBIUS_LONG=1` runs 100 seeds a design instead of 4, from `MOBIUS_FUZZ_FIRST_SEED` (1).
@@ -62,6 +64,12 @@ struct Host {
     maybe: HashMap<u32, HashMap<u64, bool>>,
     /// Writes that must never be read: refused, or of a transaction whose ABORT was acknowledged.
     dead: HashSet<u64>,
+    /// Write numbers that stand for an acknowledged TRIM of a page of the transactional half: in
+    /// `certain`, such an entry reads as unwritten.
+    trims: HashSet<u64>,
+    /// Pages of the transactional half trimmed since their last commit: what each could read
+    /// just before each of those trims, which a power cut that forgets the trims brings back.
+    before_trim: HashMap<u32, HashSet<Option<u64>>>,
     /// Pages (lpn, write) of the newest transaction of each uuid the device took.
     tx_writes: HashMap<u64, Vec<(u32, u64)>>,
     /// Synchronous SWRITEs the device deferred (merged): committed when their completion comes.
@@ -87,6 +95,8 @@ impl Host {
             certain: HashMap::new(),
             maybe: HashMap::new(),
             dead: HashSet::new(),
+            trims: HashSet::new(),
+            before_trim: HashMap::new(),
             deferred_sync: HashSet::new(),
             async_swrite: false,
             tx_writes: HashMap::new(),
@@ -111,13 +121,35 @@ impl Host {
         }
     }
 
-    /// A TRIM of `lpn` was acknowledged.
-    fn trimmed(&mut self, lpn: u32) {
+    /// A TRIM of `lpn` was acknowledged at `ack`. In the transactional half it commits like a
+    /// write of nothing, ordered with the transactions' writes by its number.
+    fn trimmed(&mut self, lpn: u32, ack: u64) {
         if let Some(p) = self.plain.get_mut(lpn as usize) {
             if let Plain::Written(w) = *p {
                 *p = Plain::Trimmed(Some(w));
             }
+            return;
         }
+        let before = self.could_read(lpn);
+        self.before_trim.entry(lpn).or_default().extend(before);
+        let t = self.write_number();
+        self.trims.insert(t);
+        self.committed(&[(lpn, t)], ack);
+    }
+
+    /// Every content page `lpn` of the transactional half may read now.
+    fn could_read(&self, lpn: u32) -> Vec<Option<u64>> {
+        let history = self.certain.get(&lpn).into_iter().flatten().map(|h| h.0);
+        let maybe = self
+            .maybe
+            .get(&lpn)
+            .into_iter()
+            .flat_map(|m| m.keys().copied());
+        std::iter::once(None)
+            .chain(history.chain(maybe).map(Some))
+            .filter(|&w| w.is_none_or(|w| !self.trims.contains(&w)))
+            .filter(|&w| self.transactional_shows(lpn, w))
+            .collect()
     }
 
     /// Transaction `uuid` is gone (an acknowledged ABORT, or open at a power cut): its writes
@@ -144,6 +176,23 @@ impl Host {
     /// After a power cut, a trimmed page reads its last data or nothing: whichever it reads is
     /// its state from then on.
     fn settle_trims(&mut self, dev: &mut dyn BlockDevice) -> Result<(), String> {
+        for (lpn, _) in std::mem::take(&mut self.before_trim) {
+            let mut out = Vec::new();
+            dev.read(Lpn(lpn), 1, self.now, &mut out)
+                .map_err(|e| format!("read {lpn} after a cut: {e}"))?;
+            let write = match &out[0] {
+                PageOutcome::Data(Content::Tag(t)) => Some(t.write),
+                _ => None,
+            };
+            if !self.transactional_shows(lpn, write) {
+                // The cut forgot the trims: the page holds what it held before them.
+                self.certain
+                    .insert(lpn, write.map(|w| (w, 0)).into_iter().collect());
+                if let (Some(m), Some(w)) = (self.maybe.get_mut(&lpn), write) {
+                    m.remove(&w);
+                }
+            }
+        }
         for lpn in 0..self.plain_pages() {
             if let Plain::Trimmed(Some(w)) = self.plain[lpn as usize] {
                 let mut out = Vec::new();
@@ -174,6 +223,10 @@ impl Host {
                     history.drain(..k);
                 }
                 history.push((w, ack));
+                if !self.trims.contains(&w) {
+                    // A power cut can no longer bring back what the page held before a trim.
+                    self.before_trim.remove(&lpn);
+                }
             } else {
                 m.insert(w, true);
             }
@@ -220,7 +273,7 @@ impl Host {
         if lpn < self.plain_pages() {
             self.judge_plain(lpn, write, after_cut)
         } else {
-            self.judge_transactional(lpn, write)
+            self.judge_transactional(lpn, write, after_cut)
         }
     }
 
@@ -241,19 +294,52 @@ impl Host {
     }
 
     /// A page of the transactional half shows its last commit acknowledged by now (or one
-    /// acknowledged later), or a write that may show instead.
-    fn judge_transactional(&self, lpn: u32, write: Option<u64>) -> Result<(), String> {
+    /// acknowledged later), or a write that may show instead; after a power cut, also what it
+    /// held before trims the cut may have forgotten.
+    fn judge_transactional(
+        &self,
+        lpn: u32,
+        write: Option<u64>,
+        after_cut: bool,
+    ) -> Result<(), String> {
+        let forgotten_trim = after_cut
+            && self
+                .before_trim
+                .get(&lpn)
+                .is_some_and(|b| b.contains(&write));
+        if !(self.transactional_shows(lpn, write) || forgotten_trim) {
+            return Err(format!(
+                "lpn {lpn} read {write:?} at {}; committed there (write, ack): {:?} \
+                 (trims: {:?}); may show: {:?}; before trims: {:?}",
+                self.now,
+                self.certain.get(&lpn),
+                self.certain
+                    .get(&lpn)
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| self.trims.contains(&h.0))
+                    .collect::<Vec<_>>(),
+                self.maybe.get(&lpn),
+                self.before_trim.get(&lpn)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether page `lpn` of the transactional half may read `write` now (no power cut since).
+    fn transactional_shows(&self, lpn: u32, write: Option<u64>) -> bool {
         let history = self
             .certain
             .get(&lpn)
             .map(Vec::as_slice)
             .unwrap_or_default();
         let visible = history.iter().rposition(|&(_, a)| a <= self.now);
-        let shows = |w: Option<u64>| match w {
-            None => visible.is_none(),
-            Some(w) => history[visible.unwrap_or(0)..].iter().any(|&(c, _)| c == w),
+        let candidates = &history[visible.unwrap_or(0)..];
+        let shows = match write {
+            None => visible.is_none() || candidates.iter().any(|h| self.trims.contains(&h.0)),
+            Some(w) => candidates.iter().any(|&(c, _)| c == w),
         };
-        // An uncommitted write shows until a later commit there is acknowledged.
+        // An uncommitted write shows until a later commit (or trim) there is acknowledged.
         let newest = visible.map_or(0, |k| history[k].0);
         let may = |w: u64| {
             self.maybe
@@ -261,15 +347,7 @@ impl Host {
                 .and_then(|m| m.get(&w))
                 .is_some_and(|&pinned| pinned || w > newest)
         };
-        if !(shows(write) || write.is_some_and(may)) {
-            return Err(format!(
-                "lpn {lpn} read {write:?} at {}; committed there (write, ack): {history:?}; \
-                 may show: {:?}",
-                self.now,
-                self.maybe.get(&lpn)
-            ));
-        }
-        Ok(())
+        shows || write.is_some_and(may)
     }
 }
 
@@ -285,6 +363,18 @@ fn plain_run(rng: &mut ChaCha8Rng, host: &Host, max: u32) -> (u32, u32) {
         return (host.logical - rng.random_range(0..count), count);
     }
     let start = rng.random_range(0..host.plain_pages() - count);
+    (start, count)
+}
+
+/// A run in the transactional half; one in twelve runs past the end, one in twelve starts in the
+/// plain half.
+fn transactional_run(rng: &mut ChaCha8Rng, host: &Host, max: u32) -> (u32, u32) {
+    let count = rng.random_range(1..=max);
+    let start = match rng.random_range(0..12) {
+        0 => host.logical - rng.random_range(0..count),
+        1 => host.plain_pages() - rng.random_range(1..=count),
+        _ => rng.random_range(host.plain_pages()..host.logical - count),
+    };
     (start, count)
 }
 
@@ -448,21 +538,39 @@ fn plain_write(
     Ok(what)
 }
 
-/// A TRIM in the plain half (one in twelve runs past the end).
+/// A TRIM in the plain half (one in twelve runs past the end) or, on a transactional design,
+/// as often in the transactional half (one in twelve runs past the end, one in twelve starts
+/// in the plain half), where transactions may hold its pages; one in six of those is up to
+/// twice as long as the largest transaction, so a design that trims in transaction-sized
+/// pieces needs more than one.
 fn trim(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
     host: &mut Host,
     arrival: u64,
 ) -> Result<String, String> {
-    let (start, count) = plain_run(rng, host, 8);
-    let what = format!("trim {start}+{count} at {arrival}");
-    if settle(&what, dev.trim(Lpn(start), count, arrival))?.is_some() {
-        for lpn in start..start + count {
-            host.trimmed(lpn);
+    let largest_tx = dev.transactional().map(|tx| tx.capabilities().max_tx_pages);
+    let (start, count) = match largest_tx {
+        Some(largest) if rng.random_bool(0.5) => {
+            let max = if rng.random_ratio(1, 6) {
+                (2 * largest).min(host.logical as u64 / 4) as u32
+            } else {
+                8
+            };
+            transactional_run(rng, host, max)
         }
+        _ => plain_run(rng, host, 8),
+    };
+    let what = format!("trim {start}+{count} at {arrival}");
+    match settle(&what, dev.trim(Lpn(start), count, arrival))? {
+        Some(done) => {
+            for lpn in start..start + count {
+                host.trimmed(lpn, done.ack_ns);
+            }
+            Ok(what)
+        }
+        None => Ok(format!("{what}: refused")),
     }
-    Ok(what)
 }
 
 fn swrite(
@@ -874,7 +982,10 @@ fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data(
 /// before refusing the request (a refused request's data read back: `leaky-dftl`); that panics
 /// on an empty write instead of refusing it (`panicky-dftl`); or that offers static
 /// transactions as plain writes and acknowledges each as committed without writing its last
-/// page (a committed transaction's page lost: `lossy-swrite-dftl`).
+/// page (a committed transaction's page lost: `lossy-swrite-dftl`); or that offers them whole,
+/// but trims the first page of a longer trim in the transactional half and then refuses it as
+/// if a transaction held the next (part of a refused trim written, as TxFlash once did:
+/// `partial-trim-dftl`).
 mod broken {
     use super::*;
     use ftl::{Completion, InvariantViolation, RecoveryReport, Transactional, TxCapabilities};
@@ -884,6 +995,7 @@ mod broken {
         Leaky,
         Panicky,
         LossySwrite,
+        PartialTrim,
     }
 
     struct Broken {
@@ -930,6 +1042,14 @@ mod broken {
             self.inner.flush(at)
         }
         fn trim(&mut self, start: Lpn, count: u32, at: u64) -> Result<Completion, FtlError> {
+            let transactional_half = start.0 >= self.inner.logical_pages() / 2;
+            if self.bug == Bug::PartialTrim && transactional_half && count > 1 {
+                self.inner.trim(start, 1, at)?;
+                return Err(FtlError::Conflict {
+                    lpn: Lpn(start.0 + 1),
+                    holder: TxUuid(1),
+                });
+            }
             self.inner.trim(start, count, at)
         }
         fn flash(&self) -> &Flash {
@@ -945,11 +1065,13 @@ mod broken {
             self.inner.check_invariants()
         }
         fn transactional(&mut self) -> Option<&mut dyn Transactional> {
-            (self.bug == Bug::LossySwrite).then_some(self as &mut dyn Transactional)
+            matches!(self.bug, Bug::LossySwrite | Bug::PartialTrim)
+                .then_some(self as &mut dyn Transactional)
         }
     }
 
-    /// Static transactions only, each a run of plain writes, all but its last page.
+    /// Static transactions only, each a run of plain writes (all but its last page, with
+    /// `LossySwrite`).
     impl Transactional for Broken {
         fn capabilities(&self) -> TxCapabilities {
             TxCapabilities {
@@ -971,8 +1093,12 @@ mod broken {
             for (lpn, _) in pages {
                 ftl::check_range(*lpn, 1, self.inner.logical_pages())?;
             }
+            let kept = match self.bug {
+                Bug::LossySwrite => pages.len() - 1,
+                _ => pages.len(),
+            };
             let mut ack = at;
-            for (lpn, content) in &pages[..pages.len() - 1] {
+            for (lpn, content) in &pages[..kept] {
                 ack = ack.max(
                     self.inner
                         .write(*lpn, std::slice::from_ref(content), at)?
@@ -1046,12 +1172,16 @@ mod broken {
     pub fn lossy_swrite() -> DesignSpec {
         broken_spec!("lossy-swrite-dftl", Bug::LossySwrite)
     }
+
+    pub fn partial_trim() -> DesignSpec {
+        broken_spec!("partial-trim-dftl", Bug::PartialTrim)
+    }
 }
 
 /// The checker proven both ways: each broken design fails on every seed, with the rule it broke
 /// and its replay named, where DFTL itself passes the same seeds (the first test).
 #[test]
-fn the_fuzz_catches_refused_data_read_back_a_panic_and_a_lost_commit() {
+fn the_fuzz_catches_refused_data_read_back_a_panic_a_lost_commit_and_a_partial_trim() {
     for (spec, rule) in [
         (
             broken::leaky(),
@@ -1059,6 +1189,7 @@ fn the_fuzz_catches_refused_data_read_back_a_panic_and_a_lost_commit() {
         ),
         (broken::panicky(), "panicked: panicked at"),
         (broken::lossy_swrite(), "committed there (write, ack)"),
+        (broken::partial_trim(), "read None at"),
     ] {
         for seed in 1..=4 {
             let failure = fuzz(&spec, seed, REQUESTS).expect_err(spec.name);
