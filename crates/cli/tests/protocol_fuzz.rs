@@ -16,9 +16,10 @@
 //!   trim commits nothing there) reads back the last write a transaction acknowledged as
 //!   committed made to it (or one committed after it whose acknowledgement is still to come, the
 //!   host being open-loop), or a write not known to be committed yet — an async or merged SWRITE
-//!   until a later commit there is acknowledged, a page of an open dynamic transaction — and
-//!   never the content of a request the device refused, nor of a transaction whose ABORT it
-//!   acknowledged.
+//!   until a later commit there is acknowledged, a page of an open dynamic transaction — or one
+//!   committed after a request that arrived later (either order, but the first read once both
+//!   are acknowledged settles it for good); and never the content of a request the device
+//!   refused, nor of a transaction whose ABORT it acknowledged.
 //!
 //! Twice during the run, at requests drawn from the seed, and at its end the host flushes, the
 //! power is cut and the design recovers: the same checks hold on the recovered device (a
@@ -59,9 +60,13 @@ struct Host {
     /// acknowledged by its arrival (none: unwritten), or one acknowledged later…
     certain: HashMap<u32, Vec<(u64, u64)>>,
     /// …and the writes it may show instead: pages of transactions not known to be committed
-    /// (async or merged SWRITEs: until a later commit there is acknowledged), of open dynamic
-    /// ones, or committed out of order with the last (`true`: shown until removed).
+    /// (async or merged SWRITEs: until a later commit there is acknowledged) or of open dynamic
+    /// ones (`true`: shown until removed)…
     maybe: HashMap<u32, HashMap<u64, bool>>,
+    /// …or committed after a later write or trim of the page was (a merged SWRITE whose group
+    /// closed after a later request there), with its acknowledgement. The device may order it
+    /// either way, but once a read shows which, the page keeps it: see [`Host::observed`].
+    late: HashMap<u32, HashMap<u64, u64>>,
     /// Writes that must never be read: refused, or of a transaction whose ABORT was acknowledged.
     dead: HashSet<u64>,
     /// Write numbers that stand for an acknowledged TRIM of a page of the transactional half: in
@@ -94,6 +99,7 @@ impl Host {
             plain: vec![Plain::Never; (logical / 2) as usize],
             certain: HashMap::new(),
             maybe: HashMap::new(),
+            late: HashMap::new(),
             dead: HashSet::new(),
             trims: HashSet::new(),
             before_trim: HashMap::new(),
@@ -145,8 +151,13 @@ impl Host {
             .get(&lpn)
             .into_iter()
             .flat_map(|m| m.keys().copied());
+        let late = self
+            .late
+            .get(&lpn)
+            .into_iter()
+            .flat_map(|l| l.keys().copied());
         std::iter::once(None)
-            .chain(history.chain(maybe).map(Some))
+            .chain(history.chain(maybe).chain(late).map(Some))
             .filter(|&w| w.is_none_or(|w| !self.trims.contains(&w)))
             .filter(|&w| self.transactional_shows(lpn, w))
             .collect()
@@ -163,6 +174,9 @@ impl Host {
             // A transaction may be aborted before its commit is acknowledged.
             if let Some(h) = self.certain.get_mut(&lpn) {
                 h.retain(|&(c, _)| c != w);
+            }
+            if let Some(l) = self.late.get_mut(&lpn) {
+                l.remove(&w);
             }
         }
         self.open.remove(&uuid);
@@ -228,8 +242,42 @@ impl Host {
                     self.before_trim.remove(&lpn);
                 }
             } else {
-                m.insert(w, true);
+                self.late.entry(lpn).or_default().insert(w, ack);
             }
+        }
+    }
+
+    /// A read of `lpn` showed `write` (and was allowed). Once every commit there is
+    /// acknowledged, a page with a late commit keeps the order the read shows: the late write
+    /// if it shows it (it came after the rest), none if it shows the newest commit.
+    fn observed(&mut self, lpn: u32, write: Option<u64>) {
+        let Some(late) = self.late.get(&lpn) else {
+            return;
+        };
+        let now = self.now;
+        let history = self
+            .certain
+            .get(&lpn)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if late
+            .values()
+            .chain(history.iter().map(|h| &h.1))
+            .any(|&a| a > now)
+        {
+            return;
+        }
+        let newest = history.last().map(|h| h.0);
+        let shows_newest = match newest {
+            Some(c) if self.trims.contains(&c) => write.is_none(),
+            c => write == c,
+        };
+        if let Some(w) = write.filter(|w| late.contains_key(w)) {
+            self.certain.insert(lpn, vec![(w, 0)]);
+            self.before_trim.remove(&lpn);
+            self.late.remove(&lpn);
+        } else if shows_newest {
+            self.late.remove(&lpn);
         }
     }
 
@@ -255,7 +303,8 @@ impl Host {
     }
 
     /// A read of page `lpn` returned `got`: is that allowed? `after_cut`: a trim may be undone.
-    fn judge(&self, lpn: u32, got: &PageOutcome, after_cut: bool) -> Result<(), String> {
+    /// The write it shows, if allowed.
+    fn judge(&self, lpn: u32, got: &PageOutcome, after_cut: bool) -> Result<Option<u64>, String> {
         let write = match got {
             PageOutcome::Unwritten => None,
             PageOutcome::Data(Content::Tag(ContentTag { lpn: l, write })) if *l == lpn => {
@@ -271,10 +320,11 @@ impl Host {
             }
         }
         if lpn < self.plain_pages() {
-            self.judge_plain(lpn, write, after_cut)
+            self.judge_plain(lpn, write, after_cut)?;
         } else {
-            self.judge_transactional(lpn, write, after_cut)
+            self.judge_transactional(lpn, write, after_cut)?;
         }
+        Ok(write)
     }
 
     /// A page of the plain half shows the host's last WRITE or TRIM of it.
@@ -310,7 +360,7 @@ impl Host {
         if !(self.transactional_shows(lpn, write) || forgotten_trim) {
             return Err(format!(
                 "lpn {lpn} read {write:?} at {}; committed there (write, ack): {:?} \
-                 (trims: {:?}); may show: {:?}; before trims: {:?}",
+                 (trims: {:?}); may show: {:?}; committed late: {:?}; before trims: {:?}",
                 self.now,
                 self.certain.get(&lpn),
                 self.certain
@@ -320,6 +370,7 @@ impl Host {
                     .filter(|h| self.trims.contains(&h.0))
                     .collect::<Vec<_>>(),
                 self.maybe.get(&lpn),
+                self.late.get(&lpn),
                 self.before_trim.get(&lpn)
             ));
         }
@@ -347,7 +398,8 @@ impl Host {
                 .and_then(|m| m.get(&w))
                 .is_some_and(|&pinned| pinned || w > newest)
         };
-        shows || write.is_some_and(may)
+        let late = |w: u64| self.late.get(&lpn).is_some_and(|l| l.contains_key(&w));
+        shows || write.is_some_and(|w| may(w) || late(w))
     }
 }
 
@@ -419,7 +471,7 @@ fn settle<T>(what: &str, r: Result<T, FtlError>) -> Result<Option<T>, String> {
 
 fn read_and_judge(
     dev: &mut dyn BlockDevice,
-    host: &Host,
+    host: &mut Host,
     start: u32,
     count: u32,
     serializable: bool,
@@ -447,8 +499,11 @@ fn read_and_judge(
         return Err(format!("{what}: {} pages back", out.len()));
     }
     for (i, got) in out.iter().enumerate() {
-        host.judge(start + i as u32, got, after_cut)
+        let lpn = start + i as u32;
+        let write = host
+            .judge(lpn, got, after_cut)
             .map_err(|e| format!("{what}: {e}"))?;
+        host.observed(lpn, write);
     }
     Ok(())
 }
@@ -747,7 +802,7 @@ fn abort(
     Ok(format!("{what}: taken"))
 }
 
-fn check_all(dev: &mut dyn BlockDevice, host: &Host, after_cut: bool) -> Result<(), String> {
+fn check_all(dev: &mut dyn BlockDevice, host: &mut Host, after_cut: bool) -> Result<(), String> {
     let mut start = 0;
     while start < host.logical {
         let count = (host.logical - start).min(64);
@@ -1197,5 +1252,62 @@ fn the_fuzz_catches_refused_data_read_back_a_panic_a_lost_commit_and_a_partial_t
             let replay = format!("MOBIUS_FUZZ_REPLAY={}:{seed}", spec.name);
             assert!(failure.contains(&replay), "{failure}");
         }
+    }
+}
+
+/// The transactional half's model, fed reads it must refuse.
+mod model {
+    use super::*;
+
+    fn data(lpn: u32, write: u64) -> PageOutcome {
+        PageOutcome::Data(tag(lpn, write))
+    }
+
+    /// A host of 16 pages (the transactional half is 8..16) at 1 ms.
+    fn host() -> Host {
+        let mut host = Host::new(16);
+        host.now = 1_000_000;
+        host
+    }
+
+    #[test]
+    fn a_late_commit_may_show_until_a_read_shows_the_order_then_the_page_keeps_it() {
+        for show_late in [false, true] {
+            let mut host = host();
+            let early = host.write_number();
+            let newer = host.write_number();
+            host.committed(&[(9, newer)], 100);
+            // The write that arrived first commits after the newer one.
+            host.committed(&[(9, early)], 200);
+            assert!(host.judge(9, &data(9, early), false).is_ok());
+            assert!(host.judge(9, &data(9, newer), false).is_ok());
+            let (shown, other) = if show_late {
+                (early, newer)
+            } else {
+                (newer, early)
+            };
+            host.observed(9, Some(shown));
+            assert!(host.judge(9, &data(9, shown), false).is_ok());
+            let flip = host.judge(9, &data(9, other), false).expect_err("a flip");
+            assert!(flip.contains("committed there (write, ack)"), "{flip}");
+        }
+    }
+
+    #[test]
+    fn a_trimmed_transactional_page_reads_unwritten_and_only_a_cut_brings_back_its_data() {
+        let mut host = host();
+        let first = host.write_number();
+        host.committed(&[(9, first)], 100);
+        host.trimmed(9, 200);
+        assert!(host.judge(9, &PageOutcome::Unwritten, false).is_ok());
+        assert!(host.judge(9, &data(9, first), false).is_err());
+        assert!(host.judge(9, &data(9, first), true).is_ok());
+        // A commit after the trim: neither the trim nor what it removed can show.
+        let second = host.write_number();
+        host.committed(&[(9, second)], 300);
+        for stale in [PageOutcome::Unwritten, data(9, first)] {
+            assert!(host.judge(9, &stale, true).is_err(), "{stale:?}");
+        }
+        assert!(host.judge(9, &data(9, second), true).is_ok());
     }
 }

@@ -232,14 +232,15 @@ pub(crate) fn trim<P: CommitProtocol>(
     d.admit(arrival)?;
     check_range(start, count as u64, d.logical())?;
     let tomb = Content::Bytes(vec![0u8; 8].into_boxed_slice());
+    // A refused trim changes nothing: a page a running transaction holds refuses the whole
+    // trim before any chunk is written, whether or not the page was mapped before (a trim may
+    // not slip in under a running transaction's write). Each chunk then passes the same check,
+    // and the room check too, since the chunks before it committed at once.
+    d.isolate((start.0..start.0 + count).map(Lpn), arrival, NO_SLOT)?;
     let lpns: Vec<Lpn> = (start.0..start.0 + count)
         .map(Lpn)
         .filter(|l| d.mapped(l.0).is_some())
         .collect();
-    // A refused trim changes nothing: a page a running transaction holds refuses the whole
-    // trim before any chunk is written. Each chunk then passes the same check, and the room
-    // check too, since the chunks before it committed at once.
-    d.isolate(lpns.iter().copied(), arrival, NO_SLOT)?;
     // Chunks of what the room for transactions leaves beside those in flight (a trim is not
     // atomic; each chunk's tombstones are one transaction).
     let chunk_pages = (d.max_tx() as u64)
