@@ -227,6 +227,14 @@ impl Host {
     fn committed(&mut self, pages: &[(u32, u64)], ack: u64) {
         let now = self.now;
         for &(lpn, w) in pages {
+            if self
+                .certain
+                .get(&lpn)
+                .is_some_and(|h| h.iter().any(|&(c, _)| c == w))
+            {
+                // A read showed it committed already (see `observed`).
+                continue;
+            }
             let m = self.maybe.entry(lpn).or_default();
             m.remove(&w);
             let history = self.certain.entry(lpn).or_default();
@@ -250,7 +258,18 @@ impl Host {
     /// A read of `lpn` showed `write` (and was allowed). Once every commit there is
     /// acknowledged, a page with a late commit keeps the order the read shows: the late write
     /// if it shows it (it came after the rest), none if it shows the newest commit.
-    fn observed(&mut self, lpn: u32, write: Option<u64>) {
+    ///
+    /// A read that shows a write of a static transaction not known to be committed (an async or
+    /// merged SWRITE) shows it committed by `shown_at` — a read never shows an uncommitted
+    /// static transaction (Read Committed) — so the page shows it from then on, unless an ABORT
+    /// of it is acknowledged. A READ shows the page at its arrival; an SREAD at its
+    /// acknowledgement, once every static transaction that arrived before it has committed.
+    fn observed(&mut self, lpn: u32, write: Option<u64>, shown_at: u64) {
+        if let Some(w) = write {
+            if self.maybe.get(&lpn).and_then(|m| m.get(&w)) == Some(&false) {
+                self.committed(&[(lpn, w)], shown_at);
+            }
+        }
         let Some(late) = self.late.get(&lpn) else {
             return;
         };
@@ -487,14 +506,15 @@ fn read_and_judge(
         dev.read(Lpn(start), count, host.now, &mut out)
     };
     let what = format!("read {start}+{count}");
-    if settle(&what, r)?.is_none() {
+    let Some(done) = settle(&what, r)? else {
         // A read inside the device may be refused only for a typed reason (an SREAD a design
         // does not offer); a plain read never.
         if !serializable && count > 0 && start + count <= host.logical {
             return Err(format!("{what}: an in-range read was refused"));
         }
         return Ok(());
-    }
+    };
+    let shown_at = if serializable { done.ack_ns } else { host.now };
     if out.len() != count as usize {
         return Err(format!("{what}: {} pages back", out.len()));
     }
@@ -503,7 +523,7 @@ fn read_and_judge(
         let write = host
             .judge(lpn, got, after_cut)
             .map_err(|e| format!("{what}: {e}"))?;
-        host.observed(lpn, write);
+        host.observed(lpn, write, shown_at);
     }
     Ok(())
 }
@@ -1286,11 +1306,37 @@ mod model {
             } else {
                 (newer, early)
             };
-            host.observed(9, Some(shown));
+            host.observed(9, Some(shown), host.now);
             assert!(host.judge(9, &data(9, shown), false).is_ok());
             let flip = host.judge(9, &data(9, other), false).expect_err("a flip");
             assert!(flip.contains("committed there (write, ack)"), "{flip}");
         }
+    }
+
+    #[test]
+    fn an_async_swrite_once_read_stays_and_an_sread_shows_it_only_from_its_acknowledgement() {
+        let mut host = host();
+        let old = host.write_number();
+        host.committed(&[(9, old)], 100);
+        let fresh = host.write_number();
+        host.uncertain(9, fresh, false);
+        for w in [old, fresh] {
+            assert!(host.judge(9, &data(9, w), false).is_ok());
+        }
+        // An SREAD acknowledged 1 ms on showed it: a READ before then may show either.
+        let sread_ack = host.now + 1_000_000;
+        host.observed(9, Some(fresh), sread_ack);
+        assert!(host.judge(9, &data(9, old), false).is_ok());
+        host.now = sread_ack;
+        let back = host
+            .judge(9, &data(9, old), false)
+            .expect_err("a committed write undone");
+        assert!(back.contains("committed there (write, ack)"), "{back}");
+        assert!(host.judge(9, &data(9, fresh), false).is_ok());
+        // Its completion, reported later, changes nothing.
+        host.committed(&[(9, fresh)], sread_ack + 5);
+        assert!(host.judge(9, &data(9, old), false).is_err());
+        assert!(host.late.is_empty());
     }
 
     #[test]
