@@ -220,7 +220,7 @@ pub fn merge_shares(
 
 /// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).
 fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<CampaignConfig> {
-    let device = args.device.resolve()?;
+    let device = args.device.resolve_for(&design)?;
     let mut workload = args.workload.resolve(design.default_workload)?;
     if args.workload.requests.is_none() {
         workload.requests = soak::BASE_REQUESTS;

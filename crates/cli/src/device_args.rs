@@ -2,6 +2,7 @@
 
 use clap::Args;
 use flash::DeviceConfig;
+use ftl::{DesignSpec, OverProvisioningKnob};
 
 #[derive(Args, Debug, Clone)]
 pub struct DeviceArgs {
@@ -24,6 +25,27 @@ impl DeviceArgs {
             ("--config", self.config.is_some()),
             ("--set", !self.overrides.is_empty()),
         ])
+    }
+
+    /// The device for `design`. Refused when `--set` or `--config` changes the device's
+    /// `over_provisioning` and the design does not read it, taking its own `--param` instead
+    /// (`DesignSpec::over_provisioning`): a run that silently ignored it would not be on the
+    /// device asked for.
+    pub fn resolve_for(&self, design: &DesignSpec) -> anyhow::Result<DeviceConfig> {
+        let config = self.resolve()?;
+        if let OverProvisioningKnob::Param(name) = design.over_provisioning {
+            let preset = DeviceConfig::preset(&self.preset).map_err(anyhow::Error::msg)?;
+            if config.over_provisioning != preset.over_provisioning {
+                anyhow::bail!(
+                    "{} does not read the device's over_provisioning ({} here, from --set or \
+                     --config; the preset's is {}): give it as --param {name}=VALUE",
+                    design.name,
+                    config.over_provisioning,
+                    preset.over_provisioning
+                );
+            }
+        }
+        Ok(config)
     }
 
     pub fn resolve(&self) -> anyhow::Result<DeviceConfig> {
@@ -79,4 +101,41 @@ pub fn flags_given<const N: usize>(flags: [(&'static str, bool); N]) -> Vec<&'st
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(overrides: &[&str]) -> DeviceArgs {
+        DeviceArgs {
+            preset: "small".into(),
+            config: None,
+            overrides: overrides.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_device_over_provisioning_a_design_does_not_read_is_refused_not_ignored() {
+        let set = args(&["over_provisioning=0.1"]);
+        for (name, param) in [
+            ("lighttx", "--param over_provisioning="),
+            ("txflash-tc", "--param over_provisioning="),
+            ("optr", "--param op="),
+        ] {
+            let design = crate::designs::find(name).unwrap();
+            let refused = set.resolve_for(&design).unwrap_err().to_string();
+            assert!(refused.contains(param), "{name}: {refused}");
+            // The preset's own value, or none given, is no request to change it.
+            assert!(args(&[]).resolve_for(&design).is_ok());
+            assert!(args(&["over_provisioning=0.125"])
+                .resolve_for(&design)
+                .is_ok());
+        }
+        for name in ["dftl", "mobius"] {
+            let design = crate::designs::find(name).unwrap();
+            let config = set.resolve_for(&design).unwrap();
+            assert_eq!(config.over_provisioning, 0.1, "{name}");
+        }
+    }
 }

@@ -108,8 +108,8 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
     check_atomic(&design, args)?;
     let cfg = NbdCrashConfig {
+        device: args.device.resolve_for(&design)?,
         design,
-        device: args.device.resolve()?,
         options: DesignOptions::from_pairs(&args.params)?,
         atomic_requests: args.atomic_requests,
         promise: promise_arg(args)?,

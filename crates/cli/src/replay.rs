@@ -264,7 +264,7 @@ fn execute<D: host::DeviceHandle>(
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.ftl)?;
-    let mut config = args.device.resolve()?;
+    let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;
     }

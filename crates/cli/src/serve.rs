@@ -79,7 +79,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         Arc::new(AtomicBool::new(false)),
     )?;
     let design = crate::designs::find(&args.ftl)?;
-    let mut config = args.device.resolve()?;
+    let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;
     }

@@ -53,8 +53,8 @@ impl SqlDeviceArgs {
         Ok(o)
     }
 
-    fn config(&self) -> anyhow::Result<flash::DeviceConfig> {
-        let mut config = self.device.resolve()?;
+    fn config(&self, design: &ftl::DesignSpec) -> anyhow::Result<flash::DeviceConfig> {
+        let mut config = self.device.resolve_for(design)?;
         crate::device_args::apply_size(&mut config, &self.size)?;
         Ok(config)
     }
@@ -82,7 +82,7 @@ pub struct SqlBenchArgs {
 
 pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.db.ftl)?;
-    let config = args.db.config()?;
+    let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
     let dev = design.build(Flash::in_memory(config, oob, false), &options)?;
@@ -121,7 +121,7 @@ pub struct SqlArgs {
 /// power cut: the next start recovers the design and SQLite rolls back or replays its log.
 pub fn shell(args: &SqlArgs) -> anyhow::Result<()> {
     let design = crate::designs::find(&args.db.ftl)?;
-    let config = args.db.config()?;
+    let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let fresh = !args.image.exists();
     let dev = crate::serve::open_image(&design, &config, &options, &args.image)?;

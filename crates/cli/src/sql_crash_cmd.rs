@@ -27,8 +27,8 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     open.seed = seed;
     open.tx_kind = TxKind::parse(args.tx.as_deref().unwrap_or("static"))?;
     let cfg = CrashConfig {
+        device: args.device.resolve_for(&design)?,
         design,
-        device: args.device.resolve()?,
         options: DesignOptions::from_pairs(&args.params)?,
         open,
         workload: Workload::parse(workload)?,
