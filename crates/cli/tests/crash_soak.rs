@@ -289,3 +289,27 @@ fn a_soak_draws_only_the_shapes_named() {
         assert!(!ok && stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// `--shape`'s help names the shapes by hand: it must name exactly `Shape::ALL`.
+#[test]
+fn the_shape_help_names_every_shape_a_soak_draws() {
+    let (ok, stdout, _) = mobius(&["crashtest", "--help"]);
+    assert!(ok);
+    let from = stdout.find("--shape <SHAPE>").expect("--shape in the help");
+    let help = &stdout[from..];
+    let help = &help[..help[2..].find("\n      --").map_or(help.len(), |e| e + 2)];
+    let named: Vec<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| crashtest::soak::Shape::named(w).is_some())
+        .collect();
+    let all: Vec<&str> = crashtest::soak::Shape::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    let mut sorted = named.clone();
+    sorted.sort();
+    sorted.dedup();
+    let mut expected = all.clone();
+    expected.sort();
+    assert_eq!(sorted, expected, "{help}");
+}
