@@ -143,6 +143,12 @@ struct Batch {
     sent: u32,
     /// Dynamic: the newest page, held back to be the REAR.
     held: Option<(Lpn, Box<[u8]>)>,
+    /// Dynamic: the device refused one of its pages, so SQLite rolls the batch back and
+    /// commits it through its journal.
+    refused: bool,
+    /// The journal fallback is counted already (a failed COMMIT, which SQLite follows with a
+    /// ROLLBACK of the batch).
+    fallback_counted: bool,
 }
 
 /// Dirty pages a file may hold before they are written back without a sync (1 MiB of 4 KiB
@@ -739,6 +745,8 @@ impl Store {
             size_before: self.size(FileKind::Db),
             sent: 0,
             held: None,
+            refused: false,
+            fallback_counted: false,
         });
         Ok(())
     }
@@ -762,6 +770,9 @@ impl Store {
             // ordinary way, as it does a refused one: the file is back to its size before.
             self.files[FileKind::Db as usize].size = size_before;
             self.stats.journal_fallbacks += 1;
+            if let Some(b) = self.batch.as_mut() {
+                b.fallback_counted = true;
+            }
         }
         outcome
     }
@@ -845,7 +856,10 @@ impl Store {
     }
 
     /// SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE: nothing of the batch survives. A static batch never
-    /// reached the device; a dynamic one is aborted (ABORT).
+    /// reached the device; a dynamic one is aborted (ABORT). A dynamic batch the device refused
+    /// a page of is a journal fallback: SQLite commits it through its journal next. LightTx and
+    /// TxFlash abort a transaction when they refuse one of its pages, so there the ABORT finds
+    /// none (`UnknownTx`); Möbius and Atomic-Write keep it running until the ABORT.
     pub fn rollback_atomic(&mut self) -> Result<(), SqlError> {
         let Some(batch) = self.batch.take() else {
             return Ok(());
@@ -853,11 +867,19 @@ impl Store {
         self.files[FileKind::Db as usize].dirty.clear();
         self.files[FileKind::Db as usize].size = batch.size_before;
         self.stats.batch_rollbacks += 1;
+        if batch.refused && !batch.fallback_counted {
+            self.stats.journal_fallbacks += 1;
+        }
         if batch.sent > 0 {
             let now = self.now_ns;
-            let done = self.live_host()?.abort(batch.uuid, now)?;
-            self.now_ns = done.ack_ns;
-            self.stats.aborts += 1;
+            match self.live_host()?.abort(batch.uuid, now) {
+                Ok(done) => {
+                    self.now_ns = done.ack_ns;
+                    self.stats.aborts += 1;
+                }
+                Err(HostError::Device(FtlError::UnknownTx(_))) if batch.refused => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
@@ -891,7 +913,12 @@ impl Store {
         let now = self.now_ns;
         let done = self
             .live_host()?
-            .dwrite(uuid, lpn, &Content::Bytes(page), flag, now)?;
+            .dwrite(uuid, lpn, &Content::Bytes(page), flag, now);
+        let done = done.inspect_err(|_| {
+            if let Some(b) = self.batch.as_mut() {
+                b.refused = true;
+            }
+        })?;
         self.now_ns = done.ack_ns;
         self.stats.dwrites += 1;
         Ok(())

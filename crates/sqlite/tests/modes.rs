@@ -244,3 +244,51 @@ fn batch_normal_commits_through_transactions_on_designs_without_async_swrite() {
         assert_eq!(count(&db), 60);
     }
 }
+
+/// A dynamic batch the design refuses a page of (over its longest transaction) is rolled back
+/// and committed through SQLite's journal on every design with dynamic transactions: counted
+/// as a journal fallback, with no transaction left running on the device (the next commit is
+/// a batch again), and every row there after a power cut. Möbius and Atomic-Write keep the
+/// transaction running until the VFS aborts it; LightTx and TxFlash abort it when they refuse
+/// the page, so the VFS's ABORT finds none and that is no error.
+#[test]
+fn a_dynamic_batch_too_large_for_the_design_falls_back_to_the_journal() {
+    for design in TX_DESIGNS {
+        let mut opts = OpenOptions::new(Mode::Batch);
+        opts.tx_kind = TxKind::Dynamic;
+        let db = Database::create(common::device(design), &opts).unwrap();
+        fill(&db, 10);
+        let before = db.stats();
+        db.conn()
+            .execute_batch(
+                "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 1500)
+                 INSERT INTO kv SELECT x + 1000, zeroblob(3000) FROM s; COMMIT;",
+            )
+            .unwrap();
+        let after = db.stats();
+        assert_eq!(
+            after.journal_fallbacks,
+            before.journal_fallbacks + 1,
+            "{design}"
+        );
+        assert_eq!(
+            after.batch_rollbacks,
+            before.batch_rollbacks + 1,
+            "{design}"
+        );
+        let device_keeps_it = matches!(design, "mobius" | "atomic-write");
+        assert_eq!(
+            after.aborts,
+            before.aborts + u64::from(device_keeps_it),
+            "{design}"
+        );
+        db.conn()
+            .execute("INSERT INTO kv VALUES (5000, zeroblob(10))", [])
+            .unwrap();
+        assert_eq!(db.stats().tx_committed, after.tx_committed + 1, "{design}");
+        let dev = common::recover(design, db.cut_power());
+        let db = Database::open(dev, &opts).unwrap();
+        assert_eq!(count(&db), 1511, "{design}");
+        assert_eq!(integrity(&db), "ok", "{design}");
+    }
+}
