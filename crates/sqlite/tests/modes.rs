@@ -37,6 +37,19 @@ fn integrity(db: &Database) -> String {
         .unwrap()
 }
 
+/// One commit of 1,500 rows of 3,000 bytes (~1,500 pages, more than any design keeps atomic on
+/// the test device); the store's counters before and after it.
+fn commit_1500_rows(db: &Database) -> (sqlite::StoreStats, sqlite::StoreStats) {
+    let before = db.stats();
+    db.conn()
+        .execute_batch(
+            "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 1500)
+             INSERT INTO kv SELECT x + 1000, zeroblob(3000) FROM s; COMMIT;",
+        )
+        .unwrap();
+    (before, db.stats())
+}
+
 fn round_trip(design: &str, opts: &OpenOptions) {
     let mut opts = opts.clone();
     if matches!(opts.mode, Mode::Journal | Mode::Ordered | Mode::NoBarrier) {
@@ -147,14 +160,7 @@ fn a_commit_too_large_for_the_design_falls_back_to_the_journal() {
     let opts = OpenOptions::new(Mode::Batch);
     let db = Database::create(common::device("atomic-write"), &opts).unwrap();
     fill(&db, 10);
-    let before = db.stats();
-    db.conn()
-        .execute_batch(
-            "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 1500)
-             INSERT INTO kv SELECT x + 1000, zeroblob(3000) FROM s; COMMIT;",
-        )
-        .unwrap();
-    let after = db.stats();
+    let (before, after) = commit_1500_rows(&db);
     assert_eq!(after.journal_fallbacks, before.journal_fallbacks + 1);
     assert!(
         after.flushes > before.flushes,
@@ -258,14 +264,7 @@ fn a_dynamic_batch_too_large_for_the_design_falls_back_to_the_journal() {
         opts.tx_kind = TxKind::Dynamic;
         let db = Database::create(common::device(design), &opts).unwrap();
         fill(&db, 10);
-        let before = db.stats();
-        db.conn()
-            .execute_batch(
-                "BEGIN; WITH RECURSIVE s(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM s WHERE x < 1500)
-                 INSERT INTO kv SELECT x + 1000, zeroblob(3000) FROM s; COMMIT;",
-            )
-            .unwrap();
-        let after = db.stats();
+        let (before, after) = commit_1500_rows(&db);
         assert_eq!(
             after.journal_fallbacks,
             before.journal_fallbacks + 1,
