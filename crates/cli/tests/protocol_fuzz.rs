@@ -21,19 +21,20 @@
 //!   are acknowledged settles it for good); and never the content of a request the device
 //!   refused, nor of a transaction whose ABORT it acknowledged.
 //!
-//! Twice during the run, at requests drawn from the seed, and at its end the host flushes, the
-//! power is cut and the design recovers: the same checks hold on the recovered device (a
-//! trimmed page may read what it could read before the trim again; a transaction left open is
-//! gone), and at the end
-//! it still takes writes and a transaction. Each failure names the design, seed and request
+//! Twice during the run, at requests drawn from the seed, and at its end the power is cut once
+//! the flash is idle and the design recovers; the host flushes first, except (half the time, on
+//! a design that promises to keep every acknowledged write) at the two cuts inside the run. The
+//! same checks hold on the recovered device (a trimmed page may read what it could read before
+//! the trim again, and with no flush one whose last commit a read showed before it was durable;
+//! a transaction left open is gone), and at the end it still takes writes and a transaction. Each failure names the design, seed and request
 //! needed to replay it (`MOBIUS_FUZZ_REPLAY=<design>:<seed>` prints every request);
 //! `MOBIUS_LONG=1` runs 100 seeds a design instead of 4, from `MOBIUS_FUZZ_FIRST_SEED` (1).
 
 use crashtest::soak::SOAK_GEOMETRIES;
 use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn};
 use ftl::{
-    BlockDevice, DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, SwriteMode, TxUuid,
-    ACK_DEFERRED,
+    BlockDevice, DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, Promise, SwriteMode,
+    TxUuid, ACK_DEFERRED,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -75,6 +76,10 @@ struct Host {
     /// Pages of the transactional half trimmed since their last commit: what each could read
     /// just before each of those trims, which a power cut that forgets the trims brings back.
     before_trim: HashMap<u32, HashSet<Option<u64>>>,
+    /// Pages of the transactional half whose last commit is not durable yet (a read showed an
+    /// async or merged SWRITE committed, and no flush came since): what each could read before
+    /// it, which a power cut with no flush may bring back.
+    unflushed: HashMap<u32, HashSet<Option<u64>>>,
     /// Pages (lpn, write) of the newest transaction of each uuid the device took.
     tx_writes: HashMap<u64, Vec<(u32, u64)>>,
     /// Synchronous SWRITEs the device deferred (merged): committed when their completion comes.
@@ -103,6 +108,7 @@ impl Host {
             dead: HashSet::new(),
             trims: HashSet::new(),
             before_trim: HashMap::new(),
+            unflushed: HashMap::new(),
             deferred_sync: HashSet::new(),
             async_swrite: false,
             tx_writes: HashMap::new(),
@@ -187,10 +193,15 @@ impl Host {
         }
     }
 
-    /// After a power cut, a trimmed page reads its last data or nothing: whichever it reads is
-    /// its state from then on.
-    fn settle_trims(&mut self, dev: &mut dyn BlockDevice) -> Result<(), String> {
-        for (lpn, _) in std::mem::take(&mut self.before_trim) {
+    /// After a power cut, a trimmed page reads its last data or nothing, and a page whose last
+    /// commit was not durable its data before or after it: whichever it reads is its state from
+    /// then on.
+    fn settle_after_cut(&mut self, dev: &mut dyn BlockDevice) -> Result<(), String> {
+        let mut pages: Vec<u32> = std::mem::take(&mut self.before_trim).into_keys().collect();
+        pages.extend(std::mem::take(&mut self.unflushed).into_keys());
+        pages.sort_unstable();
+        pages.dedup();
+        for lpn in pages {
             let mut out = Vec::new();
             dev.read(Lpn(lpn), 1, self.now, &mut out)
                 .map_err(|e| format!("read {lpn} after a cut: {e}"))?;
@@ -199,7 +210,7 @@ impl Host {
                 _ => None,
             };
             if !self.transactional_shows(lpn, write) {
-                // The cut forgot the trims: the page holds what it held before them.
+                // The cut forgot the trims or commits: the page holds what it held before them.
                 self.certain
                     .insert(lpn, write.map(|w| (w, 0)).into_iter().collect());
                 if let (Some(m), Some(w)) = (self.maybe.get_mut(&lpn), write) {
@@ -246,8 +257,10 @@ impl Host {
                 }
                 history.push((w, ack));
                 if !self.trims.contains(&w) {
-                    // A power cut can no longer bring back what the page held before a trim.
+                    // A power cut can no longer bring back what the page held before a trim,
+                    // or before a commit that was not durable.
                     self.before_trim.remove(&lpn);
+                    self.unflushed.remove(&lpn);
                 }
             } else {
                 self.late.entry(lpn).or_default().insert(w, ack);
@@ -267,7 +280,10 @@ impl Host {
     fn observed(&mut self, lpn: u32, write: Option<u64>, shown_at: u64) {
         if let Some(w) = write {
             if self.maybe.get(&lpn).and_then(|m| m.get(&w)) == Some(&false) {
+                let before = self.could_read(lpn);
                 self.committed(&[(lpn, w)], shown_at);
+                // Committed, but durable only at the next flush.
+                self.unflushed.entry(lpn).or_default().extend(before);
             }
         }
         let Some(late) = self.late.get(&lpn) else {
@@ -294,6 +310,7 @@ impl Host {
         if let Some(w) = write.filter(|w| late.contains_key(w)) {
             self.certain.insert(lpn, vec![(w, 0)]);
             self.before_trim.remove(&lpn);
+            self.unflushed.remove(&lpn);
             self.late.remove(&lpn);
         } else if shows_newest {
             self.late.remove(&lpn);
@@ -371,15 +388,15 @@ impl Host {
         write: Option<u64>,
         after_cut: bool,
     ) -> Result<(), String> {
-        let forgotten_trim = after_cut
-            && self
-                .before_trim
-                .get(&lpn)
-                .is_some_and(|b| b.contains(&write));
-        if !(self.transactional_shows(lpn, write) || forgotten_trim) {
+        let brought_back = after_cut
+            && [&self.before_trim, &self.unflushed]
+                .iter()
+                .any(|m| m.get(&lpn).is_some_and(|b| b.contains(&write)));
+        if !(self.transactional_shows(lpn, write) || brought_back) {
             return Err(format!(
                 "lpn {lpn} read {write:?} at {}; committed there (write, ack): {:?} \
-                 (trims: {:?}); may show: {:?}; committed late: {:?}; before trims: {:?}",
+                 (trims: {:?}); may show: {:?}; committed late: {:?}; before trims: {:?}; \
+                 before commits not yet durable: {:?}",
                 self.now,
                 self.certain.get(&lpn),
                 self.certain
@@ -390,7 +407,8 @@ impl Host {
                     .collect::<Vec<_>>(),
                 self.maybe.get(&lpn),
                 self.late.get(&lpn),
-                self.before_trim.get(&lpn)
+                self.before_trim.get(&lpn),
+                self.unflushed.get(&lpn)
             ));
         }
         Ok(())
@@ -553,7 +571,9 @@ fn step(
         }
         33..=36 => trim(rng, dev, host, arrival),
         37..=39 => {
-            settle("flush", dev.flush(arrival))?;
+            if settle("flush", dev.flush(arrival))?.is_some() {
+                host.unflushed.clear();
+            }
             Ok(format!("flush at {arrival}"))
         }
         40..=44 => {
@@ -874,6 +894,23 @@ fn fuzz(spec: &DesignSpec, seed: u64, requests: usize) -> Result<(), String> {
     }
 }
 
+/// The two power cycles inside a run of seed `seed`: before which request, and whether the
+/// host flushes first. A design whose promise keeps every acknowledged write is cut with no
+/// flush half the time.
+fn cut_plan(seed: u64, requests: usize, promise: Promise) -> [(usize, bool); 2] {
+    let mut cuts = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c075);
+    let at = [
+        cuts.random_range(0..requests),
+        cuts.random_range(0..requests),
+    ];
+    let keeps_acknowledged = matches!(
+        promise,
+        Promise::DurableWrites | Promise::AtomicTransactions
+    );
+    let flush = [cuts.random_bool(0.5), cuts.random_bool(0.5)];
+    [0, 1].map(|k| (at[k], flush[k] || !keeps_acknowledged))
+}
+
 fn run(
     spec: &DesignSpec,
     device: &DeviceConfig,
@@ -892,19 +929,15 @@ fn run(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // A replay prints every request.
     let trace = std::env::var_os("MOBIUS_FUZZ_REPLAY").is_some();
-    // Two power cycles inside the run, at requests drawn from the seed.
-    let mut cuts = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c075);
-    let cut_at = [
-        cuts.random_range(0..requests),
-        cuts.random_range(0..requests),
-    ];
+    let cuts = cut_plan(seed, requests, dev.promise());
     for i in 0..requests {
-        if cut_at.contains(&i) {
+        if let Some(&(_, flush)) = cuts.iter().find(|c| c.0 == i) {
             dev = power_cycle(
                 spec,
                 options,
                 dev,
                 &mut host,
+                flush,
                 &format!("before request {i}"),
             )?;
         }
@@ -929,28 +962,37 @@ fn run(
             host.aborted(u);
         }
     }
-    let mut dev = power_cycle(spec, options, dev, &mut host, "at the end")?;
+    let mut dev = power_cycle(spec, options, dev, &mut host, true, "at the end")?;
     still_takes_work(dev.as_mut(), &mut host)
 }
 
-/// Closes every merged group, flushes, checks every page, cuts the power and recovers; then
-/// checks every page again (a trim may be forgotten; a transaction left open is gone) and
-/// takes what a forgotten trim brought back as the page's state from then on.
+/// Closes every merged group, flushes (if `flush`), checks every page, waits until the flash is
+/// idle, cuts the power and recovers; then checks every page again (a trim may be forgotten, and
+/// with no flush a commit that was not durable; a transaction left open is gone) and takes what
+/// the cut brought back as the page's state from then on.
 fn power_cycle(
     spec: &DesignSpec,
     options: &DesignOptions,
     mut dev: Box<dyn BlockDevice>,
     host: &mut Host,
+    flush: bool,
     when: &str,
 ) -> Result<Box<dyn BlockDevice>, String> {
+    let when = &format!("{when}{}", if flush { "" } else { " (no flush)" });
     if let Some(tx) = dev.transactional() {
         let done = settle("take completions", tx.take_completions(u64::MAX))?;
         host.completions(&done.unwrap_or_default());
     }
     host.now = host.now.max(dev.flash().idle_ns());
-    settle("flush", dev.flush(host.now))?;
-    host.now = host.now.max(dev.flash().idle_ns());
+    if flush {
+        settle("flush", dev.flush(host.now))?;
+        host.now = host.now.max(dev.flash().idle_ns());
+    }
     check_all(dev.as_mut(), host, false).map_err(|e| format!("before the cut {when}: {e}"))?;
+    if flush {
+        // What the reads just showed committed was durable at the flush.
+        host.unflushed.clear();
+    }
     let mut flash = dev.into_flash();
     host.now = host.now.max(flash.idle_ns()) + 1;
     flash.start_clock_at(host.now);
@@ -964,7 +1006,7 @@ fn power_cycle(
     }
     host.running = None;
     check_all(dev.as_mut(), host, true).map_err(|e| format!("after recovery {when}: {e}"))?;
-    host.settle_trims(dev.as_mut())?;
+    host.settle_after_cut(dev.as_mut())?;
     Ok(dev)
 }
 
@@ -1060,10 +1102,14 @@ fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data(
 /// page (a committed transaction's page lost: `lossy-swrite-dftl`); or that offers them whole,
 /// but trims the first page of a longer trim in the transactional half and then refuses it as
 /// if a transaction held the next (part of a refused trim written, as TxFlash once did:
-/// `partial-trim-dftl`).
+/// `partial-trim-dftl`); or that loses its last acknowledged write when the power is cut with
+/// no flush since, though it promises durable writes (`unflushed-dftl`).
 mod broken {
     use super::*;
     use ftl::{Completion, InvariantViolation, RecoveryReport, Transactional, TxCapabilities};
+
+    /// Writes `unflushed-dftl` lost at power cuts (the test reads it).
+    pub static LOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
     #[derive(Clone, Copy, PartialEq)]
     enum Bug {
@@ -1071,11 +1117,17 @@ mod broken {
         Panicky,
         LossySwrite,
         PartialTrim,
+        Unflushed,
     }
 
     struct Broken {
         inner: Box<dyn BlockDevice>,
         bug: Bug,
+        /// `Unflushed`: what the pages of the last write since the last flush held before it,
+        /// which a power cut brings back.
+        unflushed: Option<(Lpn, Vec<PageOutcome>)>,
+        /// The latest arrival so far.
+        last_at: u64,
     }
 
     impl BlockDevice for Broken {
@@ -1102,7 +1154,15 @@ mod broken {
             if self.bug == Bug::Leaky && pages.len() > inside && inside > 0 {
                 self.inner.write(start, &pages[..inside], at)?;
             }
-            self.inner.write(start, pages, at)
+            let mut before = Vec::new();
+            if self.bug == Bug::Unflushed && !pages.is_empty() && pages.len() <= inside {
+                self.inner
+                    .read(start, pages.len() as u32, at, &mut before)?;
+            }
+            let done = self.inner.write(start, pages, at)?;
+            self.unflushed = Some((start, before));
+            self.last_at = at;
+            Ok(done)
         }
         fn read(
             &mut self,
@@ -1114,7 +1174,9 @@ mod broken {
             self.inner.read(start, count, at, out)
         }
         fn flush(&mut self, at: u64) -> Result<Completion, FtlError> {
-            self.inner.flush(at)
+            let done = self.inner.flush(at)?;
+            self.unflushed = None;
+            Ok(done)
         }
         fn trim(&mut self, start: Lpn, count: u32, at: u64) -> Result<Completion, FtlError> {
             let transactional_half = start.0 >= self.inner.logical_pages() / 2;
@@ -1133,7 +1195,20 @@ mod broken {
         fn flash_mut(&mut self) -> &mut Flash {
             self.inner.flash_mut()
         }
-        fn into_flash(self: Box<Self>) -> Flash {
+        fn into_flash(mut self: Box<Self>) -> Flash {
+            if let (Bug::Unflushed, Some((start, before))) = (self.bug, self.unflushed.take()) {
+                // The power goes: the write never reached the flash, which holds what the
+                // pages held before it.
+                for (i, old) in before.into_iter().enumerate() {
+                    if let PageOutcome::Data(c) = old {
+                        LOST.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let at = self.inner.flash().idle_ns().max(self.last_at);
+                        self.inner
+                            .write(Lpn(start.0 + i as u32), &[c], at)
+                            .expect("writing the old page back");
+                    }
+                }
+            }
             self.inner.into_flash()
         }
         fn check_invariants(&self) -> Result<(), InvariantViolation> {
@@ -1211,7 +1286,12 @@ mod broken {
     }
 
     fn wrap(inner: Box<dyn BlockDevice>, bug: Bug) -> Box<dyn BlockDevice> {
-        Box::new(Broken { inner, bug })
+        Box::new(Broken {
+            inner,
+            bug,
+            unflushed: None,
+            last_at: 0,
+        })
     }
 
     /// A design spec of DFTL with `bug`: its format and recovery wrap DFTL's.
@@ -1251,12 +1331,17 @@ mod broken {
     pub fn partial_trim() -> DesignSpec {
         broken_spec!("partial-trim-dftl", Bug::PartialTrim)
     }
+
+    pub fn unflushed() -> DesignSpec {
+        broken_spec!("unflushed-dftl", Bug::Unflushed)
+    }
 }
 
 /// The checker proven both ways: each broken design fails on every seed, with the rule it broke
-/// and its replay named, where DFTL itself passes the same seeds (the first test).
+/// and its replay named, where DFTL itself passes the same seeds (the first test); the one that
+/// loses unflushed writes on each of the first four seeds with a cut that does not flush.
 #[test]
-fn the_fuzz_catches_refused_data_read_back_a_panic_a_lost_commit_and_a_partial_trim() {
+fn the_fuzz_catches_refused_data_read_back_a_panic_a_lost_commit_a_partial_trim_and_a_lost_write() {
     for (spec, rule) in [
         (
             broken::leaky(),
@@ -1273,6 +1358,22 @@ fn the_fuzz_catches_refused_data_read_back_a_panic_a_lost_commit_and_a_partial_t
             assert!(failure.contains(&replay), "{failure}");
         }
     }
+    let spec = broken::unflushed();
+    let unflushed_cut = |&seed: &u64| cut_plan(seed, REQUESTS, spec.promise).iter().any(|c| !c.1);
+    // It loses a write only where a cut with no flush comes after a write (not right after a
+    // flush request): there the fuzz must fail, on 4 seeds at least.
+    let mut caught = 0;
+    for seed in (1..=12).filter(unflushed_cut) {
+        broken::LOST.store(0, std::sync::atomic::Ordering::SeqCst);
+        let outcome = fuzz(&spec, seed, REQUESTS);
+        if broken::LOST.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let failure = outcome.expect_err(spec.name);
+            let rule = failure.contains("(no flush)") && failure.contains("plain lpn");
+            assert!(rule, "{failure}");
+            caught += 1;
+        }
+    }
+    assert!(caught >= 4, "the control lost writes on {caught} seeds");
 }
 
 /// The transactional half's model, fed reads it must refuse.
