@@ -66,7 +66,7 @@ struct Host {
     maybe: HashMap<u32, HashMap<u64, bool>>,
     /// …or committed after a later write or trim of the page was (a merged SWRITE whose group
     /// closed after a later request there), with its acknowledgement. The device may order it
-    /// either way, but once a read shows which, the page keeps it: see [`Host::observed`].
+    /// either way, but once a read shows which, the page keeps it: see [`Host::settle_late`].
     late: HashMap<u32, HashMap<u64, u64>>,
     /// Writes that must never be read: refused, or of a transaction whose ABORT was acknowledged.
     dead: HashSet<u64>,
@@ -268,24 +268,33 @@ impl Host {
         }
     }
 
-    /// A read of `lpn` showed `write` (and was allowed). Once every commit there is
-    /// acknowledged, a page with a late commit keeps the order the read shows: the late write
-    /// if it shows it (it came after the rest), none if it shows the newest commit.
-    ///
+    /// A read of `lpn` showed `write` (and was allowed) as of `shown_at`: what it shows of the
+    /// order of commits holds from then on.
+    fn observed(&mut self, lpn: u32, write: Option<u64>, shown_at: u64) {
+        if let Some(w) = write {
+            self.seen_committed(lpn, w, shown_at);
+        }
+        self.settle_late(lpn, write);
+    }
+
     /// A read that shows a write of a static transaction not known to be committed (an async or
     /// merged SWRITE) shows it committed by `shown_at` — a read never shows an uncommitted
     /// static transaction (Read Committed) — so the page shows it from then on, unless an ABORT
-    /// of it is acknowledged. A READ shows the page at its arrival; an SREAD at its
-    /// acknowledgement, once every static transaction that arrived before it has committed.
-    fn observed(&mut self, lpn: u32, write: Option<u64>, shown_at: u64) {
-        if let Some(w) = write {
-            if self.maybe.get(&lpn).and_then(|m| m.get(&w)) == Some(&false) {
-                let before = self.could_read(lpn);
-                self.committed(&[(lpn, w)], shown_at);
-                // Committed, but durable only at the next flush.
-                self.unflushed.entry(lpn).or_default().extend(before);
-            }
+    /// of it is acknowledged; durable only at the next flush. A READ shows the page at its
+    /// arrival; an SREAD at its acknowledgement, once every static transaction that arrived
+    /// before it has committed.
+    fn seen_committed(&mut self, lpn: u32, write: u64, shown_at: u64) {
+        if self.maybe.get(&lpn).and_then(|m| m.get(&write)) == Some(&false) {
+            let before = self.could_read(lpn);
+            self.committed(&[(lpn, write)], shown_at);
+            self.unflushed.entry(lpn).or_default().extend(before);
         }
+    }
+
+    /// Once every commit of `lpn` is acknowledged, a page with a late commit keeps the order a
+    /// read shows: the late write if it shows it (it came after the rest), none if it shows the
+    /// newest commit.
+    fn settle_late(&mut self, lpn: u32, write: Option<u64>) {
         let Some(late) = self.late.get(&lpn) else {
             return;
         };
