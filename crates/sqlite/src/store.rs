@@ -143,8 +143,8 @@ struct Batch {
     sent: u32,
     /// Dynamic: the newest page, held back to be the REAR.
     held: Option<(Lpn, Box<[u8]>)>,
-    /// Dynamic: the device refused one of its pages, so SQLite rolls the batch back and
-    /// commits it through its journal.
+    /// Dynamic: the device refused (or failed) one of its pages, so SQLite rolls the batch
+    /// back and commits it through its journal.
     refused: bool,
     /// The journal fallback is counted already (a failed COMMIT, which SQLite follows with a
     /// ROLLBACK of the batch).
