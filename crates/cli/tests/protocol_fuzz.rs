@@ -1088,7 +1088,11 @@ fn seeds() -> Vec<u64> {
 fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data() {
     if let Ok(replay) = std::env::var("MOBIUS_FUZZ_REPLAY") {
         let (name, seed) = replay.split_once(':').expect("design:seed");
-        let spec = mobius_cli::designs::find(name).expect("design");
+        // A design, or one of the negative controls below.
+        let spec = mobius_cli::designs::find(name)
+            .ok()
+            .or_else(|| broken::all().into_iter().find(|s| s.name == name))
+            .expect("a design or a control");
         fuzz(&spec, seed.parse().expect("seed"), REQUESTS).unwrap();
         return;
     }
@@ -1343,6 +1347,17 @@ mod broken {
 
     pub fn unflushed() -> DesignSpec {
         broken_spec!("unflushed-dftl", Bug::Unflushed)
+    }
+
+    /// Every control, for `MOBIUS_FUZZ_REPLAY`.
+    pub fn all() -> [DesignSpec; 5] {
+        [
+            leaky(),
+            panicky(),
+            lossy_swrite(),
+            partial_trim(),
+            unflushed(),
+        ]
     }
 }
 
