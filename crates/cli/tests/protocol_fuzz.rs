@@ -1139,7 +1139,7 @@ mod broken {
         /// `Unflushed`: what the pages of the last write since the last flush held before it,
         /// which a power cut brings back.
         unflushed: Option<(Lpn, Vec<PageOutcome>)>,
-        /// The latest arrival so far.
+        /// The latest arrival the device took (the lost write's pages are put back after it).
         last_at: u64,
     }
 
@@ -1174,7 +1174,7 @@ mod broken {
             }
             let done = self.inner.write(start, pages, at)?;
             self.unflushed = Some((start, before));
-            self.last_at = at;
+            self.last_at = self.last_at.max(at);
             Ok(done)
         }
         fn read(
@@ -1184,14 +1184,18 @@ mod broken {
             at: u64,
             out: &mut Vec<PageOutcome>,
         ) -> Result<Completion, FtlError> {
-            self.inner.read(start, count, at, out)
+            let done = self.inner.read(start, count, at, out)?;
+            self.last_at = self.last_at.max(at);
+            Ok(done)
         }
         fn flush(&mut self, at: u64) -> Result<Completion, FtlError> {
             let done = self.inner.flush(at)?;
             self.unflushed = None;
+            self.last_at = self.last_at.max(at);
             Ok(done)
         }
         fn trim(&mut self, start: Lpn, count: u32, at: u64) -> Result<Completion, FtlError> {
+            self.last_at = self.last_at.max(at);
             let transactional_half = start.0 >= self.inner.logical_pages() / 2;
             if self.bug == Bug::PartialTrim && transactional_half && count > 1 {
                 self.inner.trim(start, 1, at)?;
