@@ -26,9 +26,10 @@
 //! a design that promises to keep every acknowledged write) at the two cuts inside the run. The
 //! same checks hold on the recovered device (a trimmed page may read what it could read before
 //! the trim again, and with no flush one whose last commit a read showed before it was durable;
-//! a transaction left open is gone), and at the end it still takes writes and a transaction. Each failure names the design, seed and request
-//! needed to replay it (`MOBIUS_FUZZ_REPLAY=<design>:<seed>` prints every request);
-//! `MOBIUS_LONG=1` runs 100 seeds a design instead of 4, from `MOBIUS_FUZZ_FIRST_SEED` (1).
+//! a transaction left open is gone), and at the end it still takes writes and a transaction.
+//! Each failure names the design, seed and request needed to replay it
+//! (`MOBIUS_FUZZ_REPLAY=<design>:<seed>` prints every request); `MOBIUS_LONG=1` runs 100 seeds
+//! a design instead of 4, from `MOBIUS_FUZZ_FIRST_SEED` (1).
 
 use crashtest::soak::SOAK_GEOMETRIES;
 use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn};
@@ -193,43 +194,35 @@ impl Host {
         }
     }
 
-    /// After a power cut, a trimmed page reads its last data or nothing, and a page whose last
-    /// commit was not durable its data before or after it: whichever it reads is its state from
-    /// then on.
-    fn settle_after_cut(&mut self, dev: &mut dyn BlockDevice) -> Result<(), String> {
-        let mut pages: Vec<u32> = std::mem::take(&mut self.before_trim).into_keys().collect();
-        pages.extend(std::mem::take(&mut self.unflushed).into_keys());
-        pages.sort_unstable();
-        pages.dedup();
-        for lpn in pages {
-            let mut out = Vec::new();
-            dev.read(Lpn(lpn), 1, self.now, &mut out)
-                .map_err(|e| format!("read {lpn} after a cut: {e}"))?;
-            let write = match &out[0] {
-                PageOutcome::Data(Content::Tag(t)) => Some(t.write),
-                _ => None,
-            };
-            if !self.transactional_shows(lpn, write) {
-                // The cut forgot the trims or commits: the page holds what it held before them.
-                self.certain
-                    .insert(lpn, write.map(|w| (w, 0)).into_iter().collect());
-                if let (Some(m), Some(w)) = (self.maybe.get_mut(&lpn), write) {
-                    m.remove(&w);
-                }
-            }
-        }
-        for lpn in 0..self.plain_pages() {
-            if let Plain::Trimmed(Some(w)) = self.plain[lpn as usize] {
-                let mut out = Vec::new();
-                dev.read(Lpn(lpn), 1, self.now, &mut out)
-                    .map_err(|e| format!("read {lpn} after a cut: {e}"))?;
-                self.plain[lpn as usize] = match out[0] {
-                    PageOutcome::Unwritten => Plain::Trimmed(None),
-                    _ => Plain::Written(w),
+    /// A page read `write` right after a power cut: a trimmed page reads its last data or
+    /// nothing, and a page whose last commit was not durable its data before or after it;
+    /// whichever it reads is its state from then on.
+    fn read_after_cut(&mut self, lpn: u32, write: Option<u64>) {
+        if let Some(p) = self.plain.get_mut(lpn as usize) {
+            if let Plain::Trimmed(Some(w)) = *p {
+                *p = match write {
+                    None => Plain::Trimmed(None),
+                    Some(_) => Plain::Written(w),
                 };
             }
+            return;
         }
-        Ok(())
+        let trimmed = self.before_trim.remove(&lpn).is_some();
+        let unflushed = self.unflushed.remove(&lpn).is_some();
+        if (trimmed || unflushed) && !self.transactional_shows(lpn, write) {
+            // The cut forgot the trims or commits: the page holds what it held before them.
+            self.holds(lpn, write);
+        }
+    }
+
+    /// Page `lpn` of the transactional half holds `write` (`None`: nothing), whatever the
+    /// history said.
+    fn holds(&mut self, lpn: u32, write: Option<u64>) {
+        self.certain
+            .insert(lpn, write.map(|w| (w, 0)).into_iter().collect());
+        if let (Some(m), Some(w)) = (self.maybe.get_mut(&lpn), write) {
+            m.remove(&w);
+        }
     }
 
     /// The device acknowledged a transaction (or write) as committed: each page shows its write
@@ -317,7 +310,7 @@ impl Host {
             c => write == c,
         };
         if let Some(w) = write.filter(|w| late.contains_key(w)) {
-            self.certain.insert(lpn, vec![(w, 0)]);
+            self.holds(lpn, Some(w));
             self.before_trim.remove(&lpn);
             self.unflushed.remove(&lpn);
             self.late.remove(&lpn);
@@ -551,6 +544,9 @@ fn read_and_judge(
             .judge(lpn, got, after_cut)
             .map_err(|e| format!("{what}: {e}"))?;
         host.observed(lpn, write, shown_at);
+        if after_cut {
+            host.read_after_cut(lpn, write);
+        }
     }
     Ok(())
 }
@@ -1014,8 +1010,8 @@ fn power_cycle(
         host.aborted(u);
     }
     host.running = None;
+    // Reads every page, so what the cut brought back becomes each page's state.
     check_all(dev.as_mut(), host, true).map_err(|e| format!("after recovery {when}: {e}"))?;
-    host.settle_after_cut(dev.as_mut())?;
     Ok(dev)
 }
 
