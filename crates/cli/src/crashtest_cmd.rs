@@ -334,6 +334,7 @@ fn print_report(report: &CampaignReport) {
         report.wall_s,
         report.crash_points as f64 / report.wall_s.max(1e-9)
     );
+    println!("speed             {}", report.speed.line());
     for v in report.violations.iter().take(10) {
         println!(
             "  at {} ns{} lpn {:?}: {}\n    replay: {}",
@@ -609,6 +610,7 @@ fn print_summary(report: &SoakReport) {
         t.violations,
         report.wall_s
     );
+    println!("speed: {}", report.speed().line());
     for c in report.cells.iter().filter(|c| c.failed()) {
         let what = match &c.error {
             Some(e) => format!("could not run: {e}"),
