@@ -231,6 +231,9 @@ pub struct Recording {
 pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
     let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
+    // The run and every image keep OOB records whole: a squeezed record is rebuilt at every
+    // read, and each image's recovery would squeeze the whole device anew (DFTL).
+    flash.keep_oob_whole();
     let base = flash.start_recording();
     let mut dev =
         cfg.design
