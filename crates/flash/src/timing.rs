@@ -97,7 +97,7 @@ impl Bookings {
             }
         }
         // First interval starting after `ready`; the one before it may still cover `ready`.
-        let mut next = self.busy.partition_point(|&(s, _)| s <= ready);
+        let mut next = self.first_after(ready);
         let mut start = ready;
         if next > 0 {
             start = start.max(self.busy[next - 1].1);
@@ -127,6 +127,42 @@ impl Bookings {
             (false, false) => self.busy.insert(next, (start, end)),
         }
         start
+    }
+
+    /// The index of the first interval starting after `at` (the list's length if none does).
+    /// Searched from the front, doubling the step, then by halves: a booking that does not go
+    /// at the end mostly goes near the front, where the pruning left the list (a recovery reading
+    /// one chip after another books the second chip's transfers between the first chip's, just
+    /// after the ones pruned), so this takes a few comparisons where a search of the whole list
+    /// took ten with a cache miss each (a sixth of a write-cached FTL's crash campaign).
+    fn first_after(&self, at: u64) -> usize {
+        let starts_after = |i: usize| self.busy[i].0 > at;
+        let n = self.busy.len();
+        if n == 0 {
+            return 0;
+        }
+        let (mut lo, mut step) = (0, 1);
+        while lo + step < n && !starts_after(lo + step) {
+            lo += step;
+            step *= 2;
+        }
+        if !starts_after(lo) {
+            // Between lo (starts at or before `at`) and lo + step (after it, or the end).
+            let hi = (lo + step).min(n);
+            lo += 1;
+            let (mut a, mut b) = (lo, hi);
+            while a < b {
+                let mid = a + (b - a) / 2;
+                if starts_after(mid) {
+                    b = mid;
+                } else {
+                    a = mid + 1;
+                }
+            }
+            lo = a;
+        }
+        debug_assert_eq!(lo, self.busy.partition_point(|&(s, _)| s <= at));
+        lo
     }
 
     /// Forgets intervals that end at or before `floor`: no later transfer can start before it.
