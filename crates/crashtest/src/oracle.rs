@@ -128,11 +128,38 @@ impl PagesOf {
     }
 }
 
+/// Every page's writes by requests that succeeded, in arrival order, in one array (page `lpn`'s
+/// at `start[lpn]..start[lpn + 1]`), each with its unit and its request beside it: an image is
+/// judged page by page, and this keeps that walk on consecutive memory.
+#[derive(Default)]
+struct PageWrites {
+    start: Vec<u32>,
+    writes: Vec<u64>,
+    units: Vec<u32>,
+    records: Vec<u32>,
+}
+
+impl PageWrites {
+    fn range(&self, lpn: usize) -> std::ops::Range<usize> {
+        self.start[lpn] as usize..self.start[lpn + 1] as usize
+    }
+    /// The write numbers of page `lpn`.
+    fn of(&self, lpn: usize) -> &[u64] {
+        &self.writes[self.range(lpn)]
+    }
+    fn units(&self, lpn: usize) -> &[u32] {
+        &self.units[self.range(lpn)]
+    }
+    fn records(&self, lpn: usize) -> &[u32] {
+        &self.records[self.range(lpn)]
+    }
+}
+
 /// The host log, indexed for judging many crash images.
 pub struct Model<'a> {
     log: &'a HostLog,
-    /// Per LPN: write numbers in arrival order.
-    writes: Vec<Vec<u64>>,
+    /// Per LPN: write numbers in arrival order (with their units and requests).
+    writes: PageWrites,
     /// Per LPN: record indices of the trims the device accepted, in arrival order.
     trims: Vec<Vec<usize>>,
     /// Per uuid: first abort request the device accepted (record index).
@@ -153,9 +180,11 @@ pub struct Model<'a> {
     /// Per unit and per record: the entries of `writes` that are theirs.
     unit_writes: PagesOf,
     record_writes: PagesOf,
-    /// Per LPN, in the order of `writes`: each write's unit and record.
-    write_units: Vec<Vec<u32>>,
-    write_records: Vec<Vec<u32>>,
+    /// The index of the first unit that is a transaction (the units of single pages come
+    /// first in the units' order).
+    first_transaction: usize,
+    /// Per record: its arrival.
+    arrival: Vec<u64>,
     /// Per unit: from when it must be visible after a cut, and from when no longer (its
     /// accepted ABORT arrived): `durable(u, t)` is `from <= t < until`.
     durable_window: Vec<(Option<u64>, Option<u64>)>,
@@ -226,7 +255,7 @@ impl<'a> Model<'a> {
         let mut model = Model {
             log,
             durable_at,
-            writes,
+            writes: PageWrites::default(),
             trims,
             aborts,
             dynamic,
@@ -236,13 +265,13 @@ impl<'a> Model<'a> {
             unit_pages: Vec::new(),
             unit_writes: PagesOf::default(),
             record_writes: PagesOf::default(),
-            write_units: Vec::new(),
-            write_records: Vec::new(),
+            first_transaction: 0,
+            arrival: log.records.iter().map(|r| r.arrival_ns).collect(),
             durable_window: Vec::new(),
             last_writing_before: Vec::new(),
         };
         model.index_writes();
-        model.index_pages();
+        model.index_pages(writes);
         model
     }
 
@@ -284,6 +313,7 @@ impl<'a> Model<'a> {
             })
             .collect();
         self.durable_window = units.iter().map(|&u| self.window(u)).collect();
+        self.first_transaction = units.partition_point(|u| matches!(u, Unit::Page(_)));
         self.units = units;
         self.last_writing_before = std::iter::once(None)
             .chain(log.records.iter().enumerate().scan(None, |last, (i, r)| {
@@ -295,25 +325,27 @@ impl<'a> Model<'a> {
             .collect();
     }
 
-    /// Fills, for every entry of `writes`, its page and position in the facts, its unit and
-    /// record beside it, and the entries of each unit and record; and what each transaction
-    /// wrote (for [`Model::proven_absent`]).
-    fn index_pages(&mut self) {
+    /// Lays out every page's `writes` in one array with their units and records, fills each
+    /// write's page and position in the facts, the entries of each unit and record, and what
+    /// each transaction wrote (for [`Model::proven_absent`]).
+    fn index_pages(&mut self, writes: Vec<Vec<u64>>) {
         let mut by_unit = Vec::new();
         let mut by_record = Vec::new();
-        for (lpn, ws) in self.writes.iter().enumerate() {
-            let (mut units, mut records) = (Vec::new(), Vec::new());
-            for (pos, &w) in ws.iter().enumerate() {
+        let mut pages = PageWrites::default();
+        for (lpn, ws) in writes.into_iter().enumerate() {
+            pages.start.push(pages.writes.len() as u32);
+            for (pos, w) in ws.into_iter().enumerate() {
                 let f = &mut self.facts[w as usize];
                 (f.lpn, f.pos) = (lpn as u32, pos as u32);
                 by_unit.push((f.unit, lpn as u32, pos as u32));
                 by_record.push((f.record, lpn as u32, pos as u32));
-                units.push(f.unit);
-                records.push(f.record);
+                pages.writes.push(w);
+                pages.units.push(f.unit);
+                pages.records.push(f.record);
             }
-            self.write_units.push(units);
-            self.write_records.push(records);
         }
+        pages.start.push(pages.writes.len() as u32);
+        self.writes = pages;
         self.unit_writes = PagesOf::new(by_unit, self.units.len());
         self.record_writes = PagesOf::new(by_record, self.log.records.len());
         self.unit_pages = vec![Vec::new(); self.units.len()];

@@ -511,13 +511,18 @@ use workload::{HostLog, HostOp, HostRecord};
 
 /// A random host log of `pages` pages: plain writes, flushes, trims, reads, static and dynamic
 /// transactions, aborts (of live and finished transactions), some requests refused, instants
-/// that tie and overlap.
+/// that tie and overlap; one log in four long (up to 120 requests: pages written many times).
 fn random_log(rng: &mut ChaCha8Rng, pages: u32) -> HostLog {
+    let most = if rng.random_range(0..4u32) == 0 {
+        120
+    } else {
+        40
+    };
     let mut records = Vec::new();
     let (mut now, mut next_write, mut next_uuid) = (0u64, 0u64, 1u64);
     let mut open_dynamic: Vec<u64> = Vec::new();
     let mut txs: Vec<u64> = Vec::new();
-    for index in 0..rng.random_range(1..40u64) {
+    for index in 0..rng.random_range(1..most) {
         now += rng.random_range(0..4u64) * 5;
         let lpn = |rng: &mut ChaCha8Rng| Lpn(rng.random_range(0..pages));
         let op = match rng.random_range(0..10u32) {

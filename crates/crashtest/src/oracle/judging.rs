@@ -12,7 +12,7 @@
 //! exactly those of checking each image from scratch (crates/crashtest/tests/oracle_reference.rs
 //! holds the judge to the oracle it replaced, over images in and out of time order).
 
-use super::{Model, Seen, Unit};
+use super::{Model, Seen, NONE};
 use flash::Lpn;
 use ftl::Promise;
 
@@ -35,11 +35,14 @@ pub struct Judging<'m, 'a> {
     /// Per page (atomic transactions): the position of its first write by a transaction that
     /// is not required (the page's write count: none).
     open_from: Vec<u32>,
-    /// Per image (atomic transactions): the units it shows, as bits and as a list, one past
-    /// the last position per page a shown unit wrote, and which units were asked whether the
-    /// image proves them absent (1: no, 2: yes).
+    /// Per image: the position among its page's writes of the write each page shows
+    /// ([`NONE`]: none of them).
+    seen_at: Vec<u32>,
+    /// Per image (atomic transactions): the transactions it shows, as bits and as a list; per
+    /// page one past the last position a unit it shows wrote; which transactions were asked
+    /// whether the image proves them absent (1: no, 2: yes).
     shown: Vec<u64>,
-    shown_units: Vec<u32>,
+    shown_transactions: Vec<u32>,
     shown_end: Vec<u32>,
     absent: Vec<u8>,
     asked: Vec<u32>,
@@ -64,7 +67,7 @@ impl<'m, 'a> Judging<'m, 'a> {
             Promise::FlushOnly | Promise::Ordered => 0,
         };
         events.sort_unstable();
-        let pages = model.writes.len();
+        let pages = model.log.logical_pages as usize;
         Judging {
             model,
             promise,
@@ -74,8 +77,9 @@ impl<'m, 'a> Judging<'m, 'a> {
             required: vec![false; items],
             required_end: vec![0; pages],
             open_from: vec![0; pages],
+            seen_at: vec![NONE; pages],
             shown: vec![0; model.units.len().div_ceil(64)],
-            shown_units: Vec::new(),
+            shown_transactions: Vec::new(),
             shown_end: vec![0; pages],
             absent: vec![0; model.units.len()],
             asked: Vec::new(),
@@ -92,7 +96,7 @@ impl<'m, 'a> Judging<'m, 'a> {
     pub fn clear(&mut self) {
         self.at = None;
         self.shown.fill(0);
-        self.shown_units.clear();
+        self.shown_transactions.clear();
         self.shown_end.fill(0);
         self.absent.fill(0);
         self.asked.clear();
@@ -102,44 +106,42 @@ impl<'m, 'a> Judging<'m, 'a> {
     /// [`Model::judge`].
     pub fn judge(&mut self, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
         let mut v = Vec::new();
-        self.model.judge_writes_seen(t, seen, &mut v);
+        self.model
+            .judge_writes_seen(t, seen, &mut self.seen_at, &mut v);
         if !v.is_empty() {
             return v;
         }
+        let m = self.model;
         match self.promise {
             Promise::DurableWrites => {
                 self.advance(t);
                 let required_end = &self.required_end;
-                self.model.judge_per_page(
-                    t,
-                    seen,
-                    |lpn| (required_end[lpn] as usize).checked_sub(1),
-                    &mut v,
-                )
+                let last_covered = |lpn: usize| (required_end[lpn] as usize).checked_sub(1);
+                m.judge_per_page(t, seen, &self.seen_at, last_covered, &mut v)
             }
             Promise::FlushOnly => {
-                let m = self.model;
                 let covered_before = m.flushed_before(t);
                 let last_covered = |lpn: usize| {
                     let f = covered_before? as u32;
-                    m.write_records[lpn]
+                    m.writes
+                        .records(lpn)
                         .partition_point(|&r| r < f)
                         .checked_sub(1)
                 };
-                m.judge_per_page(t, seen, last_covered, &mut v)
+                m.judge_per_page(t, seen, &self.seen_at, last_covered, &mut v)
             }
             Promise::AtomicTransactions => {
                 self.advance(t);
                 self.judge_atomic(t, seen, &mut v)
             }
-            Promise::Ordered => self.model.judge_ordered(t, seen, &mut v),
+            Promise::Ordered => m.judge_ordered(t, seen, &self.seen_at, &mut v),
         }
         v
     }
 
     /// Brings the required set and the per-page positions to instant `t`.
     fn advance(&mut self, t: u64) {
-        if self.at.is_some_and(|at| at > t) || self.at.is_none() {
+        if self.at.is_none_or(|at| at > t) {
             self.restart();
         }
         self.at = Some(t);
@@ -170,10 +172,11 @@ impl<'m, 'a> Judging<'m, 'a> {
         self.required.fill(false);
         self.required_end.fill(0);
         let m = self.model;
-        for (lpn, units) in m.write_units.iter().enumerate() {
-            self.open_from[lpn] = units
+        for (lpn, open) in self.open_from.iter_mut().enumerate() {
+            let units = m.writes.units(lpn);
+            *open = units
                 .iter()
-                .position(|&u| !matches!(m.units[u as usize], Unit::Page(_)))
+                .position(|&u| m.is_transaction(u as usize))
                 .unwrap_or(units.len()) as u32;
         }
     }
@@ -189,8 +192,8 @@ impl<'m, 'a> Judging<'m, 'a> {
     /// Whether the write at `pos` of page `lpn` is by a required item.
     fn required_at(&self, lpn: usize, pos: usize) -> bool {
         let item = match self.promise {
-            Promise::AtomicTransactions => self.model.write_units[lpn][pos],
-            _ => self.model.write_records[lpn][pos],
+            Promise::AtomicTransactions => self.model.writes.units(lpn)[pos],
+            _ => self.model.writes.records(lpn)[pos],
         };
         self.required[item as usize]
     }
@@ -204,11 +207,10 @@ impl<'m, 'a> Judging<'m, 'a> {
             if self.promise != Promise::AtomicTransactions || self.open_from[lpn] != pos {
                 continue;
             }
-            let units = &m.write_units[lpn];
+            let units = m.writes.units(lpn);
             let mut open = pos as usize;
             while open < units.len()
-                && (matches!(m.units[units[open] as usize], Unit::Page(_))
-                    || self.required[units[open] as usize])
+                && (!m.is_transaction(units[open] as usize) || self.required[units[open] as usize])
             {
                 open += 1;
             }
@@ -225,7 +227,7 @@ impl<'m, 'a> Judging<'m, 'a> {
                 end -= 1;
             }
             self.required_end[lpn] = end as u32;
-            if !matches!(self.model.units[item], Unit::Page(_)) {
+            if self.promise == Promise::AtomicTransactions && self.model.is_transaction(item) {
                 self.open_from[lpn] = self.open_from[lpn].min(pos);
             }
         }
@@ -235,9 +237,14 @@ impl<'m, 'a> Judging<'m, 'a> {
         self.shown[u / 64] >> (u % 64) & 1 != 0
     }
 
-    /// Whether unit `u` is in P: shown by the image, or required by `at`.
+    /// Whether transaction `u` is in P: shown by the image, or required by `at`.
     fn in_p(&self, u: usize) -> bool {
         self.required[u] || self.is_shown(u)
+    }
+
+    /// One past the last write of page `lpn` whose unit is in P.
+    fn p_end(&self, lpn: usize) -> usize {
+        self.required_end[lpn].max(self.shown_end[lpn]) as usize
     }
 
     /// Atomic transactions. Units are transactions (SWRITE; a DWRITE chain by uuid) and single
@@ -245,21 +252,29 @@ impl<'m, 'a> Judging<'m, 'a> {
     /// there (durable by `t`), each page shows the latest unit of P that writes it; a unit seen
     /// must have been able to commit; a later transaction cannot survive without an earlier one
     /// that also wrote one of its pages ([`Judging::judge_transaction_order`]).
+    ///
+    /// A single page's unit shown is the write its page shows (it has no other, and the rule
+    /// every promise shares let it through: it arrived by `t`, so it may commit), so only the
+    /// transactions shown are listed, and checked in the units' order.
     fn judge_atomic(&mut self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
         let m = self.model;
-        for s in seen {
-            if let Seen::Write(w) = *s {
-                if let Some(u) = m.unit_index(w) {
-                    if !self.is_shown(u) {
-                        self.shown[u / 64] |= 1 << (u % 64);
-                        self.shown_units.push(u as u32);
-                    }
+        for lpn in 0..seen.len() {
+            let at = self.seen_at[lpn];
+            if at == NONE {
+                continue;
+            }
+            let u = m.writes.units(lpn)[at as usize] as usize;
+            if m.is_transaction(u) {
+                if !self.is_shown(u) {
+                    self.shown[u / 64] |= 1 << (u % 64);
+                    self.shown_transactions.push(u as u32);
                 }
+            } else {
+                self.shown_end[lpn] = self.shown_end[lpn].max(at + 1);
             }
         }
-        // In the units' order (their indices' order).
-        self.shown_units.sort_unstable();
-        for &u in &self.shown_units {
+        self.shown_transactions.sort_unstable();
+        for &u in &self.shown_transactions {
             if let Err(why) = m.committable(m.units[u as usize], t) {
                 let u = m.units[u as usize];
                 v.push((None, format!("{u:?} is visible although {why}")));
@@ -270,8 +285,13 @@ impl<'m, 'a> Judging<'m, 'a> {
             }
         }
         for (lpn, s) in seen.iter().enumerate() {
-            let ws = &m.writes[lpn];
-            let end = self.required_end[lpn].max(self.shown_end[lpn]) as usize;
+            let end = self.p_end(lpn);
+            let at = self.seen_at[lpn];
+            // The page shows the last write of P (the common case).
+            if at != NONE && at as usize + 1 == end {
+                continue;
+            }
+            let ws = m.writes.of(lpn);
             let expected = end.checked_sub(1).map(|p| ws[p]);
             let found = match *s {
                 Seen::Write(w) => Some(w),
@@ -282,8 +302,11 @@ impl<'m, 'a> Judging<'m, 'a> {
                     None => "never written".to_string(),
                     Some(w) => format!("write {w} of {:?}", m.unit_of(w)),
                 };
+                // A single page's unit shown is shown on this page, which does not show it.
                 let why = match expected.and_then(|w| m.unit_index(w)) {
-                    Some(u) if !self.is_shown(u) => " (it was durable before the crash)",
+                    Some(u) if !(m.is_transaction(u) && self.is_shown(u)) => {
+                        " (it was durable before the crash)"
+                    }
                     Some(_) => " (its unit is visible elsewhere: all or nothing)",
                     None => "",
                 };
@@ -298,13 +321,16 @@ impl<'m, 'a> Judging<'m, 'a> {
             }
         }
         self.judge_transaction_order(t, seen, v);
-        for &u in &self.shown_units {
+        self.forget_image();
+    }
+
+    /// Clears what one image showed.
+    fn forget_image(&mut self) {
+        for &u in &self.shown_transactions {
             self.shown[u as usize / 64] = 0;
-            for &(lpn, _) in m.unit_writes.of(u as usize) {
-                self.shown_end[lpn as usize] = 0;
-            }
         }
-        self.shown_units.clear();
+        self.shown_transactions.clear();
+        self.shown_end.fill(0);
         for &u in &self.asked {
             self.absent[u as usize] = 0;
         }
@@ -326,13 +352,16 @@ impl<'m, 'a> Judging<'m, 'a> {
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
         let m = self.model;
-        for (lpn, units) in m.write_units.iter().enumerate() {
+        for lpn in 0..self.open_from.len() {
             let from = self.open_from[lpn] as usize;
-            let end = self.required_end[lpn].max(self.shown_end[lpn]) as usize;
+            let end = self.p_end(lpn);
+            if from >= end {
+                continue;
+            }
             let mut missing: Option<usize> = None;
-            for &u in units.get(from..end).unwrap_or(&[]) {
+            for &u in &m.writes.units(lpn)[from..end] {
                 let u = u as usize;
-                if matches!(m.units[u], Unit::Page(_)) {
+                if !m.is_transaction(u) {
                     continue;
                 }
                 if self.in_p(u) {
@@ -356,21 +385,49 @@ impl<'m, 'a> Judging<'m, 'a> {
 }
 
 impl Model<'_> {
+    /// Whether unit `u` (by index) is a transaction rather than a single page.
+    fn is_transaction(&self, u: usize) -> bool {
+        u >= self.first_transaction
+    }
+
+    /// Where `w` stands among page `lpn`'s writes: looked for among the last few (a page mostly
+    /// shows one of its latest), else through the facts.
+    fn locate(&self, lpn: usize, w: u64) -> Option<usize> {
+        let ws = self.writes.of(lpn);
+        let recent = ws.len().saturating_sub(8);
+        match ws[recent..].iter().rposition(|&x| x == w) {
+            Some(i) => Some(recent + i),
+            None => self.position(lpn, w),
+        }
+    }
+
     /// The rule that holds for every promise: a page shows a write *to that page*, by a request
     /// that succeeded and arrived by `t`, or was never written; never garbage, never an ECC
-    /// error.
-    fn judge_writes_seen(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+    /// error. Notes in `seen_at` where each page's write stands among its writes.
+    fn judge_writes_seen(
+        &self,
+        t: u64,
+        seen: &[Seen],
+        seen_at: &mut [u32],
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
         for (lpn, s) in seen.iter().enumerate() {
+            seen_at[lpn] = NONE;
             let bad = match *s {
                 Seen::Unwritten => None,
                 Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
                 Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
                 Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
-                Seen::Write(w) => match self.record(w) {
-                    None => Some(format!("holds write {w}, which the host never issued")),
-                    Some((_, r)) if self.position(lpn, w).is_none() => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
-                    Some((_, r)) if r.arrival_ns > t => Some(format!("holds write {w} of request {}, which arrived after the crash", r.index)),
-                    _ => None,
+                Seen::Write(w) => match self.locate(lpn, w) {
+                    Some(at) => {
+                        seen_at[lpn] = at as u32;
+                        let r = self.writes.records(lpn)[at] as usize;
+                        (self.arrival[r] > t).then(|| format!("holds write {w} of request {}, which arrived after the crash", self.log.records[r].index))
+                    }
+                    None => match self.record(w) {
+                        None => Some(format!("holds write {w}, which the host never issued")),
+                        Some((_, r)) => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
+                    },
                 },
             };
             if let Some(msg) = bad {
@@ -380,21 +437,25 @@ impl Model<'_> {
     }
 
     /// Durable-writes and flush-only: each page shows its last covered write (at position
-    /// `last_covered(lpn)` of its writes), or a later one.
+    /// `last_covered(lpn)` of its writes), or a later one. `seen_at`: where each page's write
+    /// stands among its writes ([`Model::judge_writes_seen`] let every write shown through).
     fn judge_per_page(
         &self,
         t: u64,
         seen: &[Seen],
+        seen_at: &[u32],
         last_covered: impl Fn(usize) -> Option<usize>,
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
         for (lpn, s) in seen.iter().enumerate() {
-            let ws = &self.writes[lpn];
             let last_covered = last_covered(lpn);
             let ok = match (*s, last_covered) {
                 (Seen::Unwritten, None) => true,
-                (Seen::Unwritten, Some(i)) if self.trimmed_after(lpn, Some(ws[i]), t) => true,
                 (Seen::Unwritten, Some(i)) => {
+                    let ws = self.writes.of(lpn);
+                    if self.trimmed_after(lpn, Some(ws[i]), t) {
+                        continue;
+                    }
                     v.push((
                         Some(Lpn(lpn as u32)),
                         format!(
@@ -405,11 +466,13 @@ impl Model<'_> {
                     ));
                     continue;
                 }
-                (Seen::Write(w), None) => self.record(w).is_some_and(|(_, r)| r.arrival_ns <= t),
-                (Seen::Write(w), Some(i)) => self.position(lpn, w).is_some_and(|p| p >= i),
+                // Shown, so it arrived by `t`.
+                (Seen::Write(_), None) => true,
+                (Seen::Write(_), Some(i)) => seen_at[lpn] as usize >= i,
                 _ => true,
             };
             if !ok {
+                let ws = self.writes.of(lpn);
                 let i = last_covered.expect("covered write exists when the check can fail");
                 v.push((Some(Lpn(lpn as u32)), format!("holds write {} but write {} (request {}) must have survived, or a later one", match *s { Seen::Write(w) => w, _ => 0 }, ws[i], self.record(ws[i]).map_or(0, |(_, r)| r.index))));
             }
@@ -419,26 +482,39 @@ impl Model<'_> {
     /// Ordered: the image equals the state after a prefix of the write requests in arrival
     /// order (each request all-or-nothing), and that prefix covers every write that arrived
     /// before a flush acknowledged by `t`.
-    fn judge_ordered(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+    fn judge_ordered(
+        &self,
+        t: u64,
+        seen: &[Seen],
+        seen_at: &[u32],
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
         let covered_before = self.flushed_before(t);
         let mut prefix: Option<usize> = None;
-        for s in seen {
-            if let Seen::Write(w) = *s {
-                if let Some((i, _)) = self.record(w) {
-                    prefix = prefix.max(Some(i));
-                }
+        for (lpn, &at) in seen_at.iter().enumerate() {
+            if at != NONE {
+                let r = self.writes.records(lpn)[at as usize] as usize;
+                prefix = prefix.max(Some(r));
             }
         }
         if let Some(f) = covered_before {
             prefix = prefix.max(self.last_writing_before[f]);
         }
         for (lpn, s) in seen.iter().enumerate() {
-            let expected = prefix
-                .and_then(|p| {
-                    let records = &self.write_records[lpn];
-                    records.partition_point(|&r| r as usize <= p).checked_sub(1)
-                })
-                .map(|i| self.writes[lpn][i]);
+            let records = self.writes.records(lpn);
+            let in_prefix = |i: usize| prefix.is_some_and(|p| records[i] as usize <= p);
+            // The page shows the write the prefix gives (the common case): its write is in the
+            // prefix and the next one is not.
+            let at = seen_at[lpn] as usize;
+            if at != NONE as usize
+                && in_prefix(at)
+                && !(at + 1 < records.len() && in_prefix(at + 1))
+            {
+                continue;
+            }
+            let expected_at =
+                prefix.and_then(|p| records.partition_point(|&r| r as usize <= p).checked_sub(1));
+            let expected = expected_at.map(|i| self.writes.of(lpn)[i]);
             let found = match *s {
                 Seen::Write(w) => Some(w),
                 _ => None,
