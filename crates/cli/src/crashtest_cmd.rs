@@ -93,6 +93,15 @@ pub struct CrashtestArgs {
     /// (`NS` or `NS:torn`, from a violation's replay command).
     #[arg(long)]
     pub first_cut: Option<String>,
+    /// Benchmark: crash points per second per core of each design `--ftl` names (`all`), one
+    /// campaign process per design and seed (`--seeds` consecutive seeds from `--seed`, default
+    /// 1, 2, 3), torn, one thread, default workload, `--crash-points` each.
+    #[arg(long)]
+    pub bench: bool,
+    /// Benchmark: the same campaigns of this other `mobius` binary (the commit before), in turn
+    /// with this one's; their verdicts must agree.
+    #[arg(long, value_name = "BINARY", requires = "bench")]
+    pub vs: Option<std::path::PathBuf>,
     /// Soak: draw only this workload shape (repeatable: txmix, randwrite-flush, large-tx,
     /// abort-heavy, trim-heavy, interleaved); designs that support none of them are left out.
     #[arg(long = "shape", value_name = "SHAPE")]
@@ -121,6 +130,9 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     }
     if args.controls {
         return run_controls(args);
+    }
+    if args.bench {
+        return run_bench(args);
     }
     if is_soak(args) {
         return run_soak_cmd(args);
@@ -646,6 +658,28 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
             failing.len(),
             report.cells.len()
         );
+    }
+    Ok(())
+}
+
+/// `--bench`: every design's crash points per second per core, beside `--vs`'s.
+fn run_bench(args: &CrashtestArgs) -> anyhow::Result<()> {
+    let designs: Vec<String> = designs_named(&args.ftl)?
+        .iter()
+        .map(|d| d.name.to_string())
+        .collect();
+    let first = args.seed.unwrap_or(1);
+    let seeds: Vec<u64> = (first..first + args.seeds.unwrap_or(3) as u64).collect();
+    eprintln!("{}", crate::crash_bench::HEADER);
+    let rows = crate::crash_bench::measure(&designs, &seeds, args.crash_points, args.vs.as_ref())?;
+    if args.json {
+        let v = crate::crash_bench::to_json(&rows, &seeds, args.crash_points);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{}", crate::crash_bench::HEADER);
+        for r in &rows {
+            println!("{}", crate::crash_bench::line(r));
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod bench_designs;
 pub mod bench_peer;
 pub mod bench_scale;
 pub mod compare_cmd;
+pub mod crash_bench;
 pub mod crashtest_cmd;
 pub mod decoders;
 pub mod designs;

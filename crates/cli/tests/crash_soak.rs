@@ -313,3 +313,51 @@ fn the_shape_help_names_every_shape_a_soak_draws() {
     expected.sort();
     assert_eq!(sorted, expected, "{help}");
 }
+
+/// `--bench` runs each campaign of both builds, prints their rates and ratio, and compares
+/// their verdicts: a build that judges a campaign differently is an error, not a figure.
+#[test]
+fn the_bench_compares_two_builds_and_refuses_differing_verdicts() {
+    let me = env!("CARGO_BIN_EXE_mobius");
+    let bench = |vs: &str| {
+        mobius(&[
+            "crashtest",
+            "--bench",
+            "--ftl",
+            "dftl",
+            "--crash-points",
+            "30",
+            "--seeds",
+            "1",
+            "--vs",
+            vs,
+            "--json",
+        ])
+    };
+    let (ok, stdout, stderr) = bench(me);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("bench JSON");
+    let row = &v["designs"][0];
+    assert_eq!(
+        (row["design"].as_str(), row["points"].as_u64()),
+        (Some("dftl"), Some(30))
+    );
+    for key in ["wall_points_per_s", "cpu_points_per_s", "wall_ratio"] {
+        assert!(row[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {row}");
+    }
+    // A "build" that reports a violation in the same campaign.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = dir.path().join("mobius-other");
+    std::fs::write(
+        &other,
+        "#!/bin/sh\necho '{\"crash_points\":30,\"recovered\":30,\"violating_points\":1,\"violations\":1}'\n",
+    )
+    .expect("script");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&other)
+        .status()
+        .expect("chmod");
+    let (ok, _, stderr) = bench(other.to_str().expect("path"));
+    assert!(!ok && stderr.contains("judged"), "{stderr}");
+}
