@@ -19,7 +19,7 @@ pub enum MeasureError {
     Trace(#[from] trace::TraceError),
     /// Our SSD under a kernel file system (NBD export, loop device, mkfs, mount).
     #[error(transparent)]
-    Kernel(#[from] nbd::kernel_stack::KernelStackError),
+    Kernel(#[from] lab::kernel_stack::KernelStackError),
     /// Making the SSD image a kernel file system runs on.
     #[error(transparent)]
     Ssd(#[from] nvmfs::error::NvmfsError),

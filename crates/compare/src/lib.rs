@@ -76,7 +76,7 @@ pub struct Context<'a> {
     pub seed: u64,
     pub progress: &'a (dyn Fn(&str, u64, u64) + Sync),
     /// Where a long experiment logs its finished runs, and whether it resumes from them
-    /// (`mobius compare --resume`; today the NVMFS experiment, `nvmfs::run_log`).
+    /// (`mobius compare --resume`; today the NVMFS experiment, `lab::run_log`).
     pub run_logs: Option<RunLogs>,
 }
 

@@ -33,15 +33,15 @@
 //!   payload is cut short never reaches the backend.
 
 pub mod crash;
-pub mod dirty_limit;
+pub mod export;
 pub mod ftl_backend;
-pub mod kernel_stack;
 pub mod memory;
 pub mod protocol;
 pub mod server;
 pub mod trace;
 pub mod transport;
 
+pub use export::{ssd_server, SsdServer};
 pub use memory::MemoryBackend;
 pub use protocol::{Errno, ProtocolError};
 pub use server::{ConnectionEnd, Server, ServerConfig, ServerError};

@@ -3,7 +3,7 @@
 //! throughput in simulated SSD time (paper §IV). Needs root, /dev/fuse, nbdfuse and losetup for
 //! the kernel file systems (their rows say why when skipped).
 //!
-//! cargo run --release -p mobius-nvmfs --example nvmfs_vs_ext4 -- [--scale quick|paper]
+//! cargo run --release -p mobius-compare --example nvmfs_vs_ext4 -- [--scale quick|paper]
 //!     [--fs ext4,btrfs,...] [--workloads postmark,postmark-high,...] [--queue-depth N]
 //!     [--json FILE]
 //!
@@ -12,7 +12,7 @@
 //! requests the service-time clock keeps outstanding (default 32; docs/nvmfs.md "Throughput in
 //! simulated SSD time").
 
-use nvmfs::experiment::{run, table, Options};
+use compare::nvmfs_exp::runs::{run, table, Options};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

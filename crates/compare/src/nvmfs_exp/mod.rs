@@ -2,16 +2,20 @@
 //! & Reddy, MSST 2013, §IV): SSD write traffic, flash erases, GC page copies and cleaning
 //! efficiency (1 − moved valid blocks / recycled blocks) under IOzone, Postmark, FIO and
 //! Filebench, and throughput in simulated SSD time (Figs. 8–9: each run's requests timed on a
-//! second instance of its FTL by a closed-loop host, `nvmfs::shadow`). The runs themselves are
-//! `nvmfs::experiment` (see docs/nvmfs.md): NVMFS in-process, the kernel file systems over NBD
+//! second instance of its FTL by a closed-loop host, [`shadow`]). The runs themselves are
+//! [`runs`] (see docs/nvmfs.md): NVMFS in-process, the kernel file systems over NBD
 //! from this process (root, /dev/fuse, nbdfuse and losetup needed), nilfs2 in a libguestfs
 //! appliance where this kernel lacks it; otherwise their rows are skipped with the reason.
+
+pub mod nilfs_meter;
+pub mod runs;
+pub mod shadow;
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
-use nvmfs::experiment::{run as run_experiment, Options};
+use runs::{run as run_experiment, Options};
 
 const TITLE: &str = "7. NVMFS vs ext4, btrfs, xfs and nilfs2 on the same emulated SSD (NVMFS §IV)";
 
@@ -103,7 +107,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 }
 
 /// One row per run that happened (the others go to `skipped` with their reason).
-fn runs_table(runs: &[nvmfs::experiment::FsRun], skipped: &mut Vec<String>) -> Table {
+fn runs_table(runs: &[runs::FsRun], skipped: &mut Vec<String>) -> Table {
     let mut rows = Vec::new();
     for r in runs {
         if let Some(why) = &r.skipped {
@@ -143,7 +147,7 @@ fn runs_table(runs: &[nvmfs::experiment::FsRun], skipped: &mut Vec<String>) -> T
     }
 }
 
-fn run_row(r: &nvmfs::experiment::FsRun) -> Vec<String> {
+fn run_row(r: &runs::FsRun) -> Vec<String> {
     let mib = |b: u64| fmt(b as f64 / (1 << 20) as f64);
     let used = |u: Option<f64>| u.map_or("—".into(), |u| format!("{:.0} %", u * 100.0));
     let workload = match (r.iozone_file_bytes, r.ballast_bytes, r.fs_bytes) {
@@ -188,10 +192,7 @@ fn run_row(r: &nvmfs::experiment::FsRun) -> Vec<String> {
 }
 
 /// A FAST column: its figure, or why it is missing.
-fn fast_cell(
-    r: &nvmfs::experiment::FsRun,
-    value: impl Fn(&nvmfs::shadow::ShadowRun) -> u64,
-) -> String {
+fn fast_cell(r: &runs::FsRun, value: impl Fn(&shadow::ShadowRun) -> u64) -> String {
     match &r.erase_study {
         Some(f) if f.error.is_none() => value(f).to_string(),
         Some(_) => "failed".into(),
@@ -201,13 +202,13 @@ fn fast_cell(
 
 /// NVMFS Fig. 7: erases and erase cost (valid-page copies) per file system and workload, on the
 /// page-level FTL the runs used and on FAST replaying the same requests.
-fn erase_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
-    let ok: Vec<&nvmfs::experiment::FsRun> = runs.iter().filter(|r| r.skipped.is_none()).collect();
+fn erase_figure(runs: &[runs::FsRun]) -> Figure {
+    let ok: Vec<&runs::FsRun> = runs.iter().filter(|r| r.skipped.is_none()).collect();
     let categories = ok
         .iter()
         .map(|r| format!("{} {}", r.workload, r.fs))
         .collect();
-    let fast = |r: &nvmfs::experiment::FsRun, v: fn(&nvmfs::shadow::ShadowRun) -> u64| {
+    let fast = |r: &runs::FsRun, v: fn(&shadow::ShadowRun) -> u64| {
         r.erase_study
             .as_ref()
             .filter(|f| f.error.is_none())
@@ -242,15 +243,12 @@ fn erase_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
 
 /// NVMFS Fig. 7's FAST half, graded on the IOzone runs: NVMFS against ext4, the same requests
 /// replayed on FAST.
-fn fast_claim(
-    nvmfs: Option<&nvmfs::experiment::FsRun>,
-    ext4: Option<&nvmfs::experiment::FsRun>,
-) -> Claim {
+fn fast_claim(nvmfs: Option<&runs::FsRun>, ext4: Option<&runs::FsRun>) -> Claim {
     let claim = Claim::new(
         "NVMFS §IV-C, Fig. 7 (FAST)",
         "under the FAST hybrid FTL, NVMFS's requests cause fewer erases and a lower erase cost (valid-page copies) than the other file systems'",
     );
-    let fast = |r: Option<&nvmfs::experiment::FsRun>| {
+    let fast = |r: Option<&runs::FsRun>| {
         r.and_then(|r| r.erase_study.clone())
             .filter(|f| f.error.is_none())
     };
@@ -269,10 +267,7 @@ fn fast_claim(
 
 /// NVMFS's erase study graded on the IOzone runs: NVMFS against ext4 on the same SSD. NVMFS's
 /// own segment cleaning re-flushes pages; those count in its flash programs.
-fn erase_claim(
-    nvmfs: Option<&nvmfs::experiment::FsRun>,
-    ext4: Option<&nvmfs::experiment::FsRun>,
-) -> Claim {
+fn erase_claim(nvmfs: Option<&runs::FsRun>, ext4: Option<&runs::FsRun>) -> Claim {
     let claim = Claim::new(
         "NVMFS §VI (SSD write traffic and erase study)",
         "NVMFS reduces the SSD's write traffic, erase count and erase cost (valid-page copies) against ext3/btrfs/nilfs2 under random writes",
@@ -292,17 +287,13 @@ fn erase_claim(
 }
 
 /// `fs`'s run of workload `w`, if it ran to the end (not skipped, not stopped part-way).
-fn completed<'a>(
-    runs: &'a [nvmfs::experiment::FsRun],
-    fs: &str,
-    w: &str,
-) -> Option<&'a nvmfs::experiment::FsRun> {
+fn completed<'a>(runs: &'a [runs::FsRun], fs: &str, w: &str) -> Option<&'a runs::FsRun> {
     runs.iter()
         .find(|r| r.fs == fs && r.workload == w && ran_to_the_end(r))
 }
 
 /// Whether `r` ran to the end: not skipped, not stopped part-way.
-fn ran_to_the_end(r: &nvmfs::experiment::FsRun) -> bool {
+fn ran_to_the_end(r: &runs::FsRun) -> bool {
     r.skipped.is_none() && r.stopped.is_none()
 }
 
@@ -319,21 +310,21 @@ fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 
 /// A count per byte the application wrote in `r` (IOzone fills each file system to the same
 /// utilisation of its own capacity, so the runs write different amounts).
-fn per_app_byte(count: u64, r: &nvmfs::experiment::FsRun) -> f64 {
+fn per_app_byte(count: u64, r: &runs::FsRun) -> f64 {
     count as f64 / r.app_bytes_written.max(1) as f64
 }
 
 /// NVMFS §IV-B, Fig. 6: "our file system has less write traffic to SSD across all the
 /// workloads". Per workload: NVMFS's SSD pages per byte the application wrote over the lowest of
 /// the other file systems' (runs that completed; a stopped run wrote less than the workload).
-fn traffic_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
+fn traffic_claim(runs: &[runs::FsRun]) -> Claim {
     let mut claim = Claim::new(
         "NVMFS §IV-B, Fig. 6",
         "NVMFS writes less to the SSD than the other file systems across all the workloads",
     );
-    let done = |r: &&nvmfs::experiment::FsRun| ran_to_the_end(r);
+    let done = |r: &&runs::FsRun| ran_to_the_end(r);
     for w in distinct(runs.iter().map(|r| r.workload.as_str())) {
-        let per_byte = |r: &nvmfs::experiment::FsRun| per_app_byte(r.ssd_pages_written, r);
+        let per_byte = |r: &runs::FsRun| per_app_byte(r.ssd_pages_written, r);
         let of_w = || runs.iter().filter(|r| r.workload == w).filter(done);
         let nvmfs = of_w().find(|r| r.fs == "nvmfs").map(per_byte);
         let best = of_w()
@@ -358,13 +349,12 @@ fn traffic_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
 
 /// The paper's "over 85 %" (§IV-D): the runs of Fig. 9, by the utilisation each ran at (its
 /// file system's bytes in use when it began plus IOzone's file or the benchmark's file set).
-fn is_high(r: &nvmfs::experiment::FsRun) -> bool {
-    r.utilisation
-        .is_some_and(|u| u > nvmfs::experiment::HIGH_THRESHOLD)
+fn is_high(r: &runs::FsRun) -> bool {
+    r.utilisation.is_some_and(|u| u > runs::HIGH_THRESHOLD)
 }
 
 /// The workloads of `runs` NVMFS ran, in order, on the side of 85 % `high` picks.
-fn workloads(runs: &[nvmfs::experiment::FsRun], high: bool) -> Vec<&str> {
+fn workloads(runs: &[runs::FsRun], high: bool) -> Vec<&str> {
     let nvmfs = runs
         .iter()
         .filter(|r| r.fs == "nvmfs" && is_high(r) == high);
@@ -373,10 +363,7 @@ fn workloads(runs: &[nvmfs::experiment::FsRun], high: bool) -> Vec<&str> {
 
 /// For workload `w`: NVMFS's throughput and the others' that completed, (fs, throughput).
 #[allow(clippy::type_complexity)]
-fn throughputs<'a>(
-    runs: &'a [nvmfs::experiment::FsRun],
-    w: &str,
-) -> (Option<f64>, Vec<(&'a str, f64)>) {
+fn throughputs<'a>(runs: &'a [runs::FsRun], w: &str) -> (Option<f64>, Vec<(&'a str, f64)>) {
     let nvmfs = completed(runs, "nvmfs", w).and_then(|r| r.throughput_mib_s());
     let others = runs
         .iter()
@@ -401,7 +388,7 @@ fn paper_band(ratio: f64) -> Tolerance {
 
 /// The mean of NVMFS / other throughput over `workloads` and the file systems that completed
 /// each; `None` if no pair did.
-fn mean_ratio(runs: &[nvmfs::experiment::FsRun], workloads: &[&str]) -> Option<f64> {
+fn mean_ratio(runs: &[runs::FsRun], workloads: &[&str]) -> Option<f64> {
     let ratios: Vec<f64> = workloads
         .iter()
         .filter_map(|w| {
@@ -414,18 +401,18 @@ fn mean_ratio(runs: &[nvmfs::experiment::FsRun], workloads: &[&str]) -> Option<f
 }
 
 /// What the throughput claims say about how they were measured (`{depth}`: the clock's queue
-/// depth, [`nvmfs::experiment::SERVICE_QUEUE_DEPTH`] in `Options::standard`).
+/// depth, [`runs::SERVICE_QUEUE_DEPTH`] in `Options::standard`).
 const THROUGHPUT_NOTE: &str = "Throughput here is device-bound: app MiB written per second of the SSD's simulated service time for the requests each file system sent (a second instance of the run's FTL, same flash timing and SATA link, replays them as a host keeping {depth} requests outstanding; reads included). NVRAM, page-cache, CPU, FUSE and NBD time are modelled for no one, so where the link is the bottleneck the ratio is mostly Fig. 6's traffic ratio; what it adds is the cost of GC copies, per-command overhead and request sizes. The verdict depends on that depth: with one request outstanding NVMFS's 512 KB extents keep many chips busy while the others' small requests keep one, and NVMFS then leads ext4 on every workload but IOzone at 88 % (docs/nvmfs.md, \"Queue depth\"; `nvmfs_vs_ext4 --queue-depth 1`). The paper measured wall-clock throughput of kernel file systems on an Intel X25-E with 4 GB of DRAM-emulated NVRAM or page cache.";
 
 fn throughput_note() -> String {
-    let depth = nvmfs::experiment::SERVICE_QUEUE_DEPTH.to_string();
+    let depth = runs::SERVICE_QUEUE_DEPTH.to_string();
     THROUGHPUT_NOTE.replace("{depth}", &depth)
 }
 
 /// NVMFS §IV-D, Fig. 8: throughput below 85 % utilisation, where segment cleaning is rarely
 /// active. Per workload NVMFS against the fastest other file system that completed it, and the
 /// mean improvement against the paper's +98.9 %.
-fn throughput_medium_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
+fn throughput_medium_claim(runs: &[runs::FsRun]) -> Claim {
     let claim = Claim::new(
         "NVMFS §IV-D, Fig. 8",
         "below 85 % utilisation NVMFS has the highest I/O throughput of the file systems on every workload, +98.9 % on average",
@@ -439,7 +426,7 @@ fn throughput_medium_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
 }
 
 /// Per workload: NVMFS / the fastest other file system that completed it, at least 1.
-fn fastest_other_checks(mut claim: Claim, runs: &[nvmfs::experiment::FsRun], ws: &[&str]) -> Claim {
+fn fastest_other_checks(mut claim: Claim, runs: &[runs::FsRun], ws: &[&str]) -> Claim {
     for w in ws {
         let (n, others) = throughputs(runs, w);
         let best = others.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1));
@@ -466,7 +453,7 @@ fn at_least_one(label: String, ratio: Option<f64>, why: impl FnOnce() -> String)
 /// NVMFS §IV-D, Fig. 9: throughput above 85 % utilisation. Per workload NVMFS against nilfs2
 /// (the paper: "much better") and the mean improvement over every other file system against
 /// the paper's +19.6 %.
-fn throughput_high_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
+fn throughput_high_claim(runs: &[runs::FsRun]) -> Claim {
     let mut claim = Claim::new(
         "NVMFS §IV-D, Fig. 9",
         "above 85 % utilisation NVMFS performs much better than nilfs2 and +19.6 % on average against the other file systems",
@@ -486,7 +473,7 @@ fn throughput_high_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
 }
 
 /// Why `w` has no NVMFS / nilfs2 pair: the first missing or stopped run's reason.
-fn why_missing(runs: &[nvmfs::experiment::FsRun], w: &str) -> String {
+fn why_missing(runs: &[runs::FsRun], w: &str) -> String {
     for fs in ["nvmfs", "nilfs2"] {
         match runs.iter().find(|r| r.fs == fs && r.workload == w) {
             None => return format!("{fs} did not run it"),
@@ -504,7 +491,7 @@ fn why_missing(runs: &[nvmfs::experiment::FsRun], w: &str) -> String {
 }
 
 /// Figs. 8–9: throughput per workload and file system, in simulated SSD time.
-fn throughput_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
+fn throughput_figure(runs: &[runs::FsRun]) -> Figure {
     let ran = || runs.iter().filter(|r| r.skipped.is_none());
     let fss = distinct(ran().map(|r| r.fs.as_str()));
     let ws = distinct(ran().map(|r| r.workload.as_str()));
@@ -534,7 +521,7 @@ fn throughput_figure(runs: &[nvmfs::experiment::FsRun]) -> Figure {
 /// NVMFS §IV-D, Figs. 10–11: recycled blocks and cleaning efficiency against nilfs2, per
 /// workload both completed: NVMFS's recycled blocks per app byte below nilfs2's (graded), and
 /// both cleaning efficiencies (shown, not graded: nilfs2's is a lower bound).
-fn lfs_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
+fn lfs_claim(runs: &[runs::FsRun]) -> Claim {
     let mut claim = Claim::new(
         "NVMFS §IV-D, Figs. 10–11",
         "NVMFS recycles fewer blocks and cleans more efficiently than nilfs2, at medium and high utilisation",
@@ -591,7 +578,7 @@ fn lfs_claim(runs: &[nvmfs::experiment::FsRun]) -> Claim {
 mod claim_tests {
     use super::*;
     use crate::claims::Verdict;
-    use nvmfs::experiment::FsRun;
+    use runs::FsRun;
 
     fn run(fs: &str, copies: u64, erases: u64, programs: u64) -> FsRun {
         FsRun {
@@ -667,7 +654,7 @@ mod claim_tests {
         r.workload = w.into();
         r.app_bytes_written = 100 << 20;
         (r.fs_bytes, r.utilisation) = (Some(1000), Some(utilisation));
-        r.ssd_service = Some(nvmfs::shadow::ShadowRun::default());
+        r.ssd_service = Some(shadow::ShadowRun::default());
         retime(&mut r, seconds);
         r
     }
@@ -748,7 +735,7 @@ mod claim_tests {
     }
 
     fn on_fast(mut r: FsRun, erases: u64, copies: u64, error: Option<&str>) -> FsRun {
-        r.erase_study = Some(nvmfs::shadow::ShadowRun {
+        r.erase_study = Some(shadow::ShadowRun {
             design: "fast".into(),
             flash_erases: erases,
             page_copies: copies,

@@ -3,7 +3,7 @@
 //! `vm.dirty_background_ratio` (10 %) of that memory.
 //!
 //! Why per device: a kernel file system here caches in a memory cgroup of the DRAM budget
-//! (`mobius_nvmfs::budget`), and a cgroup-v1 memory controller has no dirty limit of its own
+//! ([`super::budget`]), and a cgroup-v1 memory controller has no dirty limit of its own
 //! (cgroup v2's writeback domains are v2 only): its pages may all be dirty, bounded by the
 //! budget alone, where the paper's testbed (NVMFS §IV-A: 4 GB of DRAM) wrote back at 20 % of
 //! it. Linux ≥ 6.2 can bound one backing device's dirty pages instead:
@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::kernel_stack::{KernelStackError, Result};
+use super::error::{KernelStackError, Result};
 
 /// The share of the DRAM budget that may be dirty: Linux's default `vm.dirty_ratio`, 20 %.
 pub const DIRTY_RATIO_PERCENT: u64 = 20;

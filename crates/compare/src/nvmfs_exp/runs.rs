@@ -12,18 +12,19 @@
 //! again after it is unmounted (everything written back): `ssd_pages_written` is what the file
 //! system sent to the SSD, the flash counters are the FTL's (programs by cause, erases).
 
-use crate::error::NvmfsError;
-use crate::fs::{Nvmfs, NvmfsParams};
-use crate::run_log::RunLog;
-use crate::shadow::{Arrivals, MeterHandle, Shadow, ShadowHandle, ShadowMark, ShadowRun, Shadowed};
-use crate::ssd::create_ssd;
+use super::shadow::{Arrivals, MeterHandle, Shadow, ShadowHandle, ShadowMark, ShadowRun, Shadowed};
 use flash::{DeviceConfig, FlashStats, OpCause};
 use ftl::{DesignOptions, DesignSpec};
-use nbd::dirty_limit::dirty_limit_bytes;
-use nbd::kernel_stack::{
+use lab::kernel_stack::budget;
+use lab::kernel_stack::dirty_limit::dirty_limit_bytes;
+use lab::kernel_stack::{
     export_as_loop_device, fs_host, nilfs_blocks_per_segment, sh, tool_missing, FsHost,
     KernelStackError,
 };
+use lab::run_log::RunLog;
+use nvmfs::fs::{Nvmfs, NvmfsParams};
+use nvmfs::ssd::create_ssd;
+use nvmfs::NvmfsError;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -59,13 +60,13 @@ pub enum ExperimentError {
     /// The kernel file system's DRAM budget (a memory cgroup) could not be set up or its
     /// workload process died.
     #[error("{0}")]
-    Budget(#[from] crate::budget::BudgetError),
+    Budget(#[from] budget::BudgetError),
     /// The workload, run in its budgeted process, failed.
     #[error("{0}")]
     Workload(String),
     /// Mounting NVMFS through FUSE for a benchmark program failed.
     #[error("{0}")]
-    Fuse(#[from] crate::fuse::ServeError),
+    Fuse(#[from] nvmfs::fuse::ServeError),
     /// A benchmark program is missing or failed.
     #[error("{program}: {why}")]
     Program { program: &'static str, why: String },
@@ -279,7 +280,7 @@ pub struct FsRun {
     /// Kernel file systems under a DRAM budget: how often their cache hit the limit.
     pub page_cache_limit_hits: Option<u64>,
     /// Kernel file systems under a DRAM budget: the dirty pages their backing device may hold,
-    /// as the kernel held the limit (20 % of the budget, `nbd::dirty_limit`).
+    /// as the kernel held the limit (20 % of the budget, `lab::kernel_stack::dirty_limit`).
     pub dirty_limit_bytes: Option<u64>,
     /// The file system's capacity as `df` counts it (used + available) when the workload began.
     pub fs_bytes: Option<u64>,
@@ -346,7 +347,7 @@ pub struct Experiment {
     pub seed: u64,
     pub workloads: Vec<Workload>,
     pub runs: Vec<FsRun>,
-    /// Where the runs were logged and how many were taken from the log ([`crate::run_log`]).
+    /// Where the runs were logged and how many were taken from the log ([`lab::run_log`]).
     pub run_log: Option<String>,
 }
 
@@ -363,16 +364,16 @@ pub struct Options {
     /// Scratch directory for images and mount points.
     pub work_dir: PathBuf,
     /// DRAM a kernel file system may cache in (its workload runs in a memory cgroup of this
-    /// size, crate::budget); `None`: the whole page cache. `standard` gives it the NVRAM's size.
+    /// size, budget); `None`: the whole page cache. `standard` gives it the NVRAM's size.
     pub page_cache_budget: Option<u64>,
     /// A second FTL every run's SSD requests are replayed on (the erase study's FAST, NVMFS
-    /// §IV-C): same geometry, same exported capacity ([`crate::shadow`]).
+    /// §IV-C): same geometry, same exported capacity ([`super::shadow`]).
     pub erase_study: Option<DesignSpec>,
     /// Requests outstanding on the service-time clock, which replays every run's requests on
-    /// its design to time them the same way whatever path produced them ([`crate::shadow`],
+    /// its design to time them the same way whatever path produced them ([`super::shadow`],
     /// Figs. 8–9); `None`: no clock. `standard` gives 32, SATA NCQ's depth (the paper's X25-E).
     pub service_queue_depth: Option<usize>,
-    /// A JSON-lines log of finished runs and whether to resume from it ([`crate::run_log`]);
+    /// A JSON-lines log of finished runs and whether to resume from it ([`lab::run_log`]);
     /// `None`: no log.
     pub run_log: Option<(PathBuf, bool)>,
 }
@@ -398,12 +399,12 @@ impl Options {
             kernel_fs.push("xfs".into());
         }
         // The log-structured file system the paper compares with (§IV-D): nilfs2, in this
-        // kernel or else in a libguestfs appliance (`nbd::kernel_stack::Appliance`; a machine
+        // kernel or else in a libguestfs appliance (`lab::kernel_stack::Appliance`; a machine
         // without either shows the row as skipped, naming the packages). f2fs where this kernel
         // has it: the appliance mounts f2fs too (`mkfs.f2fs` runs on this machine), but the
         // paper compares with nilfs2 only and each appliance file system adds ~15 min here.
         kernel_fs.push("nilfs2".into());
-        if nbd::kernel_stack::kernel_has("f2fs") {
+        if lab::kernel_stack::kernel_has("f2fs") {
             kernel_fs.push("f2fs".into());
         }
         Options {
@@ -473,7 +474,7 @@ pub const HIGH_UTILISATION: f64 = 0.88;
 pub const SERVICE_QUEUE_DEPTH: usize = 32;
 
 /// Runs every workload on NVMFS and on each kernel file system (a run in the resumed run log
-/// is taken from it instead, [`crate::run_log`]).
+/// is taken from it instead, [`lab::run_log`]).
 pub fn run(opts: &Options) -> Experiment {
     let mut log = RunLogged::open(opts);
     let mut runs = Vec::new();
@@ -499,7 +500,7 @@ pub fn run(opts: &Options) -> Experiment {
 
 /// The experiment's runs through its run log, if it has one.
 struct RunLogged {
-    log: Option<RunLog>,
+    log: Option<RunLog<FsRun>>,
     path: Option<PathBuf>,
     errors: Vec<String>,
 }
@@ -508,7 +509,7 @@ impl RunLogged {
     fn open(opts: &Options) -> RunLogged {
         let mut errors = Vec::new();
         let log = opts.run_log.as_ref().and_then(|(path, resume)| {
-            RunLog::open(path, opts, *resume)
+            RunLog::open(path, log_settings(opts), *resume)
                 .map_err(|e| errors.push(format!("opening {}: {e}", path.display())))
                 .ok()
         });
@@ -523,12 +524,14 @@ impl RunLogged {
         w: &Workload,
         measure: impl FnOnce() -> Result<FsRun, ExperimentError>,
     ) -> FsRun {
-        if let Some(r) = self.log.as_mut().and_then(|l| l.reuse(fs, w)) {
+        let key = serde_json::json!({ "fs": fs, "workload": w });
+        if let Some(r) = self.log.as_mut().and_then(|l| l.reuse(&key)) {
             return r;
         }
         let r = measure().unwrap_or_else(|e| skipped(fs, w, e));
-        if let Some(log) = &mut self.log {
-            if let Err(e) = log.record(w, &r) {
+        // A skipped run (a tool missing) is not logged: it is retried.
+        if let (Some(log), None) = (&mut self.log, &r.skipped) {
+            if let Err(e) = log.record(&key, &r) {
                 self.errors.push(format!("logging {fs} {}: {e}", w.name()));
             }
         }
@@ -560,6 +563,20 @@ impl RunLogged {
         }
         Some(s)
     }
+}
+
+/// Everything besides the file system and workload that a run's result depends on (the log
+/// adds the binary).
+fn log_settings(opts: &Options) -> serde_json::Value {
+    serde_json::json!({
+        "device": opts.config,
+        "design": opts.design.name,
+        "nvram_bytes": opts.nvram_bytes,
+        "page_cache_budget": opts.page_cache_budget,
+        "seed": opts.seed,
+        "service_queue_depth": opts.service_queue_depth,
+        "erase_study": opts.erase_study.as_ref().map(|d| d.name),
+    })
 }
 
 fn skipped(fs: &str, w: &Workload, why: ExperimentError) -> FsRun {
@@ -653,7 +670,7 @@ fn drive(files: &mut dyn Files, w: &Workload, seed: u64, file_bytes: u64) -> Res
                 files.mkdir(&format!("d{d}"))?;
             }
             // per file its length and CRC-32C (not its bytes: the workload may run inside a
-            // DRAM budget, crate::budget)
+            // DRAM budget, budget)
             let mut model: BTreeMap<String, (usize, u32)> = BTreeMap::new();
             let mut next = 0u32;
             let mut create = |files: &mut dyn Files,
@@ -827,7 +844,7 @@ fn run_nvmfs(opts: &Options, w: &Workload) -> Result<FsRun> {
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).map_err(ExperimentError::from)?;
         let program = || run_program(&mnt, w, opts.seed, file_bytes.unwrap_or(0));
-        let (app, back) = crate::fuse::with_mounted(fs, &mnt, program)?;
+        let (app, back) = nvmfs::fuse::with_mounted(fs, &mnt, program)?;
         fs = back;
         let (app, stopped) = app?;
         nvmfs_stopped = stopped;
@@ -934,13 +951,14 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
         Some(bytes) => {
             let name = format!("mobius-{}-{kind}-{}", std::process::id(), w.name());
             let limit = bytes + w.own_memory_allowance();
-            Some(crate::budget::MemoryBudget::create(&name, limit)?)
+            Some(budget::MemoryBudget::create(&name, limit)?)
         }
         None => None,
     };
     let meter = (kind == "nilfs2").then(|| MeterHandle::new(nilfs_blocks_per_segment(bytes)));
     let (dev, taps) = with_taps(opts, dev, meter.clone())?;
-    let (mut stack, server) = export_as_loop_device(&dir, dev, false)?;
+    let server = nbd::ssd_server(dev, false);
+    let mut stack = export_as_loop_device(&dir, server.clone())?;
     // Linux's default share of the budget may be dirty, on every kernel file system alike.
     let dirty = opts.page_cache_budget.map(dirty_limit_bytes);
     match host {
@@ -1232,10 +1250,10 @@ fn drive_mounted(
     w: &Workload,
     seed: u64,
     file_bytes: u64,
-    budget: Option<&crate::budget::MemoryBudget>,
+    budget: Option<&budget::MemoryBudget>,
     ssd_requests: &dyn Fn() -> u64,
 ) -> Result<Mounted> {
-    let progress = crate::budget::SharedCounter::new()?;
+    let progress = budget::SharedCounter::new()?;
     let run = || drive_dir(mnt, w, seed, file_bytes, progress.get());
     let Some(b) = budget else {
         return run().map(Mounted::Ran);
@@ -1252,7 +1270,7 @@ fn drive_mounted(
     let scratch = mnt.parent().unwrap_or(mnt);
     match b.run_in_child(|| encode_outcome(run()), &moving, STALL, scratch) {
         Ok(reply) => decode_outcome(&reply).map(Mounted::Ran),
-        Err(crate::budget::BudgetError::ChildDied(status)) if crate::budget::killed(status) => {
+        Err(budget::BudgetError::ChildDied(status)) if budget::killed(status) => {
             let why = format!(
                 "killed by the OOM killer at its memory cgroup's {} MiB limit (the DRAM budget), {}",
                 b.bytes() >> 20,
@@ -1260,7 +1278,7 @@ fn drive_mounted(
             );
             Ok(Mounted::Ran((written(), Some(why))))
         }
-        Err(e @ crate::budget::BudgetError::Stalled { .. }) => {
+        Err(e @ budget::BudgetError::Stalled { .. }) => {
             let why = format!(
                 "{e}, {}; the file system was abandoned without its unmount's write-back",
                 after()
@@ -1272,7 +1290,7 @@ fn drive_mounted(
 }
 
 /// How long a workload on a kernel file system may go without an SSD request or a byte written
-/// before it is declared stalled ([`crate::budget::MemoryBudget::run_in_child`]). Measured:
+/// before it is declared stalled ([`budget::MemoryBudget::run_in_child`]). Measured:
 /// nilfs2 at 88 % once blocked its writer for over 30 min with the SSD idle; no run that
 /// completed was ever idle for more than seconds.
 const STALL: std::time::Duration = std::time::Duration::from_secs(300);
@@ -1321,7 +1339,7 @@ fn is_no_space(e: &ExperimentError) -> bool {
     matches!(e, ExperimentError::File { source, .. } if source.raw_os_error() == Some(libc::ENOSPC))
 }
 
-/// The designs replaying a run's SSD requests ([`crate::shadow`]).
+/// The designs replaying a run's SSD requests ([`super::shadow`]).
 struct Taps {
     /// The erase study's second FTL (FAST), given each request when the SSD was.
     erase_study: Option<ShadowHandle>,

@@ -19,7 +19,7 @@
 //! on addresses alone), so it costs a tag-only flash, not a second copy of the file system.
 //!
 //! The same tap shows every block written, with its bytes, to a nilfs2 cleaner meter
-//! ([`crate::nilfs`]) when nilfs2 is the file system: Figs. 10–11 read from its logs.
+//! ([`super::nilfs_meter`]) when nilfs2 is the file system: Figs. 10–11 read from its logs.
 
 use flash::{Content, ContentTag, DeviceConfig, Flash, FlashStats, Lpn};
 use ftl::{BlockDevice, Completion, DesignOptions, DesignSpec, FtlError, PageOutcome, Promise};
@@ -27,7 +27,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex};
 
-use crate::nilfs::CleanerMeter;
+use super::nilfs_meter::CleanerMeter;
 
 /// When a shadow issues the requests it replays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -457,7 +457,7 @@ mod tests {
     /// block number, and needs no shadow design for it.
     #[test]
     fn the_meter_sees_each_written_block() {
-        use crate::nilfs::{summary_block, GC_LOG_FLAGS};
+        use crate::nvmfs_exp::nilfs_meter::{summary_block, GC_LOG_FLAGS};
         let (primary, _, _) = dftl_on_small();
         let meter = MeterHandle::new(16);
         let mut dev = Shadowed::tapped(primary, Vec::new(), Some(meter.clone()));

@@ -215,14 +215,14 @@ const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 /// sleeps uninterruptibly with the signal pending until the request is answered, which a
 /// stalled server (a libguestfs appliance behind `guestfish mount-local`) never does: after
 /// [`KILL_GRACE`] the FUSE connections mounted at or under `mounts` are aborted
-/// ([`crate::fusectl`]), which fails the request and lets the signal act. A child still alive
+/// ([`super::fusectl`]), which fails the request and lets the signal act. A child still alive
 /// [`ABORT_GRACE`] later is left to a thread that reaps it whenever it ends. Returns how the
 /// child was woken, as a clause for [`BudgetError::Stalled`] (empty if SIGKILL was enough).
 fn reap_stalled(pid: libc::pid_t, mounts: &Path) -> String {
     if wait_within(pid, KILL_GRACE) {
         return String::new();
     }
-    let aborted = match crate::fusectl::abort_fuse_mounts_under(mounts) {
+    let aborted = match super::fusectl::abort_fuse_mounts_under(mounts) {
         Ok(m) if m.is_empty() => format!("; no FUSE mount under {} to abort", mounts.display()),
         Ok(m) => {
             let at: Vec<String> = m
@@ -509,7 +509,7 @@ mod tests {
         let outcome = outcome.recv_timeout(deadline);
         // Whatever happened, wake anything still blocked on the mount, or the session's
         // thread (joined on drop) would wait for it for ever.
-        let _ = crate::fusectl::abort_fuse_mounts_under(&dir);
+        let _ = crate::kernel_stack::fusectl::abort_fuse_mounts_under(&dir);
         let _ = std::process::Command::new("fusermount3")
             .args(["-u", "-z"])
             .arg(&mnt)

@@ -14,7 +14,7 @@
 //!
 //! Segments cleaned and not yet written again when the run ends are not counted (a lower bound).
 
-use crate::layout::{get_u32, get_u64};
+use nvmfs::layout::{get_u32, get_u64};
 use std::collections::HashMap;
 
 /// `NILFS_SEGSUM_MAGIC`.
