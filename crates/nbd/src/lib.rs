@@ -24,7 +24,7 @@
 //! - **Simulated time**: see [`server`] for how arrival times are assigned and how pacing holds
 //!   replies until their simulated completion time.
 //! - **Tracing**: every request handed to the backend is recorded as one text line; the format
-//!   is documented in [`trace`].
+//!   is documented in `trace::line`.
 //! - **Shutdown**: [`Server::shutdown_flag`] is checked by the accept loops and between requests;
 //!   [`install_signal_handlers`] sets it on SIGINT/SIGTERM. Every `serve_*` entry point flushes
 //!   the backend before it returns.
@@ -41,11 +41,11 @@ pub mod server;
 pub mod trace;
 pub mod transport;
 
+pub use crate::trace::{TraceFlags, TraceOp, TraceRecord, TraceWriter};
 pub use export::{ssd_server, SsdServer};
 pub use memory::MemoryBackend;
 pub use protocol::{Errno, ProtocolError};
 pub use server::{ConnectionEnd, Server, ServerConfig, ServerError};
-pub use trace::{TraceFlags, TraceOp, TraceRecord, TraceWriter};
 pub use transport::{install_signal_handlers, Listen};
 
 use thiserror::Error;

@@ -767,7 +767,7 @@ impl<B: NbdBackend> Server<B> {
         let Ok(mut dev) = self.device() else { return };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
-        if let Some(record) = TraceRecord::from_request(request, arrival) {
+        if let Some(record) = crate::trace::record_of(request, arrival) {
             Self::trace(&mut dev, &record);
         }
     }
@@ -806,7 +806,7 @@ impl<B: NbdBackend> Server<B> {
         };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
-        if let Some(record) = TraceRecord::from_request(request, arrival) {
+        if let Some(record) = crate::trace::record_of(request, arrival) {
             Self::trace(&mut dev, &record);
         }
         let (offset, len, fua) = (request.offset, u64::from(request.length), request.fua());

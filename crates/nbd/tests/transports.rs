@@ -163,7 +163,7 @@ fn sigterm_stops_the_server_cleanly_with_a_client_connected() {
         "{err}"
     );
     assert!(!socket.exists(), "the socket file is removed on exit");
-    let records = nbd::trace::read_trace(std::fs::read(&trace).unwrap().as_slice()).unwrap();
+    let records = trace::line::read_trace(std::fs::read(&trace).unwrap().as_slice()).unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(
         records[0].to_string().split_once(' ').unwrap().1,
