@@ -3,9 +3,9 @@
 
 use crate::crashtest_cmd::CrashtestArgs;
 use crashtest::soak::SoakCell;
+use crashtest::sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
+use crashtest::sqlite::{self as crash, CrashConfig, CrashReport};
 use ftl::{DesignOptions, DesignSpec};
-use sqlite::crash::{self, CrashConfig, CrashReport};
-use sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
 use sqlite::workload::{Scale, Workload};
 use sqlite::{Mode, OpenOptions, TxKind};
 

@@ -12,6 +12,7 @@ pub mod points;
 pub mod second_life;
 pub mod shrink;
 pub mod soak;
+pub mod sqlite;
 
 use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};

@@ -15,9 +15,9 @@
 
 use super::{check_database, judge, record_run, recover_device};
 use super::{CrashConfig, CrashReport, Prior, Recording, RunStart};
-use crate::error::Breach;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sqlite::Breach;
 
 /// Runs `cfg.second_lives` lives after seeded cuts of `rec`, noting their cuts in `report`.
 pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashReport) {

@@ -5,7 +5,7 @@
 mod common;
 
 use crashtest::soak::SoakCell;
-use sqlite::crash::{self, CrashConfig};
+use crashtest::sqlite::{self as crash, CrashConfig};
 use sqlite::workload::{Scale, Workload};
 use sqlite::{Mode, OpenOptions};
 
@@ -247,7 +247,7 @@ fn an_aged_device_makes_gc_copy_pages_under_the_database() {
 /// controls are caught.
 #[test]
 fn the_soak_is_clean_on_every_design_and_catches_its_controls() {
-    use sqlite::soak::{self, SettingFilter, SqlSoakConfig};
+    use crashtest::sqlite::soak::{self, SettingFilter, SqlSoakConfig};
     let mut cfg = SqlSoakConfig {
         designs: common::designs(),
         seeds: vec![20262, 20263],

@@ -18,16 +18,15 @@
 //! pages and garbage collection runs while the transactions commit (without it a campaign on a
 //! fresh device cuts no GC at all: the database touches a few hundred of its pages).
 
-use crate::error::{Breach, SqlError};
-use crate::store::{Mode, TxKind};
-use crate::workload::{self, Scale, Workload};
-use crate::{Database, OpenOptions};
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sqlite::workload::{self, Scale, Workload};
+use sqlite::{Breach, Database, Mode, OpenOptions, SqlError, TxKind};
 
 mod second_life;
+pub mod soak;
 
 /// One campaign.
 #[derive(Clone)]
@@ -406,7 +405,7 @@ fn check_database(
 /// only the image of a cut then (a violation's replay); without, the whole campaign. The device
 /// is spelt out as `--set` overrides of its preset, and every design parameter is given.
 pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>, first_cut: Option<u64>) -> String {
-    let mut c = crashtest::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
+    let mut c = crate::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
     c.push_str(&format!(
         " --workload sqlite-{} --mode {} --synchronous {} --tx {} --requests {} --fill {} --seed {}",
         cfg.workload.name(),

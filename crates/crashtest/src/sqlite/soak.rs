@@ -1,4 +1,4 @@
-//! Soak of SQLite under power cuts: [`crate::crash`] campaigns over many seeds, designs,
+//! Soak of SQLite under power cuts: [`super`] campaigns over many seeds, designs,
 //! commit paths, workloads and devices.
 //!
 //! A fixed seed is a regression guard, not a proof: the SQLite matrix of docs/sqlite.md runs
@@ -11,8 +11,8 @@
 //! - the commit path, one of the [`settings`] the design can run: the mode, `PRAGMA
 //!   synchronous` (durable settings, and the weaker ones that promise only a prefix) and, in
 //!   batch mode, static or dynamic transactions;
-//! - a geometry and a flash timing of the FTL soak ([`crashtest::soak::SOAK_GEOMETRIES`],
-//!   [`crashtest::soak::SOAK_TIMINGS`]) and one of the design's soak parameter sets;
+//! - a geometry and a flash timing of the FTL soak ([`crate::soak::SOAK_GEOMETRIES`],
+//!   [`crate::soak::SOAK_TIMINGS`]) and one of the design's soak parameter sets;
 //! - how aged the device is ([`FILLS`]: from fresh to 90 % of it written, so GC copies pages
 //!   while the database commits);
 //! - the run length ([`BASE_TRANSACTIONS`] or, one seed in four, [`LONG_TRANSACTIONS`]);
@@ -21,16 +21,15 @@
 //! With second lives ([`SqlSoakConfig::second_lives`]) each cell's recovered databases run on
 //! and are cut again (`crash/second_life.rs`). A failing cell prints the command that replays its first violation exactly.
 
-use crate::crash::{self, CrashConfig, CrashReport};
-use crate::store::{Mode, TxKind};
-use crate::workload::{Scale, Workload};
-use crate::OpenOptions;
-use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use super::{self as crash, CrashConfig, CrashReport};
+use crate::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use sqlite::workload::{Scale, Workload};
+use sqlite::{Mode, OpenOptions, TxKind};
 
 /// Transactions a cell runs after the tables are loaded.
 pub const BASE_TRANSACTIONS: u64 = 200;

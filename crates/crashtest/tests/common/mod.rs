@@ -1,0 +1,52 @@
+//! Designs on a small full-data device, for the SQLite tests.
+#![allow(dead_code)]
+
+use flash::{DeviceConfig, Flash};
+use ftl::{BlockDevice, DesignOptions, DesignSpec};
+
+pub fn designs() -> Vec<DesignSpec> {
+    vec![
+        mftl::spec(),
+        dftl::spec(),
+        atomic_write::spec(),
+        lighttx::spec(),
+        txflash::spec_tc(),
+        txflash::spec_scc(),
+        txflash::spec_bpcc(),
+        wcache::spec(),
+        optr::spec(),
+    ]
+}
+
+pub fn spec(name: &str) -> DesignSpec {
+    designs()
+        .into_iter()
+        .find(|d| d.name == name)
+        .expect("design")
+}
+
+/// The small preset with 128 blocks per chip (64 MiB raw), full data.
+pub fn config() -> DeviceConfig {
+    let mut c = DeviceConfig::preset("small").expect("preset");
+    c.geometry.blocks_per_chip = 128;
+    c
+}
+
+pub fn device(name: &str) -> Box<dyn BlockDevice> {
+    let spec = spec(name);
+    let c = config();
+    let oob = (spec.oob_record_bytes)(&c.geometry);
+    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default())
+        .expect("format")
+}
+
+/// Power cut: the device's RAM is dropped and the design recovers from flash alone.
+pub fn recover(name: &str, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
+    let spec = spec(name);
+    let mut flash = dev.into_flash();
+    let end = flash.idle_ns();
+    flash.start_clock_at(end);
+    spec.reopen(flash, &DesignOptions::default())
+        .expect("recover")
+        .0
+}
