@@ -174,7 +174,7 @@ pub fn measure(
     args: &BenchArgs,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> anyhow::Result<serde_json::Value> {
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let config = args.device.resolve_for(&design)?;
     let spec = args.workload.resolve(design.default_workload)?;
     let options = DesignOptions::from_pairs(&args.params)?;

@@ -75,7 +75,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(&args.out)?;
     let ctx = compare::Context {
-        designs: crate::designs::all(),
+        designs: lab::registry::all(),
         scale,
         seed: args.seed,
         progress: &progress,
@@ -104,7 +104,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
 /// The report's opening. With `--resume` a long experiment may take runs from its run log
 /// (measured by an earlier invocation): the header says so, and the section says how many.
 fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
-    let names: Vec<&str> = crate::designs::all().iter().map(|d| d.name).collect();
+    let names: Vec<&str> = lab::registry::all().iter().map(|d| d.name).collect();
     let measured = if resume {
         "Every number below was measured by this binary: in this run, or (`--resume`) taken from a run log an earlier invocation with the same settings wrote, as each section's description says"
     } else {

@@ -8,8 +8,6 @@ pub mod bench_peer;
 pub mod bench_scale;
 pub mod compare_cmd;
 pub mod crashtest_cmd;
-pub mod decoders;
-pub mod designs;
 pub mod device_args;
 pub mod info;
 pub mod nbd_backend;

@@ -14,7 +14,7 @@ mod tests {
     fn backend(name: &str) -> FtlBackend {
         let mut config = DeviceConfig::preset("small").unwrap();
         config.geometry.blocks_per_chip = 128;
-        let design = crate::designs::find(name).unwrap();
+        let design = lab::registry::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry).min(config.geometry.oob_bytes);
         let flash = Flash::in_memory(config, oob, false);
         let dev = design
@@ -140,7 +140,7 @@ mod tests {
             .collect();
         instants.sort_unstable();
         instants.dedup();
-        let design = crate::designs::find("mobius").unwrap();
+        let design = lab::registry::find("mobius").unwrap();
         let mut torn = 0;
         for &at in &instants {
             let mut flash = Flash::new(config.clone(), log.image_at(base.as_ref(), at, true));

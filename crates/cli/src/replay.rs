@@ -263,7 +263,7 @@ fn execute<D: host::DeviceHandle>(
 }
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;
@@ -380,7 +380,7 @@ mod tests {
 
     fn device(name: &str) -> Box<dyn BlockDevice> {
         let config = DeviceConfig::preset("small").unwrap();
-        let design = crate::designs::find(name).unwrap();
+        let design = lab::registry::find(name).unwrap();
         let oob = (design.oob_record_bytes)(&config.geometry);
         let flash = Flash::in_memory(config, oob, true);
         design

@@ -78,7 +78,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         signal_hook::consts::SIGXFSZ,
         Arc::new(AtomicBool::new(false)),
     )?;
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;

@@ -81,7 +81,7 @@ pub struct SqlBenchArgs {
 }
 
 pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.db.ftl)?;
+    let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
@@ -120,7 +120,7 @@ pub struct SqlArgs {
 /// A one-shot or line-by-line SQLite shell on a flash image. `kill -9` at any moment is a
 /// power cut: the next start recovers the design and SQLite rolls back or replays its log.
 pub fn shell(args: &SqlArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.db.ftl)?;
+    let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let fresh = !args.image.exists();

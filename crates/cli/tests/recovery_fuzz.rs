@@ -340,7 +340,7 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_da3a);
     let mut failures = Vec::new();
-    for spec in mobius_cli::designs::all() {
+    for spec in lab::registry::all() {
         let tally = fuzz_design(&spec, rounds, seed, &mut failures);
         eprintln!("{}: {tally:?}", spec.name);
     }
@@ -451,7 +451,7 @@ fn dftl_panicking_on_a_torn_page(
 }
 
 fn dftl() -> DesignSpec {
-    mobius_cli::designs::all()
+    lab::registry::all()
         .into_iter()
         .find(|d| d.name == "dftl")
         .unwrap()

@@ -263,7 +263,7 @@ fn the_soak_is_clean_on_every_design_and_catches_its_controls() {
     let report = soak::run_soak(&cfg, &|_| {});
     let failing: Vec<_> = report.failing().collect();
     assert!(failing.is_empty(), "{failing:#?}");
-    assert_eq!(report.cells.len(), 18);
+    assert_eq!(report.cells.len(), 2 * common::designs().len());
     for control in soak::CONTROLS {
         cfg.designs = vec![common::spec(control.design)];
         cfg.setting = Some(control.setting);

@@ -4,9 +4,13 @@
 //! commands, the Python package, `compare`'s experiments, the NBD server, NVMFS), in one place
 //! (docs/architecture.md):
 //!
+//! - [`registry`]: every design by its `--ftl` name (its spec, promise, default workload);
+//! - [`decoders`]: every on-flash decoder of every format, for the fuzzers;
 //! - [`kernel_stack`]: a design under a kernel file system (NBD export, nbdfuse, loop device,
 //!   mkfs, mount, dirty limit, DRAM budget, teardown);
 //! - [`run_log`]: a long campaign's log of finished runs, so it resumes where it stopped.
 
+pub mod decoders;
 pub mod kernel_stack;
+pub mod registry;
 pub mod run_log;

@@ -519,7 +519,7 @@ pub fn trial_design() -> String {
 /// database trials also run once each: the first such runs found LightTx unable to restart
 /// from its image (docs/lighttx.md, "The zone record on a file image").
 pub fn other_transactional_designs() -> Vec<&'static str> {
-    mobius_cli::designs::all()
+    lab::registry::all()
         .iter()
         .filter(|d| d.promise == ftl::Promise::AtomicTransactions && d.name != "mobius")
         .map(|d| d.name)

@@ -1,6 +1,6 @@
 //! Every on-flash decoder of every format, by name, with the length its callers hand it: the
-//! table the decoder fuzz test (tests/decoders_fuzz.rs) and the cargo-fuzz target (fuzz/)
-//! share. A decoder may refuse any input of that length; it must not panic or abort.
+//! table the decoder fuzz test (crates/cli/tests/decoders_fuzz.rs) and the cargo-fuzz target
+//! (fuzz/) share. A decoder may refuse any input of that length; it must not panic or abort.
 
 use flash::Ppn;
 

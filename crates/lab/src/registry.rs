@@ -1,6 +1,18 @@
-//! The designs built so far, by `--ftl` name.
+//! The design registry: every design this build has, by its `--ftl` name. Each entry is the
+//! design's [`DesignSpec`] (how to format and recover it, its promise, the workload that
+//! exercises its whole interface, the parameters a soak varies); the command line, the Python
+//! package, the experiments and the tests all read this one list.
 
 use ftl::DesignSpec;
+
+/// A design name this build does not have.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown design '{name}'; built so far: {known}")]
+pub struct UnknownDesign {
+    pub name: String,
+    /// Every design's name, comma-separated.
+    pub known: String,
+}
 
 /// Every design this build knows, in the order `mobius info --list` prints them.
 pub fn all() -> Vec<DesignSpec> {
@@ -18,19 +30,29 @@ pub fn all() -> Vec<DesignSpec> {
     ]
 }
 
-pub fn find(name: &str) -> anyhow::Result<DesignSpec> {
-    let designs = all();
-    designs
-        .iter()
+/// Every design's name, in [`all`]'s order.
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|d| d.name).collect()
+}
+
+/// The design called `name`.
+pub fn find(name: &str) -> Result<DesignSpec, UnknownDesign> {
+    all()
+        .into_iter()
         .find(|d| d.name == name)
-        .cloned()
-        .ok_or_else(|| {
-            let names: Vec<&str> = designs.iter().map(|d| d.name).collect();
-            anyhow::anyhow!(
-                "unknown design '{name}'; built so far: {}",
-                names.join(", ")
-            )
+        .ok_or_else(|| UnknownDesign {
+            name: name.to_string(),
+            known: names().join(", "),
         })
+}
+
+/// The designs a list names: `all` (every design, in [`all`]'s order) or names separated by
+/// commas (those, in that order).
+pub fn named(list: &str) -> Result<Vec<DesignSpec>, UnknownDesign> {
+    if list == "all" {
+        return Ok(all());
+    }
+    list.split(',').map(|n| find(n.trim())).collect()
 }
 
 #[cfg(test)]
@@ -74,5 +96,24 @@ mod tests {
                 design.name
             );
         }
+    }
+
+    #[test]
+    fn an_unknown_design_is_a_typed_error_naming_every_known_one() {
+        let e = find("mobius2").err().expect("unknown");
+        assert_eq!(e.name, "mobius2");
+        for name in names() {
+            assert!(e.known.contains(name), "{e}");
+        }
+        assert_eq!(find("fast").unwrap().name, "fast");
+        let two: Vec<&str> = named("optr, dftl")
+            .unwrap()
+            .iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(two, ["optr", "dftl"]);
+        assert_eq!(named("all").unwrap().len(), names().len());
+        assert_eq!(named("dftl,nope").err().expect("unknown").name, "nope");
+        assert_eq!(names().len(), 10);
     }
 }
