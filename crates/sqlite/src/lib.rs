@@ -10,6 +10,7 @@
 pub mod crash;
 pub mod error;
 pub mod layout;
+pub mod shell;
 pub mod soak;
 pub mod store;
 pub mod tpcc;
