@@ -366,6 +366,26 @@ mod tests {
         assert_eq!(s.statements_run(), 1);
     }
 
+    /// Random text over SQL's delimiters: the pieces cover the text in order (all but blank
+    /// text after the last), and running it is an answer or an error, never a panic.
+    #[test]
+    fn any_text_splits_into_its_pieces_and_runs_without_panicking() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(67);
+        let alphabet: Vec<char> = "; '\"-/*\nxSELECT1()BEGINEND".chars().collect();
+        let conn = Connection::open_in_memory().unwrap();
+        for _ in 0..3000 {
+            let len = rng.random_range(0..40);
+            let text: String = (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            let joined: String = pieces(&text).into_iter().map(|p| p.1).collect();
+            assert!(text.starts_with(&joined), "{text:?}");
+            assert!(text[joined.len()..].trim().is_empty(), "{text:?}");
+            let _ = Shell::new(&conn, std::io::sink()).run_argument(1, &text);
+        }
+    }
+
     #[test]
     fn odd_input_is_an_error_not_a_panic() {
         let (_, r) = shell_output(|s| s.run_argument(1, "SELECT 1;\0SELECT 2;"));
