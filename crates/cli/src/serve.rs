@@ -92,13 +92,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             eprintln!("mobius serve: formatted {} in memory", design.name);
             dev
         }
-        Some(image) => open_image(&design, &config, &options, image)?,
+        Some(image) => open_image("mobius serve", &design, &config, &options, image)?,
     };
     serve_device(args, dev)
 }
 
-/// Recovers the design from `image`, or creates and formats it.
+/// Recovers the design from `image`, or creates and formats it; `command` (e.g. `mobius
+/// serve`) begins the line that says which.
 pub(crate) fn open_image(
+    command: &str,
     design: &ftl::DesignSpec,
     config: &flash::DeviceConfig,
     options: &DesignOptions,
@@ -108,7 +110,7 @@ pub(crate) fn open_image(
         let flash = design.open_image(image, config, options)?;
         let (dev, report) = design.reopen(flash, options)?;
         eprintln!(
-            "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
+            "{command}: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
             design.name,
             image.display(),
             report.flash_reads,
@@ -120,7 +122,7 @@ pub(crate) fn open_image(
         let mut dev = design.build(flash, options)?;
         dev.flash_mut().sync()?;
         eprintln!(
-            "mobius serve: formatted {} on new image {}",
+            "{command}: formatted {} on new image {}",
             design.name,
             image.display()
         );

@@ -14,13 +14,8 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     check_sqlite_flags(args, false)?;
     let design = lab::registry::find(&args.ftl)?;
     let mode = Mode::parse(args.mode.as_deref().unwrap_or("batch"))?;
-    let synchronous = synchronous_arg(args)?.unwrap_or_else(|| {
-        match mode {
-            Mode::Journal | Mode::Ordered => "EXTRA",
-            _ => "FULL",
-        }
-        .into()
-    });
+    let synchronous = synchronous_arg(args)?
+        .unwrap_or_else(|| sqlite::durability::durable_synchronous(mode).0.into());
     let seed = args.seed.unwrap_or(1);
     let mut open = OpenOptions::new(mode);
     open.synchronous = synchronous.to_uppercase();

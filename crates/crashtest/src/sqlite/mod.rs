@@ -22,6 +22,7 @@ use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sqlite::durability::durable_mode;
 use sqlite::workload::{self, Scale, Workload};
 use sqlite::{Breach, Database, Mode, OpenOptions, SqlError, TxKind};
 
@@ -163,16 +164,6 @@ impl Recording {
             .collect();
         instants.push(self.end_ns);
         instants
-    }
-}
-
-/// Whether a commit that returned is promised to survive (see the module doc).
-pub fn durable_mode(mode: Mode, synchronous: &str) -> bool {
-    let s = synchronous.to_ascii_lowercase();
-    match mode {
-        Mode::Batch | Mode::Wal => s == "full" || s == "extra",
-        Mode::Journal | Mode::Ordered => s == "extra",
-        Mode::NoBarrier => false,
     }
 }
 

@@ -68,7 +68,7 @@ impl Setting {
 }
 
 /// The commit paths a design with these capabilities and this promise can run, each judged
-/// against what it promises ([`crash::durable_mode`]): every returned commit, or a prefix.
+/// against what it promises ([`sqlite::durability::durable_mode`]): every returned commit, or a prefix.
 ///
 /// - every design: the rollback journal with EXTRA (durable) and FULL (a prefix: the journal's
 ///   deletion is not synced), WAL with FULL and EXTRA (durable) and NORMAL (a prefix);
@@ -284,7 +284,10 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
         mode: variant.setting.mode.name().to_string(),
         synchronous: variant.setting.synchronous.to_string(),
         tx: variant.setting.tx_kind.name().to_string(),
-        durable: crash::durable_mode(variant.setting.mode, variant.setting.synchronous),
+        durable: sqlite::durability::durable_mode(
+            variant.setting.mode,
+            variant.setting.synchronous,
+        ),
         geometry: variant.geometry.to_string(),
         timing: variant.timing.to_string(),
         params: ftl_soak::params_beyond(&cfg.options, &variant.options),
@@ -391,7 +394,7 @@ mod tests {
         // Both promises are judged: some settings promise every commit, some a prefix only.
         let durable = full
             .iter()
-            .filter(|s| crash::durable_mode(s.mode, s.synchronous))
+            .filter(|s| sqlite::durability::durable_mode(s.mode, s.synchronous))
             .count();
         assert!(durable > 0 && durable < full.len(), "{full:?}");
     }
