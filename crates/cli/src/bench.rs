@@ -199,7 +199,7 @@ pub fn measure(
     let peer_before = peer()?;
     let total = spec.requests;
     let started = std::time::Instant::now();
-    let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
+    let result = lab::driver::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
         progress(done, total)
     })
     .map_err(anyhow::Error::msg)?;

@@ -21,7 +21,7 @@ fn corpus(spec: &ftl::DesignSpec) -> Vec<Vec<u8>> {
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 3_000;
     w.fill = 0.5;
-    let run = workload::run(dev.as_mut(), &w, 11, 0, false, &mut |_, _| {}).unwrap();
+    let run = lab::driver::run(dev.as_mut(), &w, 11, 0, false, &mut |_, _| {}).unwrap();
     let mut flash = dev.into_flash();
     flash.start_clock_at(run.end_ns);
     let g = flash.geometry().clone();

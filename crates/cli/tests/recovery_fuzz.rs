@@ -82,10 +82,11 @@ fn image(
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 2_000;
     w.fill = 0.9;
-    let first = workload::run(dev.as_mut(), &w, 5, 0, false, &mut |_, _| {}).unwrap();
+    let first = lab::driver::run(dev.as_mut(), &w, 5, 0, false, &mut |_, _| {}).unwrap();
     let halfway = dev.flash().store().snapshot();
     w.fill = 0.0;
-    let second = workload::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
+    let second =
+        lab::driver::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
     let store = dev.into_flash().into_store();
     let metadata = metadata_pages(store.as_ref());
     Ok(Image {
@@ -259,7 +260,7 @@ fn recover_and_use(
         w.requests = 1_500;
         w.fill = 0.0;
         let start = dev.flash().idle_ns().max(at);
-        let run = match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
+        let run = match lab::driver::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
             Ok(run) => run,
             Err(e) => {
                 verbose(spec, "next requests", &e);

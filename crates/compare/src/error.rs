@@ -13,6 +13,11 @@ pub enum MeasureError {
     Workload(#[from] workload::WorkloadError),
     #[error(transparent)]
     Campaign(#[from] crashtest::CampaignError),
+    /// Transaction clients on a device (`lab::driver::clients`).
+    #[error(transparent)]
+    Clients(#[from] lab::driver::clients::ClientsError),
+    #[error(transparent)]
+    TraceTransactions(#[from] lab::driver::clients::TraceTransactionsError),
     #[error(transparent)]
     Sql(#[from] sqlite::SqlError),
     #[error(transparent)]
@@ -59,4 +64,12 @@ impl MeasureError {
             source: Box::new(e.into()),
         }
     }
+}
+
+/// A figure `dev` reports (`BlockDevice::metrics`), or [`MeasureError::MissingMetric`].
+pub fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> Result<f64> {
+    lab::device::metric(dev, name).ok_or_else(|| MeasureError::MissingMetric {
+        design: dev.design(),
+        metric: name.to_string(),
+    })
 }

@@ -19,7 +19,6 @@ pub mod recovery;
 pub mod report;
 pub mod sqlite_exp;
 pub mod svg;
-pub mod tpcc;
 pub mod txflash_macro;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};

@@ -3,9 +3,9 @@
 //! flush, pages in place, flush), counted, and its cost shows in time and in flash programs.
 
 use compare::macro_tx::{run_mode, Workload, MODES};
-use compare::tpcc::Txn;
 use compare::{Context, Scale};
 use flash::Lpn;
+use workload::Txn;
 
 fn workload(big: u32) -> Workload {
     let mut txns: Vec<Txn> = (0..40u32)

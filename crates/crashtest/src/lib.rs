@@ -169,7 +169,7 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
                 source,
             })?;
     let ready_ns = dev.flash().idle_ns();
-    let run = workload::run(
+    let run = lab::driver::run(
         dev.as_mut(),
         &cfg.workload,
         cfg.seed,

@@ -21,11 +21,11 @@
 //! The same tap shows every block written, with its bytes, to a nilfs2 cleaner meter
 //! ([`super::nilfs_meter`]) when nilfs2 is the file system: Figs. 10–11 read from its logs.
 
-use flash::{Content, ContentTag, DeviceConfig, Flash, FlashStats, Lpn};
+use flash::{Content, DeviceConfig, Flash, FlashStats, Lpn};
 use ftl::{BlockDevice, Completion, DesignOptions, DesignSpec, FtlError, PageOutcome, Promise};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use lab::driver::{Driver, Queue};
 use std::sync::{Arc, Mutex};
+use workload::HostOp;
 
 use super::nilfs_meter::CleanerMeter;
 
@@ -43,15 +43,13 @@ pub enum Arrivals {
 /// The second design, how it is given requests, its clock, and the first error it met (after
 /// which it takes no more requests).
 pub struct Shadow {
-    dev: Box<dyn BlockDevice>,
+    /// The second design behind the request driver (its content tags count the pages written).
+    driver: Driver,
     arrivals: Arrivals,
     error: Option<String>,
-    writes: u64,
     requests: u64,
-    /// Completions of the requests outstanding (closed loop).
-    outstanding: BinaryHeap<Reverse<u64>>,
-    /// The last instant a request was issued at.
-    clock_ns: u64,
+    /// The requests outstanding (closed loop).
+    queue: Queue,
     /// The latest completion seen.
     end_ns: u64,
 }
@@ -116,8 +114,7 @@ impl Shadow {
         } else {
             DesignOptions::default()
         };
-        let flash = Flash::in_memory(config.clone(), spec.oob_record(g), true);
-        let dev = spec.build(flash, &options)?;
+        let dev = lab::device::fresh(spec, config, &options, true)?;
         if dev.logical_pages() < logical_pages {
             return Err(FtlError::InvalidOption(format!(
                 "{} exports {} pages, fewer than the {logical_pages} it must replay",
@@ -125,14 +122,16 @@ impl Shadow {
                 dev.logical_pages()
             )));
         }
+        let depth = match arrivals {
+            Arrivals::ClosedLoop { queue_depth } => queue_depth,
+            Arrivals::AsIssued => 1,
+        };
         Ok(ShadowHandle(Arc::new(Mutex::new(Shadow {
-            dev,
+            driver: Driver::over(dev, 0).writes_from(1).without_time_floor(),
             arrivals,
             error: None,
-            writes: 0,
             requests: 0,
-            outstanding: BinaryHeap::new(),
-            clock_ns: 0,
+            queue: Queue::new(depth, 0),
             end_ns: 0,
         }))))
     }
@@ -141,32 +140,32 @@ impl Shadow {
     /// and the phase's service time counts from then.
     pub fn mark(&mut self) -> ShadowMark {
         let at_ns = self.quiesced_ns();
-        self.outstanding.clear();
-        self.clock_ns = at_ns;
+        self.queue.restart_at(at_ns);
         ShadowMark {
-            stats: self.dev.flash().stats().clone(),
+            stats: self.driver.device().flash().stats().clone(),
             requests: self.requests,
-            writes: self.writes,
+            writes: self.writes(),
             at_ns,
         }
     }
 
     /// The shadow's work since `mark`.
     pub fn run_since(&self, mark: &ShadowMark) -> ShadowRun {
-        let d = self.dev.flash().stats().since(&mark.stats);
+        let dev = self.driver.device();
+        let d = dev.flash().stats().since(&mark.stats);
         let service_ns = match self.arrivals {
             Arrivals::AsIssued => None,
             Arrivals::ClosedLoop { .. } => Some(self.quiesced_ns() - mark.at_ns),
         };
         ShadowRun {
-            design: self.dev.design().to_string(),
+            design: dev.design().to_string(),
             flash_programs: d.total_programs(),
             page_copies: d.programs_for(flash::OpCause::GcCopy),
             flash_erases: d.total_erases(),
             requests: self.requests - mark.requests,
-            pages_written: self.writes - mark.writes,
+            pages_written: self.writes() - mark.writes,
             service_ns,
-            metrics: self.dev.metrics(),
+            metrics: dev.metrics(),
             error: self.error.clone(),
         }
     }
@@ -174,8 +173,13 @@ impl Shadow {
     /// When everything given so far is done: the latest completion, the flash idle.
     fn quiesced_ns(&self) -> u64 {
         self.end_ns
-            .max(self.clock_ns)
-            .max(self.dev.flash().idle_ns())
+            .max(self.queue.clock_ns())
+            .max(self.driver.device().flash().idle_ns())
+    }
+
+    /// Pages written so far (each got the next content tag, numbered from 1).
+    fn writes(&self) -> u64 {
+        self.driver.next_write() - 1
     }
 
     /// A closed-loop shadow (the service-time clock) keeps its outstanding requests and takes
@@ -188,51 +192,28 @@ impl Shadow {
     fn issue_at(&mut self, primary_ns: u64) -> u64 {
         match self.arrivals {
             Arrivals::AsIssued => primary_ns,
-            Arrivals::ClosedLoop { queue_depth } => {
-                if self.outstanding.len() >= queue_depth.max(1) {
-                    if let Some(Reverse(done)) = self.outstanding.pop() {
-                        self.clock_ns = self.clock_ns.max(done);
-                    }
-                }
-                self.clock_ns
-            }
+            Arrivals::ClosedLoop { .. } => self.queue.next_arrival(),
         }
     }
 
-    fn replay(
-        &mut self,
-        primary_ns: u64,
-        op: impl FnOnce(&mut dyn BlockDevice, u64) -> Result<Completion, FtlError>,
-    ) {
+    /// Replays `op`, unless an earlier request failed (the shadow then takes no more).
+    fn replay(&mut self, primary_ns: u64, op: HostOp) {
         if self.error.is_some() {
             return;
         }
         let at = self.issue_at(primary_ns);
         self.requests += 1;
-        match op(self.dev.as_mut(), at) {
-            Ok(c) => {
+        match self.driver.issue(&op, at) {
+            Ok(issued) => {
                 // A deferred acknowledgement (merged SWRITEs) never reaches a plain replay.
-                let done = c.ack_ns.max(at);
+                let done = issued.ack_ns.max(at);
                 self.end_ns = self.end_ns.max(done);
                 if self.closed_loop() {
-                    self.outstanding.push(Reverse(done));
+                    self.queue.completed(done);
                 }
             }
             Err(e) => self.error = Some(e.to_string()),
         }
-    }
-
-    /// Fresh content tags for `count` pages from `start`.
-    fn tags(&mut self, start: Lpn, count: usize) -> Vec<Content> {
-        (0..count as u32)
-            .map(|k| {
-                self.writes += 1;
-                Content::Tag(ContentTag {
-                    lpn: start.0 + k,
-                    write: self.writes,
-                })
-            })
-            .collect()
     }
 }
 
@@ -305,10 +286,11 @@ impl BlockDevice for Shadowed {
                 }
             }
         }
+        let count = pages.len() as u32;
         for shadow in &self.shadows {
-            let mut shadow = shadow.lock();
-            let tags = shadow.tags(start, pages.len());
-            shadow.replay(arrival_ns, |d, at| d.write(start, &tags, at));
+            shadow
+                .lock()
+                .replay(arrival_ns, HostOp::Write { start, count });
         }
         Ok(done)
     }
@@ -321,11 +303,10 @@ impl BlockDevice for Shadowed {
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
         let done = self.primary.read(start, count, arrival_ns, out)?;
-        let mut scratch = Vec::new();
         for shadow in &self.shadows {
             let mut shadow = shadow.lock();
             if shadow.closed_loop() {
-                shadow.replay(arrival_ns, |d, at| d.read(start, count, at, &mut scratch));
+                shadow.replay(arrival_ns, HostOp::Read { start, count });
             }
         }
         Ok(done)
@@ -334,7 +315,7 @@ impl BlockDevice for Shadowed {
     fn flush(&mut self, arrival_ns: u64) -> Result<Completion, FtlError> {
         let done = self.primary.flush(arrival_ns)?;
         for shadow in &self.shadows {
-            shadow.lock().replay(arrival_ns, |d, at| d.flush(at));
+            shadow.lock().replay(arrival_ns, HostOp::Flush);
         }
         Ok(done)
     }
@@ -344,7 +325,7 @@ impl BlockDevice for Shadowed {
         for shadow in &self.shadows {
             shadow
                 .lock()
-                .replay(arrival_ns, |d, at| d.trim(start, count, at));
+                .replay(arrival_ns, HostOp::Trim { start, count });
         }
         Ok(done)
     }

@@ -16,6 +16,7 @@
 //! Stock-Level 4 %. Each transaction's distinct written pages form one atomic write set; its reads
 //! are issued first. Order-Status and Stock-Level only read.
 
+use crate::transactions::Txn;
 use flash::Lpn;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -25,14 +26,6 @@ const CUSTOMER_PAGES: u32 = 480;
 const STOCK_PAGES: u32 = 7_500;
 const ITEM_PAGES: u32 = 2_000;
 const LOG_PAGES: u32 = 2_048;
-
-/// One generated transaction: pages read, then the write set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Txn {
-    pub kind: &'static str,
-    pub reads: Vec<Lpn>,
-    pub writes: Vec<Lpn>,
-}
 
 pub struct Tpcc {
     warehouses: u32,

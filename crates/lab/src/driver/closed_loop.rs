@@ -1,15 +1,13 @@
-//! The driver: runs a workload against a design as a closed-loop host with `queue_depth`
-//! outstanding requests, in simulated time, recording every request in a [`HostLog`].
+//! The closed loop: a seeded workload ([`workload::Generator`]) against a design as a host with
+//! `queue_depth` outstanding requests, in simulated time, through the [`Driver`], recording
+//! every request in a [`HostLog`].
 //!
 //! Arrival model: the first `queue_depth` requests arrive at the start; each later request arrives
 //! when the earliest outstanding request completes (arrivals never go back in time). A flush
 //! covers every write that arrived before it.
 
-use crate::error::WorkloadError;
-use crate::gen::{Generator, Phase, View};
-use crate::op::{HostLog, HostOp, HostRecord};
-use crate::spec::WorkloadSpec;
-use flash::{Content, ContentTag, FlashStats, Lpn};
+use super::Driver;
+use flash::{ContentTag, FlashStats};
 use ftl::{BlockDevice, FtlError, PageOutcome, TxUuid};
 use hdrhistogram::Histogram;
 use host::HostError;
@@ -17,6 +15,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use workload::{Generator, HostLog, HostOp, HostRecord, Phase, View, WorkloadError, WorkloadSpec};
 
 /// Figures of the measured phase, in simulated time unless named `wall`.
 #[derive(Clone, Debug)]
@@ -61,9 +60,9 @@ pub struct RunResult {
     pub end_ns: u64,
 }
 
-/// The design behind the host layer: every request of a run goes through it (its clock, its
-/// fail-stop, and in recording runs the design's invariants after every request).
-type Device<'a> = host::Host<&'a mut dyn BlockDevice>;
+/// The design behind the driver: every request of a run goes through the host layer (its clock,
+/// its fail-stop, and in recording runs the design's invariants after every request).
+type Device<'a> = Driver<&'a mut dyn BlockDevice>;
 
 /// Where a run continues from: a device that already holds data (a second life after a power
 /// cut and recovery). Write numbers and transaction ids start past the earlier run's, so that a
@@ -119,9 +118,10 @@ pub fn run_from(
     generator.start_uuids_at(origin.first_uuid.max(1));
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut run = Run::new(dev, spec, start_ns, record, origin);
-    let dev = &mut host::Host::new(dev, run.start_ns)
+    let host = host::Host::new(dev, run.start_ns)
         .tag_only()
         .checked(record);
+    let dev = &mut Driver::new(host).writes_from(origin.first_write);
     // A workload whose requests do not depend on the view is drawn LOOK_AHEAD requests ahead,
     // so the design can load the next requests' mappings step by step while it serves this
     // one (the same sequence either way: nothing else draws from `rng`).
@@ -186,14 +186,11 @@ struct Run {
     /// The last write to each page, for checking reads: 8 bytes per logical page, kept only
     /// when the workload reads (and is not txmix, whose reads are checked for foreign data).
     expected: Vec<u64>,
-    /// Buffers reused from request to request.
-    scratch: Scratch,
     stats: RunStats,
     log: HostLog,
     start_ns: u64,
     last_arrival: u64,
     end_ns: u64,
-    next_write: u64,
     issued: u64,
     /// Flash counters and instant at the start of the measured phase.
     measured_from: Option<(FlashStats, u64)>,
@@ -243,7 +240,6 @@ impl Run {
             inflight_static: Vec::new(),
             deferred: HashMap::new(),
             expected,
-            scratch: Scratch::default(),
             stats,
             log: HostLog {
                 design: dev.design().to_string(),
@@ -253,7 +249,6 @@ impl Run {
             start_ns,
             last_arrival: start_ns,
             end_ns: start_ns,
-            next_write: origin.first_write,
             issued: 0,
             measured_from: None,
             wall: std::time::Instant::now(),
@@ -301,10 +296,9 @@ impl Run {
         let arrival = arrival.max(self.last_arrival);
         self.last_arrival = arrival;
         self.issued += 1;
-        let first_write = self.next_write;
+        let first_write = dev.next_write();
         let written = op.written_pages();
-        self.next_write += written;
-        let outcome = issue(dev, &op, first_write, arrival, &mut self.scratch);
+        let outcome = dev.issue(&op, arrival).map(|i| (i.ack_ns, i.durable_ns));
         let held = matches!(outcome, Ok((ftl::ACK_DEFERRED, _)));
         let (ack, durable, error) = match outcome {
             Ok(_) if held => (None, None, None),
@@ -343,7 +337,7 @@ impl Run {
             account(&mut self.stats, &op, arrival, ack, &error, written);
         }
         if ack.is_some() {
-            self.check_reads(&op, first_write);
+            self.check_reads(&op, dev.last_reads(), first_write);
         }
         if self.record {
             self.log.records.push(HostRecord {
@@ -394,18 +388,12 @@ impl Run {
 
     /// Plain workloads: every read returns the page's last write; txmix: no read returns
     /// another page's data or garbage.
-    fn check_reads(&mut self, op: &HostOp, first_write: u64) {
+    fn check_reads(&mut self, op: &HostOp, reads: &[PageOutcome], first_write: u64) {
         let mismatches = &mut self.stats.read_mismatches;
         if self.expected.is_empty() {
-            check_foreign(op, &self.scratch.reads, mismatches);
+            check_foreign(op, reads, mismatches);
         } else {
-            check_reads(
-                op,
-                &self.scratch.reads,
-                &mut self.expected,
-                first_write,
-                mismatches,
-            );
+            check_reads(op, reads, &mut self.expected, first_write, mismatches);
         }
     }
 
@@ -459,6 +447,7 @@ impl Run {
             .map_err(WorkloadError::FinalFlush)?;
         self.end_ns = self.end_ns.max(flush_ack);
         self.drain_deferred(dev, u64::MAX)?;
+        let next_write = dev.next_write();
         let dev = dev.device();
         if let Some(u) = self.deferred.keys().next() {
             return Err(WorkloadError::NeverCompleted {
@@ -474,10 +463,10 @@ impl Run {
                 ack_ns: Some(flush_ack),
                 durable_ns: None,
                 error: None,
-                first_write: self.next_write,
+                first_write: next_write,
             });
         }
-        self.log.next_write = self.next_write;
+        self.log.next_write = next_write;
         let (before, _) = self
             .measured_from
             .unwrap_or_else(|| (FlashStats::default(), self.start_ns));
@@ -507,61 +496,6 @@ fn forget_refused_dynamic(generator: &mut Generator, op: &HostOp, e: &HostError)
     ) = (e.device_error(), op)
     {
         generator.forget_dynamic(*uuid);
-    }
-}
-
-fn tag_content(lpn: Lpn, write: u64) -> Content {
-    Content::Tag(ContentTag { lpn: lpn.0, write })
-}
-
-/// Buffers [`issue`] fills: the pages a read returned, the contents of a write.
-#[derive(Default)]
-struct Scratch {
-    reads: Vec<PageOutcome>,
-    pages: Vec<Content>,
-}
-
-/// Sends one request through the host layer; returns (ack, durable).
-fn issue(
-    dev: &mut Device,
-    op: &HostOp,
-    first_write: u64,
-    arrival: u64,
-    scratch: &mut Scratch,
-) -> Result<(u64, Option<u64>), HostError> {
-    let Scratch { reads, pages } = scratch;
-    reads.clear();
-    match op {
-        HostOp::Write { start, count } => {
-            pages.clear();
-            pages
-                .extend((0..*count).map(|i| tag_content(Lpn(start.0 + i), first_write + i as u64)));
-            dev.write_pages(*start, pages, arrival)
-                .map(|c| (c.ack_ns, Some(c.ack_ns)))
-        }
-        HostOp::Read { start, count } => dev
-            .read_pages(*start, *count, arrival, reads)
-            .map(|c| (c.ack_ns, None)),
-        HostOp::Flush => dev.flush(arrival).map(|ack| (ack, None)),
-        HostOp::Trim { start, count } => dev
-            .trim_pages(*start, *count, arrival)
-            .map(|c| (c.ack_ns, None)),
-        HostOp::SWrite { uuid, lpns, mode } => {
-            let pages: Vec<(Lpn, Content)> = lpns
-                .iter()
-                .enumerate()
-                .map(|(i, &l)| (l, tag_content(l, first_write + i as u64)))
-                .collect();
-            dev.swrite(*uuid, &pages, *mode, arrival)
-                .map(|c| (c.ack_ns, c.durable_ns))
-        }
-        HostOp::DWrite { uuid, lpn, flag } => dev
-            .dwrite(*uuid, *lpn, &tag_content(*lpn, first_write), *flag, arrival)
-            .map(|c| (c.ack_ns, c.durable_ns)),
-        HostOp::Abort { uuid } => dev.abort(*uuid, arrival).map(|c| (c.ack_ns, None)),
-        HostOp::SRead { start, count } => dev
-            .sread(*start, *count, arrival, reads)
-            .map(|c| (c.ack_ns, None)),
     }
 }
 
@@ -680,7 +614,7 @@ fn check_foreign(op: &HostOp, reads: &[PageOutcome], mismatches: &mut u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flash::Flash;
+    use flash::{Content, Flash, Lpn};
     use ftl::Completion;
     use std::sync::Mutex;
 
