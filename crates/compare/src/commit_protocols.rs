@@ -44,7 +44,7 @@ fn fresh(ctx: &Context, design: &str, host: Option<HostInterface>) -> crate::err
     let mut config = ctx.device("txflash")?;
     config.host = host.unwrap_or(PAPER_HOST);
     let dev = lab::device::fresh(spec, &config, &DesignOptions::default(), true)?;
-    Ok(Driver::over(dev, 0).writes_from(1).without_time_floor())
+    Ok(Driver::over(dev, 0).writes_from(1))
 }
 
 /// Committed transactions per simulated second for a sequential writer of `pages`-page transactions.

@@ -136,7 +136,7 @@ fn measure_with(
     let range =
         ((5u64 << 30) / config.geometry.page_bytes as u64).min(dev.logical_pages() as u64) as u32;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ size as u64 ^ ((sequential as u64) << 32));
-    let mut driver = Driver::over(dev, 0).writes_from(1).without_time_floor();
+    let mut driver = Driver::over(dev, 0).writes_from(1);
     prefill(&mut driver, range).map_err(|e| {
         crate::error::MeasureError::step(mode.label(), crate::error::MeasureError::step("fill", e))
     })?;

@@ -219,7 +219,7 @@ fn run_design(
     let options = grid.options(spec);
     let dev = lab::device::fresh(spec, &grid.device, &options, true)?;
     let e = |e: host::HostError| crate::error::MeasureError::step(spec.name, e);
-    let mut driver = Driver::over(dev, 0).writes_from(1).without_time_floor();
+    let mut driver = Driver::over(dev, 0).writes_from(1);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let fill_pages = (grid.fill * range as f64) as u32;
     let mut now = driver.fill(fill_pages, g.pages_per_block, 0).map_err(e)?;

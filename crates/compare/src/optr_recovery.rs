@@ -90,7 +90,7 @@ impl WorstCaseRun {
         let checkpoint_pages =
             |dev: &dyn BlockDevice| dev.flash().stats().programs_for(OpCause::Checkpoint);
         let mut checkpoint_pages_seen = checkpoint_pages(dev.as_ref());
-        let mut driver = Driver::over(dev, 0).writes_from(1).without_time_floor();
+        let mut driver = Driver::over(dev, 0).writes_from(1);
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut now = 0u64;
         let e = |e: host::HostError| MeasureError::step("worst-case workload", e);

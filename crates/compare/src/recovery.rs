@@ -145,7 +145,7 @@ fn write_zone(
     }
     let dev = lab::device::fresh(&spec, &config, &options, true)?;
     let mut zone = Zone {
-        driver: Driver::over(dev, 0).writes_from(1).without_time_floor(),
+        driver: Driver::over(dev, 0).writes_from(1),
         spec,
         options,
         config,

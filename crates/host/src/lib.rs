@@ -96,8 +96,6 @@ pub struct Host<D: DeviceHandle = Box<dyn BlockDevice>> {
     contents: Contents,
     check: bool,
     atomic: Option<AtomicWrites>,
-    /// [`Host::without_time_floor`].
-    no_time_floor: bool,
     /// Write number of the next content tag (tag-only writes).
     next_tag_write: u64,
     /// Read results, reused from request to request.
@@ -119,7 +117,6 @@ impl<D: DeviceHandle> Host<D> {
             contents: Contents::Bytes,
             check: false,
             atomic: None,
-            no_time_floor: false,
             next_tag_write: 1,
             scratch: Vec::new(),
             staging: Vec::new(),
@@ -227,19 +224,8 @@ impl<D: DeviceHandle> Host<D> {
         self.clock_ns = self.clock_ns.max(arrival_ns);
         // The flash's timing model may forget what ends before the host's clock.
         let clock = self.clock_ns;
-        if !self.no_time_floor {
-            self.device_mut().flash_mut().raise_time_floor(clock);
-        }
+        self.device_mut().flash_mut().raise_time_floor(clock);
         clock
-    }
-
-    /// Transitional (the lab crate's move of `compare`'s experiments onto the host layer,
-    /// behaviour identical; removed by the next commit): the host's clock does not become the
-    /// flash's time floor, so a design may still start an operation before the request that
-    /// issues it arrived, as those experiments, which called designs directly, let it.
-    pub fn without_time_floor(mut self) -> Host<D> {
-        self.no_time_floor = true;
-        self
     }
 
     /// Fail-stop: after an I/O error on the image nothing may change the device.

@@ -127,7 +127,7 @@ impl Shadow {
             Arrivals::AsIssued => 1,
         };
         Ok(ShadowHandle(Arc::new(Mutex::new(Shadow {
-            driver: Driver::over(dev, 0).writes_from(1).without_time_floor(),
+            driver: Driver::over(dev, 0).writes_from(1),
             arrivals,
             error: None,
             requests: 0,

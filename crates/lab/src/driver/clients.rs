@@ -154,7 +154,7 @@ fn load(dev: Box<dyn BlockDevice>, wl: &TxWorkload) -> Result<Driver, ClientsErr
             has,
         });
     }
-    let mut driver = Driver::over(dev, 0).writes_from(1).without_time_floor();
+    let mut driver = Driver::over(dev, 0).writes_from(1);
     let load_to = if wl.preload {
         wl.logical_pages_needed
     } else {

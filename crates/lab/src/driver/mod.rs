@@ -74,14 +74,6 @@ impl<D: DeviceHandle> Driver<D> {
         Driver::new(Host::new(dev, start_ns).tag_only())
     }
 
-    /// Transitional: [`Host::without_time_floor`] (removed by the next commit).
-    pub fn without_time_floor(self) -> Driver<D> {
-        Driver {
-            host: self.host.without_time_floor(),
-            ..self
-        }
-    }
-
     /// The first write number (a run that goes on from another's continues its numbers).
     pub fn writes_from(mut self, first_write: u64) -> Driver<D> {
         self.next_write = first_write;
