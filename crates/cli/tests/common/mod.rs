@@ -190,6 +190,11 @@ impl Server {
         format!("nbd+unix:///?socket={}", self.socket.display())
     }
 
+    /// The server's process id (None once it was stopped or killed).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn running(&mut self) -> bool {
         self.child
             .as_mut()
