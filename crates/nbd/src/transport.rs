@@ -14,9 +14,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::server::{Server, ServerError, SHUTDOWN_POLL};
+use crate::server::{Server, ServerError, Upgrade, REFUSALS_MAX, SHUTDOWN_POLL};
+use crate::tls::{TlsConfig, TlsHalf};
 use crate::NbdBackend;
 
 /// How long a reply write may block on a client that stopped reading before the connection
@@ -51,8 +52,25 @@ pub fn install_signal_handlers(flag: &Arc<AtomicBool>) -> io::Result<()> {
 }
 
 /// A stream whose halves can be split, for the accept loops.
-trait SplitStream: Read + io::Write + Send + Sized {
+trait SplitStream: Read + io::Write + AsRawFd + Send + Sized {
     fn split(self) -> io::Result<(Self, Self)>;
+    fn duplicate(&self) -> io::Result<Self>;
+}
+
+/// A socket that switches to TLS after NBD_OPT_STARTTLS.
+struct SocketUpgrade<S>(S);
+
+impl<S: SplitStream> Upgrade for SocketUpgrade<S> {
+    type Reader = TlsHalf<S>;
+    type Writer = TlsHalf<S>;
+    fn upgrade(
+        self,
+        tls: &TlsConfig,
+        deadline: Instant,
+        shutdown: &AtomicBool,
+    ) -> Result<(TlsHalf<S>, TlsHalf<S>), ServerError> {
+        tls.accept(self.0, deadline, shutdown)
+    }
 }
 
 impl SplitStream for TcpStream {
@@ -64,6 +82,9 @@ impl SplitStream for TcpStream {
         let w = self.try_clone()?;
         Ok((self, w))
     }
+    fn duplicate(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
 }
 
 impl SplitStream for UnixStream {
@@ -73,6 +94,9 @@ impl SplitStream for UnixStream {
         self.set_write_timeout(Some(WRITE_TIMEOUT))?;
         let w = self.try_clone()?;
         Ok((self, w))
+    }
+    fn duplicate(&self) -> io::Result<Self> {
+        self.try_clone()
     }
 }
 
@@ -269,8 +293,10 @@ impl<B: NbdBackend> Server<B> {
         let mut next_id: u64 = 0;
         std::thread::scope(|scope| {
             let mut live = Vec::new();
+            let mut refusing = Vec::new();
             while !self.shutdown_flag().load(Ordering::Relaxed) {
                 live.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
+                refusing.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
                 let stream = match listener.accept_stream() {
                     Ok(s) => s,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -285,13 +311,21 @@ impl<B: NbdBackend> Server<B> {
                         continue;
                     }
                 };
-                if live.len() >= max {
-                    eprintln!("mobius-nbd: {max} connections already open; closing a new one");
-                    continue;
-                }
                 next_id += 1;
                 let id = next_id;
-                live.push(scope.spawn(move || self.serve_accepted(id, stream)));
+                if live.len() < max {
+                    live.push(scope.spawn(move || self.serve_accepted(id, stream)));
+                } else if refusing.len() < REFUSALS_MAX {
+                    eprintln!(
+                        "mobius-nbd: {max} connections already open; refusing connection {id}"
+                    );
+                    refusing.push(scope.spawn(move || self.refuse_accepted(stream)));
+                } else {
+                    // Too many refusals under way: the greeting, then close (the socket is
+                    // fresh, so 18 bytes never block).
+                    let mut stream = stream;
+                    let _ = io::Write::write_all(&mut stream, &crate::protocol::encode_greeting());
+                }
             }
         });
         if self.backend_panicked() {
@@ -304,10 +338,12 @@ impl<B: NbdBackend> Server<B> {
     /// whole server: no connection goes on serving from a state left half-changed.
     fn serve_accepted<S: SplitStream>(&self, id: u64, stream: S) {
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            stream
-                .split()
-                .map_err(ServerError::from)
-                .and_then(|(r, w)| self.serve_connection(r, w))
+            let upgrade = match self.config().tls {
+                Some(_) => Some(SocketUpgrade(stream.duplicate()?)),
+                None => None,
+            };
+            let (r, w) = stream.split()?;
+            self.serve_upgradable(r, w, upgrade)
         }));
         match served {
             Ok(Ok(_)) => {}
@@ -316,6 +352,13 @@ impl<B: NbdBackend> Server<B> {
                 eprintln!("mobius-nbd: connection {id} panicked; stopping the server");
                 self.stop_after_panic();
             }
+        }
+    }
+
+    /// A connection over `max_connections`: refused with NBD errors, then closed.
+    fn refuse_accepted<S: SplitStream>(&self, stream: S) {
+        if let Ok((mut r, mut w)) = stream.split() {
+            self.refuse_connection(&mut r, &mut w);
         }
     }
 }
