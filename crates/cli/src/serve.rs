@@ -136,6 +136,11 @@ impl ServeArgs {
             connection_buffer_bytes: usize::try_from(buffer).unwrap_or(usize::MAX),
             read_only: self.read_only,
             tls: self.tls_config()?.map(Arc::new),
+            // The binary's allocator is mimalloc: freed pages go back only when collected.
+            release_memory: || {
+                crate::bench::return_freed_memory();
+                nbd::server::release_free_memory();
+            },
             ..ServerConfig::default()
         })
     }

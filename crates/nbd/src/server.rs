@@ -34,7 +34,8 @@
 //!   has left; a request that does not fit waits, and while it waits nothing more is read
 //!   from that client: replies the client does not read stop the server reading its requests
 //!   (back-pressure through TCP). At most [`PENDING_REPLIES_MAX`] replies wait in the writer.
-//!   When a connection ends its buffers are freed and given back to the kernel.
+//!   When a connection ends its buffers are freed and given back to the kernel
+//!   ([`ServerConfig::release_memory`]).
 //! - **Time.** The handshake (TLS included) must end within
 //!   [`ServerConfig::handshake_timeout`] of the connection; a reply write waits at most
 //!   [`crate::transport::WRITE_TIMEOUT`] for a client that stopped reading.
@@ -109,6 +110,10 @@ pub struct ServerConfig {
     pub read_only: bool,
     /// TLS (NBD_OPT_STARTTLS) on socket connections; `None`: STARTTLS is not offered.
     pub tls: Option<Arc<TlsConfig>>,
+    /// Called when a connection has ended, to give the memory it freed back to the kernel.
+    /// The default trims glibc's heap; a program with another global allocator passes that
+    /// allocator's collect (`mobius serve`: mimalloc's `mi_collect`).
+    pub release_memory: fn(),
 }
 
 impl Default for ServerConfig {
@@ -122,6 +127,7 @@ impl Default for ServerConfig {
             connection_buffer_bytes: CONNECTION_BUFFER_DEFAULT_BYTES,
             read_only: false,
             tls: None,
+            release_memory: release_free_memory,
         }
     }
 }
@@ -343,10 +349,10 @@ impl Budget {
     }
 }
 
-/// Gives the allocator's free memory back to the kernel. glibc keeps what a thread freed in
-/// that thread's arena, so the reply buffers of a connection that ended would otherwise stay
-/// in the process (issue 68: ~340 MB per closed `--pace` connection).
-fn release_free_memory() {
+/// Gives glibc's free memory back to the kernel (the default [`ServerConfig::release_memory`]).
+/// An allocator keeps what a thread freed for later, so the reply buffers of a connection that
+/// ended would otherwise stay in the process (issue 68: ~340 MB per closed `--pace` connection).
+pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
@@ -546,7 +552,7 @@ impl<B: NbdBackend> Server<B> {
             }
         })();
         self.flush_trace();
-        release_free_memory();
+        (self.config.release_memory)();
         result
     }
 
