@@ -23,6 +23,17 @@ mod tests {
         FtlBackend::new(dev, 0)
     }
 
+    /// A deterministic stream of offsets, lengths and fill bytes.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn write_zeroes_longer_than_a_write_is_split_and_keeps_its_edges() {
         for name in ["dftl", "wcache", "optr"] {
@@ -64,13 +75,7 @@ mod tests {
             let span = 64 * 4096u64;
             let mut model = vec![0u8; span as usize];
             // xorshift: deterministic offsets, lengths and fill bytes.
-            let mut x = 0x9e37_79b9_7f4a_7c15u64;
-            let mut next = move || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            };
+            let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
             for round in 0..400u64 {
                 let sectors = span / 512;
                 let first = next() % sectors;
@@ -103,13 +108,7 @@ mod tests {
             let mut b = backend(name);
             let span = 16 * 4096u64;
             let mut model = vec![0u8; span as usize];
-            let mut x = 0x2545_f491_4f6c_dd1du64;
-            let mut next = move || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            };
+            let mut next = xorshift(0x2545_f491_4f6c_dd1d);
             for round in 0..300u64 {
                 let offset = next() % (span - 1);
                 let len = 1 + next() % (span - offset).min(9000);

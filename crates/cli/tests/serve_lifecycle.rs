@@ -6,16 +6,6 @@ mod common;
 
 use common::*;
 
-fn mobius(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), s)
-}
-
 #[test]
 fn the_exported_size_is_printed_and_an_image_keeps_its_design() {
     let tmp = tempfile::tempdir().unwrap();

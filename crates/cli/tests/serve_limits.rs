@@ -7,20 +7,10 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-fn mobius(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), s)
-}
 
 fn tools(test: &str, tools: &[&str]) -> bool {
     for t in tools {
@@ -30,55 +20,6 @@ fn tools(test: &str, tools: &[&str]) -> bool {
         }
     }
     true
-}
-
-/// Resident memory of process `pid` in bytes.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb << 10)
-}
-
-fn be_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
-}
-
-/// Greets and enters transmission with NBD_OPT_GO asking for the block sizes.
-fn nbd_go(socket: &Path) -> std::io::Result<UnixStream> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut greeting = [0u8; 18];
-    s.read_exact(&mut greeting)?;
-    s.write_all(&3u32.to_be_bytes())?;
-    let mut option = b"IHAVEOPT".to_vec();
-    option.extend_from_slice(&7u32.to_be_bytes()); // NBD_OPT_GO
-    option.extend_from_slice(&8u32.to_be_bytes());
-    option.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 3]); // "", NBD_INFO_BLOCK_SIZE
-    s.write_all(&option)?;
-    loop {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h)?;
-        let mut data = vec![0u8; be_u32(&h, 16) as usize];
-        s.read_exact(&mut data)?;
-        match be_u32(&h, 12) {
-            1 => return Ok(s),
-            3 => {}
-            other => return Err(std::io::Error::other(format!("GO refused: {other:#x}"))),
-        }
-    }
-}
-
-/// A READ request header.
-fn read_request(handle: u64, offset: u64, length: u32) -> [u8; 28] {
-    let mut b = [0u8; 28];
-    b[0..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
-    b[8..16].copy_from_slice(&handle.to_be_bytes());
-    b[16..24].copy_from_slice(&offset.to_be_bytes());
-    b[24..28].copy_from_slice(&length.to_be_bytes());
-    b
 }
 
 fn trace_reads(trace: &Path) -> usize {
@@ -116,14 +57,14 @@ fn memory_stays_bounded_under_clients_that_never_read_their_replies() {
         let mut server = Server::start(dir, "dftl", &dir.join("dev.img"), "128M", &args);
         let pid = server.pid().unwrap();
         // A first client allocates what any connection does (thread stacks, buffers).
-        drop(nbd_go(&server.socket).unwrap());
+        drop(nbd_go(&server.socket, Duration::from_secs(30)).unwrap());
         std::thread::sleep(Duration::from_millis(300));
         let baseline = rss_bytes(pid);
         let hostile: Vec<UnixStream> = (0..CLIENTS)
             .map(|c| {
-                let mut s = nbd_go(&server.socket).unwrap();
+                let mut s = nbd_go(&server.socket, Duration::from_secs(30)).unwrap();
                 for i in 0..REQUESTS {
-                    s.write_all(&read_request(c << 32 | i, 0, READ)).unwrap();
+                    s.write_all(&nbd_request(0, c << 32 | i, 0, READ)).unwrap();
                 }
                 s
             })

@@ -26,44 +26,12 @@ const BLOCKS: u64 = 128;
 const MAX_CONNECTIONS: u64 = 8;
 const BUFFER: u64 = 32 << 20;
 
-fn be_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
-}
-
 fn request(command: u16, handle: u64, offset: u64, length: u32) -> [u8; 28] {
-    let mut b = [0u8; 28];
-    b[0..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
-    b[6..8].copy_from_slice(&command.to_be_bytes());
-    b[8..16].copy_from_slice(&handle.to_be_bytes());
-    b[16..24].copy_from_slice(&offset.to_be_bytes());
-    b[24..28].copy_from_slice(&length.to_be_bytes());
-    b
+    nbd_request(command, handle, offset, length)
 }
 
-/// Greets and sends GO (asking for the block sizes); `Err` when refused or closed.
 fn go(socket: &Path) -> std::io::Result<UnixStream> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    s.set_write_timeout(Some(Duration::from_secs(60)))?;
-    let mut greeting = [0u8; 18];
-    s.read_exact(&mut greeting)?;
-    s.write_all(&3u32.to_be_bytes())?;
-    let mut option = b"IHAVEOPT".to_vec();
-    option.extend_from_slice(&7u32.to_be_bytes());
-    option.extend_from_slice(&8u32.to_be_bytes());
-    option.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 3]);
-    s.write_all(&option)?;
-    loop {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h)?;
-        let mut data = vec![0u8; be_u32(&h, 16) as usize];
-        s.read_exact(&mut data)?;
-        match be_u32(&h, 12) {
-            1 => return Ok(s),
-            3 => {}
-            _ => return Err(std::io::Error::other("refused")),
-        }
-    }
+    nbd_go(socket, Duration::from_secs(60))
 }
 
 /// The writer's pattern for `block` at `version`.
@@ -248,15 +216,6 @@ fn hostile_client(socket: &Path, rng: &mut ChaCha8Rng) {
             std::thread::sleep(hold.min(Duration::from_millis(200)));
         }
     }
-}
-
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb << 10)
 }
 
 fn soak_seconds() -> u64 {

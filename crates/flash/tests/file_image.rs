@@ -18,6 +18,13 @@ fn id() -> ImageIdentity {
     }
 }
 
+/// A flash device on a new image file at `path`.
+fn new_image(path: &std::path::Path) -> Flash {
+    let c = config();
+    let store = FileStore::create(path, &c.geometry, 16, &id()).unwrap();
+    Flash::new(c, Box::new(store))
+}
+
 fn tag(lpn: u32, write: u64) -> Content {
     Content::Tag(ContentTag { lpn, write })
 }
@@ -142,11 +149,7 @@ fn a_program_cut_short_in_the_file_is_a_torn_page() {
 fn snapshot_of_a_file_image_is_an_equal_memory_image() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
-    let c = config();
-    let mut f = Flash::new(
-        c.clone(),
-        Box::new(FileStore::create(&path, &c.geometry, 16, &id()).unwrap()),
-    );
+    let mut f = new_image(&path);
     f.program(Ppn(0), &tag(1, 1), &[5], 0, OpCause::HostData)
         .unwrap();
     f.erase(BlockId(2), 0, OpCause::GcCopy).unwrap();
@@ -341,10 +344,7 @@ fn an_image_held_open_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
     let c = config();
-    let mut f = Flash::new(
-        c.clone(),
-        Box::new(FileStore::create(&path, &c.geometry, 16, &id()).unwrap()),
-    );
+    let mut f = new_image(&path);
     f.program(Ppn(0), &tag(1, 1), &[5; 16], 0, OpCause::HostData)
         .unwrap();
     f.sync().unwrap();
