@@ -309,3 +309,31 @@ fn hostile_clients_beside_a_verifying_writer() {
     verify_all(&server.socket.clone(), &versions, seed, "after a restart");
     assert!(server.stop());
 }
+
+/// The soak's check can fail: a block written behind the writer's back (a write the device
+/// lost, as far as the writer can tell) is caught, and so is one that never reached it.
+#[test]
+fn the_soak_check_catches_a_block_that_is_not_what_was_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut server = Server::start(dir, "dftl", &dir.join("dev.img"), "64M", &[]);
+    let socket = server.socket.clone();
+    let mut versions = vec![0u64; BLOCKS as usize];
+    let mut s = writer_connection(&socket);
+    for block in 0..4u64 {
+        versions[block as usize] = 1;
+        write_block(&mut s, block + 1, block, &pattern(block, 1)).unwrap();
+    }
+    verify_all(&socket, &versions, 0, "control");
+    write_block(&mut s, 9, 2, &pattern(2, 7)).unwrap();
+    let caught = std::panic::catch_unwind(|| verify_all(&socket, &versions, 0, "overwritten"));
+    assert!(
+        caught.is_err(),
+        "a block holding other data passed the check"
+    );
+    write_block(&mut s, 10, 2, &pattern(2, 1)).unwrap();
+    versions[5] = 1;
+    let caught = std::panic::catch_unwind(|| verify_all(&socket, &versions, 0, "never written"));
+    assert!(caught.is_err(), "a block never written passed the check");
+    assert!(server.stop());
+}
