@@ -16,6 +16,7 @@ pub mod error;
 pub mod file;
 pub mod geometry;
 pub mod host;
+pub mod image_lock;
 pub mod oplog;
 pub mod prefetch;
 pub mod preset;
