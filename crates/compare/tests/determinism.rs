@@ -15,6 +15,7 @@ fn same_seed_same_results_json() {
             seed: 3,
             progress: &progress,
             run_logs: None,
+            cores: compare::Cores::serial(),
         };
         let results = run(&ctx, &only).unwrap();
         let dir = tempfile::tempdir().unwrap();
