@@ -7,18 +7,9 @@
 use std::path::Path;
 use std::process::Command;
 
-fn mobius(args: &[&str], out: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("run mobius")
-}
-
-fn text(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-}
+#[path = "common/compare_runs.rs"]
+mod compare_runs;
+use compare_runs::{mask_wall_times, mobius, text};
 
 #[test]
 fn experiments_as_dask_tasks_give_the_one_process_report() {
@@ -101,10 +92,6 @@ fn without_wall_times(path: &Path) -> String {
     }
     mask_wall_times(&text)
 }
-
-#[path = "common/wall_times.rs"]
-mod wall_times;
-use wall_times::mask_wall_times;
 
 /// A two-worker cluster that prints its scheduler's address and waits to be killed.
 const CLUSTER: &str = r#"

@@ -7,18 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn mobius(args: &[&str], out: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("run mobius")
-}
-
-fn text(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-}
+#[path = "common/compare_runs.rs"]
+mod compare_runs;
+use compare_runs::{mask_wall_times, mobius, text};
 
 /// Keys of wall-clock figures, as tools/identity-check's WALL_CLOCK drops them.
 const WALL_CLOCK: [&str; 5] = [
@@ -46,10 +37,6 @@ fn results_without_wall_times(dir: &Path) -> serde_json::Value {
     strip(&mut v);
     v
 }
-
-#[path = "common/wall_times.rs"]
-mod wall_times;
-use wall_times::mask_wall_times;
 
 #[test]
 fn wall_times_are_masked_and_nothing_else() {

@@ -98,30 +98,16 @@ fn experiments(h: &mut String, entries: &[(String, Value)]) {
          <th>at <code>--scale paper</code> only</th><th>the rest</th><th>wall time</th></tr>\n",
     );
     for (id, entry) in entries {
-        let ran = ran(entry);
+        let cells = crate::Ran::of(entry).cells().map(|c| inline(&c));
         let _ = writeln!(
             h,
-            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td></tr>",
             escape(&anchor(entry["title"].as_str().unwrap_or(id))),
             escape(id),
-            escape(&ran.scale),
-            inline(&ran.at_this_scale),
-            if ran.moved_to_paper.is_empty() {
-                "–".to_string()
-            } else {
-                inline(&ran.moved_to_paper.join("; "))
-            },
-            ran.rest
-                .as_ref()
-                .map_or("–".to_string(), |c| format!("<code>{}</code>", escape(c))),
-            escape(&crate::report::wall_time(ran.wall_s)),
+            cells.join("</td><td>")
         );
     }
     h.push_str("</table>\n");
-}
-
-fn ran(entry: &Value) -> crate::Ran {
-    serde_json::from_value(entry["ran"].clone()).unwrap_or_default()
 }
 
 /// One experiment: heading, description, scale and wall time, host, what was skipped, tables,
@@ -134,7 +120,7 @@ fn section(h: &mut String, id: &str, e: &Value, dir: &Path) -> std::io::Result<(
         escape(&anchor(title)),
         escape(title),
         inline(e["description"].as_str().unwrap_or_default()),
-        inline(&ran(e).sentence())
+        inline(&crate::Ran::of(e).sentence())
     );
     if let Ok(host) = serde_json::from_value::<flash::HostInterface>(e["host_interface"].clone()) {
         let _ = writeln!(

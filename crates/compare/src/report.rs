@@ -74,6 +74,29 @@ impl Ran {
     }
 }
 
+impl Ran {
+    /// The `ran` of a results.json entry (the default where it has none).
+    pub fn of(entry: &serde_json::Value) -> Ran {
+        serde_json::from_value(entry["ran"].clone()).unwrap_or_default()
+    }
+
+    /// The report's row of experiments, in Markdown: scale, what it ran, what it left to the
+    /// paper scale, the command for the rest, the wall time (`–` for what there is not).
+    pub fn cells(&self) -> [String; 5] {
+        let moved = match self.moved_to_paper.is_empty() {
+            true => "–".to_string(),
+            false => self.moved_to_paper.join("; "),
+        };
+        [
+            self.scale.clone(),
+            self.at_this_scale.clone(),
+            moved,
+            self.rest.as_ref().map_or("–".into(), |c| format!("`{c}`")),
+            wall_time(self.wall_s),
+        ]
+    }
+}
+
 /// Seconds as `42.1 s` or `3 min 05 s`.
 pub fn wall_time(seconds: f64) -> String {
     if seconds < 60.0 {

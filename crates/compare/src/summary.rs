@@ -230,24 +230,9 @@ pub fn experiments_md(entries: &[(String, serde_json::Value)]) -> String {
         "## Experiments\n\n| experiment | scale | what it ran | at `--scale paper` only | the rest | wall time |\n|---|---|---|---|---|---|\n",
     );
     for (id, entry) in entries {
-        let ran: crate::Ran = serde_json::from_value(entry["ran"].clone()).unwrap_or_default();
         let title = entry["title"].as_str().unwrap_or(id);
-        let _ = writeln!(
-            md,
-            "| [{id}](#{}) | {} | {} | {} | {} | {} |",
-            anchor(title),
-            ran.scale,
-            cell(&ran.at_this_scale),
-            if ran.moved_to_paper.is_empty() {
-                "–".to_string()
-            } else {
-                cell(&ran.moved_to_paper.join("; "))
-            },
-            ran.rest
-                .as_ref()
-                .map_or("–".to_string(), |c| format!("`{c}`")),
-            crate::report::wall_time(ran.wall_s),
-        );
+        let cells = crate::Ran::of(entry).cells().map(|c| cell(&c));
+        let _ = writeln!(md, "| [{id}](#{}) | {} |", anchor(title), cells.join(" | "));
     }
     md.push('\n');
     md

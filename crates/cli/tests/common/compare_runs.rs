@@ -1,4 +1,23 @@
-//! Wall times masked in report text, for tests that compare two runs' reports.
+//! What the `mobius compare` tests share: running the binary, its output as text, and wall
+//! times masked in report text for tests that compare two runs' reports.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `mobius ARGS --out OUT`.
+pub fn mobius(args: &[&str], out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run mobius")
+}
+
+/// Standard output then standard error.
+pub fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
 
 /// A word's trailing number, and what comes before it (`<td>17.8` → `<td>`, `17.8`).
 fn number(w: &str) -> Option<(&str, &str)> {
