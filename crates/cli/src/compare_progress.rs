@@ -173,22 +173,20 @@ impl Progress {
     }
 }
 
-/// `run 3/12, 0:25 elapsed, ~1:05 left`: the estimate from the pace since the first run ended
-/// (an experiment's runs may wait for a core a while before they start).
+/// `run 3/12, 0:25 elapsed, ~1:05 left`: the estimate from the pace since the first report of a
+/// run done (not from the start: an experiment's runs may wait a while for a core).
 fn status(r: &Running) -> String {
     let mut s = String::new();
     if r.total > 0 {
         s += &format!("run {}/{}, ", r.done, r.total);
     }
     s += &format!("{} elapsed", clock(r.started.elapsed()));
-    if let Some((at, first)) = r.first.filter(|_| r.total > r.done) {
-        // Before a second report, the pace of the first runs, timed from the start.
-        let (time, runs) = match r.done > first {
-            true => (at.elapsed(), r.done - first),
-            false => (at - r.started, first),
-        };
-        let left = time.mul_f64((r.total - r.done) as f64 / runs as f64);
-        s += &format!(", ~{} left", clock(left));
+    if let Some((at, first)) = r
+        .first
+        .filter(|(_, first)| r.done > *first && r.total > r.done)
+    {
+        let pace = at.elapsed().div_f64((r.done - first) as f64);
+        s += &format!(", ~{} left", clock(pace.mul_f64((r.total - r.done) as f64)));
     }
     s
 }
@@ -224,12 +222,10 @@ impl Live {
 
     fn add(&self, id: &str) {
         let bar = self.multi.add(ProgressBar::new(0));
+        // Until the experiment says how many runs it has.
         bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>14} [{bar:30}] run {pos}/{len}, {elapsed} elapsed, ~{eta} left",
-            )
-            .expect("static template")
-            .progress_chars("=> "),
+            ProgressStyle::with_template("{prefix:>14} {spinner} {elapsed} elapsed")
+                .expect("static template"),
         );
         bar.set_prefix(id.to_string());
         bar.enable_steady_tick(Duration::from_secs(1));
@@ -238,6 +234,15 @@ impl Live {
 
     fn set(&self, id: &str, done: u64, total: u64) {
         if let Some(bar) = lock(&self.bars).get(id) {
+            if bar.length() == Some(0) && total > 0 {
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>14} [{bar:30}] run {pos}/{len}, {elapsed} elapsed, ~{eta} left",
+                    )
+                    .expect("static template")
+                    .progress_chars("=> "),
+                );
+            }
             bar.set_length(total);
             bar.set_position(done);
         }
@@ -266,7 +271,7 @@ mod tests {
             first: Some((now, 1)),
             printed: now,
         };
-        assert_eq!(status(&r), "run 1/4, 0:20 elapsed, ~1:00 left");
+        assert_eq!(status(&r), "run 1/4, 0:20 elapsed", "no pace yet");
         // Runs that waited 100 s for a core, then ended every 10 s.
         let waited = Running {
             done: 3,
