@@ -260,6 +260,16 @@ fn runs_as_parallel_tasks_are_the_serial_runs_and_paper_scale_ones_are_listed() 
         let text = std::fs::read_to_string(work.path().join(log)).unwrap();
         assert_eq!(text.lines().count(), 3, "NVMFS's three runs: {text}");
     }
+    // A file system left to the paper scale but asked for all the same (`nvmfs_vs_ext4 --fs`)
+    // is run (here: skipped for its missing mkfs), and not listed.
+    opts.paper_only = vec![("nosuchfs".into(), "too slow here".into())];
+    opts.workloads.truncate(1);
+    opts.run_log = None;
+    let asked = run(&opts);
+    let runs: Vec<_> = asked.runs.iter().filter(|r| r.fs == "nosuchfs").collect();
+    assert_eq!(runs.len(), 1);
+    let why = runs[0].skipped.as_deref().unwrap_or_default();
+    assert!(!why.starts_with(PAPER_ONLY), "{why}");
 }
 
 /// The experiment on a 64-block-per-chip SSD with 4 MiB of NVRAM, NVMFS beside `kernel_fs`.

@@ -20,7 +20,7 @@ use runs::Options;
 const TITLE: &str = "7. NVMFS vs ext4, btrfs, xfs and nilfs2 on the same emulated SSD (NVMFS §IV)";
 
 /// What the quick scale runs ([`runs::Options::standard`]; the runs it leaves to the paper
-/// scale are listed with the experiment, [`runs::QUICK_LEAVES`]).
+/// scale are listed with the experiment, [`runs::Options::paper_only`]).
 pub const QUICK_SCALE: &str =
     "NVMFS, ext4 and btrfs on every workload, each run a task of its own, on a 128 MiB SSD \
      (32 blocks per chip) with 8 MiB of NVRAM and DRAM budget (the paper scale: 512 MiB, 32 MiB, \

@@ -409,15 +409,15 @@ impl Options {
         // without either shows the row as skipped, naming the packages). f2fs where this kernel
         // has it: the appliance mounts f2fs too (`mkfs.f2fs` runs on this machine), but the
         // paper compares with nilfs2 only and each appliance file system adds ~15 min here.
-        // The quick scale leaves nilfs2 in an appliance to the paper scale ([`QUICK_LEAVES`]).
+        // The quick scale leaves nilfs2 in an appliance, and xfs, to the paper scale.
         let mut paper_only = Vec::new();
         if paper || lab::kernel_stack::kernel_has("nilfs2") {
             kernel_fs.push("nilfs2".into());
         } else {
-            paper_only.push(("nilfs2".to_string(), QUICK_LEAVES[0].1.to_string()));
+            paper_only.push(("nilfs2".to_string(), NILFS2_IN_AN_APPLIANCE.to_string()));
         }
         if !paper {
-            paper_only.push(("xfs".to_string(), QUICK_LEAVES[1].1.to_string()));
+            paper_only.push(("xfs".to_string(), XFS_NEEDS_MORE.to_string()));
         }
         if lab::kernel_stack::kernel_has("f2fs") {
             kernel_fs.push("f2fs".into());
@@ -478,17 +478,13 @@ impl Options {
     }
 }
 
-/// What the quick scale leaves to the paper scale, and why: nilfs2 where this kernel has none
-/// (in an emulated appliance it took ~45 of the quick scale's 58–77 min, docs/nvmfs.md), and
-/// xfs, which `mkfs.xfs` refuses on the quick scale's SSD.
-pub const QUICK_LEAVES: [(&str, &str); 2] = [
-    (
-        "nilfs2",
-        "this kernel has no nilfs2, and in its emulated (TCG) libguestfs appliance, at ~1 MB/s, \
-         its eight runs take ~45 min",
-    ),
-    ("xfs", "mkfs.xfs refuses a file system of 300 MiB or less"),
-];
+/// Why the quick scale leaves nilfs2 to the paper scale where this kernel has none: in an
+/// emulated appliance its runs took ~45 of the quick scale's 58–77 min (docs/nvmfs.md).
+pub const NILFS2_IN_AN_APPLIANCE: &str = "this kernel has no nilfs2, and in its emulated (TCG) \
+     libguestfs appliance, at ~1 MB/s, its eight runs take ~45 min";
+
+/// Why the quick scale leaves xfs to the paper scale.
+pub const XFS_NEEDS_MORE: &str = "mkfs.xfs refuses a file system of 300 MiB or less";
 
 /// The paper's high utilisation, "over 85 %" (§IV-D): the runs of Fig. 9.
 pub const HIGH_THRESHOLD: f64 = 0.85;
@@ -571,8 +567,9 @@ fn plan(opts: &Options) -> Vec<(String, &Workload)> {
     let mut plan = Vec::new();
     for w in &opts.workloads {
         plan.push(("nvmfs".to_string(), w));
-        let kernel = opts.kernel_fs.iter();
-        for k in kernel.chain(opts.paper_only.iter().map(|(fs, _)| fs)) {
+        let left = opts.paper_only.iter().map(|(fs, _)| fs);
+        let left = left.filter(|fs| paper_only(opts, fs).is_some());
+        for k in opts.kernel_fs.iter().chain(left) {
             if k == "nilfs2" && w.repeats_a_benchmark() {
                 continue;
             }
@@ -582,10 +579,12 @@ fn plan(opts: &Options) -> Vec<(String, &Workload)> {
     plan
 }
 
-/// Why `fs` is left to the paper scale, if it is.
+/// Why `fs` is left to the paper scale, if it is (not when it was asked for all the same, in
+/// `kernel_fs`).
 fn paper_only<'a>(opts: &'a Options, fs: &str) -> Option<&'a str> {
     let left = opts.paper_only.iter().find(|(f, _)| f == fs);
-    left.map(|(_, why)| why.as_str())
+    left.filter(|_| !opts.kernel_fs.iter().any(|k| k == fs))
+        .map(|(_, why)| why.as_str())
 }
 
 /// Measures `fs` under `w`; a run that cannot be made is skipped with the reason.
