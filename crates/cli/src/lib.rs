@@ -7,6 +7,7 @@ pub mod bench_designs;
 pub mod bench_peer;
 pub mod bench_scale;
 pub mod compare_cmd;
+pub mod compare_progress;
 pub mod crashtest_cmd;
 pub mod device_args;
 pub mod info;

@@ -246,6 +246,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: Some(PAPER_HOST),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -199,6 +199,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: device(ctx).ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -195,6 +195,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 
@@ -429,6 +430,7 @@ mod locality_tests {
             seed: 5,
             progress: &progress,
             run_logs: None,
+            cores: crate::Cores::serial(),
         };
         let small_cache = DesignOptions::default().with("dram_mb", 2);
         let random = measure_with(&ctx, Mode::DftlBatched, 64, false, &small_cache).unwrap();

@@ -618,6 +618,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         }),
         skipped: Vec::new(),
         host: Some(grid.device.host),
+        ran: crate::Ran::default(),
     }
 }
 

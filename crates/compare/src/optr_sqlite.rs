@@ -161,6 +161,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::json!({ "bars": bars, "seconds_per_bar": duration.as_secs() }),
         skipped,
         host: quick_device().ok().map(|d| d.host),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -371,6 +371,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 

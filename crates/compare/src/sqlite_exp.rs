@@ -232,6 +232,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             .unwrap_or_default(),
         skipped,
         host: Some(jasmine),
+        ran: crate::Ran::default(),
     }
 }
 

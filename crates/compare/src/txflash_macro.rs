@@ -297,6 +297,7 @@ fn report(
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("txflash").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -15,9 +15,16 @@ use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
-use runs::{run as run_experiment, Options};
+use runs::Options;
 
 const TITLE: &str = "7. NVMFS vs ext4, btrfs, xfs and nilfs2 on the same emulated SSD (NVMFS §IV)";
+
+/// What the quick scale runs ([`runs::Options::standard`]; the runs it leaves to the paper
+/// scale are listed with the experiment, [`runs::Options::paper_only`]).
+pub const QUICK_SCALE: &str =
+    "NVMFS, ext4 and btrfs on every workload, each run a task of its own, on a 128 MiB SSD \
+     (32 blocks per chip) with 8 MiB of NVRAM and DRAM budget (the paper scale: 512 MiB, 32 MiB, \
+     and nilfs2 and xfs besides)";
 
 pub fn run(ctx: &Context) -> ExperimentResult {
     let mut skipped = Vec::new();
@@ -39,11 +46,11 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     if opts.erase_study.is_none() {
         skipped.push("erase study on FAST: the fast design is not built".into());
     }
-    (ctx.progress)("nvmfs", 0, 1);
-    let e = run_experiment(&opts);
-    (ctx.progress)("nvmfs", 1, 1);
+    let progress = |done, total| (ctx.progress)("nvmfs", done, total);
+    let e = runs::run_on(&opts, &ctx.cores, &progress);
     let _ = std::fs::remove_dir_all(&work);
-    let table = runs_table(&e.runs, &mut skipped);
+    let mut moved = Vec::new();
+    let table = runs_table(&e.runs, &mut skipped, &mut moved);
     let find = |fs: &str| completed(&e.runs, fs, "iozone-randwrite");
     let claims = vec![
         traffic_claim(&e.runs),
@@ -81,17 +88,12 @@ pub fn run(ctx: &Context) -> ExperimentResult {
              host link as a host keeping {} requests outstanding would issue them; app MiB written \
              per second of that service time (NVRAM, page cache, CPU and FUSE/NBD time are not \
              modelled for anyone). A run a file system stopped part-way (out of space) is shown with \
-             what it did up to then.{}{}",
+             what it did up to then.{}",
             e.ssd_bytes >> 20,
             e.design,
             e.nvram_bytes >> 20,
             e.design,
             opts.service_queue_depth.unwrap_or(0),
-            if ctx.scale == Scale::Paper {
-                ""
-            } else {
-                " xfs runs at `--scale paper` only: mkfs.xfs refuses 300 MiB or less."
-            },
             e.run_log
                 .as_ref()
                 .map(|s| format!(" Run log: {s}."))
@@ -103,13 +105,30 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::to_value(&e).unwrap_or_default(),
         skipped,
         host: Some(opts.config.host),
+        ran: crate::Ran {
+            moved_to_paper: moved,
+            ..crate::Ran::default()
+        },
     }
 }
 
-/// One row per run that happened (the others go to `skipped` with their reason).
-fn runs_table(runs: &[runs::FsRun], skipped: &mut Vec<String>) -> Table {
+/// One row per run that happened; the others go to `skipped` with their reason, or, left to
+/// the paper scale, to `moved` (one entry per file system: its workloads, and why).
+fn runs_table(runs: &[runs::FsRun], skipped: &mut Vec<String>, moved: &mut Vec<String>) -> Table {
     let mut rows = Vec::new();
+    let mut left: Vec<(&str, Vec<&str>, &str)> = Vec::new();
     for r in runs {
+        if let Some(why) = r
+            .skipped
+            .as_deref()
+            .and_then(|s| s.strip_prefix(runs::PAPER_ONLY))
+        {
+            match left.iter_mut().find(|(fs, ..)| *fs == r.fs) {
+                Some((_, ws, _)) => ws.push(&r.workload),
+                None => left.push((&r.fs, vec![&r.workload], why)),
+            }
+            continue;
+        }
         if let Some(why) = &r.skipped {
             skipped.push(format!("{} / {}: {why}", r.fs, r.workload));
             continue;
@@ -140,6 +159,10 @@ fn runs_table(runs: &[runs::FsRun], skipped: &mut Vec<String>) -> Table {
         "throughput (app MiB/s, sim)",
         "DRAM budget hits",
     ];
+    moved.extend(left.into_iter().map(|(fs, ws, why)| {
+        let runs = if ws.len() == 1 { "run" } else { "runs" };
+        format!("{fs}'s {} {runs} ({}): {why}", ws.len(), ws.join(", "))
+    }));
     Table {
         caption: "SSD traffic, erases, GC copies, cleaning efficiency".into(),
         header: header.iter().map(|s| s.to_string()).collect(),
@@ -579,6 +602,37 @@ mod claim_tests {
     use super::*;
     use crate::claims::Verdict;
     use runs::FsRun;
+
+    /// Runs left to the paper scale are listed once per file system with their workloads and
+    /// reason, apart from what was skipped; the others make the table.
+    #[test]
+    fn runs_left_to_the_paper_scale_are_listed_apart_from_the_skipped() {
+        let left = |fs: &str, w: &str| FsRun {
+            skipped: Some(format!("{}slow", runs::PAPER_ONLY)),
+            ..FsRun::blank(fs, w)
+        };
+        let runs = vec![
+            run("nvmfs", 0, 1, 1),
+            left("nilfs2", "iozone-randwrite"),
+            left("xfs", "iozone-randwrite"),
+            left("nilfs2", "postmark"),
+            FsRun {
+                skipped: Some("no fuse".into()),
+                ..FsRun::blank("ext4", "postmark")
+            },
+        ];
+        let (mut skipped, mut moved) = (Vec::new(), Vec::new());
+        let table = runs_table(&runs, &mut skipped, &mut moved);
+        assert_eq!(table.rows.len(), 1);
+        assert_eq!(skipped, ["ext4 / postmark: no fuse"]);
+        assert_eq!(
+            moved,
+            [
+                "nilfs2's 2 runs (iozone-randwrite, postmark): slow",
+                "xfs's 1 run (iozone-randwrite): slow"
+            ]
+        );
+    }
 
     fn run(fs: &str, copies: u64, erases: u64, programs: u64) -> FsRun {
         FsRun {
