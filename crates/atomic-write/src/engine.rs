@@ -1243,7 +1243,7 @@ impl Engine {
             let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
             let ReadStatus::Data(content) = status else {
                 return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({status:?})"
+                    "live {from} reads back {status}"
                 )));
             };
             let to = self.alloc(STREAM_GC, now)?;
@@ -1767,9 +1767,19 @@ impl Engine {
             (ReadStatus::Data(Content::Bytes(b)), Some(r)) if crc32c::crc32c(&b) == r.data_crc => {
                 Ok(decode_entries(&b))
             }
-            (st, _) => Err(FtlError::Corrupt(format!(
-                "tree page {ppn} (kind {kind}) named by the root is unreadable ({st:?})"
-            ))),
+            (st, rec) => {
+                let found = match rec {
+                    Some(r) => format!(
+                        "its OOB record expects data whose CRC32C is {:#010x}",
+                        r.data_crc
+                    ),
+                    None => "its OOB record is not of that kind".into(),
+                };
+                Err(FtlError::Corrupt(format!(
+                    "tree page {ppn} (kind {kind}) named by the root is unreadable: {found}, and \
+                     it reads back {st}"
+                )))
+            }
         }
     }
 }

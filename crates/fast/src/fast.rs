@@ -281,7 +281,7 @@ impl Fast {
         let (status, span) = self.flash.read(src, &mut oob, now, cause)?;
         let flash::ReadStatus::Data(content) = status else {
             return Err(FtlError::Corrupt(format!(
-                "{src}, the newest version of lpn {lpn}, does not read back"
+                "{src}, the newest version of lpn {lpn}, reads back {status}"
             )));
         };
         let rec = PageOob::decode(&oob)

@@ -97,6 +97,7 @@ impl From<FlashError> for FtlError {
             | FlashError::ImageFailed { .. }
             | FlashError::Image { .. }
             | FlashError::ImageForeign { .. }
+            | FlashError::ImageLocked { .. }
             | FlashError::ImageGeometryMismatch { .. } => FtlError::ImageIo(e),
             other => FtlError::Flash(other),
         }

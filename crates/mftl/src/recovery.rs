@@ -170,7 +170,9 @@ impl Mobius {
                 .read(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
             let ReadStatus::Data(Content::Bytes(b)) = st else {
-                return Err(FtlError::Corrupt(format!("GTD chunk {i} unreadable")));
+                return Err(FtlError::Corrupt(format!(
+                    "GTD chunk {i} at ppn {p} unreadable: it reads back {st}"
+                )));
             };
             let (_, _, e) = decode_gtd(&b)
                 .map_err(|e| FtlError::Corrupt(format!("GTD chunk {i} damaged: {e}")))?;

@@ -738,7 +738,9 @@ impl Optr {
             for (from, lpn) in live {
                 let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
                 let ReadStatus::Data(content) = status else {
-                    return Err(FtlError::Corrupt(format!("live {from} did not read back")));
+                    return Err(FtlError::Corrupt(format!(
+                        "live {from} reads back {status}"
+                    )));
                 };
                 let o = PageOob::decode(&oob)
                     .ok()

@@ -471,7 +471,7 @@ impl TxFlashTc {
         let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
         let ReadStatus::Data(content) = status else {
             return Err(FtlError::Corrupt(format!(
-                "live {from} did not read back ({status:?})"
+                "live {from} reads back {status}"
             )));
         };
         let mut rec = Oob::decode(&oob)

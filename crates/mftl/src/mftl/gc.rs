@@ -149,7 +149,9 @@ impl Mobius {
                 .read(from, &mut oob, at, cause)
                 .map_err(err_flash)?;
             let ReadStatus::Data(content) = st else {
-                return Err(FtlError::Corrupt(format!("live {from} unreadable")));
+                return Err(FtlError::Corrupt(format!(
+                    "live {from} unreadable: it reads back {st}"
+                )));
             };
             let to = self
                 .space

@@ -419,7 +419,10 @@ impl Mobius {
             .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
             .map_err(err_flash)?;
         let ReadStatus::Data(Content::Bytes(b)) = st else {
-            return Err(tp_unreadable(tp));
+            return Err(FtlError::Corrupt(format!(
+                "translation page {tp} at ppn {} unreadable: it reads back {st}",
+                self.gtd[tp]
+            )));
         };
         decode_tp_into(&b, &mut self.base[entries])
             .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;

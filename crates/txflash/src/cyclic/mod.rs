@@ -387,7 +387,7 @@ impl TxFlashCyclic {
             let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
             let ReadStatus::Data(content) = status else {
                 return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({status:?})"
+                    "live {from} reads back {status}"
                 )));
             };
             let rec = CyclicOob::decode(self.protocol, &oob)
