@@ -26,9 +26,9 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
         "--ftl",
         "all",
         "--seeds",
-        "3",
+        "6",
         "--crash-points",
-        "400",
+        "1000",
         "--torn",
         "--second-lives",
         "2",
@@ -37,7 +37,7 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
     let json = clean_soak(ok, &stdout, &stderr);
     assert_eq!(
         json["seeds"],
-        3 * json["designs"].as_object().expect("designs").len()
+        6 * json["designs"].as_object().expect("designs").len()
     );
     assert!(json["crash_points"].as_u64().expect("points") > 1000);
 }
@@ -199,9 +199,9 @@ fn mobius_with_a_striped_ala_keeps_its_promise_on_fresh_seeds() {
         "--param",
         "ala_stripe=4",
         "--seeds",
-        "3",
+        "6",
         "--crash-points",
-        "400",
+        "1000",
         "--torn",
         "--second-lives",
         "4",
