@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use flash::{Flash, OpCause};
+use flash::OpCause;
 use ftl::{BlockDevice, DesignOptions};
 use lab::driver::replay::{replay, ReplayStats, Timing};
 use trace::Format;
@@ -59,9 +59,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         anyhow::bail!("{}: the trace holds no request", args.trace.display());
     }
     let options = DesignOptions::from_pairs(&args.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry);
-    let flash = Flash::in_memory(config.clone(), oob, true);
-    let mut dev = design.build(flash, &options)?;
+    let mut dev = lab::device::fresh(&design, &config, &options, true)?;
     let timing = match args.qd {
         Some(queue_depth) => Timing::Closed { queue_depth },
         None => Timing::Trace,

@@ -1,7 +1,6 @@
 //! `mobius sql-bench` (a SQL workload on a design, in simulated time) and `mobius sql` (a
 //! SQLite shell on a flash image): SQLite through the VFS of `crates/sqlite` (docs/sqlite.md).
 
-use flash::Flash;
 use ftl::DesignOptions;
 use lab::device::Recipe;
 use sqlite::durability::{durable_mode, durable_synchronous};
@@ -87,8 +86,7 @@ pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry);
-    let dev = design.build(Flash::in_memory(config, oob, false), &options)?;
+    let dev = lab::device::fresh(&design, &config, &options, false)?;
     let db = Database::create(dev, &args.db.open_options(args.seed, "FULL")?)?;
     let w = Workload::parse(&args.workload)?;
     let scale = Scale {

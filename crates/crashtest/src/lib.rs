@@ -231,8 +231,7 @@ pub struct Recording {
 
 /// Runs the workload once with both logs on.
 pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
-    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
+    let mut flash = lab::device::flash(&cfg.design, &cfg.device, cfg.tag_only);
     // The run and every image keep OOB records whole: a squeezed record is rebuilt at every
     // read, and each image's recovery would squeeze the whole device anew (DFTL).
     flash.keep_oob_whole();

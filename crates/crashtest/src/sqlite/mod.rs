@@ -213,11 +213,7 @@ impl Recording {
 /// Builds the device (aged by [`CrashConfig::fill`]), loads the tables, then runs the
 /// transactions with the flash recording.
 fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
-    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let dev = cfg.design.build(
-        Flash::in_memory(cfg.device.clone(), oob, false),
-        &cfg.options,
-    )?;
+    let dev = lab::device::fresh(&cfg.design, &cfg.device, &cfg.options, false)?;
     let dev = age(dev, cfg.fill, cfg.seed)?;
     let db = Database::create(dev, &cfg.open)?;
     workload::setup(&db, cfg.workload, cfg.scale)?;
