@@ -11,7 +11,8 @@
 //! after an unmeasured load phase that writes the whole database once.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
 use ftl::{DesignOptions, SwriteMode};

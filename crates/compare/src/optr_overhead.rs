@@ -22,7 +22,8 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::optr_recovery::{WorstCase, WorstCaseRun};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
 use flash::{DeviceConfig, Lpn, OpCause};

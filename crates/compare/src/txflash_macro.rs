@@ -15,7 +15,8 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::macro_tx::{run_mode, trace_workload, Mode, Outcome, Workload};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
 use ftl::SwriteMode;
