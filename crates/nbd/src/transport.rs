@@ -16,13 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::server::{Server, ServerError, Upgrade, REFUSALS_MAX, SHUTDOWN_POLL};
+use crate::error::ServerError;
+use crate::server::{Server, Upgrade, REFUSALS_MAX};
+use crate::timeouts::{SHUTDOWN_POLL, WRITE_TIMEOUT};
 use crate::tls::{TlsConfig, TlsHalf};
 use crate::NbdBackend;
 
-/// How long a reply write may block on a client that stopped reading before the connection
-/// is dropped.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often the accept loops look at the shutdown flag.
 pub const ACCEPT_POLL: Duration = Duration::from_millis(20);
 
