@@ -29,8 +29,8 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::MeasureError;
-use crate::optr_overhead::quick_device;
 use crate::number::fmt;
+use crate::optr_overhead::quick_device;
 use crate::result::{ExperimentResult, Table};
 use crate::{Context, Scale};
 use ftl::{DesignOptions, DesignSpec};

@@ -50,7 +50,6 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-
 use crate::error::ServerError;
 use crate::protocol::*;
 use crate::timeouts::SHUTDOWN_POLL;
