@@ -12,7 +12,7 @@ use ftl::{BlockDevice, DesignOptions};
 use lab::driver::replay::{replay, ReplayStats, Timing};
 use trace::Format;
 
-use crate::device_args::DeviceArgs;
+use lab::device::Recipe;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -20,7 +20,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (as `mobius serve`).
     #[arg(long)]
     pub size: Option<String>,
@@ -47,7 +47,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
-        crate::device_args::apply_size(&mut config, size)?;
+        lab::device::apply_size(&mut config, size)?;
     }
     let format = args
         .format

@@ -1,9 +1,9 @@
 //! `mobius sql-bench` (a SQL workload on a design, in simulated time) and `mobius sql` (a
 //! SQLite shell on a flash image): SQLite through the VFS of `crates/sqlite` (docs/sqlite.md).
 
-use crate::device_args::DeviceArgs;
 use flash::Flash;
 use ftl::DesignOptions;
+use lab::device::Recipe;
 use sqlite::durability::{durable_mode, durable_synchronous};
 use sqlite::shell::Shell;
 use sqlite::workload::{self, Scale, Workload};
@@ -17,7 +17,7 @@ pub struct SqlDeviceArgs {
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// Device size instead of the preset's blocks per chip, e.g. 64M, 1G.
     #[arg(long, default_value = "64M")]
     pub size: String,
@@ -58,7 +58,7 @@ impl SqlDeviceArgs {
 
     fn config(&self, design: &ftl::DesignSpec) -> anyhow::Result<flash::DeviceConfig> {
         let mut config = self.device.resolve_for(design)?;
-        crate::device_args::apply_size(&mut config, &self.size)?;
+        lab::device::apply_size(&mut config, &self.size)?;
         Ok(config)
     }
 }

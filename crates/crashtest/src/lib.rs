@@ -7,6 +7,7 @@
 //! design's recovery on the image alone, reads every logical page and lets the [`oracle`] judge
 //! the result against a promise — the design's own, or a stronger one for negative controls.
 
+pub mod options;
 pub mod oracle;
 pub mod points;
 pub mod second_life;
