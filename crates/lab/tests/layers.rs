@@ -5,9 +5,10 @@
 //! table does not place.
 //!
 //! `[dependencies]` (and `[build-dependencies]`) must point strictly down. `[dev-dependencies]`
-//! may also reach up to the harness (the `lab` and `crashtest` layers): a design's tests drive
-//! it through the lab's request driver and judge it with the crash checker, which are built on
-//! the designs; a test never depends on a front end (`nbd`, `compare`, `cli`, `python`).
+//! must point down too, but a crate below the harness (the `lab` and `crashtest` layers) may
+//! also reach up to it: a design's tests drive it through the lab's request driver and judge it
+//! with the crash checker, which are built on the designs. A test of a crate below the front
+//! ends never depends on one (`nbd`, `compare`, `cli`, `python`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,10 +45,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// The highest layer a dev-dependency may reach: the harness.
 const DEV_REACH: &str = "crashtest";
-
-/// Upward dependencies known today and being removed elsewhere: (crate, dependency). An entry
-/// that is no longer needed fails the test, so the list only shrinks.
-const KNOWN_UPWARD: &[(&str, &str)] = &[("python", "cli")];
 
 /// What one manifest declares: its package name and the workspace crates it depends on, by
 /// package name, normal (with build) and dev.
@@ -105,11 +102,7 @@ fn workspace_manifests(root: &Path) -> BTreeMap<String, Manifest> {
 }
 
 /// Every dependency that breaks the layers, one line each; empty when the layers hold.
-fn violations(
-    layers: &[(&str, &[&str])],
-    manifests: &BTreeMap<String, Manifest>,
-    known_upward: &[(&str, &str)],
-) -> Vec<String> {
+fn violations(layers: &[(&str, &[&str])], manifests: &BTreeMap<String, Manifest>) -> Vec<String> {
     let layer_of: BTreeMap<&str, usize> = layers
         .iter()
         .enumerate()
@@ -126,7 +119,6 @@ fn violations(
             found.push(format!("the table places {name}, which has no Cargo.toml"));
         }
     }
-    let mut upward_seen = Vec::new();
     for (name, m) in manifests {
         let Some(&own) = layer_of.get(name.as_str()) else {
             found.push(format!("{name} is in no layer of the table"));
@@ -134,16 +126,12 @@ fn violations(
         };
         let kinds = [
             ("depends on", &m.normal, own),
-            ("dev-depends on", &m.dev, dev_reach + 1),
+            ("dev-depends on", &m.dev, own.max(dev_reach + 1)),
         ];
         for (how, deps, below) in kinds {
             for dep in deps.iter().filter_map(|d| by_package.get(d.as_str())) {
                 let theirs = layer_of.get(dep).copied().unwrap_or(usize::MAX);
                 if theirs < below {
-                    continue;
-                }
-                if how == "depends on" && known_upward.contains(&(name.as_str(), *dep)) {
-                    upward_seen.push((name.as_str(), *dep));
                     continue;
                 }
                 found.push(format!(
@@ -152,14 +140,6 @@ fn violations(
                     layers.get(theirs).map_or("no layer", |l| l.0)
                 ));
             }
-        }
-    }
-    for known in known_upward {
-        if !upward_seen.contains(known) {
-            found.push(format!(
-                "{} no longer depends on {}: remove it from KNOWN_UPWARD",
-                known.0, known.1
-            ));
         }
     }
     found
@@ -174,7 +154,7 @@ fn every_crate_depends_only_on_lower_layers() {
     let root = workspace_root();
     let manifests = workspace_manifests(&root);
     assert!(manifests.len() > 15, "read {} manifests", manifests.len());
-    let found = violations(LAYERS, &manifests, KNOWN_UPWARD);
+    let found = violations(LAYERS, &manifests);
     assert!(
         found.is_empty(),
         "the layers are broken:\n{}",
@@ -258,12 +238,12 @@ mod checker {
     #[test]
     fn holds_when_every_dependency_points_down() {
         let ws = workspace("host", &["flash", "ftl"], &["dftl", "crashtest"]);
-        assert_eq!(violations(TABLE, &ws, &[]), Vec::<String>::new());
+        assert_eq!(violations(TABLE, &ws), Vec::<String>::new());
     }
 
     #[test]
     fn an_upward_dependency_fails() {
-        let found = violations(TABLE, &workspace("ftl", &["flash", "crashtest"], &[]), &[]);
+        let found = violations(TABLE, &workspace("ftl", &["flash", "crashtest"], &[]));
         assert_eq!(
             found,
             vec!["ftl (interfaces) depends on crashtest (harness)".to_string()]
@@ -272,7 +252,7 @@ mod checker {
 
     #[test]
     fn a_dependency_within_the_layer_fails() {
-        let found = violations(TABLE, &workspace("host", &["ftl", "dftl"], &[]), &[]);
+        let found = violations(TABLE, &workspace("host", &["ftl", "dftl"], &[]));
         assert_eq!(
             found,
             vec!["host (middle) depends on dftl (middle)".to_string()]
@@ -282,8 +262,8 @@ mod checker {
     #[test]
     fn a_dev_dependency_reaches_the_harness_but_not_a_front_end() {
         let ws = workspace("ftl", &["flash"], &["crashtest"]);
-        assert!(violations(TABLE, &ws, &[]).is_empty());
-        let found = violations(TABLE, &workspace("ftl", &["flash"], &["cli"]), &[]);
+        assert!(violations(TABLE, &ws).is_empty());
+        let found = violations(TABLE, &workspace("ftl", &["flash"], &["cli"]));
         assert_eq!(
             found,
             vec!["ftl (interfaces) dev-depends on cli (front)".to_string()]
@@ -294,7 +274,7 @@ mod checker {
     fn a_crate_outside_the_table_fails() {
         let ws = workspace("newcomer", &["flash"], &[]);
         assert_eq!(
-            violations(TABLE, &ws, &[]),
+            violations(TABLE, &ws),
             vec!["newcomer is in no layer of the table"]
         );
     }
@@ -303,20 +283,11 @@ mod checker {
     fn a_crate_the_table_places_but_the_workspace_lacks_fails() {
         let mut ws = workspace("ftl", &["flash"], &[]);
         ws.remove("host");
-        let found = violations(TABLE, &ws, &[]);
+        let found = violations(TABLE, &ws);
         assert_eq!(
             found,
             vec!["the table places host, which has no Cargo.toml"]
         );
-    }
-
-    #[test]
-    fn a_known_upward_dependency_passes_until_it_is_gone() {
-        let up = workspace("ftl", &["flash", "cli"], &[]);
-        assert!(violations(TABLE, &up, &[("ftl", "cli")]).is_empty());
-        let gone = violations(TABLE, &workspace("ftl", &["flash"], &[]), &[("ftl", "cli")]);
-        assert_eq!(gone.len(), 1, "{gone:?}");
-        assert!(gone[0].contains("remove it from KNOWN_UPWARD"), "{gone:?}");
     }
 
     #[test]
