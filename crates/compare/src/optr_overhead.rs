@@ -21,8 +21,9 @@
 //! measured phase. `tiny` (for CI) is `small` with a 0.25 MB cache and a few points.
 
 use crate::claims::{Check, Claim, Tolerance};
+use crate::number::fmt;
 use crate::optr_recovery::{WorstCase, WorstCaseRun};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
 use flash::{DeviceConfig, Lpn, OpCause};
@@ -91,7 +92,11 @@ impl Grid {
     /// Chips are allocated by idleness: GC runs here, and without per-chip GC a static
     /// allocation would not hold (docs/optr.md, "Chip allocation").
     pub fn quick() -> crate::error::Result<Grid> {
-        Ok(Grid::paper_shape(quick_device()?, 1 << 30, 0.9))
+        Ok(Grid::paper_shape(
+            lab::device::preset_slice("optr", 128)?,
+            1 << 30,
+            0.9,
+        ))
     }
     /// A CI-sized grid on `small` (16 MB, 4 KB pages): footprints 256 KB / 4 MB / 12 MB, requests
     /// of 1 and 16 pages, three flush intervals.
@@ -138,15 +143,6 @@ impl Grid {
         }
         o
     }
-}
-
-/// The paper's geometry (`optr` preset) cut to 128 blocks per chip: 4 GB, the same page,
-/// block and chip count, cache and reserved areas.
-pub fn quick_device() -> Result<DeviceConfig, flash::ConfigError> {
-    let mut d = DeviceConfig::preset("optr")?;
-    d.geometry.blocks_per_chip = 128;
-    d.validate()?;
-    Ok(d)
 }
 
 /// One design's run of one point.
