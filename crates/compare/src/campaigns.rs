@@ -235,6 +235,7 @@ mod claim_tests {
             flash_ops_recorded: 0,
             host_requests: 0,
             wall_s: 0.0,
+            speed: Default::default(),
         }
     }
 

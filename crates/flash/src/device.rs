@@ -191,6 +191,11 @@ impl Flash {
         self.store.squeeze_oob(rule);
     }
 
+    /// [`Store::keep_oob_whole`]: the design's rule for squeezing OOB records will be ignored.
+    pub fn keep_oob_whole(&mut self) {
+        self.store.keep_oob_whole();
+    }
+
     /// Starts logging every operation (for crash campaigns). Returns the image as of now, which
     /// is the base the log applies to.
     pub fn start_recording(&mut self) -> Box<dyn Store> {

@@ -107,6 +107,11 @@ pub trait Store: Send {
     /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
     /// tag-only store adopts it; stores that keep whole pages keep whole records.
     fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
+    /// Keeps OOB records whole from now on: a later [`squeeze_oob`](Self::squeeze_oob) is
+    /// ignored (copies keep the choice). For crash campaigns: their devices are small, their
+    /// recoveries read every record, and each crash image would be squeezed anew by the
+    /// design's recovery; reads return the same bytes either way.
+    fn keep_oob_whole(&mut self) {}
     /// Faults in the memory of the per-page arrays that are still mapped lazily (the whole OOB
     /// records, unless the design squeezed them; [`resident_vec`] makes the other arrays
     /// resident as they are allocated), contents unchanged. A benchmark calls it once the
@@ -478,6 +483,8 @@ pub struct TagStore {
     /// OOB records as per-page offsets, once the design has installed its rule (the records
     /// then no longer live in `common.oob`).
     squeezed: Option<SqueezedOob>,
+    /// Records stay whole whatever rule the design asks for ([`Store::keep_oob_whole`]).
+    whole_oob: bool,
 }
 
 impl TagStore {
@@ -490,6 +497,7 @@ impl TagStore {
             tag_write_high: FxHashMap::default(),
             bytes: ByteSlots::default(),
             squeezed: None,
+            whole_oob: false,
         }
     }
 
@@ -693,7 +701,10 @@ impl Store for TagStore {
     /// records are longer than a squeezed store rebuilds ([`MAX_SQUEEZED_RECORD`]: kept whole).
     fn squeeze_oob(&mut self, rule: Arc<dyn OobSqueeze>) {
         let same_rule = self.squeezed.as_ref().map(|s| s.rule_name()) == Some(rule.name());
-        if same_rule || self.common.oob_record_bytes as usize > MAX_SQUEEZED_RECORD {
+        if same_rule
+            || self.whole_oob
+            || self.common.oob_record_bytes as usize > MAX_SQUEEZED_RECORD
+        {
             return;
         }
         let record_bytes = self.common.oob_record_bytes;
@@ -707,6 +718,10 @@ impl Store for TagStore {
         }
         self.squeezed = Some(squeezed);
         self.common.oob = Vec::new();
+    }
+
+    fn keep_oob_whole(&mut self) {
+        self.whole_oob = true;
     }
 
     fn set_torn(&mut self, ppn: Ppn) {

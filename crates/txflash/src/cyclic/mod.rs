@@ -882,9 +882,12 @@ impl CommitProtocol for TxFlashCyclic {
         MAX_OOB_BYTES
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
-        CyclicOob::decode(self.protocol, oob)
-            .ok()
-            .is_some_and(|r| r.kind == Kind::Tombstone)
+        // The kind is the record's first byte: only a record that starts as a tombstone's can
+        // be one, so the others (every page of a read) are not decoded and checked.
+        oob.first() == Some(&(Kind::Tombstone as u8))
+            && CyclicOob::decode(self.protocol, oob)
+                .ok()
+                .is_some_and(|r| r.kind == Kind::Tombstone)
     }
     fn write_atomic(
         &mut self,
