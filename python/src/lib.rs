@@ -213,7 +213,7 @@ fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadOptions>
     Ok(w)
 }
 
-fn device_args(preset: String, set: Option<BTreeMap<String, String>>) -> Recipe {
+fn recipe(preset: String, set: Option<BTreeMap<String, String>>) -> Recipe {
     Recipe {
         preset,
         config_file: None,
@@ -240,7 +240,7 @@ fn run_bench(
 ) -> PyResult<Py<PyAny>> {
     let args = BenchOptions {
         ftl,
-        device: device_args(preset, set),
+        device: recipe(preset, set),
         workload: workload_args(shape)?,
         params: pairs(params),
         seed,
@@ -289,7 +289,7 @@ fn run_crashtest(
         second_lives,
         first_cut: None,
         ftl,
-        device: device_args(preset, set),
+        device: recipe(preset, set),
         workload: workload_args(shape)?,
         params: pairs(params),
         crash_points,
@@ -454,7 +454,7 @@ impl Device {
         image: Option<PathBuf>,
     ) -> PyResult<Device> {
         let spec = lab::registry::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
-        let config = device_args(preset, set)
+        let config = recipe(preset, set)
             .resolve()
             .map_err(|e| ConfigError::new_err(format!("{e:#}")))?;
         let options = DesignOptions::from_pairs(&pairs(params)).map_err(ftl_err)?;
