@@ -395,8 +395,7 @@ fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
     let mut server = Server::start(dir, design, &image, SIZE, &again);
-    let fs = ext4_on(&server, dir, "again", false)
-        .map_err(|e| format!("after recovery: {e}"))?;
+    let fs = ext4_on(&server, dir, "again", false).map_err(|e| format!("after recovery: {e}"))?;
     let cluster = Cluster {
         data: fs.mount_point().join("pg"),
         socket_dir: run_dir.clone(),

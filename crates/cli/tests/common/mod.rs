@@ -64,12 +64,9 @@ pub fn skip(test: &str, extra_tools: &[&str]) -> bool {
     }
 }
 
+/// Whether `tool` is on the PATH.
 pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    !lab::kernel_stack::tool_missing(tool)
 }
 
 /// Runs `program args` under `timeout -k 5 <secs>`.

@@ -471,7 +471,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(sh_within(Command::new("echo").arg("ok"), Some(5)).unwrap(), "ok");
+        assert_eq!(
+            sh_within(Command::new("echo").arg("ok"), Some(5)).unwrap(),
+            "ok"
+        );
     }
 
     /// nbdfuse with no server behind its URI fails the attach with its own words, and nothing
@@ -482,7 +485,10 @@ mod tests {
             return eprintln!("skipped: {e}");
         }
         let tmp = tempfile::tempdir().unwrap();
-        let uri = format!("nbd+unix:///?socket={}", tmp.path().join("none.sock").display());
+        let uri = format!(
+            "nbd+unix:///?socket={}",
+            tmp.path().join("none.sock").display()
+        );
         let fuse_dir = tmp.path().join("nbd");
         match KernelStack::attach(Export::Uri(uri), &fuse_dir, Timeouts::BOUNDED) {
             Err(KernelStackError::Command { command, .. }) => {
