@@ -499,4 +499,53 @@ mod tests {
         }
         assert!(!is_mount_point(&fuse_dir.canonicalize().unwrap()));
     }
+
+    /// The whole stack on an external server (nbdkit's memory plugin, standing in for a `mobius
+    /// serve` process): mkfs, mount, a file, unmount, fsck clean; then the superblock zeroed
+    /// through the loop device, and fsck must report the damage.
+    #[test]
+    fn fsck_passes_a_clean_file_system_and_reports_a_damaged_one() {
+        if let Err(e) = kernel_fs_available("ext4") {
+            return eprintln!("skipped: {e}");
+        }
+        if tool_missing("nbdkit") || tool_missing("fsck.ext4") {
+            return eprintln!("skipped: nbdkit or fsck.ext4 is not installed");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = tmp.path().join("nbdkit.sock");
+        let mut nbdkit = Command::new("nbdkit")
+            .args(["--foreground", "--exit-with-parent", "-U"])
+            .arg(&socket)
+            .args(["memory", "64M"])
+            .spawn()
+            .unwrap();
+        wait_for(200, Duration::from_millis(25), || socket.exists());
+        let uri = format!("nbd+unix:///?socket={}", socket.display());
+        let fuse_dir = tmp.path().join("nbd");
+        let checked = (|| -> Result<Result<()>> {
+            let mut stack = KernelStack::attach(Export::Uri(uri), &fuse_dir, Timeouts::BOUNDED)?;
+            stack.mkfs("ext4", &["-q"])?;
+            stack.mount(&tmp.path().join("mnt"), "")?;
+            std::fs::write(stack.mount_point().join("f"), b"kept")?;
+            stack.unmount_fs()?;
+            stack.fsck_ext4()?;
+            // ext4's superblock: 1024 bytes at byte 1024.
+            let dev = std::fs::OpenOptions::new()
+                .write(true)
+                .open(stack.loop_dev())?;
+            std::os::unix::fs::FileExt::write_all_at(&dev, &[0u8; 1024], 1024)?;
+            dev.sync_all()?;
+            Ok(stack.fsck_ext4())
+        })();
+        let _ = nbdkit.kill();
+        let _ = nbdkit.wait();
+        match checked {
+            Ok(Err(KernelStackError::Command { command, reason })) => {
+                assert!(command.contains("fsck.ext4"), "{command}");
+                assert!(reason.to_lowercase().contains("super"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!is_mount_point(&fuse_dir.canonicalize().unwrap()));
+    }
 }
