@@ -7,7 +7,8 @@
 //! a checker that never fails proves nothing.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Table};
 use crate::Context;
 use crashtest::second_life::run_campaign_with_lives;
 use crashtest::{run_campaign, CampaignConfig};

@@ -29,7 +29,8 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::MeasureError;
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Table};
 use crate::{Context, Scale};
 use ftl::{DesignOptions, DesignSpec};
 use lab::kernel_stack::{kernel_fs_available, Export, KernelStack, Timeouts};

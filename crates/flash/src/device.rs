@@ -67,7 +67,7 @@ impl Flash {
             .collect();
         m.push((
             "flash.write_pointers".into(),
-            crate::store::vec_bytes(&self.write_pointer),
+            crate::memory::vec_bytes(&self.write_pointer),
         ));
         m.push(("flash.wear_counts".into(), self.wear.memory()));
         m

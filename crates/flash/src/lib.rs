@@ -17,6 +17,7 @@ pub mod file;
 pub mod geometry;
 pub mod host;
 pub mod image_lock;
+pub mod memory;
 pub mod oplog;
 pub mod prefetch;
 pub mod preset;
@@ -33,13 +34,12 @@ pub use error::{ConfigError, FlashError};
 pub use file::{FileStore, ImageHeader, ImageIdentity};
 pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
 pub use host::HostInterface;
+pub use memory::{deque_bytes, resident_vec, vec_bytes};
 pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use prefetch::DataHint;
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, OpCause};
-pub use store::{
-    deque_bytes, flip_a_data_bit, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore,
-};
+pub use store::{flip_a_data_bit, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};
 pub use word_crc::{WordCrc, WordEdit};

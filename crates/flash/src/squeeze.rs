@@ -14,7 +14,7 @@
 
 use crate::content::ContentTag;
 use crate::geometry::{BlockId, Geometry, Ppn};
-use crate::store::vec_bytes;
+use crate::memory::vec_bytes;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@
 //! blocks that were open, page by page.
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
-use crate::surface::{self, CommitProtocol};
+use crate::surface::{self, CommitProtocol, Isolation};
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
@@ -37,15 +37,6 @@ pub const PARAMS: &[&str] = &[
     "commit_reserve",
     "recovery_ns_per_record",
 ];
-
-/// What a write to a page of an in-flight transaction does (TxFlash §2.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isolation {
-    /// Delay it (in simulated time) until the owner has committed.
-    Wait,
-    /// Refuse it with `FtlError::Conflict`.
-    Refuse,
-}
 
 #[derive(Clone, Debug)]
 pub struct Params {

@@ -24,8 +24,8 @@ pub mod format;
 mod recovery;
 pub mod srs;
 
+use crate::surface::Isolation;
 use crate::surface::{self, CommitProtocol};
-use crate::tc::Isolation;
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
 use format::{CyclicOob, Kind, Protocol, Version, ENTRY_BYTES, MAX_OOB_BYTES};
 use ftl::{
