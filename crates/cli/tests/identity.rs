@@ -14,7 +14,12 @@ fn the_small_identity_set_is_unchanged() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("python3")
         .arg(root.join("tools/identity-check"))
-        .args(["check", "crates/cli/tests/identity-small", "--size", "small"])
+        .args([
+            "check",
+            "crates/cli/tests/identity-small",
+            "--size",
+            "small",
+        ])
         .args(["--bin", env!("CARGO_BIN_EXE_mobius")])
         .current_dir(&root)
         .output()
@@ -42,7 +47,13 @@ fn a_changed_figure_is_reported() {
     std::fs::write(dir.join("bench-dftl.json"), value.to_string()).unwrap();
     let out = Command::new("python3")
         .arg(root.join("tools/identity-check"))
-        .args(["check-one", dir.to_str().unwrap(), "bench-dftl", "--size", "small"])
+        .args([
+            "check-one",
+            dir.to_str().unwrap(),
+            "bench-dftl",
+            "--size",
+            "small",
+        ])
         .args(["--bin", env!("CARGO_BIN_EXE_mobius")])
         .current_dir(&root)
         .output()
