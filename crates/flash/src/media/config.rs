@@ -168,7 +168,7 @@ impl MediaConfig {
             max_retries,
             retry_gain: 0.5,
             reclaim_after_retries: 1,
-            spare_blocks_per_chip: (blocks_per_chip * 4).div_ceil(100).max(2),
+            spare_blocks_per_chip: (blocks_per_chip * 4).div_ceil(100).max(4),
             factory_bad_fraction: 0.01,
             grown_bad_at_endurance: 0.02,
             grown_bad_shape: 3.0,

@@ -237,6 +237,7 @@ impl Flash {
         if which == Codewords::Page {
             self.plane_mut().set_lost(phys, true);
         }
+        error_log::lost(ppn);
         (Decode::Lost, span)
     }
 
@@ -662,5 +663,36 @@ impl Flash {
             .programmed(placed.phys, placed.own.end_ns, true);
         self.stats.media.lost_pages_written += 1;
         Ok(placed.span)
+    }
+}
+
+/// The controller's error log (as an SSD's, e.g. NVMe's error information log): every page a
+/// read found lost to the media, by the page the design named. A checker that hands a device
+/// to a design's recovery, which may fail and drop it, reads what the ECC found meanwhile with
+/// [`watch`](error_log::watch) and so can tell a recovery that stops at a page the media lost
+/// from one that stops for no reason.
+pub mod error_log {
+    use crate::geometry::Ppn;
+    use std::cell::RefCell;
+
+    thread_local! {
+        static WATCHED: RefCell<Option<Vec<Ppn>>> = const { RefCell::new(None) };
+    }
+
+    pub(crate) fn lost(ppn: Ppn) {
+        WATCHED.with(|w| {
+            if let Some(v) = w.borrow_mut().as_mut() {
+                v.push(ppn)
+            }
+        });
+    }
+
+    /// Runs `f` and returns its result with every page a read on this thread found lost to the
+    /// media meanwhile (any device), in order.
+    pub fn watch<T>(f: impl FnOnce() -> T) -> (T, Vec<Ppn>) {
+        let outer = WATCHED.with(|w| w.borrow_mut().replace(Vec::new()));
+        let out = f();
+        let found = WATCHED.with(|w| std::mem::replace(&mut *w.borrow_mut(), outer));
+        (out, found.unwrap_or_default())
     }
 }

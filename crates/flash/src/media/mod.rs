@@ -14,7 +14,7 @@ pub mod ecc;
 pub mod plane;
 
 pub use config::{Ecc, MediaConfig, Rber, RberModel, PART_NAMES};
-pub use controller::Fault;
+pub use controller::{error_log, Fault};
 pub use plane::{physical_geometry, BbtUpdate, BlockStatus, MediaPlane};
 
 #[cfg(test)]
