@@ -5,7 +5,7 @@
 //! tell a page lost to the media from one torn by a power cut when it recovers.
 
 use crate::error::FtlError;
-use flash::{Flash, OpCause, PageState, Ppn, Span};
+use flash::{Content, Flash, OpCause, PageState, Ppn, ReadStatus, Span};
 
 /// Why a page did not read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,5 +79,167 @@ pub fn record_of_live(
         (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
             "live {from} did not read back ({sensed:?}), its record neither"
         ))),
+    }
+}
+
+/// [`record_of_live`] for a design whose GC reads a live page whole ([`Flash::read`], which
+/// fills `oob` when the page reads): when the read was uncorrectable, the record comes from
+/// the spare area of a page lost to the media; a torn or erased live page is damage. Returns
+/// when the record is known.
+pub fn record_of_read(
+    flash: &mut Flash,
+    from: Ppn,
+    status: &ReadStatus,
+    oob: &mut [u8],
+    read_end: u64,
+    cause: OpCause,
+) -> Result<u64, FtlError> {
+    let sensed = match status {
+        ReadStatus::Data(_) => return Ok(read_end),
+        ReadStatus::Uncorrectable => PageState::Torn,
+        ReadStatus::Erased => PageState::Erased,
+    };
+    record_of_live(flash, (from, sensed), oob, read_end, cause)
+}
+
+/// The program half of moving live page `from` to `to` after [`Flash::read`] returned
+/// `status` (and [`record_of_read`] the record in `oob`, known at `ready`): its data
+/// programmed, or a lost copy of it ([`copy_live`]).
+pub fn copy_read(
+    flash: &mut Flash,
+    (from, status): (Ppn, ReadStatus),
+    to: Ppn,
+    oob: &[u8],
+    ready: u64,
+    cause: OpCause,
+) -> Result<Span, FtlError> {
+    match status {
+        ReadStatus::Data(content) => Ok(flash.program_owned(to, content, oob, ready, cause)?),
+        _ => copy_live(flash, (from, PageState::Torn), to, oob, ready, cause),
+    }
+}
+
+/// What a design programs into a page: data, or — moving a page the ECC found lost — a copy
+/// that reads uncorrectable as its original does ([`Flash::program_lost_copy`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    Data(&'a Content),
+    LostCopyOf(Ppn),
+}
+
+impl<'a> Source<'a> {
+    /// The source of a copy of `from`, which [`Flash::read`] returned as `status` (and
+    /// [`record_of_read`] found lost, when it did not read).
+    pub fn of_read(from: Ppn, status: &'a ReadStatus) -> Source<'a> {
+        match status {
+            ReadStatus::Data(content) => Source::Data(content),
+            _ => Source::LostCopyOf(from),
+        }
+    }
+
+    /// Programs it at `ppn` with `oob` as its record.
+    pub fn program(
+        self,
+        flash: &mut Flash,
+        ppn: Ppn,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FtlError> {
+        Ok(match self {
+            Source::Data(content) => flash.program(ppn, content, oob, not_before, cause)?,
+            Source::LostCopyOf(from) => {
+                flash.program_lost_copy(from, ppn, oob, not_before, cause)?
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockPool, GcPolicy, Space, Validity};
+    use flash::{BlockId, ContentTag, DeviceConfig, Fault};
+
+    fn worn_device() -> Flash {
+        let mut c = DeviceConfig::preset("small")
+            .unwrap()
+            .with_media("mlc", 0.0, 1)
+            .unwrap();
+        let m = c.media.as_mut().unwrap();
+        m.grown_bad_at_endurance = 0.0;
+        m.factory_bad_fraction = 0.0;
+        Flash::in_memory(c, 16, true)
+    }
+
+    fn tag(lpn: u32) -> Content {
+        Content::Tag(ContentTag { lpn, write: 1 })
+    }
+
+    /// A page lost to the media reads its spare area (lost); a torn one does not (torn); a
+    /// readable or erased page is neither lost nor copied as lost.
+    #[test]
+    fn lost_and_torn_pages_are_told_apart_by_their_spare_area() {
+        let mut f = worn_device();
+        let base = f.start_recording();
+        for p in 0..3 {
+            f.program(Ppn(p), &tag(p), &[p as u8 + 1; 16], 0, OpCause::HostData)
+                .unwrap();
+        }
+        let log = f.take_log().unwrap();
+        let last = log.ops.last().unwrap().span;
+        let cfg = f.config().clone();
+        // Cut in the middle of the last program: page 2 torn.
+        let mut g = Flash::new(cfg, log.image_at(base.as_ref(), last.start_ns + 1, true));
+        g.inject(Fault::Read(Ppn(1)));
+        let mut oob = [0u8; 16];
+        let mut verdict = |g: &mut Flash, p| classify(g, Ppn(p), &mut oob, 0, OpCause::Recovery);
+        assert_eq!(verdict(&mut g, 1).unwrap().0, Unreadable::Lost);
+        assert_eq!(verdict(&mut g, 2).unwrap().0, Unreadable::Torn);
+        let (status, read) = g.read(Ppn(1), &mut oob, 0, OpCause::GcCopy).unwrap();
+        assert_eq!(status, ReadStatus::Uncorrectable);
+        let ready = record_of_read(&mut g, Ppn(1), &status, &mut oob, read.end_ns, OpCause::GcCopy)
+            .unwrap();
+        assert_eq!(oob, [2; 16], "the lost page's record, from its spare area");
+        copy_read(&mut g, (Ppn(1), status), Ppn(32), &oob, ready, OpCause::GcCopy).unwrap();
+        assert!(g.is_lost(Ppn(32)));
+        let (status, _) = g.read(Ppn(2), &mut oob, 0, OpCause::GcCopy).unwrap();
+        assert!(record_of_read(&mut g, Ppn(2), &status, &mut oob, 0, OpCause::GcCopy).is_err());
+        assert!(copy_live(&mut g, (Ppn(2), PageState::Torn), Ppn(33), &oob, 0, OpCause::GcCopy)
+            .is_err());
+    }
+
+    /// GC moves a live page the ECC finds lost as a lost copy: its owner maps to the copy,
+    /// which reads uncorrectable — never erased, never another page's data.
+    #[test]
+    fn gc_moves_a_lost_live_page_as_lost() {
+        let mut f = worn_device();
+        let g = f.geometry().clone();
+        let pool = BlockPool::new(&g, 2, |_| false);
+        let mut space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, u32::MAX);
+        for lpn in 0..g.pages_per_block {
+            let ppn = space.allocate_on(0, flash::ChipId(0), &f).unwrap();
+            f.program(ppn, &tag(lpn), &[lpn as u8; 16], 0, OpCause::HostData)
+                .unwrap();
+            space.validity.set_valid(ppn, lpn);
+        }
+        let victim = (0..g.blocks())
+            .map(BlockId)
+            .find(|&b| space.pool.state(b) == crate::BlockState::Full)
+            .unwrap();
+        let lost = g.ppn(victim, 3);
+        space.validity.invalidate(g.ppn(victim, 0), 0);
+        f.inject(Fault::Read(lost));
+        let mut moves = Vec::new();
+        space
+            .collect(&mut f, victim, 1, 0, OpCause::GcCopy, |_, _| false, |m| moves.push(m), |_| 0)
+            .unwrap();
+        let m = moves.iter().find(|m| m.from == lost).unwrap();
+        assert!(f.is_lost(m.to));
+        let mut oob = [0u8; 16];
+        assert_eq!(f.read(m.to, &mut oob, 0, OpCause::HostData).unwrap().0, ReadStatus::Uncorrectable);
+        assert_eq!(f.lost_tags(), vec![ContentTag { lpn: 3, write: 1 }]);
+        assert_eq!(moves.len() as u32, g.pages_per_block - 1);
+        space.check_invariants().unwrap();
     }
 }

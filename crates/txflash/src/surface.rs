@@ -569,7 +569,13 @@ macro_rules! summary_allocation {
                 );
                 let nb = self.block_last_end[block.0 as usize];
                 let oob = $summary_oob;
-                self.program(ppn, &Content::Bytes(page), &oob, nb, OpCause::Summary)?;
+                self.program(
+                    ppn,
+                    ftl::media::Source::Data(&Content::Bytes(page)),
+                    &oob,
+                    nb,
+                    OpCause::Summary,
+                )?;
             }
         }
 

@@ -419,7 +419,7 @@ impl Mobius {
             .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
             .map_err(err_flash)?;
         let ReadStatus::Data(Content::Bytes(b)) = st else {
-            return Err(tp_unreadable(tp));
+            return Err(self.tp_unreadable(tp));
         };
         decode_tp_into(&b, &mut self.base[entries])
             .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
@@ -439,7 +439,7 @@ impl Mobius {
             .sense(Ppn(self.gtd[tp]), at, OpCause::Mapping)
             .map_err(err_flash)?;
         if state != PageState::Programmed {
-            return Err(tp_unreadable(tp));
+            return Err(self.tp_unreadable(tp));
         }
         Ok(span.end_ns)
     }
@@ -553,6 +553,17 @@ impl Mobius {
     }
 }
 
-fn tp_unreadable(tp: usize) -> FtlError {
-    FtlError::Corrupt(format!("translation page {tp} unreadable"))
+impl Mobius {
+    /// Translation page `tp` did not read: lost to worn media (Möbius keeps no other copy of
+    /// the mapping it holds; docs/reliability.md), else damaged.
+    fn tp_unreadable(&self, tp: usize) -> FtlError {
+        let ppn = Ppn(self.gtd[tp]);
+        match self.flash.is_lost(ppn) {
+            true => FtlError::MediaLoss {
+                ppn,
+                what: format!("Möbius translation page {tp}"),
+            },
+            false => FtlError::Corrupt(format!("translation page {tp} unreadable")),
+        }
+    }
 }
