@@ -232,12 +232,13 @@ fn single_config(args: &CrashtestArgs, design: DesignSpec) -> anyhow::Result<Cam
         Some(p) => Promise::parse(p)?,
         None => design.promise,
     };
+    let seed = args.seed.unwrap_or(1);
     Ok(CampaignConfig {
         design,
         options: DesignOptions::from_pairs(&args.params)?,
-        device,
+        device: crashtest::with_media_seed(device, seed),
         workload,
-        seed: args.seed.unwrap_or(1),
+        seed,
         crash_points: args.crash_points,
         torn: args.torn,
         exhaustive: args.exhaustive,
@@ -476,6 +477,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         shapes,
         second_lives: args.second_lives,
         fixed,
+        media: args.device.resolve()?.media,
     })
 }
 

@@ -15,15 +15,39 @@ pub struct DeviceArgs {
     /// Override one field: `--set geometry.channels=8 --set timing.program_ns=300000`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub overrides: Vec<String>,
+    /// The media model (docs/reliability.md): bit errors, ECC, read retry and bad blocks of an
+    /// `slc`, `mlc` or `tlc` part (off by default: the flash reads back what was programmed).
+    /// Its fields can be `--set` as `media.<field>`.
+    #[arg(long, value_name = "PART")]
+    pub media: Option<String>,
+    /// With --media: P/E cycles every block had before the run, in multiples of the part's
+    /// rated endurance (1.0: worn to its rating) [default: 0].
+    #[arg(long, value_name = "MULTIPLE")]
+    pub wear: Option<f64>,
+    /// With --media: days the device lies powered off after each power cut before recovery
+    /// (every page ages by them) [default: 0].
+    #[arg(long, value_name = "DAYS")]
+    pub power_off_days: Option<f64>,
 }
 
 impl DeviceArgs {
-    /// The options given on the command line (`--preset` when not the default `small`).
+    /// The options given on the command line (`--preset` when not the default `small`); the
+    /// media model's flags are not among them ([`media_given`](Self::media_given)): a soak keeps
+    /// them for every seed.
     pub fn given(&self) -> Vec<&'static str> {
         flags_given([
             ("--preset", self.preset != "small"),
             ("--config", self.config.is_some()),
             ("--set", !self.overrides.is_empty()),
+        ])
+    }
+
+    /// The media model's flags given (`--media`, `--wear`, `--power-off-days`).
+    pub fn media_given(&self) -> Vec<&'static str> {
+        flags_given([
+            ("--media", self.media.is_some()),
+            ("--wear", self.wear.is_some()),
+            ("--power-off-days", self.power_off_days.is_some()),
         ])
     }
 
@@ -50,6 +74,7 @@ impl DeviceArgs {
 
     pub fn resolve(&self) -> anyhow::Result<DeviceConfig> {
         let base = DeviceConfig::preset(&self.preset).map_err(anyhow::Error::msg)?;
+        let base = with_media(base, self.media.as_deref(), self.wear, self.power_off_days)?;
         let text = match &self.config {
             Some(p) => Some(
                 std::fs::read_to_string(p)
@@ -60,6 +85,35 @@ impl DeviceArgs {
         base.with_overrides(text.as_deref(), &self.overrides)
             .map_err(anyhow::Error::msg)
     }
+}
+
+/// `device` with the media model of `part` on, worn to `wear` times its rated endurance and lying
+/// powered off `power_off_days` after each power cut (`--media`, `--wear`, `--power-off-days`).
+/// Its draws take seed 0 until the command sets its own.
+pub fn with_media(
+    device: DeviceConfig,
+    part: Option<&str>,
+    wear: Option<f64>,
+    power_off_days: Option<f64>,
+) -> anyhow::Result<DeviceConfig> {
+    let Some(part) = part else {
+        if wear.is_some() || power_off_days.is_some() {
+            anyhow::bail!("--wear and --power-off-days shape the media model: give --media PART");
+        }
+        return Ok(device);
+    };
+    let wear = wear.unwrap_or(0.0);
+    let days = power_off_days.unwrap_or(0.0);
+    if !(wear.is_finite() && wear >= 0.0 && days.is_finite() && days >= 0.0) {
+        anyhow::bail!("--wear and --power-off-days take numbers at least 0");
+    }
+    let mut device = device
+        .with_media(part, wear, 0)
+        .map_err(anyhow::Error::msg)?;
+    if let Some(m) = device.media.as_mut() {
+        m.power_off_s = (days * 86_400.0).round() as u64;
+    }
+    Ok(device)
 }
 
 /// A size in bytes with an optional K/M/G/T suffix (binary: `64M` = 64 MiB).
@@ -112,7 +166,36 @@ mod tests {
             preset: "small".into(),
             config: None,
             overrides: overrides.iter().map(|s| s.to_string()).collect(),
+            media: None,
+            wear: None,
+            power_off_days: None,
         }
+    }
+
+    /// `--media` switches the model on, `--wear` and `--power-off-days` shape it and `--set
+    /// media.*` changes any field; either without `--media`, or an unknown part, is refused.
+    #[test]
+    fn the_media_flags_shape_the_model_and_bad_ones_are_refused() {
+        let mut a = args(&["media.ecc.correctable_bits=40"]);
+        a.media = Some("tlc".into());
+        a.wear = Some(0.5);
+        a.power_off_days = Some(2.0);
+        let d = a.resolve().unwrap();
+        let m = d.media.unwrap();
+        assert_eq!(
+            (m.part.as_str(), m.initial_pe, m.power_off_s),
+            ("tlc", 500, 172_800)
+        );
+        assert_eq!(m.ecc.correctable_bits, 40);
+        assert!(args(&[]).resolve().unwrap().media.is_none());
+        let mut a = args(&[]);
+        a.wear = Some(1.0);
+        assert!(a.resolve().unwrap_err().to_string().contains("--media"));
+        a.media = Some("qlc".into());
+        assert!(a.resolve().unwrap_err().to_string().contains("known parts"));
+        a.media = Some("mlc".into());
+        a.wear = Some(-1.0);
+        assert!(a.resolve().is_err());
     }
 
     #[test]

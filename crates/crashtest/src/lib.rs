@@ -7,6 +7,7 @@
 //! design's recovery on the image alone, reads every logical page and lets the [`oracle`] judge
 //! the result against a promise — the design's own, or a stronger one for negative controls.
 
+pub mod media;
 pub mod oracle;
 pub mod points;
 pub mod second_life;
@@ -111,8 +112,17 @@ pub struct CampaignReport {
     pub torn: bool,
     /// Crash instants tried.
     pub crash_points: usize,
-    /// Images the design recovered (a failed recovery is a violation).
+    /// Images the design recovered (a failed recovery is a violation, unless the media lost
+    /// a page of metadata it stopped at: `lost_to_media`).
     pub recovered: usize,
+    /// Images whose recovery stopped at a page of the design's metadata lost to the media
+    /// (media model only; [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost_to_media: usize,
+    /// Reads after recovery that failed with an error for a page whose version the media lost
+    /// (accepted: [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub errors_for_lost_pages: usize,
     /// Crash images with at least one violation.
     pub violating_points: usize,
     pub violations: Vec<Violation>,
@@ -253,6 +263,7 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
             w.interleave_fraction.to_string(),
         );
     }
+    c.push_str(&media_flags(&cfg.device));
     for set in device_overrides(&cfg.device) {
         c.push_str(&format!(" --set {set}"));
     }
@@ -277,6 +288,7 @@ pub fn design_and_device_args(
     options: &DesignOptions,
 ) -> String {
     let mut c = format!("mobius crashtest --ftl {design} --preset {}", device.preset);
+    c.push_str(&media_flags(device));
     for set in device_overrides(device) {
         c.push_str(&format!(" --set {set}"));
     }
@@ -286,11 +298,43 @@ pub fn design_and_device_args(
     c
 }
 
-/// `key=value` for every field of `device` that differs from its preset (`--set` arguments).
+/// ` --media PART --wear W --power-off-days D` for a device with the media model on (its
+/// seed is the campaign's), else nothing.
+pub fn media_flags(device: &DeviceConfig) -> String {
+    match &device.media {
+        None => String::new(),
+        Some(m) => format!(
+            " --media {} --wear {} --power-off-days {}",
+            m.part,
+            m.initial_pe as f64 / m.endurance as f64,
+            m.power_off_s as f64 / 86_400.0
+        ),
+    }
+}
+
+/// `device` with the media model's seed set to a campaign's seed (the model off: unchanged).
+pub fn with_media_seed(mut device: DeviceConfig, seed: u64) -> DeviceConfig {
+    if let Some(m) = device.media.as_mut() {
+        m.seed = seed & i64::MAX as u64;
+    }
+    device
+}
+
+/// `key=value` for every field of `device` that differs from its preset, with the media model
+/// its flags ([`media_flags`]) set up (`--set` arguments).
 pub fn device_overrides(device: &DeviceConfig) -> Vec<String> {
-    let Ok(base) = DeviceConfig::preset(&device.preset) else {
+    let Ok(mut base) = DeviceConfig::preset(&device.preset) else {
         return Vec::new();
     };
+    if let Some(m) = &device.media {
+        let Ok(with) = base.clone().with_media(&m.part, 0.0, m.seed) else {
+            return Vec::new();
+        };
+        base = with;
+        let b = base.media.as_mut().expect("media on");
+        b.initial_pe = m.initial_pe;
+        b.power_off_s = m.power_off_s;
+    }
     let (Ok(toml::Value::Table(a)), Ok(toml::Value::Table(b))) =
         (toml::Value::try_from(device), toml::Value::try_from(&base))
     else {
@@ -314,9 +358,12 @@ fn diff_tables(prefix: &str, a: &toml::Table, b: &toml::Table, out: &mut Vec<Str
     }
 }
 
+#[derive(Default)]
 struct Outcome {
     violations: Vec<Violation>,
     recovery: Option<(u64, u64)>,
+    /// Read errors the media model settled as lost versions ([`media::settle`]).
+    settled: usize,
 }
 
 /// Recovers one image and judges it.
@@ -352,6 +399,7 @@ fn check_image_as(
                 replay,
             )],
             recovery: None,
+            ..Outcome::default()
         },
     )
 }
@@ -432,12 +480,22 @@ fn judge_image(
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(p.instant_ns);
     let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what, replay);
-    let (mut dev, report) = match cfg.design.reopen(flash, &cfg.options) {
+    let (reopened, lost) =
+        flash::media::error_log::watch(|| cfg.design.reopen(flash, &cfg.options));
+    let (mut dev, report) = match reopened {
         Ok(x) => x,
+        Err(e) if media::lost_to_media(&e, &lost) => {
+            return Outcome {
+                violations: Vec::new(),
+                recovery: None,
+                ..Outcome::default()
+            }
+        }
         Err(e) => {
             return Outcome {
                 violations: vec![violation(None, format!("recovery failed: {e}"))],
                 recovery: None,
+                ..Outcome::default()
             }
         }
     };
@@ -448,6 +506,7 @@ fn judge_image(
                 format!("invariant broken after recovery: {e}"),
             )],
             recovery: Some((report.flash_reads, report.sim_ns)),
+            ..Outcome::default()
         };
     }
     let n = dev.logical_pages();
@@ -461,6 +520,7 @@ fn judge_image(
                     format!("read after recovery failed: {e}"),
                 )],
                 recovery: Some((report.flash_reads, report.sim_ns)),
+                ..Outcome::default()
             }
         }
     };
@@ -474,16 +534,20 @@ fn judge_image(
                 ),
             )],
             recovery: Some((report.flash_reads, report.sim_ns)),
+            ..Outcome::default()
         };
     }
-    let violations = model
-        .judge(cfg.promise, judge_ns, &seen)
-        .into_iter()
-        .map(|(l, w)| violation(l, w))
-        .collect();
+    let lost = match media::on(&cfg.device) {
+        true => media::lost_versions(dev.flash()),
+        false => oracle::Lost::default(),
+    };
+    let judged = model.judge_with_losses(cfg.promise, judge_ns, &seen, &lost);
+    let settled = media::errors_accepted(&seen, &judged);
+    let violations = judged.into_iter().map(|(l, w)| violation(l, w)).collect();
     Outcome {
         violations,
         recovery: Some((report.flash_reads, report.sim_ns)),
+        settled,
     }
 }
 
@@ -561,6 +625,9 @@ pub struct CampaignPart {
     pub recoveries: Vec<(usize, f64, f64)>,
     pub flash_ops_recorded: usize,
     pub host_requests: usize,
+    /// Read errors of this share settled as versions the media lost ([`media::settle`]).
+    #[serde(default)]
+    pub settled: usize,
 }
 
 /// Checks the crash points of a recorded run on `cfg.threads` workers; `wall` is when the
@@ -631,7 +698,9 @@ pub fn run_recorded_part(
             .collect()
     });
     let outcomes: Vec<(usize, Outcome)> = results.into_iter().flatten().collect();
+    let settled = outcomes.iter().map(|(_, o)| o.settled).sum();
     CampaignPart {
+        settled,
         part,
         parts,
         total_points: all.len(),
@@ -679,6 +748,13 @@ pub fn merge_parts(
         .flat_map(|p| p.recoveries.iter().copied())
         .collect();
     let first = &parts[0];
+    let failed = outcomes
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(i, _)| *i);
+    let recovered_at: std::collections::BTreeSet<usize> = recoveries.iter().map(|r| r.0).collect();
+    let failed_recoveries = failed.filter(|i| !recovered_at.contains(i)).count();
+    let lost_to_media = first.total_points - recoveries.len() - failed_recoveries;
     Ok(CampaignReport {
         ftl: cfg.design.name.to_string(),
         promise: cfg.promise.name().to_string(),
@@ -688,6 +764,8 @@ pub fn merge_parts(
         torn: cfg.torn,
         crash_points: first.total_points,
         recovered: recoveries.len(),
+        lost_to_media,
+        errors_for_lost_pages: parts.iter().map(|p| p.settled).sum(),
         violating_points: outcomes.iter().filter(|(_, v)| !v.is_empty()).count(),
         violations: outcomes.into_iter().flat_map(|(_, v)| v).collect(),
         points_by_kind: first.points_by_kind.clone(),
@@ -828,4 +906,8 @@ pub mod testing {
             &violations[..violations.len().min(5)]
         );
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

@@ -50,6 +50,44 @@ impl Seen {
     }
 }
 
+/// Versions of logical pages the media lost: a copy of each read uncorrectable (the media
+/// model, [`crate::media`]). A page that reads as an error is accepted where the promise would
+/// accept one of its lost versions in its place, and the oracle judges the rest of the image as
+/// if it showed that version; an error anywhere else is a violation.
+#[derive(Clone, Debug, Default)]
+pub struct Lost {
+    per_lpn: FxHashMap<u32, Vec<u64>>,
+}
+
+impl Lost {
+    /// The lost versions `(lpn, write)`.
+    pub fn new(versions: impl IntoIterator<Item = (u32, u64)>) -> Lost {
+        let mut per_lpn: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+        for (lpn, w) in versions {
+            per_lpn.entry(lpn).or_default().push(w);
+        }
+        for ws in per_lpn.values_mut() {
+            ws.sort_unstable();
+            ws.dedup();
+        }
+        Lost { per_lpn }
+    }
+
+    /// Lost versions of `lpn`, oldest first.
+    fn of(&self, lpn: usize) -> &[u64] {
+        self.per_lpn
+            .get(&(lpn as u32))
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    fn has(&self, lpn: usize, w: u64) -> bool {
+        self.of(lpn).contains(&w)
+    }
+}
+
+/// The rules an image broke: (the page, if one, and what).
+pub type Judged = Vec<(Option<Lpn>, String)>;
+
 /// A unit of atomicity.
 /// Why a unit may not be visible after a crash at a given instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -170,6 +208,11 @@ impl<'a> Model<'a> {
 
     pub fn logical_pages(&self) -> u32 {
         self.log.logical_pages
+    }
+
+    /// Whether write `write` is one the host issued, by a request that arrived by `t`.
+    pub fn arrived_by(&self, write: u64, t: u64) -> bool {
+        self.record(write).is_some_and(|(_, r)| r.arrival_ns <= t)
     }
 
     fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
@@ -298,11 +341,50 @@ impl<'a> Model<'a> {
 
     /// Checks one crash image; returns (lpn, message) for every rule broken.
     pub fn judge(&self, promise: Promise, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
+        self.judge_with_losses(promise, t, seen, &Lost::default())
+    }
+
+    /// [`judge`](Self::judge) of an image whose media lost the versions in `lost`: a page that
+    /// reads as an error is accepted only where one of its lost versions could stand in its
+    /// place ([`Lost`]).
+    pub fn judge_with_losses(
+        &self,
+        promise: Promise,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+    ) -> Vec<(Option<Lpn>, String)> {
+        self.judge_settling(promise, t, seen, lost).0
+    }
+
+    /// [`judge_with_losses`](Self::judge_with_losses), and per page the lost version an error
+    /// there was taken to stand for (`None` where it reads otherwise, or the error was not
+    /// accepted): what the page holds from then on, for a run that goes on from this image.
+    pub fn judge_settling(
+        &self,
+        promise: Promise,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+    ) -> (Judged, Vec<Option<u64>>) {
+        let mut stood = vec![None; seen.len()];
+        let v = self.judge_into(promise, (t, lost), seen, &mut stood);
+        (v, stood)
+    }
+
+    fn judge_into(
+        &self,
+        promise: Promise,
+        (t, lost): (u64, &Lost),
+        seen: &[Seen],
+        stood: &mut [Option<u64>],
+    ) -> Vec<(Option<Lpn>, String)> {
         let mut v = Vec::new();
         // Rules that hold for every promise.
         for (lpn, s) in seen.iter().enumerate() {
             let bad = match *s {
                 Seen::Unwritten => None,
+                Seen::Uncorrectable if self.may_be_lost(lpn, lost, t) => None,
                 Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
                 Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
                 Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
@@ -322,30 +404,37 @@ impl<'a> Model<'a> {
         }
         match promise {
             Promise::DurableWrites => self.judge_per_page(
-                t,
-                seen,
+                (t, lost),
+                (seen, stood),
                 |r| self.durable_at[r.index as usize].is_some_and(|d| d <= t),
                 &mut v,
             ),
             Promise::FlushOnly => {
                 let covered_before = self.flushed_before(t);
                 self.judge_per_page(
-                    t,
-                    seen,
+                    (t, lost),
+                    (seen, stood),
                     |r| covered_before.is_some_and(|f| (r.index as usize) < f),
                     &mut v,
                 )
             }
-            Promise::AtomicTransactions => self.judge_atomic(t, seen, &mut v),
-            Promise::Ordered => self.judge_ordered(t, seen, &mut v),
+            Promise::AtomicTransactions => self.judge_atomic((t, lost), (seen, stood), &mut v),
+            Promise::Ordered => self.judge_ordered((t, lost), (seen, stood), &mut v),
         }
         v
     }
 
+    /// Did the media lose a version of `lpn` that the host wrote there by `t`?
+    fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
+        lost.of(lpn)
+            .iter()
+            .any(|&w| self.writes[lpn].contains(&w) && self.arrived_by(w, t))
+    }
+
     fn judge_per_page(
         &self,
-        t: u64,
-        seen: &[Seen],
+        (t, lost): (u64, &Lost),
+        (seen, stood): (&[Seen], &mut [Option<u64>]),
         covered: impl Fn(&HostRecord) -> bool,
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
@@ -370,6 +459,18 @@ impl<'a> Model<'a> {
                 }
                 (Seen::Write(w), None) => self.record(w).is_some_and(|(_, r)| r.arrival_ns <= t),
                 (Seen::Write(w), Some(i)) => ws[i..].contains(&w),
+                // An error in place of a version the rule allows, which the media lost.
+                (Seen::Uncorrectable, i) => {
+                    let allowed = |&w: &u64| match i {
+                        None => self.arrived_by(w, t),
+                        Some(i) => ws[i..].contains(&w) && self.arrived_by(w, t),
+                    };
+                    match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
+                        Some(&w) => stood[lpn] = Some(w),
+                        None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
+                    }
+                    continue;
+                }
                 _ => true,
             };
             if !ok {
@@ -379,7 +480,12 @@ impl<'a> Model<'a> {
         }
     }
 
-    fn judge_atomic(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+    fn judge_atomic(
+        &self,
+        (t, lost): (u64, &Lost),
+        (seen, stood): (&[Seen], &mut [Option<u64>]),
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
         use std::collections::BTreeSet;
         let mut present: BTreeSet<Unit> = BTreeSet::new();
         for s in seen {
@@ -405,6 +511,7 @@ impl<'a> Model<'a> {
                 }
             }
         }
+        self.units_behind_errors(seen, (t, lost), &mut p);
         for (lpn, s) in seen.iter().enumerate() {
             let ws = &self.writes[lpn];
             let expected = ws
@@ -414,6 +521,20 @@ impl<'a> Model<'a> {
                 .copied();
             let found = match *s {
                 Seen::Write(w) => Some(w),
+                // An error stands for the version expected, if the media lost it.
+                Seen::Uncorrectable => match expected {
+                    Some(e) if lost.has(lpn, e) => {
+                        stood[lpn] = Some(e);
+                        continue;
+                    }
+                    _ => {
+                        let should = expected.map_or("never written".into(), |w| {
+                            format!("write {w} of {:?}", self.unit_of(w))
+                        });
+                        v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but should hold {should}, which the media did not lose")));
+                        continue;
+                    }
+                },
                 _ => None,
             };
             if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
@@ -460,6 +581,46 @@ impl<'a> Model<'a> {
         }
     }
 
+    /// Units that pages reading as errors may stand for, added to `p`: where the version `p`
+    /// makes a page expect is not lost, the newest lost version after it whose unit may be
+    /// visible at `t` (its other pages are then held to it like any unit's). Repeated until
+    /// nothing changes, since a unit added moves what other pages expect.
+    fn units_behind_errors(
+        &self,
+        seen: &[Seen],
+        (t, lost): (u64, &Lost),
+        p: &mut std::collections::BTreeSet<Unit>,
+    ) {
+        let errors: Vec<usize> = (0..seen.len())
+            .filter(|&l| seen[l] == Seen::Uncorrectable)
+            .collect();
+        loop {
+            let mut grew = false;
+            for &lpn in &errors {
+                let ws = &self.writes[lpn];
+                let expected = ws
+                    .iter()
+                    .rposition(|&w| self.unit_of(w).is_some_and(|u| p.contains(&u)));
+                if expected.is_some_and(|i| lost.has(lpn, ws[i])) {
+                    continue;
+                }
+                let after = expected.map_or(0, |i| i + 1);
+                let behind = ws[after..]
+                    .iter()
+                    .rev()
+                    .filter(|&&w| lost.has(lpn, w))
+                    .filter_map(|&w| self.unit_of(w))
+                    .find(|&u| self.committable(u, t).is_ok());
+                if let Some(u) = behind {
+                    grew |= p.insert(u);
+                }
+            }
+            if !grew {
+                return;
+            }
+        }
+    }
+
     /// Does the image show, on some page of `u`, a state older than `u`'s write of it (reading as
     /// never written proves nothing where a later trim arrived by `t`)?
     fn proven_absent(&self, u: Unit, seen: &[Seen], t: u64) -> bool {
@@ -493,7 +654,12 @@ impl<'a> Model<'a> {
         })
     }
 
-    fn judge_ordered(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+    fn judge_ordered(
+        &self,
+        (t, lost): (u64, &Lost),
+        (seen, stood): (&[Seen], &mut [Option<u64>]),
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
         let covered_before = self.flushed_before(t);
         let mut prefix: Option<usize> = None;
         for s in seen {
@@ -509,17 +675,47 @@ impl<'a> Model<'a> {
                 .rposition(|r| r.succeeded() && r.op.written_pages() > 0);
             prefix = prefix.max(last_flushed);
         }
-        for (lpn, s) in seen.iter().enumerate() {
-            let expected = self.writes[lpn]
+        let expected_at = |lpn: usize, prefix: Option<usize>| {
+            self.writes[lpn]
                 .iter()
                 .rev()
                 .find(|&&w| {
                     self.record(w)
                         .is_some_and(|(i, _)| prefix.is_some_and(|p| i <= p))
                 })
-                .copied();
+                .copied()
+        };
+        // A page reading as an error may stand for a lost version beyond the prefix the other
+        // pages prove: the prefix then reaches that version's request.
+        for (lpn, _) in seen
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == Seen::Uncorrectable)
+        {
+            if expected_at(lpn, prefix).is_some_and(|e| lost.has(lpn, e)) {
+                continue;
+            }
+            let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
+                self.record(w)
+                    .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
+                    .map(|(i, _)| i)
+            });
+            prefix = prefix.max(beyond);
+        }
+        for (lpn, s) in seen.iter().enumerate() {
+            let expected = expected_at(lpn, prefix);
             let found = match *s {
                 Seen::Write(w) => Some(w),
+                Seen::Uncorrectable => match expected {
+                    Some(e) if lost.has(lpn, e) => {
+                        stood[lpn] = Some(e);
+                        continue;
+                    }
+                    _ => {
+                        v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}")))));
+                        continue;
+                    }
+                },
                 _ => None,
             };
             if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
@@ -631,6 +827,77 @@ mod tests {
 
     fn judge(l: &HostLog, p: Promise, t: u64, seen: &[Seen]) -> usize {
         Model::new(l).judge(p, t, seen).len()
+    }
+
+    fn judge_lost(l: &HostLog, p: Promise, t: u64, seen: &[Seen], lost: &[(u32, u64)]) -> usize {
+        let lost = Lost::new(lost.iter().copied());
+        Model::new(l).judge_with_losses(p, t, seen, &lost).len()
+    }
+
+    const E: Seen = Seen::Uncorrectable;
+
+    /// An error stands for a version the media lost, judged as that version: the version the
+    /// promise requires (tx2's write of page 1), not an older one; no lost version, no excuse.
+    #[test]
+    fn an_error_is_accepted_only_in_place_of_a_lost_version_the_promise_allows() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        let seen = [W(0), E, W(3), U, U, U, U, U];
+        assert_eq!(judge_lost(&l, a, 45, &seen, &[(1, 2)]), 0);
+        assert!(
+            judge_lost(&l, a, 45, &seen, &[(1, 1)]) > 0,
+            "an older version lost"
+        );
+        assert!(judge_lost(&l, a, 45, &seen, &[]) > 0, "nothing lost");
+        assert!(judge(&l, a, 45, &seen) > 0);
+        // Another page's version lost excuses nothing here.
+        assert!(judge_lost(&l, a, 45, &seen, &[(0, 0)]) > 0);
+    }
+
+    /// An error may stand for a lost version of a transaction that may be visible; it is then
+    /// held to all or nothing like any visible one. A lost version of an aborted transaction
+    /// stands for nothing.
+    #[test]
+    fn a_lost_version_makes_its_transaction_visible_whole_or_not_at_all() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        // At 35 tx2 may or may not be visible: with its page 2 showing it, page 1's error
+        // stands for its lost write; with page 2 never written, it cannot.
+        assert_eq!(
+            judge_lost(&l, a, 35, &[W(0), E, W(3), U, U, U, U, U], &[(1, 2)]),
+            0
+        );
+        assert!(judge_lost(&l, a, 35, &[W(0), E, U, U, U, U, U, U], &[(1, 2)]) > 0);
+        // Page 1's older version lost with tx2 not visible: the error stands for tx1's write.
+        assert_eq!(
+            judge_lost(&l, a, 35, &[W(0), E, U, U, U, U, U, U], &[(1, 1), (1, 2)]),
+            0
+        );
+        // tx4 was aborted by 130: its lost page-6 version excuses no error.
+        assert!(judge_lost(&l, a, 135, &[W(0), W(2), W(3), U, U, U, E, U], &[(6, 7)]) > 0);
+    }
+
+    /// Per-page promises: an error where a lost version could be read (the last durable write
+    /// or a later one), not where only an older one was lost.
+    #[test]
+    fn per_page_promises_take_an_error_for_a_lost_durable_or_later_version() {
+        let w = |lpn: u32| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(10), None, 0),
+                rec(w(0), 15, Some(20), None, 0),
+                rec(HostOp::Flush, 21, Some(22), None, 0),
+            ],
+            2,
+        );
+        for p in [Promise::DurableWrites, Promise::FlushOnly, Promise::Ordered] {
+            assert_eq!(judge_lost(&l, p, 25, &[E, U], &[(0, 1)]), 0, "{p:?}");
+            assert!(judge_lost(&l, p, 25, &[E, U], &[(0, 0)]) > 0, "{p:?}");
+            assert!(judge_lost(&l, p, 25, &[U, E], &[(0, 1)]) > 0, "{p:?}");
+        }
     }
 
     /// An async SWRITE durable at 100 whose accepted ABORT arrived at 50 and is acknowledged at

@@ -340,6 +340,9 @@ pub struct SoakConfig {
     /// Second lives per cell (see [`crate::second_life`]): cuts of life one after which the
     /// recovered device runs on and is cut again; each tries `crash_points / 4` instants.
     pub second_lives: usize,
+    /// The media model every cell's device runs with, seeded by the cell's seed (`None`: off;
+    /// [`crate::media`]).
+    pub media: Option<flash::MediaConfig>,
 }
 
 impl SoakConfig {
@@ -359,6 +362,7 @@ impl SoakConfig {
             shapes: Vec::new(),
             fixed: Vec::new(),
             second_lives: 0,
+            media: None,
         }
     }
 }
@@ -501,6 +505,10 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
             options = low.options;
             variant.over_provisioning = Some(low.value);
         }
+    }
+    if let Some(media) = &cfg.media {
+        variant.device.media = Some(media.clone());
+        variant.device = crate::with_media_seed(variant.device, seed);
     }
     let campaign = CampaignConfig {
         design: design.clone(),

@@ -131,7 +131,7 @@ impl Flash {
     }
 
     /// The physical page of `ppn` (itself with the media model off).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn phys(&self, ppn: Ppn) -> Ppn {
         match &self.media {
             None => ppn,
@@ -140,7 +140,7 @@ impl Flash {
     }
 
     /// The physical block serving `block` (itself with the media model off).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn phys_block(&self, block: BlockId) -> BlockId {
         match &self.media {
             None => block,
@@ -336,9 +336,11 @@ impl Flash {
         }
     }
 
-    /// State of physical page `phys` and whether its block's erase was torn.
+    /// State of physical page `phys` and whether its block's erase was torn (a physical block
+    /// is numbered as a block of the geometry is: pages per block are the same).
+    #[inline]
     fn read_status(&self, phys: Ppn) -> (PageState, bool) {
-        let block = self.store.geometry().block_of(phys);
+        let block = self.config.geometry.block_of(phys);
         (self.store.page_state(phys), self.store.erase_torn(block))
     }
 
@@ -385,6 +387,7 @@ impl Flash {
 
     /// [`sense`](Self::sense), and whether the data is handed on uncorrected (the media
     /// model's negative control).
+    #[inline]
     fn sense_page(
         &mut self,
         ppn: Ppn,
@@ -438,8 +441,9 @@ impl Flash {
         let state = match self.read_status(phys) {
             (_, true) | (PageState::Torn, _) => "uncorrectable",
             (PageState::Erased, _) => "erased",
+            (PageState::Programmed, _) if self.media.is_none() => return Ok(()),
             (PageState::Programmed, _) => match self.store.media() {
-                Some(plane) if self.media.is_some() && plane.is_lost(phys) => "uncorrectable",
+                Some(plane) if plane.is_lost(phys) => "uncorrectable",
                 _ => return Ok(()),
             },
         };
@@ -641,6 +645,7 @@ impl Flash {
     }
 
     /// Checks a program against the rules, schedules it and records it; the caller stores it.
+    #[inline]
     fn schedule_program(
         &mut self,
         ppn: Ppn,
@@ -691,10 +696,10 @@ impl Flash {
             });
         }
         let block = g.block_of(ppn);
-        if self.store.erase_torn(self.phys_block(block)) {
+        let phys = self.phys(ppn);
+        if self.store.erase_torn(g.block_of(phys)) {
             return Err(FlashError::BlockNeedsErase { ppn, block });
         }
-        let phys = self.phys(ppn);
         if self.store.page_state(phys) != PageState::Erased {
             return Err(FlashError::ProgramNotErased { ppn });
         }

@@ -41,6 +41,7 @@ pub fn classify(
 /// found it lost — a copy that reads uncorrectable as it does, so its owner reads an error from
 /// then on, never older data or another page's ([`Flash::program_lost_copy`]). A torn or erased
 /// live page is damage no copy can mend.
+#[inline]
 pub fn copy_live(
     flash: &mut Flash,
     (from, sensed): (Ppn, PageState),
@@ -63,6 +64,7 @@ pub fn copy_live(
 /// The record of live page `from` for its copy: read with the page when it read (`peek`),
 /// else from its spare area, which a page lost to the media still reads (a charged read of the
 /// OOB). Returns when the record is known.
+#[inline]
 pub fn record_of_live(
     flash: &mut Flash,
     (from, sensed): (Ppn, PageState),
@@ -86,6 +88,7 @@ pub fn record_of_live(
 /// fills `oob` when the page reads): when the read was uncorrectable, the record comes from
 /// the spare area of a page lost to the media; a torn or erased live page is damage. Returns
 /// when the record is known.
+#[inline]
 pub fn record_of_read(
     flash: &mut Flash,
     from: Ppn,
@@ -105,6 +108,7 @@ pub fn record_of_read(
 /// The program half of moving live page `from` to `to` after [`Flash::read`] returned
 /// `status` (and [`record_of_read`] the record in `oob`, known at `ready`): its data
 /// programmed, or a lost copy of it ([`copy_live`]).
+#[inline]
 pub fn copy_read(
     flash: &mut Flash,
     (from, status): (Ppn, ReadStatus),
@@ -130,6 +134,7 @@ pub enum Source<'a> {
 impl<'a> Source<'a> {
     /// The source of a copy of `from`, which [`Flash::read`] returned as `status` (and
     /// [`record_of_read`] found lost, when it did not read).
+    #[inline]
     pub fn of_read(from: Ppn, status: &'a ReadStatus) -> Source<'a> {
         match status {
             ReadStatus::Data(content) => Source::Data(content),
@@ -138,6 +143,7 @@ impl<'a> Source<'a> {
     }
 
     /// Programs it at `ppn` with `oob` as its record.
+    #[inline]
     pub fn program(
         self,
         flash: &mut Flash,

@@ -188,6 +188,8 @@ impl Flash {
     /// The ECC's handling of a read of programmed page `ppn` (physical `phys`) whose first
     /// sensing is `span`: retries at shifted thresholds (each a sensing and transfer more),
     /// counts, read disturb, reclaim. Returns what became of the read and its whole span.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn media_read(
         &mut self,
         ppn: Ppn,
@@ -352,6 +354,8 @@ impl Flash {
     /// The program of `ppn` (physical `phys`) scheduled as `span` reported failure: the page
     /// is left unreadable, the block is replaced by a spare holding the pages before it, and
     /// the page is programmed there. Returns the whole span and the page's new physical page.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn media_program(
         &mut self,
         ppn: Ppn,
@@ -386,6 +390,8 @@ impl Flash {
 
     /// The erase of `block` scheduled as `span`: erased in place, or — when the erase fails —
     /// the block retired and replaced by an erased spare. Returns the whole span.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn media_erase(
         &mut self,
         block: BlockId,
@@ -622,6 +628,8 @@ impl Flash {
     /// Rewrites the blocks queued for read reclaim, from `not_before` on: each moves to a
     /// spare of its chip and the block it leaves becomes a spare. A device that has run out of
     /// spares keeps its blocks where they are.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn maintain(&mut self, not_before: u64) {
         while let Some(block) = self.media.as_deref_mut().and_then(|c| c.reclaim.pop()) {
             let pages = self.write_pointer[block.0 as usize];
