@@ -132,7 +132,7 @@ fn pairs(map: Option<BTreeMap<String, String>>) -> Vec<String> {
 /// Every design: name, summary, promise, default workload.
 #[pyfunction]
 fn designs(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    let list: Vec<serde_json::Value> = mobius_cli::designs::all()
+    let list: Vec<serde_json::Value> = lab::registry::all()
         .iter()
         .map(|d| {
             serde_json::json!({
@@ -429,7 +429,7 @@ impl Device {
         image: Option<PathBuf>,
     ) -> PyResult<Device> {
         let spec =
-            mobius_cli::designs::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
+            lab::registry::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
         let config = device_args(preset, set)
             .resolve()
             .map_err(|e| ConfigError::new_err(format!("{e:#}")))?;

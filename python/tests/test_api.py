@@ -177,3 +177,12 @@ def test_bench_can_report_its_speed_against_the_peer():
     r = mobius.bench("dftl", requests=300, fill=0.5, no_recovery=True, peer=True)
     assert r["speed_vs_peer"] > 0 and r["peer_page_programs_per_s"] > 0
     assert "peer_page_programs_per_s" not in mobius.bench("dftl", requests=100, no_recovery=True)
+
+
+def test_an_image_open_in_a_device_is_refused_to_another(tmp_path):
+    img = tmp_path / "dev.img"
+    d = mobius.open(ftl="dftl", image=img)
+    with pytest.raises(mobius.ImageError, match="already open"):
+        mobius.open(ftl="dftl", image=img)
+    del d
+    mobius.open(ftl="dftl", image=img)

@@ -1778,10 +1778,18 @@ impl Engine {
             (ReadStatus::Data(Content::Bytes(b)), Some(r)) if crc32c::crc32c(&b) == r.data_crc => {
                 Ok(decode_entries(&b))
             }
-            (st, _) => {
+            (st, rec) => {
                 self.not_lost(ppn, &st, "a page of the mapping tree")?;
+                let found = match rec {
+                    Some(r) => format!(
+                        "its OOB record expects data whose CRC32C is {:#010x}",
+                        r.data_crc
+                    ),
+                    None => "its OOB record is not of that kind".into(),
+                };
                 Err(FtlError::Corrupt(format!(
-                    "tree page {ppn} (kind {kind}) named by the root is unreadable ({st:?})"
+                    "tree page {ppn} (kind {kind}) named by the root is unreadable: {found}, and \
+                     it reads back {st}"
                 )))
             }
         }

@@ -275,3 +275,36 @@ fn superseded_tree_pages_are_released_where_no_crash_image_needs_them() {
         assert_eq!(write_of(&read1(&mut r, lpn, t)), want, "lpn {lpn}");
     }
 }
+
+/// Issue #67: a damaged page of the mapping tree fails recovery with an error that names the
+/// page, the checksum its OOB record expects and what it holds, in one short line: never the
+/// page's bytes.
+#[test]
+fn a_damaged_tree_page_is_named_in_one_short_line() {
+    let config = DeviceConfig::preset("small").unwrap();
+    let flash = Flash::in_memory(config.clone(), atomic_write::format::OOB_BYTES, false);
+    let mut d = AtomicWrite::format(flash, &DesignOptions::default()).unwrap();
+    let mut t = d.flash().idle_ns();
+    for lpn in (0..d.logical_pages()).step_by(3) {
+        t = d.write(Lpn(lpn), &[tag(lpn, 1)], t).unwrap().ack_ns;
+    }
+    t = d.flush(t).unwrap().ack_ns;
+    let mut store = Box::new(d).into_flash().into_store();
+    let tree = |oob: &[u8]| {
+        use atomic_write::format::{OobRecord, KIND_GTD, KIND_TRANSLATION};
+        OobRecord::decode(oob).is_ok_and(|r| r.kind == KIND_GTD || r.kind == KIND_TRANSLATION)
+    };
+    assert!(flash::flip_a_data_bit(store.as_mut(), tree) > 0);
+    let mut flash = Flash::new(config, store);
+    flash.start_clock_at(t);
+    let Err(FtlError::Corrupt(msg)) = AtomicWrite::recover(flash, &DesignOptions::default()) else {
+        panic!("a damaged tree page recovered");
+    };
+    assert!(msg.starts_with("tree page ppn "), "{msg}");
+    assert!(
+        msg.contains("its OOB record expects data whose CRC32C is 0x")
+            && msg.contains("it reads back 4096 bytes whose CRC32C is 0x"),
+        "{msg}"
+    );
+    assert!(msg.len() < 300 && msg.matches(", ").count() < 5, "{msg}");
+}

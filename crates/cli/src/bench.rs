@@ -174,7 +174,7 @@ pub fn measure(
     args: &BenchArgs,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> anyhow::Result<serde_json::Value> {
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let config = args.device.resolve_for(&design)?;
     let spec = args.workload.resolve(design.default_workload)?;
     let options = DesignOptions::from_pairs(&args.params)?;
@@ -199,7 +199,7 @@ pub fn measure(
     let peer_before = peer()?;
     let total = spec.requests;
     let started = std::time::Instant::now();
-    let result = workload::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
+    let result = lab::driver::run(dev.as_mut(), &spec, args.seed, 0, false, &mut |done, _| {
         progress(done, total)
     })
     .map_err(anyhow::Error::msg)?;
@@ -313,8 +313,9 @@ fn add_recovery_keys(obj: &mut serde_json::Map<String, serde_json::Value>, r: &R
 /// recovery builds the new state. mimalloc returns freed pages after a delay, so without this
 /// the old state's pages could still be resident while recovery allocates, and the peak would
 /// count both (10–25 MB at 64 GB; docs/performance.md, "The peak after the power cut"). The
-/// allocator's own bookkeeping only: what the run allocated and measured is unchanged.
-fn return_freed_memory() {
+/// allocator's own bookkeeping only: what the run allocated and measured is unchanged. Also
+/// `mobius serve`'s collect after each connection (`ServerConfig::release_memory`).
+pub(crate) fn return_freed_memory() {
     // SAFETY: `mi_collect` takes no pointers and may be called at any time; under another
     // global allocator (the tests') it only tidies mimalloc's own empty heap.
     unsafe { libmimalloc_sys::mi_collect(true) }

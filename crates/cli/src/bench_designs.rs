@@ -118,13 +118,13 @@ pub fn run(args: &BenchDesignsArgs) -> anyhow::Result<()> {
 /// The designs to run: those named (checked), or every design; DFTL first either way.
 fn design_names(named: &[String]) -> anyhow::Result<Vec<String>> {
     let mut names: Vec<String> = if named.is_empty() {
-        crate::designs::all()
+        lab::registry::all()
             .iter()
             .map(|d| d.name.to_string())
             .collect()
     } else {
         for n in named {
-            crate::designs::find(n)?;
+            lab::registry::find(n)?;
         }
         named.to_vec()
     };
@@ -304,7 +304,7 @@ mod tests {
         );
         let all = design_names(&[]).unwrap();
         assert_eq!(all[0], "dftl");
-        assert_eq!(all.len(), crate::designs::all().len());
+        assert_eq!(all.len(), lab::registry::all().len());
         let e = design_names(&names(&["nope"])).unwrap_err();
         assert!(e.to_string().contains("unknown design 'nope'"), "{e}");
     }

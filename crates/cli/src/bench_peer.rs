@@ -149,7 +149,7 @@ impl PagePeer {
     }
 }
 
-/// Plays `spec` with `seed` (the requests `workload::run` would issue: same generator, same
+/// Plays `spec` with `seed` (the requests `lab::driver::run` would issue: same generator, same
 /// RNG) on the peer over `geometry`, exporting `logical_pages`.
 pub fn play(
     geometry: &Geometry,

@@ -1,9 +1,7 @@
 //! `mobius compare`: the papers' experiments side by side, with figures and a report.
 
+use crate::compare_progress::Progress;
 use clap::Args;
-use indicatif::MultiProgress;
-use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -32,6 +30,11 @@ pub struct CompareArgs {
     /// The report says how many runs were taken from the log.
     #[arg(long)]
     pub resume: bool,
+    /// Run the experiments, and the independent runs inside them, as tasks on this many cores
+    /// (default: every core of the machine; 1 runs them one after another). The figures are the
+    /// same either way; only the wall times differ.
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// Internal: assemble OUT/report.md and results.json from OUT/parts/<experiment>/.
     #[arg(long, hide = true)]
     pub assemble: bool,
@@ -60,31 +63,56 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     if args.scheduler.is_some() || args.workers.is_some() {
         return run_on_dask(args, scale, &ids);
     }
-    let multi = MultiProgress::new();
-    let bars: Mutex<BTreeMap<String, indicatif::ProgressBar>> = Mutex::new(BTreeMap::new());
-    let progress = |what: &str, done: u64, total: u64| {
-        let mut bars = bars.lock().expect("progress lock");
-        let bar = bars
-            .entry(what.to_string())
-            .or_insert_with(|| multi.add(crate::progress::bar(total, what)));
-        bar.set_length(total);
-        bar.set_position(done);
-        if done >= total {
-            bar.finish();
-        }
-    };
+    if args.jobs == Some(0) {
+        anyhow::bail!("--jobs must be at least 1");
+    }
+    let cores = args
+        .jobs
+        .map_or_else(compare::Cores::all, compare::Cores::new);
     std::fs::create_dir_all(&args.out)?;
+    let progress = Progress::new(ids.len() as u64);
+    progress.line(&format!(
+        "compare: {} experiment(s) at the {} scale as tasks on {} core(s): {}; report in {}",
+        ids.len(),
+        scale.name(),
+        cores.count(),
+        ids.join(", "),
+        args.out.display()
+    ));
+    let advanced = |id: &str, done: u64, total: u64| progress.advanced(id, done, total);
     let ctx = compare::Context {
-        designs: crate::designs::all(),
+        designs: lab::registry::all(),
         scale,
         seed: args.seed,
-        progress: &progress,
+        progress: &advanced,
         run_logs: Some(compare::RunLogs {
             dir: args.out.clone(),
             resume: args.resume,
         }),
+        cores,
     };
-    let results = compare::run(&ctx, &args.only)?;
+    let observe = |e: compare::Event| match e {
+        compare::Event::Started { id } => progress.started(id),
+        compare::Event::Finished { result } => {
+            let verdicts = tally(
+                result
+                    .claims
+                    .iter()
+                    .flat_map(|c| &c.checks)
+                    .map(|k| k.verdict),
+            );
+            progress.finished(result.id, result.ran.wall_s, &format!(": {verdicts}"));
+        }
+    };
+    let (stop, stopped) = std::sync::mpsc::channel();
+    let results = std::thread::scope(|s| {
+        s.spawn(|| progress.heartbeat(stopped));
+        let results = compare::run_observed(&ctx, &args.only, &observe);
+        drop(stop);
+        results
+    })?;
+    progress.done();
+    let wall = progress.elapsed().as_secs_f64();
     let header = header(scale, args.seed, args.resume);
     compare::write_report(&args.out, &header, &results)?;
     for r in &results {
@@ -92,6 +120,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             eprintln!("compare: {}: skipped {s}", r.id);
         }
     }
+    closing(&results, ctx.cores.count(), wall);
     let checks: Vec<compare::Verdict> = results
         .iter()
         .flat_map(|r| &r.claims)
@@ -101,10 +130,49 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sub-claims by verdict: `8 PASS, 2 FAIL, 0 NOT-REPRODUCED, 1 by construction`.
+fn tally(verdicts: impl Iterator<Item = compare::Verdict>) -> String {
+    let mut n = [0usize; 4];
+    for v in verdicts {
+        n[match v {
+            compare::Verdict::Pass => 0,
+            compare::Verdict::Fail => 1,
+            compare::Verdict::NotReproduced => 2,
+            compare::Verdict::ByConstruction => 3,
+        }] += 1;
+    }
+    format!(
+        "{} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction",
+        n[0], n[1], n[2], n[3]
+    )
+}
+
+/// The closing summary: wall time, totals per paper, what was left to the paper scale.
+fn closing(results: &[compare::ExperimentResult], cores: usize, wall_s: f64) {
+    println!(
+        "compare: {} experiment(s) in {} on {cores} core(s)",
+        results.len(),
+        compare::report::wall_time(wall_s)
+    );
+    let board = compare::summary::of_results(results);
+    for (paper, claims, sub) in compare::summary::per_paper(&board) {
+        println!("  {}", compare::summary::paper_line(&paper, &claims, &sub));
+    }
+    for r in results {
+        if let (false, Some(rest)) = (r.ran.moved_to_paper.is_empty(), &r.ran.rest) {
+            println!(
+                "  {}: left to the paper scale: {} (`{rest}`)",
+                r.id,
+                r.ran.moved_to_paper.join("; ")
+            );
+        }
+    }
+}
+
 /// The report's opening. With `--resume` a long experiment may take runs from its run log
 /// (measured by an earlier invocation): the header says so, and the section says how many.
 fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
-    let names: Vec<&str> = crate::designs::all().iter().map(|d| d.name).collect();
+    let names: Vec<&str> = lab::registry::all().iter().map(|d| d.name).collect();
     let measured = if resume {
         "Every number below was measured by this binary: in this run, or (`--resume`) taken from a run log an earlier invocation with the same settings wrote, as each section's description says"
     } else {
@@ -126,7 +194,10 @@ fn print_summary(verdicts: &[compare::Verdict], out: &std::path::Path) {
         count(compare::Verdict::NotReproduced),
         count(compare::Verdict::ByConstruction)
     );
-    println!("wrote {}", out.join("report.md").display());
+    println!(
+        "wrote {} (and report.html, results.json)",
+        out.join("report.md").display()
+    );
 }
 
 /// `--assemble`: the report from the parts the Dask tasks wrote.

@@ -4,9 +4,9 @@ Run by the `mobius` binary as ``python3 -c <this file> JOB`` where JOB is a JSON
 ``{"mobius": path of the binary, "scale", "seed", "experiments": [ids], "out": dir,
 "scheduler": address or null, "workers": LocalCluster size or null}``.
 
-Each task runs ``mobius compare --only ID`` into a temporary directory on its worker and hands
-back the files it wrote (report.md, results.json, the SVGs), so workers need no shared file
-system, only the same binary at the same path. The driver writes each part under
+Each task runs ``mobius compare --only ID --jobs 1`` (one core: the worker's) into a temporary
+directory on its worker and hands back the files it wrote (report.md, results.json, the SVGs),
+so workers need no shared file system, only the same binary at the same path. The driver writes each part under
 ``OUT/parts/ID/`` as it finishes; the binary then assembles the report from the parts. An
 experiment is deterministic for its seed, so the assembled report equals a one-process run's.
 """
@@ -23,7 +23,7 @@ def run_part(mobius, scale, seed, experiment):
     with tempfile.TemporaryDirectory() as d:
         p = subprocess.run(
             [mobius, "compare", "--scale", scale, "--seed", str(seed),
-             "--only", experiment, "--out", d],
+             "--only", experiment, "--jobs", "1", "--out", d],
             capture_output=True, text=True,
         )
         files = {}

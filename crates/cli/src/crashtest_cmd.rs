@@ -125,7 +125,7 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if is_soak(args) {
         return run_soak_cmd(args);
     }
-    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     if let Some(instant) = args.replay_instant {
         return match &args.first_cut {
             Some(cut) => replay_second_life(&cfg, cut, instant, args.torn),
@@ -167,10 +167,10 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
 /// controls, replays and shrinking stay command-line only.
 pub fn measure(args: &CrashtestArgs) -> anyhow::Result<serde_json::Value> {
     if is_soak(args) {
-        let cfg = soak_config(args, designs_named(&args.ftl)?)?;
+        let cfg = soak_config(args, lab::registry::named(&args.ftl)?)?;
         return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
     }
-    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     let (report, lives) =
         crashtest::second_life::run_campaign_with_lives(&cfg, args.second_lives, &|_, _| {})?;
     let mut v = report.to_json();
@@ -194,7 +194,7 @@ pub fn measure_share(
             "shares split one campaign: no --seeds, --ftl all, a design list or --second-lives"
         );
     }
-    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     let rec = crashtest::record(&cfg)?;
     let share = crashtest::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {});
     Ok(serde_json::to_value(share)?)
@@ -207,7 +207,7 @@ pub fn merge_shares(
     shares: Vec<serde_json::Value>,
     wall_s: f64,
 ) -> anyhow::Result<serde_json::Value> {
-    let cfg = single_config(args, crate::designs::find(&args.ftl)?)?;
+    let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     let parts = shares
         .into_iter()
         .map(serde_json::from_value)
@@ -378,16 +378,6 @@ fn sqlite_workload(args: &CrashtestArgs) -> Option<Option<&str>> {
 /// A soak: `--seeds`, or more than one design (`all`, or a comma-separated list).
 pub(crate) fn is_soak(args: &CrashtestArgs) -> bool {
     args.seeds.is_some() || args.ftl == "all" || args.ftl.contains(',')
-}
-
-/// The designs `--ftl` names (`all`: every design in the build; `a,b`: those, in that order).
-pub(crate) fn designs_named(name: &str) -> anyhow::Result<Vec<DesignSpec>> {
-    if name == "all" {
-        return Ok(crate::designs::all());
-    }
-    name.split(',')
-        .map(|n| crate::designs::find(n.trim()))
-        .collect()
 }
 
 /// Options given to a soak that it would not use (the Python binding raises `ConfigError`).
@@ -626,7 +616,7 @@ fn print_summary(report: &SoakReport) {
 }
 
 fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
-    let cfg = soak_config(args, designs_named(&args.ftl)?)?;
+    let cfg = soak_config(args, lab::registry::named(&args.ftl)?)?;
     let report = soak::run_soak(&cfg, &print_cell);
     if args.json {
         println!("{}", serde_json::to_string(&report.to_json())?);
@@ -636,7 +626,7 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
     let failing: Vec<&CellResult> = report.cells.iter().filter(|c| c.failed()).collect();
     if args.shrink {
         for c in &failing {
-            let design = crate::designs::find(&c.design)?;
+            let design = lab::registry::find(&c.design)?;
             shrink_and_print(&soak::cell_config(&cfg, &design, c.seed).0)?;
         }
     }
@@ -663,7 +653,7 @@ fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
         second_lives,
     } in soak::CONTROLS
     {
-        let mut cfg = soak_config(args, vec![crate::designs::find(name)?])?;
+        let mut cfg = soak_config(args, vec![lab::registry::find(name)?])?;
         cfg.promise = Some(promise);
         cfg.shapes = shapes.to_vec();
         cfg.second_lives = cfg.second_lives.max(second_lives);

@@ -206,7 +206,7 @@ mod tests {
             ("txflash-tc", "--param over_provisioning="),
             ("optr", "--param op="),
         ] {
-            let design = crate::designs::find(name).unwrap();
+            let design = lab::registry::find(name).unwrap();
             let refused = set.resolve_for(&design).unwrap_err().to_string();
             assert!(refused.contains(param), "{name}: {refused}");
             // The preset's own value, or none given, is no request to change it.
@@ -216,7 +216,7 @@ mod tests {
                 .is_ok());
         }
         for name in ["dftl", "mobius"] {
-            let design = crate::designs::find(name).unwrap();
+            let design = lab::registry::find(name).unwrap();
             let config = set.resolve_for(&design).unwrap();
             assert_eq!(config.over_provisioning, 0.1, "{name}");
         }

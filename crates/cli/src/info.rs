@@ -28,7 +28,7 @@ pub struct InfoArgs {
 
 pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     if args.list {
-        for d in crate::designs::all() {
+        for d in lab::registry::all() {
             println!("{:<14} {:<20} {}", d.name, d.promise.name(), d.summary);
         }
         return Ok(());
@@ -119,7 +119,7 @@ fn design_info(
     params: &[String],
     c: &flash::DeviceConfig,
 ) -> anyhow::Result<serde_json::Value> {
-    let design = crate::designs::find(name)?;
+    let design = lab::registry::find(name)?;
     let options = ftl::DesignOptions::from_pairs(params)?;
     let oob = design.oob_record(&c.geometry);
     let mut dev = design.build(flash::Flash::in_memory(c.clone(), oob, true), &options)?;

@@ -107,7 +107,7 @@ fn first_cut(args: &CrashtestArgs) -> anyhow::Result<Option<FirstCut>> {
 /// One campaign (600 requests after an 80 % fill unless told otherwise).
 fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
     check_flags(args, false)?;
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     check_atomic(&design, args)?;
     let cfg = NbdCrashConfig {
         device: args.device.resolve_for(&design)?,
@@ -215,7 +215,7 @@ fn soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.plain_reads && !args.atomic_requests {
         anyhow::bail!("--plain-reads changes how atomic requests read: give --atomic-requests");
     }
-    let mut cfg = soak_config(args, crate::crashtest_cmd::designs_named(&args.ftl)?)?;
+    let mut cfg = soak_config(args, lab::registry::named(&args.ftl)?)?;
     if args.atomic_requests {
         let (runs, left_out): (Vec<DesignSpec>, Vec<DesignSpec>) = cfg
             .designs
@@ -305,7 +305,7 @@ fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
     let mut weak = Vec::new();
     let mut all = Vec::new();
     for control in soak::CONTROLS {
-        let mut cfg = soak_config(args, vec![crate::designs::find(control.design)?])?;
+        let mut cfg = soak_config(args, vec![lab::registry::find(control.design)?])?;
         cfg.atomic_requests = Some(control.atomic_requests);
         cfg.promise = control.promise;
         cfg.plain_reads = control.plain_reads;

@@ -58,7 +58,7 @@ fn parse_kill_at(s: &str) -> anyhow::Result<(KillPoint, u64)> {
 }
 
 pub fn run(args: &NvmfsArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;

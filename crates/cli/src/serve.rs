@@ -11,6 +11,7 @@ use clap::Args;
 use flash::Flash;
 use ftl::DesignOptions;
 use nbd::server::{Server, ServerConfig};
+use nbd::tls::{TlsConfig, TlsMode};
 use nbd::transport::{install_signal_handlers, Listen};
 use signal_hook::consts::SIGUSR1;
 use std::path::PathBuf;
@@ -69,6 +70,102 @@ pub struct ServeArgs {
     #[arg(long, requires = "power_cut_signal", value_name = "N", num_args = 0..=1,
           default_missing_value = "1", value_parser = clap::value_parser!(u64).range(1..))]
     pub cut_inside_write: Option<u64>,
+    /// Connections served at once; more are refused (the NBD greeting, then an error naming
+    /// the limit to every option).
+    #[arg(long, default_value_t = nbd::server::MAX_CONNECTIONS_DEFAULT as u64,
+          value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub max_connections: u64,
+    /// Seconds a client may take from connecting to the end of its handshake (TLS included);
+    /// a slower one is disconnected, so idle sockets cannot hold connection slots.
+    #[arg(long, value_name = "SECONDS", default_value_t = nbd::server::HANDSHAKE_TIMEOUT_DEFAULT.as_secs_f64())]
+    pub handshake_timeout: f64,
+    /// WRITE payloads and READ data one connection may hold at once (with --pace, replies
+    /// waiting for their time), e.g. 64M; at least 32M, the longest request. A client that does
+    /// not read its replies stops being read from.
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    pub connection_buffer: String,
+    /// Export read-only: NBD_FLAG_READ_ONLY is set and writes, trims and write-zeroes get
+    /// EPERM (the image is still recovered, which may write to it).
+    #[arg(long)]
+    pub read_only: bool,
+    /// TLS (NBD_OPT_STARTTLS): `on` lets clients upgrade, `require` refuses plaintext ones;
+    /// needs --tls-psk or --tls-certificates. `--tls` alone is `on`.
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1,
+          default_value = "off", default_missing_value = "on")]
+    pub tls: TlsArg,
+    /// Pre-shared keys for TLS: a file of `identity:hexkey` lines (`psktool -u NAME -p FILE`).
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
+    pub tls_psk: Option<PathBuf>,
+    /// X.509 for TLS: a directory with server-cert.pem and server-key.pem (and ca-cert.pem
+    /// for --tls-verify-peer), as nbdkit and qemu-nbd take it.
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// With --tls-certificates: clients must present a certificate signed by ca-cert.pem.
+    #[arg(long, requires = "tls_certificates")]
+    pub tls_verify_peer: bool,
+}
+
+/// `--tls`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsArg {
+    Off,
+    On,
+    Require,
+}
+
+impl ServeArgs {
+    /// The server settings the limit, read-only and TLS options ask for.
+    fn server_config(&self) -> anyhow::Result<ServerConfig> {
+        let buffer = crate::device_args::parse_size(&self.connection_buffer)?;
+        let min = nbd::server::CONNECTION_BUFFER_MIN_BYTES as u64;
+        if buffer < min {
+            anyhow::bail!(
+                "--connection-buffer {}: at least {} MiB (the longest READ or WRITE must fit)",
+                self.connection_buffer,
+                min >> 20
+            );
+        }
+        let timeout = self.handshake_timeout;
+        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 86_400.0) {
+            anyhow::bail!("--handshake-timeout {timeout}: seconds in (0, 86400]");
+        }
+        Ok(ServerConfig {
+            pacing: self.pace,
+            max_connections: self.max_connections as usize,
+            handshake_timeout: std::time::Duration::from_secs_f64(timeout),
+            connection_buffer_bytes: usize::try_from(buffer).unwrap_or(usize::MAX),
+            read_only: self.read_only,
+            tls: self.tls_config()?.map(Arc::new),
+            // The binary's allocator is mimalloc: freed pages go back only when collected.
+            release_memory: || {
+                crate::bench::return_freed_memory();
+                nbd::server::release_free_memory();
+            },
+            ..ServerConfig::default()
+        })
+    }
+
+    fn tls_config(&self) -> anyhow::Result<Option<TlsConfig>> {
+        let mode = match self.tls {
+            TlsArg::Off => {
+                if self.tls_psk.is_some() || self.tls_certificates.is_some() {
+                    anyhow::bail!("--tls-psk/--tls-certificates need --tls (on or require)");
+                }
+                return Ok(None);
+            }
+            TlsArg::On => TlsMode::On,
+            TlsArg::Require => TlsMode::Require,
+        };
+        if self.stdio {
+            anyhow::bail!("--tls needs a socket (--listen or --socket), not --stdio");
+        }
+        let config = match (&self.tls_psk, &self.tls_certificates) {
+            (Some(psk), None) => TlsConfig::psk(mode, psk)?,
+            (None, Some(dir)) => TlsConfig::x509(mode, dir, self.tls_verify_peer)?,
+            _ => anyhow::bail!("--tls needs --tls-psk FILE or --tls-certificates DIR"),
+        };
+        Ok(Some(config))
+    }
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -78,12 +175,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         signal_hook::consts::SIGXFSZ,
         Arc::new(AtomicBool::new(false)),
     )?;
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
         crate::device_args::apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
+    // Bad server options are refused before the image is opened or created.
+    let server_config = args.server_config()?;
     let dev = match &args.image {
         None => {
             let flash =
@@ -92,13 +191,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             eprintln!("mobius serve: formatted {} in memory", design.name);
             dev
         }
-        Some(image) => open_image(&design, &config, &options, image)?,
+        Some(image) => open_image("mobius serve", &design, &config, &options, image)?,
     };
-    serve_device(args, dev)
+    serve_device(args, dev, server_config)
 }
 
-/// Recovers the design from `image`, or creates and formats it.
+/// Recovers the design from `image`, or creates and formats it; `command` (e.g. `mobius
+/// serve`) begins the line that says which.
 pub(crate) fn open_image(
+    command: &str,
     design: &ftl::DesignSpec,
     config: &flash::DeviceConfig,
     options: &DesignOptions,
@@ -108,7 +209,7 @@ pub(crate) fn open_image(
         let flash = design.open_image(image, config, options)?;
         let (dev, report) = design.reopen(flash, options)?;
         eprintln!(
-            "mobius serve: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
+            "{command}: recovered {} from {} ({} flash reads, {:.3} ms simulated)",
             design.name,
             image.display(),
             report.flash_reads,
@@ -120,7 +221,7 @@ pub(crate) fn open_image(
         let mut dev = design.build(flash, options)?;
         dev.flash_mut().sync()?;
         eprintln!(
-            "mobius serve: formatted {} on new image {}",
+            "{command}: formatted {} on new image {}",
             design.name,
             image.display()
         );
@@ -129,7 +230,11 @@ pub(crate) fn open_image(
 }
 
 /// Serves `dev` until the client(s) leave or a signal asks to stop; flushes and syncs at the end.
-fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Result<()> {
+fn serve_device(
+    args: &ServeArgs,
+    dev: Box<dyn ftl::BlockDevice>,
+    config: ServerConfig,
+) -> anyhow::Result<()> {
     let start = dev.flash().idle_ns();
     let raw = dev.flash().geometry().capacity_bytes();
     let exported = dev.logical_pages() as u64 * dev.flash().geometry().page_bytes as u64;
@@ -172,15 +277,12 @@ fn serve_device(args: &ServeArgs, dev: Box<dyn ftl::BlockDevice>) -> anyhow::Res
         signal_hook::flag::register(SIGUSR1, Arc::clone(&power_off))?;
         signal_hook::flag::register(SIGUSR1, Arc::clone(&shutdown))?;
     }
-    let mut server = Server::new(
-        ServedBackend::new(backend, write_cut.clone()),
-        ServerConfig {
-            pacing: args.pace,
-            ..ServerConfig::default()
-        },
-    )
-    .with_shutdown_flag(shutdown)
-    .with_power_off_flag(Arc::clone(&power_off));
+    if let Some(tls) = &config.tls {
+        eprintln!("mobius serve: TLS {:?}: {}", tls.mode, tls.description);
+    }
+    let mut server = Server::new(ServedBackend::new(backend, write_cut.clone()), config)
+        .with_shutdown_flag(shutdown)
+        .with_power_off_flag(Arc::clone(&power_off));
     if let Some(t) = &args.trace {
         server = server.with_trace(nbd::trace::TraceWriter::create(t)?);
     }

@@ -4,6 +4,8 @@
 use crate::device_args::DeviceArgs;
 use flash::Flash;
 use ftl::DesignOptions;
+use sqlite::durability::{durable_mode, durable_synchronous};
+use sqlite::shell::Shell;
 use sqlite::workload::{self, Scale, Workload};
 use sqlite::{Database, Mode, OpenOptions, TxKind};
 use std::path::PathBuf;
@@ -26,29 +28,30 @@ pub struct SqlDeviceArgs {
     /// chain streamed as SQLite writes, ROLLBACK = ABORT).
     #[arg(long, default_value = "static")]
     pub tx: String,
-    /// PRAGMA synchronous: off, normal, full, extra.
-    #[arg(long, default_value = "full")]
-    pub synchronous: String,
+    /// PRAGMA synchronous: off, normal, full, extra. Default: `sql-bench` full; `sql` the
+    /// level at which the mode loses no acknowledged commit (extra for journal and ordered,
+    /// else full; docs/sqlite.md).
+    #[arg(long)]
+    pub synchronous: Option<String>,
     /// Design parameter, `--param key=value` (repeatable).
     #[arg(long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
 }
 
 impl SqlDeviceArgs {
-    fn open_options(&self, seed: u64) -> anyhow::Result<OpenOptions> {
+    /// How to open the database; `synchronous` unless `--synchronous` is given.
+    fn open_options(&self, seed: u64, synchronous: &str) -> anyhow::Result<OpenOptions> {
         let mut o = OpenOptions::new(Mode::parse(&self.mode)?);
         o.tx_kind = match self.tx.as_str() {
             "static" => TxKind::Static,
             "dynamic" => TxKind::Dynamic,
             other => anyhow::bail!("unknown --tx '{other}': static or dynamic"),
         };
-        if !["off", "normal", "full", "extra"].contains(&self.synchronous.to_lowercase().as_str()) {
-            anyhow::bail!(
-                "unknown --synchronous '{}': off, normal, full or extra",
-                self.synchronous
-            );
+        let synchronous = self.synchronous.as_deref().unwrap_or(synchronous);
+        if !["off", "normal", "full", "extra"].contains(&synchronous.to_lowercase().as_str()) {
+            anyhow::bail!("unknown --synchronous '{synchronous}': off, normal, full or extra");
         }
-        o.synchronous = self.synchronous.to_uppercase();
+        o.synchronous = synchronous.to_uppercase();
         o.seed = seed;
         Ok(o)
     }
@@ -81,12 +84,12 @@ pub struct SqlBenchArgs {
 }
 
 pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.db.ftl)?;
+    let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
     let oob = (design.oob_record_bytes)(&config.geometry);
     let dev = design.build(Flash::in_memory(config, oob, false), &options)?;
-    let db = Database::create(dev, &args.db.open_options(args.seed)?)?;
+    let db = Database::create(dev, &args.db.open_options(args.seed, "FULL")?)?;
     let w = Workload::parse(&args.workload)?;
     let scale = Scale {
         accounts_per_branch: args.accounts,
@@ -113,61 +116,67 @@ pub struct SqlArgs {
     /// Flash image file: created (and the database formatted) if absent, recovered if present.
     #[arg(long)]
     pub image: PathBuf,
-    /// Statements to run; none: read them from standard input, one per line.
+    /// SQL to run, each argument one or more statements; none: read statements from standard
+    /// input, each ending with `;` (a statement may span lines, a line may hold several).
     pub sql: Vec<String>,
 }
 
-/// A one-shot or line-by-line SQLite shell on a flash image. `kill -9` at any moment is a
-/// power cut: the next start recovers the design and SQLite rolls back or replays its log.
+/// A SQLite shell on a flash image: every statement given, in order, until the first that
+/// fails (docs/sqlite.md, "The shell"). `kill -9` at any moment is a power cut: the next start
+/// recovers the design and SQLite rolls back or replays its log.
 pub fn shell(args: &SqlArgs) -> anyhow::Result<()> {
-    let design = crate::designs::find(&args.db.ftl)?;
+    let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
+    let mode = Mode::parse(&args.db.mode)?;
+    let opts = args.db.open_options(1, durable_synchronous(mode).0)?;
     let fresh = !args.image.exists();
-    let dev = crate::serve::open_image(&design, &config, &options, &args.image)?;
-    let opts = args.db.open_options(1)?;
+    let dev = crate::serve::open_image("mobius sql", &design, &config, &options, &args.image)?;
     let db = if fresh {
         Database::create(dev, &opts)?
     } else {
         Database::open(dev, &opts)?
     };
-    if args.sql.is_empty() {
-        for line in std::io::stdin().lines() {
-            run_statement(&db, &line?)?;
-        }
-    } else {
-        for s in &args.sql {
-            run_statement(&db, s)?;
-        }
-    }
+    eprintln!(
+        "mobius sql: {}",
+        synchronous_note(mode, &opts.synchronous, args.db.synchronous.is_some())
+    );
+    let ran = run_statements(&db, &args.sql);
     let mut dev = db.close()?;
     dev.flush(dev.flash().idle_ns())?;
     dev.flash_mut().sync()?;
-    Ok(())
+    ran
 }
 
-/// Runs one statement and prints its rows, `|`-separated like the sqlite3 shell.
-fn run_statement(db: &Database, sql: &str) -> anyhow::Result<()> {
-    let sql = sql.trim();
-    if sql.is_empty() {
-        return Ok(());
+/// The start line's account of `PRAGMA synchronous`: the level, and whether and why it keeps
+/// every acknowledged commit in `mode`.
+fn synchronous_note(mode: Mode, level: &str, given: bool) -> String {
+    let (safe, why) = durable_synchronous(mode);
+    let name = mode.name();
+    if !given {
+        format!("synchronous={level}, {name} mode's default: {why} (--synchronous overrides)")
+    } else if durable_mode(mode, level) || !durable_mode(mode, safe) {
+        format!("synchronous={level} (--synchronous)")
+    } else {
+        format!(
+            "synchronous={level} (--synchronous): {name} mode may lose acknowledged commits to a \
+             power cut; {safe} keeps them: {why}"
+        )
     }
-    let conn = db.conn();
-    let mut stmt = conn.prepare(sql)?;
-    let columns = stmt.column_count();
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        let cells: Vec<String> = (0..columns)
-            .map(|i| match row.get_ref(i) {
-                Ok(rusqlite::types::ValueRef::Null) => String::new(),
-                Ok(rusqlite::types::ValueRef::Integer(v)) => v.to_string(),
-                Ok(rusqlite::types::ValueRef::Real(v)) => v.to_string(),
-                Ok(rusqlite::types::ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
-                Ok(rusqlite::types::ValueRef::Blob(b)) => format!("<{} bytes>", b.len()),
-                Err(e) => format!("<{e}>"),
-            })
-            .collect();
-        println!("{}", cells.join("|"));
+}
+
+/// Runs the statements of every argument, or of standard input when there are none.
+fn run_statements(db: &Database, scripts: &[String]) -> anyhow::Result<()> {
+    let mut shell = Shell::new(db.conn(), std::io::stdout().lock());
+    if scripts.is_empty() {
+        for line in std::io::stdin().lines() {
+            shell.feed_line(&line?)?;
+        }
+        shell.finish()?;
+    } else {
+        for (i, sql) in scripts.iter().enumerate() {
+            shell.run_argument(i + 1, sql)?;
+        }
     }
     Ok(())
 }

@@ -3,24 +3,19 @@
 
 use crate::crashtest_cmd::CrashtestArgs;
 use crashtest::soak::SoakCell;
+use crashtest::sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
+use crashtest::sqlite::{self as crash, CrashConfig, CrashReport};
 use ftl::{DesignOptions, DesignSpec};
-use sqlite::crash::{self, CrashConfig, CrashReport};
-use sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
 use sqlite::workload::{Scale, Workload};
 use sqlite::{Mode, OpenOptions, TxKind};
 
 /// `mobius crashtest --workload sqlite-tpcb|sqlite-kv|sqlite-tpcc`: power cuts under SQLite (docs/sqlite.md).
 pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     check_sqlite_flags(args, false)?;
-    let design = crate::designs::find(&args.ftl)?;
+    let design = lab::registry::find(&args.ftl)?;
     let mode = Mode::parse(args.mode.as_deref().unwrap_or("batch"))?;
-    let synchronous = synchronous_arg(args)?.unwrap_or_else(|| {
-        match mode {
-            Mode::Journal | Mode::Ordered => "EXTRA",
-            _ => "FULL",
-        }
-        .into()
-    });
+    let synchronous = synchronous_arg(args)?
+        .unwrap_or_else(|| sqlite::durability::durable_synchronous(mode).0.into());
     let seed = args.seed.unwrap_or(1);
     let mut open = OpenOptions::new(mode);
     open.synchronous = synchronous.to_uppercase();
@@ -214,11 +209,7 @@ fn first_cut(args: &CrashtestArgs) -> anyhow::Result<Option<u64>> {
 /// several designs): the SQLite soak (docs/sqlite.md, "The soak"). Designs that run none of the
 /// commit paths asked for (`--mode batch` on DFTL) are left out, with a line saying so.
 pub fn crashtest_soak(args: &CrashtestArgs, workload: Option<&str>) -> anyhow::Result<()> {
-    let mut cfg = sql_soak_config(
-        args,
-        workload,
-        crate::crashtest_cmd::designs_named(&args.ftl)?,
-    )?;
+    let mut cfg = sql_soak_config(args, workload, lab::registry::named(&args.ftl)?)?;
     let (runs, left_out): (Vec<DesignSpec>, Vec<DesignSpec>) = cfg
         .designs
         .iter()
@@ -301,7 +292,7 @@ pub fn crashtest_controls(args: &CrashtestArgs, workload: Option<&str>) -> anyho
     let mut weak = Vec::new();
     let mut all = Vec::new();
     for control in soak::CONTROLS {
-        let design = crate::designs::find(control.design)?;
+        let design = lab::registry::find(control.design)?;
         let mut cfg = sql_soak_config(args, workload, vec![design])?;
         cfg.setting = Some(control.setting);
         let report = soak::run_soak(&cfg, &print_sql_cell);

@@ -14,13 +14,13 @@ use std::process::Command;
 
 /// Every design this build knows.
 fn designs() -> Vec<&'static str> {
-    mobius_cli::designs::all().iter().map(|d| d.name).collect()
+    lab::registry::all().iter().map(|d| d.name).collect()
 }
 
 /// The designs that promise atomic transactions (they run txmix), and so keep transaction
 /// metadata (commit records, atom inodes, logs) live beside the data.
 fn transactional() -> Vec<&'static str> {
-    mobius_cli::designs::all()
+    lab::registry::all()
         .iter()
         .filter(|d| d.promise == ftl::Promise::AtomicTransactions)
         .map(|d| d.name)
@@ -188,7 +188,7 @@ fn every_transactional_design_holds_its_capacity_under_transactions_on_every_soa
 #[test]
 fn every_design_holds_its_capacity_with_its_over_provisioning_turned_down() {
     let mut failures = Vec::new();
-    for design in &mobius_cli::designs::all() {
+    for design in &lab::registry::all() {
         for (device, op) in low_over_provisioning_devices(design) {
             let device: Vec<&str> = device.iter().map(String::as_str).collect();
             let mut runs = vec![("randwrite", 2)];
@@ -225,7 +225,7 @@ fn turning_over_provisioning_down_exports_more_pages_on_every_design() {
             .as_u64()
             .expect("logical_pages")
     };
-    for design in &mobius_cli::designs::all() {
+    for design in &lab::registry::all() {
         let low = crashtest::soak::lowest_over_provisioning(design, &small, &none, &none)
             .expect("a low over-provisioning");
         if design.name == "fast" {

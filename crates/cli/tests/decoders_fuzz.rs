@@ -7,7 +7,7 @@
 
 use flash::{Content, DeviceConfig, Flash, OpCause, PageState, Ppn, ReadStatus};
 use ftl::DesignOptions;
-use mobius_cli::decoders::{decoder as d, sized, Decoder};
+use lab::decoders::{decoder as d, sized, Decoder};
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,7 +21,7 @@ fn corpus(spec: &ftl::DesignSpec) -> Vec<Vec<u8>> {
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 3_000;
     w.fill = 0.5;
-    let run = workload::run(dev.as_mut(), &w, 11, 0, false, &mut |_, _| {}).unwrap();
+    let run = lab::driver::run(dev.as_mut(), &w, 11, 0, false, &mut |_, _| {}).unwrap();
     let mut flash = dev.into_flash();
     flash.start_clock_at(run.end_ns);
     let g = flash.geometry().clone();
@@ -127,10 +127,10 @@ fn no_decoder_panics_on_damaged_images() {
     } else {
         10
     };
-    let decoders = mobius_cli::decoders::all();
+    let decoders = lab::decoders::all();
     let mut failures = Vec::new();
     let mut fed = 0;
-    for spec in mobius_cli::designs::all() {
+    for spec in lab::registry::all() {
         let design = spec.name;
         let samples: Vec<Vec<u8>> = corpus(&spec).into_iter().step_by(3).collect();
         assert!(!samples.is_empty(), "{design}: no metadata in the image");
@@ -158,7 +158,7 @@ fn host_side_corpus() -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.img");
     let config = DeviceConfig::preset("small").unwrap();
-    let spec = mobius_cli::designs::all().remove(0);
+    let spec = lab::registry::all().remove(0);
     spec.create_image(&path, &config, &DesignOptions::default())
         .unwrap();
     let header = std::fs::read(&path).unwrap()[..flash::FileStore::HEADER_FIELD_BYTES].to_vec();
@@ -266,7 +266,7 @@ fn cut_short(decoders: &[Decoder], samples: &[Vec<u8>]) -> Vec<String> {
 fn no_decoder_panics_on_a_short_record() {
     let mut samples = host_side_corpus();
     samples.push(vec![0x5a; 4096]);
-    let failures = quietly(|| cut_short(&mobius_cli::decoders::all(), &samples));
+    let failures = quietly(|| cut_short(&lab::decoders::all(), &samples));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let fixed_offset = d("fixed offset", 32, |b| {
         std::hint::black_box(b[31]);

@@ -67,7 +67,7 @@ fn an_unknown_host_field_is_a_clear_error() {
 /// is their sum.
 #[test]
 fn every_design_reports_its_memory_per_structure() {
-    for spec in mobius_cli::designs::all() {
+    for spec in lab::registry::all() {
         let ftl = spec.name;
         let out = bench(ftl, &["--set", "host.link_mb_s=20"]);
         let memory = out["memory"].as_object().expect("memory map");

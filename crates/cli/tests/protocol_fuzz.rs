@@ -1085,7 +1085,7 @@ fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data(
     if let Ok(replay) = std::env::var("MOBIUS_FUZZ_REPLAY") {
         let (name, seed) = replay.split_once(':').expect("design:seed");
         // A design, or one of the negative controls below.
-        let spec = mobius_cli::designs::find(name)
+        let spec = lab::registry::find(name)
             .ok()
             .or_else(|| broken::all().into_iter().find(|s| s.name == name))
             .expect("a design or a control");
@@ -1093,7 +1093,7 @@ fn every_design_answers_a_misused_protocol_with_typed_errors_and_keeps_its_data(
         return;
     }
     let mut failures = Vec::new();
-    for spec in mobius_cli::designs::all() {
+    for spec in lab::registry::all() {
         for seed in seeds() {
             if let Err(e) = fuzz(&spec, seed, REQUESTS) {
                 failures.push(e);

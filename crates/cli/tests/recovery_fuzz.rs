@@ -82,10 +82,11 @@ fn image(
     let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
     w.requests = 2_000;
     w.fill = 0.9;
-    let first = workload::run(dev.as_mut(), &w, 5, 0, false, &mut |_, _| {}).unwrap();
+    let first = lab::driver::run(dev.as_mut(), &w, 5, 0, false, &mut |_, _| {}).unwrap();
     let halfway = dev.flash().store().snapshot();
     w.fill = 0.0;
-    let second = workload::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
+    let second =
+        lab::driver::run(dev.as_mut(), &w, 6, first.end_ns, false, &mut |_, _| {}).unwrap();
     let store = dev.into_flash().into_store();
     let metadata = metadata_pages(store.as_ref());
     Ok(Image {
@@ -259,7 +260,7 @@ fn recover_and_use(
         w.requests = 1_500;
         w.fill = 0.0;
         let start = dev.flash().idle_ns().max(at);
-        let run = match workload::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
+        let run = match lab::driver::run(dev.as_mut(), &w, seed, start, false, &mut |_, _| {}) {
             Ok(run) => run,
             Err(e) => {
                 verbose(spec, "next requests", &e);
@@ -340,7 +341,7 @@ fn no_design_panics_or_breaks_its_invariants_on_a_damaged_image() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x5eed_da3a);
     let mut failures = Vec::new();
-    for spec in mobius_cli::designs::all() {
+    for spec in lab::registry::all() {
         let tally = fuzz_design(&spec, rounds, seed, &mut failures);
         eprintln!("{}: {tally:?}", spec.name);
     }
@@ -451,7 +452,7 @@ fn dftl_panicking_on_a_torn_page(
 }
 
 fn dftl() -> DesignSpec {
-    mobius_cli::designs::all()
+    lab::registry::all()
         .into_iter()
         .find(|d| d.name == "dftl")
         .unwrap()

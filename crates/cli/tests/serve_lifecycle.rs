@@ -6,16 +6,6 @@ mod common;
 
 use common::*;
 
-fn mobius(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), s)
-}
-
 #[test]
 fn the_exported_size_is_printed_and_an_image_keeps_its_design() {
     let tmp = tempfile::tempdir().unwrap();
@@ -84,4 +74,59 @@ fn a_kill_9_loses_no_acknowledged_request_from_the_trace() {
         writes, 200,
         "acknowledged writes missing from the trace:\n{text}"
     );
+}
+
+/// One process per image (issue 68): while `mobius serve` holds an image, `mobius sql` and a
+/// second `mobius serve` on it are refused with an error naming the image and the server's
+/// pid, and the image stays byte for byte as it was. Once the server stopped, it opens.
+#[test]
+fn a_second_process_on_a_held_image_is_refused_and_the_image_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let image = dir.join("dev.img");
+    let image_arg = image.to_str().unwrap();
+    let sql = |statement: &str| {
+        mobius(&[
+            "sql", "--ftl", "dftl", "--mode", "journal", "--size", "32M", "--image", image_arg,
+            statement,
+        ])
+    };
+    let (ok, out) = sql("CREATE TABLE t(x INTEGER)");
+    assert!(ok, "{out}");
+    let mut server = Server::start(dir, "dftl", &image, "32M", &[]);
+    let pid = server.pid().expect("running");
+    let before = std::fs::read(&image).unwrap();
+    let refused = |out: &str| {
+        assert!(
+            out.contains(&format!("image {image_arg} is already open"))
+                && out.contains(&format!("pid {pid}")),
+            "not refused as held by pid {pid}: {out}"
+        );
+    };
+    let (ok, out) = sql("INSERT INTO t VALUES (1)");
+    assert!(!ok, "a second process opened a held image: {out}");
+    refused(&out);
+    let other = dir.join("other.sock");
+    let (ok, out) = mobius(&[
+        "serve",
+        "--ftl",
+        "dftl",
+        "--size",
+        "32M",
+        "--image",
+        image_arg,
+        "--socket",
+        other.to_str().unwrap(),
+    ]);
+    assert!(!ok, "a second server opened a held image: {out}");
+    refused(&out);
+    assert!(
+        std::fs::read(&image).unwrap() == before,
+        "a refused open changed the image"
+    );
+    assert!(server.running(), "the holder must be unharmed");
+    assert!(server.stop());
+    let (ok, out) = sql("SELECT count(*) FROM t");
+    assert!(ok, "the image must open once its holder stopped: {out}");
+    assert!(out.contains('0'), "{out}");
 }

@@ -124,7 +124,7 @@ fn a_database_on_an_image_outlives_the_process_and_a_kill() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     for i in 0..2000 {
-        if writeln!(stdin, "INSERT INTO t VALUES ({i})").is_err() {
+        if writeln!(stdin, "INSERT INTO t VALUES ({i});").is_err() {
             break;
         }
     }
@@ -142,6 +142,129 @@ fn a_database_on_an_image_outlives_the_process_and_a_kill() {
     ]);
     assert!(ok, "{err}");
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok", "1"]);
+}
+
+/// `mobius` with `input` on standard input.
+fn mobius_stdin(args: &[&str], input: &str) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mobius");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue #67: every statement runs, as in the `sqlite3` shell: several in one argument or on
+/// one line, one across lines; the first failure stops the run with a non-zero status and an
+/// error naming it, and nothing after it runs. The status lines say `mobius sql`.
+#[test]
+fn the_shell_runs_every_statement_and_stops_at_the_first_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("db.img");
+    let image = image.to_str().unwrap();
+    let sql = ["sql", "--ftl", "mobius", "--image", image];
+    let with = |extra: &[&'static str]| [&sql[..], extra].concat();
+    let (ok, out, err) = mobius(&with(&[
+        "CREATE TABLE t(x INTEGER UNIQUE); INSERT INTO t VALUES (1); INSERT INTO t VALUES (2)",
+        "SELECT count(*) FROM t; SELECT max(x) FROM t;",
+    ]));
+    assert!(ok, "{err}");
+    assert_eq!(out, "2\n2\n");
+    assert!(
+        err.contains("mobius sql: formatted mobius on new image"),
+        "{err}"
+    );
+    assert!(!err.contains("mobius serve"), "{err}");
+
+    let input =
+        "INSERT INTO t VALUES (3); INSERT INTO t\n  VALUES (4);\nSELECT group_concat(x) FROM t;\n";
+    let (ok, out, err) = mobius_stdin(&sql, input);
+    assert!(ok, "{err}");
+    assert_eq!(out, "1,2,3,4\n");
+    assert!(err.contains("mobius sql: recovered mobius from"), "{err}");
+    assert!(!err.contains("mobius serve"), "{err}");
+
+    let input = "INSERT INTO t VALUES (5);\nSELECT count(*) FROM t; INSERT INTO t VALUES (1);\nINSERT INTO t VALUES (6);\n";
+    let (ok, out, err) = mobius_stdin(&sql, input);
+    assert!(!ok, "a failing statement exited 0: {err}");
+    assert_eq!(out, "5\n", "the statements before the failing one ran");
+    assert!(
+        err.contains(
+            "statement 3 (line 2: INSERT INTO t VALUES (1);) failed: UNIQUE constraint failed: t.x"
+        ),
+        "{err}"
+    );
+    let (ok, out, err) = mobius(&with(&["SELECT 1; SELEC 2;", "INSERT INTO t VALUES (7)"]));
+    assert!(!ok, "{err}");
+    assert_eq!(out, "1\n");
+    assert!(
+        err.contains(r#"statement 2 (argument 1: SELEC 2;) failed: near "SELEC": syntax error"#),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (ok, out, err) = mobius(&with(&["SELECT group_concat(x) FROM t"]));
+    assert!(ok, "{err}");
+    assert_eq!(out, "1,2,3,4,5\n", "a statement after a failure ran");
+}
+
+/// Issue #67: the shell's default `synchronous` loses no acknowledged commit in its mode:
+/// EXTRA where FULL is not (OPTR in ordered mode, DFTL with a rollback journal), FULL in batch
+/// mode; it says so at start, and `--synchronous` overrides it with a warning.
+#[test]
+fn the_shells_default_synchronous_keeps_acknowledged_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    for (ftl, mode, level, pragma) in [
+        ("optr", "ordered", "EXTRA", "3"),
+        ("dftl", "journal", "EXTRA", "3"),
+        ("mobius", "batch", "FULL", "2"),
+    ] {
+        let image = dir.path().join(format!("{ftl}.img"));
+        let image = image.to_str().unwrap();
+        let args = ["sql", "--ftl", ftl, "--mode", mode, "--image", image];
+        let (ok, out, err) = mobius(&[&args[..], &["PRAGMA synchronous"]].concat());
+        assert!(ok, "{err}");
+        assert_eq!(out.trim(), pragma, "{ftl} {mode}: {err}");
+        let line = format!("mobius sql: synchronous={level}, {mode} mode's default: ");
+        assert!(err.contains(&line), "{ftl} {mode}: {err}");
+        if level == "EXTRA" {
+            assert!(err.contains("syncs only with EXTRA"), "{err}");
+        }
+    }
+    let image = dir.path().join("optr.img");
+    let args = ["sql", "--ftl", "optr", "--mode", "ordered", "--image"];
+    let (ok, out, err) = mobius(
+        &[
+            &args[..],
+            &[
+                image.to_str().unwrap(),
+                "--synchronous",
+                "full",
+                "PRAGMA synchronous",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "2");
+    assert!(
+        err.contains(
+            "synchronous=FULL (--synchronous): ordered mode may lose acknowledged commits"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

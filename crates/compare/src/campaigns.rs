@@ -40,6 +40,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(out.data),
         skipped: out.skipped,
         host: Some(flash::DeviceConfig::preset("small").expect("small preset").host),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -13,8 +13,9 @@ use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
-use flash::{Content, ContentTag, Flash, HostInterface, Lpn};
-use ftl::{BlockDevice, DesignOptions, DwriteFlag, SwriteMode, TxUuid};
+use flash::{HostInterface, Lpn};
+use ftl::{DesignOptions, DwriteFlag, SwriteMode};
+use lab::driver::Driver;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -31,44 +32,19 @@ const TX_PAGES: [u32; 6] = [1, 4, 16, 64, 256, 1024];
 const ANALYSIS_NS_PER_RECORD: u64 = 250;
 const ABORT_PCT: [u32; 6] = [0, 10, 20, 30, 40, 50];
 
-struct Host {
-    write: u64,
-    uuid: u64,
-}
-
-impl Host {
-    fn page(&mut self, l: Lpn) -> Content {
-        self.write += 1;
-        Content::Tag(ContentTag {
-            lpn: l.0,
-            write: self.write,
-        })
-    }
-    fn uuid(&mut self) -> TxUuid {
-        self.uuid += 1;
-        TxUuid(self.uuid)
-    }
-}
-
 /// The host interface of every run graded here: none, as in TxFlash's simulator (§5: it
 /// models the flash packages, not a host link). [`LINKED`] runs show the preset's SATA 2.0
 /// link beside it.
 const PAPER_HOST: HostInterface = HostInterface::NONE;
 
-fn fresh(
-    ctx: &Context,
-    design: &str,
-    host: Option<HostInterface>,
-) -> crate::error::Result<Box<dyn BlockDevice>> {
+/// A fresh `txflash` device of `design` behind the driver (the paper's host interface, or
+/// `host`).
+fn fresh(ctx: &Context, design: &str, host: Option<HostInterface>) -> crate::error::Result<Driver> {
     let spec = ctx.built(design)?;
     let mut config = ctx.device("txflash")?;
     config.host = host.unwrap_or(PAPER_HOST);
-    let flash = Flash::in_memory(
-        config.clone(),
-        (spec.oob_record_bytes)(&config.geometry),
-        true,
-    );
-    Ok(spec.build(flash, &DesignOptions::default())?)
+    let dev = lab::device::fresh(spec, &config, &DesignOptions::default(), true)?;
+    Ok(Driver::over(dev, 0).writes_from(1))
 }
 
 /// Committed transactions per simulated second for a sequential writer of `pages`-page transactions.
@@ -78,33 +54,31 @@ fn throughput(
     pages: u32,
     host: Option<HostInterface>,
 ) -> crate::error::Result<f64> {
-    let mut dev = fresh(ctx, design, host)?;
-    let mut host = Host { write: 0, uuid: 0 };
+    let mut driver = fresh(ctx, design, host)?;
     let bytes_total: u64 = if ctx.scale == crate::Scale::Quick {
         64 << 20
     } else {
         1 << 30
     };
     let count = (bytes_total / (pages as u64 * 4096)).clamp(8, 20_000);
-    let range = dev.logical_pages();
+    let range = driver.device().logical_pages();
+    if driver.host_mut().capabilities().is_none() {
+        return Err(crate::error::MeasureError::NotTransactional);
+    }
     let mut cursor = 0u32;
     let mut t = 0u64;
     for _ in 0..count {
         if cursor + pages > range {
             cursor = 0;
         }
-        let lpns: Vec<(Lpn, Content)> = (cursor..cursor + pages)
-            .map(|l| (Lpn(l), host.page(Lpn(l))))
-            .collect();
+        let lpns: Vec<Lpn> = (cursor..cursor + pages).map(Lpn).collect();
         cursor += pages;
-        let uuid = host.uuid();
-        let tx = dev
-            .transactional()
-            .ok_or(crate::error::MeasureError::NotTransactional)?;
         t = if pages == 1 {
-            dev.write(lpns[0].0, &[lpns[0].1.clone()], t)?.ack_ns
+            // A one-page transaction is a plain write; its id is used up all the same.
+            driver.fresh_uuid();
+            driver.write(lpns[0], 1, t)?
         } else {
-            tx.swrite(uuid, &lpns, SwriteMode::Sync, t)?.ack_ns
+            driver.swrite(&lpns, SwriteMode::Sync, t)?.1.ack_ns
         };
     }
     Ok(count as f64 / (t as f64 / 1e9))
@@ -112,15 +86,17 @@ fn throughput(
 
 /// (mean transaction time ms, recovery ms, recovery reads) with `abort_pct` % aborted.
 fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(f64, f64, u64)> {
-    let mut dev = fresh(ctx, design, None)?;
-    let mut host = Host { write: 0, uuid: 0 };
+    let mut driver = fresh(ctx, design, None)?;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ abort_pct as u64);
     let n = if ctx.scale == crate::Scale::Quick {
         2_000
     } else {
         20_000
     };
-    let range = dev.logical_pages().min(1 << 20);
+    let range = driver.device().logical_pages().min(1 << 20);
+    if driver.host_mut().capabilities().is_none() {
+        return Err(crate::error::MeasureError::NotTransactional);
+    }
     let mut t = 0u64;
     let mut total_time = 0u64;
     let mut committed = 0u64;
@@ -128,12 +104,9 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(
         let pages = rng.random_range(1..=124u32);
         let start = rng.random_range(0..range - pages);
         let lpns: Vec<Lpn> = (start..start + pages).map(Lpn).collect();
-        let uuid = host.uuid();
-        let tx = dev
-            .transactional()
-            .ok_or(crate::error::MeasureError::NotTransactional)?;
         if pages > 1 && rng.random_range(0..100) < abort_pct {
             // Sent page by page, then aborted before the last page.
+            let uuid = driver.fresh_uuid();
             let mut at = t;
             for (i, &l) in lpns[..lpns.len() - 1].iter().enumerate() {
                 let flag = if i == 0 {
@@ -141,27 +114,26 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(
                 } else {
                     DwriteFlag::Body
                 };
-                let c = host.page(l);
-                at = tx
-                    .dwrite(uuid, l, &c, flag, at)
+                at = driver
+                    .dwrite(uuid, l, flag, at)
                     .map_err(|e| crate::error::MeasureError::step("dwrite", e))?
                     .ack_ns;
             }
-            t = tx
+            t = driver
                 .abort(uuid, at)
-                .map_err(|e| crate::error::MeasureError::step("abort", e))?
-                .ack_ns;
+                .map_err(|e| crate::error::MeasureError::step("abort", e))?;
         } else {
-            let ps: Vec<(Lpn, Content)> = lpns.iter().map(|&l| (l, host.page(l))).collect();
-            let ack = tx
-                .swrite(uuid, &ps, SwriteMode::Sync, t)
+            let ack = driver
+                .swrite(&lpns, SwriteMode::Sync, t)
                 .map_err(|e| crate::error::MeasureError::step("swrite", e))?
+                .1
                 .ack_ns;
             total_time += ack - t;
             committed += 1;
             t = ack;
         }
     }
+    let dev = driver.into_device();
     let end = dev.flash().idle_ns();
     let spec = ctx.built(design)?;
     let mut flash = dev.into_flash();
@@ -274,6 +246,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: Some(PAPER_HOST),
+        ran: crate::Ran::default(),
     }
 }
 

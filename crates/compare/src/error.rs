@@ -13,13 +13,18 @@ pub enum MeasureError {
     Workload(#[from] workload::WorkloadError),
     #[error(transparent)]
     Campaign(#[from] crashtest::CampaignError),
+    /// Transaction clients on a device (`lab::driver::clients`).
+    #[error(transparent)]
+    Clients(#[from] lab::driver::clients::ClientsError),
+    #[error(transparent)]
+    TraceTransactions(#[from] lab::driver::clients::TraceTransactionsError),
     #[error(transparent)]
     Sql(#[from] sqlite::SqlError),
     #[error(transparent)]
     Trace(#[from] trace::TraceError),
     /// Our SSD under a kernel file system (NBD export, loop device, mkfs, mount).
     #[error(transparent)]
-    Kernel(#[from] nbd::kernel_stack::KernelStackError),
+    Kernel(#[from] lab::kernel_stack::KernelStackError),
     /// Making the SSD image a kernel file system runs on.
     #[error(transparent)]
     Ssd(#[from] nvmfs::error::NvmfsError),
@@ -59,4 +64,12 @@ impl MeasureError {
             source: Box::new(e.into()),
         }
     }
+}
+
+/// A figure `dev` reports (`BlockDevice::metrics`), or [`MeasureError::MissingMetric`].
+pub fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> Result<f64> {
+    lab::device::metric(dev, name).ok_or_else(|| MeasureError::MissingMetric {
+        design: dev.design(),
+        metric: name.to_string(),
+    })
 }

@@ -9,6 +9,7 @@ pub mod campaigns;
 pub mod claims;
 pub mod commit_protocols;
 pub mod error;
+pub mod html;
 pub mod macro_tx;
 pub mod micro;
 pub mod nvmfs_exp;
@@ -18,13 +19,15 @@ pub mod optr_sqlite;
 pub mod recovery;
 pub mod report;
 pub mod sqlite_exp;
+pub mod summary;
 pub mod svg;
-pub mod tpcc;
+pub mod tasks;
 pub mod txflash_macro;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
-pub use report::{assemble_report, write_report, ExperimentResult, Figure, Table};
+pub use report::{assemble_report, write_report, ExperimentResult, Figure, Ran, Table};
+pub use tasks::Cores;
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown scale '{0}' (quick, paper)")]
@@ -76,8 +79,11 @@ pub struct Context<'a> {
     pub seed: u64,
     pub progress: &'a (dyn Fn(&str, u64, u64) + Sync),
     /// Where a long experiment logs its finished runs, and whether it resumes from them
-    /// (`mobius compare --resume`; today the NVMFS experiment, `nvmfs::run_log`).
+    /// (`mobius compare --resume`; today the NVMFS experiment, `lab::run_log`).
     pub run_logs: Option<RunLogs>,
+    /// The cores the experiments, and the independent runs inside them, share as tasks
+    /// ([`Cores::serial`]: one after another; the figures are the same either way).
+    pub cores: Cores,
 }
 
 /// [`Context::run_logs`]: a directory for the logs, and whether to reuse what they hold.
@@ -101,60 +107,111 @@ impl Context<'_> {
     }
 }
 
-/// An experiment: id (for `--only`), and the function that runs it.
+/// An experiment: id (for `--only`), the function that runs it, and what its quick scale runs.
 pub struct Experiment {
     pub id: &'static str,
     pub run: fn(&Context) -> ExperimentResult,
+    /// What the quick scale runs, against the paper scale (the report says it beside the
+    /// experiment, with the command that runs the rest); `None`: the same at both scales.
+    pub quick_scale: Option<&'static str>,
+    /// Its wall time at quick scale, alone on the 2-core machine (seconds; measured one at a
+    /// time on 2026-12-07 beside other jobs, load ~8): its task's priority, so the longest
+    /// start first. NVMFS's is its runs' coordinator's (they are tasks of their own).
+    pub quick_seconds: u64,
+    /// Its figures are measured on the wall clock: it runs with no other task beside it.
+    pub alone: bool,
 }
 
 /// Every experiment, in report order.
 pub fn experiments() -> Vec<Experiment> {
+    let e = |id, run, quick_scale: &'static str, quick_seconds| Experiment {
+        id,
+        run,
+        quick_scale: Some(quick_scale),
+        quick_seconds,
+        alone: false,
+    };
     vec![
+        e(
+            "micro",
+            micro::run,
+            "10 iterations per point (the paper: 50)",
+            26,
+        ),
+        e(
+            "macro",
+            macro_tx::run,
+            "a 1 GiB slice of the jasmine device (128 blocks per chip; the paper's 64 GB), at \
+             most 24 TPC-C warehouses and 20,000 transactions (1,000 and 200,000), the ext4 \
+             trace replayed 10 times (100)",
+            8,
+        ),
         Experiment {
-            id: "micro",
-            run: micro::run,
+            quick_scale: None,
+            ..e("recovery", recovery::run, "", 35)
         },
+        e(
+            "commit",
+            commit_protocols::run,
+            "64 MiB written per commit size (1 GiB) and 2,000 transactions per abort rate \
+             (20,000)",
+            5,
+        ),
+        e(
+            "txflash-macro",
+            txflash_macro::run,
+            "each benchmark replayed twice (10 times)",
+            2,
+        ),
+        e(
+            "optr",
+            optr_overhead::run,
+            "the paper's geometry cut to 4 GB (128 blocks per chip), 90 % filled, 1 GB written \
+             per point (the paper's 128 GB, 4 GB per point); recovery time on 128 GB is graded \
+             at the paper scale only",
+            18,
+        ),
         Experiment {
-            id: "macro",
-            run: macro_tx::run,
+            alone: true,
+            ..e("optr-sqlite", optr_sqlite::run, "10 s per bar (60 s)", 45)
         },
-        Experiment {
-            id: "recovery",
-            run: recovery::run,
-        },
-        Experiment {
-            id: "commit",
-            run: commit_protocols::run,
-        },
-        Experiment {
-            id: "txflash-macro",
-            run: txflash_macro::run,
-        },
-        Experiment {
-            id: "optr",
-            run: optr_overhead::run,
-        },
-        Experiment {
-            id: "optr-sqlite",
-            run: optr_sqlite::run,
-        },
-        Experiment {
-            id: "campaigns",
-            run: campaigns::run,
-        },
-        Experiment {
-            id: "nvmfs",
-            run: nvmfs_exp::run,
-        },
-        Experiment {
-            id: "sqlite",
-            run: sqlite_exp::run,
-        },
+        e(
+            "campaigns",
+            campaigns::run,
+            "500 crash instants per design and control (10,000)",
+            40,
+        ),
+        e("nvmfs", nvmfs_exp::run, nvmfs_exp::QUICK_SCALE, 300),
+        e(
+            "sqlite",
+            sqlite_exp::run,
+            "1,000 transactions on 2,000 accounts, 128 blocks per chip (10,000 on 10,000, 512)",
+            5,
+        ),
     ]
 }
 
-/// Runs the experiments (all, or those named in `only`).
+/// What [`run_observed`] reports as the experiments go (besides [`Context::progress`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// The experiment got its core (every core, for one measured on the wall clock).
+    Started { id: &'static str },
+    /// It ended; its result, wall time included.
+    Finished { result: &'a ExperimentResult },
+}
+
+/// Runs the experiments (all, or those named in `only`), as tasks on `ctx.cores`; the results
+/// in report order.
 pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ExperimentResult>, UnknownExperiment> {
+    run_observed(ctx, only, &|_| {})
+}
+
+/// [`run`], telling `observe` when each experiment starts and ends.
+pub fn run_observed(
+    ctx: &Context,
+    only: &[String],
+    observe: &(dyn Fn(Event) + Sync),
+) -> Result<Vec<ExperimentResult>, UnknownExperiment> {
     let all = experiments();
     for o in only {
         if !all.iter().any(|e| e.id == o) {
@@ -165,9 +222,49 @@ pub fn run(ctx: &Context, only: &[String]) -> Result<Vec<ExperimentResult>, Unkn
             });
         }
     }
-    Ok(all
+    let tasks = all
         .iter()
         .filter(|e| only.is_empty() || only.iter().any(|o| o == e.id))
-        .map(|e| (e.run)(ctx))
-        .collect())
+        .map(|e| tasks::Task {
+            input: e,
+            priority: e.quick_seconds,
+        })
+        .collect();
+    Ok(ctx.cores.map(tasks, |e| run_one(ctx, e, observe)))
+}
+
+/// One experiment as a task: timed, its scale and the command for the rest noted.
+fn run_one(ctx: &Context, e: &Experiment, observe: &(dyn Fn(Event) + Sync)) -> ExperimentResult {
+    let measure = || {
+        observe(Event::Started { id: e.id });
+        let start = std::time::Instant::now();
+        let mut r = (e.run)(ctx);
+        r.ran.wall_s = start.elapsed().as_secs_f64();
+        r.ran.scale = ctx.scale.name().to_string();
+        r.ran.at_this_scale = match (ctx.scale, e.quick_scale) {
+            (Scale::Quick, Some(quick)) => {
+                r.ran.rest = Some(rest_command(e.id, ctx.seed));
+                quick.to_string()
+            }
+            (Scale::Paper, Some(_)) => "the papers' device sizes and run lengths".into(),
+            (_, None) => "the same at both scales (the paper's sizes)".into(),
+        };
+        observe(Event::Finished { result: &r });
+        r
+    };
+    if e.alone {
+        ctx.cores.run_alone(e.quick_seconds, measure)
+    } else {
+        measure()
+    }
+}
+
+/// The command that runs experiment `id` at the paper scale.
+pub fn rest_command(id: &str, seed: u64) -> String {
+    let seed = if seed == 1 {
+        String::new()
+    } else {
+        format!(" --seed {seed}")
+    };
+    format!("mobius compare --only {id} --scale paper{seed}")
 }

@@ -13,14 +13,11 @@
 use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
-use crate::tpcc::{Tpcc, Txn};
 use crate::Context;
-use flash::{Content, ContentTag, Flash, Lpn};
-use ftl::{BlockDevice, DesignOptions, DwriteFlag, FtlError, SwriteMode, TxUuid};
+use ftl::{DesignOptions, SwriteMode};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use workload::tpcc::Tpcc;
 
 /// A way of running the experiment: design plus commit mode.
 #[derive(Clone, Copy, Debug)]
@@ -64,165 +61,13 @@ pub const MODES: [Mode; 6] = [
 ];
 
 /// A stream of transactions (one workload of the experiment).
-pub struct Workload {
-    pub name: String,
-    pub logical_pages_needed: u32,
-    pub txns: Vec<Txn>,
-    /// Write the whole range once before the measured run (the unmeasured load phase), so the
-    /// device starts full; a trace replayed as a trace-driven simulator does starts empty.
-    pub preload: bool,
-}
+pub type Workload = workload::TxWorkload;
 
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct Outcome {
-    pub committed: u64,
-    pub sim_s: f64,
-    pub tps: f64,
-    pub bandwidth_mb_s: f64,
-    pub write_amplification: f64,
-    pub host_pages_written: u64,
-    pub flash_programs: u64,
-    /// Transactions refused for another reason (counted, not run).
-    pub errors: u64,
-    /// Transactions the design refused as too large, committed the way a host would: through
-    /// its own journal (see [`JournalStep`]); their whole cost is in every figure.
-    pub journal_fallbacks: u64,
-    /// The design's own figures at the end of the run (`BlockDevice::metrics`; not in the
-    /// experiment's JSON).
-    #[serde(skip)]
-    pub design_metrics: Vec<(String, f64)>,
-}
+/// What one mode measured on one workload.
+pub use lab::driver::clients::Outcome;
 
-/// The host-side journal a transaction the design refuses as too large falls back to, the way
-/// ext4's jbd2 or SQLite's rollback journal commit without device transactions: the pages are
-/// written to a journal area and flushed, a commit record is written and flushed, then the
-/// pages are written in place and flushed. Each step waits for the previous one's flush. The
-/// journal area sits after the database; one fallback uses it at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum JournalStep {
-    /// Pages into the journal, then a flush.
-    Data = 2,
-    /// The commit record, then a flush.
-    Commit = 3,
-    /// The pages in place, then a flush: the transaction is done.
-    Checkpoint = 4,
-}
-
-impl JournalStep {
-    fn of(phase: u8) -> Option<JournalStep> {
-        match phase {
-            2 => Some(JournalStep::Data),
-            3 => Some(JournalStep::Commit),
-            4 => Some(JournalStep::Checkpoint),
-            _ => None,
-        }
-    }
-}
-
-/// Plain writes of `pages` (each its own content) at `start..`, in runs of 64, then a flush;
-/// returns the flush's acknowledgement.
-fn write_and_flush(
-    dev: &mut dyn BlockDevice,
-    pages: &[Lpn],
-    host: &mut Host,
-    at: u64,
-) -> Result<u64, FtlError> {
-    for chunk in pages.chunks(64) {
-        // Runs of consecutive pages go as one request, others one page each.
-        let contiguous = chunk.windows(2).all(|w| w[1].0 == w[0].0 + 1);
-        if contiguous {
-            let data: Vec<Content> = chunk.iter().map(|&l| host.page(l)).collect();
-            dev.write(chunk[0], &data, at)?;
-        } else {
-            for &l in chunk {
-                let c = host.page(l);
-                dev.write(l, &[c], at)?;
-            }
-        }
-    }
-    Ok(dev.flush(at)?.ack_ns)
-}
-
-/// One step of a journal fallback for a transaction writing `writes`, issued at `at`; returns
-/// when its flush completed.
-fn journal_step(
-    dev: &mut dyn BlockDevice,
-    step: JournalStep,
-    writes: &[Lpn],
-    journal_base: u32,
-    host: &mut Host,
-    at: u64,
-) -> Result<u64, FtlError> {
-    let journal: Vec<Lpn> = match step {
-        JournalStep::Data => (0..writes.len() as u32)
-            .map(|k| Lpn(journal_base + 1 + k))
-            .collect(),
-        JournalStep::Commit => vec![Lpn(journal_base)],
-        JournalStep::Checkpoint => writes.to_vec(),
-    };
-    write_and_flush(dev, &journal, host, at)
-}
-
-/// `page_busy` of a page whose writer's completion is not known yet.
-const HELD: u64 = u64::MAX;
-
-pub(crate) struct Host {
-    pub(crate) write: u64,
-    pub(crate) uuid: u64,
-}
-
-impl Host {
-    pub(crate) fn page(&mut self, l: Lpn) -> Content {
-        self.write += 1;
-        Content::Tag(ContentTag {
-            lpn: l.0,
-            write: self.write,
-        })
-    }
-}
-
-pub(crate) fn commit(
-    dev: &mut dyn BlockDevice,
-    mode: &Mode,
-    writes: &[Lpn],
-    at: u64,
-    host: &mut Host,
-) -> Result<u64, FtlError> {
-    let Some(swrite) = mode.swrite else {
-        let mut end = at;
-        for &l in writes {
-            let c = host.page(l);
-            end = end.max(dev.write(l, &[c], at)?.ack_ns);
-        }
-        return Ok(end);
-    };
-    host.uuid += 1;
-    let uuid = TxUuid(host.uuid);
-    let tx = dev
-        .transactional()
-        .ok_or(FtlError::Unsupported("transactions"))?;
-    let caps = tx.capabilities();
-    if caps.static_tx && writes.len() >= 2 {
-        let pages: Vec<(Lpn, Content)> = writes.iter().map(|&l| (l, host.page(l))).collect();
-        return Ok(tx.swrite(uuid, &pages, swrite, at)?.ack_ns);
-    }
-    let mut t = at;
-    for (i, &l) in writes.iter().enumerate() {
-        let flag = match (i, writes.len()) {
-            (_, 1) => DwriteFlag::Single,
-            (0, _) => DwriteFlag::Head,
-            (i, n) if i + 1 == n => DwriteFlag::Rear,
-            _ => DwriteFlag::Body,
-        };
-        let c = host.page(l);
-        // The pages of a dynamic transaction are sent back to back (arrival `at`), so other
-        // clients' requests are still issued in time order.
-        t = t.max(tx.dwrite(uuid, l, &c, flag, at)?.ack_ns);
-    }
-    Ok(t)
-}
-
-/// Runs one mode on one workload.
+/// Runs one mode on one workload: a fresh device of the mode's design, loaded, then the
+/// clients (`lab::driver::clients`).
 pub fn run_mode(
     ctx: &Context,
     mode: &Mode,
@@ -230,340 +75,9 @@ pub fn run_mode(
     config: &flash::DeviceConfig,
     clients: usize,
 ) -> crate::error::Result<Outcome> {
-    let (dev, host) = loaded_device(ctx, mode, wl, config)?;
-    let mut run = MacroRun::new(dev, host, mode, wl, clients);
-    loop {
-        run.settle_held()?;
-        let Some(Reverse((at, client, i, phase))) = run.events.pop() else {
-            if run.held.is_empty() {
-                break;
-            }
-            // Nothing else to run: the poll above (horizon = forever) completed every held
-            // transaction unless the design never answers.
-            return Err(crate::error::MeasureError::Precondition(format!(
-                "{} transactions held and never completed",
-                run.held.len()
-            )));
-        };
-        run.clock = run.clock.max(at);
-        let done = if let Some(step) = JournalStep::of(phase) {
-            run.journal(step, client, i, at)?
-        } else if phase == 0 {
-            run.reads(client, i, at)?
-        } else {
-            run.commit(client, i, at)?
-        };
-        if let Some(t) = done {
-            run.end = run.end.max(t);
-            run.start_next(client, t);
-        }
-    }
-    Ok(run.outcome(config))
-}
-
-/// A fresh device of `mode`'s design with the database written once, sequentially (the
-/// unmeasured load phase), and the host that wrote it; refuses a device too small for the
-/// database and the host journal.
-fn loaded_device(
-    ctx: &Context,
-    mode: &Mode,
-    wl: &Workload,
-    config: &flash::DeviceConfig,
-) -> crate::error::Result<(Box<dyn BlockDevice>, Host)> {
     let spec = ctx.built(mode.design)?;
-    let flash = Flash::in_memory(
-        config.clone(),
-        (spec.oob_record_bytes)(&config.geometry),
-        true,
-    );
-    let mut dev = spec.build(flash, &DesignOptions::default())?;
-    if dev.logical_pages() < wl.logical_pages_needed {
-        return Err(crate::error::MeasureError::Precondition(format!(
-            "needs {} logical pages, device has {}",
-            wl.logical_pages_needed,
-            dev.logical_pages()
-        )));
-    }
-    let journal_needed = wl.logical_pages_needed + journal_pages(wl);
-    if dev.logical_pages() < journal_needed {
-        return Err(crate::error::MeasureError::Precondition(format!(
-            "needs {journal_needed} logical pages with the host journal, device has {}",
-            dev.logical_pages()
-        )));
-    }
-    let mut host = Host { write: 0, uuid: 0 };
-    let mut t = 0;
-    let load_to = if wl.preload {
-        wl.logical_pages_needed
-    } else {
-        0
-    };
-    for start in (0..load_to).step_by(64) {
-        let n = 64.min(wl.logical_pages_needed - start);
-        let pages: Vec<Content> = (start..start + n).map(|l| host.page(Lpn(l))).collect();
-        t = dev
-            .write(Lpn(start), &pages, t)
-            .map_err(|e| crate::error::MeasureError::step("load", e))?
-            .ack_ns;
-    }
-    Ok((dev, host))
-}
-
-/// The host journal: a commit record and room for the largest transaction.
-fn journal_pages(wl: &Workload) -> u32 {
-    1 + wl.txns.iter().map(|t| t.writes.len()).max().unwrap_or(0) as u32
-}
-
-/// Events in time order, so the device sees arrivals that never go back in time: (time,
-/// client, transaction index, phase 0 = reads, 1 = commit, 2.. = [`JournalStep`]).
-type Event = Reverse<(u64, usize, usize, u8)>;
-
-/// One run of the clients against a loaded device: the event queue, the host's lock manager
-/// (per page, when its last writer completes), the transactions the device holds.
-struct MacroRun<'a> {
-    dev: Box<dyn BlockDevice>,
-    mode: &'a Mode,
-    wl: &'a Workload,
-    host: Host,
-    events: BinaryHeap<Event>,
-    next_txn: usize,
-    /// Per page: when its last writer completes ([`HELD`] while unknown).
-    page_busy: Vec<u64>,
-    /// Designs that take one transaction at a time: when the running one completes.
-    tx_busy: u64,
-    concurrent: bool,
-    /// Möbius merges small transactions (§IV-E) and answers their SWRITE later: (client, txn)
-    /// per held uuid, and lock-manager waits parked until a holder completes.
-    held: std::collections::HashMap<TxUuid, (usize, usize)>,
-    parked: Vec<(usize, usize)>,
-    /// The transaction committing through the host journal, and those waiting for it.
-    journal_owner: Option<usize>,
-    journal_waiting: Vec<(usize, usize)>,
-    journal_base: u32,
-    reads_buf: Vec<ftl::PageOutcome>,
-    before: flash::FlashStats,
-    start_ns: u64,
-    clock: u64,
-    end: u64,
-    out: Outcome,
-}
-
-impl<'a> MacroRun<'a> {
-    fn new(
-        mut dev: Box<dyn BlockDevice>,
-        host: Host,
-        mode: &'a Mode,
-        wl: &'a Workload,
-        clients: usize,
-    ) -> MacroRun<'a> {
-        let start_ns = dev.flash().idle_ns();
-        let concurrent = dev
-            .transactional()
-            .map(|t| t.capabilities().concurrent_static)
-            .unwrap_or(true);
-        let mut run = MacroRun {
-            before: dev.flash().stats().clone(),
-            dev,
-            mode,
-            wl,
-            host,
-            events: BinaryHeap::new(),
-            next_txn: 0,
-            page_busy: vec![0u64; wl.logical_pages_needed as usize],
-            tx_busy: start_ns,
-            concurrent,
-            held: Default::default(),
-            parked: Vec::new(),
-            journal_owner: None,
-            journal_waiting: Vec::new(),
-            journal_base: wl.logical_pages_needed,
-            reads_buf: Vec::new(),
-            start_ns,
-            clock: start_ns,
-            end: start_ns,
-            out: Outcome::default(),
-        };
-        for c in 0..clients.min(wl.txns.len()) {
-            run.start_next(c, start_ns);
-        }
-        run
-    }
-
-    /// `client`'s next transaction, if any is left, starts at `at`.
-    fn start_next(&mut self, client: usize, at: u64) {
-        if self.next_txn < self.wl.txns.len() {
-            self.events.push(Reverse((at, client, self.next_txn, 0)));
-            self.next_txn += 1;
-        }
-    }
-
-    /// Completions of held transactions up to the next event: their pages unlock, parked
-    /// commits retry, their clients move on.
-    fn settle_held(&mut self) -> crate::error::Result<()> {
-        if self.held.is_empty() {
-            return Ok(());
-        }
-        let horizon = self.events.peek().map_or(u64::MAX, |e| e.0 .0);
-        let done = self
-            .dev
-            .transactional()
-            .map(|t| t.take_completions(horizon))
-            .transpose()?
-            .unwrap_or_default();
-        for (uuid, c) in done {
-            let (client, i) = self.held.remove(&uuid).ok_or_else(|| {
-                crate::error::MeasureError::Precondition(
-                    "completion of a transaction not held".into(),
-                )
-            })?;
-            let ack = c.ack_ns.max(self.clock);
-            self.lock_pages(i, ack);
-            self.end = self.end.max(ack);
-            for (c2, i2) in self.parked.drain(..) {
-                self.events.push(Reverse((ack, c2, i2, 1)));
-            }
-            self.start_next(client, ack);
-        }
-        Ok(())
-    }
-
-    /// Transaction `i`'s pages are busy until `until`.
-    fn lock_pages(&mut self, i: usize, until: u64) {
-        for l in &self.wl.txns[i].writes {
-            self.page_busy[l.0 as usize] = until;
-        }
-    }
-
-    /// One step of a commit through the host journal; the checkpoint ends it.
-    fn journal(
-        &mut self,
-        step: JournalStep,
-        client: usize,
-        i: usize,
-        at: u64,
-    ) -> crate::error::Result<Option<u64>> {
-        let writes = &self.wl.txns[i].writes;
-        let t = journal_step(
-            self.dev.as_mut(),
-            step,
-            writes,
-            self.journal_base,
-            &mut self.host,
-            at,
-        )
-        .map_err(|e| crate::error::MeasureError::step("host journal", e))?;
-        if step != JournalStep::Checkpoint {
-            self.events.push(Reverse((t, client, i, step as u8 + 1)));
-            return Ok(None);
-        }
-        self.lock_pages(i, t);
-        let waiting: Vec<_> = self
-            .parked
-            .drain(..)
-            .chain(self.journal_waiting.drain(..))
-            .collect();
-        for (c2, i2) in waiting {
-            self.events.push(Reverse((t, c2, i2, 1)));
-        }
-        self.journal_owner = None;
-        self.out.committed += 1;
-        self.out.journal_fallbacks += 1;
-        self.out.host_pages_written += self.wl.txns[i].writes.len() as u64;
-        Ok(Some(t))
-    }
-
-    /// The transaction's reads; a read-only one is then done, any other goes on to commit.
-    fn reads(&mut self, client: usize, i: usize, at: u64) -> crate::error::Result<Option<u64>> {
-        let txn = &self.wl.txns[i];
-        let mut t = at;
-        for &l in &txn.reads {
-            let done = self.dev.read(l, 1, at, &mut self.reads_buf)?;
-            t = t.max(done.ack_ns);
-        }
-        if txn.writes.is_empty() {
-            self.out.committed += 1;
-            Ok(Some(t))
-        } else {
-            self.events.push(Reverse((t, client, i, 1)));
-            Ok(None)
-        }
-    }
-
-    /// The commit, once the host's lock manager lets it go: after earlier transactions on the
-    /// same pages (and the running one where the design takes one at a time).
-    fn commit(&mut self, client: usize, i: usize, at: u64) -> crate::error::Result<Option<u64>> {
-        let writes = &self.wl.txns[i].writes;
-        let mut ready = writes
-            .iter()
-            .map(|l| self.page_busy[l.0 as usize])
-            .fold(at, u64::max);
-        if !self.concurrent {
-            ready = ready.max(self.tx_busy);
-        }
-        if ready == HELD {
-            self.parked.push((client, i));
-            return Ok(None);
-        }
-        if ready > at {
-            self.events.push(Reverse((ready, client, i, 1)));
-            return Ok(None);
-        }
-        let pages = writes.len() as u64;
-        match commit(self.dev.as_mut(), self.mode, writes, at, &mut self.host) {
-            Ok(ftl::ACK_DEFERRED) => {
-                self.lock_pages(i, HELD);
-                self.held.insert(TxUuid(self.host.uuid), (client, i));
-                self.out.committed += 1;
-                self.out.host_pages_written += pages;
-                Ok(None)
-            }
-            Ok(ack) => {
-                self.lock_pages(i, ack);
-                self.tx_busy = ack;
-                self.out.committed += 1;
-                self.out.host_pages_written += pages;
-                Ok(Some(ack))
-            }
-            Err(
-                e @ (FtlError::Flash(_)
-                | FtlError::ImageIo(_)
-                | FtlError::Corrupt(_)
-                | FtlError::NoSpace),
-            ) => Err(e.into()),
-            Err(FtlError::TxTooLarge { .. }) if self.journal_owner.is_some() => {
-                self.journal_waiting.push((client, i));
-                Ok(None)
-            }
-            Err(FtlError::TxTooLarge { .. }) => {
-                // Refused as too large: the host commits it through its journal. Its pages
-                // stay locked until the in-place write is flushed.
-                self.journal_owner = Some(i);
-                self.lock_pages(i, HELD);
-                self.events
-                    .push(Reverse((at, client, i, JournalStep::Data as u8)));
-                Ok(None)
-            }
-            Err(_) => {
-                self.out.errors += 1;
-                Ok(Some(at))
-            }
-        }
-    }
-
-    /// The run's figures from the measured phase.
-    fn outcome(mut self, config: &flash::DeviceConfig) -> Outcome {
-        let d = self.dev.flash().stats().since(&self.before);
-        let out = &mut self.out;
-        out.sim_s = (self.end - self.start_ns) as f64 / 1e9;
-        out.tps = out.committed as f64 / out.sim_s.max(1e-12);
-        out.flash_programs = d.total_programs();
-        out.write_amplification = d.total_programs() as f64 / out.host_pages_written.max(1) as f64;
-        out.bandwidth_mb_s = out.host_pages_written as f64 * config.geometry.page_bytes as f64
-            / out.sim_s.max(1e-12)
-            / 1e6;
-        out.design_metrics = self.dev.metrics();
-        self.out
-    }
+    let dev = lab::device::fresh(spec, config, &DesignOptions::default(), true)?;
+    Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
 }
 
 /// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
@@ -603,63 +117,17 @@ pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
 /// `mobius serve --trace` (crates/cli/tests/fixtures/record-ext4-trace.sh regenerates it).
 const EXT4_TRACE: &[u8] = include_bytes!("../../cli/tests/fixtures/ext4-small-files.trace.gz");
 
-/// A block trace turned into transactions the way a journaling file system commits: the writes
-/// between two durability points (FLUSH, or a FUA write) form one transaction (its distinct
-/// pages, sub-page writes rounded out to whole pages; trims dropped). The trace is replayed
-/// `repeat` times so runs are long enough to measure.
+/// A block trace turned into transactions the way a journaling file system commits
+/// (`lab::driver::clients::trace_transactions`), replayed `repeat` times.
 pub fn trace_workload(
     name: &str,
     bytes: &[u8],
     page_bytes: u32,
     repeat: usize,
 ) -> crate::error::Result<Workload> {
-    let (_, requests) = trace::read(bytes, None)?;
-    let pb = page_bytes as u64;
-    let mut one_pass = Vec::new();
-    let mut needed = 0u32;
-    for group in trace::split_at_flushes(&requests) {
-        let mut writes: Vec<Lpn> = Vec::new();
-        for r in group
-            .iter()
-            .filter(|r| r.op != trace::Op::Trim && r.length_bytes > 0)
-        {
-            for p in r.offset_bytes / pb..=(r.end_bytes() - 1) / pb {
-                let l = u32::try_from(p).map_err(|_| {
-                    crate::error::MeasureError::Precondition(format!(
-                        "{name}: offset beyond 2^32 pages"
-                    ))
-                })?;
-                writes.push(Lpn(l));
-                needed = needed.max(l + 1);
-            }
-        }
-        writes.sort_unstable();
-        writes.dedup();
-        if !writes.is_empty() {
-            one_pass.push(Txn {
-                kind: "trace",
-                reads: Vec::new(),
-                writes,
-            });
-        }
-    }
-    if one_pass.is_empty() {
-        return Err(crate::error::MeasureError::Precondition(format!(
-            "{name}: no writes between flushes"
-        )));
-    }
-    let txns = one_pass
-        .iter()
-        .cycle()
-        .take(one_pass.len() * repeat.max(1))
-        .cloned()
-        .collect();
-    Ok(Workload {
-        name: name.into(),
-        logical_pages_needed: needed,
-        txns,
-        preload: true,
-    })
+    Ok(lab::driver::clients::trace_transactions(
+        name, bytes, page_bytes, repeat,
+    )?)
 }
 
 pub fn run(ctx: &Context) -> ExperimentResult {
@@ -731,6 +199,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: device(ctx).ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 

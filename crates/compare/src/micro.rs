@@ -21,8 +21,10 @@ use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
-use flash::{Content, ContentTag, Flash, Lpn};
-use ftl::{BlockDevice, DesignOptions, DwriteFlag, FtlError, SwriteMode, TxUuid};
+use flash::Lpn;
+use ftl::{DesignOptions, SwriteMode};
+use host::HostError;
+use lab::driver::dwrite_flag;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -62,93 +64,56 @@ impl Mode {
     }
 }
 
-struct Host {
-    next_write: u64,
-    next_uuid: u64,
-}
-
-impl Host {
-    fn content(&mut self, lpn: Lpn) -> Content {
-        self.next_write += 1;
-        Content::Tag(ContentTag {
-            lpn: lpn.0,
-            write: self.next_write,
-        })
-    }
-}
+/// The driver of a micro run: content tags and transaction ids numbered from 1.
+type Driver = lab::driver::Driver;
 
 /// Writes the whole measured range once, sequentially, then flushes, as on the paper's device,
 /// which held data: the mapping of every page then lives in translation pages on flash, so a
 /// mapping-cache miss costs a translation-page read (and a dirty eviction a write), and random
 /// pages miss where a sequential run shares one translation page.
-fn prefill(dev: &mut dyn BlockDevice, range: u32, host: &mut Host) -> Result<(), FtlError> {
-    let mut t = dev.flash().idle_ns();
-    let mut lpn = 0;
-    while lpn < range {
-        let n = 64.min(range - lpn);
-        let pages: Vec<Content> = (lpn..lpn + n).map(|l| host.content(Lpn(l))).collect();
-        t = dev.write(Lpn(lpn), &pages, t)?.ack_ns;
-        lpn += n;
-    }
-    dev.flush(t)?;
+fn prefill(driver: &mut Driver, range: u32) -> Result<(), HostError> {
+    let t = driver.device().flash().idle_ns();
+    let t = driver.fill(range, 64, t)?;
+    driver.flush(t)?;
     Ok(())
 }
 
 /// One compound write; returns its latency in ns.
-fn compound(
-    dev: &mut dyn BlockDevice,
-    mode: Mode,
-    lpns: &[Lpn],
-    start: u64,
-    host: &mut Host,
-) -> Result<u64, FtlError> {
-    let mut end = start;
-    match mode {
+fn compound(driver: &mut Driver, mode: Mode, lpns: &[Lpn], start: u64) -> Result<u64, HostError> {
+    let end = match mode {
         Mode::DftlSingle => {
             let mut t = start;
             for &l in lpns {
-                let c = host.content(l);
-                t = dev.write(l, &[c], t)?.ack_ns;
+                t = driver.write(l, 1, t)?;
             }
-            end = t;
+            t
         }
         Mode::DftlBatched => {
+            let mut end = start;
             for &l in lpns {
-                let c = host.content(l);
-                end = end.max(dev.write(l, &[c], start)?.ack_ns);
+                end = end.max(driver.write(l, 1, start)?);
             }
+            end
         }
         Mode::SSwrite | Mode::ASwrite => {
-            let pages: Vec<(Lpn, Content)> = lpns.iter().map(|&l| (l, host.content(l))).collect();
-            host.next_uuid += 1;
             let mode = if mode == Mode::SSwrite {
                 SwriteMode::Sync
             } else {
                 SwriteMode::Async
             };
-            let tx = dev.transactional().ok_or(FtlError::Unsupported("SWRITE"))?;
-            end = tx
-                .swrite(TxUuid(host.next_uuid), &pages, mode, start)?
-                .ack_ns;
+            driver.swrite(lpns, mode, start)?.1.ack_ns
         }
         Mode::Dwrite => {
-            host.next_uuid += 1;
-            let uuid = TxUuid(host.next_uuid);
+            let uuid = driver.fresh_uuid();
             let mut t = start;
             for (i, &l) in lpns.iter().enumerate() {
-                let flag = match (i, lpns.len()) {
-                    (_, 1) => DwriteFlag::Single,
-                    (0, _) => DwriteFlag::Head,
-                    (i, n) if i + 1 == n => DwriteFlag::Rear,
-                    _ => DwriteFlag::Body,
-                };
-                let c = host.content(l);
-                let tx = dev.transactional().ok_or(FtlError::Unsupported("DWRITE"))?;
-                t = tx.dwrite(uuid, l, &c, flag, t)?.ack_ns;
+                t = driver
+                    .dwrite(uuid, l, dwrite_flag(i, lpns.len()), t)?
+                    .ack_ns;
             }
-            end = t;
+            t
         }
-    }
+    };
     Ok(end - start)
 }
 
@@ -167,20 +132,12 @@ fn measure_with(
 ) -> crate::error::Result<f64> {
     let spec = ctx.built(mode.design())?;
     let config = ctx.device("jasmine")?;
-    let flash = Flash::in_memory(
-        config.clone(),
-        (spec.oob_record_bytes)(&config.geometry),
-        true,
-    );
-    let mut dev = spec.build(flash, options)?;
+    let dev = lab::device::fresh(spec, &config, options, true)?;
     let range =
         ((5u64 << 30) / config.geometry.page_bytes as u64).min(dev.logical_pages() as u64) as u32;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ size as u64 ^ ((sequential as u64) << 32));
-    let mut host = Host {
-        next_write: 0,
-        next_uuid: 0,
-    };
-    prefill(dev.as_mut(), range, &mut host).map_err(|e| {
+    let mut driver = Driver::over(dev, 0).writes_from(1);
+    prefill(&mut driver, range).map_err(|e| {
         crate::error::MeasureError::step(mode.label(), crate::error::MeasureError::step("fill", e))
     })?;
     let mut total = 0u64;
@@ -204,8 +161,8 @@ fn measure_with(
             }
             v
         };
-        let start = dev.flash().idle_ns();
-        total += compound(dev.as_mut(), mode, &lpns, start, &mut host)
+        let start = driver.device().flash().idle_ns();
+        total += compound(&mut driver, mode, &lpns, start)
             .map_err(|e| crate::error::MeasureError::step(mode.label(), e))?;
     }
     Ok(total as f64 / iterations as f64)
@@ -238,6 +195,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 
@@ -472,6 +430,7 @@ mod locality_tests {
             seed: 5,
             progress: &progress,
             run_logs: None,
+            cores: crate::Cores::serial(),
         };
         let small_cache = DesignOptions::default().with("dram_mb", 2);
         let random = measure_with(&ctx, Mode::DftlBatched, 64, false, &small_cache).unwrap();

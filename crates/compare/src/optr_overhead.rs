@@ -25,8 +25,9 @@ use crate::optr_recovery::{WorstCase, WorstCaseRun};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
-use flash::{Content, ContentTag, DeviceConfig, Flash, Lpn, OpCause};
+use flash::{DeviceConfig, Lpn, OpCause};
 use ftl::{DesignOptions, DesignSpec};
+use lab::driver::Driver;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -203,33 +204,6 @@ impl Point {
     }
 }
 
-pub(crate) struct Host {
-    pub(crate) rng: ChaCha8Rng,
-    write: u64,
-    contents: Vec<Content>,
-}
-
-impl Host {
-    pub(crate) fn new(seed: u64) -> Host {
-        Host {
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            write: 0,
-            contents: Vec::new(),
-        }
-    }
-    pub(crate) fn request(&mut self, start: u32, pages: u32) -> &[Content] {
-        self.contents.clear();
-        for k in 0..pages {
-            self.write += 1;
-            self.contents.push(Content::Tag(ContentTag {
-                lpn: start + k,
-                write: self.write,
-            }));
-        }
-        &self.contents
-    }
-}
-
 /// Runs one point on one design: fill, measured phase, final flush, power cut and recovery.
 fn run_design(
     spec: &DesignSpec,
@@ -242,51 +216,32 @@ fn run_design(
     let (footprint, (small, large), flush_every) = shape;
     let g = &grid.device.geometry;
     let page = g.page_bytes as u64;
-    let flash = Flash::in_memory(grid.device.clone(), (spec.oob_record_bytes)(g), true);
     let options = grid.options(spec);
-    let mut dev = spec.build(flash, &options)?;
-    let e = |e: ftl::FtlError| crate::error::MeasureError::step(spec.name, e);
-    let mut host = Host {
-        rng: ChaCha8Rng::seed_from_u64(seed),
-        write: 0,
-        contents: Vec::with_capacity((large / page) as usize),
-    };
-    let mut now = 0u64;
+    let dev = lab::device::fresh(spec, &grid.device, &options, true)?;
+    let e = |e: host::HostError| crate::error::MeasureError::step(spec.name, e);
+    let mut driver = Driver::over(dev, 0).writes_from(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let fill_pages = (grid.fill * range as f64) as u32;
-    let mut lpn = 0;
-    while lpn < fill_pages {
-        let n = (fill_pages - lpn).min(g.pages_per_block);
-        now = dev
-            .write(Lpn(lpn), host.request(lpn, n), now)
-            .map_err(e)?
-            .ack_ns;
-        lpn += n;
-    }
-    now = dev.flush(now).map_err(e)?.ack_ns;
-    let before = dev.flash().stats().clone();
-    let metrics_before = dev.metrics();
+    let mut now = driver.fill(fill_pages, g.pages_per_block, 0).map_err(e)?;
+    now = driver.flush(now).map_err(e)?;
+    let before = driver.device().flash().stats().clone();
+    let metrics_before = driver.device().metrics();
     let start_ns = now;
     let region = ((footprint / page) as u32).clamp(1, range);
     let (mut written, mut writes) = (0u64, 0u32);
     while written * page < grid.host_bytes {
-        let bytes = if host.rng.random_bool(0.5) {
-            small
-        } else {
-            large
-        };
+        let bytes = if rng.random_bool(0.5) { small } else { large };
         let pages = ((bytes / page) as u32).clamp(1, region);
-        let start = host.rng.random_range(0..=region - pages);
-        now = dev
-            .write(Lpn(start), host.request(start, pages), now)
-            .map_err(e)?
-            .ack_ns;
+        let start = rng.random_range(0..=region - pages);
+        now = driver.write(Lpn(start), pages, now).map_err(e)?;
         written += pages as u64;
         writes += 1;
         if writes.is_multiple_of(flush_every) {
-            now = dev.flush(now).map_err(e)?.ack_ns;
+            now = driver.flush(now).map_err(e)?;
         }
     }
-    now = dev.flush(now).map_err(e)?.ack_ns;
+    now = driver.flush(now).map_err(e)?;
+    let dev = driver.into_device();
     let s = dev.flash().stats().since(&before);
     let sim_s = (now - start_ns) as f64 / 1e9;
     let mut run = Run {
@@ -317,7 +272,9 @@ fn run_design(
     if recover {
         let mut flash = dev.into_flash();
         flash.start_clock_at(now);
-        let (_, report) = spec.reopen(flash, &options).map_err(e)?;
+        let (_, report) = spec
+            .reopen(flash, &options)
+            .map_err(|e| crate::error::MeasureError::step(spec.name, e))?;
         run.recovery_reads = report.flash_reads;
         run.recovery_ms = report.sim_ns as f64 / 1e6;
     }
@@ -332,10 +289,8 @@ pub fn run_grid(
     seed: u64,
     progress: &dyn Fn(u64, u64),
 ) -> crate::error::Result<Vec<Point>> {
-    let g = &grid.device.geometry;
     let logical = |spec: &DesignSpec| -> crate::error::Result<u32> {
-        let flash = Flash::in_memory(grid.device.clone(), (spec.oob_record_bytes)(g), true);
-        Ok(spec.build(flash, &grid.options(spec))?.logical_pages())
+        Ok(lab::device::fresh(spec, &grid.device, &grid.options(spec), true)?.logical_pages())
     };
     // same address range for both (OPTR keeps a few more blocks for itself)
     let range = logical(optr)?.min(logical(wcache)?);
@@ -663,6 +618,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         }),
         skipped: Vec::new(),
         host: Some(grid.device.host),
+        ran: crate::Ran::default(),
     }
 }
 

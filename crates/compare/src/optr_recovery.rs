@@ -14,12 +14,14 @@
 //! reads and simulated time are the figures (the simulator's parallel timing: reads on different
 //! chips overlap, which the paper's estimate rules out). Deterministic from the seed.
 
+use crate::error::metric;
 use crate::error::{MeasureError, Result};
-use crate::optr_overhead::Host;
-use crate::recovery::metric;
-use flash::{DeviceConfig, Flash, Lpn, OpCause};
+use flash::{DeviceConfig, Lpn, OpCause};
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
+use lab::driver::Driver;
 use rand::RngExt;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 /// What the recovery at the worst point read and cost, and the state it started from.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -80,9 +82,7 @@ impl WorstCaseRun {
 
     /// Runs the seeded sequence until `stop`; returns the device and the requests issued.
     fn drive(&self, optr: &DesignSpec, stop: Stop) -> Result<(Box<dyn BlockDevice>, u64)> {
-        let g = &self.device.geometry;
-        let flash = Flash::in_memory(self.device.clone(), optr.oob_record(g), true);
-        let mut dev = optr.build(flash, &self.options)?;
+        let dev = lab::device::fresh(optr, &self.device, &self.options, true)?;
         let logical = dev.logical_pages();
         let full_at_start = metric(dev.as_ref(), "full_checkpoints")?;
         // A full checkpoint programs checkpoint pages: the metrics (a vector of named figures)
@@ -90,30 +90,28 @@ impl WorstCaseRun {
         let checkpoint_pages =
             |dev: &dyn BlockDevice| dev.flash().stats().programs_for(OpCause::Checkpoint);
         let mut checkpoint_pages_seen = checkpoint_pages(dev.as_ref());
-        let mut host = Host::new(self.seed);
+        let mut driver = Driver::over(dev, 0).writes_from(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut now = 0u64;
-        let e = |e: ftl::FtlError| MeasureError::step("worst-case workload", e);
+        let e = |e: host::HostError| MeasureError::step("worst-case workload", e);
         for request in 1..=self.max_writes {
             if stop == Stop::After(request - 1) {
-                return Ok((dev, request - 1));
+                return Ok((driver.into_device(), request - 1));
             }
-            let lpn = host.rng.random_range(0..logical);
-            now = dev
-                .write(Lpn(lpn), host.request(lpn, 1), now)
-                .map_err(e)?
-                .ack_ns;
+            let lpn = rng.random_range(0..logical);
+            now = driver.write(Lpn(lpn), 1, now).map_err(e)?;
             if self
                 .flush_every
                 .is_some_and(|f| request.is_multiple_of(f as u64))
             {
-                now = dev.flush(now).map_err(e)?.ack_ns;
+                now = driver.flush(now).map_err(e)?;
             }
             if stop == Stop::AtFirstFullCheckpoint {
-                let programmed = checkpoint_pages(dev.as_ref());
+                let programmed = checkpoint_pages(driver.device());
                 if programmed != checkpoint_pages_seen
-                    && metric(dev.as_ref(), "full_checkpoints")? > full_at_start
+                    && metric(driver.device(), "full_checkpoints")? > full_at_start
                 {
-                    return Ok((dev, request));
+                    return Ok((driver.into_device(), request));
                 }
                 checkpoint_pages_seen = programmed;
             }

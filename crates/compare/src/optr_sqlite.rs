@@ -33,7 +33,7 @@ use crate::optr_overhead::quick_device;
 use crate::report::{fmt, ExperimentResult, Table};
 use crate::{Context, Scale};
 use ftl::{DesignOptions, DesignSpec};
-use nbd::kernel_stack::{export_as_loop_device, kernel_fs_available};
+use lab::kernel_stack::{export_as_loop_device, kernel_fs_available};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,8 @@ pub fn run_bar(
         spec,
         &DesignOptions::default(),
     )?;
-    let (mut stack, server) = export_as_loop_device(&dir, dev, true)?;
+    let server = nbd::ssd_server(dev, true);
+    let mut stack = export_as_loop_device(&dir, server.clone())?;
     let options = if nobarrier { "nobarrier" } else { "" };
     stack.make_and_mount("ext4", &mnt, options)?;
     let counters = || server.with_backend(|b| b.host_stats().clone());
@@ -160,6 +161,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::json!({ "bars": bars, "seconds_per_bar": duration.as_secs() }),
         skipped,
         host: quick_device().ok().map(|d| d.host),
+        ran: crate::Ran::default(),
     }
 }
 

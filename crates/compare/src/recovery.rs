@@ -14,12 +14,13 @@
 //! - TxFlash: none — recovery reads every block's summary page (device-sized).
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::macro_tx::{commit, Host, Mode};
+use crate::error::metric;
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::{Flash, Lpn};
 use ftl::{DesignOptions, SwriteMode};
+use lab::driver::Driver;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -113,14 +114,15 @@ fn measure_with(
     zone.recover_after_cut()
 }
 
-/// A device with a zone's worth of data written, and the host that wrote it (to write more).
+/// A device with a zone's worth of data written, behind the driver that wrote it (to write
+/// more).
 struct Zone {
-    dev: Box<dyn ftl::BlockDevice>,
+    driver: Driver,
     spec: ftl::DesignSpec,
     options: DesignOptions,
     config: flash::DeviceConfig,
-    mode: Mode,
-    host: Host,
+    /// How a transaction commits: SWRITE, or plain writes for a design without transactions.
+    commit: Option<SwriteMode>,
     rng: ChaCha8Rng,
     t: u64,
 }
@@ -141,19 +143,13 @@ fn write_zone(
     if let Some(p) = s.zone_param {
         options = options.with(p, zone_blocks);
     }
-    let flash = Flash::in_memory(config.clone(), (spec.oob_record_bytes)(&g), true);
-    let dev = spec.build(flash, &options)?;
+    let dev = lab::device::fresh(&spec, &config, &options, true)?;
     let mut zone = Zone {
-        dev,
+        driver: Driver::over(dev, 0).writes_from(1),
         spec,
         options,
         config,
-        mode: Mode {
-            label: s.label,
-            design: s.design,
-            swrite: s.transactional.then_some(SwriteMode::Sync),
-        },
-        host: Host { write: 0, uuid: 0 },
+        commit: s.transactional.then_some(SwriteMode::Sync),
         rng: ChaCha8Rng::seed_from_u64(ctx.seed),
         t: 0,
     };
@@ -168,7 +164,7 @@ fn write_zone(
         .map(|m| (m, zone_blocks.saturating_sub(g.chips() as u64)));
     let mut written = 0u64;
     while match zone_metric {
-        Some((m, target)) => (metric(zone.dev.as_ref(), m)? as u64) < target,
+        Some((m, target)) => (metric(zone.driver.device(), m)? as u64) < target,
         None => written < pages,
     } {
         zone.commit_one()?;
@@ -180,19 +176,19 @@ fn write_zone(
 impl Zone {
     /// One more 32-page transaction at random places.
     fn commit_one(&mut self) -> crate::error::Result<()> {
-        let lpns = random_lpns(&mut self.rng, self.dev.logical_pages());
-        self.t = commit(self.dev.as_mut(), &self.mode, &lpns, self.t, &mut self.host)?;
+        let lpns = random_lpns(&mut self.rng, self.driver.device().logical_pages());
+        self.t = self.driver.commit(&lpns, self.commit, self.t)?.ack_ns;
         Ok(())
     }
 
     /// Möbius's active ALA fill against its merge threshold: (inodes, threshold).
     fn active_ala(&self) -> crate::error::Result<(f64, f64)> {
         // One metrics call: it scans the whole device.
-        let m = self.dev.metrics();
+        let m = self.driver.device().metrics();
         let get = |k: &str| {
             m.iter().find(|(n, _)| n == k).map(|x| x.1).ok_or_else(|| {
                 crate::error::MeasureError::MissingMetric {
-                    design: self.dev.design(),
+                    design: self.driver.device().design(),
                     metric: k.to_string(),
                 }
             })
@@ -236,16 +232,17 @@ impl Zone {
 
     /// The recovery of a copy of the device cut now (the device runs on).
     fn recover_copy(&self) -> crate::error::Result<Recovery> {
-        let end = self.dev.flash().idle_ns();
-        let mut flash = Flash::new(self.config.clone(), self.dev.flash().store().snapshot());
+        let flash = self.driver.device().flash();
+        let end = flash.idle_ns();
+        let mut flash = Flash::new(self.config.clone(), flash.store().snapshot());
         flash.start_clock_at(end);
         recover_image(&self.spec, flash, &self.options)
     }
 
     /// The recovery of the device cut now.
     fn recover_after_cut(self) -> crate::error::Result<Recovery> {
-        let end = self.dev.flash().idle_ns();
-        let mut flash = self.dev.into_flash();
+        let end = self.driver.device().flash().idle_ns();
+        let mut flash = self.driver.into_device().into_flash();
         flash.start_clock_at(end);
         recover_image(&self.spec, flash, &self.options)
     }
@@ -294,18 +291,6 @@ fn measure_merge_cycle(
         cuts.push(zone.recover_copy()?);
     }
     Ok(cuts)
-}
-
-/// A metric the design reports (an error if it does not).
-pub(crate) fn metric(dev: &dyn ftl::BlockDevice, name: &str) -> crate::error::Result<f64> {
-    dev.metrics()
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v)
-        .ok_or_else(|| crate::error::MeasureError::MissingMetric {
-            design: dev.design(),
-            metric: name.to_string(),
-        })
 }
 
 /// 32 distinct random pages below `range` (one transaction of the experiment).
@@ -386,6 +371,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("jasmine").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 

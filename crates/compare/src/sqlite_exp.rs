@@ -115,11 +115,7 @@ fn measure(
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     device.host = host;
-    let oob = (spec.oob_record_bytes)(&device.geometry);
-    let dev = spec.build(
-        flash::Flash::in_memory(device, oob, false),
-        &ftl::DesignOptions::default(),
-    )?;
+    let dev = lab::device::fresh(spec, &device, &ftl::DesignOptions::default(), false)?;
     let mut open = OpenOptions::new(s.mode);
     open.tx_kind = s.tx;
     open.synchronous = synchronous(s.mode).into();
@@ -236,6 +232,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             .unwrap_or_default(),
         skipped,
         host: Some(jasmine),
+        ran: crate::Ran::default(),
     }
 }
 

@@ -297,6 +297,7 @@ fn report(
         data: serde_json::Value::Object(data),
         skipped,
         host: ctx.device("txflash").ok().map(|c| c.host),
+        ran: crate::Ran::default(),
     }
 }
 
@@ -307,9 +308,8 @@ fn device_max_tx_pages(ctx: &Context, config: &flash::DeviceConfig) -> usize {
         .iter()
         .filter_map(|mode| {
             let spec = ctx.design(mode.design)?;
-            let oob = (spec.oob_record_bytes)(&config.geometry);
-            let flash = flash::Flash::in_memory(config.clone(), oob, true);
-            let mut dev = spec.build(flash, &ftl::DesignOptions::default()).ok()?;
+            let mut dev =
+                lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true).ok()?;
             let caps = dev.transactional()?.capabilities();
             Some(caps.max_tx_pages as usize)
         })
@@ -329,7 +329,7 @@ fn split_at_max_tx(w: &mut Workload, max_pages: usize) {
             continue;
         }
         for chunk in t.writes.chunks(max_pages) {
-            w.txns.push(crate::tpcc::Txn {
+            w.txns.push(workload::Txn {
                 kind: t.kind,
                 reads: Vec::new(),
                 writes: chunk.to_vec(),

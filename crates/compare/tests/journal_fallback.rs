@@ -3,9 +3,9 @@
 //! flush, pages in place, flush), counted, and its cost shows in time and in flash programs.
 
 use compare::macro_tx::{run_mode, Workload, MODES};
-use compare::tpcc::Txn;
 use compare::{Context, Scale};
 use flash::Lpn;
+use workload::Txn;
 
 fn workload(big: u32) -> Workload {
     let mut txns: Vec<Txn> = (0..40u32)
@@ -40,6 +40,7 @@ fn a_refused_transaction_goes_through_the_host_journal_and_costs_what_it_costs()
         seed: 1,
         progress: &progress,
         run_logs: None,
+        cores: compare::Cores::serial(),
     };
     let mode = MODES.iter().find(|m| m.design == "atomic-write").unwrap();
     let config = flash::DeviceConfig::preset("small").unwrap();

@@ -13,6 +13,7 @@ pub mod points;
 pub mod second_life;
 pub mod shrink;
 pub mod soak;
+pub mod sqlite;
 
 use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};
@@ -178,7 +179,7 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
                 source,
             })?;
     let ready_ns = dev.flash().idle_ns();
-    let run = workload::run(
+    let run = lab::driver::run(
         dev.as_mut(),
         &cfg.workload,
         cfg.seed,

@@ -213,13 +213,13 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
     let mut spec = cfg.workload.clone();
     spec.fill = 0.0;
     spec.requests = (spec.requests / 4).max(50);
-    let origin = workload::driver::Origin {
+    let origin = lab::driver::Origin {
         first_write: rec.host.next_write,
         first_uuid: last_uuid(&rec.host) + 1,
         contents: Some(contents),
     };
     let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
-    let run = workload::driver::run_from(
+    let run = lab::driver::run_from(
         dev.as_mut(),
         &spec,
         seed,

@@ -1535,12 +1535,16 @@ impl Dftl {
             reads += 1;
             let first = t * per;
             let last = (first + per).min(self.logical_pages as usize);
-            let ok = match (&status, OobRecord::decode(&oob_buf).ok()) {
-                (ReadStatus::Data(c), Some(r)) if r.kind == KIND_TRANSLATION => {
+            // What is wrong with the page, if anything: what it holds, never its bytes.
+            let damage = match (&status, OobRecord::decode(&oob_buf)) {
+                (ReadStatus::Data(c), Ok(r)) if r.kind == KIND_TRANSLATION => {
                     self.gtd_crc[t] = r.crc;
-                    c.as_bytes().is_some_and(|b| {
-                        decode_translation(b, r.crc, &mut entries[..last - first]).is_ok()
-                    })
+                    match c.as_bytes() {
+                        Some(b) => decode_translation(b, r.crc, &mut entries[..last - first])
+                            .err()
+                            .map(|e| format!("it holds {c} ({e})")),
+                        None => Some(format!("it holds {c}, not a translation page's bytes")),
+                    }
                 }
                 // Lost to the media: rebuilt from every data page's OOB record once all are
                 // read ([`rebuild_lost_translation`]).
@@ -1548,11 +1552,18 @@ impl Dftl {
                     lost.push(t);
                     continue;
                 }
-                _ => false,
+                (ReadStatus::Data(c), Ok(r)) => Some(format!(
+                    "its OOB record is of kind {}, not {KIND_TRANSLATION} (translation), and it holds {c}",
+                    r.kind
+                )),
+                (ReadStatus::Data(c), Err(e)) => Some(format!(
+                    "its OOB record does not decode ({e}), and it holds {c}"
+                )),
+                (status, _) => Some(format!("it is {status}")),
             };
-            if !ok {
+            if let Some(why) = damage {
                 return Err(FtlError::Corrupt(format!(
-                    "translation page {t} at {ppn} does not read back intact ({status:?})"
+                    "translation page {t} at {ppn} does not read back intact: {why}"
                 )));
             }
         }

@@ -121,9 +121,58 @@ impl Content {
     }
 }
 
+/// What a page holds, in words for an error message: never the bytes themselves (a page is
+/// thousands of them), at most their length and CRC32C, the checksum the designs' records keep.
+impl std::fmt::Display for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Content::Tag(t) => write!(f, "the content tag of lpn {} write {}", t.lpn, t.write),
+            Content::Bytes(b) => match ContentTag::decode(b) {
+                Ok(t) => write!(
+                    f,
+                    "{} bytes of the page image of lpn {} write {}",
+                    b.len(),
+                    t.lpn,
+                    t.write
+                ),
+                Err(_) if b.iter().all(|&x| x == 0) => write!(f, "{} bytes, all zero", b.len()),
+                Err(_) => write!(
+                    f,
+                    "{} bytes whose CRC32C is {:#010x}",
+                    b.len(),
+                    crc32c::crc32c(b)
+                ),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_reads_as_a_phrase_without_its_bytes() {
+        let tag = ContentTag { lpn: 7, write: 12 };
+        assert_eq!(
+            Content::Tag(tag).to_string(),
+            "the content tag of lpn 7 write 12"
+        );
+        assert_eq!(
+            Content::Bytes(tag.to_bytes(4096)).to_string(),
+            "4096 bytes of the page image of lpn 7 write 12"
+        );
+        assert_eq!(
+            Content::Bytes(vec![0; 4096].into()).to_string(),
+            "4096 bytes, all zero"
+        );
+        let page: Box<[u8]> = (0..4096).map(|i| (i * 7 % 251) as u8).collect();
+        let crc = crc32c::crc32c(&page);
+        assert_eq!(
+            Content::Bytes(page).to_string(),
+            format!("4096 bytes whose CRC32C is {crc:#010x}")
+        );
+    }
 
     #[test]
     fn tag_round_trips_through_bytes() {

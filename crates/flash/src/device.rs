@@ -41,6 +41,18 @@ pub(crate) struct Placed {
     pub(crate) phys: Ppn,
 }
 
+/// A read's outcome in words for an error message ("it reads back …"): `erased`,
+/// `uncorrectable (ECC failure)`, or what the page holds ([`Content`]'s summary, never its bytes).
+impl std::fmt::Display for ReadStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadStatus::Data(c) => c.fmt(f),
+            ReadStatus::Erased => f.write_str("erased"),
+            ReadStatus::Uncorrectable => f.write_str("uncorrectable (ECC failure)"),
+        }
+    }
+}
+
 /// The emulated flash device.
 pub struct Flash {
     pub(crate) config: DeviceConfig,
@@ -788,6 +800,19 @@ mod tests {
 
     fn tag(lpn: u32, write: u64) -> Content {
         Content::Tag(ContentTag { lpn, write })
+    }
+
+    #[test]
+    fn a_read_status_reads_as_a_phrase() {
+        assert_eq!(ReadStatus::Erased.to_string(), "erased");
+        assert_eq!(
+            ReadStatus::Uncorrectable.to_string(),
+            "uncorrectable (ECC failure)"
+        );
+        assert_eq!(
+            ReadStatus::Data(tag(3, 4)).to_string(),
+            "the content tag of lpn 3 write 4"
+        );
     }
 
     /// A GC copy by `program_copy` is a read's program: on twin devices, one copying through

@@ -45,6 +45,10 @@ pub enum FlashError {
         found: String,
         wanted: String,
     },
+    /// Another open file holds the image's exclusive lock: one process per image
+    /// ([`crate::image_lock`]).
+    #[error("image {path} is already open ({holder}): one process at a time may hold an image, two would corrupt it; stop that one or use another image")]
+    ImageLocked { path: String, holder: String },
     #[error("the image has failed and the device is read-only until restarted: {reason}")]
     ImageFailed { reason: String },
     #[error("image I/O: {0}")]

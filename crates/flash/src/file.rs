@@ -26,6 +26,9 @@
 //! block's "erase torn" flag first and clears it last. Killing the process is thus a power cut at
 //! the last completed step. State, OOB and block tables are also cached in memory.
 //!
+//! One process per image: the file is held under an exclusive lock while it is open
+//! ([`crate::image_lock`]); a second open, in this process or another, is refused untouched.
+//!
 //! Fail-stop: an I/O error on the file (a full disk, a dying one, a file-size limit) never
 //! panics. The first one is recorded; from then on the store writes nothing more, so the image
 //! keeps exactly what was on it when the error happened, and [`crate::Flash`] refuses every later
@@ -35,6 +38,7 @@ use crate::codec::{self, CorruptRecord, Reader};
 use crate::content::Content;
 use crate::error::FlashError;
 use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::image_lock::lock_exclusive;
 use crate::store::{PageState, Store};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -212,7 +216,8 @@ fn describe(g: &Geometry, oob_record_bytes: u32) -> String {
 
 impl FileStore {
     /// Creates a new, fully erased image (any existing file at `path` is replaced), recording
-    /// the design and parameters that will format it.
+    /// the design and parameters that will format it. Refused with
+    /// [`FlashError::ImageLocked`] (the file untouched) when another process holds `path`.
     pub fn create(
         path: &Path,
         geometry: &Geometry,
@@ -229,12 +234,15 @@ impl FileStore {
             });
         }
         let (_, _, _, end) = layout(geometry, oob_record_bytes);
+        // Locked before it is emptied: an image another process holds is refused untouched.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)?;
+        lock_exclusive(&file, path)?;
+        file.set_len(0)?;
         file.set_len(end)?;
         file.write_all_at(&encode_header(geometry, oob_record_bytes, identity), 0)?;
         file.sync_all()?;
@@ -288,6 +296,15 @@ impl FileStore {
         image: &dyn Store,
         identity: &ImageIdentity,
     ) -> Result<(), FlashError> {
+        // Held over the rename, so an image another process has open is never replaced.
+        let held = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(file) => {
+                lock_exclusive(&file, path)?;
+                Some(file)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e.into()),
+        };
         let tmp = path.with_extension("cut-tmp");
         let g = image.geometry().clone();
         let mut out = FileStore::create(&tmp, &g, image.oob_record_bytes(), identity)?;
@@ -315,14 +332,19 @@ impl FileStore {
         }
         drop(out);
         std::fs::rename(&tmp, path)?;
+        drop(held);
         Ok(())
     }
 
-    /// Reads and checks an image's header without opening the image (`mobius info --image`).
+    /// Reads and checks an image's header without opening the image (`mobius info --image`;
+    /// it takes no lock, so it also reads an image another process holds).
     pub fn read_header(path: &Path) -> Result<ImageHeader, FlashError> {
-        let file = File::open(path)?;
+        Self::header_of(&File::open(path)?, path)
+    }
+
+    fn header_of(file: &File, path: &Path) -> Result<ImageHeader, FlashError> {
         let mut h = vec![0u8; HEADER_USED];
-        let n = read_up_to(&file, &mut h)?;
+        let n = read_up_to(file, &mut h)?;
         h.truncate(n);
         decode_header(&h, path)
     }
@@ -336,7 +358,9 @@ impl FileStore {
     pub const HEADER_FIELD_BYTES: usize = HEADER_USED;
 
     /// Opens an existing image, checking that it was made for `geometry`, `oob_record_bytes`
-    /// and by the design and parameters `identity` names.
+    /// and by the design and parameters `identity` names. The image's exclusive lock is taken
+    /// first ([`crate::image_lock`]): an image another process holds is refused with
+    /// [`FlashError::ImageLocked`] before a byte of it is read.
     pub fn open(
         path: &Path,
         geometry: &Geometry,
@@ -347,7 +371,9 @@ impl FileStore {
             path: path.display().to_string(),
             reason,
         };
-        let header = Self::read_header(path)?;
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        lock_exclusive(&file, path)?;
+        let header = Self::header_of(&file, path)?;
         if header.identity != *identity {
             return Err(FlashError::ImageForeign {
                 path: path.display().to_string(),
@@ -362,7 +388,6 @@ impl FileStore {
                 wanted: describe(geometry, oob_record_bytes),
             });
         }
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
         let (states_at, oob_at, _, end) = layout(geometry, oob_record_bytes);
         let len = file.metadata()?.len();
         if len < end {

@@ -16,6 +16,7 @@ pub mod error;
 pub mod file;
 pub mod geometry;
 pub mod host;
+pub mod image_lock;
 pub mod media;
 pub mod oplog;
 pub mod prefetch;
@@ -39,6 +40,8 @@ pub use prefetch::DataHint;
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, MediaStats, OpCause};
-pub use store::{deque_bytes, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore};
+pub use store::{
+    deque_bytes, flip_a_data_bit, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore,
+};
 pub use timing::{Bookings, Span, Timeline, Timing};
 pub use word_crc::{WordCrc, WordEdit};

@@ -162,6 +162,28 @@ fn image_range(content: &Content, page_bytes: u32, at: usize, out: &mut [u8]) {
     out.copy_from_slice(&page[at..at + out.len()]);
 }
 
+/// Flips one bit in the data of every programmed page whose OOB record `pick` chooses, the
+/// record kept: damage the ECC did not catch, for tests of what a design's recovery reports.
+/// Returns how many pages it damaged.
+pub fn flip_a_data_bit(store: &mut dyn Store, pick: impl Fn(&[u8]) -> bool) -> usize {
+    let mut oob = vec![0u8; store.oob_record_bytes() as usize];
+    let page_bytes = store.geometry().page_bytes as usize;
+    let mut damaged = 0;
+    for ppn in (0..store.geometry().pages()).map(Ppn) {
+        if store.page_state(ppn) != PageState::Programmed {
+            continue;
+        }
+        store.oob(ppn, &mut oob);
+        if pick(&oob) {
+            let mut page = store.data(ppn).to_page_bytes(page_bytes);
+            page[page_bytes / 2] ^= 1;
+            store.write_page_owned(ppn, Content::Bytes(page), &oob);
+            damaged += 1;
+        }
+    }
+    damaged
+}
+
 /// `n` copies of `value`, every memory page of them written now. A zeroed vector is otherwise
 /// mapped lazily and each memory page is faulted in (and zeroed by the kernel) when first
 /// touched: on a large device that cost falls on the first writes to each region, inside a

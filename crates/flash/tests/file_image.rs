@@ -18,6 +18,13 @@ fn id() -> ImageIdentity {
     }
 }
 
+/// A flash device on a new image file at `path`.
+fn new_image(path: &std::path::Path) -> Flash {
+    let c = config();
+    let store = FileStore::create(path, &c.geometry, 16, &id()).unwrap();
+    Flash::new(c, Box::new(store))
+}
+
 fn tag(lpn: u32, write: u64) -> Content {
     Content::Tag(ContentTag { lpn, write })
 }
@@ -142,11 +149,7 @@ fn a_program_cut_short_in_the_file_is_a_torn_page() {
 fn snapshot_of_a_file_image_is_an_equal_memory_image() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dev.img");
-    let c = config();
-    let mut f = Flash::new(
-        c.clone(),
-        Box::new(FileStore::create(&path, &c.geometry, 16, &id()).unwrap()),
-    );
+    let mut f = new_image(&path);
     f.program(Ppn(0), &tag(1, 1), &[5], 0, OpCause::HostData)
         .unwrap();
     f.erase(BlockId(2), 0, OpCause::GcCopy).unwrap();
@@ -332,4 +335,47 @@ fn a_hint_does_not_read_the_image() {
         0xABAB_ABAB,
         "the page is there"
     );
+}
+
+/// One process per image: while a store holds the image, opening it again, creating over it
+/// or replacing it is refused with `ImageLocked`, and the file stays byte for byte as it was.
+#[test]
+fn an_image_held_open_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    let mut f = new_image(&path);
+    f.program(Ppn(0), &tag(1, 1), &[5; 16], 0, OpCause::HostData)
+        .unwrap();
+    f.sync().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let locked = |err: FlashError| match err {
+        FlashError::ImageLocked { path: p, holder } => {
+            assert_eq!(p, path.display().to_string());
+            assert!(
+                holder.starts_with(&format!("pid {}", std::process::id())),
+                "{holder}"
+            );
+        }
+        other => panic!("not refused as locked: {other}"),
+    };
+    locked(
+        FileStore::open(&path, &c.geometry, 16, &id())
+            .err()
+            .unwrap(),
+    );
+    locked(
+        FileStore::create(&path, &c.geometry, 16, &id())
+            .err()
+            .unwrap(),
+    );
+    let image = f.store().snapshot();
+    locked(FileStore::replace_with(&path, image.as_ref(), &id()).unwrap_err());
+    assert!(
+        std::fs::read(&path).unwrap() == before,
+        "a refused open changed the image"
+    );
+    drop(f);
+    let store = FileStore::open(&path, &c.geometry, 16, &id()).expect("free once closed");
+    assert_eq!(store.page_state(Ppn(0)), PageState::Programmed);
 }

@@ -106,6 +106,7 @@ impl From<FlashError> for FtlError {
             | FlashError::ImageFailed { .. }
             | FlashError::Image { .. }
             | FlashError::ImageForeign { .. }
+            | FlashError::ImageLocked { .. }
             | FlashError::ImageGeometryMismatch { .. } => FtlError::ImageIo(e),
             FlashError::WornOut { .. } => FtlError::WornOut(e),
             other => FtlError::Flash(other),

@@ -97,12 +97,15 @@ pub fn record_of_read(
     read_end: u64,
     cause: OpCause,
 ) -> Result<u64, FtlError> {
-    let sensed = match status {
-        ReadStatus::Data(_) => return Ok(read_end),
-        ReadStatus::Uncorrectable => PageState::Torn,
-        ReadStatus::Erased => PageState::Erased,
-    };
-    record_of_live(flash, (from, sensed), oob, read_end, cause)
+    if let ReadStatus::Data(_) = status {
+        return Ok(read_end);
+    }
+    match classify(flash, from, oob, read_end, cause)? {
+        (Unreadable::Lost, span) => Ok(span.end_ns),
+        (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
+            "live {from} reads back {status}"
+        ))),
+    }
 }
 
 /// The program half of moving live page `from` to `to` after [`Flash::read`] returned

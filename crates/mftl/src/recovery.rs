@@ -234,7 +234,9 @@ impl Mobius {
                         what: format!("GTD chunk {i} of Möbius's GM record"),
                     });
                 }
-                return Err(FtlError::Corrupt(format!("GTD chunk {i} unreadable")));
+                return Err(FtlError::Corrupt(format!(
+                    "GTD chunk {i} at ppn {p} unreadable: it reads back {st}"
+                )));
             };
             let (_, _, e) = decode_gtd(&b)
                 .map_err(|e| FtlError::Corrupt(format!("GTD chunk {i} damaged: {e}")))?;

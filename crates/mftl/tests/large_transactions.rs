@@ -52,7 +52,7 @@ fn run(device: DeviceConfig, w: &WorkloadSpec, seed: u64) -> Result<(), String> 
     let mut dev = spec
         .build(flash, &DesignOptions::default())
         .map_err(|e| e.to_string())?;
-    workload::run(dev.as_mut(), w, seed, 0, false, &mut |_, _| {})
+    lab::driver::run(dev.as_mut(), w, seed, 0, false, &mut |_, _| {})
         .map(|_| ())
         .map_err(|e| format!("seed {seed}: {e}"))
 }

@@ -1,9 +1,9 @@
 //! [`FtlBackend`]: any design as an NBD export.
 //!
 //! Each NBD request becomes exactly one host request to the FTL (issue #7), so a design's request
-//! atomicity (OPTR) is NBD request atomicity. Requests are 512-byte aligned, not page aligned: a
-//! write that covers part of a page reads the page first and writes it back whole, still as one
-//! request. FLUSH is the FTL's flush; FUA is the write followed by a flush. All of that is the
+//! atomicity (OPTR) is NBD request atomicity. Requests are 512-byte aligned, not page aligned
+//! (or any byte range, from a client that never committed to the block sizes): a write that
+//! covers part of a page reads the page first and writes it back whole, still as one request. FLUSH is the FTL's flush; FUA is the write followed by a flush. All of that is the
 //! host layer's ([`host::Host`], docs/host.md); this file adds NBD's view of it.
 //!
 //! With [`FtlBackend::with_atomic_requests`] (`mobius serve --atomic-requests`), each WRITE up

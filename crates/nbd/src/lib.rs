@@ -5,14 +5,18 @@
 //!
 //! What the server speaks, in one place:
 //! - **Handshake**: fixed newstyle only. Options NBD_OPT_GO, NBD_OPT_INFO, NBD_OPT_EXPORT_NAME,
-//!   NBD_OPT_LIST and NBD_OPT_ABORT; every other option (STARTTLS, STRUCTURED_REPLY, meta
-//!   contexts, ...) is answered NBD_REP_ERR_UNSUP, so clients fall back to simple replies.
+//!   NBD_OPT_LIST, NBD_OPT_ABORT, and NBD_OPT_STARTTLS when TLS is configured ([`tls`]); every
+//!   other option (STRUCTURED_REPLY, meta contexts, ...) is answered NBD_REP_ERR_UNSUP, so
+//!   clients fall back to simple replies. The handshake must end within a deadline.
 //!   GO/INFO always carry NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE (minimum 512, preferred = the
 //!   backend's [`NbdBackend::preferred_block_size`], maximum 32 MiB).
-//! - **Transmission flags**: HAS_FLAGS, SEND_FLUSH, SEND_FUA, SEND_TRIM, SEND_WRITE_ZEROES, and
+//! - **Transmission flags**: HAS_FLAGS, SEND_FLUSH, SEND_FUA, SEND_TRIM, SEND_WRITE_ZEROES (or
+//!   READ_ONLY instead of the last three on a read-only export, where changes get EPERM), and
 //!   CAN_MULTI_CONN only when [`NbdBackend::multi_conn_safe`] says so.
-//! - **Commands**: READ, WRITE, FLUSH, TRIM, WRITE_ZEROES, DISC. Requests must be 512-byte
-//!   aligned in offset and length and non-empty, and READ/WRITE at most 32 MiB, else EINVAL
+//! - **Commands**: READ, WRITE, FLUSH, TRIM, WRITE_ZEROES, DISC. Requests must be non-empty,
+//!   512-byte aligned in offset and length when the client committed to the block sizes (GO
+//!   asking for NBD_INFO_BLOCK_SIZE; others may send any byte range, as the protocol asks),
+//!   and READ/WRITE at most 32 MiB, else EINVAL
 //!   (writes past the end get ENOSPC, as the protocol recommends). TRIM and WRITE_ZEROES carry
 //!   no payload and may have any length the wire allows (< 4 GiB): backends split them. CACHE, BLOCK_STATUS and RESIZE get ENOTSUP,
 //!   unknown commands and flags EINVAL. Backend errors map as [`BackendError::errno`] says.
@@ -24,7 +28,7 @@
 //! - **Simulated time**: see [`server`] for how arrival times are assigned and how pacing holds
 //!   replies until their simulated completion time.
 //! - **Tracing**: every request handed to the backend is recorded as one text line; the format
-//!   is documented in [`trace`].
+//!   is documented in `trace::line`.
 //! - **Shutdown**: [`Server::shutdown_flag`] is checked by the accept loops and between requests;
 //!   [`install_signal_handlers`] sets it on SIGINT/SIGTERM. Every `serve_*` entry point flushes
 //!   the backend before it returns.
@@ -33,19 +37,20 @@
 //!   payload is cut short never reaches the backend.
 
 pub mod crash;
-pub mod dirty_limit;
+pub mod export;
 pub mod ftl_backend;
-pub mod kernel_stack;
 pub mod memory;
 pub mod protocol;
 pub mod server;
+pub mod tls;
 pub mod trace;
 pub mod transport;
 
+pub use crate::trace::{TraceFlags, TraceOp, TraceRecord, TraceWriter};
+pub use export::{ssd_server, SsdServer};
 pub use memory::MemoryBackend;
 pub use protocol::{Errno, ProtocolError};
 pub use server::{ConnectionEnd, Server, ServerConfig, ServerError};
-pub use trace::{TraceFlags, TraceOp, TraceRecord, TraceWriter};
 pub use transport::{install_signal_handlers, Listen};
 
 use thiserror::Error;
@@ -91,7 +96,9 @@ impl BackendError {
 ///
 /// The server calls these methods from one thread at a time (they sit behind a mutex shared
 /// by all connections), in the order requests arrived, with offsets and lengths already checked:
-/// 512-byte aligned, non-empty, inside `size_bytes()`, and at most 32 MiB for `read`/`write`
+/// non-empty, inside `size_bytes()`, and at most 32 MiB for `read`/`write`; 512-byte aligned
+/// unless the client never committed to the block sizes (then any byte range: a backend
+/// must serve byte offsets, as [`host::Host`] does with read-modify-write)
 /// (`trim` and `write_zeroes` may be up to 4 GiB - 512: split them if the device needs to).
 ///
 /// Each request method gets the request's simulated arrival time in nanoseconds and returns

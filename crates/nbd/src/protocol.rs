@@ -78,6 +78,7 @@ pub const NBD_REP_FLAG_ERROR: u32 = 1 << 31;
 pub const NBD_REP_ERR_UNSUP: u32 = NBD_REP_FLAG_ERROR | 1;
 pub const NBD_REP_ERR_POLICY: u32 = NBD_REP_FLAG_ERROR | 2;
 pub const NBD_REP_ERR_INVALID: u32 = NBD_REP_FLAG_ERROR | 3;
+pub const NBD_REP_ERR_TLS_REQD: u32 = NBD_REP_FLAG_ERROR | 5;
 pub const NBD_REP_ERR_UNKNOWN: u32 = NBD_REP_FLAG_ERROR | 6;
 pub const NBD_REP_ERR_SHUTDOWN: u32 = NBD_REP_FLAG_ERROR | 7;
 pub const NBD_REP_ERR_TOO_BIG: u32 = NBD_REP_FLAG_ERROR | 9;
@@ -130,7 +131,8 @@ pub const SIMPLE_REPLY_BYTES: usize = 16;
 /// Zero padding after the NBD_OPT_EXPORT_NAME reply unless NO_ZEROES was negotiated.
 pub const EXPORT_NAME_PADDING_BYTES: usize = 124;
 
-/// Minimum block size advertised in NBD_INFO_BLOCK_SIZE; offsets and lengths must be multiples.
+/// Minimum block size advertised in NBD_INFO_BLOCK_SIZE; offsets and lengths of a client that
+/// committed to it (NBD_OPT_GO requesting NBD_INFO_BLOCK_SIZE) must be multiples.
 pub const BLOCK_SIZE_MIN_BYTES: u32 = 512;
 /// Maximum block size advertised, and the longest READ or WRITE the server accepts (32 MiB);
 /// TRIM and WRITE_ZEROES carry no payload and may be longer.
@@ -185,6 +187,8 @@ pub enum ProtocolError {
     UnknownExport { name: String },
     #[error("connection closed in the middle of {context}")]
     Truncated { context: &'static str },
+    #[error("NBD_OPT_EXPORT_NAME before STARTTLS on a server that requires TLS (it cannot be answered with an error, so the connection closes)")]
+    TlsRequired,
 }
 
 /// A malformed option payload: answered with NBD_REP_ERR_INVALID, the handshake continues.
@@ -408,12 +412,37 @@ pub fn parse_request(bytes: &[u8; REQUEST_BYTES]) -> Result<Request, ProtocolErr
     })
 }
 
+/// What a request is checked against: the export, and what the connection negotiated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// The export size in bytes.
+    pub export_bytes: u64,
+    /// Offsets and lengths must be multiples of this: [`BLOCK_SIZE_MIN_BYTES`] for a client that
+    /// committed to the advertised block sizes, 1 for one that did not (NBD_OPT_EXPORT_NAME, or
+    /// NBD_OPT_GO without an NBD_INFO_BLOCK_SIZE request), whose unaligned requests the protocol
+    /// says a server SHOULD serve (proto.md, "Size constraints").
+    pub min_block_bytes: u32,
+    /// A read-only export: WRITE, TRIM and WRITE_ZEROES are refused with EPERM.
+    pub read_only: bool,
+}
+
+impl RequestLimits {
+    /// A writable export whose client committed to 512-byte alignment.
+    pub fn aligned(export_bytes: u64) -> RequestLimits {
+        RequestLimits {
+            export_bytes,
+            min_block_bytes: BLOCK_SIZE_MIN_BYTES,
+            read_only: false,
+        }
+    }
+}
+
 /// Decides whether a well-formed request may reach the backend, and if not, which error the
-/// reply carries. Pure: the export size is the only context.
+/// reply carries. Pure: the limits are the only context.
 ///
-/// Order of checks: command, flags, length cap, alignment, range. Reads and trims past the end
-/// get EINVAL and writes ENOSPC, as the protocol recommends.
-pub fn check_request(req: &Request, export_size_bytes: u64) -> Result<(), Errno> {
+/// Order of checks: command, flags, read-only (EPERM), length cap, alignment, range. Reads and
+/// trims past the end get EINVAL and writes ENOSPC, as the protocol recommends.
+pub fn check_request(req: &Request, limits: &RequestLimits) -> Result<(), Errno> {
     match req.command {
         Command::Unknown(_) => return Err(Errno::Inval),
         Command::Unsupported(_) => return Err(Errno::NotSup),
@@ -421,6 +450,13 @@ pub fn check_request(req: &Request, export_size_bytes: u64) -> Result<(), Errno>
     }
     if req.flags & !req.command.allowed_flags() != 0 {
         return Err(Errno::Inval);
+    }
+    let changes_data = matches!(
+        req.command,
+        Command::Write | Command::Trim | Command::WriteZeroes
+    );
+    if limits.read_only && changes_data {
+        return Err(Errno::Perm);
     }
     match req.command {
         // FLUSH and DISC carry no range; the protocol says offset and length are zero, but
@@ -433,14 +469,14 @@ pub fn check_request(req: &Request, export_size_bytes: u64) -> Result<(), Errno>
             if req.length == 0 || (carries_data && req.length > BLOCK_SIZE_MAX_BYTES) {
                 return Err(Errno::Inval);
             }
-            let align = u64::from(BLOCK_SIZE_MIN_BYTES);
+            let align = u64::from(limits.min_block_bytes.max(1));
             if !req.offset.is_multiple_of(align) || !u64::from(req.length).is_multiple_of(align) {
                 return Err(Errno::Inval);
             }
             let in_range = req
                 .offset
                 .checked_add(u64::from(req.length))
-                .is_some_and(|end| end <= export_size_bytes);
+                .is_some_and(|end| end <= limits.export_bytes);
             if in_range {
                 Ok(())
             } else if matches!(req.command, Command::Write | Command::WriteZeroes) {
@@ -605,73 +641,196 @@ mod tests {
         let unknown =
             parse_request(&encode_request(&req(Command::Unknown(99), 0, 0, 512))).unwrap();
         assert_eq!(unknown.command, Command::Unknown(99));
-        assert_eq!(check_request(&unknown, 1 << 20), Err(Errno::Inval));
+        assert_eq!(
+            check_request(&unknown, &RequestLimits::aligned(1 << 20)),
+            Err(Errno::Inval)
+        );
         let cache = req(Command::from_wire(NBD_CMD_CACHE), 0, 0, 512);
-        assert_eq!(check_request(&cache, 1 << 20), Err(Errno::NotSup));
+        assert_eq!(
+            check_request(&cache, &RequestLimits::aligned(1 << 20)),
+            Err(Errno::NotSup)
+        );
     }
 
     #[test]
     fn check_request_enforces_alignment_range_and_cap() {
         let size = 1 << 20;
-        assert_eq!(check_request(&req(Command::Read, 0, 0, 512), size), Ok(()));
         assert_eq!(
-            check_request(&req(Command::Read, 0, 1, 512), size),
+            check_request(
+                &req(Command::Read, 0, 0, 512),
+                &RequestLimits::aligned(size)
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_request(
+                &req(Command::Read, 0, 1, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Read, 0, 0, 100), size),
+            check_request(
+                &req(Command::Read, 0, 0, 100),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Read, 0, 0, 0), size),
+            check_request(&req(Command::Read, 0, 0, 0), &RequestLimits::aligned(size)),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Read, 0, size, 512), size),
+            check_request(
+                &req(Command::Read, 0, size, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Trim, 0, size, 512), size),
+            check_request(
+                &req(Command::Trim, 0, size, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Write, 0, size, 512), size),
+            check_request(
+                &req(Command::Write, 0, size, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::NoSpc)
         );
         assert_eq!(
-            check_request(&req(Command::WriteZeroes, 0, size - 512, 1024), size),
+            check_request(
+                &req(Command::WriteZeroes, 0, size - 512, 1024),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::NoSpc)
         );
         assert_eq!(
-            check_request(&req(Command::Write, 0, u64::MAX - 511, 512), u64::MAX),
+            check_request(
+                &req(Command::Write, 0, u64::MAX - 511, 512),
+                &RequestLimits::aligned(u64::MAX)
+            ),
             Err(Errno::NoSpc),
             "offset + length overflow must not wrap into range"
         );
         let over = BLOCK_SIZE_MAX_BYTES + 512;
         assert_eq!(
-            check_request(&req(Command::Write, 0, 0, over), u64::MAX),
+            check_request(
+                &req(Command::Write, 0, 0, over),
+                &RequestLimits::aligned(u64::MAX)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Read, 0, 0, over), u64::MAX),
+            check_request(
+                &req(Command::Read, 0, 0, over),
+                &RequestLimits::aligned(u64::MAX)
+            ),
             Err(Errno::Inval)
         );
         // Large discards and zeroings carry no payload and are legal at any length.
         let huge = u32::MAX - 511;
         assert_eq!(
-            check_request(&req(Command::Trim, 0, 0, huge), u64::MAX),
+            check_request(
+                &req(Command::Trim, 0, 0, huge),
+                &RequestLimits::aligned(u64::MAX)
+            ),
             Ok(())
         );
         assert_eq!(
-            check_request(&req(Command::WriteZeroes, 0, 0, huge), u64::MAX),
+            check_request(
+                &req(Command::WriteZeroes, 0, 0, huge),
+                &RequestLimits::aligned(u64::MAX)
+            ),
             Ok(())
         );
         assert_eq!(
-            check_request(&req(Command::Trim, 0, 0, huge), u64::from(huge) - 512),
+            check_request(
+                &req(Command::Trim, 0, 0, huge),
+                &RequestLimits::aligned(u64::from(huge) - 512)
+            ),
             Err(Errno::Inval),
             "a large trim must still lie inside the export"
         );
-        assert_eq!(check_request(&req(Command::Flush, 0, 0, 0), size), Ok(()));
+        assert_eq!(
+            check_request(&req(Command::Flush, 0, 0, 0), &RequestLimits::aligned(size)),
+            Ok(())
+        );
+    }
+
+    /// A client that never committed to the block sizes (EXPORT_NAME, GO without asking for
+    /// them) may send any byte range; one that did keeps getting EINVAL for unaligned ones.
+    #[test]
+    fn alignment_is_enforced_only_on_clients_that_committed_to_it() {
+        let size = 1 << 20;
+        let bytes = RequestLimits {
+            min_block_bytes: 1,
+            ..RequestLimits::aligned(size)
+        };
+        for command in [
+            Command::Read,
+            Command::Write,
+            Command::Trim,
+            Command::WriteZeroes,
+        ] {
+            for (offset, length) in [(1, 512), (0, 100), (513, 7), (size - 1, 1)] {
+                let r = req(command, 0, offset, length);
+                assert_eq!(check_request(&r, &bytes), Ok(()), "{r:?}");
+                assert_eq!(
+                    check_request(&r, &RequestLimits::aligned(size)),
+                    Err(Errno::Inval),
+                    "{r:?}"
+                );
+            }
+        }
+        // The range and the 32 MiB cap still hold byte for byte.
+        assert_eq!(
+            check_request(&req(Command::Read, 0, size - 1, 2), &bytes),
+            Err(Errno::Inval)
+        );
+        assert_eq!(
+            check_request(&req(Command::Write, 0, size - 1, 2), &bytes),
+            Err(Errno::NoSpc)
+        );
+        let over = BLOCK_SIZE_MAX_BYTES + 1;
+        assert_eq!(
+            check_request(&req(Command::Read, 0, 0, over), &bytes),
+            Err(Errno::Inval)
+        );
+        assert_eq!(
+            check_request(&req(Command::Read, 0, 0, 0), &bytes),
+            Err(Errno::Inval)
+        );
+    }
+
+    #[test]
+    fn a_read_only_export_refuses_every_change_with_eperm() {
+        let size = 1 << 20;
+        let ro = RequestLimits {
+            read_only: true,
+            ..RequestLimits::aligned(size)
+        };
+        for command in [Command::Write, Command::Trim, Command::WriteZeroes] {
+            assert_eq!(
+                check_request(&req(command, 0, 0, 512), &ro),
+                Err(Errno::Perm)
+            );
+            // EPERM even where the range alone would be ENOSPC or EINVAL.
+            assert_eq!(
+                check_request(&req(command, 0, size, 512), &ro),
+                Err(Errno::Perm)
+            );
+        }
+        assert_eq!(check_request(&req(Command::Read, 0, 0, 512), &ro), Ok(()));
+        assert_eq!(check_request(&req(Command::Flush, 0, 0, 0), &ro), Ok(()));
+        // A flag the command does not take is still EINVAL.
+        assert_eq!(
+            check_request(&req(Command::Write, NBD_CMD_FLAG_NO_HOLE, 0, 512), &ro),
+            Err(Errno::Inval)
+        );
     }
 
     #[test]
@@ -679,29 +838,38 @@ mod tests {
         let size = 1 << 20;
         let fua = NBD_CMD_FLAG_FUA;
         assert_eq!(
-            check_request(&req(Command::Write, fua, 0, 512), size),
+            check_request(
+                &req(Command::Write, fua, 0, 512),
+                &RequestLimits::aligned(size)
+            ),
             Ok(())
         );
         assert_eq!(
-            check_request(&req(Command::Write, NBD_CMD_FLAG_NO_HOLE, 0, 512), size),
+            check_request(
+                &req(Command::Write, NBD_CMD_FLAG_NO_HOLE, 0, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
         assert_eq!(
             check_request(
                 &req(Command::WriteZeroes, NBD_CMD_FLAG_NO_HOLE | fua, 0, 512),
-                size
+                &RequestLimits::aligned(size)
             ),
             Ok(())
         );
         assert_eq!(
             check_request(
                 &req(Command::WriteZeroes, NBD_CMD_FLAG_FAST_ZERO, 0, 512),
-                size
+                &RequestLimits::aligned(size)
             ),
             Err(Errno::Inval)
         );
         assert_eq!(
-            check_request(&req(Command::Read, 0x8000, 0, 512), size),
+            check_request(
+                &req(Command::Read, 0x8000, 0, 512),
+                &RequestLimits::aligned(size)
+            ),
             Err(Errno::Inval)
         );
     }
@@ -799,7 +967,7 @@ mod tests {
         #[test]
         fn parse_request_never_panics(bytes in proptest::array::uniform28(any::<u8>()), size in any::<u64>()) {
             if let Ok(r) = parse_request(&bytes) {
-                let _ = check_request(&r, size);
+                let _ = check_request(&r, &RequestLimits::aligned(size));
                 prop_assert_eq!(encode_request(&r), bytes);
             }
         }
@@ -816,16 +984,19 @@ mod tests {
 
         #[test]
         fn accepted_requests_lie_inside_the_export(
-            offset in any::<u64>(), length in any::<u32>(), size in any::<u64>(), kind in 0u16..10
+            offset in any::<u64>(), length in any::<u32>(), size in any::<u64>(), kind in 0u16..10,
+            min_block in prop_oneof![Just(1u32), Just(BLOCK_SIZE_MIN_BYTES)], read_only in any::<bool>()
         ) {
             let r = req(Command::from_wire(kind), 0, offset, length);
-            if check_request(&r, size).is_ok() && !matches!(r.command, Command::Flush | Command::Disc) {
+            let limits = RequestLimits { export_bytes: size, min_block_bytes: min_block, read_only };
+            if check_request(&r, &limits).is_ok() && !matches!(r.command, Command::Flush | Command::Disc) {
                 prop_assert!(offset + u64::from(length) <= size);
                 prop_assert!(length > 0);
                 if matches!(r.command, Command::Read | Command::Write) {
                     prop_assert!(length <= BLOCK_SIZE_MAX_BYTES);
                 }
-                prop_assert_eq!(offset % 512, 0);
+                prop_assert_eq!(offset % u64::from(min_block), 0);
+                prop_assert!(!read_only || r.command == Command::Read);
             }
         }
     }

@@ -24,27 +24,54 @@
 //! The calling thread reads requests and runs them against the backend in arrival order. Without
 //! pacing it also sends each reply itself, in arrival order (no hand-off). With pacing a scoped
 //! writer thread sends the replies. With pacing, replies leave in order of completion
-//! time (ties in arrival order); NBD clients match replies by handle, so this is allowed. At most
-//! [`PENDING_REPLIES_MAX`] replies and [`PENDING_REPLY_BYTES_MAX`] bytes of read data wait in the
-//! writer; beyond that the reader blocks, which stops reading from the client.
+//! time (ties in arrival order); NBD clients match replies by handle, so this is allowed.
+//!
+//! What one client can take is bounded (docs/nbd.md, "Limits"):
+//! - **Memory.** Without pacing a connection holds one request buffer (at most 32 MiB, reused
+//!   for write payloads and read data) and 256 KiB each way of socket buffering. With pacing
+//!   every WRITE payload and every READ's data is counted against the connection's budget
+//!   ([`ServerConfig::connection_buffer_bytes`]) from before it is read or run until its reply
+//!   has left; a request that does not fit waits, and while it waits nothing more is read
+//!   from that client: replies the client does not read stop the server reading its requests
+//!   (back-pressure through TCP). At most [`PENDING_REPLIES_MAX`] replies wait in the writer.
+//!   When a connection ends its buffers are freed and given back to the kernel
+//!   ([`ServerConfig::release_memory`]).
+//! - **Time.** The handshake (TLS included) must end within
+//!   [`ServerConfig::handshake_timeout`] of the connection; a reply write waits at most
+//!   [`crate::transport::WRITE_TIMEOUT`] for a client that stopped reading.
+//! - **Connections.** At most [`ServerConfig::max_connections`] are served; the accept loops
+//!   answer a further one with the greeting and NBD_REP_ERR_POLICY to its options (see
+//!   [`Server::refuse_connection`]), then close it.
 
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::protocol::*;
+use crate::tls::{TlsConfig, TlsMode};
 use crate::trace::{TraceRecord, TraceWriter};
 use crate::NbdBackend;
 
 /// Replies that may wait in the writer thread (pacing holds them).
 pub const PENDING_REPLIES_MAX: usize = 1024;
-/// Read data that may wait in the writer thread.
-pub const PENDING_REPLY_BYTES_MAX: usize = 128 << 20;
+/// Default of [`ServerConfig::connection_buffer_bytes`].
+pub const CONNECTION_BUFFER_DEFAULT_BYTES: usize = 64 << 20;
+/// Least [`ServerConfig::connection_buffer_bytes`]: the longest READ or WRITE must fit.
+pub const CONNECTION_BUFFER_MIN_BYTES: usize = BLOCK_SIZE_MAX_BYTES as usize;
+/// Default of [`ServerConfig::max_connections`].
+pub const MAX_CONNECTIONS_DEFAULT: usize = 16;
+/// Default of [`ServerConfig::handshake_timeout`] (qemu-nbd's default handshake limit).
+pub const HANDSHAKE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+/// Connections beyond the limit answered with NBD_REP_ERR_POLICY at the same time; more are
+/// closed right after the greeting.
+pub const REFUSALS_MAX: usize = 4;
+/// How long a refused connection may take to send its options before it is closed.
+pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Options a client may send before the transmission phase.
 pub const OPTIONS_PER_HANDSHAKE_MAX: u32 = 256;
 /// How long a read may block before the shutdown flag is looked at again (sockets get this as
@@ -69,8 +96,24 @@ pub struct ServerConfig {
     /// Hold each reply until wall-clock time since server start reaches its simulated
     /// completion time.
     pub pacing: bool,
-    /// Concurrent connections the accept loops allow; more are closed at once.
+    /// Connections served at once; the accept loops refuse more (greeting, then
+    /// NBD_REP_ERR_POLICY to every option, then close).
     pub max_connections: usize,
+    /// From connect to the end of the handshake (TLS included); a client slower than this is
+    /// disconnected, so idle sockets cannot hold connection slots.
+    pub handshake_timeout: Duration,
+    /// Bytes of WRITE payloads and READ data one connection may hold at once (with pacing,
+    /// replies waiting to leave); at least [`CONNECTION_BUFFER_MIN_BYTES`] (smaller values are
+    /// raised to it).
+    pub connection_buffer_bytes: usize,
+    /// A read-only export: NBD_FLAG_READ_ONLY is set and WRITE, TRIM and WRITE_ZEROES get EPERM.
+    pub read_only: bool,
+    /// TLS (NBD_OPT_STARTTLS) on socket connections; `None`: STARTTLS is not offered.
+    pub tls: Option<Arc<TlsConfig>>,
+    /// Called when a connection has ended, to give the memory it freed back to the kernel.
+    /// The default trims glibc's heap; a program with another global allocator passes that
+    /// allocator's collect (`mobius serve`: mimalloc's `mi_collect`).
+    pub release_memory: fn(),
 }
 
 impl Default for ServerConfig {
@@ -79,7 +122,12 @@ impl Default for ServerConfig {
             export_name: "mobius".to_string(),
             description: "mobius emulated flash SSD".to_string(),
             pacing: false,
-            max_connections: 16,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            handshake_timeout: HANDSHAKE_TIMEOUT_DEFAULT,
+            connection_buffer_bytes: CONNECTION_BUFFER_DEFAULT_BYTES,
+            read_only: false,
+            tls: None,
+            release_memory: release_free_memory,
         }
     }
 }
@@ -97,6 +145,13 @@ pub enum ServerError {
     /// every connection and did not flush; what is on flash is what a power cut would leave.
     #[error("a backend call panicked; the server stopped without flushing (the device is as a power cut left it)")]
     BackendPanicked,
+    /// The client did not finish the handshake within [`ServerConfig::handshake_timeout`].
+    #[error("the client did not finish the handshake in time (--handshake-timeout)")]
+    HandshakeTimeout,
+    /// The TLS handshake after NBD_OPT_STARTTLS failed (an unknown PSK identity, a wrong key,
+    /// a certificate the server does not accept, ...).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
 }
 
 /// How a connection ended without error.
@@ -114,7 +169,57 @@ pub enum ConnectionEnd {
 
 /// What a connection negotiated for the transmission phase.
 #[derive(Debug, Clone, Copy)]
-struct Negotiated;
+pub(crate) struct Negotiated {
+    /// 512 when the client committed to the advertised block sizes (NBD_OPT_GO requesting
+    /// NBD_INFO_BLOCK_SIZE), else 1: its requests may be unaligned.
+    min_block_bytes: u32,
+}
+
+/// Where a connection's handshake stands, kept across a STARTTLS upgrade.
+pub(crate) struct Handshake {
+    no_zeroes: bool,
+    options: u32,
+    deadline: Instant,
+    /// STARTTLS can be acknowledged: TLS is configured and the transport can carry it.
+    can_upgrade: bool,
+    tls_active: bool,
+}
+
+/// How option haggling ended.
+pub(crate) enum Haggled {
+    Transmit(Negotiated),
+    End(ConnectionEnd),
+    /// NBD_REP_ACK to NBD_OPT_STARTTLS was sent: the TLS handshake comes next.
+    StartTls,
+}
+
+/// A transport that can carry TLS after NBD_OPT_STARTTLS (a socket; stdio cannot).
+pub(crate) trait Upgrade {
+    type Reader: Read;
+    type Writer: Write + Send;
+    fn upgrade(
+        self,
+        tls: &TlsConfig,
+        deadline: Instant,
+        shutdown: &AtomicBool,
+    ) -> Result<(Self::Reader, Self::Writer), ServerError>;
+}
+
+/// No upgrade: a transport without TLS.
+pub(crate) enum Plain {}
+
+impl Upgrade for Plain {
+    type Reader = io::Empty;
+    type Writer = io::Sink;
+    fn upgrade(
+        self,
+        _: &TlsConfig,
+        _: Instant,
+        _: &AtomicBool,
+    ) -> Result<(io::Empty, io::Sink), ServerError> {
+        match self {}
+    }
+}
 
 struct DeviceState<B> {
     backend: B,
@@ -148,12 +253,8 @@ struct Reply {
     handle: u64,
     error: u32,
     data: Option<Vec<u8>>,
-}
-
-impl Reply {
-    fn data_bytes(&self) -> usize {
-        self.data.as_ref().map_or(0, Vec::len)
-    }
+    /// Bytes of the connection's budget this reply holds until it has left.
+    held: usize,
 }
 
 impl PartialEq for Reply {
@@ -202,17 +303,79 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The bytes of WRITE payloads and READ data a paced connection holds: taken by the reader
+/// before it reads a payload or runs a READ, given back when the payload was applied or the
+/// reply has left. A `take` that does not fit waits, and the reader with it.
+struct Budget {
+    held: Mutex<usize>,
+    freed: Condvar,
+    max: usize,
+}
+
+impl Budget {
+    fn new(max: usize) -> Budget {
+        Budget {
+            held: Mutex::new(0),
+            freed: Condvar::new(),
+            max,
+        }
+    }
+
+    /// Takes `bytes` (at most `max`), waiting while they do not fit; `false` when `give_up`
+    /// said so first (the connection is ending).
+    fn take(&self, bytes: usize, give_up: impl Fn() -> bool) -> bool {
+        debug_assert!(bytes <= self.max, "{bytes} > {}", self.max);
+        let mut held = lock(&self.held);
+        while *held + bytes > self.max {
+            if give_up() {
+                return false;
+            }
+            held = self
+                .freed
+                .wait_timeout(held, SHUTDOWN_POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *held += bytes;
+        true
+    }
+
+    fn give(&self, bytes: usize) {
+        if bytes > 0 {
+            let mut held = lock(&self.held);
+            *held -= bytes;
+            self.freed.notify_all();
+        }
+    }
+}
+
+/// Gives glibc's free memory back to the kernel (the default [`ServerConfig::release_memory`]).
+/// An allocator keeps what a thread freed for later, so the reply buffers of a connection that
+/// ended would otherwise stay in the process (issue 68: ~340 MB per closed `--pace` connection).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 impl<B: NbdBackend> Server<B> {
     /// Creates a server; sim time 0 is now.
-    pub fn new(backend: B, config: ServerConfig) -> Self {
-        let mut flags = NBD_FLAG_HAS_FLAGS
-            | NBD_FLAG_SEND_FLUSH
-            | NBD_FLAG_SEND_FUA
-            | NBD_FLAG_SEND_TRIM
-            | NBD_FLAG_SEND_WRITE_ZEROES;
+    pub fn new(backend: B, mut config: ServerConfig) -> Self {
+        let mut flags = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH;
+        if config.read_only {
+            flags |= NBD_FLAG_READ_ONLY;
+        } else {
+            flags |= NBD_FLAG_SEND_FUA | NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES;
+        }
         if backend.multi_conn_safe() {
             flags |= NBD_FLAG_CAN_MULTI_CONN;
         }
+        config.connection_buffer_bytes = config
+            .connection_buffer_bytes
+            .max(CONNECTION_BUFFER_MIN_BYTES);
+        config.max_connections = config.max_connections.max(1);
         Server {
             start: Instant::now(),
             shutdown: Arc::new(AtomicBool::new(false)),
@@ -344,38 +507,74 @@ impl<B: NbdBackend> Server<B> {
 
     /// Serves one connection over a pair of stream halves until the client disconnects, a
     /// protocol error occurs, or shutdown is requested. Does not flush the backend (the
-    /// `serve_*` entry points do, once, when the server stops).
+    /// `serve_*` entry points do, once, when the server stops). NBD_OPT_STARTTLS is not
+    /// acknowledged on such a connection (the socket transports upgrade theirs).
     ///
     /// `reader` may return `WouldBlock`/`TimedOut` errors (a socket read timeout); they are
-    /// used to look at the shutdown flag and are otherwise retried.
+    /// used to look at the shutdown flag and the handshake deadline and are otherwise retried.
     pub fn serve_connection<R: Read, W: Write + Send>(
+        &self,
+        reader: R,
+        writer: W,
+    ) -> Result<ConnectionEnd, ServerError> {
+        self.serve_upgradable(reader, writer, None::<Plain>)
+    }
+
+    /// [`Self::serve_connection`] on a transport that can switch to TLS after STARTTLS.
+    pub(crate) fn serve_upgradable<R: Read, W: Write + Send, U: Upgrade>(
         &self,
         mut reader: R,
         mut writer: W,
+        upgrade: Option<U>,
     ) -> Result<ConnectionEnd, ServerError> {
-        let result = match self.handshake(&mut reader, &mut writer) {
-            Ok(Ok(Negotiated)) => self.transmission(reader, writer),
-            Ok(Err(end)) => Ok(end),
-            Err(e) => Err(e),
-        };
+        let deadline = Instant::now() + self.config.handshake_timeout;
+        let can_upgrade = upgrade.is_some() && self.config.tls.is_some();
+        let result = (|| {
+            let mut hs = match self.greet(&mut reader, &mut writer, deadline, can_upgrade)? {
+                Ok(hs) => hs,
+                Err(end) => return Ok(end),
+            };
+            match self.negotiate(&mut hs, &mut reader, &mut writer)? {
+                Haggled::Transmit(n) => return self.transmission(reader, writer, n),
+                Haggled::End(end) => return Ok(end),
+                Haggled::StartTls => {}
+            }
+            drop((reader, writer));
+            let (Some(upgrade), Some(tls)) = (upgrade, self.config.tls.as_deref()) else {
+                return Err(io::Error::other("STARTTLS acknowledged without TLS").into());
+            };
+            let (mut reader, mut writer) = upgrade.upgrade(tls, deadline, &self.shutdown)?;
+            hs.tls_active = true;
+            match self.negotiate(&mut hs, &mut reader, &mut writer)? {
+                Haggled::Transmit(n) => self.transmission(reader, writer, n),
+                Haggled::End(end) => Ok(end),
+                Haggled::StartTls => Err(io::Error::other("a second STARTTLS acknowledged").into()),
+            }
+        })();
         self.flush_trace();
+        (self.config.release_memory)();
         result
     }
 
     // ---- Reading with shutdown checks ---------------------------------------------------------
 
     /// Fills `buf`. `boundary` says a clean EOF or a shutdown before the first byte is a normal
-    /// end rather than a truncation.
+    /// end rather than a truncation. Past `deadline` (the handshake's) the read fails with
+    /// [`ServerError::HandshakeTimeout`].
     fn read_full(
         &self,
         reader: &mut impl Read,
         buf: &mut [u8],
         boundary: bool,
         context: &'static str,
+        deadline: Option<Instant>,
     ) -> Result<Fill, ServerError> {
         let mut got = 0;
         let mut grace_deadline: Option<Instant> = None;
         while got < buf.len() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(ServerError::HandshakeTimeout);
+            }
             match reader.read(&mut buf[got..]) {
                 Ok(0) if got == 0 && boundary => return Ok(Fill::Eof),
                 Ok(0) => return Err(ProtocolError::Truncated { context }.into()),
@@ -393,9 +592,9 @@ impl<B: NbdBackend> Server<B> {
                     if got == 0 && boundary {
                         return Ok(Fill::Shutdown);
                     }
-                    let deadline =
+                    let grace =
                         *grace_deadline.get_or_insert_with(|| Instant::now() + SHUTDOWN_GRACE);
-                    if Instant::now() >= deadline {
+                    if Instant::now() >= grace {
                         return Err(ProtocolError::Truncated { context }.into());
                     }
                 }
@@ -414,7 +613,13 @@ impl<B: NbdBackend> Server<B> {
         let mut left = len;
         while left > 0 {
             let n = (chunk.len() as u64).min(left) as usize;
-            self.read_full(reader, &mut chunk[..n], false, "an oversize write payload")?;
+            self.read_full(
+                reader,
+                &mut chunk[..n],
+                false,
+                "an oversize write payload",
+                None,
+            )?;
             left -= n as u64;
         }
         Ok(())
@@ -422,40 +627,56 @@ impl<B: NbdBackend> Server<B> {
 
     // ---- Handshake ---------------------------------------------------------------------------
 
-    /// Returns `Ok(Ok(Negotiated))` to enter transmission, `Ok(Err(end))` when the client left.
-    fn handshake(
+    /// Sends the greeting and reads the client flags: the handshake state, or how the client
+    /// left.
+    fn greet(
         &self,
         reader: &mut impl Read,
         writer: &mut impl Write,
-    ) -> Result<Result<Negotiated, ConnectionEnd>, ServerError> {
+        deadline: Instant,
+        can_upgrade: bool,
+    ) -> Result<Result<Handshake, ConnectionEnd>, ServerError> {
         writer.write_all(&encode_greeting())?;
         writer.flush()?;
         let mut flag_bytes = [0u8; 4];
-        match self.read_full(reader, &mut flag_bytes, true, "the client flags")? {
+        match self.read_full(
+            reader,
+            &mut flag_bytes,
+            true,
+            "the client flags",
+            Some(deadline),
+        )? {
             Fill::Full => {}
             Fill::Eof => return Ok(Err(ConnectionEnd::ClientClosed)),
             Fill::Shutdown => return Ok(Err(ConnectionEnd::Shutdown)),
         }
         let client = parse_client_flags(&flag_bytes)?;
-        for _ in 0..OPTIONS_PER_HANDSHAKE_MAX {
-            let mut header_bytes = [0u8; OPTION_HEADER_BYTES];
-            match self.read_full(reader, &mut header_bytes, true, "an option header")? {
-                Fill::Full => {}
-                Fill::Eof => return Ok(Err(ConnectionEnd::ClientClosed)),
-                Fill::Shutdown => return Ok(Err(ConnectionEnd::Shutdown)),
-            }
-            let header = parse_option_header(&header_bytes)?;
-            if header.length > OPTION_DATA_MAX_BYTES {
-                return Err(ProtocolError::OptionTooLong {
-                    option: header.option,
-                    length: header.length,
-                    max: OPTION_DATA_MAX_BYTES,
-                }
-                .into());
-            }
-            let mut data = vec![0u8; header.length as usize];
-            self.read_full(reader, &mut data, false, "option data")?;
-            let outcome = self.answer_option(writer, header.option, &data, client.no_zeroes)?;
+        Ok(Ok(Handshake {
+            no_zeroes: client.no_zeroes,
+            options: 0,
+            deadline,
+            can_upgrade,
+            tls_active: false,
+        }))
+    }
+
+    /// Reads and answers options until one ends the haggling.
+    fn negotiate(
+        &self,
+        hs: &mut Handshake,
+        reader: &mut impl Read,
+        writer: &mut impl Write,
+    ) -> Result<Haggled, ServerError> {
+        while hs.options < OPTIONS_PER_HANDSHAKE_MAX {
+            hs.options += 1;
+            let Some((option, data)) = self.read_option(reader, hs.deadline)? else {
+                return Ok(Haggled::End(if self.is_shutting_down() {
+                    ConnectionEnd::Shutdown
+                } else {
+                    ConnectionEnd::ClientClosed
+                }));
+            };
+            let outcome = self.answer_option(writer, option, &data, hs)?;
             writer.flush()?;
             if let Some(outcome) = outcome {
                 return Ok(outcome);
@@ -467,19 +688,73 @@ impl<B: NbdBackend> Server<B> {
         .into())
     }
 
+    /// One option header and its data; `None` when the client left (or shutdown came) at the
+    /// option boundary.
+    fn read_option(
+        &self,
+        reader: &mut impl Read,
+        deadline: Instant,
+    ) -> Result<Option<(u32, Vec<u8>)>, ServerError> {
+        let mut header_bytes = [0u8; OPTION_HEADER_BYTES];
+        match self.read_full(
+            reader,
+            &mut header_bytes,
+            true,
+            "an option header",
+            Some(deadline),
+        )? {
+            Fill::Full => {}
+            Fill::Eof | Fill::Shutdown => return Ok(None),
+        }
+        let header = parse_option_header(&header_bytes)?;
+        if header.length > OPTION_DATA_MAX_BYTES {
+            return Err(ProtocolError::OptionTooLong {
+                option: header.option,
+                length: header.length,
+                max: OPTION_DATA_MAX_BYTES,
+            }
+            .into());
+        }
+        let mut data = vec![0u8; header.length as usize];
+        self.read_full(reader, &mut data, false, "option data", Some(deadline))?;
+        Ok(Some((header.option, data)))
+    }
+
     fn export_known(&self, name: &[u8]) -> bool {
         name.is_empty() || name == self.config.export_name.as_bytes()
     }
 
-    /// Answers one option. `Some` ends the handshake.
+    /// Answers one option. `Some` ends the haggling.
     fn answer_option(
         &self,
         w: &mut impl Write,
         option: u32,
         data: &[u8],
-        no_zeroes: bool,
-    ) -> Result<Option<Result<Negotiated, ConnectionEnd>>, ServerError> {
+        hs: &Handshake,
+    ) -> Result<Option<Haggled>, ServerError> {
+        let tls_required = self
+            .config
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.mode == TlsMode::Require)
+            && !hs.tls_active;
         match option {
+            NBD_OPT_ABORT => {
+                // The client may already have closed; an error here changes nothing.
+                let _ = w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]));
+                Ok(Some(Haggled::End(ConnectionEnd::Aborted)))
+            }
+            NBD_OPT_STARTTLS => self.answer_starttls(w, data, hs),
+            NBD_OPT_EXPORT_NAME if tls_required => Err(ProtocolError::TlsRequired.into()),
+            _ if tls_required => {
+                let msg = "this server requires TLS: send NBD_OPT_STARTTLS first";
+                w.write_all(&encode_option_reply(
+                    option,
+                    NBD_REP_ERR_TLS_REQD,
+                    msg.as_bytes(),
+                ))?;
+                Ok(None)
+            }
             NBD_OPT_EXPORT_NAME => {
                 if !self.export_known(data) {
                     return Err(ProtocolError::UnknownExport {
@@ -487,15 +762,14 @@ impl<B: NbdBackend> Server<B> {
                     }
                     .into());
                 }
-                let reply =
-                    encode_export_name_reply(self.size_bytes, self.transmission_flags, no_zeroes);
+                let reply = encode_export_name_reply(
+                    self.size_bytes,
+                    self.transmission_flags,
+                    hs.no_zeroes,
+                );
                 w.write_all(&reply)?;
-                Ok(Some(Ok(Negotiated)))
-            }
-            NBD_OPT_ABORT => {
-                // The client may already have closed; an error here changes nothing.
-                let _ = w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]));
-                Ok(Some(Err(ConnectionEnd::Aborted)))
+                // The client never learnt the block sizes: any byte range is served.
+                Ok(Some(Haggled::Transmit(Negotiated { min_block_bytes: 1 })))
             }
             NBD_OPT_LIST => {
                 if !data.is_empty() {
@@ -530,12 +804,39 @@ impl<B: NbdBackend> Server<B> {
         }
     }
 
+    /// NBD_OPT_STARTTLS: ACK when TLS is configured and the transport can carry it, once.
+    fn answer_starttls(
+        &self,
+        w: &mut impl Write,
+        data: &[u8],
+        hs: &Handshake,
+    ) -> Result<Option<Haggled>, ServerError> {
+        let option = NBD_OPT_STARTTLS;
+        let (reply, msg) = if self.config.tls.is_none() {
+            (
+                NBD_REP_ERR_UNSUP,
+                "this server does not offer TLS (mobius serve --tls)",
+            )
+        } else if hs.tls_active {
+            (NBD_REP_ERR_INVALID, "TLS is already active")
+        } else if !data.is_empty() {
+            (NBD_REP_ERR_INVALID, "NBD_OPT_STARTTLS carries no data")
+        } else if !hs.can_upgrade {
+            (NBD_REP_ERR_POLICY, "TLS is not available on this transport")
+        } else {
+            w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]))?;
+            return Ok(Some(Haggled::StartTls));
+        };
+        w.write_all(&encode_option_reply(option, reply, msg.as_bytes()))?;
+        Ok(None)
+    }
+
     fn answer_info(
         &self,
         w: &mut impl Write,
         option: u32,
         data: &[u8],
-    ) -> Result<Option<Result<Negotiated, ConnectionEnd>>, ServerError> {
+    ) -> Result<Option<Haggled>, ServerError> {
         let request = match parse_info_request(data) {
             Ok(r) => r,
             Err(e) => {
@@ -576,34 +877,86 @@ impl<B: NbdBackend> Server<B> {
             w.write_all(&encode_option_reply(option, NBD_REP_INFO, &d))?;
         }
         w.write_all(&encode_option_reply(option, NBD_REP_ACK, &[]))?;
-        if option == NBD_OPT_GO {
-            Ok(Some(Ok(Negotiated)))
-        } else {
-            Ok(None)
+        if option != NBD_OPT_GO {
+            return Ok(None);
         }
+        // Only a GO that asked for the block sizes commits the client to them (proto.md,
+        // NBD_INFO_BLOCK_SIZE); any other client may send unaligned requests.
+        let committed = request.requested.contains(&NBD_INFO_BLOCK_SIZE);
+        Ok(Some(Haggled::Transmit(Negotiated {
+            min_block_bytes: if committed { BLOCK_SIZE_MIN_BYTES } else { 1 },
+        })))
+    }
+
+    /// A connection over the limit: the greeting, then NBD_REP_ERR_POLICY (naming the limit)
+    /// to every option until the client aborts, leaves, or [`REFUSAL_TIMEOUT`] passes;
+    /// NBD_OPT_EXPORT_NAME, which cannot be refused with an error, closes it at once.
+    pub(crate) fn refuse_connection(&self, reader: &mut impl Read, writer: &mut impl Write) {
+        let deadline = Instant::now() + REFUSAL_TIMEOUT;
+        let mut refuse = || -> Result<(), ServerError> {
+            let Ok(mut hs) = self.greet(reader, writer, deadline, false)? else {
+                return Ok(());
+            };
+            while hs.options < OPTIONS_PER_HANDSHAKE_MAX {
+                hs.options += 1;
+                let Some((option, _)) = self.read_option(reader, deadline)? else {
+                    return Ok(());
+                };
+                if option == NBD_OPT_EXPORT_NAME {
+                    return Ok(());
+                }
+                let (reply, msg) = if option == NBD_OPT_ABORT {
+                    (NBD_REP_ACK, String::new())
+                } else {
+                    let max = self.config.max_connections;
+                    (
+                        NBD_REP_ERR_POLICY,
+                        format!("server busy: {max} connections are open, the most it serves (--max-connections); try again later"),
+                    )
+                };
+                writer.write_all(&encode_option_reply(option, reply, msg.as_bytes()))?;
+                writer.flush()?;
+                if option == NBD_OPT_ABORT {
+                    return Ok(());
+                }
+            }
+            Ok(())
+        };
+        let _ = refuse();
     }
 
     // ---- Transmission ------------------------------------------------------------------------
+
+    fn limits(&self, negotiated: Negotiated) -> RequestLimits {
+        RequestLimits {
+            export_bytes: self.size_bytes,
+            min_block_bytes: negotiated.min_block_bytes,
+            read_only: self.config.read_only,
+        }
+    }
 
     fn transmission<R: Read, W: Write + Send>(
         &self,
         mut reader: R,
         writer: W,
+        negotiated: Negotiated,
     ) -> Result<ConnectionEnd, ServerError> {
+        let limits = self.limits(negotiated);
         if !self.config.pacing {
-            return self.transmission_inline(reader, writer);
+            return self.transmission_inline(reader, writer, &limits);
         }
         let writer_failed = AtomicBool::new(false);
+        let budget = Budget::new(self.config.connection_buffer_bytes);
         let (tx, rx) = mpsc::sync_channel::<Reply>(REPLY_CHANNEL_CAPACITY);
         std::thread::scope(|scope| {
             let writer_thread = scope.spawn(|| {
-                let result = self.write_replies(writer, rx);
+                let result = self.write_replies(writer, rx, &budget);
                 if result.is_err() {
                     writer_failed.store(true, Ordering::Relaxed);
                 }
                 result
             });
-            let read_result = self.read_requests(&mut reader, tx, &writer_failed);
+            let read_result = self.read_requests(&mut reader, tx, &writer_failed, &budget, &limits);
             // `tx` was moved into `read_requests` and is dropped by now, so the writer drains
             // what is pending and ends.
             let write_result = writer_thread
@@ -626,10 +979,11 @@ impl<B: NbdBackend> Server<B> {
         &self,
         reader: R,
         writer: W,
+        limits: &RequestLimits,
     ) -> Result<ConnectionEnd, ServerError> {
         let mut reader = io::BufReader::with_capacity(INLINE_BUFFER_BYTES, reader);
         let mut writer = io::BufWriter::with_capacity(INLINE_BUFFER_BYTES, writer);
-        let result = self.serve_inline(&mut reader, &mut writer);
+        let result = self.serve_inline(&mut reader, &mut writer, limits);
         if self.powered_off() {
             // Buffered replies die with the device (dropping the BufWriter would send them).
             drop(writer.into_parts());
@@ -648,11 +1002,12 @@ impl<B: NbdBackend> Server<B> {
         &self,
         reader: &mut io::BufReader<R>,
         writer: &mut W,
+        limits: &RequestLimits,
     ) -> Result<ConnectionEnd, ServerError> {
         let mut seq: u64 = 0;
-        // One payload buffer per connection: a fresh 128 KiB+ allocation per write costs page
-        // faults and zeroing.
-        let mut payload: Vec<u8> = Vec::new();
+        // One buffer per connection, for write payloads and read data alike (a fresh 128 KiB+
+        // allocation per request costs page faults and zeroing): at most 32 MiB.
+        let mut buf: Vec<u8> = Vec::new();
         loop {
             if self.is_shutting_down() {
                 return Ok(ConnectionEnd::Shutdown);
@@ -661,27 +1016,26 @@ impl<B: NbdBackend> Server<B> {
                 writer.flush()?;
             }
             let mut header = [0u8; REQUEST_BYTES];
-            match self.read_full(reader, &mut header, true, "a request header")? {
+            match self.read_full(reader, &mut header, true, "a request header", None)? {
                 Fill::Full => {}
                 Fill::Eof => return Ok(ConnectionEnd::ClientClosed),
                 Fill::Shutdown => return Ok(ConnectionEnd::Shutdown),
             }
             let header_ns = self.elapsed_ns();
             let request = parse_request(&header)?;
-            let has_payload = self.read_payload_into(reader, &request, &mut payload)?;
+            let has_payload = self.read_payload_into(reader, &request, &mut buf)?;
             seq += 1;
             if request.command == Command::Disc {
                 self.record_disc(&request, header_ns);
                 return Ok(ConnectionEnd::Disconnected);
             }
-            let data = has_payload.then_some(payload.as_slice());
-            let reply = self.execute(&request, data, header_ns, seq);
+            let reply = self.execute(&request, limits, has_payload, &mut buf, header_ns, seq);
             if self.powered_off() {
                 return Ok(ConnectionEnd::Shutdown);
             }
             writer.write_all(&encode_simple_reply(reply.error, reply.handle))?;
-            if let Some(data) = &reply.data {
-                writer.write_all(data)?;
+            if reply.error == 0 && request.command == Command::Read {
+                writer.write_all(&buf)?;
             }
         }
     }
@@ -691,8 +1045,11 @@ impl<B: NbdBackend> Server<B> {
         reader: &mut impl Read,
         tx: SyncSender<Reply>,
         writer_failed: &AtomicBool,
+        budget: &Budget,
+        limits: &RequestLimits,
     ) -> Result<ConnectionEnd, ServerError> {
         let mut seq: u64 = 0;
+        let give_up = || writer_failed.load(Ordering::Relaxed) || self.is_shutting_down();
         loop {
             if writer_failed.load(Ordering::Relaxed) {
                 // The writer's error is what gets reported.
@@ -702,48 +1059,47 @@ impl<B: NbdBackend> Server<B> {
                 return Ok(ConnectionEnd::Shutdown);
             }
             let mut header = [0u8; REQUEST_BYTES];
-            match self.read_full(reader, &mut header, true, "a request header")? {
+            match self.read_full(reader, &mut header, true, "a request header", None)? {
                 Fill::Full => {}
                 Fill::Eof => return Ok(ConnectionEnd::ClientClosed),
                 Fill::Shutdown => return Ok(ConnectionEnd::Shutdown),
             }
             let header_ns = self.elapsed_ns();
             let request = parse_request(&header)?;
-            let payload = self.read_payload(reader, &request)?;
+            // The bytes this request holds: its payload, or the data of a READ that will run.
+            let held = match request.command {
+                Command::Read if check_request(&request, limits).is_ok() => request.length,
+                _ if request.payload_bytes() <= BLOCK_SIZE_MAX_BYTES => request.payload_bytes(),
+                _ => 0,
+            } as usize;
+            if !budget.take(held, give_up) {
+                continue;
+            }
+            let mut buf = Vec::new();
+            let has_payload = self.read_payload_into(reader, &request, &mut buf)?;
             seq += 1;
             if request.command == Command::Disc {
                 // No reply; the writer sends what is pending and the connection closes.
                 self.record_disc(&request, header_ns);
                 return Ok(ConnectionEnd::Disconnected);
             }
-            let reply = self.execute(&request, payload.as_deref(), header_ns, seq);
+            let mut reply = self.execute(&request, limits, has_payload, &mut buf, header_ns, seq);
+            if reply.error == 0 && request.command == Command::Read {
+                reply.data = Some(buf);
+                reply.held = held;
+            } else {
+                drop(buf);
+                budget.give(held);
+            }
             if tx.send(reply).is_err() {
                 return Ok(ConnectionEnd::ClientClosed);
             }
         }
     }
 
-    /// Reads a WRITE payload. An oversize one is discarded chunk by chunk (never held) and
-    /// `None` is returned; [`check_request`] then refuses the request with EINVAL.
-    fn read_payload(
-        &self,
-        reader: &mut impl Read,
-        request: &Request,
-    ) -> Result<Option<Vec<u8>>, ServerError> {
-        let len = request.payload_bytes();
-        if len == 0 {
-            return Ok(None);
-        }
-        if len > BLOCK_SIZE_MAX_BYTES {
-            self.discard(reader, u64::from(len))?;
-            return Ok(None);
-        }
-        let mut payload = vec![0u8; len as usize];
-        self.read_full(reader, &mut payload, false, "a write payload")?;
-        Ok(Some(payload))
-    }
-
-    /// [`Self::read_payload`] into a reused buffer; false when there is no payload to use.
+    /// Reads a WRITE payload into `buf`; false when there is no payload to use. An oversize one
+    /// is discarded chunk by chunk (never held); [`check_request`] then refuses the request
+    /// with EINVAL.
     fn read_payload_into(
         &self,
         reader: &mut impl Read,
@@ -759,7 +1115,7 @@ impl<B: NbdBackend> Server<B> {
             return Ok(false);
         }
         buf.resize(len as usize, 0);
-        self.read_full(reader, buf, false, "a write payload")?;
+        self.read_full(reader, buf, false, "a write payload", None)?;
         Ok(true)
     }
 
@@ -767,7 +1123,7 @@ impl<B: NbdBackend> Server<B> {
         let Ok(mut dev) = self.device() else { return };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
-        if let Some(record) = TraceRecord::from_request(request, arrival) {
+        if let Some(record) = crate::trace::record_of(request, arrival) {
             Self::trace(&mut dev, &record);
         }
     }
@@ -781,11 +1137,14 @@ impl<B: NbdBackend> Server<B> {
         }
     }
 
-    /// Validates and runs one request; returns the reply to send.
+    /// Validates and runs one request; returns the reply to send. `buf` holds the WRITE
+    /// payload (`has_payload`), and receives a READ's data (its reply then carries `buf`).
     fn execute(
         &self,
         request: &Request,
-        payload: Option<&[u8]>,
+        limits: &RequestLimits,
+        has_payload: bool,
+        buf: &mut Vec<u8>,
         header_ns: u64,
         seq: u64,
     ) -> Reply {
@@ -795,8 +1154,9 @@ impl<B: NbdBackend> Server<B> {
             handle: request.handle,
             error: 0,
             data: None,
+            held: 0,
         };
-        if let Err(errno) = check_request(request, self.size_bytes) {
+        if let Err(errno) = check_request(request, limits) {
             reply.error = errno.code();
             return reply;
         }
@@ -806,27 +1166,25 @@ impl<B: NbdBackend> Server<B> {
         };
         let arrival = dev.last_arrival_ns.max(header_ns);
         dev.last_arrival_ns = arrival;
-        if let Some(record) = TraceRecord::from_request(request, arrival) {
+        if let Some(record) = crate::trace::record_of(request, arrival) {
             Self::trace(&mut dev, &record);
         }
         let (offset, len, fua) = (request.offset, u64::from(request.length), request.fua());
         let backend = &mut dev.backend;
         let result = match request.command {
             Command::Read => {
-                let mut buf = vec![0u8; request.length as usize];
-                let r = backend.read(offset, &mut buf, arrival);
-                reply.data = Some(buf);
-                r
+                buf.clear();
+                buf.resize(request.length as usize, 0);
+                backend.read(offset, buf, arrival)
             }
-            Command::Write => {
-                let data = payload.expect("a checked WRITE has its payload");
-                debug_assert_eq!(data.len() as u64, len);
-                backend.write(offset, data, fua, arrival)
+            Command::Write if has_payload => {
+                debug_assert_eq!(buf.len() as u64, len);
+                backend.write(offset, buf, fua, arrival)
             }
             Command::Flush => backend.flush(arrival),
             Command::Trim => backend.trim(offset, len, arrival),
             Command::WriteZeroes => backend.write_zeroes(offset, len, fua, arrival),
-            Command::Disc | Command::Unsupported(_) | Command::Unknown(_) => {
+            Command::Write | Command::Disc | Command::Unsupported(_) | Command::Unknown(_) => {
                 unreachable!("refused by check_request or handled by the reader")
             }
         };
@@ -837,35 +1195,31 @@ impl<B: NbdBackend> Server<B> {
                     reply.due_ns = completion_ns.max(arrival);
                 }
             }
-            Err(e) => {
-                reply.error = e.errno().code();
-                reply.data = None;
-            }
+            Err(e) => reply.error = e.errno().code(),
         }
         reply
     }
 
-    /// The writer thread: sends replies when they are due, batching flushes.
-    fn write_replies<W: Write>(&self, mut writer: W, rx: Receiver<Reply>) -> io::Result<()> {
+    /// The writer thread: sends replies when they are due, batching flushes, and gives each
+    /// reply's bytes back to the connection's budget once it has left.
+    fn write_replies<W: Write>(
+        &self,
+        mut writer: W,
+        rx: Receiver<Reply>,
+        budget: &Budget,
+    ) -> io::Result<()> {
         let mut pending: BinaryHeap<Reply> = BinaryHeap::new();
-        let mut pending_bytes = 0usize;
         let mut disconnected = false;
+        let room = |pending: &BinaryHeap<Reply>| pending.len() < PENDING_REPLIES_MAX;
         loop {
             if self.powered_off() {
                 // Pending replies die with the device.
                 return Ok(());
             }
-            let room = |pending: &BinaryHeap<Reply>, bytes: usize| {
-                pending.is_empty()
-                    || (pending.len() < PENDING_REPLIES_MAX && bytes < PENDING_REPLY_BYTES_MAX)
-            };
             // 1. Take everything that is ready without blocking.
-            while !disconnected && room(&pending, pending_bytes) {
+            while !disconnected && room(&pending) {
                 match rx.try_recv() {
-                    Ok(r) => {
-                        pending_bytes += r.data_bytes();
-                        pending.push(r);
-                    }
+                    Ok(r) => pending.push(r),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => disconnected = true,
                 }
@@ -879,11 +1233,11 @@ impl<B: NbdBackend> Server<B> {
                     return Ok(());
                 }
                 let r = pending.pop().expect("peeked");
-                pending_bytes -= r.data_bytes();
                 writer.write_all(&encode_simple_reply(r.error, r.handle))?;
                 if let Some(data) = &r.data {
                     writer.write_all(data)?;
                 }
+                budget.give(r.held);
                 wrote = true;
             }
             if wrote {
@@ -899,22 +1253,14 @@ impl<B: NbdBackend> Server<B> {
                 .map(|r| Duration::from_nanos(r.due_ns.saturating_sub(now_ns)).min(SHUTDOWN_POLL));
             match wait {
                 None => match rx.recv() {
-                    Ok(r) => {
-                        pending_bytes += r.data_bytes();
-                        pending.push(r);
-                    }
+                    Ok(r) => pending.push(r),
                     Err(_) => disconnected = true,
                 },
-                Some(wait) if !disconnected && room(&pending, pending_bytes) => {
-                    match rx.recv_timeout(wait) {
-                        Ok(r) => {
-                            pending_bytes += r.data_bytes();
-                            pending.push(r);
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => disconnected = true,
-                    }
-                }
+                Some(wait) if !disconnected && room(&pending) => match rx.recv_timeout(wait) {
+                    Ok(r) => pending.push(r),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => disconnected = true,
+                },
                 Some(wait) => std::thread::sleep(wait),
             }
         }
@@ -949,6 +1295,7 @@ mod tests {
             handle: seq,
             error: 0,
             data: None,
+            held: 0,
         };
         let mut heap: BinaryHeap<Reply> = [r(50, 1), r(10, 2), r(10, 3), r(0, 4)]
             .into_iter()

@@ -14,9 +14,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::server::{Server, ServerError, SHUTDOWN_POLL};
+use crate::server::{Server, ServerError, Upgrade, REFUSALS_MAX, SHUTDOWN_POLL};
+use crate::tls::{TlsConfig, TlsHalf};
 use crate::NbdBackend;
 
 /// How long a reply write may block on a client that stopped reading before the connection
@@ -30,7 +31,8 @@ pub const ACCEPT_POLL: Duration = Duration::from_millis(20);
 pub enum Listen {
     /// A TCP address such as `127.0.0.1:10809` (10809 is the NBD port).
     Tcp(String),
-    /// A Unix socket path; a stale socket file there is replaced, and removed on exit.
+    /// A Unix socket path: refused when a live server listens there, a stale socket file there
+    /// is replaced; the server removes at exit the socket it created (and no other).
     Unix(PathBuf),
     /// One connection on stdin/stdout.
     Stdio,
@@ -50,8 +52,25 @@ pub fn install_signal_handlers(flag: &Arc<AtomicBool>) -> io::Result<()> {
 }
 
 /// A stream whose halves can be split, for the accept loops.
-trait SplitStream: Read + io::Write + Send + Sized {
+trait SplitStream: Read + io::Write + AsRawFd + Send + Sized {
     fn split(self) -> io::Result<(Self, Self)>;
+    fn duplicate(&self) -> io::Result<Self>;
+}
+
+/// A socket that switches to TLS after NBD_OPT_STARTTLS.
+struct SocketUpgrade<S>(S);
+
+impl<S: SplitStream> Upgrade for SocketUpgrade<S> {
+    type Reader = TlsHalf<S>;
+    type Writer = TlsHalf<S>;
+    fn upgrade(
+        self,
+        tls: &TlsConfig,
+        deadline: Instant,
+        shutdown: &AtomicBool,
+    ) -> Result<(TlsHalf<S>, TlsHalf<S>), ServerError> {
+        tls.accept(self.0, deadline, shutdown)
+    }
 }
 
 impl SplitStream for TcpStream {
@@ -63,6 +82,9 @@ impl SplitStream for TcpStream {
         let w = self.try_clone()?;
         Ok((self, w))
     }
+    fn duplicate(&self) -> io::Result<Self> {
+        self.try_clone()
+    }
 }
 
 impl SplitStream for UnixStream {
@@ -72,6 +94,9 @@ impl SplitStream for UnixStream {
         self.set_write_timeout(Some(WRITE_TIMEOUT))?;
         let w = self.try_clone()?;
         Ok((self, w))
+    }
+    fn duplicate(&self) -> io::Result<Self> {
+        self.try_clone()
     }
 }
 
@@ -101,10 +126,24 @@ impl Acceptor for UnixListener {
     }
 }
 
-/// Binds a Unix socket at `path`, replacing a stale socket file (but nothing else).
+/// Binds a Unix socket at `path`. A socket file already there is probed first: if a server
+/// listens on it the path is live and refused ([`io::ErrorKind::AddrInUse`]); if nobody does
+/// (a server that died without removing it) it is stale and replaced. Anything else is refused.
 pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)?,
+        Ok(meta) if meta.file_type().is_socket() => {
+            if someone_listens(path)? {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "{} is the socket of a running server; refusing to take it over \
+                         (stop that server or choose another path)",
+                        path.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(path)?
+        }
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
@@ -118,6 +157,58 @@ pub fn bind_unix(path: &Path) -> io::Result<UnixListener> {
         Err(e) => return Err(e),
     }
     UnixListener::bind(path)
+}
+
+/// Whether a server accepts connections on the socket file `path`: a non-blocking connect
+/// succeeds, or finds its backlog full (EAGAIN), when one listens; ECONNREFUSED when none does.
+fn someone_listens(path: &Path) -> io::Result<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket path {} is too long", path.display()),
+        ));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, src) in addr.sun_path.iter_mut().zip(bytes) {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: a fresh socket; closed by the OwnedFd below.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a valid descriptor this function owns.
+    let _owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `addr` is a valid sockaddr_un of `len` bytes for the duration of the call.
+    let r = unsafe { libc::connect(fd, std::ptr::addr_of!(addr).cast(), len) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINPROGRESS) => Ok(true),
+        Some(libc::ECONNREFUSED) | Some(libc::ENOENT) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// The identity (device, inode) of the socket file a server bound, so that it removes at exit
+/// only the socket it created, never one another server put at the same path since.
+fn socket_identity(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes `path` if it is still the socket file `identity` names.
+fn remove_own_socket(path: &Path, identity: (u64, u64)) {
+    if socket_identity(path).is_ok_and(|now| now == identity) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// stdin read with `poll(2)` so a blocked read wakes up to look at the shutdown flag.
@@ -170,11 +261,14 @@ impl<B: NbdBackend> Server<B> {
         self.accept_loop(&listener)
     }
 
-    /// Binds `path` and serves until shutdown, then flushes the backend and removes the socket.
+    /// Binds `path` (refused when a live server holds it, see [`bind_unix`]) and serves until
+    /// shutdown, then flushes the backend and removes the socket if the path still names the
+    /// one it bound.
     pub fn serve_unix(&self, path: &Path) -> Result<(), ServerError> {
         let listener = bind_unix(path)?;
+        let identity = socket_identity(path)?;
         let result = self.serve_unix_listener(listener);
-        let _ = std::fs::remove_file(path);
+        remove_own_socket(path, identity);
         result
     }
 
@@ -199,8 +293,10 @@ impl<B: NbdBackend> Server<B> {
         let mut next_id: u64 = 0;
         std::thread::scope(|scope| {
             let mut live = Vec::new();
+            let mut refusing = Vec::new();
             while !self.shutdown_flag().load(Ordering::Relaxed) {
                 live.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
+                refusing.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
                 let stream = match listener.accept_stream() {
                     Ok(s) => s,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -215,13 +311,21 @@ impl<B: NbdBackend> Server<B> {
                         continue;
                     }
                 };
-                if live.len() >= max {
-                    eprintln!("mobius-nbd: {max} connections already open; closing a new one");
-                    continue;
-                }
                 next_id += 1;
                 let id = next_id;
-                live.push(scope.spawn(move || self.serve_accepted(id, stream)));
+                if live.len() < max {
+                    live.push(scope.spawn(move || self.serve_accepted(id, stream)));
+                } else if refusing.len() < REFUSALS_MAX {
+                    eprintln!(
+                        "mobius-nbd: {max} connections already open; refusing connection {id}"
+                    );
+                    refusing.push(scope.spawn(move || self.refuse_accepted(stream)));
+                } else {
+                    // Too many refusals under way: the greeting, then close (the socket is
+                    // fresh, so 18 bytes never block).
+                    let mut stream = stream;
+                    let _ = io::Write::write_all(&mut stream, &crate::protocol::encode_greeting());
+                }
             }
         });
         if self.backend_panicked() {
@@ -234,10 +338,12 @@ impl<B: NbdBackend> Server<B> {
     /// whole server: no connection goes on serving from a state left half-changed.
     fn serve_accepted<S: SplitStream>(&self, id: u64, stream: S) {
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            stream
-                .split()
-                .map_err(ServerError::from)
-                .and_then(|(r, w)| self.serve_connection(r, w))
+            let upgrade = match self.config().tls {
+                Some(_) => Some(SocketUpgrade(stream.duplicate()?)),
+                None => None,
+            };
+            let (r, w) = stream.split()?;
+            self.serve_upgradable(r, w, upgrade)
         }));
         match served {
             Ok(Ok(_)) => {}
@@ -246,6 +352,13 @@ impl<B: NbdBackend> Server<B> {
                 eprintln!("mobius-nbd: connection {id} panicked; stopping the server");
                 self.stop_after_panic();
             }
+        }
+    }
+
+    /// A connection over `max_connections`: refused with NBD errors, then closed.
+    fn refuse_accepted<S: SplitStream>(&self, stream: S) {
+        if let Ok((mut r, mut w)) = stream.split() {
+            self.refuse_connection(&mut r, &mut w);
         }
     }
 }

@@ -359,7 +359,7 @@ fn nbdfuse_over_stdio_writes_and_reads_back_with_direct_io() {
     let mut records = Vec::new();
     while Instant::now() < deadline {
         let t = std::fs::read_to_string(&trace).unwrap_or_default();
-        records = nbd::trace::read_trace(t.as_bytes()).unwrap();
+        records = trace::line::read_trace(t.as_bytes()).unwrap();
         if written_at_or_after(&records) >= data.len() as u64 {
             break;
         }

@@ -14,18 +14,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn designs() -> Vec<DesignSpec> {
-    vec![
-        mftl::spec(),
-        dftl::spec(),
-        atomic_write::spec(),
-        lighttx::spec(),
-        txflash::spec_tc(),
-        txflash::spec_scc(),
-        txflash::spec_bpcc(),
-        wcache::spec(),
-        optr::spec(),
-        fast::spec(),
-    ]
+    lab::registry::all()
 }
 
 /// Fills the export, overwrites as many random pages, then writes 20 requests of each size

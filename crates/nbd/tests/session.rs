@@ -551,7 +551,7 @@ fn trace_records_backend_requests_in_order() {
     });
     assert_eq!(end.unwrap(), ConnectionEnd::Disconnected);
     let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-    let records = nbd::trace::read_trace(text.as_bytes()).unwrap();
+    let records = trace::line::read_trace(text.as_bytes()).unwrap();
     let shape: Vec<String> = text
         .lines()
         .map(|l| l.split_once(' ').unwrap().1.to_string())

@@ -23,13 +23,34 @@ impl Write for Sink {
     }
 }
 
-/// Client flags plus a GO on the default export: the bytes that reach transmission.
+/// Client flags plus a GO on the default export asking for no information: the bytes that
+/// reach transmission. Such a client did not commit to the block sizes (any byte range goes).
 fn handshake_prefix() -> Vec<u8> {
+    handshake(false)
+}
+
+/// Client flags plus a GO on the default export, asking for NBD_INFO_BLOCK_SIZE (committing
+/// the client to 512-byte alignment) or for nothing.
+fn handshake(ask_block_size: bool) -> Vec<u8> {
     let mut b = 3u32.to_be_bytes().to_vec();
-    let data = [0u8, 0, 0, 0, 0, 0];
+    let mut data = vec![0u8, 0, 0, 0];
+    if ask_block_size {
+        data.extend_from_slice(&1u16.to_be_bytes());
+        data.extend_from_slice(&NBD_INFO_BLOCK_SIZE.to_be_bytes());
+    } else {
+        data.extend_from_slice(&0u16.to_be_bytes());
+    }
     b.extend_from_slice(&encode_option_header(NBD_OPT_GO, data.len() as u32));
     b.extend_from_slice(&data);
     b
+}
+
+/// What the server checks a request against after [`handshake`].
+fn limits(ask_block_size: bool) -> RequestLimits {
+    RequestLimits {
+        min_block_bytes: if ask_block_size { 512 } else { 1 },
+        ..RequestLimits::aligned(SIZE)
+    }
 }
 
 fn run(input: Vec<u8>) -> (Server<MemoryBackend>, Vec<u8>) {
@@ -87,8 +108,8 @@ fn req_strategy() -> impl Strategy<Value = Req> {
 }
 
 /// The stream for `reqs` and, per request, the stream position at which it is fully received.
-fn encode(reqs: &[Req]) -> (Vec<u8>, Vec<u64>) {
-    let mut bytes = handshake_prefix();
+fn encode(reqs: &[Req], ask_block_size: bool) -> (Vec<u8>, Vec<u64>) {
+    let mut bytes = handshake(ask_block_size);
     let mut ends = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
         let header = Request {
@@ -114,7 +135,7 @@ fn encode(reqs: &[Req]) -> (Vec<u8>, Vec<u64>) {
 }
 
 /// The image the backend must hold when the stream is cut at `cut`.
-fn model(reqs: &[Req], ends: &[u64], cut: u64) -> Vec<u8> {
+fn model(reqs: &[Req], ends: &[u64], cut: u64, limits: &RequestLimits) -> Vec<u8> {
     let mut image = vec![0u8; SIZE as usize];
     for (r, end) in reqs.iter().zip(ends) {
         if *end > cut {
@@ -130,7 +151,7 @@ fn model(reqs: &[Req], ends: &[u64], cut: u64) -> Vec<u8> {
         if header.command == Command::Disc {
             break;
         }
-        if check_request(&header, SIZE).is_err() {
+        if check_request(&header, limits).is_err() {
             continue;
         }
         let range = r.offset as usize..(r.offset + u64::from(r.length)) as usize;
@@ -174,14 +195,15 @@ proptest! {
     fn cut_short_streams_apply_exactly_the_complete_valid_requests(
         reqs in proptest::collection::vec(req_strategy(), 0..24),
         cut_fraction in 0.0f64..=1.0,
+        ask_block_size in any::<bool>(),
     ) {
-        let (bytes, ends) = encode(&reqs);
-        let prefix = handshake_prefix().len() as u64;
+        let (bytes, ends) = encode(&reqs, ask_block_size);
+        let prefix = handshake(ask_block_size).len() as u64;
         let cut = prefix + ((bytes.len() as u64 - prefix) as f64 * cut_fraction) as u64;
         let cut = cut.min(bytes.len() as u64);
         let (server, _) = run(bytes[..cut as usize].to_vec());
         let image = server.with_backend(|b| b.image().to_vec());
-        let want = model(&reqs, &ends, cut);
+        let want = model(&reqs, &ends, cut, &limits(ask_block_size));
         prop_assert!(image == want, "backend image differs from the model (cut at {cut} of {})", bytes.len());
     }
 }

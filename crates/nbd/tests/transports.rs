@@ -163,7 +163,7 @@ fn sigterm_stops_the_server_cleanly_with_a_client_connected() {
         "{err}"
     );
     assert!(!socket.exists(), "the socket file is removed on exit");
-    let records = nbd::trace::read_trace(std::fs::read(&trace).unwrap().as_slice()).unwrap();
+    let records = trace::line::read_trace(std::fs::read(&trace).unwrap().as_slice()).unwrap();
     assert_eq!(records.len(), 1);
     assert_eq!(
         records[0].to_string().split_once(' ').unwrap().1,
@@ -252,4 +252,101 @@ fn a_backend_panic_stops_the_whole_server_unflushed() {
         "flushed after a panic"
     );
     assert!(server.into_backend().is_err());
+}
+
+/// A Unix-socket server on its own thread; `stop` sets its shutdown flag and returns the
+/// result of `serve_unix`.
+struct UnixServing {
+    flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<(), nbd::ServerError>>,
+}
+
+impl UnixServing {
+    fn start(path: &std::path::Path) -> UnixServing {
+        let server = Server::new(MemoryBackend::new(1 << 20), ServerConfig::default());
+        let flag = server.shutdown_flag();
+        let path = path.to_path_buf();
+        let thread = std::thread::spawn(move || server.serve_unix(&path));
+        UnixServing { flag, thread }
+    }
+
+    fn stop(self) -> Result<(), nbd::ServerError> {
+        self.flag.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+fn wait_until(mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+fn serves(path: &std::path::Path) -> bool {
+    UnixStream::connect(path).is_ok_and(|s| {
+        let (mut c, n) = Client::connect(s);
+        let ok = n.size == 1 << 20 && c.read(1, 0, 512).is_ok();
+        c.disconnect();
+        ok
+    })
+}
+
+/// Issue 68: a second server on a `--socket` path a live server holds is refused (the first
+/// keeps serving); a stale socket file nobody listens on is replaced; a server removes at exit
+/// only the socket it created, never one another server has bound at that path since.
+#[test]
+fn a_unix_socket_path_is_taken_only_from_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nbd.sock");
+    let first = UnixServing::start(&path);
+    assert!(
+        wait_until(|| serves(&path)),
+        "the first server never came up"
+    );
+    let second = UnixServing::start(&path);
+    if !wait_until(|| second.thread.is_finished()) {
+        second.stop().unwrap();
+        panic!("a second server took over the socket of a live one");
+    }
+    let refused = second.thread.join().unwrap().unwrap_err();
+    assert!(
+        refused.to_string().contains("socket of a running server"),
+        "{refused}"
+    );
+    assert!(
+        serves(&path),
+        "the refused server must leave the live one serving"
+    );
+
+    // The first server's socket replaced behind its back (by hand), then a third server on
+    // the path: the first one's exit must not remove the third one's socket.
+    std::fs::remove_file(&path).unwrap();
+    let third = UnixServing::start(&path);
+    assert!(
+        wait_until(|| serves(&path)),
+        "the third server never came up"
+    );
+    first.stop().unwrap();
+    assert!(
+        path.exists(),
+        "the first server removed a socket it did not create"
+    );
+    assert!(serves(&path), "the third server must still serve");
+    third.stop().unwrap();
+    assert!(!path.exists(), "a server removes its own socket at exit");
+
+    // A stale socket file (its listener gone, nobody listening) is replaced.
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let fourth = UnixServing::start(&path);
+    assert!(
+        wait_until(|| serves(&path)),
+        "a stale socket file was not replaced"
+    );
+    fourth.stop().unwrap();
 }

@@ -4,18 +4,12 @@
 //! at a time, to fresh extents of the SSD (our emulated device, through `ftl::BlockDevice`),
 //! which is never overwritten in place. See docs/nvmfs.md.
 
-pub mod budget;
 pub mod error;
-pub mod experiment;
 pub mod fs;
 pub mod fuse;
-pub mod fusectl;
 pub mod layout;
 pub mod lru;
-pub mod nilfs;
 pub mod nvram;
-pub mod run_log;
-pub mod shadow;
 pub mod ssd;
 
 pub use error::{NvmfsError, Result};

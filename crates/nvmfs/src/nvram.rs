@@ -7,6 +7,10 @@
 //! for process death (the kernel keeps every store of a killed process); with `strict` it also
 //! msyncs the range, which orders the stores for a machine crash too, at the cost of a
 //! synchronous file write per record. Data is always persisted before the pointer to it.
+//!
+//! One process per NVRAM file: it is held under an exclusive lock while mapped
+//! (`flash::image_lock`, as the SSD image is), so a second mount of the same images is refused
+//! before either file is touched.
 
 use crate::error::{NvmfsError, Result};
 use memmap2::{MmapMut, MmapOptions};
@@ -16,6 +20,9 @@ use std::sync::atomic::{fence, Ordering};
 
 pub struct Nvram {
     map: MmapMut,
+    /// The open file, which holds the exclusive lock (one process per NVRAM image,
+    /// `flash::image_lock`); the mapping outlives a closed descriptor, the lock does not.
+    _file: std::fs::File,
     strict: bool,
     persists: u64,
 }
@@ -23,17 +30,22 @@ pub struct Nvram {
 impl Nvram {
     /// Creates (or replaces) a zeroed NVRAM file of `bytes` bytes.
     pub fn create(path: &Path, bytes: u64, strict: bool) -> Result<Nvram> {
+        // Locked before it is emptied: a file another process holds is refused untouched.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(path)?;
+        flash::image_lock::lock_exclusive(&file, path)?;
+        file.set_len(0)?;
         file.set_len(bytes)?;
-        // SAFETY: the file is ours for the file system's lifetime; no one else maps it.
+        // SAFETY: the file is ours for the file system's lifetime (its lock keeps other
+        // mobius processes out); no one else maps it.
         let map = unsafe { MmapOptions::new().map_mut(&file)? };
         Ok(Nvram {
             map,
+            _file: file,
             strict,
             persists: 0,
         })
@@ -41,6 +53,7 @@ impl Nvram {
 
     pub fn open(path: &Path, strict: bool) -> Result<Nvram> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
+        flash::image_lock::lock_exclusive(&file, path)?;
         if file.metadata()?.len() < 4096 {
             return Err(NvmfsError::Corrupt(format!(
                 "{} is too short to be an NVRAM image",
@@ -51,6 +64,7 @@ impl Nvram {
         let map = unsafe { MmapOptions::new().map_mut(&file)? };
         Ok(Nvram {
             map,
+            _file: file,
             strict,
             persists: 0,
         })
@@ -88,5 +102,37 @@ impl Nvram {
         fence(Ordering::SeqCst);
         self.map.flush()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One process per NVRAM file: a second create or open while it is mapped is refused with
+    /// the image lock's error, and the mapped contents stay as they were.
+    #[test]
+    fn a_mapped_nvram_file_is_refused_a_second_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nvram.img");
+        let mut first = Nvram::create(&path, 8192, false).unwrap();
+        first.bytes_mut()[100] = 0x5a;
+        for second in [Nvram::open(&path, false), Nvram::create(&path, 8192, false)] {
+            let err = second.err().expect("a held NVRAM file must be refused");
+            assert!(
+                matches!(
+                    err,
+                    NvmfsError::Flash(flash::FlashError::ImageLocked { .. })
+                ),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(&path).unwrap()[100],
+            0x5a,
+            "refused, untouched"
+        );
+        drop(first);
+        assert_eq!(Nvram::open(&path, false).unwrap().bytes()[100], 0x5a);
     }
 }

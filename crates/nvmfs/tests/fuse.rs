@@ -63,7 +63,9 @@ fn mount_child() {
         )));
     }
     let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    nbd::transport::install_signal_handlers(&flag).unwrap();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&flag)).unwrap();
+    }
     let report = nvmfs::fuse::serve(fs, &dir.join("mnt"), &flag).expect("serve");
     eprintln!(
         "child: stats flush_rounds={} cleaning_rounds={} moved={} recycled={}",

@@ -85,7 +85,7 @@ fn the_campaign_workload_coalesces_and_collects() {
         let f = flash::Flash::in_memory(config, optr::OOB_BYTES, true);
         let mut dev = spec.build(f, &DesignOptions::default()).unwrap();
         let w = workload(requests, flush_every);
-        workload::run(dev.as_mut(), &w, 61, 0, false, &mut |_, _| {}).unwrap();
+        lab::driver::run(dev.as_mut(), &w, 61, 0, false, &mut |_, _| {}).unwrap();
         let m = dev.metrics();
         let get = |k: &str| m.iter().find(|(n, _)| n == k).map_or(0.0, |x| x.1);
         eprintln!(

@@ -7,10 +7,10 @@
 //! are dropped. X-FTL (SIGMOD '13) and Möbius §V ran databases this way; OPTR §4 / Fig. 9 ran
 //! SQLite in the ordered modes.
 
-pub mod crash;
+pub mod durability;
 pub mod error;
 pub mod layout;
-pub mod soak;
+pub mod shell;
 pub mod store;
 pub mod tpcc;
 mod vfs;

@@ -4,7 +4,7 @@
 //!
 //! | [`Format`] | what | parser |
 //! | --- | --- | --- |
-//! | `ours` | the lines `mobius serve --trace` writes (format in `nbd::trace`) | [`ours`] |
+//! | `ours` | the lines `mobius serve --trace` writes (the format: [`line`]) | [`ours`] |
 //! | `blkparse` | `blkparse` default text output (`8,0 1 7 0.000123 42 Q WS 2048 + 8 [proc]`) | [`blkparse`] |
 //! | `msrc` | MSRC-Cambridge-style CSV (`Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`) | [`msrc`] |
 //!
@@ -20,6 +20,7 @@
 //! compare`'s macro experiment turns into transactions.
 
 pub mod blkparse;
+pub mod line;
 pub mod msrc;
 pub mod ours;
 
@@ -110,7 +111,7 @@ impl Format {
         if fields.first().is_some_and(|f| blkparse::is_device(f)) {
             return Some(Format::Blkparse);
         }
-        if fields.len() == 5 && fields[1].parse::<nbd::TraceOp>().is_ok() {
+        if fields.len() == 5 && fields[1].parse::<line::TraceOp>().is_ok() {
             return Some(Format::Ours);
         }
         None
@@ -184,7 +185,7 @@ pub enum LineError {
     #[error("not a blkparse event line (it must start with `maj,min`): {0:?}")]
     NotAnEvent(String),
     #[error(transparent)]
-    Ours(#[from] nbd::trace::TraceParseError),
+    Ours(#[from] line::TraceParseError),
 }
 
 impl LineError {

@@ -1,11 +1,11 @@
-//! Our own format: the lines `mobius serve --trace` writes (documented in `nbd::trace`).
+//! Our own format: the lines `mobius serve --trace` writes (the format: [`crate::line`]).
 //!
 //! `DISC` lines end a connection, not a device request, and are dropped; `WRITE_ZEROES` keeps
 //! its FUA flag and loses NO_HOLE (every design writes the zeroes).
 
 use std::io::BufRead;
 
-use nbd::trace::{parse_line, TraceOp};
+use crate::line::{parse_line, TraceOp};
 
 use crate::{Format, LineError, Op, Request, TraceError};
 

@@ -168,7 +168,7 @@ fn abort_then_rewrite_workload_exercises_the_difference() {
             true,
         );
         let mut dev = spec.build(flash, &DesignOptions::default()).unwrap();
-        let r = workload::driver::run(dev.as_mut(), &w, 3, 0, false, &mut |_, _| {}).unwrap();
+        let r = lab::driver::run(dev.as_mut(), &w, 3, 0, false, &mut |_, _| {}).unwrap();
         assert_eq!(r.stats.read_mismatches, 0);
         let m: std::collections::HashMap<String, f64> = dev.metrics().into_iter().collect();
         eprintln!("{}: {m:?}", spec.name);

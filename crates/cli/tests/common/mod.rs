@@ -100,6 +100,71 @@ pub fn must(program: &str, args: &[&str], secs: u32) -> Output {
     out
 }
 
+/// Runs `mobius ARGS`: whether it succeeded, and its stdout then stderr.
+pub fn mobius(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
+        .args(args)
+        .output()
+        .expect("run mobius");
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), s)
+}
+
+/// Resident memory of process `pid` in bytes (0 when it is gone).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb << 10)
+}
+
+pub fn be_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// A raw NBD client on `socket`: greets and enters transmission with NBD_OPT_GO asking for the
+/// block sizes; `Err` when the server refuses or closes (never panics). Reads and writes time
+/// out after `timeout`.
+pub fn nbd_go(socket: &Path, timeout: Duration) -> std::io::Result<std::os::unix::net::UnixStream> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting)?;
+    s.write_all(&3u32.to_be_bytes())?;
+    let mut option = b"IHAVEOPT".to_vec();
+    option.extend_from_slice(&7u32.to_be_bytes()); // NBD_OPT_GO
+    option.extend_from_slice(&8u32.to_be_bytes());
+    option.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 3]); // "", NBD_INFO_BLOCK_SIZE
+    s.write_all(&option)?;
+    loop {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h)?;
+        let mut data = vec![0u8; be_u32(&h, 16) as usize];
+        s.read_exact(&mut data)?;
+        match be_u32(&h, 12) {
+            1 => return Ok(s),
+            3 => {}
+            other => return Err(std::io::Error::other(format!("GO refused: {other:#x}"))),
+        }
+    }
+}
+
+/// An NBD request header (command 0 READ, 1 WRITE, 2 DISC, ...).
+pub fn nbd_request(command: u16, handle: u64, offset: u64, length: u32) -> [u8; 28] {
+    let mut b = [0u8; 28];
+    b[0..4].copy_from_slice(&0x2560_9513u32.to_be_bytes());
+    b[6..8].copy_from_slice(&command.to_be_bytes());
+    b[8..16].copy_from_slice(&handle.to_be_bytes());
+    b[16..24].copy_from_slice(&offset.to_be_bytes());
+    b[24..28].copy_from_slice(&length.to_be_bytes());
+    b
+}
+
 /// Polls `ready` every 50 ms for at most `secs`.
 pub fn wait_for(secs: u64, mut ready: impl FnMut() -> bool) -> bool {
     for _ in 0..secs * 20 {
@@ -188,6 +253,11 @@ impl Server {
 
     pub fn uri(&self) -> String {
         format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    /// The server's process id (None once it was stopped or killed).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn running(&mut self) -> bool {
@@ -519,7 +589,7 @@ pub fn trial_design() -> String {
 /// database trials also run once each: the first such runs found LightTx unable to restart
 /// from its image (docs/lighttx.md, "The zone record on a file image").
 pub fn other_transactional_designs() -> Vec<&'static str> {
-    mobius_cli::designs::all()
+    lab::registry::all()
         .iter()
         .filter(|d| d.promise == ftl::Promise::AtomicTransactions && d.name != "mobius")
         .map(|d| d.name)

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use nbd::protocol::{
     check_request, encode_request, parse_info_request, parse_option_header, parse_request,
-    Command, BLOCK_SIZE_MAX_BYTES,
+    Command, RequestLimits, BLOCK_SIZE_MAX_BYTES,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
                 .get(28..36)
                 .map_or(1 << 30, |s| u64::from_le_bytes(s.try_into().expect("8 bytes")));
             let ranged = !matches!(request.command, Command::Flush | Command::Disc);
-            if check_request(&request, size).is_ok() && ranged {
+            if check_request(&request, &RequestLimits::aligned(size)).is_ok() && ranged {
                 let end = request.offset.checked_add(u64::from(request.length));
                 assert!(end.is_some_and(|e| e <= size));
                 assert!(request.length > 0 && request.length <= BLOCK_SIZE_MAX_BYTES);

@@ -4,18 +4,7 @@ use crashtest::soak::SoakCell;
 /// Every design, each with the requests it can export: plain, and atomic where it has static
 /// transactions.
 fn exports() -> Vec<(DesignSpec, bool)> {
-    let designs = [
-        mftl::spec(),
-        dftl::spec(),
-        atomic_write::spec(),
-        lighttx::spec(),
-        txflash::spec_tc(),
-        txflash::spec_scc(),
-        txflash::spec_bpcc(),
-        wcache::spec(),
-        optr::spec(),
-        fast::spec(),
-    ];
+    let designs = lab::registry::all();
     let mut v = Vec::new();
     for d in designs {
         if soak::has_atomic_requests(&d, &DesignOptions::default()) {

@@ -4,25 +4,13 @@
 use flash::{DeviceConfig, Flash};
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
 
+/// Every design (the lab's registry).
 pub fn designs() -> Vec<DesignSpec> {
-    vec![
-        mftl::spec(),
-        dftl::spec(),
-        atomic_write::spec(),
-        lighttx::spec(),
-        txflash::spec_tc(),
-        txflash::spec_scc(),
-        txflash::spec_bpcc(),
-        wcache::spec(),
-        optr::spec(),
-    ]
+    lab::registry::all()
 }
 
 pub fn spec(name: &str) -> DesignSpec {
-    designs()
-        .into_iter()
-        .find(|d| d.name == name)
-        .expect("design")
+    lab::registry::find(name).expect("a design of the registry")
 }
 
 /// The small preset with 128 blocks per chip (64 MiB raw), full data.

@@ -1,0 +1,452 @@
+//! Power cuts under SQLite (issue #15 §3): run a SQL workload with the flash recording every
+//! operation, then for each of N seeded instants build the flash image a power cut at that
+//! instant leaves (operations running then torn, with `torn`), recover the design, open the
+//! database and judge it:
+//!
+//! 1. `PRAGMA integrity_check` is `ok` and the workload's invariant holds;
+//! 2. the database holds a *prefix* of the transactions: exactly the first k (kv: the first k
+//!    keys inserted; tpcb: k history rows);
+//! 3. in a durable mode, k is at least the number of commits that had returned by the instant.
+//!    Durable modes: `batch` with `synchronous` FULL/EXTRA, `wal` with FULL/EXTRA, `journal` and
+//!    `ordered` with EXTRA (with FULL SQLite does not sync the journal's deletion, so a cut just
+//!    after a commit may roll it back: SQLite's documented behaviour, not a device fault).
+//!    Other modes (`nobarrier`, NORMAL) promise only the prefix.
+//!
+//! Before judging the database, the recovered design's own invariants must hold (as in the
+//! crash checker). With [`CrashConfig::fill`] the device is aged first: that share of its logical
+//! pages is written before the database is formatted, so the database's writes overwrite live
+//! pages and garbage collection runs while the transactions commit (without it a campaign on a
+//! fresh device cuts no GC at all: the database touches a few hundred of its pages).
+
+use flash::{DeviceConfig, Flash};
+use ftl::{DesignOptions, DesignSpec};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sqlite::durability::durable_mode;
+use sqlite::workload::{self, Scale, Workload};
+use sqlite::{Breach, Database, Mode, OpenOptions, SqlError, TxKind};
+
+mod second_life;
+pub mod soak;
+
+/// One campaign.
+#[derive(Clone)]
+pub struct CrashConfig {
+    pub design: DesignSpec,
+    pub device: DeviceConfig,
+    pub options: DesignOptions,
+    pub open: OpenOptions,
+    pub workload: Workload,
+    pub scale: Scale,
+    pub transactions: u64,
+    pub crash_points: usize,
+    pub torn: bool,
+    pub seed: u64,
+    /// Share of the device's logical pages written (content tags, sequentially, then flushed)
+    /// before the database is formatted: an aged device, on which the run's writes make GC
+    /// work. 0: a fresh device.
+    pub fill: f64,
+    /// Second lives: after each of this many seeded cuts of the run, the recovered database
+    /// runs on for a quarter of the transactions (SQLite's own recovery first) and is cut again
+    /// at a quarter of the crash points ([`second_life`]).
+    pub second_lives: usize,
+    /// Judge only a cut at this instant (a violation's replay)...
+    pub only_at: Option<u64>,
+    /// ...in the second life after a first cut at this instant.
+    pub first_cut: Option<u64>,
+}
+
+/// What the campaign found.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CrashReport {
+    pub crash_points: usize,
+    pub violations: usize,
+    /// Crash points at which the database held every transaction that had committed.
+    pub all_commits_present: usize,
+    /// Smallest and largest transactions found, over the points judged sound (both 0 when
+    /// none was).
+    pub min_recovered: u64,
+    pub max_recovered: u64,
+    pub durable_mode: bool,
+    /// Blocks erased and pages copied by GC during the recorded run (the span the cuts fall
+    /// in): whether the cuts could land in garbage collection at all.
+    pub run_erases: u64,
+    pub run_gc_copies: u64,
+    /// Second lives run (their crash points and violations are counted above).
+    pub second_lives: usize,
+    /// Of the violations, those at cuts in a second life...
+    pub second_life_violations: usize,
+    /// ...and the first of them: (first cut, instant, what).
+    pub first_second_life_violation: Option<(u64, u64, String)>,
+    pub first_violation: Option<String>,
+    /// Instant of the first violation, for `--replay-instant`...
+    pub first_violation_ns: Option<u64>,
+    /// ...and, when it lies in a second life, the first cut's (`--first-cut`).
+    pub first_violation_cut_ns: Option<u64>,
+}
+
+impl CrashReport {
+    /// Counts the outcome of the cut at `at` (in the second life after `first_cut`).
+    fn note(&mut self, outcome: Result<(u64, bool), Breach>, at: u64, first_cut: Option<u64>) {
+        self.crash_points += 1;
+        match outcome {
+            Ok((k, all)) => {
+                self.min_recovered = self.min_recovered.min(k);
+                self.max_recovered = self.max_recovered.max(k);
+                self.all_commits_present += all as usize;
+            }
+            Err(why) => {
+                self.violations += 1;
+                if let Some(cut) = first_cut {
+                    self.second_life_violations += 1;
+                    if self.first_second_life_violation.is_none() {
+                        self.first_second_life_violation = Some((cut, at, why.to_string()));
+                    }
+                }
+                if self.first_violation.is_none() {
+                    self.first_violation = Some(why.to_string());
+                    self.first_violation_ns = Some(at);
+                    self.first_violation_cut_ns = first_cut;
+                }
+            }
+        }
+    }
+}
+
+/// A recorded run before the cuts: what each transaction was and when its commit returned.
+struct Recording {
+    base: Box<dyn flash::Store>,
+    log: flash::OpLog,
+    start_ns: u64,
+    end_ns: u64,
+    /// Commit acknowledgement instants of the writing transactions, in order.
+    acked_ns: Vec<u64>,
+    /// kv: the key each transaction inserted.
+    keys: Vec<i64>,
+    /// What the database held when the run began.
+    prior: Prior,
+}
+
+/// What the database held when a recorded run began: nothing for the first life; for a second
+/// life, what the first cut left.
+#[derive(Clone, Debug, Default)]
+struct Prior {
+    /// Transactions found.
+    found: u64,
+    /// kv: their keys, in insertion order.
+    keys: Vec<i64>,
+}
+
+impl Recording {
+    /// Every transaction the database may hold after a cut of this run, in order: the prior
+    /// ones, then the run's own.
+    fn transactions(&self) -> u64 {
+        self.prior.found + self.acked_ns.len() as u64
+    }
+
+    /// Those that had committed by `at`.
+    fn committed_by(&self, at: u64) -> u64 {
+        self.prior.found + self.acked_ns.iter().take_while(|&&t| t <= at).count() as u64
+    }
+
+    /// kv: the keys of [`Self::transactions`], in insertion order.
+    fn keys_in_order(&self) -> Vec<i64> {
+        let mut keys = self.prior.keys.clone();
+        keys.extend(&self.keys);
+        keys
+    }
+
+    /// `n` seeded instants over the run, its end among them.
+    fn instants(&self, n: usize, seed: u64) -> Vec<u64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut instants: Vec<u64> = (0..n.saturating_sub(1))
+            .map(|_| rng.random_range(self.start_ns..=self.end_ns))
+            .collect();
+        instants.push(self.end_ns);
+        instants
+    }
+}
+
+pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
+    let rec = record(cfg)?;
+    let durable = durable_mode(cfg.open.mode, &cfg.open.synchronous);
+    let mut report = CrashReport {
+        durable_mode: durable,
+        min_recovered: u64::MAX,
+        run_erases: rec.erases(),
+        run_gc_copies: rec.gc_copies(),
+        ..CrashReport::default()
+    };
+    match (cfg.only_at, cfg.first_cut) {
+        (Some(at), None) => report.note(judge(cfg, &rec, at, durable), at, None),
+        (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut, durable) {
+            Ok(life) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
+            Err(why) => report.note(Err(why), cut, None),
+        },
+        (None, _) => {
+            for at in rec.instants(cfg.crash_points, cfg.seed ^ 0x5eed_c0de) {
+                report.note(judge(cfg, &rec, at, durable), at, None);
+            }
+            second_life::run_lives(cfg, &rec, &mut report);
+        }
+    }
+    if report.violations == report.crash_points {
+        report.min_recovered = 0;
+    }
+    Ok(report)
+}
+
+impl Recording {
+    fn erases(&self) -> u64 {
+        let erase = |op: &&flash::LoggedOp| matches!(op.kind, flash::OpKind::Erase { .. });
+        self.log.ops.iter().filter(erase).count() as u64
+    }
+
+    fn gc_copies(&self) -> u64 {
+        let copy = |op: &&flash::LoggedOp| {
+            op.cause == flash::OpCause::GcCopy && matches!(op.kind, flash::OpKind::Program { .. })
+        };
+        self.log.ops.iter().filter(copy).count() as u64
+    }
+}
+
+/// Builds the device (aged by [`CrashConfig::fill`]), loads the tables, then runs the
+/// transactions with the flash recording.
+fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
+    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
+    let dev = cfg.design.build(
+        Flash::in_memory(cfg.device.clone(), oob, false),
+        &cfg.options,
+    )?;
+    let dev = age(dev, cfg.fill, cfg.seed)?;
+    let db = Database::create(dev, &cfg.open)?;
+    workload::setup(&db, cfg.workload, cfg.scale)?;
+    let (base, start_ns) = db.with_store_mut(|s| -> Result<_, SqlError> {
+        s.make_durable()?;
+        let now = s.now_ns();
+        Ok((s.device_mut().flash_mut().start_recording(), now))
+    })?;
+    let start = RunStart {
+        base,
+        start_ns,
+        prior: Prior::default(),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    record_run(cfg, db, start, cfg.transactions, &mut rng)
+}
+
+/// Where a recorded run starts: the image when recording began, the instant, and what the
+/// database held.
+struct RunStart {
+    base: Box<dyn flash::Store>,
+    start_ns: u64,
+    prior: Prior,
+}
+
+/// Runs `n` transactions of the workload on `db` (its flash recording since `start`), then
+/// cuts the power: the recorded run, with the instants the commits returned, (kv) the keys
+/// they inserted, and its end (the last flash operation or acknowledgement).
+fn record_run(
+    cfg: &CrashConfig,
+    db: Database,
+    start: RunStart,
+    n: u64,
+    rng: &mut ChaCha8Rng,
+) -> Result<Recording, SqlError> {
+    let mut acked_ns = Vec::new();
+    let mut keys = Vec::new();
+    for _ in 0..n {
+        let done = start.prior.found + acked_ns.len() as u64;
+        let step = workload::transaction(&db, cfg.workload, cfg.scale, done, rng)?;
+        keys.extend(step.key);
+        if step.wrote {
+            acked_ns.push(db.now_ns());
+        }
+    }
+    let mut flash = db.cut_power().into_flash();
+    let end_ns = flash
+        .idle_ns()
+        .max(acked_ns.last().copied().unwrap_or(start.start_ns));
+    Ok(Recording {
+        base: start.base,
+        log: flash.take_log().expect("recording was on"),
+        start_ns: start.start_ns,
+        end_ns,
+        acked_ns,
+        keys,
+        prior: start.prior,
+    })
+}
+
+/// Ages `dev`: writes the first `fill` of its logical pages once, in requests of
+/// [`AGE_REQUEST_PAGES`], then as many single pages again at random among them (seeded), and
+/// flushes. The random pass leaves every block a mix of live and dead pages, as on a device
+/// that held other data, so GC must copy live pages while the database's transactions commit
+/// (after the sequential pass alone its victims were the database's own dead blocks, with
+/// nothing to copy).
+fn age(
+    dev: Box<dyn ftl::BlockDevice>,
+    fill: f64,
+    seed: u64,
+) -> Result<Box<dyn ftl::BlockDevice>, SqlError> {
+    if !(0.0..=1.0).contains(&fill) {
+        return Err(SqlError::InvalidFill(fill));
+    }
+    let pages = (dev.logical_pages() as f64 * fill) as u64;
+    if pages == 0 {
+        return Ok(dev);
+    }
+    let start_ns = dev.flash().idle_ns();
+    let mut host = host::Host::new(dev, start_ns).tag_only();
+    let page_bytes = host.page_bytes();
+    let mut at = start_ns;
+    for first in (0..pages).step_by(AGE_REQUEST_PAGES as usize) {
+        let n = AGE_REQUEST_PAGES.min(pages - first);
+        at = host.write_tags(first * page_bytes, n * page_bytes, false, at)?;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xa9ed_f111);
+    for _ in 0..pages {
+        let page = rng.random_range(0..pages);
+        at = host.write_tags(page * page_bytes, page_bytes, false, at)?;
+    }
+    host.flush(at)?;
+    Ok(host.into_device())
+}
+
+/// Pages per write request of [`age`]'s sequential pass.
+const AGE_REQUEST_PAGES: u64 = 32;
+
+/// Recovers the image of a cut at `at` and judges the database. `Ok((k, all))`: k
+/// transactions found, `all` when every transaction committed by `at` was among them.
+fn judge(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+    durable: bool,
+) -> Result<(u64, bool), Breach> {
+    let (_, k) = recover_and_check(cfg, rec, at, durable)?;
+    Ok((k, k >= rec.committed_by(at)))
+}
+
+/// The design's and SQLite's recovery from the image of a cut of `rec` at `at`, and every
+/// check of the database ([`recover_device`], [`check_database`]).
+fn recover_and_check(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+    durable: bool,
+) -> Result<(Database, u64), Breach> {
+    let dev = recover_device(cfg, rec, at)?;
+    check_database(cfg, rec, dev, at, durable)
+}
+
+/// The design recovered from the image of a cut of `rec` at `at`, its invariants checked.
+fn recover_device(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    at: u64,
+) -> Result<Box<dyn ftl::BlockDevice>, Breach> {
+    let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
+    let mut flash = Flash::new(cfg.device.clone(), image);
+    flash.start_clock_at(at);
+    let (dev, _) = cfg
+        .design
+        .reopen(flash, &cfg.options)
+        .map_err(Breach::Recovery)?;
+    dev.check_invariants().map_err(Breach::Invariant)?;
+    Ok(dev)
+}
+
+/// Opens the database on a device recovered from a cut of `rec` at `at` (SQLite's own
+/// recovery runs here) and checks it: integrity and the workload's invariant, a prefix of the
+/// transactions (kv: the very keys), no more than ran, and in a durable mode every commit that
+/// had returned. The open database and the transactions it holds.
+fn check_database(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    dev: Box<dyn ftl::BlockDevice>,
+    at: u64,
+    durable: bool,
+) -> Result<(Database, u64), Breach> {
+    let db = Database::open(dev, &cfg.open).map_err(Breach::DoesNotOpen)?;
+    workload::check_invariant(&db, cfg.workload)?;
+    let k = workload::committed_count(&db, cfg.workload).map_err(Breach::DoesNotOpen)?;
+    if cfg.workload == Workload::Kv {
+        let keys = rec.keys_in_order();
+        check_key_prefix(&db, &keys[..(k as usize).min(keys.len())])?;
+    }
+    if k > rec.transactions() {
+        return Err(Breach::MoreThanRan {
+            found: k,
+            ran: rec.transactions(),
+        });
+    }
+    let committed = rec.committed_by(at);
+    if durable && k < committed {
+        return Err(Breach::LostCommits {
+            committed,
+            at_ns: at,
+            found: k,
+        });
+    }
+    Ok((db, k))
+}
+
+/// The `mobius crashtest` command that runs `cfg` again: with `instant`, it rebuilds and judges
+/// only the image of a cut then (a violation's replay); without, the whole campaign. The device
+/// is spelt out as `--set` overrides of its preset, and every design parameter is given.
+pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>, first_cut: Option<u64>) -> String {
+    let mut c = crate::design_and_device_args(cfg.design.name, &cfg.device, &cfg.options);
+    c.push_str(&format!(
+        " --workload sqlite-{} --mode {} --synchronous {} --tx {} --requests {} --fill {} --seed {}",
+        cfg.workload.name(),
+        cfg.open.mode.name(),
+        cfg.open.synchronous,
+        cfg.open.tx_kind.name(),
+        cfg.transactions,
+        cfg.fill,
+        cfg.seed
+    ));
+    if cfg.torn {
+        c.push_str(" --torn");
+    }
+    match (instant, first_cut) {
+        (Some(at), Some(cut)) => c.push_str(&format!(" --first-cut {cut} --replay-instant {at}")),
+        (Some(at), None) => c.push_str(&format!(" --replay-instant {at}")),
+        (None, _) => c.push_str(&format!(
+            " --crash-points {} --second-lives {}",
+            cfg.crash_points, cfg.second_lives
+        )),
+    }
+    c
+}
+
+/// The keys present are exactly the first k inserted: no gap, no later key.
+fn check_key_prefix(db: &Database, expected: &[i64]) -> Result<(), Breach> {
+    const KEYS: &str = "SELECT k FROM kv ORDER BY k";
+    let mut stmt = db.conn().prepare(KEYS).map_err(Breach::query(KEYS))?;
+    let mut present: Vec<i64> = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(Breach::query(KEYS))?
+        .collect::<Result<_, _>>()
+        .map_err(Breach::query(KEYS))?;
+    let mut want = expected.to_vec();
+    want.sort_unstable();
+    want.dedup();
+    present.dedup();
+    if present != want {
+        return Err(Breach::KeyGap {
+            present: present.len(),
+            expected: expected.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Campaign settings for a negative control that must fail: batch mode on a design without
+/// transactions (writes go out one by one).
+pub fn plain_writes(mut open: OpenOptions) -> OpenOptions {
+    open.mode = Mode::Batch;
+    open.tx_kind = TxKind::PlainWrites;
+    open
+}

@@ -1,0 +1,40 @@
+//! Designs on a small full-data device, for the SQLite tests.
+#![allow(dead_code)]
+
+use flash::{DeviceConfig, Flash};
+use ftl::{BlockDevice, DesignOptions, DesignSpec};
+
+/// Every design (the lab's registry).
+pub fn designs() -> Vec<DesignSpec> {
+    lab::registry::all()
+}
+
+pub fn spec(name: &str) -> DesignSpec {
+    lab::registry::find(name).expect("a design of the registry")
+}
+
+/// The small preset with 128 blocks per chip (64 MiB raw), full data.
+pub fn config() -> DeviceConfig {
+    let mut c = DeviceConfig::preset("small").expect("preset");
+    c.geometry.blocks_per_chip = 128;
+    c
+}
+
+pub fn device(name: &str) -> Box<dyn BlockDevice> {
+    let spec = spec(name);
+    let c = config();
+    let oob = (spec.oob_record_bytes)(&c.geometry);
+    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default())
+        .expect("format")
+}
+
+/// Power cut: the device's RAM is dropped and the design recovers from flash alone.
+pub fn recover(name: &str, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
+    let spec = spec(name);
+    let mut flash = dev.into_flash();
+    let end = flash.idle_ns();
+    flash.start_clock_at(end);
+    spec.reopen(flash, &DesignOptions::default())
+        .expect("recover")
+        .0
+}

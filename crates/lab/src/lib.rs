@@ -1,0 +1,22 @@
+//! # mobius-lab: what every experiment, front end and test shares
+//!
+//! The layer between the designs (with the host layer, `host`) and the front ends (`mobius`'s
+//! commands, the Python package, `compare`'s experiments, the NBD server, NVMFS), in one place
+//! (docs/architecture.md):
+//!
+//! - [`registry`]: every design by its `--ftl` name (its spec, promise, default workload);
+//! - [`decoders`]: every on-flash decoder of every format, for the fuzzers;
+//! - [`device`]: a design on a device of a given shape (a preset with overrides), on any store
+//!   (tag-only, full data in memory, an image file), and recovered after a power cut;
+//! - [`driver`]: the request driver over the host layer (closed loop, trace replay, and the
+//!   experiments' own sequences): content tags, transaction ids, arrival clock;
+//! - [`kernel_stack`]: a design under a kernel file system (NBD export, nbdfuse, loop device,
+//!   mkfs, mount, dirty limit, DRAM budget, teardown);
+//! - [`run_log`]: a long campaign's log of finished runs, so it resumes where it stopped.
+
+pub mod decoders;
+pub mod device;
+pub mod driver;
+pub mod kernel_stack;
+pub mod registry;
+pub mod run_log;
