@@ -1403,7 +1403,8 @@ impl Dftl {
     /// media whole, whose record — which logical page it held, how new — no other copy keeps.
     fn check_torn_is_last(flash: &mut Flash, ppn: Ppn, start: u64) -> Result<(), FtlError> {
         let g = flash.geometry().clone();
-        if g.page_in_block(ppn) + 1 == g.pages_per_block {
+        // With the media model off nothing is lost: no read.
+        if flash.config().media.is_none() || g.page_in_block(ppn) + 1 == g.pages_per_block {
             return Ok(());
         }
         let mut buf = [0u8; OOB_BYTES as usize];
@@ -1474,10 +1475,15 @@ impl Dftl {
             ("pages_scanned".into(), found.pages as f64),
             ("scan_list_blocks".into(), list.len() as f64),
             ("translation_pages_read".into(), translation_reads as f64),
-            ("lost_translation_pages".into(), lost.len() as f64),
-            ("rebuild_pages_scanned".into(), rebuild_scanned as f64),
             ("checkpoint_blocks".into(), d.cfg.checkpoint_blocks as f64),
         ];
+        // The media model's figures: only where it is on (docs/reliability.md).
+        if d.flash.config().media.is_some() {
+            report.details.extend([
+                ("lost_translation_pages".into(), lost.len() as f64),
+                ("rebuild_pages_scanned".into(), rebuild_scanned as f64),
+            ]);
+        }
         Ok((d, report))
     }
 

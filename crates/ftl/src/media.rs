@@ -20,7 +20,8 @@ pub enum Unreadable {
 
 /// Tells a page that failed ECC lost to the media from a torn one by reading its spare area
 /// (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn page's
-/// does not. Returns the verdict and the read's span.
+/// does not. Returns the verdict and the read's span. With the media model off nothing is lost:
+/// the page is torn, and nothing is read (an empty span at `not_before`).
 pub fn classify(
     flash: &mut Flash,
     ppn: Ppn,
@@ -28,6 +29,13 @@ pub fn classify(
     not_before: u64,
     cause: OpCause,
 ) -> Result<(Unreadable, Span), FtlError> {
+    if flash.config().media.is_none() {
+        let span = Span {
+            start_ns: not_before,
+            end_ns: not_before,
+        };
+        return Ok((Unreadable::Torn, span));
+    }
     let (state, span) = flash.read_oob(ppn, oob, not_before, cause)?;
     let verdict = match state {
         PageState::Programmed if flash.is_lost(ppn) => Unreadable::Lost,
