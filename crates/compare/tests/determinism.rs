@@ -34,7 +34,10 @@ fn same_seed_same_results_json() {
         }
         // Each experiment's own wall time (`ran.wall_s`) too.
         for experiment in json.as_object_mut().unwrap().values_mut() {
-            if let Some(ran) = experiment.pointer_mut("/ran").and_then(|r| r.as_object_mut()) {
+            if let Some(ran) = experiment
+                .pointer_mut("/ran")
+                .and_then(|r| r.as_object_mut())
+            {
                 ran.remove("wall_s");
             }
         }

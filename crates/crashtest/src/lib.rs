@@ -34,6 +34,10 @@ pub enum CampaignError {
     },
     #[error("the recorded run failed: {0}")]
     Workload(#[from] workload::WorkloadError),
+    /// The media model ended the recorded run: the flash wore out, or lost metadata the design
+    /// cannot do without ([`media::end_of_life`]).
+    #[error("the media ended the recorded run: {0}")]
+    EndOfLife(workload::WorkloadError),
     #[error("the driver kept no host log")]
     NoHostLog,
     #[error("flash recording was switched off during the run")]
@@ -124,6 +128,9 @@ pub struct CampaignReport {
     /// (accepted: [`media`]).
     #[serde(skip_serializing_if = "is_zero")]
     pub errors_for_lost_pages: usize,
+    /// The media model's part, wear and what the recorded run's media did (model on only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaRun>,
     /// Crash images with at least one violation.
     pub violating_points: usize,
     pub violations: Vec<Violation>,
@@ -164,6 +171,8 @@ pub struct Recording {
     pub host: HostLog,
     /// When the freshly formatted device was ready (crashes before it are crashes of the format).
     pub ready_ns: u64,
+    /// The run's media figures (media model on only).
+    pub media: Option<flash::MediaStats>,
 }
 
 /// Runs the workload once with both logs on.
@@ -187,14 +196,21 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
         true,
         &mut |_, _| {},
     )
-    .map_err(CampaignError::Workload)?;
+    .map_err(
+        |e| match media::on(&cfg.device) && media::end_of_life(&e, dev.flash()) {
+            true => CampaignError::EndOfLife(e),
+            false => CampaignError::Workload(e),
+        },
+    )?;
     let ops = dev.flash_mut().take_log().ok_or(CampaignError::NoLog)?;
     let host = run.log.ok_or(CampaignError::NoHostLog)?;
+    let media = media::on(&cfg.device).then(|| dev.flash().stats().media.clone());
     Ok(Recording {
         base,
         ops,
         host,
         ready_ns,
+        media,
     })
 }
 
@@ -640,8 +656,10 @@ pub fn run_recorded(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignReport {
     let part = run_recorded_part(cfg, rec, 0, 1, progress);
-    merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
-        .expect("one part is a whole campaign")
+    let mut report = merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
+        .expect("one part is a whole campaign");
+    report.media = media::MediaRun::of(&cfg.device, rec);
+    report
 }
 
 /// Checks share `part` of `parts` of a recorded run's crash points (see [`CampaignPart`]).
@@ -767,6 +785,7 @@ pub fn merge_parts(
         recovered: recoveries.len(),
         lost_to_media,
         errors_for_lost_pages: parts.iter().map(|p| p.settled).sum(),
+        media: None,
         violating_points: outcomes.iter().filter(|(_, v)| !v.is_empty()).count(),
         violations: outcomes.into_iter().flat_map(|(_, v)| v).collect(),
         points_by_kind: first.points_by_kind.clone(),

@@ -55,3 +55,94 @@ pub fn ended_by_media(error: &workload::WorkloadError, flash: &Flash) -> bool {
         } if flash.is_lost(*ppn)
     )
 }
+
+/// Whether a run that stopped at `error` reached the end of the media's life on `flash`: out of
+/// spare blocks ([`FtlError::WornOut`]), or metadata the design cannot do without lost to the
+/// media ([`ended_by_media`]).
+pub fn end_of_life(error: &workload::WorkloadError, flash: &Flash) -> bool {
+    matches!(
+        error,
+        workload::WorkloadError::Request {
+            source: host::HostError::Device(FtlError::WornOut(_)),
+            ..
+        }
+    ) || ended_by_media(error, flash)
+}
+
+/// The media model's side of a campaign's report: the device's part and wear, what the recorded
+/// run's media did, and — when the media ended the asked-for run — the run that was judged.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MediaRun {
+    pub part: String,
+    /// P/E cycles before the run, in multiples of the part's rated endurance.
+    pub wear: f64,
+    pub power_off_days: f64,
+    /// The recorded run's media figures (retries, uncorrectable reads, retired blocks...).
+    pub recorded: flash::MediaStats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_of_life: Option<EndOfLife>,
+}
+
+/// A recorded run the media ended: the flash wore out or lost metadata the design cannot do
+/// without. The campaign then judges the longest run of the same seed, with the requests halved
+/// until one fits in the device's life.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EndOfLife {
+    pub requests_asked: u64,
+    pub requests_run: u64,
+    /// What ended the run that was asked for.
+    pub ended_by: String,
+}
+
+impl MediaRun {
+    /// The figures of `device` (media on) and of the recording `rec`.
+    pub fn of(device: &DeviceConfig, rec: &crate::Recording) -> Option<MediaRun> {
+        let m = device.media.as_ref()?;
+        Some(MediaRun {
+            part: m.part.clone(),
+            wear: m.initial_pe as f64 / m.endurance as f64,
+            power_off_days: m.power_off_s as f64 / 86_400.0,
+            recorded: rec.media.clone().unwrap_or_default(),
+            end_of_life: None,
+        })
+    }
+}
+
+/// Fewest measured requests a run is cut down to before the end of the media's life is
+/// reported as the campaign's error.
+const SHORTEST_RUN: u64 = 16;
+
+/// Records `cfg`'s run; when the media ends it ([`crate::CampaignError::EndOfLife`]), records
+/// the same seed with half the requests until a run fits in the device's life. Returns the
+/// config that was recorded, the recording, and the end of life met on the way.
+pub fn record_within_life(
+    cfg: &crate::CampaignConfig,
+) -> Result<(crate::CampaignConfig, crate::Recording, Option<EndOfLife>), crate::CampaignError> {
+    let mut run = cfg.clone();
+    let mut ended: Option<EndOfLife> = None;
+    loop {
+        match crate::record(&run) {
+            Ok(rec) => return Ok((run, rec, ended)),
+            Err(crate::CampaignError::EndOfLife(e)) if run.workload.requests > SHORTEST_RUN => {
+                let eol = ended.get_or_insert_with(|| EndOfLife {
+                    requests_asked: cfg.workload.requests,
+                    requests_run: 0,
+                    ended_by: e.to_string(),
+                });
+                run.workload.requests /= 2;
+                eol.requests_run = run.workload.requests;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The media model's negative control: `cfg`'s soak with a controller that hands on data the
+/// ECC did not correct, its bits flipped, instead of failing the read (`hand_uncorrectable`) —
+/// every design then passes wrong bytes to the host or to its own recovery. Judged by each
+/// design's own promise, it must be caught. `None` with the media model off.
+pub fn control(cfg: &crate::soak::SoakConfig) -> Option<crate::soak::SoakConfig> {
+    let mut control = cfg.clone();
+    control.media.as_mut()?.hand_uncorrectable = true;
+    Some(control)
+}

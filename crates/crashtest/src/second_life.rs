@@ -14,8 +14,8 @@
 use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
 use crate::{
-    check_image_as, record, replay_command, run_recorded, CampaignConfig, CampaignError,
-    CampaignReport, Recording, Violation,
+    check_image_as, replay_command, run_recorded, CampaignConfig, CampaignError, CampaignReport,
+    Recording, Violation,
 };
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
@@ -99,9 +99,12 @@ pub fn run_campaign_with_lives(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(CampaignReport, usize), CampaignError> {
     let wall = std::time::Instant::now();
-    let rec = record(cfg)?;
-    let mut report = run_recorded(cfg, &rec, wall, progress);
-    let lives = run_second_lives(cfg, &rec, lives, (cfg.crash_points / 4).max(1));
+    let (cfg, rec, end_of_life) = &crate::media::record_within_life(cfg)?;
+    let mut report = run_recorded(cfg, rec, wall, progress);
+    if let Some(m) = report.media.as_mut() {
+        m.end_of_life = end_of_life.clone();
+    }
+    let lives = run_second_lives(cfg, rec, lives, (cfg.crash_points / 4).max(1));
     report.crash_points += lives.crash_points;
     let mut instants: Vec<(u64, bool)> = lives
         .violations
@@ -252,6 +255,7 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
             ops,
             host,
             ready_ns: cut.instant_ns,
+            media: None,
         },
         ready_ns,
     })

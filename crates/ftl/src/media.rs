@@ -215,15 +215,37 @@ mod tests {
         assert_eq!(verdict(&mut g, 2).unwrap().0, Unreadable::Torn);
         let (status, read) = g.read(Ppn(1), &mut oob, 0, OpCause::GcCopy).unwrap();
         assert_eq!(status, ReadStatus::Uncorrectable);
-        let ready = record_of_read(&mut g, Ppn(1), &status, &mut oob, read.end_ns, OpCause::GcCopy)
-            .unwrap();
+        let ready = record_of_read(
+            &mut g,
+            Ppn(1),
+            &status,
+            &mut oob,
+            read.end_ns,
+            OpCause::GcCopy,
+        )
+        .unwrap();
         assert_eq!(oob, [2; 16], "the lost page's record, from its spare area");
-        copy_read(&mut g, (Ppn(1), status), Ppn(32), &oob, ready, OpCause::GcCopy).unwrap();
+        copy_read(
+            &mut g,
+            (Ppn(1), status),
+            Ppn(32),
+            &oob,
+            ready,
+            OpCause::GcCopy,
+        )
+        .unwrap();
         assert!(g.is_lost(Ppn(32)));
         let (status, _) = g.read(Ppn(2), &mut oob, 0, OpCause::GcCopy).unwrap();
         assert!(record_of_read(&mut g, Ppn(2), &status, &mut oob, 0, OpCause::GcCopy).is_err());
-        assert!(copy_live(&mut g, (Ppn(2), PageState::Torn), Ppn(33), &oob, 0, OpCause::GcCopy)
-            .is_err());
+        assert!(copy_live(
+            &mut g,
+            (Ppn(2), PageState::Torn),
+            Ppn(33),
+            &oob,
+            0,
+            OpCause::GcCopy
+        )
+        .is_err());
     }
 
     /// GC moves a live page the ECC finds lost as a lost copy: its owner maps to the copy,
@@ -249,12 +271,24 @@ mod tests {
         f.inject(Fault::Read(lost));
         let mut moves = Vec::new();
         space
-            .collect(&mut f, victim, 1, 0, OpCause::GcCopy, |_, _| false, |m| moves.push(m), |_| 0)
+            .collect(
+                &mut f,
+                victim,
+                1,
+                0,
+                OpCause::GcCopy,
+                |_, _| false,
+                |m| moves.push(m),
+                |_| 0,
+            )
             .unwrap();
         let m = moves.iter().find(|m| m.from == lost).unwrap();
         assert!(f.is_lost(m.to));
         let mut oob = [0u8; 16];
-        assert_eq!(f.read(m.to, &mut oob, 0, OpCause::HostData).unwrap().0, ReadStatus::Uncorrectable);
+        assert_eq!(
+            f.read(m.to, &mut oob, 0, OpCause::HostData).unwrap().0,
+            ReadStatus::Uncorrectable
+        );
         assert_eq!(f.lost_tags(), vec![ContentTag { lpn: 3, write: 1 }]);
         assert_eq!(moves.len() as u32, g.pages_per_block - 1);
         space.check_invariants().unwrap();

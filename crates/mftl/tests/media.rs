@@ -39,7 +39,13 @@ fn a_lost_atom_inode_is_reported_as_the_device_lost() {
         let pages: Vec<(Lpn, Content)> = (0..4)
             .map(|k| {
                 let lpn = i * 4 + k;
-                (Lpn(lpn), Content::Tag(ContentTag { lpn, write: lpn as u64 }))
+                (
+                    Lpn(lpn),
+                    Content::Tag(ContentTag {
+                        lpn,
+                        write: lpn as u64,
+                    }),
+                )
             })
             .collect();
         let tx = d.transactional().unwrap();

@@ -1243,6 +1243,13 @@ impl Optr {
                 let sum = self
                     .read_meta_bytes(g.ppn(block, data_max), &mut oob, start)?
                     .and_then(|b| decode_summary(&b).ok());
+                // A summary lost to the media takes the stream's link to its next block with it.
+                if sum.is_none() {
+                    self.not_lost(
+                        g.ppn(block, data_max),
+                        "the summary of an OPTR stream block, which links the next block",
+                    )?;
+                }
                 if let Some((entries, next)) = sum {
                     for o in off..data_max {
                         let e = entries[o as usize];

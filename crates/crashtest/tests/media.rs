@@ -1,0 +1,85 @@
+//! Media faults beside power cuts (docs/reliability.md): on worn media left powered off after
+//! each cut, every design reads a page the media lost as an error and the checker accepts it;
+//! a controller that hands on uncorrected data is caught; a run the media ends is judged
+//! shortened.
+
+use crashtest::{media, testing, CampaignConfig, CampaignReport};
+
+/// An MLC part at its rated wear lying 300 days off after each cut: enough for the ECC to lose
+/// pages after every retry, not so much that every recovery stops at lost metadata.
+fn worn(design: &str, seed: u64, hand_uncorrectable: bool) -> CampaignConfig {
+    let spec = lab::registry::find(design).expect("design");
+    let mut device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 1.0, seed)
+        .unwrap();
+    let m = device.media.as_mut().unwrap();
+    m.power_off_s = 300 * 86_400;
+    m.hand_uncorrectable = hand_uncorrectable;
+    let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
+    w.requests = 1500;
+    w.fill = 0.8;
+    let mut cfg = testing::config(device, spec, w, seed, true);
+    cfg.crash_points = 40;
+    cfg
+}
+
+fn campaign(cfg: &CampaignConfig) -> CampaignReport {
+    crashtest::second_life::run_campaign_with_lives(cfg, 0, &|_, _| {})
+        .expect("campaign runs")
+        .0
+}
+
+/// Every design keeps its promise on worn media: pages whose versions the media lost read as
+/// errors (accepted), recoveries that meet lost metadata stop with MediaLoss, nothing else.
+#[test]
+fn every_design_keeps_its_promise_on_worn_media() {
+    let mut errors = 0;
+    for design in lab::registry::names() {
+        let r = campaign(&worn(design, 7, false));
+        let first = r
+            .violations
+            .first()
+            .map(|v| format!("{}: {}", v.what, v.replay));
+        assert_eq!(r.violations.len(), 0, "{design}: {first:?}");
+        assert!(r.media.is_some(), "{design}");
+        errors += r.errors_for_lost_pages + r.lost_to_media;
+    }
+    assert!(
+        errors > 0,
+        "the media lost nothing: the test proves nothing"
+    );
+}
+
+/// The negative control: a controller that hands on the bits the ECC could not correct is
+/// caught, on a design with redundancy (DFTL) as on one without (Möbius).
+#[test]
+fn a_controller_handing_on_uncorrected_data_is_caught() {
+    for design in ["mobius", "dftl", "optr"] {
+        let r = campaign(&worn(design, 7, true));
+        assert!(r.violations.len() > 0, "{design}: not caught");
+        assert_eq!(r.errors_for_lost_pages, 0, "{design}");
+    }
+}
+
+/// A run longer than the worn device's life is judged shortened: the asked-for run ended at
+/// WornOut (or lost metadata), and the run judged is the same seed with fewer requests.
+#[test]
+fn a_run_the_media_ends_is_judged_shortened() {
+    let mut cfg = worn("txflash-tc", 11, false);
+    let m = cfg.device.media.as_mut().unwrap();
+    m.initial_pe = 8 * m.endurance;
+    m.power_off_s = 0;
+    cfg.workload.requests = 3000;
+    let (ran, _, eol) = media::record_within_life(&cfg).expect("a shorter run fits");
+    let eol = eol.expect("the media ended the run of 3,000 requests");
+    assert_eq!(eol.requests_asked, 3000);
+    assert_eq!(eol.requests_run, ran.workload.requests);
+    assert!(ran.workload.requests < 3000);
+    assert!(eol.ended_by.contains("worn out") || eol.ended_by.contains("lost"));
+    // Off, the model ends nothing: the run records as asked.
+    cfg.device.media = None;
+    let (ran, _, eol) = media::record_within_life(&cfg).unwrap();
+    assert!(eol.is_none());
+    assert_eq!(ran.workload.requests, 3000);
+}
