@@ -83,3 +83,47 @@ fn a_run_the_media_ends_is_judged_shortened() {
     assert!(eol.is_none());
     assert_eq!(ran.workload.requests, 3000);
 }
+
+/// Marks every programmed page of `dev`'s flash lost to the media (the media model's fault
+/// injection): whatever the design reads next fails ECC.
+fn lose_every_page(dev: &mut dyn ftl::BlockDevice) {
+    let g = dev.flash().geometry().clone();
+    for b in 0..g.blocks() {
+        let block = flash::BlockId(b);
+        for p in 0..dev.flash().write_pointer(block) {
+            dev.flash_mut().inject(flash::Fault::Read(g.ppn(block, p)));
+        }
+    }
+}
+
+/// A host read of a page the media lost is a typed error, never bytes: HostError::Uncorrectable
+/// with errno EIO (what the NBD server answers, `host::HostError::errno`), on a design that
+/// rebuilds its lost mapping (DFTL) as on the transactional ones. (A design that still holds the
+/// page in its RAM write buffer, as OPTR does after a flush, answers from RAM: no flash read.)
+#[test]
+fn a_lost_page_reads_as_a_typed_error_with_eio() {
+    for design in ["dftl", "mobius", "atomic-write", "txflash-bpcc"] {
+        let spec = lab::registry::find(design).unwrap();
+        let device = flash::DeviceConfig::preset("small")
+            .unwrap()
+            .with_media("mlc", 0.0, 1)
+            .unwrap();
+        let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
+            .expect("fresh device");
+        let mut h = host::Host::new(dev, 0);
+        let data = vec![0xA5u8; 4 * 4096];
+        let t = h.write(0, &data, true, 0).expect("write");
+        let t = h.flush(t).expect("flush");
+        lose_every_page(h.device_mut());
+        let mut buf = vec![0u8; 4096];
+        let r = h.read(0, &mut buf, t + 1);
+        let e = r.expect_err("a lost page never reads");
+        assert!(
+            matches!(e, host::HostError::Uncorrectable { .. })
+                || matches!(e, host::HostError::Device(ftl::FtlError::MediaLoss { .. })),
+            "{design}: {e}"
+        );
+        assert_eq!(e.errno(), 5, "{design}: EIO");
+        assert!(buf.iter().all(|&b| b == 0), "{design}: no bytes handed on");
+    }
+}
