@@ -17,8 +17,8 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation, translation_crc, Checkpoint, CheckpointView, OobRecord, Reservation, Seal,
-    KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
+    decode_translation, is_translation, translation_crc, Checkpoint, CheckpointView, OobRecord,
+    Reservation, Seal, KIND_DATA, KIND_TRANSLATION, KIND_TRANSLATION_TRIMS, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
@@ -127,6 +127,9 @@ pub struct Dftl {
     /// Per tvpn: the checksum of the newest translation page (as its OOB record has it), so a
     /// write-back updates it from the entries it changes ([`flash::WordEdit`]).
     gtd_crc: Vec<u32>,
+    /// Translation pages that have recorded a trim (media model on only; their records say
+    /// so: [`KIND_TRANSLATION_TRIMS`]).
+    tpage_trims: Vec<bool>,
     /// Checksum of a translation page not written yet (all entries `Ppn::NONE`).
     fresh_tpage_crc: u32,
     /// Powers for updating a translation page's checksum word by word.
@@ -186,7 +189,7 @@ fn owner_on_flash(flash: &Flash, ppn: Ppn) -> Option<u32> {
     let mut record = [0u8; OOB_BYTES as usize];
     flash.oob_record(ppn, &mut record);
     let r = OobRecord::decode(&record).ok()?;
-    Some(if r.kind == KIND_TRANSLATION {
+    Some(if is_translation(r.kind) {
         TRANSLATION | r.id
     } else {
         r.id
@@ -230,6 +233,7 @@ impl Dftl {
             mirror: Mirror::new(tvpns, per_tpage),
             gtd: vec![(Ppn::NONE, 0); tvpns],
             gtd_crc: vec![0; tvpns],
+            tpage_trims: vec![false; tvpns],
             fresh_tpage_crc: translation_crc(&vec![0xFF; g.page_bytes as usize]),
             word_crc: WordCrc::new(g.page_bytes as usize),
             tvpn_data_end: vec![0; tvpns],
@@ -558,7 +562,7 @@ impl Dftl {
         let span = self.flash.program_owned(
             ppn,
             Content::Bytes(page),
-            &oob(KIND_TRANSLATION, t as u32, seq, crc),
+            &oob(self.translation_kind(t), t as u32, seq, crc),
             not_before,
             cause,
         )?;
@@ -983,6 +987,11 @@ impl BlockDevice for Dftl {
             }
         }
         tvpns.dedup();
+        if self.flash.config().media.is_some() {
+            for &t in &tvpns {
+                self.tpage_trims[t] = true;
+            }
+        }
         for t in tvpns {
             ack = ack.max(self.write_translation(t, arrival_ns, OpCause::Mapping)?);
         }
@@ -1543,8 +1552,9 @@ impl Dftl {
             let last = (first + per).min(self.logical_pages as usize);
             // What is wrong with the page, if anything: what it holds, never its bytes.
             let damage = match (&status, OobRecord::decode(&oob_buf)) {
-                (ReadStatus::Data(c), Ok(r)) if r.kind == KIND_TRANSLATION => {
+                (ReadStatus::Data(c), Ok(r)) if is_translation(r.kind) => {
                     self.gtd_crc[t] = r.crc;
+                    self.tpage_trims[t] = r.kind == KIND_TRANSLATION_TRIMS;
                     match c.as_bytes() {
                         Some(b) => decode_translation(b, r.crc, &mut entries[..last - first])
                             .err()
@@ -1555,6 +1565,7 @@ impl Dftl {
                 // Lost to the media: rebuilt from every data page's OOB record once all are
                 // read ([`rebuild_lost_translation`]).
                 (ReadStatus::Uncorrectable, _) if self.flash.is_lost(ppn) => {
+                    self.lost_translation_rebuildable(t, ppn, start)?;
                     lost.push(t);
                     continue;
                 }
@@ -1576,12 +1587,42 @@ impl Dftl {
         Ok((reads, lost))
     }
 
+    /// The kind of translation page `t`'s record: whether it has recorded a trim.
+    fn translation_kind(&self, t: usize) -> u8 {
+        match self.tpage_trims[t] {
+            true => KIND_TRANSLATION_TRIMS,
+            false => KIND_TRANSLATION,
+        }
+    }
+
+    /// Translation page `t`, lost to the media at `ppn`, can be rebuilt from data pages'
+    /// records unless it recorded a trim (its spare area, which still reads, says so): a
+    /// trimmed LPN's newest version may be erased while an older one is still on flash, and
+    /// the rebuild would bring that older version back. Then the page is lost with what it
+    /// maps.
+    fn lost_translation_rebuildable(
+        &mut self,
+        t: usize,
+        ppn: Ppn,
+        start: u64,
+    ) -> Result<(), FtlError> {
+        let mut buf = [0u8; OOB_BYTES as usize];
+        media::classify(&mut self.flash, ppn, &mut buf, start, OpCause::Recovery)?;
+        match OobRecord::decode(&buf) {
+            Ok(r) if r.kind == KIND_TRANSLATION => Ok(()),
+            _ => Err(FtlError::MediaLoss {
+                ppn,
+                what: format!("DFTL translation page {t}, which recorded trims"),
+            }),
+        }
+    }
+
     /// Recovery step: translation pages lost to the media, rebuilt from the OOB record of every
     /// data page on the device (DFTL's redundancy: each names its LPN and sequence number). Per
     /// LPN of a lost page, the newest data page found becomes a pending move of an empty page,
-    /// written back by the checkpoint that ends recovery. An LPN trimmed while its old page is
-    /// still on flash comes back with that page: a trim a power cut may forget (the checker's
-    /// rule). Returns the pages scanned.
+    /// written back by the checkpoint that ends recovery. Only pages that never recorded a trim
+    /// are rebuilt ([`Dftl::lost_translation_rebuildable`]): for the others the newest data page
+    /// found may be older than a trimmed version GC erased. Returns the pages scanned.
     fn rebuild_lost_translation(&mut self, lost: &[usize], start: u64) -> Result<u64, FtlError> {
         if lost.is_empty() {
             return Ok(0);
