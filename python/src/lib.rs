@@ -7,12 +7,12 @@
 //! Every simulation runs with the GIL released (`Python::detach`), so threads and Dask workers
 //! run in parallel; every error is a Python exception carrying the typed error's message.
 
+use crashtest::options::{CrashtestOptions, OptionsError};
 use flash::{Content, DeviceConfig, FileStore, Flash, Lpn, Store};
 use ftl::{DesignOptions, DesignSpec, DwriteFlag, FtlError, PageOutcome, SwriteMode, TxUuid};
 use host::{Host, HostError};
-use mobius_cli::bench::{BenchArgs, WorkloadArgs};
-use mobius_cli::crashtest_cmd::CrashtestArgs;
-use mobius_cli::device_args::DeviceArgs;
+use lab::bench::{BenchError, BenchOptions, WorkloadOptions};
+use lab::device::{Recipe, RecipeError};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -97,22 +97,51 @@ fn ftl_err(e: FtlError) -> PyErr {
     }
 }
 
-/// The Python exception for an error of the command layer (unknown names, bad values, I/O).
-fn any_err(e: anyhow::Error) -> PyErr {
-    if e.is::<mobius_cli::crashtest_cmd::SoakOptionError>() {
-        return ConfigError::new_err(e.to_string());
+/// The Python exception for a device that cannot be shaped as asked: a bad preset, override or
+/// size is the caller's configuration; an unreadable TOML file is an I/O error.
+fn recipe_err(e: RecipeError) -> PyErr {
+    match e {
+        RecipeError::ConfigFile { .. } => MobiusError::new_err(e.to_string()),
+        _ => ConfigError::new_err(e.to_string()),
     }
-    match e.downcast::<FtlError>() {
-        Ok(f) => ftl_err(f),
-        Err(e) => {
-            let msg = format!("{e:#}");
-            if msg.contains("unknown") || msg.contains("override") || msg.contains("not key=value")
-            {
-                ConfigError::new_err(msg)
-            } else {
-                MobiusError::new_err(msg)
-            }
-        }
+}
+
+/// The Python exception for a workload that cannot run: a bad option is the caller's
+/// configuration; a request the device failed, an invariant it broke, is the run's error.
+fn workload_err(e: workload::WorkloadError) -> PyErr {
+    use workload::WorkloadError as W;
+    match e {
+        W::UnknownWorkload { .. }
+        | W::ZeroRequestPages
+        | W::ZeroQueueDepth
+        | W::FractionOutOfRange
+        | W::RangeTooSmall { .. }
+        | W::MinTxPages
+        | W::NeedsTransactions(_) => ConfigError::new_err(e.to_string()),
+        _ => MobiusError::new_err(e.to_string()),
+    }
+}
+
+/// The Python exception for a benchmark that could not run.
+fn bench_err(e: BenchError) -> PyErr {
+    match e {
+        BenchError::UnknownDesign(e) => ConfigError::new_err(e.to_string()),
+        BenchError::Device(e) => recipe_err(e),
+        BenchError::Workload(e) => workload_err(e),
+        BenchError::Design(f) => ftl_err(f),
+        BenchError::Peer(e) => ConfigError::new_err(e.to_string()),
+    }
+}
+
+/// The Python exception for a crash campaign that could not run (a violation is a result, not
+/// an error).
+fn campaign_err(e: OptionsError) -> PyErr {
+    match e {
+        OptionsError::Device(e) => recipe_err(e),
+        OptionsError::Workload(e) => workload_err(e),
+        OptionsError::Design(f) => ftl_err(f),
+        OptionsError::Campaign(_) | OptionsError::Share(_) => MobiusError::new_err(e.to_string()),
+        _ => ConfigError::new_err(e.to_string()),
     }
 }
 
@@ -158,8 +187,8 @@ fn presets(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// The workload options of `bench` and `crashtest`, named as on the command line; an unknown
 /// name is an error, not a silently ignored option.
-fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadArgs> {
-    let mut w = WorkloadArgs::default();
+fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadOptions> {
+    let mut w = WorkloadOptions::default();
     let Some(shape) = shape else { return Ok(w) };
     for (k, v) in shape.iter() {
         let key: String = k.extract()?;
@@ -184,10 +213,10 @@ fn workload_args(shape: Option<&Bound<'_, PyDict>>) -> PyResult<WorkloadArgs> {
     Ok(w)
 }
 
-fn device_args(preset: String, set: Option<BTreeMap<String, String>>) -> DeviceArgs {
-    DeviceArgs {
+fn recipe(preset: String, set: Option<BTreeMap<String, String>>) -> Recipe {
+    Recipe {
         preset,
-        config: None,
+        config_file: None,
         overrides: pairs(set),
     }
 }
@@ -209,20 +238,20 @@ fn run_bench(
     shape: Option<&Bound<'_, PyDict>>,
     peer: bool,
 ) -> PyResult<Py<PyAny>> {
-    let args = BenchArgs {
+    let args = BenchOptions {
         ftl,
-        device: device_args(preset, set),
+        device: recipe(preset, set),
+        media: crashtest::media::MediaRecipe::default(),
         workload: workload_args(shape)?,
         params: pairs(params),
         seed,
         full_data,
         no_recovery,
         peer,
-        json: true,
     };
     let out = py
-        .detach(|| mobius_cli::bench::measure(&args, &|_, _| {}))
-        .map_err(any_err)?;
+        .detach(|| lab::bench::measure(&args, &|_, _| {}))
+        .map_err(bench_err)?;
     json_to_py(py, &out)
 }
 
@@ -257,11 +286,12 @@ fn run_crashtest(
     shares: Option<Vec<String>>,
     wall_s: f64,
 ) -> PyResult<Py<PyAny>> {
-    let args = CrashtestArgs {
+    let args = CrashtestOptions {
         second_lives,
         first_cut: None,
         ftl,
-        device: device_args(preset, set),
+        device: recipe(preset, set),
+        media: crashtest::media::MediaRecipe::default(),
         workload: workload_args(shape)?,
         params: pairs(params),
         crash_points,
@@ -283,7 +313,6 @@ fn run_crashtest(
         atomic_requests: false,
         plain_reads: false,
         shapes: Vec::new(),
-        json: true,
     };
     match args.workload.workload.as_deref() {
         Some(w) if w.starts_with("sqlite") => {
@@ -301,21 +330,19 @@ fn run_crashtest(
     let out = py
         .detach(|| match (share, shares) {
             // One share of a campaign's crash points, as JSON text for `shares`.
-            (Some((part, parts)), _) => {
-                mobius_cli::crashtest_cmd::measure_share(&args, part, parts)
-                    .map(|v| serde_json::Value::String(v.to_string()))
-            }
+            (Some((part, parts)), _) => crashtest::options::measure_share(&args, part, parts)
+                .map(|v| serde_json::Value::String(v.to_string())),
             // The whole campaign's report from all its shares.
             (None, Some(texts)) => {
                 let values = texts
                     .iter()
                     .map(|t| serde_json::from_str(t))
                     .collect::<Result<Vec<serde_json::Value>, _>>()?;
-                mobius_cli::crashtest_cmd::merge_shares(&args, values, wall_s)
+                crashtest::options::merge_shares(&args, values, wall_s)
             }
-            (None, None) => mobius_cli::crashtest_cmd::measure(&args),
+            (None, None) => crashtest::options::measure(&args),
         })
-        .map_err(any_err)?;
+        .map_err(campaign_err)?;
     json_to_py(py, &out)
 }
 
@@ -428,9 +455,8 @@ impl Device {
         set: Option<BTreeMap<String, String>>,
         image: Option<PathBuf>,
     ) -> PyResult<Device> {
-        let spec =
-            lab::registry::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
-        let config = device_args(preset, set)
+        let spec = lab::registry::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
+        let config = recipe(preset, set)
             .resolve()
             .map_err(|e| ConfigError::new_err(format!("{e:#}")))?;
         let options = DesignOptions::from_pairs(&pairs(params)).map_err(ftl_err)?;

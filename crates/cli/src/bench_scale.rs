@@ -11,8 +11,8 @@
 //! mapping cache far more; the table shows both. Wall-clock figures depend on the
 //! machine and on what else runs on it; run it alone for numbers to quote.
 
-use crate::device_args::{apply_size, parse_size};
 use clap::Args;
+use lab::device::{apply_size, parse_size};
 
 #[derive(Args, Debug)]
 pub struct BenchScaleArgs {

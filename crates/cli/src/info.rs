@@ -1,12 +1,12 @@
 //! `mobius info`: geometry, capacity and timing of a preset; `--list` the designs.
 
-use crate::device_args::DeviceArgs;
 use clap::Args;
+use lab::device::Recipe;
 
 #[derive(Args, Debug)]
 pub struct InfoArgs {
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// List the designs built so far (name, promise, summary).
     #[arg(long)]
     pub list: bool,
@@ -38,7 +38,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<()> {
     }
     let mut c = args.device.resolve()?;
     if let Some(size) = &args.size {
-        crate::device_args::apply_size(&mut c, size)?;
+        lab::device::apply_size(&mut c, size)?;
     }
     let design = args
         .ftl

@@ -4,12 +4,12 @@
 
 pub mod bench;
 pub mod bench_designs;
-pub mod bench_peer;
 pub mod bench_scale;
 pub mod compare_cmd;
 pub mod compare_progress;
+pub mod crash_args;
+pub mod crash_summary;
 pub mod crashtest_cmd;
-pub mod device_args;
 pub mod info;
 pub mod nbd_backend;
 pub mod nbd_crash_cmd;

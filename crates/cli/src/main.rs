@@ -38,7 +38,7 @@ enum Command {
     /// own process: median programs per wall second and DFTL's over each (the goal: within 2×).
     BenchDesigns(bench_designs::BenchDesignsArgs),
     /// Recover every crash image of a seeded run and judge it against the design's promise.
-    Crashtest(Box<crashtest_cmd::CrashtestArgs>),
+    Crashtest(Box<mobius_cli::crash_args::CrashtestArgs>),
     /// Serve a design over NBD on a file-backed flash image (kill -9 = power cut; restart recovers).
     Serve(serve::ServeArgs),
     /// Replay a block trace (ours, blkparse, MSRC CSV; plain or gzip) on a design in simulated time.

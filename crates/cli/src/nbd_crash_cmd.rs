@@ -2,7 +2,7 @@
 //! (docs/nbd.md, "Power cuts under NBD requests"): one campaign, the soak over seeds and
 //! designs (`--seeds`, several designs), and its negative controls (`--controls`).
 
-use crate::crashtest_cmd::CrashtestArgs;
+use crate::crash_args::CrashtestArgs;
 use crashtest::second_life::FirstCut;
 use crashtest::soak::SoakCell;
 use ftl::{DesignOptions, DesignSpec, Promise};
@@ -18,7 +18,7 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.controls {
         return controls(args);
     }
-    if crate::crashtest_cmd::is_soak(args) {
+    if crashtest::options::is_soak(args) {
         return soak_cmd(args);
     }
     campaign(args)
@@ -32,7 +32,7 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
     } else {
         &["--workload", "--requests", "--fill"]
     };
-    let mut unused = crate::device_args::flags_given([
+    let mut unused = lab::flags_given([
         ("--shrink", args.shrink),
         ("--exhaustive", args.exhaustive),
         ("--fixed", args.fixed),
@@ -49,18 +49,15 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             .filter(|f| !taken.contains(f)),
     );
     // Its checker judges no media faults (docs/reliability.md): `mobius crashtest` does.
-    unused.extend(args.device.media_given());
+    unused.extend(args.media.given());
     if soak {
         unused.extend(args.device.given());
-        unused.extend(crate::device_args::flags_given([
+        unused.extend(lab::flags_given([
             ("--replay-instant", args.replay_instant.is_some()),
             ("--first-cut", args.first_cut.is_some()),
         ]));
     } else {
-        unused.extend(crate::device_args::flags_given([(
-            "--jobs",
-            args.jobs.is_some(),
-        )]));
+        unused.extend(lab::flags_given([("--jobs", args.jobs.is_some())]));
     }
     if !unused.is_empty() {
         anyhow::bail!(
@@ -195,7 +192,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
     check_flags(args, true)?;
     Ok(NbdSoakConfig {
         designs,
-        seeds: crate::crashtest_cmd::soak_seeds(args),
+        seeds: crashtest::options::soak_seeds(args),
         options: DesignOptions::from_pairs(&args.params)?,
         crash_points: args.crash_points,
         torn: args.torn,
@@ -293,7 +290,7 @@ fn print_cell(c: &NbdCell) {
 
 fn print_summary(report: &NbdSoakReport) {
     let atomic = |c: &NbdCell| c.atomic_requests;
-    crate::crashtest_cmd::print_cells_summary(report, Some(("atomic", &atomic)));
+    crate::crash_summary::print_cells_summary(report, Some(("atomic", &atomic)));
 }
 
 /// `--controls`: each control over the seeds (its design, requests, promise and reads); each

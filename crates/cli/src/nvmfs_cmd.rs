@@ -6,9 +6,9 @@
 //! SIGINT/SIGTERM or `fusermount3 -u MOUNTPOINT` unmount cleanly: the SSD is flushed and
 //! synced, the NVRAM image marked clean.
 
-use crate::device_args::DeviceArgs;
 use clap::Args;
 use ftl::DesignOptions;
+use lab::device::Recipe;
 use nvmfs::{KillPoint, NvmfsParams};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -29,7 +29,7 @@ pub struct NvmfsArgs {
     #[arg(long, default_value = "dftl")]
     pub ftl: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// SSD size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole blocks).
     #[arg(long)]
     pub size: Option<String>,
@@ -61,10 +61,10 @@ pub fn run(args: &NvmfsArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
-        crate::device_args::apply_size(&mut config, size)?;
+        lab::device::apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
-    let nvram_bytes = crate::device_args::parse_size(&args.nvram_size)?;
+    let nvram_bytes = lab::device::parse_size(&args.nvram_size)?;
     let kill_at = args.kill_at.as_deref().map(parse_kill_at).transpose()?;
     let params = NvmfsParams {
         inode_count: args.inodes,
@@ -134,6 +134,6 @@ mod tests {
             (KillPoint::FlushAfterSsdWrite, 1)
         );
         assert!(parse_kill_at("nowhere:1").is_err());
-        assert_eq!(crate::device_args::parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(lab::device::parse_size("64M").unwrap(), 64 << 20);
     }
 }

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use flash::{Flash, OpCause};
+use flash::OpCause;
 use ftl::{BlockDevice, DesignOptions};
 use lab::driver::replay::{replay, ReplayStats, Timing};
 use trace::Format;
 
-use crate::device_args::DeviceArgs;
+use lab::device::Recipe;
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
@@ -20,7 +20,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// Device size instead of a preset's blocks per chip, e.g. 256M, 2G (as `mobius serve`).
     #[arg(long)]
     pub size: Option<String>,
@@ -47,7 +47,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
-        crate::device_args::apply_size(&mut config, size)?;
+        lab::device::apply_size(&mut config, size)?;
     }
     let format = args
         .format
@@ -59,9 +59,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         anyhow::bail!("{}: the trace holds no request", args.trace.display());
     }
     let options = DesignOptions::from_pairs(&args.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry);
-    let flash = Flash::in_memory(config.clone(), oob, true);
-    let mut dev = design.build(flash, &options)?;
+    let mut dev = lab::device::fresh(&design, &config, &options, true)?;
     let timing = match args.qd {
         Some(queue_depth) => Timing::Closed { queue_depth },
         None => Timing::Trace,

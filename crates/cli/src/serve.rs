@@ -4,12 +4,12 @@
 //! does not), and starting again on the same image runs the design's recovery and serves the
 //! recovered state. SIGINT/SIGTERM shut down cleanly: flush, sync, close.
 
-use crate::device_args::DeviceArgs;
 use crate::nbd_backend::FtlBackend;
 use crate::power_cut::{self, ServedBackend, WriteCut};
 use clap::Args;
 use flash::Flash;
 use ftl::DesignOptions;
+use lab::device::Recipe;
 use nbd::server::{Server, ServerConfig};
 use nbd::tls::{TlsConfig, TlsMode};
 use nbd::transport::{install_signal_handlers, Listen};
@@ -31,7 +31,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub memory: bool,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// Raw flash size instead of a preset's blocks per chip, e.g. 256M, 2G (rounded to whole
     /// blocks). The exported size is smaller (spare blocks, metadata), different per design,
     /// and printed at start (`mobius info --ftl X --size S` prints it without serving).
@@ -116,7 +116,7 @@ pub enum TlsArg {
 impl ServeArgs {
     /// The server settings the limit, read-only and TLS options ask for.
     fn server_config(&self) -> anyhow::Result<ServerConfig> {
-        let buffer = crate::device_args::parse_size(&self.connection_buffer)?;
+        let buffer = lab::device::parse_size(&self.connection_buffer)?;
         let min = nbd::server::CONNECTION_BUFFER_MIN_BYTES as u64;
         if buffer < min {
             anyhow::bail!(
@@ -138,7 +138,7 @@ impl ServeArgs {
             tls: self.tls_config()?.map(Arc::new),
             // The binary's allocator is mimalloc: freed pages go back only when collected.
             release_memory: || {
-                crate::bench::return_freed_memory();
+                lab::bench::return_freed_memory();
                 nbd::server::release_free_memory();
             },
             ..ServerConfig::default()
@@ -178,7 +178,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.ftl)?;
     let mut config = args.device.resolve_for(&design)?;
     if let Some(size) = &args.size {
-        crate::device_args::apply_size(&mut config, size)?;
+        lab::device::apply_size(&mut config, size)?;
     }
     let options = DesignOptions::from_pairs(&args.params)?;
     // Bad server options are refused before the image is opened or created.
@@ -327,7 +327,7 @@ fn serve_device(
 mod tests {
     #[test]
     fn sizes_parse() {
-        use crate::device_args::parse_size;
+        use lab::device::parse_size;
         assert_eq!(parse_size("256M").unwrap(), 256 << 20);
         assert_eq!(parse_size("2G").unwrap(), 2 << 30);
         assert_eq!(parse_size("1T").unwrap(), 1 << 40);

@@ -1,9 +1,8 @@
 //! `mobius sql-bench` (a SQL workload on a design, in simulated time) and `mobius sql` (a
 //! SQLite shell on a flash image): SQLite through the VFS of `crates/sqlite` (docs/sqlite.md).
 
-use crate::device_args::DeviceArgs;
-use flash::Flash;
 use ftl::DesignOptions;
+use lab::device::Recipe;
 use sqlite::durability::{durable_mode, durable_synchronous};
 use sqlite::shell::Shell;
 use sqlite::workload::{self, Scale, Workload};
@@ -17,7 +16,7 @@ pub struct SqlDeviceArgs {
     #[arg(long)]
     pub ftl: String,
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub device: Recipe,
     /// Device size instead of the preset's blocks per chip, e.g. 64M, 1G.
     #[arg(long, default_value = "64M")]
     pub size: String,
@@ -58,7 +57,7 @@ impl SqlDeviceArgs {
 
     fn config(&self, design: &ftl::DesignSpec) -> anyhow::Result<flash::DeviceConfig> {
         let mut config = self.device.resolve_for(design)?;
-        crate::device_args::apply_size(&mut config, &self.size)?;
+        lab::device::apply_size(&mut config, &self.size)?;
         Ok(config)
     }
 }
@@ -87,8 +86,7 @@ pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
-    let oob = (design.oob_record_bytes)(&config.geometry);
-    let dev = design.build(Flash::in_memory(config, oob, false), &options)?;
+    let dev = lab::device::fresh(&design, &config, &options, false)?;
     let db = Database::create(dev, &args.db.open_options(args.seed, "FULL")?)?;
     let w = Workload::parse(&args.workload)?;
     let scale = Scale {

@@ -1,7 +1,7 @@
 //! `mobius crashtest --workload sqlite-*` (one campaign) and `--workload sqlite` (the soak and
 //! its negative controls): power cuts under SQLite (docs/sqlite.md, "Power cuts").
 
-use crate::crashtest_cmd::CrashtestArgs;
+use crate::crash_args::CrashtestArgs;
 use crashtest::soak::SoakCell;
 use crashtest::sqlite::soak::{self, SettingFilter, SqlCell, SqlSoakConfig, SqlSoakReport};
 use crashtest::sqlite::{self as crash, CrashConfig, CrashReport};
@@ -110,7 +110,7 @@ fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
     } else {
         &["--workload", "--requests", "--fill"]
     };
-    let mut unused = crate::device_args::flags_given([
+    let mut unused = lab::flags_given([
         ("--shrink", args.shrink),
         ("--exhaustive", args.exhaustive),
         ("--fixed", args.fixed),
@@ -125,18 +125,15 @@ fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             .filter(|f| !taken.contains(f)),
     );
     // Its checker judges no media faults (docs/reliability.md): `mobius crashtest` does.
-    unused.extend(args.device.media_given());
+    unused.extend(args.media.given());
     if soak {
         unused.extend(args.device.given());
-        unused.extend(crate::device_args::flags_given([
+        unused.extend(lab::flags_given([
             ("--replay-instant", args.replay_instant.is_some()),
             ("--first-cut", args.first_cut.is_some()),
         ]));
     } else {
-        unused.extend(crate::device_args::flags_given([(
-            "--jobs",
-            args.jobs.is_some(),
-        )]));
+        unused.extend(lab::flags_given([("--jobs", args.jobs.is_some())]));
     }
     if !unused.is_empty() {
         anyhow::bail!(
@@ -158,7 +155,7 @@ fn sql_soak_config(
     check_sqlite_flags(args, true)?;
     Ok(SqlSoakConfig {
         designs,
-        seeds: crate::crashtest_cmd::soak_seeds(args),
+        seeds: crashtest::options::soak_seeds(args),
         options: DesignOptions::from_pairs(&args.params)?,
         crash_points: args.crash_points,
         torn: args.torn,
@@ -283,7 +280,7 @@ fn print_sql_cell(c: &SqlCell) {
 }
 
 fn print_sql_summary(report: &SqlSoakReport) {
-    crate::crashtest_cmd::print_cells_summary(report, None);
+    crate::crash_summary::print_cells_summary(report, None);
 }
 
 /// `mobius crashtest --workload sqlite --controls`: the SQLite soak's negative controls, each

@@ -8,6 +8,7 @@
 //! the result against a promise — the design's own, or a stronger one for negative controls.
 
 pub mod media;
+pub mod options;
 pub mod oracle;
 pub mod points;
 pub mod second_life;
@@ -177,8 +178,7 @@ pub struct Recording {
 
 /// Runs the workload once with both logs on.
 pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
-    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let mut flash = Flash::in_memory(cfg.device.clone(), oob, cfg.tag_only);
+    let mut flash = lab::device::flash(&cfg.design, &cfg.device, cfg.tag_only);
     let base = flash.start_recording();
     let mut dev =
         cfg.design

@@ -146,3 +146,119 @@ pub fn control(cfg: &crate::soak::SoakConfig) -> Option<crate::soak::SoakConfig>
     control.media.as_mut()?.hand_uncorrectable = true;
     Some(control)
 }
+
+/// The media model's flags of a campaign or soak (`--media`, `--wear`, `--power-off-days`);
+/// its fields can be `--set` as `media.<field>` after `--media` switched it on.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct MediaRecipe {
+    /// The media model (docs/reliability.md): bit errors, ECC, read retry and bad blocks of an
+    /// `slc`, `mlc` or `tlc` part (off by default: the flash reads back what was programmed).
+    /// Its fields can be `--set` as `media.<field>`.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "PART"))]
+    pub media: Option<String>,
+    /// With --media: P/E cycles every block had before the run, in multiples of the part's
+    /// rated endurance (1.0: worn to its rating) [default: 0].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MULTIPLE"))]
+    pub wear: Option<f64>,
+    /// With --media: days the device lies powered off after each power cut before recovery
+    /// (every page ages by them) [default: 0].
+    #[cfg_attr(feature = "clap", arg(long, value_name = "DAYS"))]
+    pub power_off_days: Option<f64>,
+}
+
+/// Media flags that do not describe a model.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaRecipeError {
+    #[error("--wear and --power-off-days shape the media model: give --media PART")]
+    NoPart,
+    #[error("--wear and --power-off-days take numbers at least 0")]
+    Negative,
+    #[error(transparent)]
+    Config(#[from] flash::ConfigError),
+}
+
+impl MediaRecipe {
+    /// The flags given.
+    pub fn given(&self) -> Vec<&'static str> {
+        lab::flags_given([
+            ("--media", self.media.is_some()),
+            ("--wear", self.wear.is_some()),
+            ("--power-off-days", self.power_off_days.is_some()),
+        ])
+    }
+
+    /// `device` with the model on as the flags say (unchanged without `--media`); its draws
+    /// take seed 0 until a campaign sets its own ([`crate::with_media_seed`]). `--set media.*`
+    /// overrides (in `overrides`) are applied after.
+    pub fn apply(
+        &self,
+        device: DeviceConfig,
+        overrides: &[String],
+    ) -> Result<DeviceConfig, MediaRecipeError> {
+        let Some(part) = &self.media else {
+            if self.wear.is_some() || self.power_off_days.is_some() {
+                return Err(MediaRecipeError::NoPart);
+            }
+            return Ok(device);
+        };
+        let wear = self.wear.unwrap_or(0.0);
+        let days = self.power_off_days.unwrap_or(0.0);
+        if !(wear.is_finite() && wear >= 0.0 && days.is_finite() && days >= 0.0) {
+            return Err(MediaRecipeError::Negative);
+        }
+        let mut device = device.with_media(part, wear, 0)?;
+        if let Some(m) = device.media.as_mut() {
+            m.power_off_s = (days * 86_400.0).round() as u64;
+        }
+        let media_sets: Vec<String> = overrides
+            .iter()
+            .filter(|o| o.trim_start().starts_with("media."))
+            .cloned()
+            .collect();
+        if media_sets.is_empty() {
+            return Ok(device);
+        }
+        Ok(device.with_overrides(None, &media_sets)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--media` switches the model on, `--wear` and `--power-off-days` shape it and `--set
+    /// media.*` changes any field; either without `--media`, or an unknown part, is refused.
+    #[test]
+    fn the_media_flags_shape_the_model_and_bad_ones_are_refused() {
+        let small = || DeviceConfig::preset("small").unwrap();
+        let mut a = MediaRecipe {
+            media: Some("tlc".into()),
+            wear: Some(0.5),
+            power_off_days: Some(2.0),
+        };
+        let sets = ["media.ecc.correctable_bits=40".to_string()];
+        let m = a.apply(small(), &sets).unwrap().media.unwrap();
+        assert_eq!(
+            (m.part.as_str(), m.initial_pe, m.power_off_s),
+            ("tlc", 500, 172_800)
+        );
+        assert_eq!(m.ecc.correctable_bits, 40);
+        assert!(MediaRecipe::default()
+            .apply(small(), &[])
+            .unwrap()
+            .media
+            .is_none());
+        a.media = None;
+        assert!(a
+            .apply(small(), &[])
+            .unwrap_err()
+            .to_string()
+            .contains("--media"));
+        a.media = Some("qlc".into());
+        assert!(a.apply(small(), &[]).is_err());
+        a.media = Some("mlc".into());
+        a.wear = Some(-1.0);
+        assert!(a.apply(small(), &[]).is_err());
+    }
+}

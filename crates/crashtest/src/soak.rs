@@ -312,8 +312,7 @@ fn shape_workload(
 /// The transactional capabilities of a design (formats it on a `small` tag-only device).
 pub fn capabilities(design: &DesignSpec, options: &DesignOptions) -> Option<TxCapabilities> {
     let d = DeviceConfig::preset("small").expect("small preset");
-    let flash = Flash::in_memory(d.clone(), (design.oob_record_bytes)(&d.geometry), true);
-    let mut dev = design.build(flash, options).ok()?;
+    let mut dev = lab::device::fresh(design, &d, options, true).ok()?;
     dev.transactional().map(|t| t.capabilities())
 }
 

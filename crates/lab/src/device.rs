@@ -101,9 +101,16 @@ pub fn metric(dev: &dyn BlockDevice, name: &str) -> Option<f64> {
 /// A device's shape as the command line gives it: a preset, a TOML file overriding any of its
 /// fields, and `key=value` overrides (docs/presets.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Recipe {
+    /// Device preset: jasmine, txflash, optr, nvmfs, small.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "small"))]
     pub preset: String,
+    /// TOML file overriding any preset field (e.g. `[geometry]\nchannels = 8`).
+    #[cfg_attr(feature = "clap", arg(long = "config", value_name = "CONFIG"))]
     pub config_file: Option<PathBuf>,
+    /// Override one field: `--set geometry.channels=8 --set timing.program_ns=300000`.
+    #[cfg_attr(feature = "clap", arg(long = "set", value_name = "KEY=VALUE"))]
     pub overrides: Vec<String>,
 }
 
@@ -146,6 +153,15 @@ impl Recipe {
             config_file: None,
             overrides: Vec::new(),
         }
+    }
+
+    /// The options given on the command line (`--preset` when not the default `small`).
+    pub fn given(&self) -> Vec<&'static str> {
+        crate::flags_given([
+            ("--preset", self.preset != "small"),
+            ("--config", self.config_file.is_some()),
+            ("--set", !self.overrides.is_empty()),
+        ])
     }
 
     /// The device the recipe describes.

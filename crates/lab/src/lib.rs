@@ -12,11 +12,26 @@
 //!   experiments' own sequences): content tags, transaction ids, arrival clock;
 //! - [`kernel_stack`]: a design under a kernel file system (NBD export, nbdfuse, loop device,
 //!   mkfs, mount, dirty limit, DRAM budget, teardown);
-//! - [`run_log`]: a long campaign's log of finished runs, so it resumes where it stopped.
+//! - [`run_log`]: a long campaign's log of finished runs, so it resumes where it stopped;
+//! - [`bench`]: a benchmark run (a workload on a design, measured, cut and recovered), and the
+//!   in-process peer that gives the simulator's speed as a ratio.
+//!
+//! The options of the runs a front end starts ([`device::Recipe`], [`bench::BenchOptions`]) take
+//! `clap` attributes under the `clap` feature, so the command line and the Python package fill
+//! the same structs.
 
+pub mod bench;
 pub mod decoders;
 pub mod device;
 pub mod driver;
 pub mod kernel_stack;
 pub mod registry;
 pub mod run_log;
+
+/// The flags of `flags` whose paired condition holds (those given on the command line).
+pub fn flags_given<const N: usize>(flags: [(&'static str, bool); N]) -> Vec<&'static str> {
+    flags
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+}

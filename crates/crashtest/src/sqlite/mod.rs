@@ -213,11 +213,7 @@ impl Recording {
 /// Builds the device (aged by [`CrashConfig::fill`]), loads the tables, then runs the
 /// transactions with the flash recording.
 fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
-    let oob = (cfg.design.oob_record_bytes)(&cfg.device.geometry);
-    let dev = cfg.design.build(
-        Flash::in_memory(cfg.device.clone(), oob, false),
-        &cfg.options,
-    )?;
+    let dev = lab::device::fresh(&cfg.design, &cfg.device, &cfg.options, false)?;
     let dev = age(dev, cfg.fill, cfg.seed)?;
     let db = Database::create(dev, &cfg.open)?;
     workload::setup(&db, cfg.workload, cfg.scale)?;
@@ -297,24 +293,19 @@ fn age(
         return Ok(dev);
     }
     let start_ns = dev.flash().idle_ns();
-    let mut host = host::Host::new(dev, start_ns).tag_only();
-    let page_bytes = host.page_bytes();
-    let mut at = start_ns;
-    for first in (0..pages).step_by(AGE_REQUEST_PAGES as usize) {
-        let n = AGE_REQUEST_PAGES.min(pages - first);
-        at = host.write_tags(first * page_bytes, n * page_bytes, false, at)?;
-    }
+    let mut driver = lab::driver::Driver::over(dev, start_ns);
+    let mut at = driver.fill(pages as u32, AGE_REQUEST_PAGES, start_ns)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xa9ed_f111);
     for _ in 0..pages {
         let page = rng.random_range(0..pages);
-        at = host.write_tags(page * page_bytes, page_bytes, false, at)?;
+        at = driver.write(flash::Lpn(page as u32), 1, at)?;
     }
-    host.flush(at)?;
-    Ok(host.into_device())
+    driver.flush(at)?;
+    Ok(driver.into_device())
 }
 
 /// Pages per write request of [`age`]'s sequential pass.
-const AGE_REQUEST_PAGES: u64 = 32;
+const AGE_REQUEST_PAGES: u32 = 32;
 
 /// Recovers the image of a cut at `at` and judges the database. `Ok((k, all))`: k
 /// transactions found, `all` when every transaction committed by `at` was among them.

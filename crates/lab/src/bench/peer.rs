@@ -149,6 +149,15 @@ impl PagePeer {
     }
 }
 
+/// Why the peer cannot play a workload.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("the bench peer plays plain workloads, not txmix's transactions")]
+    Transactions,
+    #[error(transparent)]
+    Workload(#[from] workload::WorkloadError),
+}
+
 /// Plays `spec` with `seed` (the requests `lab::driver::run` would issue: same generator, same
 /// RNG) on the peer over `geometry`, exporting `logical_pages`.
 pub fn play(
@@ -156,10 +165,10 @@ pub fn play(
     logical_pages: u32,
     spec: &WorkloadSpec,
     seed: u64,
-) -> anyhow::Result<PeerRun> {
+) -> Result<PeerRun, PeerError> {
     use rand::SeedableRng;
     if spec.name == "txmix" {
-        anyhow::bail!("the bench peer plays plain workloads, not txmix's transactions");
+        return Err(PeerError::Transactions);
     }
     let mut generator = Generator::new(spec, logical_pages, None)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
