@@ -147,3 +147,40 @@ fn dftl_does_not_rebuild_a_lost_translation_page_that_recorded_trims() {
     let v = crashtest::replay_one(&cfg, 1_499_085_000, true).expect("replays");
     assert!(v.is_empty(), "{:?}", v.first().map(|v| &v.what));
 }
+
+/// SQLite on a device whose pages the media lost: opening the database or reading it fails
+/// with a typed error (the store's `SqlError::Uncorrectable`, or SQLite's I/O error from the
+/// VFS), never with rows.
+#[test]
+fn sqlite_on_lost_pages_fails_with_a_typed_error() {
+    let spec = lab::registry::find("dftl").unwrap();
+    let device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 0.0, 1)
+        .unwrap();
+    let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false).unwrap();
+    let opts = sqlite::OpenOptions::new(sqlite::Mode::Journal);
+    let db = sqlite::Database::create(dev, &opts).expect("create");
+    db.conn()
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3);")
+        .expect("insert");
+    let mut dev = db.close().expect("close");
+    lose_every_page(dev.as_mut());
+    let e = match sqlite::Database::open(dev, &opts) {
+        Err(e) => e,
+        Ok(db) => {
+            let rows = db
+                .conn()
+                .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+            let e = rows.expect_err("a database whose pages are lost yields no rows");
+            sqlite::SqlError::Sqlite(e)
+        }
+    };
+    let text = e.to_string();
+    assert!(
+        matches!(e, sqlite::SqlError::Uncorrectable(_))
+            || text.contains("disk I/O error")
+            || text.contains("I/O"),
+        "{text}"
+    );
+}
