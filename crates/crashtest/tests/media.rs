@@ -57,7 +57,7 @@ fn every_design_keeps_its_promise_on_worn_media() {
 fn a_controller_handing_on_uncorrected_data_is_caught() {
     for design in ["mobius", "dftl", "optr"] {
         let r = campaign(&worn(design, 7, true));
-        assert!(r.violations.len() > 0, "{design}: not caught");
+        assert!(!r.violations.is_empty(), "{design}: not caught");
         assert_eq!(r.errors_for_lost_pages, 0, "{design}");
     }
 }

@@ -9,14 +9,7 @@ use flash::{Content, ContentTag, DeviceConfig, Fault, Flash, Lpn, Ppn};
 use ftl::{BlockDevice, DesignOptions, FtlError, PageOutcome};
 
 fn media_device() -> DeviceConfig {
-    let mut c = DeviceConfig::preset("small")
-        .unwrap()
-        .with_media("mlc", 0.0, 1)
-        .unwrap();
-    let m = c.media.as_mut().unwrap();
-    m.grown_bad_at_endurance = 0.0;
-    m.factory_bad_fraction = 0.0;
-    c
+    DeviceConfig::small_with_bit_errors_only()
 }
 
 fn options() -> DesignOptions {

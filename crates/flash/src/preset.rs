@@ -192,6 +192,19 @@ impl DeviceConfig {
         Ok(self)
     }
 
+    /// The `small` preset with a fresh MLC part whose blocks never go bad (no factory or grown
+    /// bad blocks), seeded by 1: bit errors and injected faults only — what tests of a design's
+    /// handling of lost pages start from.
+    pub fn small_with_bit_errors_only() -> DeviceConfig {
+        let mut c = DeviceConfig::preset("small")
+            .and_then(|c| c.with_media("mlc", 0.0, 1))
+            .expect("the small preset takes the mlc part");
+        let m = c.media.as_mut().expect("media on");
+        m.grown_bad_at_endurance = 0.0;
+        m.factory_bad_fraction = 0.0;
+        c
+    }
+
     /// The geometry of the chips themselves: the design's geometry, plus the spare blocks of
     /// the media model when it is on.
     pub fn physical_geometry(&self) -> Geometry {

@@ -179,14 +179,7 @@ mod tests {
     use flash::{BlockId, ContentTag, DeviceConfig, Fault};
 
     fn worn_device() -> Flash {
-        let mut c = DeviceConfig::preset("small")
-            .unwrap()
-            .with_media("mlc", 0.0, 1)
-            .unwrap();
-        let m = c.media.as_mut().unwrap();
-        m.grown_bad_at_endurance = 0.0;
-        m.factory_bad_fraction = 0.0;
-        Flash::in_memory(c, 16, true)
+        Flash::in_memory(DeviceConfig::small_with_bit_errors_only(), 16, true)
     }
 
     fn tag(lpn: u32) -> Content {

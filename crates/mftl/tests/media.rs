@@ -6,14 +6,7 @@ use ftl::{BlockDevice, DesignOptions, FtlError, SwriteMode, TxUuid};
 use mftl::format::{PageKind, PageOob, OOB_BYTES};
 
 fn media_device() -> DeviceConfig {
-    let mut c = DeviceConfig::preset("small")
-        .unwrap()
-        .with_media("mlc", 0.0, 1)
-        .unwrap();
-    let m = c.media.as_mut().unwrap();
-    m.grown_bad_at_endurance = 0.0;
-    m.factory_bad_fraction = 0.0;
-    c
+    DeviceConfig::small_with_bit_errors_only()
 }
 
 /// Every page of `kind` on the device, by its OOB record.
