@@ -106,6 +106,19 @@ impl Context<'_> {
     pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, flash::ConfigError> {
         flash::DeviceConfig::preset(preset)
     }
+    /// `mode`'s design on a fresh tag-only device of `config`, loaded with `wl`'s database,
+    /// then `clients` clients committing `wl`'s transactions (`lab::driver::clients`).
+    pub fn run_clients(
+        &self,
+        mode: &lab::driver::clients::CommitMode,
+        wl: &workload::TxWorkload,
+        config: &flash::DeviceConfig,
+        clients: usize,
+    ) -> error::Result<lab::driver::clients::Outcome> {
+        let spec = self.built(mode.design)?;
+        let dev = lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true)?;
+        Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
+    }
 }
 
 /// An experiment: id (for `--only`), the function that runs it, and what its quick scale runs.

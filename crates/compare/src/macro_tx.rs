@@ -14,18 +14,13 @@ use crate::claims::{Check, Claim, Tolerance};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
-use ftl::{DesignOptions, SwriteMode};
+use ftl::SwriteMode;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use workload::tpcc::Tpcc;
 
 /// A way of running the experiment: design plus commit mode.
-#[derive(Clone, Copy, Debug)]
-pub struct Mode {
-    pub label: &'static str,
-    pub design: &'static str,
-    pub swrite: Option<SwriteMode>,
-}
+pub type Mode = lab::driver::clients::CommitMode;
 
 pub const MODES: [Mode; 6] = [
     Mode {
@@ -66,28 +61,13 @@ pub type Workload = workload::TxWorkload;
 /// What one mode measured on one workload.
 pub use lab::driver::clients::Outcome;
 
-/// Runs one mode on one workload: a fresh device of the mode's design, loaded, then the
-/// clients (`lab::driver::clients`).
-pub fn run_mode(
-    ctx: &Context,
-    mode: &Mode,
-    wl: &Workload,
-    config: &flash::DeviceConfig,
-    clients: usize,
-) -> crate::error::Result<Outcome> {
-    let spec = ctx.built(mode.design)?;
-    let dev = lab::device::fresh(spec, config, &DesignOptions::default(), true)?;
-    Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
-}
-
 /// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
 /// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs.
 fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
-    let mut c = ctx.device("jasmine")?;
-    if ctx.scale == crate::Scale::Quick {
-        c.geometry.blocks_per_chip = 128;
-    }
-    Ok(c)
+    Ok(match ctx.scale {
+        crate::Scale::Quick => lab::device::preset_slice("jasmine", 128)?,
+        _ => ctx.device("jasmine")?,
+    })
 }
 
 pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
@@ -117,19 +97,6 @@ pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
 /// `mobius serve --trace` (crates/cli/tests/fixtures/record-ext4-trace.sh regenerates it).
 const EXT4_TRACE: &[u8] = include_bytes!("../../cli/tests/fixtures/ext4-small-files.trace.gz");
 
-/// A block trace turned into transactions the way a journaling file system commits
-/// (`lab::driver::clients::trace_transactions`), replayed `repeat` times.
-pub fn trace_workload(
-    name: &str,
-    bytes: &[u8],
-    page_bytes: u32,
-    repeat: usize,
-) -> crate::error::Result<Workload> {
-    Ok(lab::driver::clients::trace_transactions(
-        name, bytes, page_bytes, repeat,
-    )?)
-}
-
 pub fn run(ctx: &Context) -> ExperimentResult {
     let clients = 8;
     let mut skipped = Vec::new();
@@ -148,7 +115,10 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     } else {
         100
     };
-    match trace_workload("ext4-trace", EXT4_TRACE, config.geometry.page_bytes, repeat) {
+    let page_bytes = config.geometry.page_bytes;
+    let trace =
+        lab::driver::clients::trace_transactions("ext4-trace", EXT4_TRACE, page_bytes, repeat);
+    match trace.map_err(crate::error::MeasureError::from) {
         Ok(w) => workloads.push(w),
         Err(e) => skipped.push(e.to_string()),
     }
@@ -219,7 +189,7 @@ fn run_or_skip(
         ));
         return None;
     }
-    match run_mode(ctx, mode, wl, config, clients) {
+    match ctx.run_clients(mode, wl, config, clients) {
         Ok(o) => Some(o),
         Err(e) => {
             skipped.push(format!("{} on {}: {e}", mode.label, wl.name));
@@ -371,7 +341,7 @@ fn clients_sweep(
                 tps[i][k] = measured.1.get(m).copied().flatten().unwrap_or(f64::NAN);
                 continue;
             }
-            match run_mode(ctx, mode, wl, config, clients) {
+            match ctx.run_clients(mode, wl, config, clients) {
                 Ok(o) => tps[i][k] = o.tps,
                 Err(e) => skipped.push(format!("{} with {clients} clients: {e}", mode.label)),
             }

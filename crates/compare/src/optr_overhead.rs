@@ -91,7 +91,11 @@ impl Grid {
     /// Chips are allocated by idleness: GC runs here, and without per-chip GC a static
     /// allocation would not hold (docs/optr.md, "Chip allocation").
     pub fn quick() -> crate::error::Result<Grid> {
-        Ok(Grid::paper_shape(quick_device()?, 1 << 30, 0.9))
+        Ok(Grid::paper_shape(
+            lab::device::preset_slice("optr", 128)?,
+            1 << 30,
+            0.9,
+        ))
     }
     /// A CI-sized grid on `small` (16 MB, 4 KB pages): footprints 256 KB / 4 MB / 12 MB, requests
     /// of 1 and 16 pages, three flush intervals.
@@ -138,15 +142,6 @@ impl Grid {
         }
         o
     }
-}
-
-/// The paper's geometry (`optr` preset) cut to 128 blocks per chip: 4 GB, the same page,
-/// block and chip count, cache and reserved areas.
-pub fn quick_device() -> Result<DeviceConfig, flash::ConfigError> {
-    let mut d = DeviceConfig::preset("optr")?;
-    d.geometry.blocks_per_chip = 128;
-    d.validate()?;
-    Ok(d)
 }
 
 /// One design's run of one point.

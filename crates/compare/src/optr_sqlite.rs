@@ -29,7 +29,6 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::MeasureError;
-use crate::optr_overhead::quick_device;
 use crate::report::{fmt, ExperimentResult, Table};
 use crate::{Context, Scale};
 use ftl::{DesignOptions, DesignSpec};
@@ -77,7 +76,7 @@ pub fn run_bar(
     std::fs::create_dir_all(&mnt)?;
     let dev = nvmfs::ssd::create_ssd(
         &dir.join("ssd.img"),
-        &quick_device()?,
+        &lab::device::preset_slice("optr", 128)?,
         spec,
         &DesignOptions::default(),
     )?;
@@ -160,7 +159,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         claims: claims(&bars),
         data: serde_json::json!({ "bars": bars, "seconds_per_bar": duration.as_secs() }),
         skipped,
-        host: quick_device().ok().map(|d| d.host),
+        host: lab::device::preset_slice("optr", 128).ok().map(|d| d.host),
         ran: crate::Ran::default(),
     }
 }

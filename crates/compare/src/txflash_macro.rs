@@ -14,11 +14,12 @@
 //! with the link too, shown beside.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::macro_tx::{run_mode, trace_workload, Mode, Outcome, Workload};
 use crate::report::{fmt, ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
 use ftl::SwriteMode;
+use lab::driver::clients::{CommitMode as Mode, Outcome};
+use workload::TxWorkload as Workload;
 
 /// The four benchmarks in the paper's order, and the traces of each (data journaling, then
 /// metadata journaling).
@@ -144,15 +145,18 @@ pub fn run(ctx: &Context) -> ExperimentResult {
             let trace = if j == 0 { data } else { ordered };
             let label = format!("{name} ({journal})");
             let page_bytes = configs[0].geometry.page_bytes;
-            let mut workload = match trace_workload(&label, trace, page_bytes, repeat) {
-                Ok(w) => w,
-                Err(e) => {
-                    skipped.push(e.to_string());
-                    step += (modes.len() * configs.len()) as u64;
-                    row.push(None);
-                    continue;
-                }
-            };
+            let mut workload =
+                match lab::driver::clients::trace_transactions(&label, trace, page_bytes, repeat)
+                    .map_err(crate::error::MeasureError::from)
+                {
+                    Ok(w) => w,
+                    Err(e) => {
+                        skipped.push(e.to_string());
+                        step += (modes.len() * configs.len()) as u64;
+                        row.push(None);
+                        continue;
+                    }
+                };
             workload.preload = false;
             split_at_max_tx(&mut workload, max_tx_pages);
             let valid_pages = distinct_pages(&workload);
@@ -165,7 +169,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                             mode.label, mode.design
                         ));
                     } else {
-                        match run_mode(ctx, mode, &workload, config, 1) {
+                        match ctx.run_clients(mode, &workload, config, 1) {
                             Ok(o) => outcomes[c][m] = Some(o),
                             Err(e) => skipped.push(format!("{} on {label}: {e}", mode.label)),
                         }

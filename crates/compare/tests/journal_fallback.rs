@@ -2,7 +2,7 @@
 //! large is committed through the host's journal (pages to the journal, flush, commit record,
 //! flush, pages in place, flush), counted, and its cost shows in time and in flash programs.
 
-use compare::macro_tx::{run_mode, Workload, MODES};
+use compare::macro_tx::{Workload, MODES};
 use compare::{Context, Scale};
 use flash::Lpn;
 use workload::Txn;
@@ -45,8 +45,8 @@ fn a_refused_transaction_goes_through_the_host_journal_and_costs_what_it_costs()
     let mode = MODES.iter().find(|m| m.design == "atomic-write").unwrap();
     let config = flash::DeviceConfig::preset("small").unwrap();
     // Atomic-Write keeps at most 1/16 of the small device (256 pages) in one transaction.
-    let accepted = run_mode(&ctx, mode, &workload(200), &config, 4).unwrap();
-    let refused = run_mode(&ctx, mode, &workload(400), &config, 4).unwrap();
+    let accepted = ctx.run_clients(mode, &workload(200), &config, 4).unwrap();
+    let refused = ctx.run_clients(mode, &workload(400), &config, 4).unwrap();
     assert_eq!(accepted.journal_fallbacks, 0);
     assert_eq!(refused.journal_fallbacks, 1, "{refused:?}");
     assert_eq!(refused.errors, 0);

@@ -98,6 +98,15 @@ pub fn metric(dev: &dyn BlockDevice, name: &str) -> Option<f64> {
         .map(|(_, v)| v)
 }
 
+/// The preset `name` with `blocks_per_chip` blocks per chip: the same chips, channels and
+/// timing, a smaller device (the experiments' quick-scale slices of the papers' devices).
+pub fn preset_slice(name: &str, blocks_per_chip: u32) -> Result<DeviceConfig, flash::ConfigError> {
+    let mut config = DeviceConfig::preset(name)?;
+    config.geometry.blocks_per_chip = blocks_per_chip;
+    config.validate()?;
+    Ok(config)
+}
+
 /// A device's shape as the command line gives it: a preset, a TOML file overriding any of its
 /// fields, and `key=value` overrides (docs/presets.md).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -96,6 +96,17 @@ impl JournalStep {
 
 /// Runs `wl` from `clients` clients on `dev`, committing each transaction as `commit` says (see
 /// [`Driver::commit`]).
+/// A design and the way its clients commit: SWRITE in `swrite`'s mode where it has static
+/// transactions, else a DWRITE chain; DFTL's `None`: plain writes (the experiments' modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitMode {
+    /// The mode's name in tables and figures.
+    pub label: &'static str,
+    /// The design's `--ftl` name (`crate::registry`).
+    pub design: &'static str,
+    pub swrite: Option<SwriteMode>,
+}
+
 pub fn run(
     dev: Box<dyn BlockDevice>,
     commit: Option<SwriteMode>,
