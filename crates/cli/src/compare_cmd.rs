@@ -152,7 +152,7 @@ fn closing(results: &[compare::ExperimentResult], cores: usize, wall_s: f64) {
     println!(
         "compare: {} experiment(s) in {} on {cores} core(s)",
         results.len(),
-        compare::report::wall_time(wall_s)
+        compare::result::wall_time(wall_s)
     );
     let board = compare::summary::of_results(results);
     for (paper, claims, sub) in compare::summary::per_paper(&board) {

@@ -136,7 +136,7 @@ impl Progress {
         self.line(&format!(
             "compare [{}] {id}: done in {} ({n} of {} experiments){verdicts}",
             self.clock(),
-            compare::report::wall_time(wall_s),
+            compare::result::wall_time(wall_s),
             self.experiments
         ));
     }

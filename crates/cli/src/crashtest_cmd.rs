@@ -9,6 +9,9 @@ use crashtest::soak::{self, CellResult, SoakReport};
 use crashtest::{CampaignConfig, CampaignReport};
 
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
+    if args.bench {
+        return run_bench(args);
+    }
     if crate::nbd_crash_cmd::is_nbd(args) {
         return crate::nbd_crash_cmd::run(args);
     }
@@ -159,6 +162,7 @@ fn print_report(report: &CampaignReport) {
         report.wall_s,
         report.crash_points as f64 / report.wall_s.max(1e-9)
     );
+    println!("speed             {}", report.speed.line());
     for v in report.violations.iter().take(10) {
         println!(
             "  at {} ns{} lpn {:?}: {}\n    replay: {}",
@@ -280,6 +284,7 @@ fn print_summary(report: &SoakReport) {
         t.violations,
         report.wall_s
     );
+    println!("speed: {}", report.speed().line());
     if t.media.is_some() {
         print_media_summary(report);
     }
@@ -412,6 +417,28 @@ fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
     }
     if !weak.is_empty() {
         anyhow::bail!("negative controls caught on fewer than half their seeds: {weak:?}");
+    }
+    Ok(())
+}
+
+/// `--bench`: every design's crash points per second per core, beside `--vs`'s.
+fn run_bench(args: &CrashtestArgs) -> anyhow::Result<()> {
+    let designs: Vec<String> = lab::registry::named(&args.ftl)?
+        .iter()
+        .map(|d| d.name.to_string())
+        .collect();
+    let first = args.seed.unwrap_or(1);
+    let seeds: Vec<u64> = (first..first + args.seeds.unwrap_or(3) as u64).collect();
+    eprintln!("{}", crate::crash_bench::HEADER);
+    let rows = crate::crash_bench::measure(&designs, &seeds, args.crash_points, args.vs.as_ref())?;
+    if args.json {
+        let v = crate::crash_bench::to_json(&rows, &seeds, args.crash_points);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{}", crate::crash_bench::HEADER);
+        for r in &rows {
+            println!("{}", crate::crash_bench::line(r));
+        }
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod bench_scale;
 pub mod compare_cmd;
 pub mod compare_progress;
 pub mod crash_args;
+pub mod crash_bench;
 pub mod crash_summary;
 pub mod crashtest_cmd;
 pub mod info;

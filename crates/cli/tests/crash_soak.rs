@@ -26,9 +26,9 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
         "--ftl",
         "all",
         "--seeds",
-        "3",
+        "6",
         "--crash-points",
-        "400",
+        "1000",
         "--torn",
         "--second-lives",
         "2",
@@ -37,7 +37,7 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
     let json = clean_soak(ok, &stdout, &stderr);
     assert_eq!(
         json["seeds"],
-        3 * json["designs"].as_object().expect("designs").len()
+        6 * json["designs"].as_object().expect("designs").len()
     );
     assert!(json["crash_points"].as_u64().expect("points") > 1000);
 }
@@ -97,7 +97,10 @@ fn a_soak_replays_from_its_seed_whatever_the_job_count() {
             "--json",
         ]);
         let mut v: serde_json::Value = serde_json::from_str(&stdout).expect("soak JSON");
-        v.as_object_mut().expect("object").remove("wall_s");
+        // Wall-clock figures: the time and the speed (points per second, time per phase).
+        let o = v.as_object_mut().expect("object");
+        o.remove("wall_s");
+        o.remove("speed");
         v
     };
     assert_eq!(run("1"), run("2"));
@@ -199,9 +202,9 @@ fn mobius_with_a_striped_ala_keeps_its_promise_on_fresh_seeds() {
         "--param",
         "ala_stripe=4",
         "--seeds",
-        "3",
+        "6",
         "--crash-points",
-        "400",
+        "1000",
         "--torn",
         "--second-lives",
         "4",
@@ -312,4 +315,52 @@ fn the_shape_help_names_every_shape_a_soak_draws() {
     let mut expected = all.clone();
     expected.sort();
     assert_eq!(sorted, expected, "{help}");
+}
+
+/// `--bench` runs each campaign of both builds, prints their rates and ratio, and compares
+/// their verdicts: a build that judges a campaign differently is an error, not a figure.
+#[test]
+fn the_bench_compares_two_builds_and_refuses_differing_verdicts() {
+    let me = env!("CARGO_BIN_EXE_mobius");
+    let bench = |vs: &str| {
+        mobius(&[
+            "crashtest",
+            "--bench",
+            "--ftl",
+            "dftl",
+            "--crash-points",
+            "30",
+            "--seeds",
+            "1",
+            "--vs",
+            vs,
+            "--json",
+        ])
+    };
+    let (ok, stdout, stderr) = bench(me);
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("bench JSON");
+    let row = &v["designs"][0];
+    assert_eq!(
+        (row["design"].as_str(), row["points"].as_u64()),
+        (Some("dftl"), Some(30))
+    );
+    for key in ["wall_points_per_s", "cpu_points_per_s", "wall_ratio"] {
+        assert!(row[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {row}");
+    }
+    // A "build" that reports a violation in the same campaign.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let other = dir.path().join("mobius-other");
+    std::fs::write(
+        &other,
+        "#!/bin/sh\necho '{\"crash_points\":30,\"recovered\":30,\"violating_points\":1,\"violations\":1}'\n",
+    )
+    .expect("script");
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&other)
+        .status()
+        .expect("chmod");
+    let (ok, _, stderr) = bench(other.to_str().expect("path"));
+    assert!(!ok && stderr.contains("judged"), "{stderr}");
 }

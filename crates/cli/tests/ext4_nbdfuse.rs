@@ -75,37 +75,35 @@ fn round_trip(ftl: &str) {
     let seed = 0x5eed ^ ftl.len() as u64;
     {
         let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
-        let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext1"), "").unwrap();
-        write_files(&m.dir, seed);
+        let mut stack = server.attach(&dir.join("fuse1"));
+        must_step(stack.mkfs("ext4", &["-q"]));
+        stack.mount(&dir.join("ext1"), "").unwrap();
+        let mnt = stack.mount_point().to_path_buf();
+        write_files(&mnt, seed);
         if use_fio {
-            fio(&m.dir, false);
+            fio(&mnt, false);
         }
-        verify_files(&m.dir, seed);
-        assert!(m.unmount(), "{ftl}: unmount");
-        drop(lo);
-        drop(fuse);
+        verify_files(&mnt, seed);
+        assert!(stack.unmount_fs().is_ok(), "{ftl}: unmount");
+        drop(stack);
         assert!(server.stop(), "{ftl}: clean shutdown");
     }
     // Restart on the same image: the design's recovery runs, then the file system is checked.
     let mut server = Server::start(dir, ftl, &image, SIZE, &[]);
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(log.contains("recovered"), "{ftl}: {log}");
-    let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
-    let lo = Loop::attach(&fuse.file());
-    if let Err(report) = fsck_clean(&lo.dev) {
+    let mut stack = server.attach(&dir.join("fuse2"));
+    if let Err(report) = stack.fsck_ext4() {
         panic!("{ftl}: fsck after a clean restart: {report}");
     }
-    let m = Mount::new(&lo.dev, &dir.join("ext2"), "").unwrap();
-    verify_files(&m.dir, seed);
+    stack.mount(&dir.join("ext2"), "").unwrap();
+    let mnt = stack.mount_point().to_path_buf();
+    verify_files(&mnt, seed);
     if use_fio {
-        fio(&m.dir, true);
+        fio(&mnt, true);
     }
-    assert!(m.unmount());
-    drop(lo);
-    drop(fuse);
+    assert!(stack.unmount_fs().is_ok());
+    drop(stack);
     assert!(server.stop());
 }
 

@@ -364,8 +364,8 @@ fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (moment, cut_line) = {
         let mut server = Server::start(dir, design, &image, SIZE, &flags);
-        let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
-        let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
+        let fs = ext4_on(&server, dir, "first", true)?;
+        let mut db = Mariadb::install(fs.mount_point(), &run_dir);
         db.start().expect("mariadbd on the fresh device");
         db.load();
         let moment = run_and_cut(&mut server, &mut db, n, cut);
@@ -383,10 +383,9 @@ fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
     let mut server = Server::start(dir, design, &image, SIZE, &again);
-    let fs = Ext4OnDevice::mount(&server, dir, "again", false)
-        .map_err(|e| format!("after recovery: {e}"))?;
+    let fs = ext4_on(&server, dir, "again", false).map_err(|e| format!("after recovery: {e}"))?;
     let mut db = Mariadb {
-        data: fs.mount.dir.join("mysql"),
+        data: fs.mount_point().join("mysql"),
         run: run_dir.clone(),
         server: None,
         doublewrite: false,
@@ -483,8 +482,8 @@ fn doublewrite_cost_on_the_same_device_long() {
         ];
         flags.extend(DB_GEOMETRY);
         let mut server = Server::start(dir, "mobius", &dir.join("dev.img"), SIZE, &flags);
-        let fs = Ext4OnDevice::mount(&server, dir, "bench", true).unwrap();
-        let mut db = Mariadb::install(&fs.mount.dir, &run_dir);
+        let fs = ext4_on(&server, dir, "bench", true).unwrap();
+        let mut db = Mariadb::install(fs.mount_point(), &run_dir);
         db.doublewrite = doublewrite;
         db.start().expect("mariadbd");
         db.load();

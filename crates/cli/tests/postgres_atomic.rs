@@ -379,8 +379,8 @@ fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let (cut_line, moment) = {
         let mut server = Server::start(dir, design, &image, SIZE, &flags);
-        let fs = Ext4OnDevice::mount(&server, dir, "first", true)?;
-        let cluster = create(&fs.mount.dir, &run_dir, &port, false);
+        let fs = ext4_on(&server, dir, "first", true)?;
+        let cluster = create(fs.mount_point(), &run_dir, &port, false);
         let cut = run_and_cut(&mut server, &cluster, n, cut);
         drop(cluster);
         drop(fs);
@@ -395,10 +395,9 @@ fn trial(design: &str, n: u64, atomic: bool, cut: Cut) -> Result<u64, String> {
     let again = restart_flags(atomic);
     let again: Vec<&str> = again.iter().map(String::as_str).collect();
     let mut server = Server::start(dir, design, &image, SIZE, &again);
-    let fs = Ext4OnDevice::mount(&server, dir, "again", false)
-        .map_err(|e| format!("after recovery: {e}"))?;
+    let fs = ext4_on(&server, dir, "again", false).map_err(|e| format!("after recovery: {e}"))?;
     let cluster = Cluster {
-        data: fs.mount.dir.join("pg"),
+        data: fs.mount_point().join("pg"),
         socket_dir: run_dir.clone(),
         port,
         postmaster: std::cell::Cell::new(None),
@@ -530,8 +529,8 @@ fn full_page_writes_cost_on_the_same_device() {
                 trace.to_str().unwrap(),
             ],
         );
-        let fs = Ext4OnDevice::mount(&server, dir, "bench", true).unwrap();
-        let cluster = create(&fs.mount.dir, &run_dir, "55499", fpw);
+        let fs = ext4_on(&server, dir, "bench", true).unwrap();
+        let cluster = create(fs.mount_point(), &run_dir, "55499", fpw);
         let lsn = || {
             cluster
                 .psql("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")

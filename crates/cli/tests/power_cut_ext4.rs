@@ -104,14 +104,14 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
     let files_written;
     {
         let mut server = Server::start(dir, ftl, &image, SIZE, &CACHE);
-        let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        must("mkfs.ext4", &["-q", &lo.dev], 120);
-        let m = Mount::new(&lo.dev, &dir.join("ext1"), "nobarrier").unwrap();
+        let mut stack = server.attach(&dir.join("fuse1"));
+        must_step(stack.mkfs("ext4", &["-q"]));
+        stack.mount(&dir.join("ext1"), "nobarrier").unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let progress = Arc::new(AtomicU64::new(0));
-        let (wdir, wstop, wprogress) = (m.dir.clone(), Arc::clone(&stop), Arc::clone(&progress));
+        let wdir = stack.mount_point().to_path_buf();
+        let (wstop, wprogress) = (Arc::clone(&stop), Arc::clone(&progress));
         std::thread::spawn(move || {
             let _ = tx.send(writer(&wdir, seed, &wstop, &wprogress));
         });
@@ -122,29 +122,22 @@ fn trial(ftl: &str, n: u64) -> Result<(), String> {
         // The writer ends on its first I/O error; if it hangs in the kernel it is left behind
         // and the lazy unmount below detaches the mount anyway.
         files_written = rx.recv_timeout(Duration::from_secs(60)).unwrap_or(u64::MAX);
-        drop(m);
-        drop(lo);
-        drop(fuse);
+        drop(stack);
     }
     assert!(
         files_written > 0,
         "{ftl} trial {n}: the writer did nothing before the cut"
     );
     let mut server = Server::start(dir, ftl, &image, SIZE, &CACHE);
-    let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
-    let lo = Loop::attach(&fuse.file());
-    let verdict = match Mount::new(&lo.dev, &dir.join("ext2"), "") {
+    let mut stack = server.attach(&dir.join("fuse2"));
+    let verdict = match stack.mount(&dir.join("ext2"), "") {
         Err(e) => Err(format!("mount after recovery failed: {e}")),
-        Ok(m) => {
-            if m.unmount() {
-                fsck_clean(&lo.dev)
-            } else {
-                Err("unmount after journal replay failed".into())
-            }
-        }
+        Ok(()) => match stack.unmount_fs() {
+            Ok(()) => stack.fsck_ext4().map_err(|e| e.to_string()),
+            Err(_) => Err("unmount after journal replay failed".into()),
+        },
     };
-    drop(lo);
-    drop(fuse);
+    drop(stack);
     assert!(
         server.stop(),
         "{ftl} trial {n}: clean shutdown after the check"

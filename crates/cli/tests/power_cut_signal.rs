@@ -32,7 +32,7 @@ fn trial(n: u64, atomic: bool, inside_write: bool) -> usize {
         extra.push("--cut-inside-write");
     }
     let mut server = Server::start(dir, "mobius", &image, "64M", &extra);
-    let fuse = Fuse::start(&dir.join("fuse1"), &server.uri());
+    let fuse = server.nbdfuse(&dir.join("fuse1"));
     let stop = Arc::new(AtomicBool::new(false));
     let (file, wstop) = (fuse.file(), Arc::clone(&stop));
     let writer = std::thread::spawn(move || {
@@ -69,7 +69,7 @@ fn trial(n: u64, atomic: bool, inside_write: bool) -> usize {
     drop(fuse);
     let _ = writer.join();
     let mut server = Server::start(dir, "mobius", &image, "64M", &[]);
-    let fuse = Fuse::start(&dir.join("fuse2"), &server.uri());
+    let fuse = server.nbdfuse(&dir.join("fuse2"));
     let f = std::fs::File::open(fuse.file()).unwrap();
     let mut torn = 0;
     let mut buf = vec![0u8; RECORD];

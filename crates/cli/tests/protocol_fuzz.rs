@@ -53,8 +53,11 @@ enum Plain {
     Trimmed(Option<u64>),
 }
 
-/// The host's side of one run: what it wrote, what was refused, what it must read.
-struct Host {
+/// The host's ledger of one run: what it wrote, what was refused, what it must read, its clock
+/// and the write numbers and uuids it hands out. Not a host layer: the fuzz calls the design's
+/// protocol itself, below `host::Host`, which would clamp the arrivals that go back in time and
+/// refuse the out-of-range requests the fuzz must send.
+struct Ledger {
     logical: u32,
     plain: Vec<Plain>,
     /// Each page of the transactional half: the writes transactions the device acknowledged as
@@ -67,7 +70,7 @@ struct Host {
     maybe: HashMap<u32, HashMap<u64, bool>>,
     /// …or committed after a later write or trim of the page was (a merged SWRITE whose group
     /// closed after a later request there), with its acknowledgement. The device may order it
-    /// either way, but once a read shows which, the page keeps it: see [`Host::settle_late`].
+    /// either way, but once a read shows which, the page keeps it: see [`Ledger::settle_late`].
     late: HashMap<u32, HashMap<u64, u64>>,
     /// Writes that must never be read: refused, or of a transaction whose ABORT was acknowledged.
     dead: HashSet<u64>,
@@ -98,9 +101,9 @@ struct Host {
     now: u64,
 }
 
-impl Host {
-    fn new(logical: u32) -> Host {
-        Host {
+impl Ledger {
+    fn new(logical: u32) -> Ledger {
+        Ledger {
             logical,
             plain: vec![Plain::Never; (logical / 2) as usize],
             certain: HashMap::new(),
@@ -448,48 +451,48 @@ fn tag(lpn: u32, write: u64) -> Content {
 
 /// A run `start..start+count` that lies in the plain half, or (one time in `1/wrong`) runs past
 /// the end of the device.
-fn plain_run(rng: &mut ChaCha8Rng, host: &Host, max: u32) -> (u32, u32) {
+fn plain_run(rng: &mut ChaCha8Rng, ledger: &Ledger, max: u32) -> (u32, u32) {
     let count = rng.random_range(1..=max);
     if rng.random_ratio(1, 12) {
-        return (host.logical - rng.random_range(0..count), count);
+        return (ledger.logical - rng.random_range(0..count), count);
     }
-    let start = rng.random_range(0..host.plain_pages() - count);
+    let start = rng.random_range(0..ledger.plain_pages() - count);
     (start, count)
 }
 
 /// A run in the transactional half; one in twelve runs past the end, one in twelve starts in the
 /// plain half.
-fn transactional_run(rng: &mut ChaCha8Rng, host: &Host, max: u32) -> (u32, u32) {
+fn transactional_run(rng: &mut ChaCha8Rng, ledger: &Ledger, max: u32) -> (u32, u32) {
     let count = rng.random_range(1..=max);
     let start = match rng.random_range(0..12) {
-        0 => host.logical - rng.random_range(0..count),
-        1 => host.plain_pages() - rng.random_range(1..=count),
-        _ => rng.random_range(host.plain_pages()..host.logical - count),
+        0 => ledger.logical - rng.random_range(0..count),
+        1 => ledger.plain_pages() - rng.random_range(1..=count),
+        _ => rng.random_range(ledger.plain_pages()..ledger.logical - count),
     };
     (start, count)
 }
 
 /// A page of the transactional half, or (rarely) one past the end.
-fn tx_page(rng: &mut ChaCha8Rng, host: &Host) -> u32 {
+fn tx_page(rng: &mut ChaCha8Rng, ledger: &Ledger) -> u32 {
     if rng.random_ratio(1, 40) {
-        return host.logical + rng.random_range(0..4);
+        return ledger.logical + rng.random_range(0..4);
     }
-    rng.random_range(host.plain_pages()..host.logical)
+    rng.random_range(ledger.plain_pages()..ledger.logical)
 }
 
 /// A uuid for a request that starts a transaction: mostly fresh, sometimes one used before, the
 /// running dynamic one, or the reserved 0.
-fn start_uuid(rng: &mut ChaCha8Rng, host: &mut Host) -> u64 {
+fn start_uuid(rng: &mut ChaCha8Rng, ledger: &mut Ledger) -> u64 {
     match rng.random_range(0..20) {
         0 => 0,
-        1 | 2 if !host.used_uuids.is_empty() => {
-            host.used_uuids[rng.random_range(0..host.used_uuids.len())]
+        1 | 2 if !ledger.used_uuids.is_empty() => {
+            ledger.used_uuids[rng.random_range(0..ledger.used_uuids.len())]
         }
-        3 if host.running.is_some() => host.running.unwrap(),
+        3 if ledger.running.is_some() => ledger.running.unwrap(),
         _ => {
-            host.next_uuid += 1;
-            host.used_uuids.push(host.next_uuid - 1);
-            host.next_uuid - 1
+            ledger.next_uuid += 1;
+            ledger.used_uuids.push(ledger.next_uuid - 1);
+            ledger.next_uuid - 1
         }
     }
 }
@@ -510,7 +513,7 @@ fn settle<T>(what: &str, r: Result<T, FtlError>) -> Result<Option<T>, String> {
 
 fn read_and_judge(
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     start: u32,
     count: u32,
     serializable: bool,
@@ -519,33 +522,37 @@ fn read_and_judge(
     let mut out = Vec::new();
     let r = if serializable {
         match dev.transactional() {
-            Some(tx) => tx.sread(Lpn(start), count, host.now, &mut out),
+            Some(tx) => tx.sread(Lpn(start), count, ledger.now, &mut out),
             None => return Ok(()),
         }
     } else {
-        dev.read(Lpn(start), count, host.now, &mut out)
+        dev.read(Lpn(start), count, ledger.now, &mut out)
     };
     let what = format!("read {start}+{count}");
     let Some(done) = settle(&what, r)? else {
         // A read inside the device may be refused only for a typed reason (an SREAD a design
         // does not offer); a plain read never.
-        if !serializable && count > 0 && start + count <= host.logical {
+        if !serializable && count > 0 && start + count <= ledger.logical {
             return Err(format!("{what}: an in-range read was refused"));
         }
         return Ok(());
     };
-    let shown_at = if serializable { done.ack_ns } else { host.now };
+    let shown_at = if serializable {
+        done.ack_ns
+    } else {
+        ledger.now
+    };
     if out.len() != count as usize {
         return Err(format!("{what}: {} pages back", out.len()));
     }
     for (i, got) in out.iter().enumerate() {
         let lpn = start + i as u32;
-        let write = host
+        let write = ledger
             .judge(lpn, got, after_cut)
             .map_err(|e| format!("{what}: {e}"))?;
-        host.observed(lpn, write, shown_at);
+        ledger.observed(lpn, write, shown_at);
         if after_cut {
-            host.read_after_cut(lpn, write);
+            ledger.read_after_cut(lpn, write);
         }
     }
     Ok(())
@@ -555,53 +562,53 @@ fn read_and_judge(
 fn step(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
 ) -> Result<String, String> {
-    host.now += rng.random_range(0..200_000);
+    ledger.now += rng.random_range(0..200_000);
     let late = rng.random_ratio(1, 50);
     let arrival = if late {
-        host.now.saturating_sub(1_000_000)
+        ledger.now.saturating_sub(1_000_000)
     } else {
-        host.now
+        ledger.now
     };
     let tx = dev.transactional().map(|t| t.capabilities());
     let kind = rng.random_range(0..if tx.is_some() { 100 } else { 45 });
     match kind {
-        0..=24 => plain_write(rng, dev, host, arrival),
+        0..=24 => plain_write(rng, dev, ledger, arrival),
         25..=32 => {
-            let (start, count) = plain_run(rng, host, 32);
+            let (start, count) = plain_run(rng, ledger, 32);
             let serializable = rng.random_ratio(1, 3);
-            read_and_judge(dev, host, start, count, serializable, false)?;
+            read_and_judge(dev, ledger, start, count, serializable, false)?;
             Ok(format!("read {start}+{count}"))
         }
-        33..=36 => trim(rng, dev, host, arrival),
+        33..=36 => trim(rng, dev, ledger, arrival),
         37..=39 => {
             if settle("flush", dev.flush(arrival))?.is_some() {
-                host.unflushed.clear();
+                ledger.unflushed.clear();
             }
             Ok(format!("flush at {arrival}"))
         }
         40..=44 => {
-            let start = rng.random_range(host.plain_pages()..host.logical);
-            let count = rng.random_range(1..=(host.logical - start).min(16));
-            read_and_judge(dev, host, start, count, rng.random_bool(0.5), false)?;
+            let start = rng.random_range(ledger.plain_pages()..ledger.logical);
+            let count = rng.random_range(1..=(ledger.logical - start).min(16));
+            read_and_judge(dev, ledger, start, count, rng.random_bool(0.5), false)?;
             Ok(format!("read tx half {start}+{count}"))
         }
-        45..=64 => swrite(rng, dev, host, tx.unwrap().max_tx_pages, arrival),
-        65..=84 => dwrite(rng, dev, host, arrival),
-        85..=94 => abort(rng, dev, host, arrival),
+        45..=64 => swrite(rng, dev, ledger, tx.unwrap().max_tx_pages, arrival),
+        65..=84 => dwrite(rng, dev, ledger, arrival),
+        85..=94 => abort(rng, dev, ledger, arrival),
         _ => {
             let at = if rng.random_ratio(1, 10) {
                 u64::MAX
             } else {
-                host.now
+                ledger.now
             };
             let done = settle(
                 "take completions",
                 dev.transactional().unwrap().take_completions(at),
             )?
             .unwrap_or_default();
-            host.completions(&done);
+            ledger.completions(&done);
             Ok(format!("take completions at {at}: {}", done.len()))
         }
     }
@@ -612,10 +619,10 @@ fn step(
 fn plain_write(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     arrival: u64,
 ) -> Result<String, String> {
-    let (start, mut count) = plain_run(rng, host, 16);
+    let (start, mut count) = plain_run(rng, ledger, 16);
     if rng.random_ratio(1, 30) {
         // Empty, or longer than the design takes (when it has a limit).
         count = match dev.max_write_pages() {
@@ -623,17 +630,17 @@ fn plain_write(
             _ => 0,
         };
     }
-    let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
+    let writes: Vec<u64> = (0..count).map(|_| ledger.write_number()).collect();
     let pages: Vec<Content> = (0..count)
         .map(|i| tag(start + i, writes[i as usize]))
         .collect();
     let what = format!("write {start}+{count} at {arrival}");
     if settle(&what, dev.write(Lpn(start), &pages, arrival))?.is_some() {
         for (i, w) in writes.iter().enumerate() {
-            host.wrote(start + i as u32, *w);
+            ledger.wrote(start + i as u32, *w);
         }
     } else {
-        host.dead.extend(writes);
+        ledger.dead.extend(writes);
     }
     Ok(what)
 }
@@ -646,26 +653,26 @@ fn plain_write(
 fn trim(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     arrival: u64,
 ) -> Result<String, String> {
     let largest_tx = dev.transactional().map(|tx| tx.capabilities().max_tx_pages);
     let (start, count) = match largest_tx {
         Some(largest) if rng.random_bool(0.5) => {
             let max = if rng.random_ratio(1, 6) {
-                (2 * largest).min(host.logical as u64 / 4) as u32
+                (2 * largest).min(ledger.logical as u64 / 4) as u32
             } else {
                 8
             };
-            transactional_run(rng, host, max)
+            transactional_run(rng, ledger, max)
         }
-        _ => plain_run(rng, host, 8),
+        _ => plain_run(rng, ledger, 8),
     };
     let what = format!("trim {start}+{count} at {arrival}");
     match settle(&what, dev.trim(Lpn(start), count, arrival))? {
         Some(done) => {
             for lpn in start..start + count {
-                host.trimmed(lpn, done.ack_ns);
+                ledger.trimmed(lpn, done.ack_ns);
             }
             Ok(what)
         }
@@ -676,11 +683,11 @@ fn trim(
 fn swrite(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     max: u64,
     arrival: u64,
 ) -> Result<String, String> {
-    let uuid = start_uuid(rng, host);
+    let uuid = start_uuid(rng, ledger);
     let mut count = rng.random_range(1..=16u64);
     match rng.random_range(0..30) {
         0 => count = 0,
@@ -691,12 +698,12 @@ fn swrite(
     let mut lpns: Vec<u32> = Vec::new();
     let mut seen = HashSet::new();
     while (lpns.len() as u64) < count {
-        let l = tx_page(rng, host);
+        let l = tx_page(rng, ledger);
         if seen.insert(l) || rng.random_ratio(1, 20) {
             lpns.push(l);
         }
     }
-    let written: Vec<(u32, u64)> = lpns.iter().map(|&l| (l, host.write_number())).collect();
+    let written: Vec<(u32, u64)> = lpns.iter().map(|&l| (l, ledger.write_number())).collect();
     let pages: Vec<(Lpn, Content)> = written.iter().map(|&(l, w)| (Lpn(l), tag(l, w))).collect();
     let mode = if rng.random_bool(0.5) {
         SwriteMode::Sync
@@ -713,20 +720,20 @@ fn swrite(
             let pages = written;
             // A design may take a uuid again once its last transaction can no longer be
             // named (TxFlash): an ABORT names the newest transaction of a uuid.
-            host.tx_writes.insert(uuid, pages.clone());
+            ledger.tx_writes.insert(uuid, pages.clone());
             // A dynamic transaction the host thought open under this uuid is gone (the device
             // aborted it when it refused one of its pages).
-            host.open.remove(&uuid);
+            ledger.open.remove(&uuid);
             let deferred = done.ack_ns == ACK_DEFERRED;
-            let sync = mode == SwriteMode::Sync || !host.async_swrite;
+            let sync = mode == SwriteMode::Sync || !ledger.async_swrite;
             if sync && !deferred {
-                host.committed(&pages, done.ack_ns);
+                ledger.committed(&pages, done.ack_ns);
             } else {
                 for &(l, w) in &pages {
-                    host.uncertain(l, w, false);
+                    ledger.uncertain(l, w, false);
                 }
                 if sync {
-                    host.deferred_sync.insert(uuid);
+                    ledger.deferred_sync.insert(uuid);
                 }
             }
             Ok(format!(
@@ -735,7 +742,7 @@ fn swrite(
             ))
         }
         None => {
-            host.dead.extend(written.iter().map(|p| p.1));
+            ledger.dead.extend(written.iter().map(|p| p.1));
             Ok(format!("{what}: refused"))
         }
     }
@@ -744,7 +751,7 @@ fn swrite(
 fn dwrite(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     arrival: u64,
 ) -> Result<String, String> {
     // Mostly the protocol: HEAD when none runs, then BODY… REAR; sometimes any flag.
@@ -755,7 +762,7 @@ fn dwrite(
             DwriteFlag::Rear,
             DwriteFlag::Single,
         ][rng.random_range(0..4)]
-    } else if host.running.is_none() {
+    } else if ledger.running.is_none() {
         if rng.random_ratio(1, 4) {
             DwriteFlag::Single
         } else {
@@ -766,13 +773,13 @@ fn dwrite(
     } else {
         DwriteFlag::Body
     };
-    let uuid = match (flag, host.running) {
-        (DwriteFlag::Head | DwriteFlag::Single, _) => start_uuid(rng, host),
+    let uuid = match (flag, ledger.running) {
+        (DwriteFlag::Head | DwriteFlag::Single, _) => start_uuid(rng, ledger),
         (_, Some(r)) if !rng.random_ratio(1, 15) => r,
-        _ => rng.random_range(0..host.next_uuid + 2),
+        _ => rng.random_range(0..ledger.next_uuid + 2),
     };
-    let lpn = tx_page(rng, host);
-    let write = host.write_number();
+    let lpn = tx_page(rng, ledger);
+    let write = ledger.write_number();
     let what = format!("dwrite {uuid} {flag:?} lpn {lpn} at {arrival}");
     let r = dev.transactional().unwrap().dwrite(
         TxUuid(uuid),
@@ -784,30 +791,30 @@ fn dwrite(
     match settle(&what, r)? {
         Some(done) => {
             if matches!(flag, DwriteFlag::Head | DwriteFlag::Single) {
-                host.tx_writes.insert(uuid, Vec::new());
+                ledger.tx_writes.insert(uuid, Vec::new());
             }
-            host.tx_writes.entry(uuid).or_default().push((lpn, write));
+            ledger.tx_writes.entry(uuid).or_default().push((lpn, write));
             match flag {
                 DwriteFlag::Head | DwriteFlag::Body => {
-                    host.uncertain(lpn, write, true);
-                    host.open.insert(uuid);
+                    ledger.uncertain(lpn, write, true);
+                    ledger.open.insert(uuid);
                     if flag == DwriteFlag::Head {
-                        host.running = Some(uuid);
+                        ledger.running = Some(uuid);
                     }
                 }
                 DwriteFlag::Rear | DwriteFlag::Single => {
-                    host.open.remove(&uuid);
-                    if host.running == Some(uuid) {
-                        host.running = None;
+                    ledger.open.remove(&uuid);
+                    if ledger.running == Some(uuid) {
+                        ledger.running = None;
                     }
-                    let pages = host.tx_writes[&uuid].clone();
-                    host.committed(&pages, done.ack_ns);
+                    let pages = ledger.tx_writes[&uuid].clone();
+                    ledger.committed(&pages, done.ack_ns);
                 }
             }
             Ok(format!("{what}: taken"))
         }
         None => {
-            host.dead.insert(write);
+            ledger.dead.insert(write);
             Ok(format!("{what}: refused"))
         }
     }
@@ -816,17 +823,17 @@ fn dwrite(
 fn abort(
     rng: &mut ChaCha8Rng,
     dev: &mut dyn BlockDevice,
-    host: &mut Host,
+    ledger: &mut Ledger,
     arrival: u64,
 ) -> Result<String, String> {
     let uuid = match rng.random_range(0..6) {
         0 => 0,
-        1 | 2 if host.running.is_some() => host.running.unwrap(),
-        3 => host.next_uuid + 5,
-        _ if !host.used_uuids.is_empty() => {
+        1 | 2 if ledger.running.is_some() => ledger.running.unwrap(),
+        3 => ledger.next_uuid + 5,
+        _ if !ledger.used_uuids.is_empty() => {
             // Mostly a recent one, which may still be in flight.
-            let n = host.used_uuids.len();
-            host.used_uuids[n - 1 - rng.random_range(0..n.min(8))]
+            let n = ledger.used_uuids.len();
+            ledger.used_uuids[n - 1 - rng.random_range(0..n.min(8))]
         }
         _ => 0,
     };
@@ -838,20 +845,24 @@ fn abort(
     // ABORT(0) names the one running dynamic transaction (when the device took it, there was
     // exactly one open).
     let aborted = match uuid {
-        0 => host.open.iter().next().copied().or(host.running),
+        0 => ledger.open.iter().next().copied().or(ledger.running),
         u => Some(u),
     };
     if let Some(u) = aborted {
-        host.aborted(u);
+        ledger.aborted(u);
     }
     Ok(format!("{what}: taken"))
 }
 
-fn check_all(dev: &mut dyn BlockDevice, host: &mut Host, after_cut: bool) -> Result<(), String> {
+fn check_all(
+    dev: &mut dyn BlockDevice,
+    ledger: &mut Ledger,
+    after_cut: bool,
+) -> Result<(), String> {
     let mut start = 0;
-    while start < host.logical {
-        let count = (host.logical - start).min(64);
-        read_and_judge(dev, host, start, count, false, after_cut)?;
+    while start < ledger.logical {
+        let count = (ledger.logical - start).min(64);
+        read_and_judge(dev, ledger, start, count, false, after_cut)?;
         start += count;
     }
     Ok(())
@@ -927,8 +938,8 @@ fn run(
     let mut dev = spec
         .build(flash, options)
         .map_err(|e| format!("build: {e}"))?;
-    let mut host = Host::new(dev.logical_pages());
-    host.async_swrite = dev
+    let mut ledger = Ledger::new(dev.logical_pages());
+    ledger.async_swrite = dev
         .transactional()
         .is_some_and(|tx| tx.capabilities().async_swrite);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -941,34 +952,34 @@ fn run(
                 spec,
                 options,
                 dev,
-                &mut host,
+                &mut ledger,
                 flush,
                 &format!("before request {i}"),
             )?;
         }
-        let first_write = host.next_write;
+        let first_write = ledger.next_write;
         let what =
-            step(&mut rng, dev.as_mut(), &mut host).map_err(|e| format!("request {i}: {e}"))?;
+            step(&mut rng, dev.as_mut(), &mut ledger).map_err(|e| format!("request {i}: {e}"))?;
         if trace {
-            eprintln!("{i}: {what} (writes {first_write}..{})", host.next_write);
+            eprintln!("{i}: {what} (writes {first_write}..{})", ledger.next_write);
         }
         invariants(dev.as_ref(), &format!("after request {i} ({what})"))?;
     }
     // The end of the host's life: an ABORT of the dynamic transaction it thinks runs, then a
     // power cycle.
-    host.now += 1_000_000;
-    if let (Some(tx), Some(u)) = (dev.transactional(), host.running) {
+    ledger.now += 1_000_000;
+    if let (Some(tx), Some(u)) = (dev.transactional(), ledger.running) {
         if settle(
             "abort of the running dynamic transaction",
-            tx.abort(TxUuid(0), host.now),
+            tx.abort(TxUuid(0), ledger.now),
         )?
         .is_some()
         {
-            host.aborted(u);
+            ledger.aborted(u);
         }
     }
-    let mut dev = power_cycle(spec, options, dev, &mut host, true, "at the end")?;
-    still_takes_work(dev.as_mut(), &mut host)
+    let mut dev = power_cycle(spec, options, dev, &mut ledger, true, "at the end")?;
+    still_takes_work(dev.as_mut(), &mut ledger)
 }
 
 /// Closes every merged group, flushes (if `flush`), checks every page, waits until the flash is
@@ -979,78 +990,79 @@ fn power_cycle(
     spec: &DesignSpec,
     options: &DesignOptions,
     mut dev: Box<dyn BlockDevice>,
-    host: &mut Host,
+    ledger: &mut Ledger,
     flush: bool,
     when: &str,
 ) -> Result<Box<dyn BlockDevice>, String> {
     let when = &format!("{when}{}", if flush { "" } else { " (no flush)" });
     if let Some(tx) = dev.transactional() {
         let done = settle("take completions", tx.take_completions(u64::MAX))?;
-        host.completions(&done.unwrap_or_default());
+        ledger.completions(&done.unwrap_or_default());
     }
-    host.now = host.now.max(dev.flash().idle_ns());
+    ledger.now = ledger.now.max(dev.flash().idle_ns());
     if flush {
-        settle("flush", dev.flush(host.now))?;
-        host.now = host.now.max(dev.flash().idle_ns());
+        settle("flush", dev.flush(ledger.now))?;
+        ledger.now = ledger.now.max(dev.flash().idle_ns());
     }
-    check_all(dev.as_mut(), host, false).map_err(|e| format!("before the cut {when}: {e}"))?;
+    check_all(dev.as_mut(), ledger, false).map_err(|e| format!("before the cut {when}: {e}"))?;
     if flush {
         // What the reads just showed committed was durable at the flush.
-        host.unflushed.clear();
+        ledger.unflushed.clear();
     }
     let mut flash = dev.into_flash();
-    host.now = host.now.max(flash.idle_ns()) + 1;
-    flash.start_clock_at(host.now);
+    ledger.now = ledger.now.max(flash.idle_ns()) + 1;
+    flash.start_clock_at(ledger.now);
     let (mut dev, _) = spec
         .reopen(flash, options)
         .map_err(|e| format!("recovery {when} refused the image: {e}"))?;
     invariants(dev.as_ref(), &format!("after recovery {when}"))?;
-    host.now = host.now.max(dev.flash().idle_ns());
-    for u in std::mem::take(&mut host.open) {
-        host.aborted(u);
+    ledger.now = ledger.now.max(dev.flash().idle_ns());
+    for u in std::mem::take(&mut ledger.open) {
+        ledger.aborted(u);
     }
-    host.running = None;
+    ledger.running = None;
     // Reads every page, so what the cut brought back becomes each page's state.
-    check_all(dev.as_mut(), host, true).map_err(|e| format!("after recovery {when}: {e}"))?;
+    check_all(dev.as_mut(), ledger, true).map_err(|e| format!("after recovery {when}: {e}"))?;
     Ok(dev)
 }
 
 /// The recovered device takes a write of every plain page and a transaction, and reads them.
-fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), String> {
+fn still_takes_work(dev: &mut dyn BlockDevice, ledger: &mut Ledger) -> Result<(), String> {
     let chunk = dev.max_write_pages().unwrap_or(8).min(8);
     let mut start = 0;
-    while start < host.plain_pages() {
-        let count = (host.plain_pages() - start).min(chunk);
-        let writes: Vec<u64> = (0..count).map(|_| host.write_number()).collect();
+    while start < ledger.plain_pages() {
+        let count = (ledger.plain_pages() - start).min(chunk);
+        let writes: Vec<u64> = (0..count).map(|_| ledger.write_number()).collect();
         let pages: Vec<Content> = (0..count)
             .map(|i| tag(start + i, writes[i as usize]))
             .collect();
-        host.now += 1_000;
-        dev.write(Lpn(start), &pages, host.now)
+        ledger.now += 1_000;
+        dev.write(Lpn(start), &pages, ledger.now)
             .map_err(|e| format!("after recovery, write {start}+{count}: {e}"))?;
         for (i, w) in writes.iter().enumerate() {
-            host.wrote(start + i as u32, *w);
+            ledger.wrote(start + i as u32, *w);
         }
         start += count;
     }
     if let Some(tx) = dev.transactional() {
         let caps = tx.capabilities();
         if caps.static_tx {
-            let base = host.plain_pages();
-            let written: Vec<(u32, u64)> =
-                (base..base + 4).map(|l| (l, host.write_number())).collect();
+            let base = ledger.plain_pages();
+            let written: Vec<(u32, u64)> = (base..base + 4)
+                .map(|l| (l, ledger.write_number()))
+                .collect();
             let pages: Vec<(Lpn, Content)> =
                 written.iter().map(|&(l, w)| (Lpn(l), tag(l, w))).collect();
-            host.now += 1_000;
-            let uuid = TxUuid(host.next_uuid + 1_000_000);
-            tx.swrite(uuid, &pages, SwriteMode::Sync, host.now)
+            ledger.now += 1_000;
+            let uuid = TxUuid(ledger.next_uuid + 1_000_000);
+            tx.swrite(uuid, &pages, SwriteMode::Sync, ledger.now)
                 .map_err(|e| format!("after recovery, a fresh SWRITE: {e}"))?;
             tx.take_completions(u64::MAX)
                 .map_err(|e| format!("after recovery, take completions: {e}"))?;
-            host.committed(&written, host.now);
-            host.now = host.now.max(dev.flash().idle_ns());
+            ledger.committed(&written, ledger.now);
+            ledger.now = ledger.now.max(dev.flash().idle_ns());
             let mut out = Vec::new();
-            dev.read(Lpn(base), 4, host.now, &mut out)
+            dev.read(Lpn(base), 4, ledger.now, &mut out)
                 .map_err(|e| format!("after recovery, reading the SWRITE: {e}"))?;
             for (i, got) in out.iter().enumerate() {
                 if *got != PageOutcome::Data(pages[i].1.clone()) {
@@ -1062,8 +1074,8 @@ fn still_takes_work(dev: &mut dyn BlockDevice, host: &mut Host) -> Result<(), St
             }
         }
     }
-    host.now = host.now.max(dev.flash().idle_ns());
-    check_all(dev, host, false).map_err(|e| format!("after recovery and more writes: {e}"))?;
+    ledger.now = ledger.now.max(dev.flash().idle_ns());
+    check_all(dev, ledger, false).map_err(|e| format!("after recovery and more writes: {e}"))?;
     invariants(dev, "after recovery and more writes")
 }
 
@@ -1409,76 +1421,76 @@ mod model {
     }
 
     /// A host of 16 pages (the transactional half is 8..16) at 1 ms.
-    fn host() -> Host {
-        let mut host = Host::new(16);
-        host.now = 1_000_000;
-        host
+    fn ledger() -> Ledger {
+        let mut ledger = Ledger::new(16);
+        ledger.now = 1_000_000;
+        ledger
     }
 
     #[test]
     fn a_late_commit_may_show_until_a_read_shows_the_order_then_the_page_keeps_it() {
         for show_late in [false, true] {
-            let mut host = host();
-            let early = host.write_number();
-            let newer = host.write_number();
-            host.committed(&[(9, newer)], 100);
+            let mut ledger = ledger();
+            let early = ledger.write_number();
+            let newer = ledger.write_number();
+            ledger.committed(&[(9, newer)], 100);
             // The write that arrived first commits after the newer one.
-            host.committed(&[(9, early)], 200);
-            assert!(host.judge(9, &data(9, early), false).is_ok());
-            assert!(host.judge(9, &data(9, newer), false).is_ok());
+            ledger.committed(&[(9, early)], 200);
+            assert!(ledger.judge(9, &data(9, early), false).is_ok());
+            assert!(ledger.judge(9, &data(9, newer), false).is_ok());
             let (shown, other) = if show_late {
                 (early, newer)
             } else {
                 (newer, early)
             };
-            host.observed(9, Some(shown), host.now);
-            assert!(host.judge(9, &data(9, shown), false).is_ok());
-            let flip = host.judge(9, &data(9, other), false).expect_err("a flip");
+            ledger.observed(9, Some(shown), ledger.now);
+            assert!(ledger.judge(9, &data(9, shown), false).is_ok());
+            let flip = ledger.judge(9, &data(9, other), false).expect_err("a flip");
             assert!(flip.contains("committed there (write, ack)"), "{flip}");
         }
     }
 
     #[test]
     fn an_async_swrite_once_read_stays_and_an_sread_shows_it_only_from_its_acknowledgement() {
-        let mut host = host();
-        let old = host.write_number();
-        host.committed(&[(9, old)], 100);
-        let fresh = host.write_number();
-        host.uncertain(9, fresh, false);
+        let mut ledger = ledger();
+        let old = ledger.write_number();
+        ledger.committed(&[(9, old)], 100);
+        let fresh = ledger.write_number();
+        ledger.uncertain(9, fresh, false);
         for w in [old, fresh] {
-            assert!(host.judge(9, &data(9, w), false).is_ok());
+            assert!(ledger.judge(9, &data(9, w), false).is_ok());
         }
         // An SREAD acknowledged 1 ms on showed it: a READ before then may show either.
-        let sread_ack = host.now + 1_000_000;
-        host.observed(9, Some(fresh), sread_ack);
-        assert!(host.judge(9, &data(9, old), false).is_ok());
-        host.now = sread_ack;
-        let back = host
+        let sread_ack = ledger.now + 1_000_000;
+        ledger.observed(9, Some(fresh), sread_ack);
+        assert!(ledger.judge(9, &data(9, old), false).is_ok());
+        ledger.now = sread_ack;
+        let back = ledger
             .judge(9, &data(9, old), false)
             .expect_err("a committed write undone");
         assert!(back.contains("committed there (write, ack)"), "{back}");
-        assert!(host.judge(9, &data(9, fresh), false).is_ok());
+        assert!(ledger.judge(9, &data(9, fresh), false).is_ok());
         // Its completion, reported later, changes nothing.
-        host.committed(&[(9, fresh)], sread_ack + 5);
-        assert!(host.judge(9, &data(9, old), false).is_err());
-        assert!(host.late.is_empty());
+        ledger.committed(&[(9, fresh)], sread_ack + 5);
+        assert!(ledger.judge(9, &data(9, old), false).is_err());
+        assert!(ledger.late.is_empty());
     }
 
     #[test]
     fn a_trimmed_transactional_page_reads_unwritten_and_only_a_cut_brings_back_its_data() {
-        let mut host = host();
-        let first = host.write_number();
-        host.committed(&[(9, first)], 100);
-        host.trimmed(9, 200);
-        assert!(host.judge(9, &PageOutcome::Unwritten, false).is_ok());
-        assert!(host.judge(9, &data(9, first), false).is_err());
-        assert!(host.judge(9, &data(9, first), true).is_ok());
+        let mut ledger = ledger();
+        let first = ledger.write_number();
+        ledger.committed(&[(9, first)], 100);
+        ledger.trimmed(9, 200);
+        assert!(ledger.judge(9, &PageOutcome::Unwritten, false).is_ok());
+        assert!(ledger.judge(9, &data(9, first), false).is_err());
+        assert!(ledger.judge(9, &data(9, first), true).is_ok());
         // A commit after the trim: neither the trim nor what it removed can show.
-        let second = host.write_number();
-        host.committed(&[(9, second)], 300);
+        let second = ledger.write_number();
+        ledger.committed(&[(9, second)], 300);
         for stale in [PageOutcome::Unwritten, data(9, first)] {
-            assert!(host.judge(9, &stale, true).is_err(), "{stale:?}");
+            assert!(ledger.judge(9, &stale, true).is_err(), "{stale:?}");
         }
-        assert!(host.judge(9, &data(9, second), true).is_ok());
+        assert!(ledger.judge(9, &data(9, second), true).is_ok());
     }
 }

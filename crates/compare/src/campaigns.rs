@@ -7,7 +7,8 @@
 //! a checker that never fails proves nothing.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Table};
 use crate::Context;
 use crashtest::second_life::run_campaign_with_lives;
 use crashtest::{run_campaign, CampaignConfig};
@@ -237,6 +238,7 @@ mod claim_tests {
             flash_ops_recorded: 0,
             host_requests: 0,
             wall_s: 0.0,
+            speed: Default::default(),
         }
     }
 

@@ -41,7 +41,7 @@ impl Tolerance {
 
 impl fmt::Display for Tolerance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let g = crate::report::fmt;
+        let g = crate::number::fmt;
         match *self {
             Tolerance::AtLeast { min } => write!(f, "≥ {}", g(min)),
             Tolerance::AtMost { max } => write!(f, "≤ {}", g(max)),

@@ -10,7 +10,8 @@
 //!   end.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::{HostInterface, Lpn};

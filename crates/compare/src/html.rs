@@ -7,7 +7,7 @@
 //! and one assembled from parts run apart give the same page.
 
 use crate::claims::Verdict;
-use crate::report::fmt;
+use crate::number::fmt;
 use crate::summary::{anchor, per_paper, tally, Row};
 use crate::svg::escape;
 use serde_json::Value;

@@ -13,12 +13,14 @@ pub mod html;
 pub mod lifetime;
 pub mod macro_tx;
 pub mod micro;
+pub mod number;
 pub mod nvmfs_exp;
 pub mod optr_overhead;
 pub mod optr_recovery;
 pub mod optr_sqlite;
 pub mod recovery;
 pub mod report;
+pub mod result;
 pub mod sqlite_exp;
 pub mod summary;
 pub mod svg;
@@ -27,7 +29,8 @@ pub mod txflash_macro;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
-pub use report::{assemble_report, write_report, ExperimentResult, Figure, Ran, Table};
+pub use report::{assemble_report, write_report};
+pub use result::{ExperimentResult, Figure, Ran, Table};
 pub use tasks::Cores;
 
 #[derive(Debug, thiserror::Error)]

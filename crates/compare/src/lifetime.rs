@@ -8,7 +8,8 @@
 //! graded as a lifetime: its host writes to end of life against Atomic-Write's and LightTx's.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError};

@@ -11,7 +11,8 @@
 //! after an unmeasured load phase that writes the whole database once.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
 use ftl::SwriteMode;
@@ -162,7 +163,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     ExperimentResult {
         id: "macro",
         title: "2. Transactional SSDs, macro (Möbius Figs. 9 and 10)".into(),
-        description: format!("Each design runs the same seeded transactions from {clients} concurrent clients (see `crates/compare/src/macro_tx.rs` and `tpcc.rs` for the host model and the TPC-C-like mix). Workload `ext4-trace`: the committed trace of ext4 (mkfs + small files, recorded through `mobius serve --trace`), the writes between two flushes forming one transaction, replayed {repeat} times. Device: jasmine geometry{}.", if ctx.scale == crate::Scale::Quick { " with 128 blocks per chip (1 GiB) at quick scale" } else { " (64 GB)" }),
+        description: format!("Each design runs the same seeded transactions from {clients} concurrent clients (see `crates/lab/src/driver/clients.rs` for the host model and `crates/workload/src/tpcc.rs` for the TPC-C-like mix). Workload `ext4-trace`: the committed trace of ext4 (mkfs + small files, recorded through `mobius serve --trace`), the writes between two flushes forming one transaction, replayed {repeat} times. Device: jasmine geometry{}.", if ctx.scale == crate::Scale::Quick { " with 128 blocks per chip (1 GiB) at quick scale" } else { " (64 GB)" }),
         tables,
         figures,
         claims,

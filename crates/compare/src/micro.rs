@@ -18,7 +18,8 @@
 //! Latency = last acknowledgement − first arrival; bandwidth = bytes / latency (simulated time).
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::Lpn;

@@ -21,8 +21,9 @@
 //! measured phase. `tiny` (for CI) is `small` with a 0.25 MB cache and a few points.
 
 use crate::claims::{Check, Claim, Tolerance};
+use crate::number::fmt;
 use crate::optr_recovery::{WorstCase, WorstCaseRun};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::{Context, Scale};
 use flash::{DeviceConfig, Lpn, OpCause};

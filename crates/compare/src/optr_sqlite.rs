@@ -29,10 +29,11 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::MeasureError;
-use crate::report::{fmt, ExperimentResult, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Table};
 use crate::{Context, Scale};
 use ftl::{DesignOptions, DesignSpec};
-use lab::kernel_stack::{export_as_loop_device, kernel_fs_available};
+use lab::kernel_stack::{kernel_fs_available, Export, KernelStack, Timeouts};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -81,7 +82,11 @@ pub fn run_bar(
         &DesignOptions::default(),
     )?;
     let server = nbd::ssd_server(dev, true);
-    let mut stack = export_as_loop_device(&dir, server.clone())?;
+    let mut stack = KernelStack::attach(
+        Export::InProcess(server.clone()),
+        &dir.join("nbd"),
+        Timeouts::UNBOUNDED,
+    )?;
     let options = if nobarrier { "nobarrier" } else { "" };
     stack.make_and_mount("ext4", &mnt, options)?;
     let counters = || server.with_backend(|b| b.host_stats().clone());

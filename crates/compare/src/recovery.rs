@@ -15,7 +15,8 @@
 
 use crate::claims::{Check, Claim, Tolerance};
 use crate::error::metric;
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::{LineChart, Series};
 use crate::Context;
 use flash::{Flash, Lpn};

@@ -10,7 +10,8 @@
 //! which SQLite's DELETE journal is durable), the others with FULL.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
 use sqlite::workload::{self, RunReport, Scale as DbScale, Workload};

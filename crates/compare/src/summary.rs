@@ -7,7 +7,7 @@
 //! order), so the one-process report and one assembled from parts run apart give the same.
 
 use crate::claims::Verdict;
-use crate::report::fmt;
+use crate::number::fmt;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -102,7 +102,7 @@ pub fn scoreboard(entries: &[(String, serde_json::Value)]) -> Vec<Row> {
 pub fn of_results(results: &[crate::ExperimentResult]) -> Vec<Row> {
     let entries: Vec<(String, serde_json::Value)> = results
         .iter()
-        .map(|r| (r.id.to_string(), crate::report::entry_json(r)))
+        .map(|r| (r.id.to_string(), crate::result::entry_json(r)))
         .collect();
     scoreboard(&entries)
 }
@@ -246,7 +246,7 @@ mod tests {
     fn entries(claims: &[Claim]) -> Vec<(String, serde_json::Value)> {
         let entry = serde_json::json!({
             "title": "1. Compound writes — latency (Möbius Fig. 7)",
-            "claims": crate::report::claims_json(claims),
+            "claims": crate::result::claims_json(claims),
         });
         vec![("micro".into(), entry)]
     }

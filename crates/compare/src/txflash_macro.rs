@@ -14,7 +14,8 @@
 //! with the link too, shown beside.
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::Context;
 use ftl::SwriteMode;

@@ -18,7 +18,7 @@ pub mod sqlite;
 
 use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};
-use oracle::{Model, Seen};
+use oracle::{Judging, Model, Seen};
 use points::{CrashPoint, ImageBuilder, PointKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -75,14 +75,15 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A broken rule of the image cut at `p`, replayed by `replay`.
-    fn at(p: &CrashPoint, lpn: Option<Lpn>, what: String, replay: &str) -> Violation {
+    /// A broken rule of the image cut at `p`; its replay command is filled in by the caller
+    /// ([`check_image_as`]), once per image that broke a rule.
+    fn at(p: &CrashPoint, lpn: Option<Lpn>, what: String) -> Violation {
         Violation {
             instant_ns: p.instant_ns,
             torn: p.torn,
             lpn: lpn.map(|l| l.0),
             what,
-            replay: replay.to_string(),
+            replay: String::new(),
         }
     }
 }
@@ -105,6 +106,75 @@ impl Summary {
             p50: v[v.len() / 2],
             max: v[v.len() - 1],
         }
+    }
+}
+
+/// Where a campaign's time went: wall-clock seconds per phase, summed over its worker threads.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct PhaseTimes {
+    /// Running the workload once with both logs on (life one's recording).
+    pub record_s: f64,
+    /// Building each crash image from the operation log.
+    pub image_s: f64,
+    /// The design's recovery on each image, with its invariant check.
+    pub recovery_s: f64,
+    /// Reading every page of each recovered device back, and the oracle's verdict.
+    pub judging_s: f64,
+    /// Second lives, every phase of them (recovering the first cut, the run on the recovered
+    /// device, its images, recoveries and verdicts).
+    pub second_lives_s: f64,
+}
+
+impl PhaseTimes {
+    /// The sum of two accounts (of two threads, shares or cells).
+    pub fn plus(self, o: PhaseTimes) -> PhaseTimes {
+        PhaseTimes {
+            record_s: self.record_s + o.record_s,
+            image_s: self.image_s + o.image_s,
+            recovery_s: self.recovery_s + o.recovery_s,
+            judging_s: self.judging_s + o.judging_s,
+            second_lives_s: self.second_lives_s + o.second_lives_s,
+        }
+    }
+}
+
+/// How fast a campaign (or soak) ran: measured on the wall clock, so it differs from run to
+/// run whatever the code does (tools/identity-check leaves it out).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Speed {
+    /// Threads the crash points ran on (a soak: its jobs).
+    pub threads: usize,
+    /// Crash points (second lives' included) per second of wall time per thread.
+    pub points_per_s_per_core: f64,
+    /// Seconds per phase, summed over the threads.
+    pub phases: PhaseTimes,
+}
+
+impl Speed {
+    /// `points` checked in `wall_s` on `threads` threads, with the time per phase.
+    pub fn of(points: usize, wall_s: f64, threads: usize, phases: PhaseTimes) -> Speed {
+        let threads = threads.max(1);
+        Speed {
+            threads,
+            points_per_s_per_core: points as f64 / (wall_s.max(1e-9) * threads as f64),
+            phases,
+        }
+    }
+
+    /// One line for a summary: the rate and where the time went.
+    pub fn line(&self) -> String {
+        let p = &self.phases;
+        format!(
+            "{:.0} crash points/s per core on {} thread{}; record {:.1} s, images {:.1} s, recovery {:.1} s, judging {:.1} s, second lives {:.1} s",
+            self.points_per_s_per_core,
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
+            p.record_s,
+            p.image_s,
+            p.recovery_s,
+            p.judging_s,
+            p.second_lives_s
+        )
     }
 }
 
@@ -141,6 +211,8 @@ pub struct CampaignReport {
     pub flash_ops_recorded: usize,
     pub host_requests: usize,
     pub wall_s: f64,
+    /// Points per second per core and the time per phase.
+    pub speed: Speed,
 }
 
 impl CampaignReport {
@@ -179,6 +251,9 @@ pub struct Recording {
 /// Runs the workload once with both logs on.
 pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
     let mut flash = lab::device::flash(&cfg.design, &cfg.device, cfg.tag_only);
+    // The run and every image keep OOB records whole: a squeezed record is rebuilt at every
+    // read, and each image's recovery would squeeze the whole device anew (DFTL).
+    flash.keep_oob_whole();
     let base = flash.start_recording();
     let mut dev =
         cfg.design
@@ -379,46 +454,60 @@ fn diff_tables(prefix: &str, a: &toml::Table, b: &toml::Table, out: &mut Vec<Str
 struct Outcome {
     violations: Vec<Violation>,
     recovery: Option<(u64, u64)>,
-    /// Read errors the media model settled as lost versions ([`media::settle`]).
+    /// Wall seconds of the recovery (and invariant check), and of reading back and judging.
+    recovery_s: f64,
+    judging_s: f64,
+    /// Read errors accepted as versions the media lost ([`media::errors_accepted`]).
     settled: usize,
 }
 
 /// Recovers one image and judges it.
 fn check_image(
     cfg: &CampaignConfig,
-    model: &Model,
+    judging: &mut Judging,
     image: Box<dyn Store>,
     p: CrashPoint,
 ) -> Outcome {
-    let replay = replay_command(cfg, p.instant_ns, p.torn);
-    check_image_as(cfg, model, image, p, p.instant_ns, &replay)
+    let replay = || replay_command(cfg, p.instant_ns, p.torn);
+    check_image_as(cfg, judging, image, p, p.instant_ns, &replay)
 }
 
-/// [`check_image`] judged as a cut at `judge_ns` of `model`'s run (a cut during a second life's
-/// recovery is judged as the first cut), each violation carrying `replay`.
+/// [`check_image`] judged as a cut at `judge_ns` of the run `judging` judges (a cut during a
+/// second life's recovery is judged as the first cut), each violation carrying the command
+/// `replay` gives (asked only of an image that broke a rule).
 fn check_image_as(
     cfg: &CampaignConfig,
-    model: &Model,
+    judging: &mut Judging,
     image: Box<dyn Store>,
     p: CrashPoint,
     judge_ns: u64,
-    replay: &str,
+    replay: &dyn Fn() -> String,
 ) -> Outcome {
+    let started = std::time::Instant::now();
     // A design that panics on an image (in recovery, a read or its invariants) is a violation
     // of that image, with its replay command; the campaign goes on, and the panic is reported
     // there (with its location) instead of on the terminal.
-    quiet_panics::catch(|| judge_image(cfg, model, image, p, judge_ns, replay)).unwrap_or_else(
-        |what| Outcome {
-            violations: vec![Violation::at(
-                &p,
-                None,
-                format!("the design panicked on this image: {what}"),
-                replay,
-            )],
-            recovery: None,
-            ..Outcome::default()
-        },
-    )
+    let mut outcome = quiet_panics::catch(|| judge_image(cfg, judging, image, p, judge_ns))
+        .unwrap_or_else(|what| {
+            // A panic may have left the judge's work for this image half done.
+            judging.clear();
+            Outcome {
+                violations: vec![Violation::at(
+                    &p,
+                    None,
+                    format!("the design panicked on this image: {what}"),
+                )],
+                ..Outcome::default()
+            }
+        });
+    if !outcome.violations.is_empty() {
+        let replay = replay();
+        for v in &mut outcome.violations {
+            v.replay.clone_from(&replay);
+        }
+    }
+    outcome.judging_s = (started.elapsed().as_secs_f64() - outcome.recovery_s).max(0.0);
+    outcome
 }
 
 /// Panics caught and reported as text: a panic hook that stays silent on a thread inside
@@ -488,84 +577,83 @@ pub mod quiet_panics {
 
 fn judge_image(
     cfg: &CampaignConfig,
-    model: &Model,
+    judging: &mut Judging,
     image: Box<dyn Store>,
     p: CrashPoint,
     judge_ns: u64,
-    replay: &str,
 ) -> Outcome {
+    let started = std::time::Instant::now();
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(p.instant_ns);
-    let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what, replay);
+    let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what);
+    let failed = |what: String, recovery: Option<(u64, u64)>| Outcome {
+        violations: vec![violation(None, what)],
+        recovery,
+        recovery_s: started.elapsed().as_secs_f64(),
+        ..Outcome::default()
+    };
     let (reopened, lost) =
         flash::media::error_log::watch(|| cfg.design.reopen(flash, &cfg.options));
     let (mut dev, report) = match reopened {
         Ok(x) => x,
+        // Recovery stopped at metadata the ECC found lost while it ran ([`media`]).
         Err(e) if media::lost_to_media(&e, &lost) => {
             return Outcome {
-                violations: Vec::new(),
-                recovery: None,
+                recovery_s: started.elapsed().as_secs_f64(),
                 ..Outcome::default()
             }
         }
-        Err(e) => {
-            return Outcome {
-                violations: vec![violation(None, format!("recovery failed: {e}"))],
-                recovery: None,
-                ..Outcome::default()
-            }
-        }
+        Err(e) => return failed(format!("recovery failed: {e}"), None),
     };
+    let recovery = Some((report.flash_reads, report.sim_ns));
     if let Err(e) = dev.check_invariants() {
-        return Outcome {
-            violations: vec![violation(
-                None,
-                format!("invariant broken after recovery: {e}"),
-            )],
-            recovery: Some((report.flash_reads, report.sim_ns)),
-            ..Outcome::default()
-        };
+        return failed(format!("invariant broken after recovery: {e}"), recovery);
     }
+    let recovery_s = started.elapsed().as_secs_f64();
     let n = dev.logical_pages();
     let at = dev.flash().idle_ns().max(p.instant_ns);
+    let judged = |violations, settled| Outcome {
+        violations,
+        recovery,
+        recovery_s,
+        settled,
+        ..Outcome::default()
+    };
     let seen = match read_every_page(dev.as_mut(), at) {
         Ok(seen) => seen,
         Err((lpn, e)) => {
-            return Outcome {
-                violations: vec![violation(
+            return judged(
+                vec![violation(
                     Some(lpn),
                     format!("read after recovery failed: {e}"),
                 )],
-                recovery: Some((report.flash_reads, report.sim_ns)),
-                ..Outcome::default()
-            }
+                0,
+            )
         }
     };
-    if n != model_pages(model) {
-        return Outcome {
-            violations: vec![violation(
+    let pages = judging.logical_pages();
+    if n != pages {
+        return judged(
+            vec![violation(
                 None,
-                format!(
-                    "recovered device has {n} logical pages, the run had {}",
-                    model_pages(model)
-                ),
+                format!("recovered device has {n} logical pages, the run had {pages}"),
             )],
-            recovery: Some((report.flash_reads, report.sim_ns)),
-            ..Outcome::default()
-        };
+            0,
+        );
     }
-    let lost = match media::on(&cfg.device) {
-        true => media::lost_versions(dev.flash()),
-        false => oracle::Lost::default(),
+    let (found, settled) = match media::on(&cfg.device) {
+        true => {
+            let lost = media::lost_versions(dev.flash());
+            let found = judging.judge_with_losses(judge_ns, &seen, &lost);
+            let settled = media::errors_accepted(&seen, &found);
+            (found, settled)
+        }
+        false => (judging.judge(judge_ns, &seen), 0),
     };
-    let judged = model.judge_with_losses(cfg.promise, judge_ns, &seen, &lost);
-    let settled = media::errors_accepted(&seen, &judged);
-    let violations = judged.into_iter().map(|(l, w)| violation(l, w)).collect();
-    Outcome {
-        violations,
-        recovery: Some((report.flash_reads, report.sim_ns)),
+    judged(
+        found.into_iter().map(|(l, w)| violation(l, w)).collect(),
         settled,
-    }
+    )
 }
 
 /// What every logical page of a recovered device reads as, from `at` on, 64 pages a request;
@@ -592,10 +680,6 @@ pub(crate) fn read_every_page(
         start += k;
     }
     Ok(seen)
-}
-
-fn model_pages(m: &Model) -> u32 {
-    m.logical_pages()
 }
 
 /// Runs a whole campaign.
@@ -642,8 +726,14 @@ pub struct CampaignPart {
     pub recoveries: Vec<(usize, f64, f64)>,
     pub flash_ops_recorded: usize,
     pub host_requests: usize,
-    /// Read errors of this share settled as versions the media lost ([`media::settle`]).
+    /// Threads this share's points ran on, and their seconds per phase (summed).
     #[serde(default)]
+    pub threads: usize,
+    #[serde(default)]
+    pub phases: PhaseTimes,
+    /// Read errors of this share accepted as versions the media lost
+    /// ([`media::errors_accepted`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub settled: usize,
 }
 
@@ -655,9 +745,12 @@ pub fn run_recorded(
     wall: std::time::Instant,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignReport {
+    // The campaign started with its recording.
+    let record_s = wall.elapsed().as_secs_f64();
     let part = run_recorded_part(cfg, rec, 0, 1, progress);
     let mut report = merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
         .expect("one part is a whole campaign");
+    report.speed.phases.record_s = record_s;
     report.media = media::MediaRun::of(&cfg.device, rec);
     report
 }
@@ -688,7 +781,7 @@ pub fn run_recorded_part(
     let chunk = mine.len().div_ceil(threads).max(1);
     let done = std::sync::atomic::AtomicU64::new(0);
     let total = mine.len() as u64;
-    let results: Vec<Vec<(usize, Outcome)>> = std::thread::scope(|s| {
+    let results: Vec<(Vec<(usize, Outcome)>, f64)> = std::thread::scope(|s| {
         let handles: Vec<_> = mine
             .chunks(chunk)
             .map(|share| {
@@ -696,18 +789,23 @@ pub fn run_recorded_part(
                 let (model, ops, done) = (&model, &rec.ops, &done);
                 s.spawn(move || {
                     let mut builder = ImageBuilder::new(base.as_ref(), ops);
-                    share
+                    let mut judging = model.judging(cfg.promise);
+                    let mut image_s = 0.0;
+                    let outcomes = share
                         .iter()
                         .map(|&(i, p)| {
+                            let started = std::time::Instant::now();
                             let image = builder.image_at(p.instant_ns, p.torn);
-                            let o = check_image(cfg, model, image, p);
+                            image_s += started.elapsed().as_secs_f64();
+                            let o = check_image(cfg, &mut judging, image, p);
                             let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                             if d % 64 == 0 || d == total {
                                 progress(d, total);
                             }
                             (i, o)
                         })
-                        .collect::<Vec<_>>()
+                        .collect::<Vec<_>>();
+                    (outcomes, image_s)
                 })
             })
             .collect();
@@ -716,7 +814,14 @@ pub fn run_recorded_part(
             .map(|h| h.join().expect("crash-check worker panicked"))
             .collect()
     });
-    let outcomes: Vec<(usize, Outcome)> = results.into_iter().flatten().collect();
+    let image_s = results.iter().map(|r| r.1).sum();
+    let outcomes: Vec<(usize, Outcome)> = results.into_iter().flat_map(|r| r.0).collect();
+    let phases = PhaseTimes {
+        image_s,
+        recovery_s: outcomes.iter().map(|(_, o)| o.recovery_s).sum(),
+        judging_s: outcomes.iter().map(|(_, o)| o.judging_s).sum(),
+        ..PhaseTimes::default()
+    };
     let settled = outcomes.iter().map(|(_, o)| o.settled).sum();
     CampaignPart {
         settled,
@@ -734,6 +839,8 @@ pub fn run_recorded_part(
             .collect(),
         flash_ops_recorded: rec.ops.ops.len(),
         host_requests: rec.host.records.len(),
+        threads,
+        phases,
     }
 }
 
@@ -774,6 +881,10 @@ pub fn merge_parts(
     let recovered_at: std::collections::BTreeSet<usize> = recoveries.iter().map(|r| r.0).collect();
     let failed_recoveries = failed.filter(|i| !recovered_at.contains(i)).count();
     let lost_to_media = first.total_points - recoveries.len() - failed_recoveries;
+    let threads = parts.iter().map(|p| p.threads.max(1)).sum();
+    let phases = parts
+        .iter()
+        .fold(PhaseTimes::default(), |sum, p| sum.plus(p.phases));
     Ok(CampaignReport {
         ftl: cfg.design.name.to_string(),
         promise: cfg.promise.name().to_string(),
@@ -794,6 +905,7 @@ pub fn merge_parts(
         flash_ops_recorded: first.flash_ops_recorded,
         host_requests: first.host_requests,
         wall_s,
+        speed: Speed::of(first.total_points, wall_s, threads, phases),
     })
 }
 
@@ -809,7 +921,7 @@ pub fn replay_one(
     let image = builder.image_at(instant, torn);
     Ok(check_image(
         cfg,
-        &model,
+        &mut model.judging(cfg.promise),
         image,
         CrashPoint {
             instant_ns: instant,

@@ -26,6 +26,9 @@ use ftl::{DwriteFlag, PageOutcome, Promise, TxUuid};
 use rustc_hash::FxHashMap;
 use workload::{HostLog, HostOp, HostRecord};
 
+mod judging;
+pub use judging::Judging;
+
 /// What one logical page read back as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen {
@@ -73,14 +76,20 @@ impl Lost {
         Lost { per_lpn }
     }
 
+    /// Whether the media lost nothing.
+    pub fn is_empty(&self) -> bool {
+        self.per_lpn.is_empty()
+    }
+
     /// Lost versions of `lpn`, oldest first.
-    fn of(&self, lpn: usize) -> &[u64] {
+    pub fn of(&self, lpn: usize) -> &[u64] {
         self.per_lpn
             .get(&(lpn as u32))
             .map_or(&[], |v| v.as_slice())
     }
 
-    fn has(&self, lpn: usize, w: u64) -> bool {
+    /// Whether the media lost version `w` of `lpn`.
+    pub fn has(&self, lpn: usize, w: u64) -> bool {
         self.of(lpn).contains(&w)
     }
 }
@@ -118,11 +127,83 @@ struct DynTx {
     failed: bool,
 }
 
+/// No record, unit or position: an empty entry of [`WriteFacts`].
+const NONE: u32 = u32::MAX;
+
+/// What the model knows of one write number, found by indexing instead of a search (a search
+/// of the host log per page and per unit was four fifths of a campaign's time).
+#[derive(Clone, Copy)]
+struct WriteFacts {
+    /// Index of the request that wrote it ([`NONE`]: none did).
+    record: u32,
+    /// Its unit of atomicity, an index into [`Model::units`] ([`NONE`]: no request wrote it).
+    unit: u32,
+    /// The page it wrote and its place in that page's writes ([`NONE`]: its request failed).
+    lpn: u32,
+    pos: u32,
+}
+
+/// Lists of (page, position in that page's writes) by item: item `i` has
+/// `entries[start[i]..start[i + 1]]`.
+#[derive(Default)]
+struct PagesOf {
+    start: Vec<u32>,
+    entries: Vec<(u32, u32)>,
+}
+
+impl PagesOf {
+    /// From (item, page, position) triples, `items` items.
+    fn new(mut triples: Vec<(u32, u32, u32)>, items: usize) -> PagesOf {
+        triples.sort_unstable();
+        let mut start = Vec::with_capacity(items + 1);
+        let mut k = 0;
+        for item in 0..items as u32 {
+            start.push(k as u32);
+            while k < triples.len() && triples[k].0 == item {
+                k += 1;
+            }
+        }
+        start.push(k as u32);
+        let entries = triples.into_iter().map(|(_, l, p)| (l, p)).collect();
+        PagesOf { start, entries }
+    }
+    fn of(&self, item: usize) -> &[(u32, u32)] {
+        &self.entries[self.start[item] as usize..self.start[item + 1] as usize]
+    }
+}
+
+/// Every page's writes by requests that succeeded, in arrival order, in one array (page `lpn`'s
+/// at `start[lpn]..start[lpn + 1]`), each with its unit and its request beside it: an image is
+/// judged page by page, and this keeps that walk on consecutive memory.
+#[derive(Default)]
+struct PageWrites {
+    start: Vec<u32>,
+    writes: Vec<u64>,
+    units: Vec<u32>,
+    records: Vec<u32>,
+}
+
+impl PageWrites {
+    fn range(&self, lpn: usize) -> std::ops::Range<usize> {
+        self.start[lpn] as usize..self.start[lpn + 1] as usize
+    }
+    /// The write numbers of page `lpn`.
+    fn of(&self, lpn: usize) -> &[u64] {
+        &self.writes[self.range(lpn)]
+    }
+    fn units(&self, lpn: usize) -> &[u32] {
+        &self.units[self.range(lpn)]
+    }
+    fn records(&self, lpn: usize) -> &[u32] {
+        &self.records[self.range(lpn)]
+    }
+}
+
 /// The host log, indexed for judging many crash images.
 pub struct Model<'a> {
     log: &'a HostLog,
-    /// Per LPN: write numbers in arrival order.
-    writes: Vec<Vec<u64>>,
+    /// Per LPN: write numbers in arrival order (with their units and requests).
+    writes: PageWrites,
     /// Per LPN: record indices of the trims the device accepted, in arrival order.
     trims: Vec<Vec<usize>>,
     /// Per uuid: first abort request the device accepted (record index).
@@ -134,6 +215,25 @@ pub struct Model<'a> {
     /// device gave one (async SWRITE is durable after its ack), the REAR's for DWRITE HEAD/BODY
     /// pages (acknowledged at once, durable only with their transaction), else the ack.
     durable_at: Vec<Option<u64>>,
+    /// Per write number, up to the last one any request wrote.
+    facts: Vec<WriteFacts>,
+    /// Every unit of atomicity a request wrote, in the units' order (index order is unit order).
+    units: Vec<Unit>,
+    /// Per unit: (page, write) of every page a transaction wrote (empty for plain pages).
+    unit_pages: Vec<Vec<(Lpn, u64)>>,
+    /// Per unit and per record: the entries of `writes` that are theirs.
+    unit_writes: PagesOf,
+    record_writes: PagesOf,
+    /// The index of the first unit that is a transaction (the units of single pages come
+    /// first in the units' order).
+    first_transaction: usize,
+    /// Per record: its arrival.
+    arrival: Vec<u64>,
+    /// Per unit: from when it must be visible after a cut, and from when no longer (its
+    /// accepted ABORT arrived): `durable(u, t)` is `from <= t < until`.
+    durable_window: Vec<(Option<u64>, Option<u64>)>,
+    /// Per record index `f`: the last record before it that succeeded and wrote pages.
+    last_writing_before: Vec<Option<usize>>,
 }
 
 impl<'a> Model<'a> {
@@ -144,6 +244,7 @@ impl<'a> Model<'a> {
         let mut dynamic: FxHashMap<u64, DynTx> = FxHashMap::default();
         let mut flushes = Vec::new();
         for (i, r) in log.records.iter().enumerate() {
+            debug_assert_eq!(r.index, i as u64, "records are numbered by position");
             if r.succeeded() {
                 for (lpn, w) in r.writes() {
                     writes[lpn.0 as usize].push(w);
@@ -195,14 +296,139 @@ impl<'a> Model<'a> {
                 }
             })
             .collect();
-        Model {
+        let mut model = Model {
             log,
             durable_at,
-            writes,
+            writes: PageWrites::default(),
             trims,
             aborts,
             dynamic,
             flushes,
+            facts: Vec::new(),
+            units: Vec::new(),
+            unit_pages: Vec::new(),
+            unit_writes: PagesOf::default(),
+            record_writes: PagesOf::default(),
+            first_transaction: 0,
+            arrival: log.records.iter().map(|r| r.arrival_ns).collect(),
+            durable_window: Vec::new(),
+            last_writing_before: Vec::new(),
+        };
+        model.index_writes();
+        model.index_pages(writes);
+        model
+    }
+
+    /// Fills the per-write facts (record and unit; the units numbered in their order) and the
+    /// last writing request before each record.
+    fn index_writes(&mut self) {
+        let log = self.log;
+        let end = log
+            .records
+            .iter()
+            .map(|r| r.first_write + r.op.written_pages())
+            .max()
+            .unwrap_or(0);
+        // The search the facts replace, once per write: a write belongs to the request
+        // `record_of_write` finds, whatever the log's numbering.
+        let found: Vec<Option<(u32, Unit)>> = (0..end)
+            .map(|w| {
+                let r = log.record_of_write(w)?;
+                let unit = match &r.op {
+                    HostOp::SWrite { .. } => Unit::Static(r.index as usize),
+                    HostOp::DWrite { uuid, .. } => Unit::Dynamic(uuid.0),
+                    _ => Unit::Page(w),
+                };
+                Some((r.index as u32, unit))
+            })
+            .collect();
+        let mut units: Vec<Unit> = found.iter().flatten().map(|&(_, u)| u).collect();
+        units.sort_unstable();
+        units.dedup();
+        self.facts = found
+            .into_iter()
+            .map(|f| WriteFacts {
+                record: f.map_or(NONE, |(r, _)| r),
+                unit: f.map_or(NONE, |(_, u)| {
+                    units.binary_search(&u).expect("every unit is listed") as u32
+                }),
+                lpn: NONE,
+                pos: NONE,
+            })
+            .collect();
+        self.durable_window = units.iter().map(|&u| self.window(u)).collect();
+        self.first_transaction = units.partition_point(|u| matches!(u, Unit::Page(_)));
+        self.units = units;
+        self.last_writing_before = std::iter::once(None)
+            .chain(log.records.iter().enumerate().scan(None, |last, (i, r)| {
+                if r.succeeded() && r.op.written_pages() > 0 {
+                    *last = Some(i);
+                }
+                Some(*last)
+            }))
+            .collect();
+    }
+
+    /// Lays out every page's `writes` in one array with their units and records, fills each
+    /// write's page and position in the facts, the entries of each unit and record, and what
+    /// each transaction wrote (for [`Model::proven_absent`]).
+    fn index_pages(&mut self, writes: Vec<Vec<u64>>) {
+        let mut by_unit = Vec::new();
+        let mut by_record = Vec::new();
+        let mut pages = PageWrites::default();
+        for (lpn, ws) in writes.into_iter().enumerate() {
+            pages.start.push(pages.writes.len() as u32);
+            for (pos, w) in ws.into_iter().enumerate() {
+                let f = &mut self.facts[w as usize];
+                (f.lpn, f.pos) = (lpn as u32, pos as u32);
+                by_unit.push((f.unit, lpn as u32, pos as u32));
+                by_record.push((f.record, lpn as u32, pos as u32));
+                pages.writes.push(w);
+                pages.units.push(f.unit);
+                pages.records.push(f.record);
+            }
+        }
+        pages.start.push(pages.writes.len() as u32);
+        self.writes = pages;
+        self.unit_writes = PagesOf::new(by_unit, self.units.len());
+        self.record_writes = PagesOf::new(by_record, self.log.records.len());
+        self.unit_pages = vec![Vec::new(); self.units.len()];
+        for (i, r) in self.log.records.iter().enumerate() {
+            let unit = match &r.op {
+                HostOp::SWrite { .. } => Unit::Static(i),
+                HostOp::DWrite { uuid, .. } if r.succeeded() => Unit::Dynamic(uuid.0),
+                _ => continue,
+            };
+            if let Ok(u) = self.units.binary_search(&unit) {
+                self.unit_pages[u].extend(r.writes());
+            }
+        }
+    }
+
+    /// When `u` must be visible after a cut: from its acknowledgement (a page of a plain
+    /// write), or from when it was done (a transaction: its end, or its REAR's, succeeded and
+    /// durable), until the host's accepted ABORT of it arrived (an abort in flight at the cut may
+    /// or may not have taken effect: a device may make it durable before acknowledging it).
+    fn window(&self, u: Unit) -> (Option<u64>, Option<u64>) {
+        let done = |r: &HostRecord| r.succeeded().then(|| r.durable_ns.or(r.ack_ns)).flatten();
+        let abort = |uuid: u64| {
+            self.aborts
+                .get(&uuid)
+                .map(|&i| self.log.records[i].arrival_ns)
+        };
+        match u {
+            Unit::Page(w) => (self.log.record_of_write(w).and_then(|r| r.ack_ns), None),
+            Unit::Static(i) => {
+                let r = &self.log.records[i];
+                let HostOp::SWrite { uuid, .. } = &r.op else {
+                    unreachable!()
+                };
+                (done(r), abort(uuid.0))
+            }
+            Unit::Dynamic(uuid) => {
+                let rear = self.dynamic[&uuid].rear;
+                (rear.and_then(|i| done(&self.log.records[i])), abort(uuid))
+            }
         }
     }
 
@@ -210,23 +436,43 @@ impl<'a> Model<'a> {
         self.log.logical_pages
     }
 
+    fn facts(&self, write: u64) -> Option<&WriteFacts> {
+        self.facts.get(usize::try_from(write).ok()?)
+    }
+
     /// Whether write `write` is one the host issued, by a request that arrived by `t`.
     pub fn arrived_by(&self, write: u64, t: u64) -> bool {
         self.record(write).is_some_and(|(_, r)| r.arrival_ns <= t)
     }
 
+    /// Did the media lose a version of `lpn` that the host wrote there by `t`?
+    fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
+        lost.of(lpn)
+            .iter()
+            .any(|&w| self.position(lpn, w).is_some() && self.arrived_by(w, t))
+    }
+
     fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
-        let r = self.log.record_of_write(write)?;
-        Some((r.index as usize, r))
+        let i = self.facts(write)?.record;
+        (i != NONE).then(|| (i as usize, &self.log.records[i as usize]))
+    }
+
+    /// The index of the unit `write` belongs to.
+    fn unit_index(&self, write: u64) -> Option<usize> {
+        let u = self.facts(write)?.unit;
+        (u != NONE).then_some(u as usize)
     }
 
     fn unit_of(&self, write: u64) -> Option<Unit> {
-        let (i, r) = self.record(write)?;
-        Some(match &r.op {
-            HostOp::SWrite { .. } => Unit::Static(i),
-            HostOp::DWrite { uuid, .. } => Unit::Dynamic(uuid.0),
-            _ => Unit::Page(write),
-        })
+        self.unit_index(write).map(|u| self.units[u])
+    }
+
+    /// Where `write` stands among the writes of `lpn` (`None`: it did not write `lpn`, or its
+    /// request failed).
+    fn position(&self, lpn: usize, write: u64) -> Option<usize> {
+        self.facts(write)
+            .filter(|f| f.pos != NONE && f.lpn as usize == lpn)
+            .map(|f| f.pos as usize)
     }
 
     fn abort_arrived(&self, uuid: u64, t: u64) -> bool {
@@ -275,30 +521,10 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// Must `u` be visible after a crash at `t`? Not once the host's accepted ABORT of it has
-    /// arrived: an abort in flight at the cut may or may not have taken effect (a device may
-    /// make the abort durable before it acknowledges it).
-    fn durable(&self, u: Unit, t: u64) -> bool {
-        let done =
-            |r: &HostRecord| r.succeeded() && r.durable_ns.or(r.ack_ns).is_some_and(|d| d <= t);
-        match u {
-            Unit::Page(w) => self
-                .record(w)
-                .is_some_and(|(_, r)| r.ack_ns.is_some_and(|a| a <= t)),
-            Unit::Static(i) => {
-                let r = &self.log.records[i];
-                let HostOp::SWrite { uuid, .. } = &r.op else {
-                    unreachable!()
-                };
-                done(r) && !self.abort_arrived(uuid.0, t)
-            }
-            Unit::Dynamic(uuid) => {
-                self.dynamic[&uuid]
-                    .rear
-                    .is_some_and(|i| done(&self.log.records[i]))
-                    && !self.abort_arrived(uuid, t)
-            }
-        }
+    /// Must unit `u` (by index) be visible after a crash at `t`? ([`Model::window`]).
+    fn durable(&self, u: usize, t: u64) -> bool {
+        let (from, until) = self.durable_window[u];
+        from.is_some_and(|f| f <= t) && until.is_none_or(|a| t < a)
     }
 
     /// Was `u` aborted, failed, or unfinished at `t` (so later transactions may survive without it)?
@@ -339,9 +565,28 @@ impl<'a> Model<'a> {
             .any(|&i| after.is_none_or(|a| i > a) && self.log.records[i].arrival_ns <= t)
     }
 
-    /// Checks one crash image; returns (lpn, message) for every rule broken.
+    /// Does the image show, on some page of unit `u` (by index), a state older than `u`'s write
+    /// of it (reading as never written proves nothing where a later trim arrived by `t`)?
+    fn proven_absent(&self, u: usize, seen: &[Seen], t: u64) -> bool {
+        self.unit_pages[u].iter().any(|&(lpn, w)| {
+            let lpn = lpn.0 as usize;
+            let mine = self.position(lpn, w);
+            match seen[lpn] {
+                Seen::Write(x) => match (self.position(lpn, x), mine) {
+                    (Some(a), Some(b)) => a < b,
+                    _ => false,
+                },
+                Seen::Unwritten => !self.trimmed_after(lpn, Some(w), t),
+                _ => false,
+            }
+        })
+    }
+
+    /// Checks one crash image; returns (lpn, message) for every rule broken. (A campaign judges
+    /// its images in time order with one [`Judging`], which keeps what it worked out between
+    /// them.)
     pub fn judge(&self, promise: Promise, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
-        self.judge_with_losses(promise, t, seen, &Lost::default())
+        self.judging(promise).judge(t, seen)
     }
 
     /// [`judge`](Self::judge) of an image whose media lost the versions in `lost`: a page that
@@ -353,13 +598,12 @@ impl<'a> Model<'a> {
         t: u64,
         seen: &[Seen],
         lost: &Lost,
-    ) -> Vec<(Option<Lpn>, String)> {
-        self.judge_settling(promise, t, seen, lost).0
+    ) -> Judged {
+        self.judging(promise).judge_with_losses(t, seen, lost)
     }
 
     /// [`judge_with_losses`](Self::judge_with_losses), and per page the lost version an error
-    /// there was taken to stand for (`None` where it reads otherwise, or the error was not
-    /// accepted): what the page holds from then on, for a run that goes on from this image.
+    /// there was taken to stand for ([`Judging::judge_settling`]).
     pub fn judge_settling(
         &self,
         promise: Promise,
@@ -367,366 +611,13 @@ impl<'a> Model<'a> {
         seen: &[Seen],
         lost: &Lost,
     ) -> (Judged, Vec<Option<u64>>) {
-        let mut stood = vec![None; seen.len()];
-        let v = self.judge_into(promise, (t, lost), seen, &mut stood);
-        (v, stood)
+        self.judging(promise).judge_settling(t, seen, lost)
     }
 
-    fn judge_into(
-        &self,
-        promise: Promise,
-        (t, lost): (u64, &Lost),
-        seen: &[Seen],
-        stood: &mut [Option<u64>],
-    ) -> Vec<(Option<Lpn>, String)> {
-        let mut v = Vec::new();
-        // Rules that hold for every promise.
-        for (lpn, s) in seen.iter().enumerate() {
-            let bad = match *s {
-                Seen::Unwritten => None,
-                Seen::Uncorrectable if self.may_be_lost(lpn, lost, t) => None,
-                Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
-                Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
-                Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
-                Seen::Write(w) => match self.record(w) {
-                    None => Some(format!("holds write {w}, which the host never issued")),
-                    Some((_, r)) if !self.writes[lpn].contains(&w) => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
-                    Some((_, r)) if r.arrival_ns > t => Some(format!("holds write {w} of request {}, which arrived after the crash", r.index)),
-                    _ => None,
-                },
-            };
-            if let Some(msg) = bad {
-                v.push((Some(Lpn(lpn as u32)), msg));
-            }
-        }
-        if !v.is_empty() {
-            return v;
-        }
-        match promise {
-            Promise::DurableWrites => self.judge_per_page(
-                (t, lost),
-                (seen, stood),
-                |r| self.durable_at[r.index as usize].is_some_and(|d| d <= t),
-                &mut v,
-            ),
-            Promise::FlushOnly => {
-                let covered_before = self.flushed_before(t);
-                self.judge_per_page(
-                    (t, lost),
-                    (seen, stood),
-                    |r| covered_before.is_some_and(|f| (r.index as usize) < f),
-                    &mut v,
-                )
-            }
-            Promise::AtomicTransactions => self.judge_atomic((t, lost), (seen, stood), &mut v),
-            Promise::Ordered => self.judge_ordered((t, lost), (seen, stood), &mut v),
-        }
-        v
-    }
-
-    /// Did the media lose a version of `lpn` that the host wrote there by `t`?
-    fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
-        lost.of(lpn)
-            .iter()
-            .any(|&w| self.writes[lpn].contains(&w) && self.arrived_by(w, t))
-    }
-
-    fn judge_per_page(
-        &self,
-        (t, lost): (u64, &Lost),
-        (seen, stood): (&[Seen], &mut [Option<u64>]),
-        covered: impl Fn(&HostRecord) -> bool,
-        v: &mut Vec<(Option<Lpn>, String)>,
-    ) {
-        for (lpn, s) in seen.iter().enumerate() {
-            let ws = &self.writes[lpn];
-            let last_covered = ws
-                .iter()
-                .rposition(|&w| self.record(w).is_some_and(|(_, r)| covered(r)));
-            let ok = match (*s, last_covered) {
-                (Seen::Unwritten, None) => true,
-                (Seen::Unwritten, Some(i)) if self.trimmed_after(lpn, Some(ws[i]), t) => true,
-                (Seen::Unwritten, Some(i)) => {
-                    v.push((
-                        Some(Lpn(lpn as u32)),
-                        format!(
-                            "reads as never written, but write {} (request {}) must have survived",
-                            ws[i],
-                            self.record(ws[i]).map_or(0, |(_, r)| r.index)
-                        ),
-                    ));
-                    continue;
-                }
-                (Seen::Write(w), None) => self.record(w).is_some_and(|(_, r)| r.arrival_ns <= t),
-                (Seen::Write(w), Some(i)) => ws[i..].contains(&w),
-                // An error in place of a version the rule allows, which the media lost.
-                (Seen::Uncorrectable, i) => {
-                    let allowed = |&w: &u64| match i {
-                        None => self.arrived_by(w, t),
-                        Some(i) => ws[i..].contains(&w) && self.arrived_by(w, t),
-                    };
-                    match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
-                        Some(&w) => stood[lpn] = Some(w),
-                        None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
-                    }
-                    continue;
-                }
-                _ => true,
-            };
-            if !ok {
-                let i = last_covered.expect("covered write exists when the check can fail");
-                v.push((Some(Lpn(lpn as u32)), format!("holds write {} but write {} (request {}) must have survived, or a later one", match *s { Seen::Write(w) => w, _ => 0 }, ws[i], self.record(ws[i]).map_or(0, |(_, r)| r.index))));
-            }
-        }
-    }
-
-    fn judge_atomic(
-        &self,
-        (t, lost): (u64, &Lost),
-        (seen, stood): (&[Seen], &mut [Option<u64>]),
-        v: &mut Vec<(Option<Lpn>, String)>,
-    ) {
-        use std::collections::BTreeSet;
-        let mut present: BTreeSet<Unit> = BTreeSet::new();
-        for s in seen {
-            if let Seen::Write(w) = *s {
-                if let Some(u) = self.unit_of(w) {
-                    present.insert(u);
-                }
-            }
-        }
-        for &u in &present {
-            if let Err(why) = self.committable(u, t) {
-                v.push((None, format!("{u:?} is visible although {why}")));
-            }
-        }
-        // P ∪ units that must be there.
-        let mut p: BTreeSet<Unit> = present.clone();
-        for ws in &self.writes {
-            for &w in ws {
-                if let Some(u) = self.unit_of(w) {
-                    if !p.contains(&u) && self.durable(u, t) {
-                        p.insert(u);
-                    }
-                }
-            }
-        }
-        self.units_behind_errors(seen, (t, lost), &mut p);
-        for (lpn, s) in seen.iter().enumerate() {
-            let ws = &self.writes[lpn];
-            let expected = ws
-                .iter()
-                .rev()
-                .find(|&&w| self.unit_of(w).is_some_and(|u| p.contains(&u)))
-                .copied();
-            let found = match *s {
-                Seen::Write(w) => Some(w),
-                // An error stands for the version expected, if the media lost it.
-                Seen::Uncorrectable => match expected {
-                    Some(e) if lost.has(lpn, e) => {
-                        stood[lpn] = Some(e);
-                        continue;
-                    }
-                    _ => {
-                        let should = expected.map_or("never written".into(), |w| {
-                            format!("write {w} of {:?}", self.unit_of(w))
-                        });
-                        v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but should hold {should}, which the media did not lose")));
-                        continue;
-                    }
-                },
-                _ => None,
-            };
-            if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
-                let describe = |w: Option<u64>| match w {
-                    None => "never written".to_string(),
-                    Some(w) => format!("write {w} of {:?}", self.unit_of(w)),
-                };
-                let why = match expected.and_then(|w| self.unit_of(w)) {
-                    Some(u) if !present.contains(&u) => " (it was durable before the crash)",
-                    Some(_) => " (its unit is visible elsewhere: all or nothing)",
-                    None => "",
-                };
-                v.push((
-                    Some(Lpn(lpn as u32)),
-                    format!(
-                        "holds {} but should hold {}{why}",
-                        describe(found),
-                        describe(expected)
-                    ),
-                ));
-            }
-        }
-        // A later transaction cannot survive without an earlier one that wrote a common page
-        // (Möbius Tx(A)/Tx(B)). The earlier one counts as missing only when the image proves it
-        // absent: one of its pages shows something older than its own write (all its pages may
-        // otherwise have been overwritten by later survivors, which hides whether it survived).
-        for (lpn, ws) in self.writes.iter().enumerate() {
-            let mut missing: Option<Unit> = None;
-            for &w in ws {
-                let Some(u) = self.unit_of(w) else { continue };
-                if matches!(u, Unit::Page(_)) {
-                    continue;
-                }
-                if p.contains(&u) {
-                    if let Some(a) = missing.filter(|a| *a != u) {
-                        v.push((Some(Lpn(lpn as u32)), format!("{u:?} survived without the earlier {a:?}, which also wrote this page and was neither aborted nor unfinished (a later transaction cannot survive without an earlier one)")));
-                        break;
-                    }
-                } else if missing.is_none() && !self.exempt(u, t) && self.proven_absent(u, seen, t)
-                {
-                    missing = Some(u);
-                }
-            }
-        }
-    }
-
-    /// Units that pages reading as errors may stand for, added to `p`: where the version `p`
-    /// makes a page expect is not lost, the newest lost version after it whose unit may be
-    /// visible at `t` (its other pages are then held to it like any unit's). Repeated until
-    /// nothing changes, since a unit added moves what other pages expect.
-    fn units_behind_errors(
-        &self,
-        seen: &[Seen],
-        (t, lost): (u64, &Lost),
-        p: &mut std::collections::BTreeSet<Unit>,
-    ) {
-        let errors: Vec<usize> = (0..seen.len())
-            .filter(|&l| seen[l] == Seen::Uncorrectable)
-            .collect();
-        loop {
-            let mut grew = false;
-            for &lpn in &errors {
-                let ws = &self.writes[lpn];
-                let expected = ws
-                    .iter()
-                    .rposition(|&w| self.unit_of(w).is_some_and(|u| p.contains(&u)));
-                if expected.is_some_and(|i| lost.has(lpn, ws[i])) {
-                    continue;
-                }
-                let after = expected.map_or(0, |i| i + 1);
-                let behind = ws[after..]
-                    .iter()
-                    .rev()
-                    .filter(|&&w| lost.has(lpn, w))
-                    .filter_map(|&w| self.unit_of(w))
-                    .find(|&u| self.committable(u, t).is_ok());
-                if let Some(u) = behind {
-                    grew |= p.insert(u);
-                }
-            }
-            if !grew {
-                return;
-            }
-        }
-    }
-
-    /// Does the image show, on some page of `u`, a state older than `u`'s write of it (reading as
-    /// never written proves nothing where a later trim arrived by `t`)?
-    fn proven_absent(&self, u: Unit, seen: &[Seen], t: u64) -> bool {
-        let writes: Vec<(Lpn, u64)> = match u {
-            Unit::Page(w) => self
-                .record(w)
-                .map(|(_, r)| r.writes().filter(|x| x.1 == w).collect())
-                .unwrap_or_default(),
-            Unit::Static(i) => self.log.records[i].writes().collect(),
-            Unit::Dynamic(uuid) => self
-                .log
-                .records
-                .iter()
-                .filter(|r| {
-                    r.succeeded() && matches!(&r.op, HostOp::DWrite { uuid: x, .. } if x.0 == uuid)
-                })
-                .flat_map(|r| r.writes())
-                .collect(),
-        };
-        writes.iter().any(|&(lpn, w)| {
-            let ws = &self.writes[lpn.0 as usize];
-            let mine = ws.iter().position(|&x| x == w);
-            match seen[lpn.0 as usize] {
-                Seen::Write(x) => match (ws.iter().position(|&y| y == x), mine) {
-                    (Some(a), Some(b)) => a < b,
-                    _ => false,
-                },
-                Seen::Unwritten => !self.trimmed_after(lpn.0 as usize, Some(w), t),
-                _ => false,
-            }
-        })
-    }
-
-    fn judge_ordered(
-        &self,
-        (t, lost): (u64, &Lost),
-        (seen, stood): (&[Seen], &mut [Option<u64>]),
-        v: &mut Vec<(Option<Lpn>, String)>,
-    ) {
-        let covered_before = self.flushed_before(t);
-        let mut prefix: Option<usize> = None;
-        for s in seen {
-            if let Seen::Write(w) = *s {
-                if let Some((i, _)) = self.record(w) {
-                    prefix = prefix.max(Some(i));
-                }
-            }
-        }
-        if let Some(f) = covered_before {
-            let last_flushed = self.log.records[..f]
-                .iter()
-                .rposition(|r| r.succeeded() && r.op.written_pages() > 0);
-            prefix = prefix.max(last_flushed);
-        }
-        let expected_at = |lpn: usize, prefix: Option<usize>| {
-            self.writes[lpn]
-                .iter()
-                .rev()
-                .find(|&&w| {
-                    self.record(w)
-                        .is_some_and(|(i, _)| prefix.is_some_and(|p| i <= p))
-                })
-                .copied()
-        };
-        // A page reading as an error may stand for a lost version beyond the prefix the other
-        // pages prove: the prefix then reaches that version's request.
-        for (lpn, _) in seen
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| **s == Seen::Uncorrectable)
-        {
-            if expected_at(lpn, prefix).is_some_and(|e| lost.has(lpn, e)) {
-                continue;
-            }
-            let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
-                self.record(w)
-                    .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
-                    .map(|(i, _)| i)
-            });
-            prefix = prefix.max(beyond);
-        }
-        for (lpn, s) in seen.iter().enumerate() {
-            let expected = expected_at(lpn, prefix);
-            let found = match *s {
-                Seen::Write(w) => Some(w),
-                Seen::Uncorrectable => match expected {
-                    Some(e) if lost.has(lpn, e) => {
-                        stood[lpn] = Some(e);
-                        continue;
-                    }
-                    _ => {
-                        v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}")))));
-                        continue;
-                    }
-                },
-                _ => None,
-            };
-            if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
-                v.push((Some(Lpn(lpn as u32)), format!(
-                    "holds {} but the recovered state must be the prefix up to request {:?}, which gives {} (prefix, request atomicity or flush semantics broken)",
-                    found.map_or("never written".into(), |w| format!("write {w}")),
-                    prefix,
-                    expected.map_or("never written".into(), |w| format!("write {w}")),
-                )));
-            }
-        }
+    /// A judge of images under `promise` that advances what the promise requires from one
+    /// crash instant to the next ([`Judging`]).
+    pub fn judging(&self, promise: Promise) -> Judging<'_, 'a> {
+        Judging::new(self, promise)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
 use crate::{
     check_image_as, replay_command, run_recorded, CampaignConfig, CampaignError, CampaignReport,
-    Recording, Violation,
+    Recording, Speed, Violation,
 };
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
@@ -104,8 +104,19 @@ pub fn run_campaign_with_lives(
     if let Some(m) = report.media.as_mut() {
         m.end_of_life = end_of_life.clone();
     }
+    let started = std::time::Instant::now();
     let lives = run_second_lives(cfg, rec, lives, (cfg.crash_points / 4).max(1));
+    let mut phases = report.speed.phases;
+    phases.second_lives_s = started.elapsed().as_secs_f64();
     report.crash_points += lives.crash_points;
+    report.wall_s = wall.elapsed().as_secs_f64();
+    // Second lives run on one thread, after the points of life one.
+    report.speed = Speed::of(
+        report.crash_points,
+        report.wall_s,
+        report.speed.threads,
+        phases,
+    );
     let mut instants: Vec<(u64, bool)> = lives
         .violations
         .iter()
@@ -166,14 +177,15 @@ pub fn judge_life(
         ),
     };
     let mut builder = ImageBuilder::new(life.rec.base.as_ref(), &life.rec.ops);
+    let (mut first, mut second) = (first.judging(cfg.promise), second.judging(cfg.promise));
     let mut violations = Vec::new();
     for p in &points {
         let image = builder.image_at(p.instant_ns, p.torn);
-        let replay = replay_command(cfg, p.instant_ns, p.torn) + &cut.arg();
+        let replay = || replay_command(cfg, p.instant_ns, p.torn) + &cut.arg();
         let outcome = if p.instant_ns < life.ready_ns {
-            check_image_as(cfg, &first, image, *p, cut.instant_ns, &replay)
+            check_image_as(cfg, &mut first, image, *p, cut.instant_ns, &replay)
         } else {
-            check_image_as(cfg, &second, image, *p, p.instant_ns, &replay)
+            check_image_as(cfg, &mut second, image, *p, p.instant_ns, &replay)
         };
         violations.extend(outcome.violations.into_iter().map(|mut v| {
             v.what = format!(

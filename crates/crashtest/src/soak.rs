@@ -15,7 +15,7 @@
 //! fails.
 
 use crate::second_life::run_campaign_with_lives;
-use crate::{replay_command, CampaignConfig, CampaignReport};
+use crate::{replay_command, CampaignConfig, CampaignReport, PhaseTimes, Speed};
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec, FtlError, OverProvisioningKnob, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -396,6 +396,8 @@ pub struct CellResult {
     /// What the media did (media model on only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub media: Option<CellMedia>,
+    /// The campaign's seconds per phase (wall clock).
+    pub phases: PhaseTimes,
 }
 
 /// A cell's media figures ([`crate::media`]), or a sum of them.
@@ -448,6 +450,8 @@ impl CellResult {
 pub struct SoakReport {
     pub cells: Vec<CellResult>,
     pub wall_s: f64,
+    /// Cells run at once.
+    pub jobs: usize,
 }
 
 /// Per-design totals.
@@ -488,6 +492,16 @@ impl SoakReport {
         v
     }
 
+    /// Crash points per second per job, and the cells' seconds per phase summed.
+    pub fn speed(&self) -> Speed {
+        let phases = self
+            .cells
+            .iter()
+            .fold(PhaseTimes::default(), |sum, c| sum.plus(c.phases));
+        let jobs = self.jobs.min(self.cells.len()).max(1);
+        Speed::of(self.totals().crash_points, self.wall_s, jobs, phases)
+    }
+
     /// `{seeds, failing_seeds, crash_points, violations, designs: {name: totals}, failures: [...]}`.
     pub fn to_json(&self) -> serde_json::Value {
         let t = self.totals();
@@ -508,6 +522,7 @@ impl SoakReport {
             "designs": designs,
             "failures": failures,
             "wall_s": self.wall_s,
+            "speed": self.speed(),
         })
     }
 }
@@ -729,6 +744,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         error: None,
         wall_s: 0.0,
         media: None,
+        phases: PhaseTimes::default(),
     };
     match run_campaign_with_lives(&campaign, cfg.second_lives, &|_, _| {}) {
         Ok((r, _)) => note_report(&mut cell, &r),
@@ -749,6 +765,7 @@ fn note_report(cell: &mut CellResult, r: &CampaignReport) {
     if let Some(eol) = r.media.as_ref().and_then(|m| m.end_of_life.as_ref()) {
         cell.requests = eol.requests_run;
     }
+    cell.phases = r.speed.phases;
     cell.crash_points = r.crash_points;
     cell.violations = r.violations.len();
     cell.violating_points = r.violating_points;
@@ -777,6 +794,7 @@ pub fn run_soak(cfg: &SoakConfig, progress: &(dyn Fn(&CellResult) + Sync)) -> So
     SoakReport {
         cells: run_parallel(cells.len(), cfg.jobs, &run, progress),
         wall_s: wall.elapsed().as_secs_f64(),
+        jobs: cfg.jobs,
     }
 }
 

@@ -30,6 +30,7 @@ fn without_wall(mut v: serde_json::Value) -> serde_json::Value {
     let o = v.as_object_mut().unwrap();
     o.remove("wall_s");
     o.remove("crash_points_per_s");
+    o.remove("speed");
     v
 }
 

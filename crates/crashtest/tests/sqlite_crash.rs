@@ -2,8 +2,6 @@
 //! that must be caught (issue #15 §3). Small campaigns here; `mobius crashtest --workload
 //! sqlite-tpcb --crash-points 2000` is the long one (docs/sqlite.md).
 
-mod common;
-
 use crashtest::soak::SoakCell;
 use crashtest::sqlite::{self as crash, CrashConfig};
 use sqlite::workload::{Scale, Workload};
@@ -20,7 +18,7 @@ fn config(
     open.synchronous = synchronous.into();
     open.seed = seed;
     CrashConfig {
-        design: common::spec(design),
+        design: lab::registry::find(design).expect("a design of the registry"),
         device: flash::DeviceConfig::preset("small").unwrap(),
         options: ftl::DesignOptions::default(),
         open,
@@ -79,7 +77,7 @@ fn batch_mode_survives_power_cuts_on_every_transactional_design() {
 
 #[test]
 fn journal_and_wal_survive_power_cuts_on_every_design() {
-    for d in common::designs() {
+    for d in lab::registry::all() {
         assert_clean(&config(d.name, Mode::Journal, "EXTRA", Workload::Tpcb, 21));
         assert_clean(&config(d.name, Mode::Wal, "FULL", Workload::Kv, 22));
     }
@@ -206,7 +204,7 @@ fn every_safe_mode_on_every_design_long() {
         return;
     }
     let mut cells = Vec::new();
-    for d in common::designs() {
+    for d in lab::registry::all() {
         let tx = [
             "mobius",
             "atomic-write",
@@ -271,7 +269,7 @@ fn an_aged_device_makes_gc_copy_pages_under_the_database() {
 fn the_soak_is_clean_on_every_design_and_catches_its_controls() {
     use crashtest::sqlite::soak::{self, SettingFilter, SqlSoakConfig};
     let mut cfg = SqlSoakConfig {
-        designs: common::designs(),
+        designs: lab::registry::all(),
         seeds: vec![20262, 20263],
         options: ftl::DesignOptions::default(),
         crash_points: 15,
@@ -285,9 +283,9 @@ fn the_soak_is_clean_on_every_design_and_catches_its_controls() {
     let report = soak::run_soak(&cfg, &|_| {});
     let failing: Vec<_> = report.failing().collect();
     assert!(failing.is_empty(), "{failing:#?}");
-    assert_eq!(report.cells.len(), 2 * common::designs().len());
+    assert_eq!(report.cells.len(), 2 * lab::registry::all().len());
     for control in soak::CONTROLS {
-        cfg.designs = vec![common::spec(control.design)];
+        cfg.designs = vec![lab::registry::find(control.design).expect("a design of the registry")];
         cfg.setting = Some(control.setting);
         cfg.crash_points = 60;
         let report = soak::run_soak(&cfg, &|_| {});

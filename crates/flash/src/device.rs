@@ -82,7 +82,7 @@ impl Flash {
             .collect();
         m.push((
             "flash.write_pointers".into(),
-            crate::store::vec_bytes(&self.write_pointer),
+            crate::memory::vec_bytes(&self.write_pointer),
         ));
         m.push(("flash.wear_counts".into(), self.wear.memory()));
         m
@@ -250,6 +250,11 @@ impl Flash {
     /// ([`crate::squeeze`]); reads return the same bytes either way.
     pub fn squeeze_oob(&mut self, rule: std::sync::Arc<dyn crate::OobSqueeze>) {
         self.store.squeeze_oob(rule);
+    }
+
+    /// [`Store::keep_oob_whole`]: the design's rule for squeezing OOB records will be ignored.
+    pub fn keep_oob_whole(&mut self) {
+        self.store.keep_oob_whole();
     }
 
     /// Starts logging every operation (for crash campaigns). Returns the image as of now, which

@@ -11,6 +11,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Bytes of one slab of page buffers in [`MemStore`](crate::MemStore) (and the largest page
+/// size).
+pub const SLAB_BYTES: usize = 2 << 20;
+
 /// Physical page number: dense index over every page of the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Ppn(pub u32);
@@ -107,11 +111,11 @@ impl Geometry {
         }
         if self.page_bytes < 512
             || !self.page_bytes.is_power_of_two()
-            || self.page_bytes as usize > crate::store::SLAB_BYTES
+            || self.page_bytes as usize > SLAB_BYTES
         {
             return Err(crate::ConfigError::PageBytes {
                 page_bytes: self.page_bytes,
-                max: crate::store::SLAB_BYTES,
+                max: SLAB_BYTES,
             });
         }
         if self.pages_per_block > u16::MAX as u32 {

@@ -18,6 +18,7 @@ pub mod geometry;
 pub mod host;
 pub mod image_lock;
 pub mod media;
+pub mod memory;
 pub mod oplog;
 pub mod prefetch;
 pub mod preset;
@@ -35,13 +36,12 @@ pub use file::{FileStore, ImageHeader, ImageIdentity};
 pub use geometry::{BlockId, ChipId, Geometry, Lpn, Ppn};
 pub use host::HostInterface;
 pub use media::{Fault, MediaConfig};
+pub use memory::{deque_bytes, resident_vec, vec_bytes};
 pub use oplog::{LoggedOp, OpKind, OpLog};
 pub use prefetch::DataHint;
 pub use preset::{DeviceConfig, PRESET_NAMES};
 pub use squeeze::OobSqueeze;
 pub use stats::{FlashStats, MediaStats, OpCause};
-pub use store::{
-    deque_bytes, flip_a_data_bit, resident_vec, vec_bytes, MemStore, PageState, Store, TagStore,
-};
+pub use store::{flip_a_data_bit, MemStore, PageState, Store, TagStore};
 pub use timing::{Bookings, Span, Timeline, Timing};
 pub use word_crc::{WordCrc, WordEdit};

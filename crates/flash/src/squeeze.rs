@@ -14,7 +14,7 @@
 
 use crate::content::ContentTag;
 use crate::geometry::{BlockId, Geometry, Ppn};
-use crate::store::vec_bytes;
+use crate::memory::vec_bytes;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -431,5 +431,29 @@ mod tests {
             assert_eq!(out, before[p as usize], "page {p}");
         }
         assert_eq!(copy.page_state(Ppn(39)), PageState::Torn);
+    }
+
+    /// A store told to keep its records whole ignores the rule, and its copies do too; the
+    /// records read back as programmed.
+    #[test]
+    fn a_store_keeping_records_whole_ignores_the_rule() {
+        let geometry = DeviceConfig::preset("small").unwrap().geometry;
+        let mut store = TagStore::new(&geometry, 16);
+        store.keep_oob_whole();
+        let tag = |lpn| ContentTag { lpn, write: 5 };
+        for p in 0..8u32 {
+            store.write_page(Ppn(p), &Content::Tag(tag(p)), &record(100 + p as u64, p, 0));
+        }
+        let mut copy = store.clone();
+        store.squeeze_oob(Arc::new(NumberAndLpn { lies: false }));
+        copy.squeeze_oob(Arc::new(NumberAndLpn { lies: false }));
+        assert!(store.squeezed().is_none() && copy.squeezed().is_none());
+        for p in 0..8u32 {
+            assert_eq!(oob_of(&store, Ppn(p)), record(100 + p as u64, p, 0));
+            assert_eq!(oob_of(&copy, Ppn(p)), record(100 + p as u64, p, 0));
+        }
+        let mut plain = TagStore::new(&geometry, 16);
+        plain.squeeze_oob(Arc::new(NumberAndLpn { lies: false }));
+        assert!(plain.squeezed().is_some(), "a plain store adopts the rule");
     }
 }

@@ -12,8 +12,9 @@
 
 use crate::codec::copy_padded;
 use crate::content::{Content, ContentTag};
-use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::geometry::{BlockId, Geometry, Ppn, SLAB_BYTES};
 use crate::media::MediaPlane;
+use crate::memory::{fault_in, resident_vec, vec_bytes};
 use crate::prefetch::DataHint;
 use crate::squeeze::{OobSqueeze, SqueezedOob, MAX_SQUEEZED_RECORD};
 use rustc_hash::FxHashMap;
@@ -107,6 +108,11 @@ pub trait Store: Send {
     /// The design's rule for keeping its OOB records in fewer bytes ([`crate::squeeze`]): a
     /// tag-only store adopts it; stores that keep whole pages keep whole records.
     fn squeeze_oob(&mut self, _rule: Arc<dyn OobSqueeze>) {}
+    /// Keeps OOB records whole from now on: a later [`squeeze_oob`](Self::squeeze_oob) is
+    /// ignored (copies keep the choice). For crash campaigns: their devices are small, their
+    /// recoveries read every record, and each crash image would be squeezed anew by the
+    /// design's recovery; reads return the same bytes either way.
+    fn keep_oob_whole(&mut self) {}
     /// Faults in the memory of the per-page arrays that are still mapped lazily (the whole OOB
     /// records, unless the design squeezed them; [`resident_vec`] makes the other arrays
     /// resident as they are allocated), contents unchanged. A benchmark calls it once the
@@ -182,38 +188,6 @@ pub fn flip_a_data_bit(store: &mut dyn Store, pick: impl Fn(&[u8]) -> bool) -> u
         }
     }
     damaged
-}
-
-/// `n` copies of `value`, every memory page of them written now. A zeroed vector is otherwise
-/// mapped lazily and each memory page is faulted in (and zeroed by the kernel) when first
-/// touched: on a large device that cost falls on the first writes to each region, inside a
-/// benchmark's measured phase, and on a virtual machine a first-touch fault costs milliseconds
-/// per 2 MB. The per-page arrays every run touches are made resident at construction instead.
-pub fn resident_vec<T: Copy>(n: usize, value: T) -> Vec<T> {
-    let mut v = Vec::with_capacity(n);
-    // Keeps the compiler from turning allocate-then-fill back into a lazily zeroed allocation.
-    std::hint::black_box(&mut v);
-    v.resize(n, value);
-    v
-}
-
-/// Writes one byte of every memory page of `v` with the value it holds, so that each page is
-/// faulted in now ([`resident_vec`] does the same to an array as it allocates it).
-pub fn fault_in(v: &mut [u8]) {
-    const MEMORY_PAGE: usize = 4096;
-    for i in (0..v.len()).step_by(MEMORY_PAGE) {
-        v[i] = std::hint::black_box(v[i]);
-    }
-}
-
-/// Heap bytes a vector holds (its capacity).
-pub fn vec_bytes<T>(v: &Vec<T>) -> u64 {
-    (v.capacity() * std::mem::size_of::<T>()) as u64
-}
-
-/// Heap bytes a deque holds (its capacity).
-pub fn deque_bytes<T>(v: &std::collections::VecDeque<T>) -> u64 {
-    (v.capacity() * std::mem::size_of::<T>()) as u64
 }
 
 /// The fourth value of a page's 2 state bits: programmed, with bytes rather than a tag (the
@@ -529,6 +503,8 @@ pub struct TagStore {
     /// OOB records as per-page offsets, once the design has installed its rule (the records
     /// then no longer live in `common.oob`).
     squeezed: Option<SqueezedOob>,
+    /// Records stay whole whatever rule the design asks for ([`Store::keep_oob_whole`]).
+    whole_oob: bool,
 }
 
 impl TagStore {
@@ -541,6 +517,7 @@ impl TagStore {
             tag_write_high: FxHashMap::default(),
             bytes: ByteSlots::default(),
             squeezed: None,
+            whole_oob: false,
         }
     }
 
@@ -744,7 +721,10 @@ impl Store for TagStore {
     /// records are longer than a squeezed store rebuilds ([`MAX_SQUEEZED_RECORD`]: kept whole).
     fn squeeze_oob(&mut self, rule: Arc<dyn OobSqueeze>) {
         let same_rule = self.squeezed.as_ref().map(|s| s.rule_name()) == Some(rule.name());
-        if same_rule || self.common.oob_record_bytes as usize > MAX_SQUEEZED_RECORD {
+        if same_rule
+            || self.whole_oob
+            || self.common.oob_record_bytes as usize > MAX_SQUEEZED_RECORD
+        {
             return;
         }
         let record_bytes = self.common.oob_record_bytes;
@@ -758,6 +738,10 @@ impl Store for TagStore {
         }
         self.squeezed = Some(squeezed);
         self.common.oob = Vec::new();
+    }
+
+    fn keep_oob_whole(&mut self) {
+        self.whole_oob = true;
     }
 
     fn set_torn(&mut self, ppn: Ppn) {
@@ -816,9 +800,6 @@ impl Store for TagStore {
         m
     }
 }
-
-/// Bytes of one slab of page buffers in [`MemStore`] (and the largest page size).
-pub const SLAB_BYTES: usize = 2 << 20;
 
 /// Full-data store in memory: every programmed page keeps its bytes.
 ///

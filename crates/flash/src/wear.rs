@@ -61,7 +61,7 @@ impl WearCounts {
 
     /// Heap bytes: the blocks per count.
     pub fn memory(&self) -> u64 {
-        crate::store::vec_bytes(&self.blocks_at)
+        crate::memory::vec_bytes(&self.blocks_at)
     }
 
     /// (min, max, mean) erase count.

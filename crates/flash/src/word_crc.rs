@@ -30,11 +30,42 @@ fn x32() -> u32 {
     (0..32).fold(ONE, |v, _| times_x(v))
 }
 
+/// The table of [`WordCrc`] for buffers of `len` bytes, computed once per length in a process
+/// and shared: a design builds one at every format and recovery, and computing it (1,024
+/// polynomial products for a 4 KB page) was a quarter of Möbius's recovery in a crash campaign.
+fn powers(len: usize) -> std::sync::Arc<[u32]> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    /// The tables computed so far, by buffer length.
+    type Tables = Vec<(usize, Arc<[u32]>)>;
+    static TABLES: OnceLock<Mutex<Tables>> = OnceLock::new();
+    let tables = TABLES.get_or_init(Default::default);
+    let mut tables = tables
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, table)) = tables.iter().find(|(l, _)| *l == len) {
+        return Arc::clone(table);
+    }
+    let words = len / 4;
+    let x32 = x32();
+    let after = |i: usize| len - 4 * i - 4;
+    let mut shift = vec![0u32; words];
+    // x^(8m) for m = bytes after word i; from the last word (m = len % 4) backwards.
+    let mut power = (0..8 * (len % 4)).fold(ONE, |v, _| times_x(v));
+    for i in (0..words).rev() {
+        debug_assert_eq!(8 * after(i) % 32, 8 * (len % 4) % 32);
+        shift[i] = power;
+        power = multiply(power, x32);
+    }
+    let table: Arc<[u32]> = shift.into();
+    tables.push((len, Arc::clone(&table)));
+    table
+}
+
 /// Updates the CRC-32C of a buffer of a fixed length for changes of its aligned 4-byte words.
 #[derive(Clone, Debug)]
 pub struct WordCrc {
-    /// Per word index `i`: `x^(8m) mod P`, `m` the bytes after the word.
-    shift: Box<[u32]>,
+    /// Per word index `i`: `x^(8m) mod P`, `m` the bytes after the word ([`powers`]).
+    shift: std::sync::Arc<[u32]>,
     x32: u32,
     hardware: bool,
 }
@@ -53,20 +84,9 @@ impl WordCrc {
 
     /// [`new`](Self::new) computing in software only (tests compare the two).
     pub fn software(len: usize) -> WordCrc {
-        let words = len / 4;
-        let x32 = x32();
-        let after = |i: usize| len - 4 * i - 4;
-        let mut shift = vec![0u32; words];
-        // x^(8m) for m = bytes after word i; from the last word (m = len % 4) backwards.
-        let mut power = (0..8 * (len % 4)).fold(ONE, |v, _| times_x(v));
-        for i in (0..words).rev() {
-            debug_assert_eq!(8 * after(i) % 32, 8 * (len % 4) % 32);
-            shift[i] = power;
-            power = multiply(power, x32);
-        }
         WordCrc {
-            shift: shift.into_boxed_slice(),
-            x32,
+            shift: powers(len),
+            x32: x32(),
             hardware: false,
         }
     }

@@ -37,20 +37,23 @@
 //!   payload is cut short never reaches the backend.
 
 pub mod crash;
+pub mod error;
 pub mod export;
 pub mod ftl_backend;
 pub mod memory;
 pub mod protocol;
 pub mod server;
+pub mod timeouts;
 pub mod tls;
 pub mod trace;
 pub mod transport;
 
 pub use crate::trace::{TraceFlags, TraceOp, TraceRecord, TraceWriter};
+pub use error::ServerError;
 pub use export::{ssd_server, SsdServer};
 pub use memory::MemoryBackend;
 pub use protocol::{Errno, ProtocolError};
-pub use server::{ConnectionEnd, Server, ServerConfig, ServerError};
+pub use server::{ConnectionEnd, Server, ServerConfig};
 pub use transport::{install_signal_handlers, Listen};
 
 use thiserror::Error;

@@ -38,7 +38,7 @@
 //!   ([`ServerConfig::release_memory`]).
 //! - **Time.** The handshake (TLS included) must end within
 //!   [`ServerConfig::handshake_timeout`] of the connection; a reply write waits at most
-//!   [`crate::transport::WRITE_TIMEOUT`] for a client that stopped reading.
+//!   [`crate::timeouts::WRITE_TIMEOUT`] for a client that stopped reading.
 //! - **Connections.** At most [`ServerConfig::max_connections`] are served; the accept loops
 //!   answer a further one with the greeting and NBD_REP_ERR_POLICY to its options (see
 //!   [`Server::refuse_connection`]), then close it.
@@ -50,9 +50,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use thiserror::Error;
-
+use crate::error::ServerError;
 use crate::protocol::*;
+use crate::timeouts::SHUTDOWN_POLL;
 use crate::tls::{TlsConfig, TlsMode};
 use crate::trace::{TraceRecord, TraceWriter};
 use crate::NbdBackend;
@@ -74,9 +74,6 @@ pub const REFUSALS_MAX: usize = 4;
 pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Options a client may send before the transmission phase.
 pub const OPTIONS_PER_HANDSHAKE_MAX: u32 = 256;
-/// How long a read may block before the shutdown flag is looked at again (sockets get this as
-/// their read timeout; stdin is polled with it).
-pub const SHUTDOWN_POLL: Duration = Duration::from_millis(100);
 /// After shutdown is requested, how long a half-received request may take to complete.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// Capacity of the reader -> writer channel.
@@ -130,28 +127,6 @@ impl Default for ServerConfig {
             release_memory: release_free_memory,
         }
     }
-}
-
-/// Why a connection or a server loop ended abnormally.
-#[derive(Debug, Error)]
-pub enum ServerError {
-    #[error("NBD protocol error: {0}")]
-    Protocol(#[from] ProtocolError),
-    #[error("I/O error on the connection: {0}")]
-    Io(#[from] io::Error),
-    #[error("backend flush at shutdown failed: {0}")]
-    FinalFlush(crate::BackendError),
-    /// A backend call panicked: the device's state is unknown, so the server stopped serving
-    /// every connection and did not flush; what is on flash is what a power cut would leave.
-    #[error("a backend call panicked; the server stopped without flushing (the device is as a power cut left it)")]
-    BackendPanicked,
-    /// The client did not finish the handshake within [`ServerConfig::handshake_timeout`].
-    #[error("the client did not finish the handshake in time (--handshake-timeout)")]
-    HandshakeTimeout,
-    /// The TLS handshake after NBD_OPT_STARTTLS failed (an unknown PSK identity, a wrong key,
-    /// a certificate the server does not accept, ...).
-    #[error("TLS handshake failed: {0}")]
-    Tls(String),
 }
 
 /// How a connection ended without error.

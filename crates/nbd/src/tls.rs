@@ -36,8 +36,8 @@ use openssl::ssl::{
 };
 use thiserror::Error;
 
-use crate::server::{ServerError, SHUTDOWN_POLL};
-use crate::transport::WRITE_TIMEOUT;
+use crate::error::ServerError;
+use crate::timeouts::{SHUTDOWN_POLL, WRITE_TIMEOUT};
 
 /// Whether a client may, or must, start TLS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

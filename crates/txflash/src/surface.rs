@@ -5,13 +5,21 @@
 //! requests are written once here and each design's trait impls call them.
 
 use crate::format::Kind;
-use crate::tc::Isolation;
 use flash::{Content, Lpn, OpCause, Ppn, ReadStatus};
 use ftl::{
     check_range, BlockDevice, Completion, DwriteFlag, FtlError, PageOutcome, TxCapabilities,
     TxCompletion, TxUuid,
 };
 use rustc_hash::FxHashMap;
+
+/// What a write to a page of an in-flight transaction does (TxFlash §2.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Delay it (in simulated time) until the owner has committed.
+    Wait,
+    /// Refuse it with `FtlError::Conflict`.
+    Refuse,
+}
 
 /// No pending transaction (the slot a new dynamic transaction isolates against).
 pub(crate) const NO_SLOT: u32 = u32::MAX;

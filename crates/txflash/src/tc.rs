@@ -13,7 +13,7 @@
 //! blocks that were open, page by page.
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
-use crate::surface::{self, CommitProtocol};
+use crate::surface::{self, CommitProtocol, Isolation};
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn};
 use ftl::media::{self, Source};
 use ftl::{
@@ -38,15 +38,6 @@ pub const PARAMS: &[&str] = &[
     "commit_reserve",
     "recovery_ns_per_record",
 ];
-
-/// What a write to a page of an in-flight transaction does (TxFlash §2.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isolation {
-    /// Delay it (in simulated time) until the owner has committed.
-    Wait,
-    /// Refuse it with `FtlError::Conflict`.
-    Refuse,
-}
 
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -928,9 +919,12 @@ impl CommitProtocol for TxFlashTc {
         OOB_BYTES as usize
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
-        Oob::decode(oob)
-            .ok()
-            .is_some_and(|r| r.kind == Kind::Tombstone)
+        // The kind is the record's first byte: only a record that starts as a tombstone's can
+        // be one, so the others (every page of a read) are not decoded and checked.
+        oob.first() == Some(&(Kind::Tombstone as u8))
+            && Oob::decode(oob)
+                .ok()
+                .is_some_and(|r| r.kind == Kind::Tombstone)
     }
     fn write_atomic(
         &mut self,

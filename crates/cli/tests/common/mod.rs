@@ -1,13 +1,18 @@
-//! Real-client plumbing for the tests: `mobius serve` on a Unix socket, `nbdfuse` on it, a
-//! direct-I/O loop device on the FUSE file, an ext4 mount. Each piece is a guard whose `Drop`
-//! cleans up (umount, losetup -d, fusermount3 -u, kill), so a failing test leaves nothing
-//! behind; declare them in that order (server, fuse, loop, mount) so they drop in reverse.
+//! Real-client plumbing for the tests: `mobius serve` as a process on a Unix socket
+//! ([`Server`]: started, stopped, power-cut by signal or `kill -9`), under the kernel stack of
+//! `lab::kernel_stack` (the one the experiments use): `nbdfuse` on the socket, a direct-I/O
+//! loop device on its file, `mkfs`, `mount`, `fsck.ext4`. A `KernelStack` tears down in reverse
+//! when dropped (unmount, lazily if it is busy; losetup -d; fusermount3 -u; nbdfuse killed if
+//! it hangs), so a failing test leaves nothing behind; declare the server before it so the
+//! server is dropped (killed) last.
 //!
 //! Every external command runs under coreutils `timeout` (nbdfuse's manual warns that loop
-//! devices on its file can hang), and every wait is a bounded poll.
+//! devices on its file can hang; the trials' stacks are `Timeouts::BOUNDED`), and every wait
+//! is a bounded poll.
 
 #![allow(dead_code)]
 
+pub use lab::kernel_stack::{Export, KernelStack, Nbdfuse, Timeouts};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -59,12 +64,9 @@ pub fn skip(test: &str, extra_tools: &[&str]) -> bool {
     }
 }
 
+/// Whether `tool` is on the PATH.
 pub fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    !lab::kernel_stack::tool_missing(tool)
 }
 
 /// Runs `program args` under `timeout -k 5 <secs>`.
@@ -255,6 +257,20 @@ impl Server {
         format!("nbd+unix:///?socket={}", self.socket.display())
     }
 
+    /// The export as a file: `nbdfuse` at `fuse_dir`.
+    pub fn nbdfuse(&self, fuse_dir: &Path) -> Nbdfuse {
+        must_step(Nbdfuse::start(fuse_dir, &self.uri()))
+    }
+
+    /// The export as a direct-I/O loop device (nbdfuse at `fuse_dir`), every step bounded.
+    pub fn attach(&self, fuse_dir: &Path) -> KernelStack {
+        must_step(KernelStack::attach(
+            Export::Uri(self.uri()),
+            fuse_dir,
+            Timeouts::BOUNDED,
+        ))
+    }
+
     /// The server's process id (None once it was stopped or killed).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -329,159 +345,30 @@ impl Drop for Server {
     }
 }
 
-/// `nbdfuse DIR URI`: DIR/nbd is the export as a file.
-pub struct Fuse {
-    child: Option<Child>,
-    pub dir: PathBuf,
+/// ext4 with 4 KiB blocks on the server's export (`lab::kernel_stack`): nbdfuse at
+/// `dir/<name>-fuse`, a direct-I/O loop device, `mkfs.ext4` first when `format`, the mount at
+/// `dir/<name>-ext`; dropped in reverse. Panics when the plumbing fails; `Err` when the mount
+/// does (after a power cut, a verdict on the file system).
+pub fn ext4_on(
+    server: &Server,
+    dir: &Path,
+    name: &str,
+    format: bool,
+) -> Result<KernelStack, String> {
+    let mut stack = server.attach(&dir.join(format!("{name}-fuse")));
+    if format {
+        must_step(stack.mkfs("ext4", &["-q", "-b", "4096"]));
+    }
+    stack
+        .mount(&dir.join(format!("{name}-ext")), "")
+        .map_err(|e| format!("mount: {e}"))?;
+    Ok(stack)
 }
 
-impl Fuse {
-    pub fn start(dir: &Path, uri: &str) -> Fuse {
-        std::fs::create_dir_all(dir).unwrap();
-        let log = dir.with_extension("log");
-        let child = Command::new("nbdfuse")
-            .arg(dir)
-            .arg(uri)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("nbdfuse log"))
-            .spawn()
-            .expect("spawn nbdfuse");
-        let fuse = Fuse {
-            child: Some(child),
-            dir: dir.to_path_buf(),
-        };
-        let file = fuse.file();
-        assert!(
-            wait_for(30, || file.exists()),
-            "nbdfuse did not mount {}: {}",
-            dir.display(),
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        fuse
-    }
-
-    pub fn file(&self) -> PathBuf {
-        self.dir.join("nbd")
-    }
-}
-
-impl Drop for Fuse {
-    fn drop(&mut self) {
-        let _ = run("fusermount3", &["-u", self.dir.to_str().unwrap()], 20);
-        if let Some(mut c) = self.child.take() {
-            if !wait_for(10, || matches!(c.try_wait(), Ok(Some(_)))) {
-                let _ = c.kill();
-                let _ = run("fusermount3", &["-uz", self.dir.to_str().unwrap()], 20);
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `losetup --direct-io=on`: a buffered loop device would reorder writes in the page cache.
-pub struct Loop {
-    pub dev: String,
-}
-
-impl Loop {
-    pub fn attach(file: &Path) -> Loop {
-        let out = must(
-            "losetup",
-            &["--direct-io=on", "-f", "--show", file.to_str().unwrap()],
-            30,
-        );
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        assert!(dev.starts_with("/dev/loop"), "losetup printed {dev:?}");
-        Loop { dev }
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = run("losetup", &["-d", &self.dev], 30);
-    }
-}
-
-/// A mounted file system, unmounted (lazily if it is busy) on drop.
-pub struct Mount {
-    pub dir: PathBuf,
-}
-
-impl Mount {
-    pub fn new(dev: &str, dir: &Path, options: &str) -> Result<Mount, String> {
-        std::fs::create_dir_all(dir).unwrap();
-        let mut args = vec![];
-        if !options.is_empty() {
-            args.extend(["-o", options]);
-        }
-        args.extend([dev, dir.to_str().unwrap()]);
-        let out = run("mount", &args, 60);
-        if out.status.success() {
-            Ok(Mount {
-                dir: dir.to_path_buf(),
-            })
-        } else {
-            Err(text(&out))
-        }
-    }
-
-    /// Unmounts now; false if only a lazy unmount worked.
-    pub fn unmount(mut self) -> bool {
-        let ok = self.do_unmount();
-        self.dir = PathBuf::new();
-        ok
-    }
-
-    fn do_unmount(&mut self) -> bool {
-        if self.dir.as_os_str().is_empty() {
-            return true;
-        }
-        let dir = self.dir.to_str().unwrap().to_string();
-        if run("umount", &[&dir], 60).status.success() {
-            return true;
-        }
-        let _ = run("umount", &["-l", &dir], 30);
-        false
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        self.do_unmount();
-    }
-}
-
-/// ext4 with 4 KiB blocks on a served device: nbdfuse, a direct-I/O loop device, the mount.
-/// Dropped in that order reversed: unmount, detach the loop device, unmount FUSE.
-pub struct Ext4OnDevice {
-    pub mount: Mount,
-    _lo: Loop,
-    _fuse: Fuse,
-}
-
-impl Ext4OnDevice {
-    /// Mounts the server's export under `dir/<name>-fuse` and `dir/<name>-ext`; `mkfs` first
-    /// when `format`.
-    pub fn mount(
-        server: &Server,
-        dir: &Path,
-        name: &str,
-        format: bool,
-    ) -> Result<Ext4OnDevice, String> {
-        let fuse = Fuse::start(&dir.join(format!("{name}-fuse")), &server.uri());
-        let lo = Loop::attach(&fuse.file());
-        if format {
-            must("mkfs.ext4", &["-q", "-b", "4096", &lo.dev], 120);
-        }
-        let mount = Mount::new(&lo.dev, &dir.join(format!("{name}-ext")), "")
-            .map_err(|e| format!("mount: {e}"))?;
-        Ok(Ext4OnDevice {
-            mount,
-            _lo: lo,
-            _fuse: fuse,
-        })
-    }
+/// A step of the test's plumbing that must work (nbdfuse, losetup, mkfs): a failure is the
+/// harness's, never a verdict on the device.
+pub fn must_step<T>(step: lab::kernel_stack::Result<T>) -> T {
+    step.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Deterministic file contents: file `i` of a workload with `seed`.
@@ -503,16 +390,6 @@ pub fn splitmix(mut x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-/// `fsck.ext4 -fn DEV`: `Ok` when clean, else the report.
-pub fn fsck_clean(dev: &str) -> Result<(), String> {
-    let out = run("fsck.ext4", &["-fn", dev], 120);
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(text(&out))
-    }
 }
 
 /// Bytes written (WRITE and WRITE_ZEROES) and FLUSH requests in a `mobius serve --trace` file

@@ -12,7 +12,8 @@ pub mod runs;
 pub mod shadow;
 
 use crate::claims::{Check, Claim, Tolerance};
-use crate::report::{fmt, ExperimentResult, Figure, Table};
+use crate::number::fmt;
+use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
 use runs::Options;

@@ -18,8 +18,8 @@ use ftl::{DesignOptions, DesignSpec};
 use lab::kernel_stack::budget;
 use lab::kernel_stack::dirty_limit::dirty_limit_bytes;
 use lab::kernel_stack::{
-    export_as_loop_device, fs_host, nilfs_blocks_per_segment, sh, tool_missing, FsHost,
-    KernelStackError,
+    fs_host, nilfs_blocks_per_segment, sh, tool_missing, Export, FsHost, KernelStack,
+    KernelStackError, Timeouts,
 };
 use lab::run_log::RunLog;
 use nvmfs::fs::{Nvmfs, NvmfsParams};
@@ -1060,7 +1060,11 @@ fn run_kernel_fs(opts: &Options, kind: &str, w: &Workload) -> Result<FsRun> {
     let meter = (kind == "nilfs2").then(|| MeterHandle::new(nilfs_blocks_per_segment(bytes)));
     let (dev, taps) = with_taps(opts, dev, meter.clone())?;
     let server = nbd::ssd_server(dev, false);
-    let mut stack = export_as_loop_device(&dir, server.clone())?;
+    let mut stack = KernelStack::attach(
+        Export::InProcess(server.clone()),
+        &dir.join("nbd"),
+        Timeouts::UNBOUNDED,
+    )?;
     // Linux's default share of the budget may be dirty, on every kernel file system alike.
     let dirty = opts.page_cache_budget.map(dirty_limit_bytes);
     match host {

@@ -215,7 +215,7 @@ impl MediaPlane {
 
     /// Heap bytes of the plane.
     pub fn memory(&self) -> u64 {
-        use crate::store::vec_bytes;
+        use crate::memory::vec_bytes;
         vec_bytes(&self.map)
             + vec_bytes(&self.status)
             + vec_bytes(&self.programmed_s)

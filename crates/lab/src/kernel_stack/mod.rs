@@ -1,9 +1,19 @@
-//! Our SSD under a kernel file system: the design exported over NBD exactly as `mobius serve`
-//! exports it (the one host layer), from a thread of this process: NBD server → `nbdfuse` →
-//! `losetup --direct-io=on` → `mkfs` → `mount`, and torn down in reverse. Needs root,
-//! /dev/fuse, nbdfuse and losetup ([`kernel_fs_available`] says which is missing). Used by the
-//! NVMFS experiment (ext4, btrfs, xfs, nilfs2 beside NVMFS), by OPTR's SQLite-on-ext4
-//! experiment and by the database trials.
+//! Our SSD under a kernel file system: an NBD export → `nbdfuse` → `losetup --direct-io=on` →
+//! `mkfs` → `mount`, torn down in reverse when the [`KernelStack`] is dropped, also after a
+//! step failed. Needs root, /dev/fuse, nbdfuse and losetup ([`kernel_fs_available`] says which
+//! is missing).
+//!
+//! The export is either the design served from a thread of this process exactly as `mobius
+//! serve` serves it (the one host layer; [`Export::InProcess`]): the NVMFS experiment (ext4,
+//! btrfs, xfs, nilfs2 beside NVMFS) and OPTR's SQLite-on-ext4 experiment, which read the
+//! server's counters while it serves; or a server someone else runs ([`Export::Uri`]): the
+//! database and file-system trials start `mobius serve` processes and `kill -9` them.
+//!
+//! Every step but those whose time grows with the device runs under coreutils `timeout`
+//! (nbdfuse(1) warns that loop devices on its file can hang); the trials bound those too
+//! ([`Timeouts`]). The loop device uses direct I/O: a buffered one would hold writes in this
+//! machine's page cache and reorder them on the way to the device, under the very file system
+//! whose ordering is tested.
 //!
 //! The server itself is the `nbd` crate's, handed in as an [`NbdExport`] (that crate builds on
 //! this one, so it cannot be named here). Beside the stack: the file system's dirty-page limit
@@ -15,11 +25,13 @@ pub mod budget;
 pub mod dirty_limit;
 mod error;
 pub mod fusectl;
+mod nbdfuse;
 mod tools;
 
 pub use appliance::{nilfs_blocks_per_segment, nilfs_cleaner_conf, Appliance};
 pub use error::{KernelStackError, Result};
-pub use tools::{kernel_fs_available, kernel_has, sh, tool_missing};
+pub use nbdfuse::Nbdfuse;
+pub use tools::{kernel_fs_available, kernel_has, run_within, sh, sh_within, tool_missing};
 
 use appliance::CLEANER_STOPPED;
 use std::io::{Seek, SeekFrom};
@@ -38,14 +50,82 @@ pub trait NbdExport: Send + Sync + 'static {
     fn stop(&self);
 }
 
+/// Where the stack's NBD export comes from.
+pub enum Export {
+    /// A server of this process, served on the Unix socket `<nbdfuse's directory>.sock` by a
+    /// thread until the stack is dropped. The caller keeps its own handle on the server, to
+    /// read its counters while it serves.
+    InProcess(Arc<dyn NbdExport>),
+    /// A server someone else runs, at this NBD URI (`nbd+unix:///?socket=PATH`): a `mobius
+    /// serve` process, which a trial can `kill -9` under the mounted file system.
+    Uri(String),
+}
+
+/// How long the steps whose time grows with the device may run (seconds; `None`: as long as
+/// they take): making the file system, mounting it, and unmounting it, which writes back every
+/// dirty page. The other steps have fixed bounds: `losetup` 30 s, `fusermount3` 20 s,
+/// `fsck.ext4` 120 s, the unmount on drop 60 s before a lazy one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    pub mkfs: Option<u32>,
+    pub mount: Option<u32>,
+    pub umount: Option<u32>,
+}
+
+impl Timeouts {
+    /// A trial's: a step that hangs fails the trial instead of hanging the test run.
+    pub const BOUNDED: Timeouts = Timeouts {
+        mkfs: Some(120),
+        mount: Some(60),
+        umount: Some(60),
+    };
+    /// An experiment's: the steps take as long as the device needs (an unmount writes back
+    /// what the page cache holds, gigabytes at the paper scale; stalls are the experiment's to
+    /// detect, [`KernelStack::abandon_fs`]).
+    pub const UNBOUNDED: Timeouts = Timeouts {
+        mkfs: None,
+        mount: None,
+        umount: None,
+    };
+}
+
+/// An in-process export and the thread serving it; stopped and joined when dropped.
+struct Serving {
+    export: Arc<dyn NbdExport>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serving {
+    /// Serves `export` on `socket` from a new thread; waits (up to 2 s) for the socket.
+    fn start(export: Arc<dyn NbdExport>, socket: &Path) -> Serving {
+        let serving = Arc::clone(&export);
+        let at = socket.to_path_buf();
+        let thread = std::thread::spawn(move || serving.serve_unix(&at));
+        wait_for(200, Duration::from_millis(10), || socket.exists());
+        Serving {
+            export,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.export.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Everything set up for a kernel file system; torn down in reverse order on drop.
 pub struct KernelStack {
-    export: Arc<dyn NbdExport>,
-    server: Option<std::thread::JoinHandle<()>>,
-    nbdfuse: Option<Child>,
+    serving: Option<Serving>,
+    nbdfuse: Option<Nbdfuse>,
     fuse_dir: PathBuf,
     loop_dev: Option<String>,
     mnt: Option<PathBuf>,
+    timeouts: Timeouts,
     /// The `guestfish` serving the file system from a libguestfs appliance ([`Appliance`]).
     appliance: Option<Child>,
     /// The dirty-page limit on the file system's backing devices, lifted after the unmount.
@@ -53,25 +133,96 @@ pub struct KernelStack {
 }
 
 impl KernelStack {
-    /// The loop device the export is attached to.
-    pub fn loop_dev(&self) -> &str {
-        self.loop_dev
-            .as_deref()
-            .expect("attached by export_as_loop_device")
+    /// Attaches `export` as a loop device: `nbdfuse` at `fuse_dir` (made if missing; the
+    /// export is the file `fuse_dir/nbd`), then `losetup --direct-io=on`. What was set up
+    /// when a step fails is torn down before the error returns.
+    pub fn attach(export: Export, fuse_dir: &Path, timeouts: Timeouts) -> Result<KernelStack> {
+        let (serving, uri) = match export {
+            Export::Uri(uri) => (None, uri),
+            Export::InProcess(export) => {
+                let socket = fuse_dir.with_extension("sock");
+                let uri = format!("nbd+unix:///?socket={}", socket.display());
+                (Some(Serving::start(export, &socket)), uri)
+            }
+        };
+        let mut stack = KernelStack {
+            serving,
+            nbdfuse: None,
+            fuse_dir: fuse_dir.to_path_buf(),
+            loop_dev: None,
+            mnt: None,
+            timeouts,
+            appliance: None,
+            dirty_limit: None,
+        };
+        let nbdfuse = stack.nbdfuse.insert(Nbdfuse::start(fuse_dir, &uri)?);
+        let file = nbdfuse.file();
+        let loop_dev = sh_within(
+            Command::new("losetup")
+                .args(["--direct-io=on", "-f", "--show"])
+                .arg(&file),
+            Some(30),
+        )?;
+        if !loop_dev.starts_with("/dev/loop") {
+            return Err(KernelStackError::Command {
+                command: format!("losetup --direct-io=on -f --show {}", file.display()),
+                reason: format!("printed {loop_dev:?}, not a loop device"),
+            });
+        }
+        stack.loop_dev = Some(loop_dev);
+        Ok(stack)
     }
 
-    /// Makes a `kind` file system on the loop device and mounts it at `mnt` with `options`
-    /// (`mount -o`; none when empty).
+    /// The loop device the export is attached to.
+    pub fn loop_dev(&self) -> &str {
+        self.loop_dev.as_deref().expect("attached by attach")
+    }
+
+    /// Where the file system is mounted.
+    pub fn mount_point(&self) -> &Path {
+        self.mnt.as_deref().expect("mounted by mount")
+    }
+
+    /// Makes a `kind` file system on the loop device with the options the experiments use
+    /// ([`make_fs`](Self::make_fs)) and mounts it at `mnt` with `options`
+    /// ([`mount`](Self::mount)).
     pub fn make_and_mount(&mut self, kind: &str, mnt: &Path, options: &str) -> Result<()> {
         self.make_fs(kind)?;
+        self.mount(mnt, options)
+    }
+
+    /// Mounts the loop device's file system at `mnt` (made if missing) with `options`
+    /// (`mount -o`; none when empty).
+    pub fn mount(&mut self, mnt: &Path, options: &str) -> Result<()> {
+        std::fs::create_dir_all(mnt)?;
         let loop_dev = self.loop_dev().to_string();
         let mut mount = Command::new("mount");
         if !options.is_empty() {
             mount.args(["-o", options]);
         }
-        sh(mount.arg(&loop_dev).arg(mnt))?;
+        sh_within(mount.arg(&loop_dev).arg(mnt), self.timeouts.mount)?;
         self.mnt = Some(mnt.to_path_buf());
         Ok(())
+    }
+
+    /// `fsck.ext4 -fn` on the loop device (up to 120 s): `Ok` when the file system is clean,
+    /// else an error whose reason is fsck's whole report.
+    pub fn fsck_ext4(&self) -> Result<()> {
+        let mut fsck = Command::new("fsck.ext4");
+        fsck.args(["-fn", self.loop_dev()]);
+        let out = run_within(&mut fsck, Some(120))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(KernelStackError::Command {
+            command: format!("{fsck:?}"),
+            reason: format!(
+                "{}\nstdout: {}\nstderr: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        })
     }
 
     /// The loop device's size in bytes (the SSD's exported capacity).
@@ -175,35 +326,39 @@ impl KernelStack {
         }
     }
 
+    /// Makes a `kind` file system on the loop device with the options the experiments use.
     fn make_fs(&mut self, kind: &str) -> Result<()> {
-        let loop_dev = self.loop_dev().to_string();
-        match kind {
-            "ext4" => sh(Command::new("mkfs.ext4").args(["-q", "-F", "-b", "4096", &loop_dev]))?,
-            "xfs" => sh(Command::new("mkfs.xfs").args(["-q", "-f", &loop_dev]))?,
+        let args: Vec<String> = match kind {
+            "ext4" => vec!["-q".into(), "-F".into(), "-b".into(), "4096".into()],
+            "xfs" => vec!["-q".into(), "-f".into()],
             // Mixed block groups (btrfs's own advice below 1 GiB, and the only way it makes a
             // file system under 114 MiB), one copy of everything as on the other file systems
             // (the default duplicates metadata, which mixed groups hold the data in too).
-            "btrfs" => sh(Command::new("mkfs.btrfs")
-                .args(["-q", "-f", "-M", "-m", "single", "-d", "single", &loop_dev]))?,
+            "btrfs" => ["-q", "-f", "-M", "-m", "single", "-d", "single"]
+                .map(String::from)
+                .to_vec(),
             // Segments of at most 1 MiB (nilfs_blocks_per_segment): the default 8 MiB ones need
             // more than 128 MiB. Made here; mounted in the appliance (this kernel has no nilfs2).
             "nilfs2" => {
                 let blocks = nilfs_blocks_per_segment(self.loop_dev_bytes()?);
-                sh(Command::new("mkfs.nilfs2").args([
-                    "-q",
-                    "-f",
-                    "-B",
-                    &blocks.to_string(),
-                    &loop_dev,
-                ]))?
+                vec!["-q".into(), "-f".into(), "-B".into(), blocks.to_string()]
             }
-            "f2fs" => sh(Command::new("mkfs.f2fs").args(["-q", "-f", &loop_dev]))?,
-            other => sh(Command::new(format!("mkfs.{other}")).arg(&loop_dev))?,
+            "f2fs" => vec!["-q".into(), "-f".into()],
+            _ => Vec::new(),
         };
+        self.mkfs(kind, &args)
+    }
+
+    /// `mkfs.<kind> ARGS <loop device>`.
+    pub fn mkfs(&mut self, kind: &str, args: &[impl AsRef<std::ffi::OsStr>]) -> Result<()> {
+        let loop_dev = self.loop_dev().to_string();
+        let mut mkfs = Command::new(format!("mkfs.{kind}"));
+        sh_within(mkfs.args(args).arg(&loop_dev), self.timeouts.mkfs)?;
         Ok(())
     }
 
-    /// Unmounts the file system (it writes everything back); the rest goes on drop. An
+    /// Unmounts the file system (it writes everything back; if `umount` fails or times out,
+    /// it is detached lazily and the error returned); the rest goes on drop. An
     /// appliance's file system is written back when the appliance has shut down: this waits
     /// for `guestfish` to exit (up to five minutes).
     pub fn unmount_fs(&mut self) -> Result<()> {
@@ -211,8 +366,7 @@ impl KernelStack {
             return Ok(());
         };
         if self.appliance.is_none() {
-            sh(Command::new("umount").arg(&m))?;
-            return Ok(());
+            return unmount(&m, self.timeouts.umount);
         }
         sh(Command::new("guestunmount").arg(&m))?;
         let status = self.stop_appliance();
@@ -262,31 +416,23 @@ impl Drop for KernelStack {
             self.stop_appliance();
         }
         if let Some(m) = self.mnt.take() {
-            let _ = Command::new("umount").arg("-l").arg(&m).status();
+            let _ = unmount(&m, Some(60));
         }
         if let Some(l) = self.loop_dev.take() {
-            let _ = Command::new("losetup").args(["-d", &l]).status();
+            let _ = run_within(Command::new("losetup").args(["-d", &l]), Some(30));
         }
-        if let Some(mut c) = self.nbdfuse.take() {
-            let _ = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.fuse_dir)
-                .status();
-            // Bounded wait, then make sure it is gone.
-            for _ in 0..100 {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        self.export.stop();
-        if let Some(t) = self.server.take() {
-            let _ = t.join();
-        }
+        drop(self.nbdfuse.take());
+        drop(self.serving.take());
     }
+}
+
+/// `umount`, within `secs`; if that fails, `umount -l` (detached now, written back when no
+/// longer busy) and the first error.
+fn unmount(mnt: &Path, secs: Option<u32>) -> Result<()> {
+    sh_within(Command::new("umount").arg(mnt), secs).inspect_err(|_| {
+        let _ = run_within(Command::new("umount").arg("-l").arg(mnt), Some(30));
+    })?;
+    Ok(())
 }
 
 /// Where a `kind` file system can run: this machine's kernel, or a libguestfs appliance's.
@@ -311,52 +457,95 @@ pub fn fs_host(kind: &str) -> Result<FsHost> {
     Ok(FsHost::Appliance)
 }
 
-/// Serves `export` on a Unix socket in `dir` and attaches it as a loop device (`nbdfuse`,
-/// `losetup --direct-io=on`). The caller keeps its own handle on the server, to read its
-/// counters while it serves; the stack stops it when dropped.
-pub fn export_as_loop_device(dir: &Path, export: Arc<dyn NbdExport>) -> Result<KernelStack> {
-    let fuse_dir = dir.join("nbd");
-    std::fs::create_dir_all(&fuse_dir).map_err(KernelStackError::from)?;
-    let sock = dir.join("nbd.sock");
-    let serving = Arc::clone(&export);
-    let socket = sock.clone();
-    let thread = std::thread::spawn(move || serving.serve_unix(&socket));
-    let mut stack = KernelStack {
-        export,
-        server: Some(thread),
-        nbdfuse: None,
-        fuse_dir: fuse_dir.clone(),
-        loop_dev: None,
-        mnt: None,
-        appliance: None,
-        dirty_limit: None,
-    };
-    wait_for(200, Duration::from_millis(10), || sock.exists());
-    let uri = format!("nbd+unix:///?socket={}", sock.display());
-    stack.nbdfuse = Some(
-        Command::new("nbdfuse")
-            .arg(&fuse_dir)
-            .arg(&uri)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| KernelStackError::Command {
-                command: "nbdfuse".into(),
-                reason: e.to_string(),
-            })?,
-    );
-    let nbd_file = fuse_dir.join("nbd");
-    let up = || std::fs::metadata(&nbd_file).is_ok_and(|m| m.len() > 0);
-    if !wait_for(400, Duration::from_millis(25), up) {
-        return Err(KernelStackError::Command {
-            command: "nbdfuse".into(),
-            reason: "did not come up".into(),
-        });
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_over_its_time_is_killed_and_named() {
+        match sh_within(Command::new("sleep").arg("30"), Some(1)) {
+            Err(KernelStackError::Command { command, reason }) => {
+                assert!(command.contains("sleep"), "{command}");
+                // coreutils `timeout` exits 124 when it killed the command.
+                assert!(reason.contains("124"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            sh_within(Command::new("echo").arg("ok"), Some(5)).unwrap(),
+            "ok"
+        );
     }
-    let loop_dev = sh(Command::new("losetup")
-        .args(["--direct-io=on", "-f", "--show"])
-        .arg(&nbd_file))?;
-    stack.loop_dev = Some(loop_dev);
-    Ok(stack)
+
+    /// nbdfuse with no server behind its URI fails the attach with its own words, and nothing
+    /// is left mounted.
+    #[test]
+    fn attaching_to_no_server_fails_and_leaves_nothing_mounted() {
+        if let Err(e) = kernel_fs_available("ext4") {
+            return eprintln!("skipped: {e}");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let uri = format!(
+            "nbd+unix:///?socket={}",
+            tmp.path().join("none.sock").display()
+        );
+        let fuse_dir = tmp.path().join("nbd");
+        match KernelStack::attach(Export::Uri(uri), &fuse_dir, Timeouts::BOUNDED) {
+            Err(KernelStackError::Command { command, .. }) => {
+                assert!(command.starts_with("nbdfuse"), "{command}")
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("attached to no server"),
+        }
+        assert!(!is_mount_point(&fuse_dir.canonicalize().unwrap()));
+    }
+
+    /// The whole stack on an external server (nbdkit's memory plugin, standing in for a `mobius
+    /// serve` process): mkfs, mount, a file, unmount, fsck clean; then the superblock zeroed
+    /// through the loop device, and fsck must report the damage.
+    #[test]
+    fn fsck_passes_a_clean_file_system_and_reports_a_damaged_one() {
+        if let Err(e) = kernel_fs_available("ext4") {
+            return eprintln!("skipped: {e}");
+        }
+        if tool_missing("nbdkit") || tool_missing("fsck.ext4") {
+            return eprintln!("skipped: nbdkit or fsck.ext4 is not installed");
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = tmp.path().join("nbdkit.sock");
+        let mut nbdkit = Command::new("nbdkit")
+            .args(["--foreground", "--exit-with-parent", "-U"])
+            .arg(&socket)
+            .args(["memory", "64M"])
+            .spawn()
+            .unwrap();
+        wait_for(200, Duration::from_millis(25), || socket.exists());
+        let uri = format!("nbd+unix:///?socket={}", socket.display());
+        let fuse_dir = tmp.path().join("nbd");
+        let checked = (|| -> Result<Result<()>> {
+            let mut stack = KernelStack::attach(Export::Uri(uri), &fuse_dir, Timeouts::BOUNDED)?;
+            stack.mkfs("ext4", &["-q"])?;
+            stack.mount(&tmp.path().join("mnt"), "")?;
+            std::fs::write(stack.mount_point().join("f"), b"kept")?;
+            stack.unmount_fs()?;
+            stack.fsck_ext4()?;
+            // ext4's superblock: 1024 bytes at byte 1024.
+            let dev = std::fs::OpenOptions::new()
+                .write(true)
+                .open(stack.loop_dev())?;
+            std::os::unix::fs::FileExt::write_all_at(&dev, &[0u8; 1024], 1024)?;
+            dev.sync_all()?;
+            Ok(stack.fsck_ext4())
+        })();
+        let _ = nbdkit.kill();
+        let _ = nbdkit.wait();
+        match checked {
+            Ok(Err(KernelStackError::Command { command, reason })) => {
+                assert!(command.contains("fsck.ext4"), "{command}");
+                assert!(reason.to_lowercase().contains("super"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!is_mount_point(&fuse_dir.canonicalize().unwrap()));
+    }
 }

@@ -2,25 +2,47 @@
 
 use super::error::{KernelStackError, Result};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// Runs a command; its trimmed stdout, or an error naming the command and its first stderr line.
 pub fn sh(cmd: &mut Command) -> Result<String> {
-    let failed = |cmd: &Command, reason: String| KernelStackError::Command {
-        command: format!("{cmd:?}"),
-        reason,
-    };
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| failed(cmd, e.to_string()))?;
+    sh_within(cmd, None)
+}
+
+/// [`sh`] under coreutils `timeout` when `secs` is given ([`run_within`]).
+pub fn sh_within(cmd: &mut Command, secs: Option<u32>) -> Result<String> {
+    let out = run_within(cmd, secs)?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let first = stderr.lines().next().unwrap_or("").trim();
         return Err(failed(cmd, format!("{} {first}", out.status)));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Runs a command to its end, stdin empty; with `secs`, under `timeout -k 5 <secs>` (killed
+/// after that, and SIGKILLed 5 s later if it is still there): nbdfuse(1) warns that a loop
+/// device on its file can hang, and a hung step must fail, not hang its caller.
+pub fn run_within(cmd: &mut Command, secs: Option<u32>) -> Result<Output> {
+    let output = match secs {
+        None => cmd.stdin(Stdio::null()).output(),
+        Some(secs) => Command::new("timeout")
+            .args(["-k", "5", &secs.to_string()])
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .stdin(Stdio::null())
+            .output(),
+    };
+    output.map_err(|e| failed(cmd, e.to_string()))
+}
+
+/// A command that could not run or failed, and why.
+fn failed(cmd: &Command, reason: String) -> KernelStackError {
+    KernelStackError::Command {
+        command: format!("{cmd:?}"),
+        reason,
+    }
 }
 
 /// Whether `tool` is not on the PATH.

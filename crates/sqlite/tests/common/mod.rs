@@ -1,7 +1,7 @@
 //! Designs on a small full-data device, for the SQLite tests.
 #![allow(dead_code)]
 
-use flash::{DeviceConfig, Flash};
+use flash::DeviceConfig;
 use ftl::{BlockDevice, DesignOptions, DesignSpec};
 
 /// Every design (the lab's registry).
@@ -21,20 +21,12 @@ pub fn config() -> DeviceConfig {
 }
 
 pub fn device(name: &str) -> Box<dyn BlockDevice> {
-    let spec = spec(name);
-    let c = config();
-    let oob = (spec.oob_record_bytes)(&c.geometry);
-    spec.build(Flash::in_memory(c, oob, false), &DesignOptions::default())
-        .expect("format")
+    lab::device::fresh(&spec(name), &config(), &DesignOptions::default(), false).expect("format")
 }
 
 /// Power cut: the device's RAM is dropped and the design recovers from flash alone.
 pub fn recover(name: &str, dev: Box<dyn BlockDevice>) -> Box<dyn BlockDevice> {
-    let spec = spec(name);
-    let mut flash = dev.into_flash();
-    let end = flash.idle_ns();
-    flash.start_clock_at(end);
-    spec.reopen(flash, &DesignOptions::default())
+    lab::device::cut_and_recover(&spec(name), dev, &DesignOptions::default())
         .expect("recover")
         .0
 }

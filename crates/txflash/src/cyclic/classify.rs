@@ -53,7 +53,8 @@ pub fn straddled(page: &[Record], l: u32) -> bool {
 
 /// Classifies the highest version of every page. `pages[p]` holds page p's records sorted by
 /// version, highest first, one per version. `bpcc` selects BPCC's Case I.
-pub fn classify(pages: &[Vec<Record>], bpcc: bool) -> (Vec<Status>, CaseCounts) {
+pub fn classify<P: AsRef<[Record]>>(pages: &[P], bpcc: bool) -> (Vec<Status>, CaseCounts) {
+    let pages: Vec<&[Record]> = pages.iter().map(AsRef::as_ref).collect();
     let n = pages.len();
     let mut memo = vec![UNKNOWN; n];
     let mut counts = CaseCounts::default();

@@ -24,8 +24,8 @@ pub mod format;
 mod recovery;
 pub mod srs;
 
+use crate::surface::Isolation;
 use crate::surface::{self, CommitProtocol};
-use crate::tc::Isolation;
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn};
 use format::{CyclicOob, Kind, Protocol, Version, ENTRY_BYTES, MAX_OOB_BYTES};
 use ftl::media::{self, Source};
@@ -891,9 +891,12 @@ impl CommitProtocol for TxFlashCyclic {
         MAX_OOB_BYTES
     }
     fn is_tombstone(&self, oob: &[u8]) -> bool {
-        CyclicOob::decode(self.protocol, oob)
-            .ok()
-            .is_some_and(|r| r.kind == Kind::Tombstone)
+        // The kind is the record's first byte: only a record that starts as a tombstone's can
+        // be one, so the others (every page of a read) are not decoded and checked.
+        oob.first() == Some(&(Kind::Tombstone as u8))
+            && CyclicOob::decode(self.protocol, oob)
+                .ok()
+                .is_some_and(|r| r.kind == Kind::Tombstone)
     }
     fn write_atomic(
         &mut self,

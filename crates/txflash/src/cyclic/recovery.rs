@@ -19,7 +19,6 @@ use super::format::{self, CyclicOob, Kind, Protocol, Version, MAX_OOB_BYTES};
 use super::{Rec, TxFlashCyclic, NONE};
 use flash::{BlockId, Flash, Ppn};
 use ftl::{DesignOptions, FtlError, RecoveryReport};
-use rustc_hash::FxHashMap;
 
 /// Step 1, the scan both protocols share ([`crate::summary_scan`]), with the cyclic records.
 fn scan(
@@ -44,9 +43,51 @@ fn scan(
 /// a page's highest version can be uncommitted, so the last committed one is at most one
 /// below); BPCC every version (a straddler may sit anywhere above the version it straddles),
 /// plus the straddle responsibility sets it rebuilds (counted by the caller).
-pub(crate) fn records_analysed(pages: &[Vec<classify::Record>], bpcc: bool) -> u64 {
+pub(crate) fn records_analysed(pages: &[&[classify::Record]], bpcc: bool) -> u64 {
     let per_page = if bpcc { usize::MAX } else { 2 };
     pages.iter().map(|p| p.len().min(per_page) as u64).sum()
+}
+
+/// S: one record per (page, version) found, each page's highest version first, in one array
+/// (page `p`'s at `start[p]..start[p + 1]`). A vector per page, and one per version for its
+/// copies in a hash map, were thousands of allocations per recovery: a fifth of a TxFlash crash
+/// campaign, most of it the allocator touching fresh memory.
+struct PageRecords {
+    start: Vec<u32>,
+    records: Vec<Record>,
+}
+
+impl PageRecords {
+    /// Every page's records, by page.
+    fn pages(&self) -> Vec<&[Record]> {
+        self.start
+            .windows(2)
+            .map(|w| &self.records[w[0] as usize..w[1] as usize])
+            .collect()
+    }
+}
+
+/// Every physical copy of each version found: per page (at `start[p]..start[p + 1]`), its
+/// versions highest first, each version's copies lowest PPN first, as (version, PPN, index of
+/// the copy in the scan).
+struct Copies {
+    start: Vec<u32>,
+    entries: Vec<(u32, Ppn, u32)>,
+}
+
+impl Copies {
+    /// The copies of `v` (`None` if none was found).
+    fn get(&self, v: &Version) -> Option<&[(u32, Ppn, u32)]> {
+        let lpn = v.lpn as usize;
+        let page = &self.entries[*self.start.get(lpn)? as usize..self.start[lpn + 1] as usize];
+        let from = page.partition_point(|c| c.0 > v.version);
+        let to = page.partition_point(|c| c.0 >= v.version);
+        (to > from).then(|| &page[from..to])
+    }
+    /// The copies of a version that was found.
+    fn of(&self, v: &Version) -> &[(u32, Ppn, u32)] {
+        self.get(v).expect("a version found has copies")
+    }
 }
 
 impl TxFlashCyclic {
@@ -62,7 +103,8 @@ impl TxFlashCyclic {
         let g = flash.geometry().clone();
         let mut dev = TxFlashCyclic::empty(flash, protocol, o)?;
         let bpcc = dev.bpcc();
-        let (pages, copies) = dev.build_s(&s.found);
+        let (records, copies) = dev.build_s(&s.found);
+        let pages = records.pages();
         let (status, cases) = classify::classify(&pages, bpcc);
         for b in 0..g.blocks() {
             if s.used[b as usize] {
@@ -120,15 +162,13 @@ impl TxFlashCyclic {
 
     /// Step 2: S as one record per (page, version), highest version first, with every physical
     /// copy (lowest PPN first); also the summary entries and the version high-water marks
-    /// (S ∪ R, [R]).
-    fn build_s(
-        &mut self,
-        found: &[(Ppn, CyclicOob)],
-    ) -> (Vec<Vec<Record>>, FxHashMap<Version, Vec<Ppn>>) {
+    /// (S ∪ R, [R]). A version's record is that of its first copy in scan order.
+    fn build_s(&mut self, found: &[(Ppn, CyclicOob)]) -> (PageRecords, Copies) {
         let n = self.logical as usize;
-        let mut copies: FxHashMap<Version, Vec<Ppn>> = FxHashMap::default();
-        let mut pages: Vec<Vec<Record>> = vec![Vec::new(); n];
-        for (ppn, r) in found {
+        // The intentions of this device, counted per page, then placed page by page.
+        let mut start = vec![0u32; n + 1];
+        let mut kept = Vec::with_capacity(found.len());
+        for (k, (ppn, r)) in found.iter().enumerate() {
             self.summ[ppn.0 as usize] = format::encode_entry(r);
             if r.lpn >= n as u64 || r.version == 0 {
                 continue; // foreign record: not an intention of this device
@@ -139,31 +179,50 @@ impl TxFlashCyclic {
                 let j = r.next_lpn as usize;
                 self.version[j] = self.version[j].max(r.next_version);
             }
-            let c = copies.entry(r.id()).or_default();
-            if c.is_empty() {
-                pages[i].push(Record {
+            start[i + 1] += 1;
+            kept.push(k as u32);
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut entries = vec![(0, Ppn(0), 0); kept.len()];
+        for k in kept {
+            let (ppn, r) = &found[k as usize];
+            let at = &mut next[r.lpn as usize];
+            entries[*at as usize] = (r.version, *ppn, k);
+            *at += 1;
+        }
+        let mut records = Vec::with_capacity(entries.len());
+        let mut record_start = Vec::with_capacity(n + 1);
+        for lpn in 0..n {
+            record_start.push(records.len() as u32);
+            let page = &mut entries[start[lpn] as usize..start[lpn + 1] as usize];
+            page.sort_unstable_by_key(|&(version, ppn, _)| (std::cmp::Reverse(version), ppn));
+            for run in page.chunk_by(|a, b| a.0 == b.0) {
+                let first = run.iter().map(|c| c.2).min().expect("a run has a copy");
+                let r = &found[first as usize].1;
+                records.push(Record {
                     version: r.version,
                     next: r.next(),
                     back: r.back,
                 });
             }
-            c.push(*ppn);
         }
-        for c in copies.values_mut() {
-            c.sort_unstable();
-        }
-        for p in &mut pages {
-            p.sort_unstable_by_key(|r| std::cmp::Reverse(r.version));
-        }
-        (pages, copies)
+        record_start.push(records.len() as u32);
+        let records = PageRecords {
+            start: record_start,
+            records,
+        };
+        (records, Copies { start, entries })
     }
 
     /// Step 3: maps every page to its last committed version. Returns the physical copies of
     /// SCC's uncommitted intentions (to erase) and the number of uncommitted highest versions.
     fn apply_verdicts(
         &mut self,
-        pages: &[Vec<Record>],
-        copies: &FxHashMap<Version, Vec<Ppn>>,
+        pages: &[&[Record]],
+        copies: &Copies,
         status: &[Status],
     ) -> Result<(Vec<Ppn>, u64), FtlError> {
         let bpcc = self.bpcc();
@@ -171,7 +230,7 @@ impl TxFlashCyclic {
         let mut uncommitted_ppns: Vec<Ppn> = Vec::new();
         let mut uncommitted_tops = 0u64;
         for i in 0..pages.len() {
-            let c = classify::last_committed(&pages[i], status[i], bpcc);
+            let c = classify::last_committed(pages[i], status[i], bpcc);
             dev.committed[i] = c;
             if status[i] == Status::Uncommitted {
                 uncommitted_tops += 1;
@@ -180,7 +239,7 @@ impl TxFlashCyclic {
                         lpn: i as u32,
                         version: pages[i][0].version,
                     };
-                    uncommitted_ppns.extend(copies[&top].iter().copied());
+                    uncommitted_ppns.extend(copies.of(&top).iter().map(|c| c.1));
                 }
             }
             if c == 0 {
@@ -190,13 +249,17 @@ impl TxFlashCyclic {
                 lpn: i as u32,
                 version: c,
             };
-            let ppn = copies.get(&id).and_then(|v| v.first()).ok_or_else(|| {
-                FtlError::Corrupt(format!(
-                    "page {i}: its last committed version {c} is not on flash"
-                ))
-            })?;
+            let ppn = copies
+                .get(&id)
+                .and_then(|v| v.first())
+                .map(|c| c.1)
+                .ok_or_else(|| {
+                    FtlError::Corrupt(format!(
+                        "page {i}: its last committed version {c} is not on flash"
+                    ))
+                })?;
             dev.map[i] = ppn.0;
-            dev.space.validity.set_valid(*ppn, i as u32);
+            dev.space.validity.set_valid(ppn, i as u32);
         }
         Ok((uncommitted_ppns, uncommitted_tops))
     }
@@ -205,7 +268,7 @@ impl TxFlashCyclic {
     /// page's last committed version is uncommitted and a member; its holder is the first
     /// committed version above its target (rules 2 and 3), pinned if superseded. Returns the
     /// number of members.
-    fn rebuild_srs(&mut self, pages: &[Vec<Record>], copies: &FxHashMap<Version, Vec<Ppn>>) -> u64 {
+    fn rebuild_srs(&mut self, pages: &[&[Record]], copies: &Copies) -> u64 {
         let n = pages.len();
         let mut members = 0;
         for i in 0..n {
@@ -228,14 +291,14 @@ impl TxFlashCyclic {
                             version: x.version,
                         })
                 });
-                let ncopies = copies[&q].len() as u32;
+                let ncopies = copies.of(&q).len() as u32;
                 self.srs.add_dangling(q, t, ncopies, 0, holder);
                 members += 1;
                 let Some(h) = holder else { continue };
                 if self.committed[h.lpn as usize] == h.version || self.pinned.contains_key(&h) {
                     continue;
                 }
-                let ppn = copies[&h][0];
+                let ppn = copies.of(&h)[0].1;
                 let rec = self.new_rec(Rec::Pinned { id: h });
                 self.space.validity.set_valid(ppn, self.logical + rec);
                 self.pinned.insert(
