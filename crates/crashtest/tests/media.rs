@@ -128,6 +128,39 @@ fn a_lost_page_reads_as_a_typed_error_with_eio() {
     }
 }
 
+/// Regression (soak 2's TxFlash find): a trimmed page whose tombstone the media lost reads as
+/// unwritten, as the trim made it — the tombstone's kind is in its spare area, which still
+/// reads — not as an error for a version the media never lost; a lost data page beside it
+/// still reads as an error. On every TxFlash commit protocol.
+#[test]
+fn txflash_reads_a_trimmed_page_whose_tombstone_the_media_lost_as_unwritten() {
+    for design in ["txflash-tc", "txflash-scc", "txflash-bpcc"] {
+        let spec = lab::registry::find(design).unwrap();
+        let device = flash::DeviceConfig::preset("small")
+            .unwrap()
+            .with_media("mlc", 0.0, 1)
+            .unwrap();
+        let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
+            .expect("fresh device");
+        let mut h = host::Host::new(dev, 0);
+        let t = h.write(0, &vec![0xA5u8; 2 * 4096], true, 0).expect("write");
+        let t = h.trim(0, 4096, t).expect("trim");
+        let t = h.flush(t).expect("flush");
+        lose_every_page(h.device_mut());
+        let mut buf = vec![0xFFu8; 4096];
+        h.read(0, &mut buf, t + 1)
+            .unwrap_or_else(|e| panic!("{design}: the trimmed page failed: {e}"));
+        assert!(buf.iter().all(|&b| b == 0), "{design}: reads as zeros");
+        let e = h
+            .read(4096, &mut buf, t + 2)
+            .expect_err("a lost page never reads");
+        assert!(
+            matches!(e, host::HostError::Uncorrectable { .. }),
+            "{design}: {e}"
+        );
+    }
+}
+
 /// Regression (a soak's find): DFTL rebuilt a translation page lost to the media from data
 /// pages' records even when the page had recorded trims — a trimmed LPN's newest version, erased
 /// by GC, gave way to an older one still on flash (8 pages of this image held their fill data).
