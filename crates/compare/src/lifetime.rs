@@ -13,6 +13,7 @@ use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::{Context, Scale};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError};
+use std::collections::BTreeMap;
 use workload::{WorkloadError, WorkloadSpec};
 
 const TITLE: &str =
@@ -76,6 +77,21 @@ pub struct Life {
     pub reclaimed_blocks: u64,
     /// Drive writes of host data programmed before the first uncorrectable read (`None`: none).
     pub drive_writes_before_first_lost_page: Option<f64>,
+    /// Reads, programs and read retries by their cause (the causes that had any): where the
+    /// write amplification and the retries come from.
+    pub reads_by_cause: BTreeMap<&'static str, u64>,
+    pub programs_by_cause: BTreeMap<&'static str, u64>,
+    pub retries_by_cause: BTreeMap<&'static str, u64>,
+}
+
+/// The non-zero counts of `per_cause` by cause name.
+fn by_cause(per_cause: &[u64]) -> BTreeMap<&'static str, u64> {
+    flash::OpCause::ALL
+        .iter()
+        .zip(per_cause)
+        .filter(|(_, &n)| n > 0)
+        .map(|(c, &n)| (c.name(), n))
+        .collect()
 }
 
 /// The worn device every design runs on.
@@ -150,6 +166,9 @@ pub fn live(
     life.read_retries = m.read_retries;
     life.retried_reads = m.retried_reads;
     life.reclaimed_blocks = m.reclaimed_blocks;
+    life.reads_by_cause = by_cause(&stats.reads);
+    life.programs_by_cause = by_cause(&stats.programs);
+    life.retries_by_cause = by_cause(&m.retries_by_cause);
     life.drive_writes_before_first_lost_page = m
         .host_programs_before_first_uncorrectable
         .map(|p| p as f64 / logical as f64);

@@ -425,7 +425,7 @@ impl Flash {
         };
         let mut handed = false;
         if self.media.is_some() && state == PageState::Programmed {
-            let (decode, whole) = self.media_read(ppn, phys, span, Codewords::Page);
+            let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Page, cause));
             span = whole;
             match decode {
                 Decode::Corrected => {}
@@ -566,7 +566,7 @@ impl Flash {
             (PageState::Programmed, _) => PageState::Programmed,
         };
         if self.media.is_some() && state == PageState::Programmed {
-            let (decode, whole) = self.media_read(ppn, phys, span, Codewords::Spare);
+            let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Spare, cause));
             span = whole;
             match decode {
                 Decode::Corrected => {}

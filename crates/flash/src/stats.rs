@@ -77,6 +77,9 @@ pub struct MediaStats {
     /// Reads (page or spare area) that needed read retry, and the re-reads they took.
     pub retried_reads: u64,
     pub read_retries: u64,
+    /// The re-reads by the cause of the read that needed them ([`OpCause`] order): which of a
+    /// design's reads meet aged pages.
+    pub retries_by_cause: [u64; CAUSES],
     /// Chip time the re-reads took.
     pub retry_ns: u64,
     /// Bit errors the ECC corrected.
@@ -155,6 +158,9 @@ impl MediaStats {
         MediaStats {
             retried_reads: self.retried_reads - earlier.retried_reads,
             read_retries: self.read_retries - earlier.read_retries,
+            retries_by_cause: std::array::from_fn(|c| {
+                self.retries_by_cause[c] - earlier.retries_by_cause[c]
+            }),
             retry_ns: self.retry_ns - earlier.retry_ns,
             corrected_bits: self.corrected_bits - earlier.corrected_bits,
             uncorrectable_reads: self.uncorrectable_reads - earlier.uncorrectable_reads,

@@ -195,7 +195,7 @@ impl Flash {
         ppn: Ppn,
         phys: Ppn,
         mut span: Span,
-        which: Codewords,
+        (which, cause): (Codewords, OpCause),
     ) -> (Decode, Span) {
         let lost_before = which == Codewords::Page && self.plane().is_lost(phys);
         let d = self.decode_at(phys, span.start_ns, which);
@@ -223,6 +223,7 @@ impl Flash {
         if retries > 0 {
             m.retried_reads += 1;
             m.read_retries += retries as u64;
+            m.retries_by_cause[cause as usize] += retries as u64;
         }
         let reclaim_after = self.controller().config.reclaim_after_retries.max(1);
         if !corrected || retries >= reclaim_after {
@@ -556,6 +557,7 @@ impl Flash {
                             .schedule_read(chip, read.end_ns, &self.config.timing, bytes);
                     self.stats.media.retry_ns += again.end_ns - again.start_ns;
                     self.stats.media.read_retries += 1;
+                    self.stats.media.retries_by_cause[OpCause::Media as usize] += 1;
                     read.end_ns = again.end_ns;
                 }
                 self.plane_mut().read(sblock, 1 + d.retries);
