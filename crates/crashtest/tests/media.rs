@@ -96,6 +96,18 @@ fn lose_every_page(dev: &mut dyn ftl::BlockDevice) {
     }
 }
 
+/// A host over a fresh `design` on the small preset with the MLC part, unworn (media seed 1).
+fn fresh_host_on_mlc(design: &str) -> host::Host {
+    let spec = lab::registry::find(design).unwrap();
+    let device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 0.0, 1)
+        .unwrap();
+    let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
+        .expect("fresh device");
+    host::Host::new(dev, 0)
+}
+
 /// A host read of a page the media lost is a typed error, never bytes: HostError::Uncorrectable
 /// with errno EIO (what the NBD server answers, `host::HostError::errno`), on a design that
 /// rebuilds its lost mapping (DFTL) as on the transactional ones. (A design that still holds the
@@ -103,14 +115,7 @@ fn lose_every_page(dev: &mut dyn ftl::BlockDevice) {
 #[test]
 fn a_lost_page_reads_as_a_typed_error_with_eio() {
     for design in ["dftl", "mobius", "atomic-write", "txflash-bpcc"] {
-        let spec = lab::registry::find(design).unwrap();
-        let device = flash::DeviceConfig::preset("small")
-            .unwrap()
-            .with_media("mlc", 0.0, 1)
-            .unwrap();
-        let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
-            .expect("fresh device");
-        let mut h = host::Host::new(dev, 0);
+        let mut h = fresh_host_on_mlc(design);
         let data = vec![0xA5u8; 4 * 4096];
         let t = h.write(0, &data, true, 0).expect("write");
         let t = h.flush(t).expect("flush");
@@ -135,14 +140,7 @@ fn a_lost_page_reads_as_a_typed_error_with_eio() {
 #[test]
 fn txflash_reads_a_trimmed_page_whose_tombstone_the_media_lost_as_unwritten() {
     for design in ["txflash-tc", "txflash-scc", "txflash-bpcc"] {
-        let spec = lab::registry::find(design).unwrap();
-        let device = flash::DeviceConfig::preset("small")
-            .unwrap()
-            .with_media("mlc", 0.0, 1)
-            .unwrap();
-        let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
-            .expect("fresh device");
-        let mut h = host::Host::new(dev, 0);
+        let mut h = fresh_host_on_mlc(design);
         let t = h.write(0, &vec![0xA5u8; 2 * 4096], true, 0).expect("write");
         let t = h.trim(0, 4096, t).expect("trim");
         let t = h.flush(t).expect("flush");

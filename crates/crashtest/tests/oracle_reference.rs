@@ -887,6 +887,15 @@ fn first_rule(message: &str) -> bool {
         && !message.contains("is visible although")
 }
 
+/// A random log of up to 9 pages and 24 crash instants near what happened in it, in time order.
+fn log_and_instants(rng: &mut ChaCha8Rng) -> (HostLog, Vec<u64>) {
+    let pages = rng.random_range(1..10u32);
+    let log = random_log(rng, pages);
+    let mut instants: Vec<u64> = (0..24).map(|_| random_instant(rng, &log)).collect();
+    instants.sort_unstable();
+    (log, instants)
+}
+
 /// A campaign judges its images in time order with one [`crashtest::oracle::Judging`] per
 /// promise, which keeps what the instants before worked out: over runs of instants, mostly
 /// rising, sometimes equal or falling back (a new share of points, a second life judged as its
@@ -896,11 +905,8 @@ fn a_judging_advanced_from_image_to_image_judges_as_the_searching_oracle() {
     let mut rng = ChaCha8Rng::seed_from_u64(71);
     let mut judged = [0usize; 3];
     for case in 0..1500 {
-        let pages = rng.random_range(1..10u32);
-        let log = random_log(&mut rng, pages);
+        let (log, mut instants) = log_and_instants(&mut rng);
         let (new, old) = (Model::new(&log), reference::Model::new(&log));
-        let mut instants: Vec<u64> = (0..24).map(|_| random_instant(&mut rng, &log)).collect();
-        instants.sort_unstable();
         // A few steps back in time.
         for _ in 0..rng.random_range(0..3) {
             let (a, b) = (rng.random_range(0..24), rng.random_range(0..24));
@@ -988,11 +994,8 @@ fn a_judging_with_media_losses_judges_as_the_searching_oracle() {
     // Images kept with an error accepted, broken at an error, broken otherwise.
     let mut judged = [0usize; 3];
     for case in 0..1500 {
-        let pages = rng.random_range(1..10u32);
-        let log = random_log(&mut rng, pages);
+        let (log, instants) = log_and_instants(&mut rng);
         let (new, old) = (Model::new(&log), reference::Model::new(&log));
-        let mut instants: Vec<u64> = (0..24).map(|_| random_instant(&mut rng, &log)).collect();
-        instants.sort_unstable();
         for promise in Promise::ALL {
             let mut judging: Judging = new.judging(promise);
             for &t in &instants {

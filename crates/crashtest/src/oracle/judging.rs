@@ -299,32 +299,7 @@ impl<'m, 'a> Judging<'m, 'a> {
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
         let m = self.model;
-        for lpn in 0..seen.len() {
-            let at = self.seen_at[lpn];
-            if at == NONE {
-                continue;
-            }
-            let u = m.writes.units(lpn)[at as usize] as usize;
-            if m.is_transaction(u) {
-                if !self.is_shown(u) {
-                    self.shown[u / 64] |= 1 << (u % 64);
-                    self.shown_transactions.push(u as u32);
-                }
-            } else {
-                self.shown_end[lpn] = self.shown_end[lpn].max(at + 1);
-            }
-        }
-        self.shown_transactions.sort_unstable();
-        for &u in &self.shown_transactions {
-            if let Err(why) = m.committable(m.units[u as usize], t) {
-                let u = m.units[u as usize];
-                v.push((None, format!("{u:?} is visible although {why}")));
-            }
-            for &(lpn, pos) in m.unit_writes.of(u as usize) {
-                let end = &mut self.shown_end[lpn as usize];
-                *end = (*end).max(pos + 1);
-            }
-        }
+        self.units_shown(t, seen.len(), v);
         if !lost.is_empty() {
             self.units_behind_errors(t, seen, lost);
         }
@@ -374,6 +349,39 @@ impl<'m, 'a> Judging<'m, 'a> {
         }
         self.judge_transaction_order(t, seen, v);
         self.forget_image();
+    }
+
+    /// Notes the units the image of `pages` pages shows (from `seen_at`): the transactions,
+    /// checked in the units' order to have been able to commit by `t`, and how far each page's
+    /// P reaches.
+    fn units_shown(&mut self, t: u64, pages: usize, v: &mut Vec<(Option<Lpn>, String)>) {
+        let m = self.model;
+        for lpn in 0..pages {
+            let at = self.seen_at[lpn];
+            if at == NONE {
+                continue;
+            }
+            let u = m.writes.units(lpn)[at as usize] as usize;
+            if m.is_transaction(u) {
+                if !self.is_shown(u) {
+                    self.shown[u / 64] |= 1 << (u % 64);
+                    self.shown_transactions.push(u as u32);
+                }
+            } else {
+                self.shown_end[lpn] = self.shown_end[lpn].max(at + 1);
+            }
+        }
+        self.shown_transactions.sort_unstable();
+        for &u in &self.shown_transactions {
+            if let Err(why) = m.committable(m.units[u as usize], t) {
+                let u = m.units[u as usize];
+                v.push((None, format!("{u:?} is visible although {why}")));
+            }
+            for &(lpn, pos) in m.unit_writes.of(u as usize) {
+                let end = &mut self.shown_end[lpn as usize];
+                *end = (*end).max(pos + 1);
+            }
+        }
     }
 
     /// Units that pages reading as errors may stand for, added to P as if shown: where the
