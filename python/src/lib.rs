@@ -241,7 +241,6 @@ fn run_bench(
     let args = BenchOptions {
         ftl,
         device: recipe(preset, set),
-        media: crashtest::media::MediaRecipe::default(),
         workload: workload_args(shape)?,
         params: pairs(params),
         seed,
