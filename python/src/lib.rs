@@ -290,6 +290,7 @@ fn run_crashtest(
         first_cut: None,
         ftl,
         device: recipe(preset, set),
+        media: crashtest::media::MediaRecipe::default(),
         workload: workload_args(shape)?,
         params: pairs(params),
         crash_points,

@@ -28,6 +28,7 @@ use crate::format::{
     KIND_TRANSLATION, KIND_ZONE, OOB_BYTES,
 };
 use flash::{BlockId, ChipId, Content, Flash, Geometry, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::media;
 use ftl::{
     BlockPool, BlockState, Completion, FtlError, GcPolicy, PageOutcome, RecoveryReport, Space,
     TxUuid, Validity,
@@ -1241,15 +1242,18 @@ impl Engine {
                 continue; // superseded by a root written while this victim was being copied
             }
             let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
-            let ReadStatus::Data(content) = status else {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} reads back {status}"
-                )));
-            };
+            // A page lost to the media moves as a lost copy (docs/reliability.md).
+            let cause = OpCause::GcCopy;
+            let ready = media::record_of_read(
+                &mut self.flash,
+                from,
+                &status,
+                &mut oob,
+                read.end_ns,
+                cause,
+            )?;
             let to = self.alloc(STREAM_GC, now)?;
-            let span = self
-                .flash
-                .program_owned(to, content, &oob, read.end_ns, OpCause::GcCopy)?;
+            let span = media::copy_read(&mut self.flash, (from, status), to, &oob, ready, cause)?;
             if self.space.validity.owner(from) != Some(owner) {
                 // The allocation wrote a root that made the page stale. The copy is still
                 // programmed (and left dead): a skipped page would end recovery's block scan
@@ -1476,6 +1480,9 @@ impl Engine {
         for &(seq, ppn, i) in &roots {
             let (st, span) = self.flash.read(ppn, &mut oob, *t, OpCause::Recovery)?;
             *t = (*t).max(span.end_ns);
+            // A torn root was never in force; one lost to the media was the newest, and the
+            // older roots name a tree GC may have taken apart since.
+            self.not_lost(ppn, &st, "the newest root")?;
             if let ReadStatus::Data(Content::Bytes(b)) = st {
                 if let Some(r) = Root::decode(&b).ok().filter(|r| r.root_seq == seq) {
                     found = Some((r, i));
@@ -1564,6 +1571,7 @@ impl Engine {
                         bytes.extend_from_slice(&b)
                     }
                     (st, rec) => {
+                        self.not_lost(p, &st, "a piece of the zone record")?;
                         let what = match (st, rec) {
                             (ReadStatus::Data(_), Some(_)) => "its data fails its CRC",
                             (ReadStatus::Data(_), None) => "its OOB is not that piece's",
@@ -1630,7 +1638,10 @@ impl Engine {
                         }
                         break;
                     }
-                    PageState::Torn => scan.block_used[b.0 as usize] = true,
+                    PageState::Torn => {
+                        self.not_lost(ppn, &ReadStatus::Uncorrectable, "a page's OOB record")?;
+                        scan.block_used[b.0 as usize] = true
+                    }
                     PageState::Programmed => {
                         scan.block_used[b.0 as usize] = true;
                         if let Ok(r) = OobRecord::decode(&oob) {
@@ -1768,6 +1779,7 @@ impl Engine {
                 Ok(decode_entries(&b))
             }
             (st, rec) => {
+                self.not_lost(ppn, &st, "a page of the mapping tree")?;
                 let found = match rec {
                     Some(r) => format!(
                         "its OOB record expects data whose CRC32C is {:#010x}",
@@ -1781,6 +1793,19 @@ impl Engine {
                 )))
             }
         }
+    }
+
+    /// A page recovery read as `st` that did not read: torn by the cut, or — lost to the media
+    /// whole — `what`, which the engine keeps no other copy of: the device is lost with it
+    /// (docs/reliability.md).
+    fn not_lost(&self, ppn: Ppn, st: &ReadStatus, what: &str) -> Result<(), FtlError> {
+        if *st == ReadStatus::Uncorrectable && self.flash.is_lost(ppn) {
+            return Err(FtlError::MediaLoss {
+                ppn,
+                what: what.into(),
+            });
+        }
+        Ok(())
     }
 }
 

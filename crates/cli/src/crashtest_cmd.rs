@@ -140,6 +140,9 @@ fn print_report(report: &CampaignReport) {
         kinds.join(", ")
     );
     println!("recovered         {}", report.recovered);
+    if let Some(m) = &report.media {
+        print_media(report, m);
+    }
     println!(
         "violations        {} in {} images",
         report.violations.len(),
@@ -207,6 +210,25 @@ fn cell_extras(c: &CellResult) -> String {
     }
 }
 
+/// The media model's lines of a campaign's report.
+fn print_media(report: &CampaignReport, m: &crashtest::media::MediaRun) {
+    let r = &m.recorded;
+    println!(
+        "media             {} at {} x rated wear, {} days off after each cut: {} uncorrectable reads, {} read retries, {} blocks retired in the run",
+        m.part, m.wear, m.power_off_days, r.uncorrectable_reads, r.read_retries, r.retired_blocks
+    );
+    println!(
+        "lost to media     {} images stopped at lost metadata, {} reads failed for lost versions (accepted)",
+        report.lost_to_media, report.errors_for_lost_pages
+    );
+    if let Some(e) = &m.end_of_life {
+        println!(
+            "end of life       the run of {} requests ended ({}); judged: {} requests",
+            e.requests_asked, e.ended_by, e.requests_run
+        );
+    }
+}
+
 fn print_cell(c: &CellResult) {
     let status = match (&c.error, c.violations) {
         (Some(e), _) => format!("ERROR {e}"),
@@ -263,6 +285,9 @@ fn print_summary(report: &SoakReport) {
         report.wall_s
     );
     println!("speed: {}", report.speed().line());
+    if t.media.is_some() {
+        print_media_summary(report);
+    }
     for c in report.cells.iter().filter(|c| c.failed()) {
         let what = match &c.error {
             Some(e) => format!("could not run: {e}"),
@@ -302,6 +327,37 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A soak's media figures per design ([`crashtest::soak::CellMedia`]).
+fn print_media_summary(report: &SoakReport) {
+    println!(
+        "{:<13} {:>13} {:>12} {:>8} {:>14} {:>13} {:>10}",
+        "media",
+        "uncorrectable",
+        "read retries",
+        "retired",
+        "lost metadata",
+        "errors taken",
+        "runs ended"
+    );
+    let names = report.designs();
+    let rows = names
+        .iter()
+        .map(|d| (d.as_str(), report.totals_of(|c| &c.design == d)));
+    for (name, t) in rows.chain([("all", report.totals())]) {
+        let m = t.media.unwrap_or_default();
+        println!(
+            "{:<13} {:>13} {:>12} {:>8} {:>14} {:>13} {:>10}",
+            name,
+            m.uncorrectable_reads,
+            m.read_retries,
+            m.retired_blocks,
+            m.images_lost_to_media,
+            m.errors_for_lost_pages,
+            m.runs_ended_by_media
+        );
+    }
+}
+
 /// Soaks every negative control; each must be caught on at least half its seeds.
 fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
     let mut weak = Vec::new();
@@ -338,6 +394,23 @@ fn run_controls(args: &CrashtestArgs) -> anyhow::Result<()> {
             weak.push(name);
         }
         all.push(serde_json::json!({"design": name, "params": params, "promise": promise.name(), "second_lives": cfg.second_lives, "caught_seeds": t.failing_seeds.len(), "seeds": t.seeds}));
+    }
+    let designs = lab::registry::named(&args.ftl)?;
+    if let Some(cfg) = crashtest::media::control(&soak_config(args, designs)?) {
+        let report = soak::run_soak(&cfg, &|_| {});
+        for name in report.designs() {
+            let t = report.totals_of(|c| c.design == name);
+            println!(
+                "control {name} on {} media handing on uncorrected data: caught on {} of {} seeds",
+                args.media.media.as_deref().unwrap_or("-"),
+                t.failing_seeds.len(),
+                t.seeds
+            );
+            if t.failing_seeds.len() * 2 < t.seeds {
+                weak.push("media");
+            }
+            all.push(serde_json::json!({"design": name, "media": "hand_uncorrectable", "caught_seeds": t.failing_seeds.len(), "seeds": t.seeds}));
+        }
     }
     if args.json {
         println!("{}", serde_json::json!({ "controls": all }));

@@ -48,6 +48,8 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             .into_iter()
             .filter(|f| !taken.contains(f)),
     );
+    // Its checker judges no media faults (docs/reliability.md): `mobius crashtest` does.
+    unused.extend(args.media.given());
     if soak {
         unused.extend(args.device.given());
         unused.extend(lab::flags_given([

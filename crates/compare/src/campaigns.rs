@@ -219,6 +219,9 @@ mod claim_tests {
             torn: true,
             crash_points: 10,
             recovered,
+            lost_to_media: 0,
+            errors_for_lost_pages: 0,
+            media: None,
             violating_points: violations.min(1),
             violations: (0..violations)
                 .map(|i| crashtest::Violation {

@@ -10,6 +10,7 @@ pub mod claims;
 pub mod commit_protocols;
 pub mod error;
 pub mod html;
+pub mod lifetime;
 pub mod macro_tx;
 pub mod micro;
 pub mod number;
@@ -198,6 +199,12 @@ pub fn experiments() -> Vec<Experiment> {
             40,
         ),
         e("nvmfs", nvmfs_exp::run, nvmfs_exp::QUICK_SCALE, 300),
+        e(
+            "lifetime",
+            lifetime::run,
+            "24 blocks per chip, 500-request steps, at most 200 drive writes (64, 2,000, 1,000)",
+            30,
+        ),
         e(
             "sqlite",
             sqlite_exp::run,

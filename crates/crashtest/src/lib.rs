@@ -7,6 +7,7 @@
 //! design's recovery on the image alone, reads every logical page and lets the [`oracle`] judge
 //! the result against a promise — the design's own, or a stronger one for negative controls.
 
+pub mod media;
 pub mod options;
 pub mod oracle;
 pub mod points;
@@ -34,6 +35,10 @@ pub enum CampaignError {
     },
     #[error("the recorded run failed: {0}")]
     Workload(#[from] workload::WorkloadError),
+    /// The media model ended the recorded run: the flash wore out, or lost metadata the design
+    /// cannot do without ([`media::end_of_life`]).
+    #[error("the media ended the recorded run: {0}")]
+    EndOfLife(workload::WorkloadError),
     #[error("the driver kept no host log")]
     NoHostLog,
     #[error("flash recording was switched off during the run")]
@@ -183,8 +188,20 @@ pub struct CampaignReport {
     pub torn: bool,
     /// Crash instants tried.
     pub crash_points: usize,
-    /// Images the design recovered (a failed recovery is a violation).
+    /// Images the design recovered (a failed recovery is a violation, unless the media lost
+    /// a page of metadata it stopped at: `lost_to_media`).
     pub recovered: usize,
+    /// Images whose recovery stopped at a page of the design's metadata lost to the media
+    /// (media model only; [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost_to_media: usize,
+    /// Reads after recovery that failed with an error for a page whose version the media lost
+    /// (accepted: [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub errors_for_lost_pages: usize,
+    /// The media model's part, wear and what the recorded run's media did (model on only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<media::MediaRun>,
     /// Crash images with at least one violation.
     pub violating_points: usize,
     pub violations: Vec<Violation>,
@@ -227,6 +244,8 @@ pub struct Recording {
     pub host: HostLog,
     /// When the freshly formatted device was ready (crashes before it are crashes of the format).
     pub ready_ns: u64,
+    /// The run's media figures (media model on only).
+    pub media: Option<flash::MediaStats>,
 }
 
 /// Runs the workload once with both logs on.
@@ -252,14 +271,21 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
         true,
         &mut |_, _| {},
     )
-    .map_err(CampaignError::Workload)?;
+    .map_err(
+        |e| match media::on(&cfg.device) && media::end_of_life(&e, dev.flash()) {
+            true => CampaignError::EndOfLife(e),
+            false => CampaignError::Workload(e),
+        },
+    )?;
     let ops = dev.flash_mut().take_log().ok_or(CampaignError::NoLog)?;
     let host = run.log.ok_or(CampaignError::NoHostLog)?;
+    let media = media::on(&cfg.device).then(|| dev.flash().stats().media.clone());
     Ok(Recording {
         base,
         ops,
         host,
         ready_ns,
+        media,
     })
 }
 
@@ -329,6 +355,7 @@ pub fn replay_command(cfg: &CampaignConfig, instant: u64, torn: bool) -> String 
             w.interleave_fraction.to_string(),
         );
     }
+    c.push_str(&media_flags(&cfg.device));
     for set in device_overrides(&cfg.device) {
         c.push_str(&format!(" --set {set}"));
     }
@@ -353,6 +380,7 @@ pub fn design_and_device_args(
     options: &DesignOptions,
 ) -> String {
     let mut c = format!("mobius crashtest --ftl {design} --preset {}", device.preset);
+    c.push_str(&media_flags(device));
     for set in device_overrides(device) {
         c.push_str(&format!(" --set {set}"));
     }
@@ -362,11 +390,43 @@ pub fn design_and_device_args(
     c
 }
 
-/// `key=value` for every field of `device` that differs from its preset (`--set` arguments).
+/// ` --media PART --wear W --power-off-days D` for a device with the media model on (its
+/// seed is the campaign's), else nothing.
+pub fn media_flags(device: &DeviceConfig) -> String {
+    match &device.media {
+        None => String::new(),
+        Some(m) => format!(
+            " --media {} --wear {} --power-off-days {}",
+            m.part,
+            m.initial_pe as f64 / m.endurance as f64,
+            m.power_off_s as f64 / 86_400.0
+        ),
+    }
+}
+
+/// `device` with the media model's seed set to a campaign's seed (the model off: unchanged).
+pub fn with_media_seed(mut device: DeviceConfig, seed: u64) -> DeviceConfig {
+    if let Some(m) = device.media.as_mut() {
+        m.seed = seed & i64::MAX as u64;
+    }
+    device
+}
+
+/// `key=value` for every field of `device` that differs from its preset, with the media model
+/// its flags ([`media_flags`]) set up (`--set` arguments).
 pub fn device_overrides(device: &DeviceConfig) -> Vec<String> {
-    let Ok(base) = DeviceConfig::preset(&device.preset) else {
+    let Ok(mut base) = DeviceConfig::preset(&device.preset) else {
         return Vec::new();
     };
+    if let Some(m) = &device.media {
+        let Ok(with) = base.clone().with_media(&m.part, 0.0, m.seed) else {
+            return Vec::new();
+        };
+        base = with;
+        let b = base.media.as_mut().expect("media on");
+        b.initial_pe = m.initial_pe;
+        b.power_off_s = m.power_off_s;
+    }
     let (Ok(toml::Value::Table(a)), Ok(toml::Value::Table(b))) =
         (toml::Value::try_from(device), toml::Value::try_from(&base))
     else {
@@ -390,12 +450,15 @@ fn diff_tables(prefix: &str, a: &toml::Table, b: &toml::Table, out: &mut Vec<Str
     }
 }
 
+#[derive(Default)]
 struct Outcome {
     violations: Vec<Violation>,
     recovery: Option<(u64, u64)>,
     /// Wall seconds of the recovery (and invariant check), and of reading back and judging.
     recovery_s: f64,
     judging_s: f64,
+    /// Read errors accepted as versions the media lost ([`media::errors_accepted`]).
+    settled: usize,
 }
 
 /// Recovers one image and judges it.
@@ -434,9 +497,7 @@ fn check_image_as(
                     None,
                     format!("the design panicked on this image: {what}"),
                 )],
-                recovery: None,
-                recovery_s: 0.0,
-                judging_s: 0.0,
+                ..Outcome::default()
             }
         });
     if !outcome.violations.is_empty() {
@@ -529,10 +590,19 @@ fn judge_image(
         violations: vec![violation(None, what)],
         recovery,
         recovery_s: started.elapsed().as_secs_f64(),
-        judging_s: 0.0,
+        ..Outcome::default()
     };
-    let (mut dev, report) = match cfg.design.reopen(flash, &cfg.options) {
+    let (reopened, lost) =
+        flash::media::error_log::watch(|| cfg.design.reopen(flash, &cfg.options));
+    let (mut dev, report) = match reopened {
         Ok(x) => x,
+        // Recovery stopped at metadata the ECC found lost while it ran ([`media`]).
+        Err(e) if media::lost_to_media(&e, &lost) => {
+            return Outcome {
+                recovery_s: started.elapsed().as_secs_f64(),
+                ..Outcome::default()
+            }
+        }
         Err(e) => return failed(format!("recovery failed: {e}"), None),
     };
     let recovery = Some((report.flash_reads, report.sim_ns));
@@ -542,34 +612,47 @@ fn judge_image(
     let recovery_s = started.elapsed().as_secs_f64();
     let n = dev.logical_pages();
     let at = dev.flash().idle_ns().max(p.instant_ns);
-    let judged = |violations| Outcome {
+    let judged = |violations, settled| Outcome {
         violations,
         recovery,
         recovery_s,
-        judging_s: 0.0,
+        settled,
+        ..Outcome::default()
     };
     let seen = match read_every_page(dev.as_mut(), at) {
         Ok(seen) => seen,
         Err((lpn, e)) => {
-            return judged(vec![violation(
-                Some(lpn),
-                format!("read after recovery failed: {e}"),
-            )])
+            return judged(
+                vec![violation(
+                    Some(lpn),
+                    format!("read after recovery failed: {e}"),
+                )],
+                0,
+            )
         }
     };
     let pages = judging.logical_pages();
     if n != pages {
-        return judged(vec![violation(
-            None,
-            format!("recovered device has {n} logical pages, the run had {pages}"),
-        )]);
+        return judged(
+            vec![violation(
+                None,
+                format!("recovered device has {n} logical pages, the run had {pages}"),
+            )],
+            0,
+        );
     }
+    let (found, settled) = match media::on(&cfg.device) {
+        true => {
+            let lost = media::lost_versions(dev.flash());
+            let found = judging.judge_with_losses(judge_ns, &seen, &lost);
+            let settled = media::errors_accepted(&seen, &found);
+            (found, settled)
+        }
+        false => (judging.judge(judge_ns, &seen), 0),
+    };
     judged(
-        judging
-            .judge(judge_ns, &seen)
-            .into_iter()
-            .map(|(l, w)| violation(l, w))
-            .collect(),
+        found.into_iter().map(|(l, w)| violation(l, w)).collect(),
+        settled,
     )
 }
 
@@ -648,6 +731,10 @@ pub struct CampaignPart {
     pub threads: usize,
     #[serde(default)]
     pub phases: PhaseTimes,
+    /// Read errors of this share accepted as versions the media lost
+    /// ([`media::errors_accepted`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub settled: usize,
 }
 
 /// Checks the crash points of a recorded run on `cfg.threads` workers; `wall` is when the
@@ -664,6 +751,7 @@ pub fn run_recorded(
     let mut report = merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
         .expect("one part is a whole campaign");
     report.speed.phases.record_s = record_s;
+    report.media = media::MediaRun::of(&cfg.device, rec);
     report
 }
 
@@ -734,7 +822,9 @@ pub fn run_recorded_part(
         judging_s: outcomes.iter().map(|(_, o)| o.judging_s).sum(),
         ..PhaseTimes::default()
     };
+    let settled = outcomes.iter().map(|(_, o)| o.settled).sum();
     CampaignPart {
+        settled,
         part,
         parts,
         total_points: all.len(),
@@ -784,6 +874,13 @@ pub fn merge_parts(
         .flat_map(|p| p.recoveries.iter().copied())
         .collect();
     let first = &parts[0];
+    let failed = outcomes
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(i, _)| *i);
+    let recovered_at: std::collections::BTreeSet<usize> = recoveries.iter().map(|r| r.0).collect();
+    let failed_recoveries = failed.filter(|i| !recovered_at.contains(i)).count();
+    let lost_to_media = first.total_points - recoveries.len() - failed_recoveries;
     let threads = parts.iter().map(|p| p.threads.max(1)).sum();
     let phases = parts
         .iter()
@@ -797,6 +894,9 @@ pub fn merge_parts(
         torn: cfg.torn,
         crash_points: first.total_points,
         recovered: recoveries.len(),
+        lost_to_media,
+        errors_for_lost_pages: parts.iter().map(|p| p.settled).sum(),
+        media: None,
         violating_points: outcomes.iter().filter(|(_, v)| !v.is_empty()).count(),
         violations: outcomes.into_iter().flat_map(|(_, v)| v).collect(),
         points_by_kind: first.points_by_kind.clone(),
@@ -938,4 +1038,8 @@ pub mod testing {
             &violations[..violations.len().min(5)]
         );
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

@@ -20,6 +20,8 @@ pub struct CrashtestOptions {
     #[cfg_attr(feature = "clap", command(flatten))]
     pub device: Recipe,
     #[cfg_attr(feature = "clap", command(flatten))]
+    pub media: crate::media::MediaRecipe,
+    #[cfg_attr(feature = "clap", command(flatten))]
     pub workload: WorkloadOptions,
     /// Design parameter, `--param key=value` (repeatable).
     #[cfg_attr(feature = "clap", arg(long = "param", value_name = "KEY=VALUE"))]
@@ -125,6 +127,8 @@ pub enum OptionsError {
     #[error(transparent)]
     Device(#[from] lab::device::RecipeError),
     #[error(transparent)]
+    Media(#[from] crate::media::MediaRecipeError),
+    #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
     #[error(transparent)]
     Design(#[from] ftl::FtlError),
@@ -194,7 +198,8 @@ pub fn merge_shares(
 
 /// The campaign the flags describe (the CLI's defaults: 3,000 requests after an 80 % fill).
 pub fn single_config(args: &CrashtestOptions, design: DesignSpec) -> Result<CampaignConfig> {
-    let device = args.device.resolve_for(&design)?;
+    let seed = args.seed.unwrap_or(1);
+    let device = crate::with_media_seed(media_device(args, &design)?, seed);
     let mut workload = args.workload.resolve(design.default_workload)?;
     if args.workload.requests.is_none() {
         workload.requests = soak::BASE_REQUESTS;
@@ -211,7 +216,7 @@ pub fn single_config(args: &CrashtestOptions, design: DesignSpec) -> Result<Camp
         options: DesignOptions::from_pairs(&args.params)?,
         device,
         workload,
-        seed: args.seed.unwrap_or(1),
+        seed,
         crash_points: args.crash_points,
         torn: args.torn,
         exhaustive: args.exhaustive,
@@ -219,6 +224,22 @@ pub fn single_config(args: &CrashtestOptions, design: DesignSpec) -> Result<Camp
         threads: args.threads.unwrap_or(2),
         tag_only: !args.full_data,
     })
+}
+
+/// The device for `design` with the media model as `--media` says: `--set media.*` applies
+/// once the model is on.
+fn media_device(args: &CrashtestOptions, design: &DesignSpec) -> Result<flash::DeviceConfig> {
+    let (media, rest): (Vec<String>, Vec<String>) = args
+        .device
+        .overrides
+        .iter()
+        .cloned()
+        .partition(|o| o.trim_start().starts_with("media."));
+    let recipe = Recipe {
+        overrides: rest,
+        ..args.device.clone()
+    };
+    Ok(args.media.apply(recipe.resolve_for(design)?, &media)?)
 }
 
 /// `--workload sqlite-W`: `Some(Some(W))`; `--workload sqlite` (a soak that draws the
@@ -291,6 +312,10 @@ pub fn soak_config(args: &CrashtestOptions, designs: Vec<DesignSpec>) -> Result<
             .collect::<Result<Vec<_>>>()?,
         false => Vec::new(),
     };
+    let media = match designs.first() {
+        Some(d) => media_device(args, d)?.media,
+        None => None,
+    };
     Ok(SoakConfig {
         designs,
         promise: args.promise.as_deref().map(Promise::parse).transpose()?,
@@ -305,6 +330,7 @@ pub fn soak_config(args: &CrashtestOptions, designs: Vec<DesignSpec>) -> Result<
         shapes,
         second_lives: args.second_lives,
         fixed,
+        media,
     })
 }
 
@@ -377,6 +403,7 @@ mod tests {
         CrashtestOptions {
             ftl: ftl.into(),
             device: Recipe::preset("small"),
+            media: crate::media::MediaRecipe::default(),
             workload: WorkloadOptions::default(),
             params: Vec::new(),
             crash_points: 10,

@@ -53,6 +53,50 @@ impl Seen {
     }
 }
 
+/// Versions of logical pages the media lost: a copy of each read uncorrectable (the media
+/// model, [`crate::media`]). A page that reads as an error is accepted where the promise would
+/// accept one of its lost versions in its place, and the oracle judges the rest of the image as
+/// if it showed that version; an error anywhere else is a violation.
+#[derive(Clone, Debug, Default)]
+pub struct Lost {
+    per_lpn: FxHashMap<u32, Vec<u64>>,
+}
+
+impl Lost {
+    /// The lost versions `(lpn, write)`.
+    pub fn new(versions: impl IntoIterator<Item = (u32, u64)>) -> Lost {
+        let mut per_lpn: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+        for (lpn, w) in versions {
+            per_lpn.entry(lpn).or_default().push(w);
+        }
+        for ws in per_lpn.values_mut() {
+            ws.sort_unstable();
+            ws.dedup();
+        }
+        Lost { per_lpn }
+    }
+
+    /// Whether the media lost nothing.
+    pub fn is_empty(&self) -> bool {
+        self.per_lpn.is_empty()
+    }
+
+    /// Lost versions of `lpn`, oldest first.
+    pub fn of(&self, lpn: usize) -> &[u64] {
+        self.per_lpn
+            .get(&(lpn as u32))
+            .map_or(&[], |v| v.as_slice())
+    }
+
+    /// Whether the media lost version `w` of `lpn`.
+    pub fn has(&self, lpn: usize, w: u64) -> bool {
+        self.of(lpn).contains(&w)
+    }
+}
+
+/// The rules an image broke: (the page, if one, and what).
+pub type Judged = Vec<(Option<Lpn>, String)>;
+
 /// A unit of atomicity.
 /// Why a unit may not be visible after a crash at a given instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -396,6 +440,18 @@ impl<'a> Model<'a> {
         self.facts.get(usize::try_from(write).ok()?)
     }
 
+    /// Whether write `write` is one the host issued, by a request that arrived by `t`.
+    pub fn arrived_by(&self, write: u64, t: u64) -> bool {
+        self.record(write).is_some_and(|(_, r)| r.arrival_ns <= t)
+    }
+
+    /// Did the media lose a version of `lpn` that the host wrote there by `t`?
+    fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
+        lost.of(lpn)
+            .iter()
+            .any(|&w| self.position(lpn, w).is_some() && self.arrived_by(w, t))
+    }
+
     fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
         let i = self.facts(write)?.record;
         (i != NONE).then(|| (i as usize, &self.log.records[i as usize]))
@@ -533,6 +589,31 @@ impl<'a> Model<'a> {
         self.judging(promise).judge(t, seen)
     }
 
+    /// [`judge`](Self::judge) of an image whose media lost the versions in `lost`: a page that
+    /// reads as an error is accepted only where one of its lost versions could stand in its
+    /// place ([`Lost`]).
+    pub fn judge_with_losses(
+        &self,
+        promise: Promise,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+    ) -> Judged {
+        self.judging(promise).judge_with_losses(t, seen, lost)
+    }
+
+    /// [`judge_with_losses`](Self::judge_with_losses), and per page the lost version an error
+    /// there was taken to stand for ([`Judging::judge_settling`]).
+    pub fn judge_settling(
+        &self,
+        promise: Promise,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+    ) -> (Judged, Vec<Option<u64>>) {
+        self.judging(promise).judge_settling(t, seen, lost)
+    }
+
     /// A judge of images under `promise` that advances what the promise requires from one
     /// crash instant to the next ([`Judging`]).
     pub fn judging(&self, promise: Promise) -> Judging<'_, 'a> {
@@ -637,6 +718,77 @@ mod tests {
 
     fn judge(l: &HostLog, p: Promise, t: u64, seen: &[Seen]) -> usize {
         Model::new(l).judge(p, t, seen).len()
+    }
+
+    fn judge_lost(l: &HostLog, p: Promise, t: u64, seen: &[Seen], lost: &[(u32, u64)]) -> usize {
+        let lost = Lost::new(lost.iter().copied());
+        Model::new(l).judge_with_losses(p, t, seen, &lost).len()
+    }
+
+    const E: Seen = Seen::Uncorrectable;
+
+    /// An error stands for a version the media lost, judged as that version: the version the
+    /// promise requires (tx2's write of page 1), not an older one; no lost version, no excuse.
+    #[test]
+    fn an_error_is_accepted_only_in_place_of_a_lost_version_the_promise_allows() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        let seen = [W(0), E, W(3), U, U, U, U, U];
+        assert_eq!(judge_lost(&l, a, 45, &seen, &[(1, 2)]), 0);
+        assert!(
+            judge_lost(&l, a, 45, &seen, &[(1, 1)]) > 0,
+            "an older version lost"
+        );
+        assert!(judge_lost(&l, a, 45, &seen, &[]) > 0, "nothing lost");
+        assert!(judge(&l, a, 45, &seen) > 0);
+        // Another page's version lost excuses nothing here.
+        assert!(judge_lost(&l, a, 45, &seen, &[(0, 0)]) > 0);
+    }
+
+    /// An error may stand for a lost version of a transaction that may be visible; it is then
+    /// held to all or nothing like any visible one. A lost version of an aborted transaction
+    /// stands for nothing.
+    #[test]
+    fn a_lost_version_makes_its_transaction_visible_whole_or_not_at_all() {
+        let l = txlog();
+        let a = Promise::AtomicTransactions;
+        // At 35 tx2 may or may not be visible: with its page 2 showing it, page 1's error
+        // stands for its lost write; with page 2 never written, it cannot.
+        assert_eq!(
+            judge_lost(&l, a, 35, &[W(0), E, W(3), U, U, U, U, U], &[(1, 2)]),
+            0
+        );
+        assert!(judge_lost(&l, a, 35, &[W(0), E, U, U, U, U, U, U], &[(1, 2)]) > 0);
+        // Page 1's older version lost with tx2 not visible: the error stands for tx1's write.
+        assert_eq!(
+            judge_lost(&l, a, 35, &[W(0), E, U, U, U, U, U, U], &[(1, 1), (1, 2)]),
+            0
+        );
+        // tx4 was aborted by 130: its lost page-6 version excuses no error.
+        assert!(judge_lost(&l, a, 135, &[W(0), W(2), W(3), U, U, U, E, U], &[(6, 7)]) > 0);
+    }
+
+    /// Per-page promises: an error where a lost version could be read (the last durable write
+    /// or a later one), not where only an older one was lost.
+    #[test]
+    fn per_page_promises_take_an_error_for_a_lost_durable_or_later_version() {
+        let w = |lpn: u32| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(10), None, 0),
+                rec(w(0), 15, Some(20), None, 0),
+                rec(HostOp::Flush, 21, Some(22), None, 0),
+            ],
+            2,
+        );
+        for p in [Promise::DurableWrites, Promise::FlushOnly, Promise::Ordered] {
+            assert_eq!(judge_lost(&l, p, 25, &[E, U], &[(0, 1)]), 0, "{p:?}");
+            assert!(judge_lost(&l, p, 25, &[E, U], &[(0, 0)]) > 0, "{p:?}");
+            assert!(judge_lost(&l, p, 25, &[U, E], &[(0, 1)]) > 0, "{p:?}");
+        }
     }
 
     /// An async SWRITE durable at 100 whose accepted ABORT arrived at 50 and is acknowledged at

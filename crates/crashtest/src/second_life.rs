@@ -14,8 +14,8 @@
 use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
 use crate::{
-    check_image_as, record, replay_command, run_recorded, CampaignConfig, CampaignError,
-    CampaignReport, Recording, Speed, Violation,
+    check_image_as, replay_command, run_recorded, CampaignConfig, CampaignError, CampaignReport,
+    Recording, Speed, Violation,
 };
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
@@ -99,10 +99,13 @@ pub fn run_campaign_with_lives(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(CampaignReport, usize), CampaignError> {
     let wall = std::time::Instant::now();
-    let rec = record(cfg)?;
-    let mut report = run_recorded(cfg, &rec, wall, progress);
+    let (cfg, rec, end_of_life) = &crate::media::record_within_life(cfg)?;
+    let mut report = run_recorded(cfg, rec, wall, progress);
+    if let Some(m) = report.media.as_mut() {
+        m.end_of_life = end_of_life.clone();
+    }
     let started = std::time::Instant::now();
-    let lives = run_second_lives(cfg, &rec, lives, (cfg.crash_points / 4).max(1));
+    let lives = run_second_lives(cfg, rec, lives, (cfg.crash_points / 4).max(1));
     let mut phases = report.speed.phases;
     phases.second_lives_s = started.elapsed().as_secs_f64();
     report.crash_points += lives.crash_points;
@@ -216,7 +219,9 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
     else {
         return Err(None);
     };
-    let Some(contents) = read_all(dev.as_mut(), ready_ns) else {
+    let first = Model::new(&rec.host);
+    let judged = (&first, cfg.promise, cut.instant_ns);
+    let Some(contents) = read_all(dev.as_mut(), ready_ns, &cfg.device, judged) else {
         return Err(None);
     };
     let mut host = baseline(&rec.host, &contents, ready_ns);
@@ -237,8 +242,17 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
         true,
         &origin,
         &mut |_, _| {},
-    )
-    .map_err(|e| fail(format!("the recovered device failed the next run: {e}")))?;
+    );
+    let run = match run {
+        Ok(run) => run,
+        // Metadata the design cannot do without lost to the media: the life ends there.
+        Err(e) if crate::media::ended_by_media(&e, dev.flash()) => return Err(None),
+        Err(e) => {
+            return Err(fail(format!(
+                "the recovered device failed the next run: {e}"
+            )))
+        }
+    };
     let log = run.log.expect("recorded");
     let offset = host.records.len() as u64;
     host.records.extend(log.records.into_iter().map(|mut r| {
@@ -253,6 +267,7 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
             ops,
             host,
             ready_ns: cut.instant_ns,
+            media: None,
         },
         ready_ns,
     })
@@ -291,14 +306,29 @@ pub fn recover_cut(
 }
 
 /// Every page's write number after recovery (`u64::MAX`: unwritten); `None` if a read fails or
-/// a page is not a write of that page (life one's violation).
-fn read_all(dev: &mut dyn ftl::BlockDevice, at: u64) -> Option<Vec<u64>> {
-    crate::read_every_page(dev, at)
-        .ok()?
-        .into_iter()
-        .map(|seen| match seen {
+/// a page is not a write of that page (life one's violation). With the media model on, a page
+/// that reads as an error holds the lost version life one's oracle (`first`, judging the cut
+/// `cut_ns` against `promise`) took it to stand for ([`crate::media`]).
+fn read_all(
+    dev: &mut dyn ftl::BlockDevice,
+    at: u64,
+    device: &flash::DeviceConfig,
+    (first, promise, cut_ns): (&Model, ftl::Promise, u64),
+) -> Option<Vec<u64>> {
+    let seen = crate::read_every_page(dev, at).ok()?;
+    let stood = match crate::media::on(device) {
+        true => {
+            let lost = crate::media::lost_versions(dev.flash());
+            first.judge_settling(promise, cut_ns, &seen, &lost).1
+        }
+        false => vec![None; seen.len()],
+    };
+    seen.into_iter()
+        .zip(stood)
+        .map(|(seen, stood)| match seen {
             Seen::Unwritten => Some(u64::MAX),
             Seen::Write(w) => Some(w),
+            Seen::Uncorrectable => stood,
             _ => None,
         })
         .collect()

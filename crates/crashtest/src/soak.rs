@@ -339,6 +339,9 @@ pub struct SoakConfig {
     /// Second lives per cell (see [`crate::second_life`]): cuts of life one after which the
     /// recovered device runs on and is cut again; each tries `crash_points / 4` instants.
     pub second_lives: usize,
+    /// The media model every cell's device runs with, seeded by the cell's seed (`None`: off;
+    /// [`crate::media`]).
+    pub media: Option<flash::MediaConfig>,
 }
 
 impl SoakConfig {
@@ -358,6 +361,7 @@ impl SoakConfig {
             shapes: Vec::new(),
             fixed: Vec::new(),
             second_lives: 0,
+            media: None,
         }
     }
 }
@@ -389,8 +393,50 @@ pub struct CellResult {
     /// The campaign could not run (counts as a failure).
     pub error: Option<String>,
     pub wall_s: f64,
+    /// What the media did (media model on only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<CellMedia>,
     /// The campaign's seconds per phase (wall clock).
     pub phases: PhaseTimes,
+}
+
+/// A cell's media figures ([`crate::media`]), or a sum of them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CellMedia {
+    /// Reads of the recorded run the ECC could not correct, the re-reads it took, and blocks
+    /// retired for failed programs or erases.
+    pub uncorrectable_reads: u64,
+    pub read_retries: u64,
+    pub retired_blocks: u64,
+    /// Crash images whose recovery stopped at metadata lost to the media.
+    pub images_lost_to_media: usize,
+    /// Reads after recovery that failed for a page whose version the media lost (accepted).
+    pub errors_for_lost_pages: usize,
+    /// Runs the media ended before their requests were done (judged shortened).
+    pub runs_ended_by_media: usize,
+}
+
+impl CellMedia {
+    fn of(r: &CampaignReport) -> Option<CellMedia> {
+        let m = r.media.as_ref()?;
+        Some(CellMedia {
+            uncorrectable_reads: m.recorded.uncorrectable_reads,
+            read_retries: m.recorded.read_retries,
+            retired_blocks: m.recorded.retired_blocks,
+            images_lost_to_media: r.lost_to_media,
+            errors_for_lost_pages: r.errors_for_lost_pages,
+            runs_ended_by_media: m.end_of_life.is_some() as usize,
+        })
+    }
+
+    fn add(&mut self, o: &CellMedia) {
+        self.uncorrectable_reads += o.uncorrectable_reads;
+        self.read_retries += o.read_retries;
+        self.retired_blocks += o.retired_blocks;
+        self.images_lost_to_media += o.images_lost_to_media;
+        self.errors_for_lost_pages += o.errors_for_lost_pages;
+        self.runs_ended_by_media += o.runs_ended_by_media;
+    }
 }
 
 impl CellResult {
@@ -415,6 +461,8 @@ pub struct Totals {
     pub failing_seeds: Vec<u64>,
     pub crash_points: usize,
     pub violations: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<CellMedia>,
 }
 
 impl SoakReport {
@@ -428,6 +476,9 @@ impl SoakReport {
             t.seeds += 1;
             t.crash_points += c.crash_points;
             t.violations += c.violations;
+            if let Some(m) = &c.media {
+                t.media.get_or_insert_with(CellMedia::default).add(m);
+            }
             if c.failed() && !t.failing_seeds.contains(&c.seed) {
                 t.failing_seeds.push(c.seed);
             }
@@ -515,6 +566,10 @@ pub fn cell_config(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> (Campaig
             options = low.options;
             variant.over_provisioning = Some(low.value);
         }
+    }
+    if let Some(media) = &cfg.media {
+        variant.device.media = Some(media.clone());
+        variant.device = crate::with_media_seed(variant.device, seed);
     }
     let campaign = CampaignConfig {
         design: design.clone(),
@@ -688,6 +743,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         replay: None,
         error: None,
         wall_s: 0.0,
+        media: None,
         phases: PhaseTimes::default(),
     };
     match run_campaign_with_lives(&campaign, cfg.second_lives, &|_, _| {}) {
@@ -705,6 +761,10 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
 }
 
 fn note_report(cell: &mut CellResult, r: &CampaignReport) {
+    cell.media = CellMedia::of(r);
+    if let Some(eol) = r.media.as_ref().and_then(|m| m.end_of_life.as_ref()) {
+        cell.requests = eol.requests_run;
+    }
     cell.phases = r.speed.phases;
     cell.crash_points = r.crash_points;
     cell.violations = r.violations.len();

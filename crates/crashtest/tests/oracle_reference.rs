@@ -1,12 +1,17 @@
 //! The crash oracle against the one it replaced: for random host logs, crash instants and
 //! images, [`crashtest::oracle::Model::judge`] gives exactly the verdicts and messages of the
 //! oracle that searched the host log for every page and unit (kept below, as it was before the
-//! search was replaced by indexing). A speed-up of the judge may not change a verdict.
+//! search was replaced by indexing). A speed-up of the judge may not change a verdict. With
+//! media losses ([`crashtest::oracle::Lost`]), the same holds of
+//! [`crashtest::oracle::Judging::judge_settling`]: verdicts, messages and the version each
+//! accepted error stands for.
 
-/// The oracle as it was (commit b122dc9), unchanged but for its imports.
+/// The oracle as it was (commit b122dc9), unchanged but for its imports, with the judging of
+/// media losses h/media added to it before the oracle was indexed (commit 3f758d8: `Lost`,
+/// `judge_with_losses`, `judge_settling`; `Lost` itself is the crate's).
 mod reference {
     #![allow(dead_code)]
-    use crashtest::oracle::Seen;
+    use crashtest::oracle::{Judged, Lost, Seen};
     use flash::Lpn;
     use ftl::{DwriteFlag, Promise, TxUuid};
     use rustc_hash::FxHashMap;
@@ -132,6 +137,11 @@ mod reference {
 
         pub fn logical_pages(&self) -> u32 {
             self.log.logical_pages
+        }
+
+        /// Whether write `write` is one the host issued, by a request that arrived by `t`.
+        pub fn arrived_by(&self, write: u64, t: u64) -> bool {
+            self.record(write).is_some_and(|(_, r)| r.arrival_ns <= t)
         }
 
         fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
@@ -260,21 +270,60 @@ mod reference {
 
         /// Checks one crash image; returns (lpn, message) for every rule broken.
         pub fn judge(&self, promise: Promise, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
+            self.judge_with_losses(promise, t, seen, &Lost::default())
+        }
+
+        /// [`judge`](Self::judge) of an image whose media lost the versions in `lost`: a page that
+        /// reads as an error is accepted only where one of its lost versions could stand in its
+        /// place ([`Lost`]).
+        pub fn judge_with_losses(
+            &self,
+            promise: Promise,
+            t: u64,
+            seen: &[Seen],
+            lost: &Lost,
+        ) -> Vec<(Option<Lpn>, String)> {
+            self.judge_settling(promise, t, seen, lost).0
+        }
+
+        /// [`judge_with_losses`](Self::judge_with_losses), and per page the lost version an error
+        /// there was taken to stand for (`None` where it reads otherwise, or the error was not
+        /// accepted): what the page holds from then on, for a run that goes on from this image.
+        pub fn judge_settling(
+            &self,
+            promise: Promise,
+            t: u64,
+            seen: &[Seen],
+            lost: &Lost,
+        ) -> (Judged, Vec<Option<u64>>) {
+            let mut stood = vec![None; seen.len()];
+            let v = self.judge_into(promise, (t, lost), seen, &mut stood);
+            (v, stood)
+        }
+
+        fn judge_into(
+            &self,
+            promise: Promise,
+            (t, lost): (u64, &Lost),
+            seen: &[Seen],
+            stood: &mut [Option<u64>],
+        ) -> Vec<(Option<Lpn>, String)> {
             let mut v = Vec::new();
             // Rules that hold for every promise.
             for (lpn, s) in seen.iter().enumerate() {
                 let bad = match *s {
-                Seen::Unwritten => None,
-                Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
-                Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
-                Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
-                Seen::Write(w) => match self.record(w) {
-                    None => Some(format!("holds write {w}, which the host never issued")),
-                    Some((_, r)) if !self.writes[lpn].contains(&w) => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
-                    Some((_, r)) if r.arrival_ns > t => Some(format!("holds write {w} of request {}, which arrived after the crash", r.index)),
-                    _ => None,
-                },
-            };
+                    Seen::Unwritten => None,
+                    Seen::Uncorrectable if self.may_be_lost(lpn, lost, t) => None,
+                    Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
+                    Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
+                    Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
+                    Seen::Write(w) => match self.record(w) {
+                        None => Some(format!("holds write {w}, which the host never issued")),
+                        Some((_, r)) if !self.writes[lpn].contains(&w) => Some(format!("holds write {w} of request {} ({}), which did not write this page or failed: {:?}", r.index, r.op.kind(), r.error)),
+                        Some((_, r)) if r.arrival_ns > t => Some(format!("holds write {w} of request {}, which arrived after the crash", r.index)),
+                        _ => None,
+                    },
+                };
                 if let Some(msg) = bad {
                     v.push((Some(Lpn(lpn as u32)), msg));
                 }
@@ -284,30 +333,37 @@ mod reference {
             }
             match promise {
                 Promise::DurableWrites => self.judge_per_page(
-                    t,
-                    seen,
+                    (t, lost),
+                    (seen, stood),
                     |r| self.durable_at[r.index as usize].is_some_and(|d| d <= t),
                     &mut v,
                 ),
                 Promise::FlushOnly => {
                     let covered_before = self.flushed_before(t);
                     self.judge_per_page(
-                        t,
-                        seen,
+                        (t, lost),
+                        (seen, stood),
                         |r| covered_before.is_some_and(|f| (r.index as usize) < f),
                         &mut v,
                     )
                 }
-                Promise::AtomicTransactions => self.judge_atomic(t, seen, &mut v),
-                Promise::Ordered => self.judge_ordered(t, seen, &mut v),
+                Promise::AtomicTransactions => self.judge_atomic((t, lost), (seen, stood), &mut v),
+                Promise::Ordered => self.judge_ordered((t, lost), (seen, stood), &mut v),
             }
             v
         }
 
+        /// Did the media lose a version of `lpn` that the host wrote there by `t`?
+        fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
+            lost.of(lpn)
+                .iter()
+                .any(|&w| self.writes[lpn].contains(&w) && self.arrived_by(w, t))
+        }
+
         fn judge_per_page(
             &self,
-            t: u64,
-            seen: &[Seen],
+            (t, lost): (u64, &Lost),
+            (seen, stood): (&[Seen], &mut [Option<u64>]),
             covered: impl Fn(&HostRecord) -> bool,
             v: &mut Vec<(Option<Lpn>, String)>,
         ) {
@@ -323,10 +379,10 @@ mod reference {
                         v.push((
                             Some(Lpn(lpn as u32)),
                             format!(
-                            "reads as never written, but write {} (request {}) must have survived",
-                            ws[i],
-                            self.record(ws[i]).map_or(0, |(_, r)| r.index)
-                        ),
+                                "reads as never written, but write {} (request {}) must have survived",
+                                ws[i],
+                                self.record(ws[i]).map_or(0, |(_, r)| r.index)
+                            ),
                         ));
                         continue;
                     }
@@ -334,6 +390,18 @@ mod reference {
                         self.record(w).is_some_and(|(_, r)| r.arrival_ns <= t)
                     }
                     (Seen::Write(w), Some(i)) => ws[i..].contains(&w),
+                    // An error in place of a version the rule allows, which the media lost.
+                    (Seen::Uncorrectable, i) => {
+                        let allowed = |&w: &u64| match i {
+                            None => self.arrived_by(w, t),
+                            Some(i) => ws[i..].contains(&w) && self.arrived_by(w, t),
+                        };
+                        match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
+                            Some(&w) => stood[lpn] = Some(w),
+                            None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
+                        }
+                        continue;
+                    }
                     _ => true,
                 };
                 if !ok {
@@ -343,7 +411,12 @@ mod reference {
             }
         }
 
-        fn judge_atomic(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+        fn judge_atomic(
+            &self,
+            (t, lost): (u64, &Lost),
+            (seen, stood): (&[Seen], &mut [Option<u64>]),
+            v: &mut Vec<(Option<Lpn>, String)>,
+        ) {
             use std::collections::BTreeSet;
             let mut present: BTreeSet<Unit> = BTreeSet::new();
             for s in seen {
@@ -369,6 +442,7 @@ mod reference {
                     }
                 }
             }
+            self.units_behind_errors(seen, (t, lost), &mut p);
             for (lpn, s) in seen.iter().enumerate() {
                 let ws = &self.writes[lpn];
                 let expected = ws
@@ -378,6 +452,20 @@ mod reference {
                     .copied();
                 let found = match *s {
                     Seen::Write(w) => Some(w),
+                    // An error stands for the version expected, if the media lost it.
+                    Seen::Uncorrectable => match expected {
+                        Some(e) if lost.has(lpn, e) => {
+                            stood[lpn] = Some(e);
+                            continue;
+                        }
+                        _ => {
+                            let should = expected.map_or("never written".into(), |w| {
+                                format!("write {w} of {:?}", self.unit_of(w))
+                            });
+                            v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but should hold {should}, which the media did not lose")));
+                            continue;
+                        }
+                    },
                     _ => None,
                 };
                 if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
@@ -426,6 +514,46 @@ mod reference {
             }
         }
 
+        /// Units that pages reading as errors may stand for, added to `p`: where the version `p`
+        /// makes a page expect is not lost, the newest lost version after it whose unit may be
+        /// visible at `t` (its other pages are then held to it like any unit's). Repeated until
+        /// nothing changes, since a unit added moves what other pages expect.
+        fn units_behind_errors(
+            &self,
+            seen: &[Seen],
+            (t, lost): (u64, &Lost),
+            p: &mut std::collections::BTreeSet<Unit>,
+        ) {
+            let errors: Vec<usize> = (0..seen.len())
+                .filter(|&l| seen[l] == Seen::Uncorrectable)
+                .collect();
+            loop {
+                let mut grew = false;
+                for &lpn in &errors {
+                    let ws = &self.writes[lpn];
+                    let expected = ws
+                        .iter()
+                        .rposition(|&w| self.unit_of(w).is_some_and(|u| p.contains(&u)));
+                    if expected.is_some_and(|i| lost.has(lpn, ws[i])) {
+                        continue;
+                    }
+                    let after = expected.map_or(0, |i| i + 1);
+                    let behind = ws[after..]
+                        .iter()
+                        .rev()
+                        .filter(|&&w| lost.has(lpn, w))
+                        .filter_map(|&w| self.unit_of(w))
+                        .find(|&u| self.committable(u, t).is_ok());
+                    if let Some(u) = behind {
+                        grew |= p.insert(u);
+                    }
+                }
+                if !grew {
+                    return;
+                }
+            }
+        }
+
         /// Does the image show, on some page of `u`, a state older than `u`'s write of it (reading as
         /// never written proves nothing where a later trim arrived by `t`)?
         fn proven_absent(&self, u: Unit, seen: &[Seen], t: u64) -> bool {
@@ -460,7 +588,12 @@ mod reference {
             })
         }
 
-        fn judge_ordered(&self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+        fn judge_ordered(
+            &self,
+            (t, lost): (u64, &Lost),
+            (seen, stood): (&[Seen], &mut [Option<u64>]),
+            v: &mut Vec<(Option<Lpn>, String)>,
+        ) {
             let covered_before = self.flushed_before(t);
             let mut prefix: Option<usize> = None;
             for s in seen {
@@ -476,33 +609,63 @@ mod reference {
                     .rposition(|r| r.succeeded() && r.op.written_pages() > 0);
                 prefix = prefix.max(last_flushed);
             }
-            for (lpn, s) in seen.iter().enumerate() {
-                let expected = self.writes[lpn]
+            let expected_at = |lpn: usize, prefix: Option<usize>| {
+                self.writes[lpn]
                     .iter()
                     .rev()
                     .find(|&&w| {
                         self.record(w)
                             .is_some_and(|(i, _)| prefix.is_some_and(|p| i <= p))
                     })
-                    .copied();
+                    .copied()
+            };
+            // A page reading as an error may stand for a lost version beyond the prefix the other
+            // pages prove: the prefix then reaches that version's request.
+            for (lpn, _) in seen
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s == Seen::Uncorrectable)
+            {
+                if expected_at(lpn, prefix).is_some_and(|e| lost.has(lpn, e)) {
+                    continue;
+                }
+                let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
+                    self.record(w)
+                        .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
+                        .map(|(i, _)| i)
+                });
+                prefix = prefix.max(beyond);
+            }
+            for (lpn, s) in seen.iter().enumerate() {
+                let expected = expected_at(lpn, prefix);
                 let found = match *s {
                     Seen::Write(w) => Some(w),
+                    Seen::Uncorrectable => match expected {
+                        Some(e) if lost.has(lpn, e) => {
+                            stood[lpn] = Some(e);
+                            continue;
+                        }
+                        _ => {
+                            v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}")))));
+                            continue;
+                        }
+                    },
                     _ => None,
                 };
                 if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
                     v.push((Some(Lpn(lpn as u32)), format!(
-                    "holds {} but the recovered state must be the prefix up to request {:?}, which gives {} (prefix, request atomicity or flush semantics broken)",
-                    found.map_or("never written".into(), |w| format!("write {w}")),
-                    prefix,
-                    expected.map_or("never written".into(), |w| format!("write {w}")),
-                )));
+                        "holds {} but the recovered state must be the prefix up to request {:?}, which gives {} (prefix, request atomicity or flush semantics broken)",
+                        found.map_or("never written".into(), |w| format!("write {w}")),
+                        prefix,
+                        expected.map_or("never written".into(), |w| format!("write {w}")),
+                    )));
                 }
             }
         }
     }
 }
 
-use crashtest::oracle::{Model, Seen};
+use crashtest::oracle::{Judged, Judging, Lost, Model, Seen};
 use flash::{ContentTag, Lpn};
 use ftl::{DwriteFlag, Promise, SwriteMode, TxUuid};
 use rand::{RngExt, SeedableRng};
@@ -724,6 +887,15 @@ fn first_rule(message: &str) -> bool {
         && !message.contains("is visible although")
 }
 
+/// A random log of up to 9 pages and 24 crash instants near what happened in it, in time order.
+fn log_and_instants(rng: &mut ChaCha8Rng) -> (HostLog, Vec<u64>) {
+    let pages = rng.random_range(1..10u32);
+    let log = random_log(rng, pages);
+    let mut instants: Vec<u64> = (0..24).map(|_| random_instant(rng, &log)).collect();
+    instants.sort_unstable();
+    (log, instants)
+}
+
 /// A campaign judges its images in time order with one [`crashtest::oracle::Judging`] per
 /// promise, which keeps what the instants before worked out: over runs of instants, mostly
 /// rising, sometimes equal or falling back (a new share of points, a second life judged as its
@@ -733,11 +905,8 @@ fn a_judging_advanced_from_image_to_image_judges_as_the_searching_oracle() {
     let mut rng = ChaCha8Rng::seed_from_u64(71);
     let mut judged = [0usize; 3];
     for case in 0..1500 {
-        let pages = rng.random_range(1..10u32);
-        let log = random_log(&mut rng, pages);
+        let (log, mut instants) = log_and_instants(&mut rng);
         let (new, old) = (Model::new(&log), reference::Model::new(&log));
-        let mut instants: Vec<u64> = (0..24).map(|_| random_instant(&mut rng, &log)).collect();
-        instants.sort_unstable();
         // A few steps back in time.
         for _ in 0..rng.random_range(0..3) {
             let (a, b) = (rng.random_range(0..24), rng.random_range(0..24));
@@ -761,4 +930,103 @@ fn a_judging_advanced_from_image_to_image_judges_as_the_searching_oracle() {
     }
     eprintln!("judged (kept, first rule, own rules): {judged:?}");
     assert!(judged.iter().all(|&n| n > 20_000), "{judged:?}");
+}
+
+/// An image of `log` at `t` with pages reading as errors, and what the media lost:
+/// [`random_image`]'s image with about a page in four turned into an error; for most error
+/// pages the version it showed and any of the page's other writes (arrived or not, required or
+/// not) lost, and now and then versions of a page that reads otherwise.
+fn random_losses(rng: &mut ChaCha8Rng, log: &HostLog, t: u64) -> (Vec<Seen>, Lost) {
+    let mut seen = random_image(rng, log, t);
+    let mut writes: Vec<Vec<u64>> = vec![Vec::new(); log.logical_pages as usize];
+    for r in &log.records {
+        for (lpn, w) in r.writes() {
+            writes[lpn.0 as usize].push(w);
+        }
+    }
+    let mut lost = Vec::new();
+    for (lpn, ws) in writes.iter().enumerate() {
+        let shown = seen[lpn];
+        if rng.random_bool(0.25) {
+            seen[lpn] = Seen::Uncorrectable;
+        }
+        let error = seen[lpn] == Seen::Uncorrectable;
+        if !(error && rng.random_bool(0.8) || rng.random_bool(0.1)) {
+            continue;
+        }
+        if let Seen::Write(w) = shown {
+            if rng.random_bool(0.7) {
+                lost.push((lpn as u32, w));
+            }
+        }
+        lost.extend(
+            ws.iter()
+                .filter(|_| rng.random_bool(0.3))
+                .map(|&w| (lpn as u32, w)),
+        );
+    }
+    (seen, Lost::new(lost))
+}
+
+/// The one message the indexed judge words otherwise with media losses: a page that does not
+/// show the version of a unit an error elsewhere stands for says the unit is visible elsewhere
+/// (all or nothing), where the searching oracle said it was durable (it only knew of the units
+/// read back).
+fn why_unified(judged: Judged) -> Judged {
+    judged
+        .into_iter()
+        .map(|(lpn, m)| {
+            let m = m.replace(
+                " (its unit is visible elsewhere: all or nothing)",
+                " (it was durable before the crash)",
+            );
+            (lpn, m)
+        })
+        .collect()
+}
+
+/// With media losses, a campaign's judge (images in time order, one [`Judging`] per promise,
+/// images without errors in between) gives the searching oracle's verdicts, messages (but for
+/// [`why_unified`]) and, per page accepted as an error, the lost version it stands for.
+#[test]
+fn a_judging_with_media_losses_judges_as_the_searching_oracle() {
+    let mut rng = ChaCha8Rng::seed_from_u64(72);
+    // Images kept with an error accepted, broken at an error, broken otherwise.
+    let mut judged = [0usize; 3];
+    for case in 0..1500 {
+        let (log, instants) = log_and_instants(&mut rng);
+        let (new, old) = (Model::new(&log), reference::Model::new(&log));
+        for promise in Promise::ALL {
+            let mut judging: Judging = new.judging(promise);
+            for &t in &instants {
+                let (seen, lost) = random_losses(&mut rng, &log, t);
+                let (got, stood) = judging.judge_settling(t, &seen, &lost);
+                let (want, want_stood) = old.judge_settling(promise, t, &seen, &lost);
+                assert_eq!(
+                    (why_unified(got.clone()), &stood),
+                    (why_unified(want), &want_stood),
+                    "case {case}, {promise:?} at {t}, image {seen:?}, lost {lost:?}, log {:#?}",
+                    log.records
+                );
+                let at_error = got
+                    .iter()
+                    .any(|(_, m)| m.contains("reads as an error") || m.contains("ECC"));
+                if got.is_empty() && stood.iter().any(Option::is_some) {
+                    judged[0] += 1;
+                } else if at_error {
+                    judged[1] += 1;
+                } else if !got.is_empty() {
+                    judged[2] += 1;
+                }
+                let plain = random_image(&mut rng, &log, t);
+                assert_eq!(
+                    judging.judge(t, &plain),
+                    old.judge(promise, t, &plain),
+                    "case {case}, {promise:?} at {t} after an image with losses, image {plain:?}"
+                );
+            }
+        }
+    }
+    eprintln!("judged (error accepted, broken at an error, broken otherwise): {judged:?}");
+    assert!(judged.iter().all(|&n| n > 5_000), "{judged:?}");
 }

@@ -17,14 +17,15 @@
 
 use crate::cmt::Cmt;
 use crate::format::{
-    decode_translation, translation_crc, Checkpoint, CheckpointView, OobRecord, Reservation, Seal,
-    KIND_DATA, KIND_TRANSLATION, OOB_BYTES,
+    decode_translation, is_translation, translation_crc, Checkpoint, CheckpointView, OobRecord,
+    Reservation, Seal, KIND_DATA, KIND_TRANSLATION, KIND_TRANSLATION_TRIMS, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
 use flash::{
     BlockId, ChipId, Content, DataHint, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc,
 };
+use ftl::media::{self, Unreadable};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, FtlError, GcPolicy,
     Moved, PageOutcome, Promise, RecoveryReport, Space, Validity,
@@ -126,6 +127,9 @@ pub struct Dftl {
     /// Per tvpn: the checksum of the newest translation page (as its OOB record has it), so a
     /// write-back updates it from the entries it changes ([`flash::WordEdit`]).
     gtd_crc: Vec<u32>,
+    /// Translation pages that have recorded a trim (media model on only; their records say
+    /// so: [`KIND_TRANSLATION_TRIMS`]).
+    tpage_trims: Vec<bool>,
     /// Checksum of a translation page not written yet (all entries `Ppn::NONE`).
     fresh_tpage_crc: u32,
     /// Powers for updating a translation page's checksum word by word.
@@ -171,6 +175,8 @@ struct Counters {
     gc_runs: u64,
     gc_copies: u64,
     wear_moves: u64,
+    /// Translation pages lost to the media and rebuilt while running.
+    translation_rebuilds: u64,
 }
 
 fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
@@ -181,9 +187,9 @@ fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
 /// translation page's number with [`TRANSLATION`] (DFTL keeps one bit per page, not the owner).
 fn owner_on_flash(flash: &Flash, ppn: Ppn) -> Option<u32> {
     let mut record = [0u8; OOB_BYTES as usize];
-    flash.store().oob(ppn, &mut record);
+    flash.oob_record(ppn, &mut record);
     let r = OobRecord::decode(&record).ok()?;
-    Some(if r.kind == KIND_TRANSLATION {
+    Some(if is_translation(r.kind) {
         TRANSLATION | r.id
     } else {
         r.id
@@ -227,6 +233,7 @@ impl Dftl {
             mirror: Mirror::new(tvpns, per_tpage),
             gtd: vec![(Ppn::NONE, 0); tvpns],
             gtd_crc: vec![0; tvpns],
+            tpage_trims: vec![false; tvpns],
             fresh_tpage_crc: translation_crc(&vec![0xFF; g.page_bytes as usize]),
             word_crc: WordCrc::new(g.page_bytes as usize),
             tvpn_data_end: vec![0; tvpns],
@@ -437,7 +444,7 @@ impl Dftl {
         // Copies may land in blocks reserved just now: the victim goes only after that is durable.
         let reservation_end = self.last_reservation_end;
         let Dftl { space, flash, .. } = self;
-        space.collect(
+        let collected = space.collect(
             flash,
             victim,
             STREAM_GC,
@@ -457,7 +464,7 @@ impl Dftl {
             },
             |m| moves.push(m),
             |_| reservation_end,
-        )?;
+        );
         self.seq = seq;
         // Moved data pages: the new mapping goes into the CMT as a dirty entry, written back
         // lazily with the rest of its translation page (DFTL's batch update). Until then the copy
@@ -482,7 +489,9 @@ impl Dftl {
             }
         }
         self.gc_moves = moves;
-        Ok(())
+        // A collect that failed after copies (the victim's erase on a worn-out device) still
+        // moved what it copied: the mapping follows them first.
+        collected.map(|_| ())
     }
 
     /// Hints for the mapping updates of the moves after the current one (a collected block's
@@ -518,13 +527,17 @@ impl Dftl {
     /// Writes translation page `t`: the old page with the mirror's pending moves and the CMT's
     /// dirty entries (which become clean). Returns the program's end.
     fn write_translation(&mut self, t: usize, now: u64, cause: OpCause) -> Result<u64, FtlError> {
-        let old = self.gtd[t].0;
+        let mut old = self.gtd[t].0;
         let mut not_before = now.max(self.tvpn_data_end[t]);
         if !old.is_none() {
             // Read-modify-write of the old translation page.
-            let (_, read) = self.flash.sense(old, now, cause)?;
+            let (state, read) = self.flash.sense(old, now, cause)?;
             not_before = not_before.max(read.end_ns);
             self.stats.translation_reads += 1;
+            if state != PageState::Programmed && self.flash.is_lost(old) {
+                not_before = not_before.max(self.rebuild_translation(t, read.end_ns)?);
+                old = Ppn::NONE;
+            }
         }
         let ppn = self.allocate(STREAM_MAP, now)?;
         let not_before =
@@ -549,7 +562,7 @@ impl Dftl {
         let span = self.flash.program_owned(
             ppn,
             Content::Bytes(page),
-            &oob(KIND_TRANSLATION, t as u32, seq, crc),
+            &oob(self.translation_kind(t), t as u32, seq, crc),
             not_before,
             cause,
         )?;
@@ -567,7 +580,7 @@ impl Dftl {
     /// record carries, and that of its bytes.
     fn check_translation_crc(&self, t: usize, ppn: Ppn) -> Result<(), ftl::InvariantViolation> {
         let mut record = [0u8; OOB_BYTES as usize];
-        self.flash.store().oob(ppn, &mut record);
+        self.flash.oob_record(ppn, &mut record);
         let in_oob = OobRecord::decode(&record).map(|r| r.crc).ok();
         let of_bytes = self.flash.peek_page(ppn).map(|p| translation_crc(&p)).ok();
         let kept = self.gtd_crc[t];
@@ -653,11 +666,14 @@ impl Dftl {
                     *loaded = Some((t, ready));
                 }
                 _ => {
-                    let (_, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
+                    let (state, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
                     self.stats.translation_reads += 1;
                     ready = span.end_ns;
+                    if state != PageState::Programmed && self.flash.is_lost(tpage) {
+                        ready = self.rebuild_translation(t, ready)?;
+                    }
                     *loaded = Some((t, ready));
-                    self.tp_read_in_flight = Some((t, tpage, ready));
+                    self.tp_read_in_flight = Some((t, self.gtd[t].0, ready));
                 }
             }
         }
@@ -971,6 +987,11 @@ impl BlockDevice for Dftl {
             }
         }
         tvpns.dedup();
+        if self.flash.config().media.is_some() {
+            for &t in &tvpns {
+                self.tpage_trims[t] = true;
+            }
+        }
         for t in tvpns {
             ack = ack.max(self.write_translation(t, arrival_ns, OpCause::Mapping)?);
         }
@@ -1070,7 +1091,7 @@ impl BlockDevice for Dftl {
     fn metrics(&self) -> Vec<(String, f64)> {
         let s = &self.stats;
         let lookups = (self.cmt.hits + self.cmt.misses).max(1) as f64;
-        vec![
+        let mut m = vec![
             ("cmt_hit_ratio".into(), self.cmt.hits as f64 / lookups),
             (
                 "mapping_ram_bytes".into(),
@@ -1094,7 +1115,15 @@ impl BlockDevice for Dftl {
             ("gc_runs".into(), s.gc_runs as f64),
             ("gc_copies".into(), s.gc_copies as f64),
             ("wear_level_moves".into(), s.wear_moves as f64),
-        ]
+        ];
+        // Only with the media model on can a translation page be lost.
+        if s.translation_rebuilds > 0 {
+            m.push((
+                "translation_page_rebuilds".into(),
+                s.translation_rebuilds as f64,
+            ));
+        }
+        m
     }
 }
 
@@ -1137,17 +1166,39 @@ impl Dftl {
     ) -> Result<Option<Checkpoint>, FtlError> {
         let g = flash.geometry().clone();
         let mut best: Option<(Seal, usize)> = None;
+        let mut lost_seal = None;
         let mut oob_buf = [0u8; OOB_BYTES as usize];
         for slot in 0..2 {
             let ppn = layout.slot_page(&g, slot, layout.payload_pages);
-            if let (ReadStatus::Data(c), _) =
-                flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)?
-            {
-                if let Some(seal) = c.as_bytes().and_then(|b| Seal::decode(b).ok()) {
-                    if best.is_none_or(|(b, _)| seal.ckpt_seq > b.ckpt_seq) {
-                        best = Some((seal, slot));
+            match flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)? {
+                (ReadStatus::Data(c), _) => {
+                    if let Some(seal) = c.as_bytes().and_then(|b| Seal::decode(b).ok()) {
+                        if best.is_none_or(|(b, _)| seal.ckpt_seq > b.ckpt_seq) {
+                            best = Some((seal, slot));
+                        }
                     }
                 }
+                (ReadStatus::Uncorrectable, _) => {
+                    let oob = &mut oob_buf;
+                    if let (Unreadable::Lost, _) =
+                        media::classify(flash, ppn, oob, start, OpCause::Recovery)?
+                    {
+                        lost_seal = Some((slot, ppn));
+                    }
+                }
+                (ReadStatus::Erased, _) => {}
+            }
+        }
+        // A seal lost to the media whole: its checkpoint may be the newest, and then the other
+        // is stale (its log tail and translation pages may be gone). Its payload's first page
+        // says which it was.
+        if let Some((slot, ppn)) = lost_seal {
+            let newer_than = best.map(|(b, _)| b.ckpt_seq);
+            if Dftl::lost_seal_may_be_newest(flash, layout, slot, newer_than, start)? {
+                return Err(FtlError::MediaLoss {
+                    ppn,
+                    what: "the seal of DFTL's newest checkpoint".into(),
+                });
             }
         }
         // Newest slot first; fall back to the other if its payload does not check out.
@@ -1171,14 +1222,18 @@ impl Dftl {
             let mut payload = Vec::with_capacity(seal.payload_bytes as usize);
             let mut ok = true;
             for i in 0..pages {
-                match flash.read(
-                    layout.slot_page(&g, slot, i),
-                    &mut oob_buf,
-                    start,
-                    OpCause::Recovery,
-                )? {
+                let ppn = layout.slot_page(&g, slot, i);
+                match flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)? {
                     (ReadStatus::Data(c), _) => {
                         payload.extend_from_slice(c.as_bytes().unwrap_or(&[]))
+                    }
+                    // Under a seal the payload was whole: a page of it lost to the media takes
+                    // the checkpoint with it, and the older one is stale if this is the newest.
+                    (ReadStatus::Uncorrectable, _) if flash.is_lost(ppn) => {
+                        return Err(FtlError::MediaLoss {
+                            ppn,
+                            what: format!("page {i} of DFTL checkpoint {}", seal.ckpt_seq),
+                        })
                     }
                     _ => {
                         ok = false;
@@ -1196,6 +1251,33 @@ impl Dftl {
             }
         }
         Ok(None)
+    }
+
+    /// Whether the seal lost in `slot` may be the newer checkpoint's (the other slot's newest
+    /// readable seal is `other`'s): its payload's first page, written before it, names its
+    /// checkpoint number; unreadable, it may be.
+    fn lost_seal_may_be_newest(
+        flash: &mut Flash,
+        layout: &Layout,
+        slot: usize,
+        other: Option<u64>,
+        start: u64,
+    ) -> Result<bool, FtlError> {
+        let Some(other) = other else {
+            return Ok(true);
+        };
+        let g = flash.geometry().clone();
+        let mut oob_buf = [0u8; OOB_BYTES as usize];
+        let first = layout.slot_page(&g, slot, 0);
+        let (status, _) = flash.read(first, &mut oob_buf, start, OpCause::Recovery)?;
+        let seq = match &status {
+            ReadStatus::Data(c) => c
+                .as_bytes()
+                .filter(|b| b.len() >= 16 && b.starts_with(b"DFTLCKPT"))
+                .map(|b| u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"))),
+            _ => None,
+        };
+        Ok(seq.is_none_or(|seq| seq > other))
     }
 
     /// Blocks opened since the checkpoint, as the reservation log lists them.
@@ -1222,6 +1304,17 @@ impl Dftl {
             let ppn = g.ppn(layout.log[nb as usize], np);
             let c = match flash.read(ppn, &mut oob_buf, start, OpCause::Recovery)? {
                 (ReadStatus::Data(c), _) => c,
+                // A reservation page lost to the media: the blocks it named may hold data
+                // written since the checkpoint, and nothing else names them.
+                (ReadStatus::Uncorrectable, _)
+                    if media::classify(flash, ppn, &mut oob_buf, start, OpCause::Recovery)?.0
+                        == Unreadable::Lost =>
+                {
+                    return Err(FtlError::MediaLoss {
+                        ppn,
+                        what: "a page of DFTL's block-reservation log".into(),
+                    })
+                }
                 (ReadStatus::Uncorrectable, _) => {
                     // A torn reservation page: its blocks were never opened (programs into them
                     // wait for it), and its sequence number was never used. A recovery from that
@@ -1287,6 +1380,9 @@ impl Dftl {
                 let ppn = g.ppn(block, p);
                 let (state, _) = flash.read_oob(ppn, &mut buf, start, OpCause::Recovery)?;
                 found.pages += 1;
+                if state == PageState::Torn {
+                    Dftl::check_torn_is_last(flash, ppn, start)?;
+                }
                 if state != PageState::Programmed {
                     end = (block, p, state == PageState::Torn);
                     break;
@@ -1308,6 +1404,28 @@ impl Dftl {
             found.ends.push(end);
         }
         Ok(found)
+    }
+
+    /// A page whose spare area does not read is torn only if it is the last one programmed in
+    /// its block (a cut tears the program in flight; nothing follows it) or its block's erase
+    /// was cut (every page reads torn): one followed by a programmed page is a page lost to the
+    /// media whole, whose record — which logical page it held, how new — no other copy keeps.
+    fn check_torn_is_last(flash: &mut Flash, ppn: Ppn, start: u64) -> Result<(), FtlError> {
+        let g = flash.geometry().clone();
+        // With the media model off nothing is lost: no read.
+        if flash.config().media.is_none() || g.page_in_block(ppn) + 1 == g.pages_per_block {
+            return Ok(());
+        }
+        let mut buf = [0u8; OOB_BYTES as usize];
+        let next = Ppn(ppn.0 + 1);
+        match flash.read_oob(next, &mut buf, start, OpCause::Recovery)?.0 {
+            PageState::Programmed => Err(FtlError::MediaLoss {
+                ppn,
+                what: "the OOB record of a DFTL page".into(),
+            }),
+            // Erased: the frontier; torn too: a block whose erase was cut.
+            _ => Ok(()),
+        }
     }
 
     /// Rebuilds DFTL from the flash alone (the clock is at the power-cut instant).
@@ -1339,7 +1457,8 @@ impl Dftl {
         // Read every translation page the directory names (charged to recovery): the mapping
         // they hold is needed to rebuild the per-block valid counts GC relies on. Cost: one page
         // read per translation page (logical pages / (page_bytes / 4)), constant in the scan zone.
-        let translation_reads = d.load_translation_pages(start)?;
+        let (translation_reads, lost) = d.load_translation_pages(start)?;
+        let rebuild_scanned = d.rebuild_lost_translation(&lost, start)?;
         d.replay_scanned_data(&found);
         d.seq = ck.seq.max(found.max_seq) + 1;
         d.ckpt_seq = ck.ckpt_seq;
@@ -1367,6 +1486,13 @@ impl Dftl {
             ("translation_pages_read".into(), translation_reads as f64),
             ("checkpoint_blocks".into(), d.cfg.checkpoint_blocks as f64),
         ];
+        // The media model's figures: only where it is on (docs/reliability.md).
+        if d.flash.config().media.is_some() {
+            report.details.extend([
+                ("lost_translation_pages".into(), lost.len() as f64),
+                ("rebuild_pages_scanned".into(), rebuild_scanned as f64),
+            ]);
+        }
         Ok((d, report))
     }
 
@@ -1407,11 +1533,12 @@ impl Dftl {
     /// Reads the translation page of every tvpn, checking each against the crc in its OOB
     /// record (the mapping is read from these pages from now on). Returns the number of pages
     /// read.
-    fn load_translation_pages(&mut self, start: u64) -> Result<u64, FtlError> {
+    fn load_translation_pages(&mut self, start: u64) -> Result<(u64, Vec<usize>), FtlError> {
         let per = self.per_tpage as usize;
         let mut entries = vec![Ppn::NONE; per];
         let mut oob_buf = [0u8; OOB_BYTES as usize];
         let mut reads = 0;
+        let mut lost = Vec::new();
         for t in 0..self.gtd.len() {
             let ppn = self.gtd[t].0;
             if ppn.is_none() {
@@ -1425,14 +1552,22 @@ impl Dftl {
             let last = (first + per).min(self.logical_pages as usize);
             // What is wrong with the page, if anything: what it holds, never its bytes.
             let damage = match (&status, OobRecord::decode(&oob_buf)) {
-                (ReadStatus::Data(c), Ok(r)) if r.kind == KIND_TRANSLATION => {
+                (ReadStatus::Data(c), Ok(r)) if is_translation(r.kind) => {
                     self.gtd_crc[t] = r.crc;
+                    self.tpage_trims[t] = r.kind == KIND_TRANSLATION_TRIMS;
                     match c.as_bytes() {
                         Some(b) => decode_translation(b, r.crc, &mut entries[..last - first])
                             .err()
                             .map(|e| format!("it holds {c} ({e})")),
                         None => Some(format!("it holds {c}, not a translation page's bytes")),
                     }
+                }
+                // Lost to the media: rebuilt from every data page's OOB record once all are
+                // read ([`rebuild_lost_translation`]).
+                (ReadStatus::Uncorrectable, _) if self.flash.is_lost(ppn) => {
+                    self.lost_translation_rebuildable(t, ppn, start)?;
+                    lost.push(t);
+                    continue;
                 }
                 (ReadStatus::Data(c), Ok(r)) => Some(format!(
                     "its OOB record is of kind {}, not {KIND_TRANSLATION} (translation), and it holds {c}",
@@ -1449,7 +1584,126 @@ impl Dftl {
                 )));
             }
         }
-        Ok(reads)
+        Ok((reads, lost))
+    }
+
+    /// The kind of translation page `t`'s record: whether it has recorded a trim.
+    fn translation_kind(&self, t: usize) -> u8 {
+        match self.tpage_trims[t] {
+            true => KIND_TRANSLATION_TRIMS,
+            false => KIND_TRANSLATION,
+        }
+    }
+
+    /// Translation page `t`, lost to the media at `ppn`, can be rebuilt from data pages'
+    /// records unless it recorded a trim (its spare area, which still reads, says so): a
+    /// trimmed LPN's newest version may be erased while an older one is still on flash, and
+    /// the rebuild would bring that older version back. Then the page is lost with what it
+    /// maps.
+    fn lost_translation_rebuildable(
+        &mut self,
+        t: usize,
+        ppn: Ppn,
+        start: u64,
+    ) -> Result<(), FtlError> {
+        let mut buf = [0u8; OOB_BYTES as usize];
+        media::classify(&mut self.flash, ppn, &mut buf, start, OpCause::Recovery)?;
+        match OobRecord::decode(&buf) {
+            Ok(r) if r.kind == KIND_TRANSLATION => Ok(()),
+            _ => Err(FtlError::MediaLoss {
+                ppn,
+                what: format!("DFTL translation page {t}, which recorded trims"),
+            }),
+        }
+    }
+
+    /// Recovery step: translation pages lost to the media, rebuilt from the OOB record of every
+    /// data page on the device (DFTL's redundancy: each names its LPN and sequence number). Per
+    /// LPN of a lost page, the newest data page found becomes a pending move of an empty page,
+    /// written back by the checkpoint that ends recovery. Only pages that never recorded a trim
+    /// are rebuilt ([`Dftl::lost_translation_rebuildable`]): for the others the newest data page
+    /// found may be older than a trimmed version GC erased. Returns the pages scanned.
+    fn rebuild_lost_translation(&mut self, lost: &[usize], start: u64) -> Result<u64, FtlError> {
+        if lost.is_empty() {
+            return Ok(0);
+        }
+        let per = self.per_tpage;
+        let g = self.flash.geometry().clone();
+        let reserved: Vec<BlockId> = self.layout.reserved_blocks().collect();
+        let mut newest: FxHashMap<u32, (u64, Ppn)> = FxHashMap::default();
+        let mut buf = [0u8; OOB_BYTES as usize];
+        let mut pages = 0;
+        for block in (0..g.blocks())
+            .map(BlockId)
+            .filter(|b| !reserved.contains(b))
+        {
+            for p in 0..g.pages_per_block {
+                let ppn = g.ppn(block, p);
+                let (state, _) = self
+                    .flash
+                    .read_oob(ppn, &mut buf, start, OpCause::Recovery)?;
+                pages += 1;
+                match state {
+                    PageState::Erased => break,
+                    PageState::Torn => {
+                        Dftl::check_torn_is_last(&mut self.flash, ppn, start)?;
+                        break;
+                    }
+                    PageState::Programmed => {}
+                }
+                let Ok(r) = OobRecord::decode(&buf) else {
+                    continue;
+                };
+                if r.kind == KIND_DATA && lost.contains(&((r.id / per) as usize)) {
+                    let e = newest.entry(r.id).or_insert((0, Ppn::NONE));
+                    if r.seq >= e.0 {
+                        *e = (r.seq, ppn);
+                    }
+                }
+            }
+        }
+        for &t in lost {
+            self.gtd[t].0 = Ppn::NONE;
+        }
+        let mut moves: Vec<(u32, (u64, Ppn))> = newest.into_iter().collect();
+        moves.sort_unstable();
+        for (lpn, (seq, ppn)) in moves {
+            if lpn < self.logical_pages {
+                let t = self.tvpn(lpn);
+                self.gtd[t].1 = self.gtd[t].1.max(seq);
+                self.mirror.note_move(lpn, ppn);
+            }
+        }
+        Ok(pages)
+    }
+
+    /// Translation page `t` found lost to the media while running: rebuilt from the pages GC
+    /// knows are live (the validity in RAM; each live page's OOB record names its owner, one
+    /// charged OOB read each): every LPN of `t` with a live page gets it as a pending move of
+    /// an empty page, which the next write-back programs. Returns when the reads are done.
+    fn rebuild_translation(&mut self, t: usize, now: u64) -> Result<u64, FtlError> {
+        let old = self.gtd[t].0;
+        let g = self.flash.geometry().clone();
+        let per = self.per_tpage;
+        let mut buf = [0u8; OOB_BYTES as usize];
+        let mut ready = now;
+        for ppn in (0..g.pages()).map(Ppn) {
+            if !self.space.validity.is_valid(ppn) {
+                continue;
+            }
+            let (_, span) = self.flash.read_oob(ppn, &mut buf, now, OpCause::Mapping)?;
+            ready = ready.max(span.end_ns);
+            match OobRecord::decode(&buf) {
+                Ok(r) if r.kind == KIND_DATA && (r.id / per) as usize == t => {
+                    self.mirror.note_move(r.id, ppn)
+                }
+                _ => {}
+            }
+        }
+        self.space.validity.invalidate(old, now);
+        self.gtd[t].0 = Ppn::NONE;
+        self.stats.translation_rebuilds += 1;
+        Ok(ready)
     }
 
     /// Rebuilds allocator and validity without reading the device: block states come from the

@@ -55,6 +55,16 @@ pub const OOB_BYTES: u32 = 16;
 pub const SEQ_LIMIT: u64 = 1 << 56;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_TRANSLATION: u8 = 2;
+/// A translation page that has recorded a trim, written only with the media model on (whose
+/// devices never go to an image file, so format 2 images never hold it; docs/reliability.md):
+/// a recovery that finds it lost cannot rebuild it from data pages' records, since a trimmed
+/// page's older versions may still be on flash while the trimmed one was erased.
+pub const KIND_TRANSLATION_TRIMS: u8 = 3;
+
+/// Whether `kind` is a translation page's.
+pub fn is_translation(kind: u8) -> bool {
+    kind == KIND_TRANSLATION || kind == KIND_TRANSLATION_TRIMS
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OobRecord {
@@ -83,7 +93,7 @@ impl OobRecord {
         let mut r = Reader::new(b);
         let word = r.u64()?;
         let kind = (word & 0xff) as u8;
-        if kind != KIND_DATA && kind != KIND_TRANSLATION {
+        if kind != KIND_DATA && !is_translation(kind) {
             return Err(CorruptRecord::UnknownKind {
                 field: "dftl page kind",
                 value: kind as u64,

@@ -29,6 +29,7 @@ use crate::format::{Kind, PageOob, OOB_BYTES};
 use crate::free::FreeBlocks;
 use fixedbitset::FixedBitSet;
 use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn};
+use ftl::media::Source;
 use ftl::{
     check_range, ArrivalClock, BlockDevice, Completion, DesignOptions, FtlError, PageOutcome,
     Promise, Validity,
@@ -240,7 +241,7 @@ impl Fast {
         kind: Kind,
         (lpn, seq): (u32, u64),
         old: Option<Ppn>,
-        content: &Content,
+        content: Source<'_>,
         not_before: u64,
         cause: OpCause,
     ) -> Result<u64, FtlError> {
@@ -252,9 +253,7 @@ impl Fast {
             gen: self.block_gen[block.0 as usize],
         };
         let not_before = not_before.max(self.ready_ns[block.0 as usize]);
-        let span = self
-            .flash
-            .program(ppn, content, &oob.encode(), not_before, cause)?;
+        let span = content.program(&mut self.flash, ppn, &oob.encode(), not_before, cause)?;
         if let Some(old) = old {
             self.validity.invalidate(old, span.end_ns);
         }
@@ -279,21 +278,23 @@ impl Fast {
     ) -> Result<u64, FtlError> {
         let mut oob = [0u8; OOB_BYTES as usize];
         let (status, span) = self.flash.read(src, &mut oob, now, cause)?;
-        let flash::ReadStatus::Data(content) = status else {
-            return Err(FtlError::Corrupt(format!(
-                "{src}, the newest version of lpn {lpn}, reads back {status}"
-            )));
-        };
+        // A version lost to the media is copied lost: its record still reads (docs/reliability.md).
+        let ready =
+            ftl::media::record_of_read(&mut self.flash, src, &status, &mut oob, span.end_ns, cause)
+                .map_err(|e| {
+                    e.in_context(format_args!("{src}, the newest version of lpn {lpn}"))
+                })?;
         let rec = PageOob::decode(&oob)
             .map_err(|e| FtlError::Corrupt(format!("{src} (lpn {lpn}): {e}")))?;
         self.merges.copies += 1;
+        let source = Source::of_read(src, &status);
         let end = self.place(
             ppn,
             Kind::Data,
             (lpn, rec.seq),
             Some(src),
-            &content,
-            span.end_ns,
+            source,
+            ready,
             cause,
         )?;
         self.merges_end_ns = self.merges_end_ns.max(end);
@@ -345,7 +346,15 @@ impl Fast {
         if off >= self.flash.write_pointer(data) {
             let ppn = self.ppn(data, off);
             let old = self.locate(lpn);
-            return self.place(ppn, Kind::Data, (lpn, seq), old, content, now, host);
+            return self.place(
+                ppn,
+                Kind::Data,
+                (lpn, seq),
+                old,
+                Source::Data(content),
+                now,
+                host,
+            );
         }
         if off == 0 {
             self.close_sw(now)?;
@@ -360,7 +369,15 @@ impl Fast {
         if let Some(sw) = self.sw.filter(|s| s.lbn == lbn && s.next == off) {
             let ppn = self.ppn(sw.block, off);
             let old = self.locate(lpn);
-            let end = self.place(ppn, Kind::Sw, (lpn, seq), old, content, now, host)?;
+            let end = self.place(
+                ppn,
+                Kind::Sw,
+                (lpn, seq),
+                old,
+                Source::Data(content),
+                now,
+                host,
+            )?;
             let next = off + 1;
             self.sw = Some(SwLog {
                 next,
@@ -374,7 +391,15 @@ impl Fast {
         }
         let ppn = self.rw_page(now)?;
         let old = self.locate(lpn);
-        self.place(ppn, Kind::Rw, (lpn, seq), old, content, now, host)
+        self.place(
+            ppn,
+            Kind::Rw,
+            (lpn, seq),
+            old,
+            Source::Data(content),
+            now,
+            host,
+        )
     }
 
     /// Merges the SW log block into its logical block: a switch when it is full, else a partial

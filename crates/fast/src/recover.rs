@@ -117,6 +117,14 @@ fn scan(dev: &mut Fast, start: u64) -> Result<Scan, FtlError> {
             if state != PageState::Erased {
                 s.blocks[b as usize].used = true;
             }
+            // A record that does not read is a torn program's, or — its page lost to the media
+            // whole — one whose version no other page names (docs/reliability.md).
+            if state == PageState::Torn && dev.flash.is_lost(ppn) {
+                return Err(FtlError::MediaLoss {
+                    ppn,
+                    what: "the OOB record of a FAST page".into(),
+                });
+            }
             let rec = match state {
                 PageState::Programmed => PageOob::decode(&oob).ok(),
                 _ => None,

@@ -13,6 +13,8 @@
 use crate::content::Content;
 use crate::error::FlashError;
 use crate::geometry::{BlockId, Geometry, Ppn};
+use crate::media::controller::{garble, Controller, Decode};
+use crate::media::ecc::Codewords;
 use crate::oplog::{LoggedOp, OpKind, OpLog};
 use crate::preset::DeviceConfig;
 use crate::stats::{FlashStats, OpCause};
@@ -29,6 +31,16 @@ pub enum ReadStatus {
     Uncorrectable,
 }
 
+/// Where a program went: its span as the design sees it, the span of the program that took
+/// (they differ only when a failed program was retried on a replacement block), and the
+/// physical page it took on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placed {
+    pub(crate) span: Span,
+    pub(crate) own: Span,
+    pub(crate) phys: Ppn,
+}
+
 /// A read's outcome in words for an error message ("it reads back …"): `erased`,
 /// `uncorrectable (ECC failure)`, or what the page holds ([`Content`]'s summary, never its bytes).
 impl std::fmt::Display for ReadStatus {
@@ -43,16 +55,19 @@ impl std::fmt::Display for ReadStatus {
 
 /// The emulated flash device.
 pub struct Flash {
-    config: DeviceConfig,
-    store: Box<dyn Store>,
+    pub(crate) config: DeviceConfig,
+    pub(crate) store: Box<dyn Store>,
     /// Next programmable page of each block.
-    write_pointer: Vec<u32>,
-    timeline: Timeline,
-    stats: FlashStats,
-    log: Option<OpLog>,
+    pub(crate) write_pointer: Vec<u32>,
+    pub(crate) timeline: Timeline,
+    pub(crate) stats: FlashStats,
+    pub(crate) log: Option<OpLog>,
     ops_issued: u64,
     /// Erase counts summarised for the wear spread.
-    wear: WearCounts,
+    pub(crate) wear: WearCounts,
+    /// The controller's handling of worn media; `None` with the media model off (every
+    /// address is then the physical one, and nothing below costs more than this test).
+    pub(crate) media: Option<Box<Controller>>,
 }
 
 impl Flash {
@@ -73,20 +88,29 @@ impl Flash {
         m
     }
 
-    /// A device over an existing store (fresh, or an image after a power cut).
+    /// A device over an existing store (fresh, or an image after a power cut). With the
+    /// media model on, the store holds the chips' physical geometry and their media plane.
     pub fn new(config: DeviceConfig, store: Box<dyn Store>) -> Flash {
         assert_eq!(
-            &config.geometry,
+            &config.physical_geometry(),
             store.geometry(),
             "store geometry differs from the configuration"
         );
         let g = &config.geometry;
+        let media = config
+            .media
+            .as_ref()
+            .map(|m| Box::new(Controller::new(m, g, store.as_ref())));
+        let physical = |b: u32| media.as_ref().map_or(BlockId(b), |c| c.block(BlockId(b)));
         let mut write_pointer = vec![0u32; g.blocks() as usize];
         for b in 0..g.blocks() {
-            write_pointer[b as usize] = store.written_extent(BlockId(b));
+            write_pointer[b as usize] = store.written_extent(physical(b));
         }
         let timeline = Timeline::new(g.chips(), g.channels);
-        let wear = WearCounts::new(store.erase_counts());
+        let wear = match &media {
+            None => WearCounts::new(store.erase_counts()),
+            Some(c) => WearCounts::new(&c.erase_counts),
+        };
         Flash {
             wear,
             config,
@@ -96,18 +120,44 @@ impl Flash {
             stats: FlashStats::default(),
             log: None,
             ops_issued: 0,
+            media,
         }
     }
 
-    /// A fresh, fully erased in-memory device: tag-only or full data.
+    /// A fresh, fully erased in-memory device: tag-only or full data (with the media model
+    /// on, freshly manufactured chips: spare and factory bad blocks drawn from its seed).
     pub fn in_memory(config: DeviceConfig, oob_record_bytes: u32, tag_only: bool) -> Flash {
         let record = oob_record_bytes.min(config.geometry.oob_bytes);
-        let store: Box<dyn Store> = if tag_only {
-            Box::new(TagStore::new(&config.geometry, record))
+        let physical = config.physical_geometry();
+        let mut store: Box<dyn Store> = if tag_only {
+            Box::new(TagStore::new(&physical, record))
         } else {
-            Box::new(MemStore::new(&config.geometry, record))
+            Box::new(MemStore::new(&physical, record))
         };
+        if let Some(media) = &config.media {
+            let plane = crate::media::MediaPlane::manufacture(&config.geometry, media)
+                .expect("a validated media configuration manufactures its chips");
+            store.set_media(plane);
+        }
         Flash::new(config, store)
+    }
+
+    /// The physical page of `ppn` (itself with the media model off).
+    #[inline(always)]
+    pub(crate) fn phys(&self, ppn: Ppn) -> Ppn {
+        match &self.media {
+            None => ppn,
+            Some(c) => c.page(ppn, self.config.geometry.pages_per_block),
+        }
+    }
+
+    /// The physical block serving `block` (itself with the media model off).
+    #[inline(always)]
+    pub(crate) fn phys_block(&self, block: BlockId) -> BlockId {
+        match &self.media {
+            None => block,
+            Some(c) => c.block(block),
+        }
     }
 
     pub fn config(&self) -> &DeviceConfig {
@@ -152,7 +202,7 @@ impl Flash {
     /// design that knows which page it will read soon: a hint that changes nothing
     /// ([`crate::prefetch`]).
     pub fn prefetch_data_at(&self, ppn: Ppn, at: usize, step: crate::DataHint) {
-        self.store.prefetch_data_at(ppn, at, step);
+        self.store.prefetch_data_at(self.phys(ppn), at, step);
     }
     /// [`chip_free_ns`](Self::chip_free_ns) of every chip, by chip number.
     #[inline]
@@ -164,10 +214,20 @@ impl Flash {
     #[inline]
     pub fn raise_time_floor(&mut self, ns: u64) {
         self.timeline.raise_floor(ns);
+        if self.media.is_some() {
+            self.maintain(ns);
+        }
     }
-    /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`).
+    /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`). With the media
+    /// model on, the device lay powered off for `media.power_off_s` first: every page ages.
     pub fn start_clock_at(&mut self, ns: u64) {
         self.timeline.advance_all_to(ns);
+        if let Some(c) = &self.media {
+            let off = c.config.power_off_s.saturating_mul(1_000_000_000);
+            if let Some(plane) = self.store.media_mut() {
+                plane.power_off(off);
+            }
+        }
     }
 
     /// The design will not read `ppn`'s data again (a superseded translation page): a tag-only
@@ -176,6 +236,7 @@ impl Flash {
     /// may still hold `ppn` as the newest copy. Reading the page afterwards returns its tag.
     pub fn release_bytes(&mut self, ppn: Ppn) {
         if self.log.is_none() {
+            let ppn = self.phys(ppn);
             self.store.release_bytes(ppn);
         }
     }
@@ -214,25 +275,33 @@ impl Flash {
         self.write_pointer[block.0 as usize]
     }
     pub fn erase_count(&self, block: BlockId) -> u32 {
-        self.store.erase_count(block)
+        self.store.erase_count(self.phys_block(block))
     }
     /// Every block's erase count, by block number (one call for a scan of many blocks).
     pub fn erase_counts(&self) -> &[u32] {
-        self.store.erase_counts()
+        match &self.media {
+            None => self.store.erase_counts(),
+            Some(c) => &c.erase_counts,
+        }
     }
     /// Page state without a flash operation (for invariant checks and tests, not for FTL logic).
     pub fn peek_state(&self, ppn: Ppn) -> PageState {
-        self.store.page_state(ppn)
+        self.store.page_state(self.phys(ppn))
     }
     pub fn block_erase_torn(&self, block: BlockId) -> bool {
-        self.store.erase_torn(block)
+        self.store.erase_torn(self.phys_block(block))
+    }
+    /// The OOB record of a page as the store keeps it, with no flash operation and no check
+    /// (a design's owner lookup that stands in for a table in RAM).
+    pub fn oob_record(&self, ppn: Ppn, out: &mut [u8]) {
+        self.store.oob(self.phys(ppn), out);
     }
     /// Makes a file-backed image durable.
     pub fn sync(&mut self) -> Result<(), FlashError> {
         self.store.sync()
     }
 
-    fn check_page(&self, ppn: Ppn) -> Result<(), FlashError> {
+    pub(crate) fn check_page(&self, ppn: Ppn) -> Result<(), FlashError> {
         if self.config.geometry.contains_ppn(ppn) {
             Ok(())
         } else {
@@ -243,8 +312,14 @@ impl Flash {
         }
     }
 
-    /// Fail-stop: once the image has failed, every program and erase is refused.
+    /// Fail-stop: once the image has failed, every program and erase is refused; so they are
+    /// once worn media has used up its spare blocks.
     fn check_writable(&self) -> Result<(), FlashError> {
+        if let Some(reason) = self.media.as_ref().and_then(|c| c.read_only()) {
+            return Err(FlashError::WornOut {
+                reason: reason.clone(),
+            });
+        }
         match self.store.failure() {
             Some(reason) => Err(FlashError::ImageFailed { reason }),
             None => Ok(()),
@@ -265,7 +340,7 @@ impl Flash {
         self.store.failure()
     }
 
-    fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
+    pub(crate) fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
         let seq = self.ops_issued;
         self.ops_issued += 1;
         if let Some(log) = &mut self.log {
@@ -278,13 +353,18 @@ impl Flash {
         }
     }
 
-    fn read_status(&self, ppn: Ppn) -> (PageState, bool) {
-        let block = self.config.geometry.block_of(ppn);
-        (self.store.page_state(ppn), self.store.erase_torn(block))
+    /// State of physical page `phys` and whether its block's erase was torn (a physical block
+    /// is numbered as a block of the geometry is: pages per block are the same).
+    #[inline]
+    fn read_status(&self, phys: Ppn) -> (PageState, bool) {
+        let block = self.config.geometry.block_of(phys);
+        (self.store.page_state(phys), self.store.erase_torn(block))
     }
 
     /// Reads a page: data into the result, its OOB record into `oob_out`. Charged as
-    /// [`sense`](Self::sense) (the same time, counter and recorded operation).
+    /// [`sense`](Self::sense) (the same time, counter and recorded operation). With the media
+    /// model on, the data went through the ECC: a page it could not correct after every retry
+    /// is [`ReadStatus::Uncorrectable`], never data.
     pub fn read(
         &mut self,
         ppn: Ppn,
@@ -292,16 +372,17 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(ReadStatus, Span), FlashError> {
-        let (state, span) = self.sense(ppn, not_before, cause)?;
+        let (state, span, handed) = self.sense_page(ppn, not_before, cause)?;
         let status = match state {
             PageState::Torn => ReadStatus::Uncorrectable,
             PageState::Erased => ReadStatus::Erased,
             PageState::Programmed => {
-                self.store.oob(ppn, oob_out);
+                let phys = self.phys(ppn);
+                self.store.oob(phys, oob_out);
                 let errors = self.store.io_errors();
-                let data = self.store.data(ppn);
+                let data = self.store.data(phys);
                 self.check_io(errors)?;
-                ReadStatus::Data(data)
+                ReadStatus::Data(if handed { garble(data) } else { data })
             }
         };
         Ok((status, span))
@@ -309,26 +390,51 @@ impl Flash {
 
     /// Reads a page like [`read`](Self::read) — same time, same counters — but hands back only
     /// its state: for FTLs that keep a RAM mirror of the page (e.g. DFTL's translation pages)
-    /// and need the read's cost, not a copy of its bytes.
+    /// and need the read's cost, not a copy of its bytes. A page the ECC could not correct is
+    /// `Torn` (uncorrectable) whatever made it so.
     pub fn sense(
         &mut self,
         ppn: Ppn,
         not_before: u64,
         cause: OpCause,
     ) -> Result<(PageState, Span), FlashError> {
+        let (state, span, _) = self.sense_page(ppn, not_before, cause)?;
+        Ok((state, span))
+    }
+
+    /// [`sense`](Self::sense), and whether the data is handed on uncorrected (the media
+    /// model's negative control).
+    #[inline]
+    fn sense_page(
+        &mut self,
+        ppn: Ppn,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(PageState, Span, bool), FlashError> {
         self.check_page(ppn)?;
         let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
         let chip = self.config.geometry.chip_of(ppn).0;
-        let span = self
+        let mut span = self
             .timeline
             .schedule_read(chip, not_before, &self.config.timing, bytes);
         self.stats.reads[cause as usize] += 1;
-        self.record(span, cause, || OpKind::Read { ppn });
-        let state = match self.read_status(ppn) {
+        let phys = self.phys(ppn);
+        let mut state = match self.read_status(phys) {
             (_, true) | (PageState::Torn, _) => PageState::Torn,
             (state, _) => state,
         };
-        Ok((state, span))
+        let mut handed = false;
+        if self.media.is_some() && state == PageState::Programmed {
+            let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Page, cause));
+            span = whole;
+            match decode {
+                Decode::Corrected => {}
+                Decode::Lost => state = PageState::Torn,
+                Decode::Handed => handed = true,
+            }
+        }
+        self.record(span, cause, || OpKind::Read { ppn: phys });
+        Ok((state, span, handed))
     }
 
     /// Bytes `at..at + out.len()` of a programmed page, with no flash operation: for a design
@@ -336,21 +442,27 @@ impl Flash {
     /// it (DFTL reads one entry of a translation page). An I/O error on the image is an error.
     pub fn peek_bytes(&self, ppn: Ppn, at: usize, out: &mut [u8]) -> Result<(), FlashError> {
         let len = out.len();
-        self.peek(ppn, at, len, |store| store.data_bytes(ppn, at, out))
+        self.peek(ppn, at, len, |store, p| store.data_bytes(p, at, out))
     }
 
     /// The OOB record of a programmed page, with no flash operation, as
     /// [`peek_bytes`](Self::peek_bytes): for a GC copy that keeps the page's record.
     pub fn peek_oob(&self, ppn: Ppn, out: &mut [u8]) -> Result<(), FlashError> {
-        self.peek(ppn, 0, 0, |store| store.oob(ppn, out))
+        self.peek(ppn, 0, 0, |store, p| store.oob(p, out))
     }
 
-    /// `Ok` when `ppn` (in range) holds readable data, else why not.
+    /// `Ok` when `ppn` (in range) holds readable data, else why not (a page the ECC found
+    /// lost is uncorrectable, as a torn one is).
     fn holds_data(&self, ppn: Ppn) -> Result<(), FlashError> {
-        let state = match self.read_status(ppn) {
+        let phys = self.phys(ppn);
+        let state = match self.read_status(phys) {
             (_, true) | (PageState::Torn, _) => "uncorrectable",
             (PageState::Erased, _) => "erased",
-            (PageState::Programmed, _) => return Ok(()),
+            (PageState::Programmed, _) if self.media.is_none() => return Ok(()),
+            (PageState::Programmed, _) => match self.store.media() {
+                Some(plane) if plane.is_lost(phys) => "uncorrectable",
+                _ => return Ok(()),
+            },
         };
         Err(FlashError::NoData { ppn, state })
     }
@@ -358,14 +470,14 @@ impl Flash {
     /// The little-endian `u32` at bytes `at..at + 4` of a programmed page, with no flash
     /// operation (as [`peek_bytes`](Self::peek_bytes): DFTL's entry of a translation page).
     pub fn peek_u32_le(&self, ppn: Ppn, at: usize) -> Result<u32, FlashError> {
-        self.peek(ppn, at, 4, |store| store.data_u32_le(ppn, at))
+        self.peek(ppn, at, 4, |store, p| store.data_u32_le(p, at))
     }
 
     /// [`peek_u32_le`](Self::peek_u32_le) for a hint: the value only where the store keeps the
     /// page in memory (`None` where it would read the image file, and for a page that holds no
     /// data), so a hint never does I/O, never fails and changes nothing.
     pub fn hint_u32_le(&self, ppn: Ppn, at: usize) -> Option<u32> {
-        self.peek(ppn, at, 4, |store| store.data_u32_le_in_memory(ppn, at))
+        self.peek(ppn, at, 4, |store, p| store.data_u32_le_in_memory(p, at))
             .ok()
             .flatten()
     }
@@ -374,7 +486,7 @@ impl Flash {
     /// [`peek_bytes`](Self::peek_bytes); a tag is expanded into its page image).
     pub fn peek_page(&self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
         let page_bytes = self.config.geometry.page_bytes as usize;
-        self.peek(ppn, 0, 0, |store| match store.data(ppn) {
+        self.peek(ppn, 0, 0, |store, p| match store.data(p) {
             Content::Bytes(bytes) => bytes,
             tag => {
                 let mut page = vec![0u8; page_bytes];
@@ -390,8 +502,9 @@ impl Flash {
     /// of a copy. A recording device keeps the page, as `release_bytes` does.
     pub fn take_page(&mut self, ppn: Ppn) -> Result<Box<[u8]>, FlashError> {
         if self.log.is_none() {
-            self.peek(ppn, 0, 0, |_| ())?;
-            if let Some(bytes) = self.store.take_bytes(ppn) {
+            self.peek(ppn, 0, 0, |_, _| ())?;
+            let phys = self.phys(ppn);
+            if let Some(bytes) = self.store.take_bytes(phys) {
                 return Ok(bytes);
             }
         }
@@ -401,14 +514,15 @@ impl Flash {
     }
 
     /// The checks every peek makes around `read`, which takes bytes `at..at + len` of `ppn`
-    /// from the store: a page of the device, bytes within it, data on it (an erased or
-    /// uncorrectable page is an error), and no I/O error on the image meanwhile.
+    /// (given as its physical page) from the store: a page of the device, bytes within it,
+    /// data on it (an erased or uncorrectable page is an error), and no I/O error on the image
+    /// meanwhile.
     fn peek<T>(
         &self,
         ppn: Ppn,
         at: usize,
         len: usize,
-        read: impl FnOnce(&dyn Store) -> T,
+        read: impl FnOnce(&dyn Store, Ppn) -> T,
     ) -> Result<T, FlashError> {
         self.check_page(ppn)?;
         let page_bytes = self.config.geometry.page_bytes;
@@ -422,13 +536,15 @@ impl Flash {
         }
         self.holds_data(ppn)?;
         let errors = self.store.io_errors();
-        let value = read(self.store.as_ref());
+        let value = read(self.store.as_ref(), self.phys(ppn));
         self.check_io(errors)?;
         Ok(value)
     }
 
     /// Reads only a page's OOB record (sense time plus the spare-area transfer). Returns the
-    /// page state as the ECC sees it: `Programmed`, `Erased` or `Torn` (uncorrectable).
+    /// page state as the ECC sees it: `Programmed`, `Erased` or `Torn` (uncorrectable). With
+    /// the media model on, the spare area is a codeword of its own: a page whose data is lost
+    /// to wear usually still reads its record here, and a torn page never does.
     pub fn read_oob(
         &mut self,
         ppn: Ppn,
@@ -439,19 +555,34 @@ impl Flash {
         self.check_page(ppn)?;
         let bytes = self.config.geometry.oob_bytes.max(16) as u64;
         let chip = self.config.geometry.chip_of(ppn).0;
-        let span = self
+        let mut span = self
             .timeline
             .schedule_read(chip, not_before, &self.config.timing, bytes);
         self.stats.reads[cause as usize] += 1;
-        self.record(span, cause, || OpKind::ReadOob { ppn });
-        let state = match self.read_status(ppn) {
+        let phys = self.phys(ppn);
+        let mut state = match self.read_status(phys) {
             (_, true) | (PageState::Torn, _) => PageState::Torn,
             (PageState::Erased, _) => PageState::Erased,
-            (PageState::Programmed, _) => {
-                self.store.oob(ppn, oob_out);
-                PageState::Programmed
-            }
+            (PageState::Programmed, _) => PageState::Programmed,
         };
+        if self.media.is_some() && state == PageState::Programmed {
+            let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Spare, cause));
+            span = whole;
+            match decode {
+                Decode::Corrected => {}
+                Decode::Lost => state = PageState::Torn,
+                Decode::Handed => {
+                    self.store.oob(phys, oob_out);
+                    oob_out.iter_mut().for_each(|b| *b ^= 0x41);
+                    self.record(span, cause, || OpKind::ReadOob { ppn: phys });
+                    return Ok((state, span));
+                }
+            }
+        }
+        self.record(span, cause, || OpKind::ReadOob { ppn: phys });
+        if state == PageState::Programmed {
+            self.store.oob(phys, oob_out);
+        }
         Ok((state, span))
     }
 
@@ -464,11 +595,12 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<Span, FlashError> {
-        let span = self.schedule_program(ppn, content, oob, not_before, cause)?;
+        let placed = self.schedule_program(ppn, content, oob, not_before, cause)?;
         let errors = self.store.io_errors();
-        self.store.write_page(ppn, content, oob);
+        self.store.write_page(placed.phys, content, oob);
+        self.programmed(&placed);
         self.check_io(errors)?;
-        Ok(span)
+        Ok(placed.span)
     }
 
     /// [`program`](Self::program) handing the content over: a tag-only store keeps a metadata
@@ -481,11 +613,12 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<Span, FlashError> {
-        let span = self.schedule_program(ppn, &content, oob, not_before, cause)?;
+        let placed = self.schedule_program(ppn, &content, oob, not_before, cause)?;
         let errors = self.store.io_errors();
-        self.store.write_page_owned(ppn, content, oob);
+        self.store.write_page_owned(placed.phys, content, oob);
+        self.programmed(&placed);
         self.check_io(errors)?;
-        Ok(span)
+        Ok(placed.span)
     }
 
     /// The program half of a GC copy: programs at `to` the data `from` holds, with `oob` as its
@@ -504,20 +637,32 @@ impl Flash {
         self.check_page(from)?;
         self.holds_data(from)?;
         // The operation log records what was programmed; it is kept only when asked for.
-        let logged = self.log.is_some().then(|| self.store.data(from));
-        let span = self.place_program(to, 0, oob, not_before, cause)?;
-        self.record(span, cause, || OpKind::Program {
-            ppn: to,
+        let logged = self.log.is_some().then(|| self.store.data(self.phys(from)));
+        let placed = self.place_program(to, 0, oob, not_before, cause)?;
+        self.record(placed.own, cause, || OpKind::Program {
+            ppn: placed.phys,
             content: logged.unwrap_or(Content::Bytes(Box::default())),
             oob: oob.into(),
         });
         let errors = self.store.io_errors();
-        self.store.copy_page(from, to, oob);
+        self.store.copy_page(self.phys(from), placed.phys, oob);
+        self.programmed(&placed);
         self.check_io(errors)?;
-        Ok(span)
+        Ok(placed.span)
+    }
+
+    /// The media plane's note of a program that ended (media model only).
+    #[inline]
+    fn programmed(&mut self, placed: &Placed) {
+        if self.media.is_some() {
+            if let Some(plane) = self.store.media_mut() {
+                plane.programmed(placed.phys, placed.own.end_ns, false);
+            }
+        }
     }
 
     /// Checks a program against the rules, schedules it and records it; the caller stores it.
+    #[inline]
     fn schedule_program(
         &mut self,
         ppn: Ppn,
@@ -525,30 +670,31 @@ impl Flash {
         oob: &[u8],
         not_before: u64,
         cause: OpCause,
-    ) -> Result<Span, FlashError> {
+    ) -> Result<Placed, FlashError> {
         let data_bytes = match content {
             Content::Bytes(b) => b.len(),
             Content::Tag(_) => 0,
         };
-        let span = self.place_program(ppn, data_bytes, oob, not_before, cause)?;
-        self.record(span, cause, || OpKind::Program {
-            ppn,
+        let placed = self.place_program(ppn, data_bytes, oob, not_before, cause)?;
+        self.record(placed.own, cause, || OpKind::Program {
+            ppn: placed.phys,
             content: content.clone(),
             oob: oob.into(),
         });
-        Ok(span)
+        Ok(placed)
     }
 
     /// Checks a program of `data_bytes` bytes (0 for a tag) and `oob` against the rules and
-    /// schedules it; the caller records and stores it.
-    fn place_program(
+    /// schedules it; the caller records and stores it. With the media model on, a program that
+    /// fails is retried on a replacement block (`Placed::phys`).
+    pub(crate) fn place_program(
         &mut self,
         ppn: Ppn,
         data_bytes: usize,
         oob: &[u8],
         not_before: u64,
         cause: OpCause,
-    ) -> Result<Span, FlashError> {
+    ) -> Result<Placed, FlashError> {
         self.check_page(ppn)?;
         self.check_writable()?;
         let g = &self.config.geometry;
@@ -567,12 +713,14 @@ impl Flash {
             });
         }
         let block = g.block_of(ppn);
-        if self.store.erase_torn(block) {
+        let phys = self.phys(ppn);
+        if self.store.erase_torn(g.block_of(phys)) {
             return Err(FlashError::BlockNeedsErase { ppn, block });
         }
-        if self.store.page_state(ppn) != PageState::Erased {
+        if self.store.page_state(phys) != PageState::Erased {
             return Err(FlashError::ProgramNotErased { ppn });
         }
+        let g = &self.config.geometry;
         let offset = g.page_in_block(ppn);
         let next = self.write_pointer[block.0 as usize];
         if offset < next {
@@ -580,15 +728,28 @@ impl Flash {
         }
         let bytes = (g.page_bytes + g.oob_bytes) as u64;
         let chip = g.chip_of(ppn).0;
+        let not_before = match &self.media {
+            None => not_before,
+            Some(c) => not_before.max(c.table_ready_ns(block)),
+        };
         let span = self
             .timeline
             .schedule_program(chip, not_before, &self.config.timing, bytes);
         self.write_pointer[block.0 as usize] = offset + 1;
         self.stats.programs[cause as usize] += 1;
-        Ok(span)
+        if self.media.is_some() {
+            return self.media_program(ppn, phys, span, cause);
+        }
+        Ok(Placed {
+            span,
+            own: span,
+            phys,
+        })
     }
 
-    /// Erases a block.
+    /// Erases a block. With the media model on, blocks queued for read reclaim are rewritten
+    /// first (a controller's background work, done when the design collects garbage), and an
+    /// erase that fails retires the block for a spare.
     pub fn erase(
         &mut self,
         block: BlockId,
@@ -604,11 +765,20 @@ impl Flash {
             });
         }
         let chip = g.chip_of_block(block).0;
+        let mut not_before = not_before;
+        if let Some(c) = self.media.as_deref_mut() {
+            c.erasing(block);
+            self.maintain(not_before);
+            not_before = not_before.max(self.media.as_ref().map_or(0, |c| c.table_ready_ns(block)));
+        }
         let span = self
             .timeline
             .schedule_erase(chip, not_before, &self.config.timing);
         self.write_pointer[block.0 as usize] = 0;
         self.stats.erases[cause as usize] += 1;
+        if self.media.is_some() {
+            return self.media_erase(block, span, cause);
+        }
         self.record(span, cause, || OpKind::Erase { block });
         let errors = self.store.io_errors();
         let before = self.store.erase_count(block);

@@ -53,6 +53,13 @@ pub enum FlashError {
     ImageFailed { reason: String },
     #[error("image I/O: {0}")]
     Io(String),
+    /// The media model ran out of spare blocks: the device is read-only from now on, as a
+    /// worn-out SSD is.
+    #[error("the flash is worn out and read-only: {reason}")]
+    WornOut { reason: String },
+    /// A page copied as lost (`Flash::program_lost_copy`) whose data still reads: an FTL bug.
+    #[error("{ppn} is not lost: only a page whose data the ECC cannot correct is copied as lost")]
+    NotLost { ppn: Ppn },
 }
 
 impl From<std::io::Error> for FlashError {
@@ -67,6 +74,8 @@ impl From<std::io::Error> for FlashError {
 pub enum ConfigError {
     #[error("unknown preset '{name}'; known presets: {known}")]
     UnknownPreset { name: String, known: String },
+    #[error("unknown flash part '{name}' for the media model; known parts: {known}")]
+    UnknownPart { name: String, known: String },
     #[error("geometry field {0} must be at least 1")]
     ZeroGeometryField(&'static str),
     #[error("page_bytes = {page_bytes} must be a power of two from 512 to {max}")]

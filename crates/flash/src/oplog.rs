@@ -11,6 +11,7 @@
 
 use crate::content::Content;
 use crate::geometry::{BlockId, Ppn};
+use crate::media::BbtUpdate;
 use crate::stats::OpCause;
 use crate::store::Store;
 use crate::timing::Span;
@@ -32,6 +33,25 @@ pub enum OpKind {
     Erase {
         block: BlockId,
     },
+    /// A program that reported failure, or the copy of a torn page into a replacement block:
+    /// the page reads uncorrectable until its block is erased (media model only).
+    ProgramFailed {
+        ppn: Ppn,
+    },
+    /// An erase that reported failure: the block is unreadable until erased again.
+    EraseFailed {
+        block: BlockId,
+    },
+    /// A page programmed with data whose ECC does not check (a write-uncorrectable): the copy
+    /// of data already lost. Its spare area reads; its data never does.
+    ProgramLost {
+        ppn: Ppn,
+        content: Content,
+        oob: Box<[u8]>,
+    },
+    /// A write of the bad-block table (kept twice by the controller, so a cut leaves the old
+    /// table or the new one).
+    Bbt(BbtUpdate),
 }
 
 /// One logged flash operation.
@@ -47,14 +67,38 @@ pub struct LoggedOp {
 impl LoggedOp {
     /// `true` for programs and erases (the operations that change the image).
     pub fn mutates(&self) -> bool {
-        matches!(self.kind, OpKind::Program { .. } | OpKind::Erase { .. })
+        !matches!(self.kind, OpKind::Read { .. } | OpKind::ReadOob { .. })
     }
 
-    /// Applies the completed operation to `store`.
+    /// Applies the completed operation to `store` (and to its media plane, if it keeps one).
     pub fn apply(&self, store: &mut dyn Store) {
+        let end = self.span.end_ns;
         match &self.kind {
-            OpKind::Program { ppn, content, oob } => store.write_page(*ppn, content, oob),
-            OpKind::Erase { block } => store.erase_block(*block),
+            OpKind::Program { ppn, content, oob } => {
+                store.write_page(*ppn, content, oob);
+                if let Some(plane) = store.media_mut() {
+                    plane.programmed(*ppn, end, false);
+                }
+            }
+            OpKind::Erase { block } => {
+                store.erase_block(*block);
+                if let Some(plane) = store.media_mut() {
+                    plane.erased(*block);
+                }
+            }
+            OpKind::ProgramFailed { ppn } => store.set_torn(*ppn),
+            OpKind::EraseFailed { block } => store.set_erase_torn(*block),
+            OpKind::ProgramLost { ppn, content, oob } => {
+                store.write_page(*ppn, content, oob);
+                if let Some(plane) = store.media_mut() {
+                    plane.programmed(*ppn, end, true);
+                }
+            }
+            OpKind::Bbt(update) => {
+                if let Some(plane) = store.media_mut() {
+                    plane.apply(update);
+                }
+            }
             OpKind::Read { .. } | OpKind::ReadOob { .. } => {}
         }
     }
@@ -62,9 +106,11 @@ impl LoggedOp {
     /// Applies the operation as interrupted by a power cut.
     pub fn tear(&self, store: &mut dyn Store) {
         match &self.kind {
-            OpKind::Program { ppn, .. } => store.set_torn(*ppn),
-            OpKind::Erase { block } => store.set_erase_torn(*block),
-            OpKind::Read { .. } | OpKind::ReadOob { .. } => {}
+            OpKind::Program { ppn, .. }
+            | OpKind::ProgramLost { ppn, .. }
+            | OpKind::ProgramFailed { ppn } => store.set_torn(*ppn),
+            OpKind::Erase { block } | OpKind::EraseFailed { block } => store.set_erase_torn(*block),
+            OpKind::Bbt(_) | OpKind::Read { .. } | OpKind::ReadOob { .. } => {}
         }
     }
 

@@ -8,6 +8,7 @@
 use crate::error::ConfigError;
 use crate::geometry::Geometry;
 use crate::host::HostInterface;
+use crate::media::MediaConfig;
 use crate::timing::Timing;
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,10 @@ pub struct DeviceConfig {
     /// The host link and write staging buffer in front of the design (see [`crate::host`]).
     #[serde(default)]
     pub host: HostInterface,
+    /// The media model: bit errors, ECC, read retry, bad blocks (docs/reliability.md). Off
+    /// (`None`) by default: the flash then reads back exactly what was programmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaConfig>,
 }
 
 /// The preset names `--preset` accepts.
@@ -168,7 +173,45 @@ impl DeviceConfig {
             timing,
             over_provisioning,
             host,
+            media: None,
         })
+    }
+
+    /// The media model of part `part` (`slc`, `mlc`, `tlc`) switched on, worn to `wear` times its
+    /// rated endurance, its draws seeded by `seed`.
+    pub fn with_media(
+        mut self,
+        part: &str,
+        wear: f64,
+        seed: u64,
+    ) -> Result<DeviceConfig, ConfigError> {
+        let mut media = MediaConfig::part(part, self.geometry.blocks_per_chip)?.with_wear(wear);
+        media.seed = seed & i64::MAX as u64;
+        self.media = Some(media);
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The `small` preset with a fresh MLC part whose blocks never go bad (no factory or grown
+    /// bad blocks), seeded by 1: bit errors and injected faults only — what tests of a design's
+    /// handling of lost pages start from.
+    pub fn small_with_bit_errors_only() -> DeviceConfig {
+        let mut c = DeviceConfig::preset("small")
+            .and_then(|c| c.with_media("mlc", 0.0, 1))
+            .expect("the small preset takes the mlc part");
+        let m = c.media.as_mut().expect("media on");
+        m.grown_bad_at_endurance = 0.0;
+        m.factory_bad_fraction = 0.0;
+        c
+    }
+
+    /// The geometry of the chips themselves: the design's geometry, plus the spare blocks of
+    /// the media model when it is on.
+    pub fn physical_geometry(&self) -> Geometry {
+        match &self.media {
+            None => self.geometry.clone(),
+            Some(m) => crate::media::physical_geometry(&self.geometry, m),
+        }
     }
 
     /// Applies a TOML document (any subset of fields, e.g. `[geometry]\nchannels = 8`) and then
@@ -208,6 +251,10 @@ impl DeviceConfig {
         self.timing.validate()?;
         if !(0.0..0.9).contains(&self.over_provisioning) {
             return Err(ConfigError::OverProvisioning(self.over_provisioning));
+        }
+        if let Some(media) = &self.media {
+            media.validate()?;
+            self.physical_geometry().validate()?;
         }
         Ok(())
     }

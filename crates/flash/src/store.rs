@@ -13,6 +13,7 @@
 use crate::codec::copy_padded;
 use crate::content::{Content, ContentTag};
 use crate::geometry::{BlockId, Geometry, Ppn, SLAB_BYTES};
+use crate::media::MediaPlane;
 use crate::memory::{fault_in, resident_vec, vec_bytes};
 use crate::prefetch::DataHint;
 use crate::squeeze::{OobSqueeze, SqueezedOob, MAX_SQUEEZED_RECORD};
@@ -146,6 +147,18 @@ pub trait Store: Send {
     fn memory(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// The chips' state beyond data when the media model is on ([`MediaPlane`]).
+    fn media(&self) -> Option<&MediaPlane> {
+        None
+    }
+    fn media_mut(&mut self) -> Option<&mut MediaPlane> {
+        None
+    }
+    /// Installs the media plane of freshly manufactured chips; `false` when this store cannot
+    /// keep one (a file image).
+    fn set_media(&mut self, _plane: MediaPlane) -> bool {
+        false
+    }
 }
 
 /// Bytes `at..at + out.len()` of `content`'s page image (pages of `page_bytes`).
@@ -248,6 +261,8 @@ struct Common {
     oob: Vec<u8>,
     erase_counts: Vec<u32>,
     erase_torn: Vec<bool>,
+    /// The chips' state beyond data, when the media model is on.
+    media: Option<Box<MediaPlane>>,
 }
 
 impl Common {
@@ -260,6 +275,7 @@ impl Common {
             oob: vec![0; pages * oob_record_bytes as usize],
             erase_counts: vec![0; geometry.blocks() as usize],
             erase_torn: vec![false; geometry.blocks() as usize],
+            media: None,
         }
     }
     fn oob_range(&self, ppn: Ppn) -> std::ops::Range<usize> {
@@ -276,15 +292,19 @@ impl Common {
     fn make_resident(&mut self) {
         fault_in(&mut self.oob);
     }
-    fn memory(&self) -> [(&'static str, u64); 3] {
-        [
+    fn memory(&self) -> Vec<(&'static str, u64)> {
+        let mut m = vec![
             ("page_state", vec_bytes(&self.states.words)),
             ("oob_records", vec_bytes(&self.oob)),
             (
                 "block_counters",
                 vec_bytes(&self.erase_counts) + vec_bytes(&self.erase_torn),
             ),
-        ]
+        ];
+        if let Some(plane) = &self.media {
+            m.push(("media_plane", plane.memory()));
+        }
+        m
     }
     /// [`Store::written_extent`] from the packed states.
     fn written_extent(&self, block: BlockId) -> u32 {
@@ -752,11 +772,21 @@ impl Store for TagStore {
     fn erase_counts(&self) -> &[u32] {
         &self.common.erase_counts
     }
+    fn media(&self) -> Option<&MediaPlane> {
+        self.common.media.as_deref()
+    }
+    fn media_mut(&mut self) -> Option<&mut MediaPlane> {
+        self.common.media.as_deref_mut()
+    }
+    fn set_media(&mut self, plane: MediaPlane) -> bool {
+        self.common.media = Some(Box::new(plane));
+        true
+    }
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())
     }
     fn memory(&self) -> Vec<(&'static str, u64)> {
-        let mut m = self.common.memory().to_vec();
+        let mut m = self.common.memory();
         if let Some(squeezed) = &self.squeezed {
             m.retain(|(name, _)| *name != "oob_records");
             m.push(("oob_records", squeezed.memory()));
@@ -900,11 +930,21 @@ impl Store for MemStore {
     fn erase_counts(&self) -> &[u32] {
         &self.common.erase_counts
     }
+    fn media(&self) -> Option<&MediaPlane> {
+        self.common.media.as_deref()
+    }
+    fn media_mut(&mut self) -> Option<&mut MediaPlane> {
+        self.common.media.as_deref_mut()
+    }
+    fn set_media(&mut self, plane: MediaPlane) -> bool {
+        self.common.media = Some(Box::new(plane));
+        true
+    }
     fn snapshot(&self) -> Box<dyn Store> {
         Box::new(self.clone())
     }
     fn memory(&self) -> Vec<(&'static str, u64)> {
-        let mut m = self.common.memory().to_vec();
+        let mut m = self.common.memory();
         m.push((
             "page_slabs",
             self.allocated_bytes() + vec_bytes(&self.slabs),

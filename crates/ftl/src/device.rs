@@ -354,6 +354,7 @@ impl DesignSpec {
         config: &flash::DeviceConfig,
         options: &DesignOptions,
     ) -> Result<Flash, FtlError> {
+        refuse_media_on_file(config)?;
         let oob = self.oob_record(&config.geometry);
         let identity = self.image_identity(options);
         let store = flash::FileStore::create(path, &config.geometry, oob, &identity)?;
@@ -368,10 +369,22 @@ impl DesignSpec {
         config: &flash::DeviceConfig,
         options: &DesignOptions,
     ) -> Result<Flash, FtlError> {
+        refuse_media_on_file(config)?;
         let oob = self.oob_record(&config.geometry);
         let identity = self.image_identity(options);
         let store = flash::FileStore::open(path, &config.geometry, oob, &identity)?;
         Ok(Flash::new(config.clone(), Box::new(store)))
+    }
+}
+
+/// The media model keeps the chips' state beside their data in memory (its plane); an image
+/// file keeps only data, so a device with the model on runs in memory (docs/reliability.md).
+fn refuse_media_on_file(config: &flash::DeviceConfig) -> Result<(), FtlError> {
+    match config.media {
+        None => Ok(()),
+        Some(_) => Err(FtlError::InvalidOption(
+            "the media model runs on in-memory devices only, not on an image file".into(),
+        )),
     }
 }
 

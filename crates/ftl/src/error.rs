@@ -72,11 +72,20 @@ pub enum FtlError {
     },
     #[error("flash metadata is damaged beyond what recovery can repair: {0}")]
     Corrupt(String),
+    /// A page of the design's own metadata that it cannot do without is lost to worn media
+    /// (its data failed ECC after every retry) and the design keeps no other copy: what it
+    /// names is unrecoverable (docs/reliability.md, what one lost metadata page costs).
+    #[error("{what} at {ppn} is lost to the media (uncorrectable) and has no other copy: the device's data cannot be recovered")]
+    MediaLoss { ppn: flash::Ppn, what: String },
     #[error("flash rule broken (an FTL bug): {0}")]
     Flash(FlashError),
     /// The image under the device failed (an I/O error): fail-stop, read-only until restarted.
     #[error("{0}")]
     ImageIo(FlashError),
+    /// The flash has used up its spare blocks (the media model): read-only for good, as a
+    /// worn-out SSD is.
+    #[error("{0}")]
+    WornOut(FlashError),
 }
 
 impl FtlError {
@@ -99,6 +108,7 @@ impl From<FlashError> for FtlError {
             | FlashError::ImageForeign { .. }
             | FlashError::ImageLocked { .. }
             | FlashError::ImageGeometryMismatch { .. } => FtlError::ImageIo(e),
+            FlashError::WornOut { .. } => FtlError::WornOut(e),
             other => FtlError::Flash(other),
         }
     }

@@ -8,6 +8,8 @@
 //! - [`promise`]: the crash promises a design can declare;
 //! - [`alloc`], [`validity`], [`space`]: block allocation across chips, page validity, greedy and
 //!   cost-benefit GC, static wear leveling, over-provisioning;
+//! - [`media`]: what a design does about worn media (reads the ECC could not correct, lost
+//!   pages moved, a lost page told from a torn one);
 //! - [`lru`], [`dirty`]: a least-recently-used order and dirty marks over a fixed table's
 //!   indices; [`id_set`]: a set of ids kept as ranges (transaction uuids).
 
@@ -18,6 +20,7 @@ pub mod error;
 pub mod host_interface;
 pub mod id_set;
 pub mod lru;
+pub mod media;
 pub mod promise;
 pub mod space;
 pub mod validity;

@@ -9,8 +9,9 @@
 
 use crate::alloc::{BlockPool, BlockState};
 use crate::error::FtlError;
+use crate::media;
 use crate::validity::Validity;
-use flash::{BlockId, Flash, OpCause, PageState, Ppn};
+use flash::{BlockId, Flash, OpCause, Ppn};
 
 /// How GC chooses its victim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,18 +232,15 @@ impl Space {
             // The copy's record: written afresh by the design, or the page's own, read with it.
             let fresh = fresh_oob(owner, &mut oob);
             let (state, read) = flash.sense(from, not_before, cause)?;
-            if state != PageState::Programmed {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} did not read back ({state:?})"
-                )));
-            }
+            let mut ready = read.end_ns;
             if !fresh {
-                flash.peek_oob(from, &mut oob)?;
+                ready = media::record_of_live(flash, (from, state), &mut oob, ready, cause)?;
             }
             // The data goes from page to page inside the device (a tag-only store shares a
-            // metadata page's bytes): the read and the program are charged as ever.
+            // metadata page's bytes): the read and the program are charged as ever. A page the
+            // ECC found lost is copied lost (docs/reliability.md).
             let to = self.allocate(stream, flash).ok_or(FtlError::NoSpace)?;
-            let span = flash.program_copy(from, to, &oob, read.end_ns, cause)?;
+            let span = media::copy_live(flash, (from, state), to, &oob, ready, cause)?;
             self.validity.set_valid(to, owner);
             self.validity.invalidate(from, span.end_ns);
             let m = Moved {

@@ -55,7 +55,11 @@ impl HostError {
             HostError::OutOfRange { .. } | HostError::NoTransactions { .. } => errno::EINVAL,
             HostError::Device(e) => match e {
                 FtlError::NoSpace => errno::ENOSPC,
-                FtlError::Flash(_) | FtlError::ImageIo(_) | FtlError::Corrupt(_) => errno::EIO,
+                FtlError::Flash(_)
+                | FtlError::ImageIo(_)
+                | FtlError::WornOut(_)
+                | FtlError::MediaLoss { .. }
+                | FtlError::Corrupt(_) => errno::EIO,
                 _ => errno::EINVAL,
             },
         }
@@ -70,6 +74,8 @@ impl HostError {
                 e,
                 FtlError::Flash(_)
                     | FtlError::ImageIo(_)
+                    | FtlError::WornOut(_)
+                    | FtlError::MediaLoss { .. }
                     | FtlError::Corrupt(_)
                     | FtlError::NoSpace
             ),

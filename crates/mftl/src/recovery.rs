@@ -6,6 +6,7 @@ use crate::config::InjectBug;
 use crate::format::*;
 use crate::mftl::{Mobius, SlotState, S_CHAIN};
 use flash::{Content, Flash, OpCause, PageState, Ppn, ReadStatus};
+use ftl::media::{self, Unreadable};
 use ftl::{DesignOptions, FtlError, RecoveryReport};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -87,12 +88,41 @@ impl Mobius {
             .flash
             .read(ppn, &mut oob, at, OpCause::Recovery)
             .map_err(fe)?;
+        if st == ReadStatus::Uncorrectable {
+            self.lost_inode(ppn, at)?;
+        }
         let ReadStatus::Data(Content::Bytes(b)) = st else {
             return Ok(None);
         };
         Ok(Inode::decode(&b).ok().filter(|ino| {
             ino.ala_seq == next && ino.kind == Some(InodeKind::HoleSkip) && ino.uuid == hole as u128
         }))
+    }
+
+    /// An ALA page that did not read: torn (the cut's hole, handled by the scan) or lost to the
+    /// media whole (its spare area reads), which takes the inode's transaction with it — the
+    /// mapping updates it holds are kept nowhere else.
+    fn lost_inode(&mut self, ppn: Ppn, at: u64) -> Result<(), FtlError> {
+        let mut oob = [0u8; OOB_BYTES as usize];
+        match media::classify(&mut self.flash, ppn, &mut oob, at, OpCause::Recovery)?.0 {
+            Unreadable::Torn => Ok(()),
+            Unreadable::Lost => Err(FtlError::MediaLoss {
+                ppn,
+                what: "a Möbius atom inode".into(),
+            }),
+        }
+    }
+
+    /// A spare area read as `st` that did not read: torn (a program the cut interrupted), or —
+    /// its page lost to the media whole — a record recovery needs and no other copy holds.
+    fn spare_not_lost(&self, ppn: Ppn, st: PageState, what: &str) -> Result<(), FtlError> {
+        if st == PageState::Torn && self.flash.is_lost(ppn) {
+            return Err(FtlError::MediaLoss {
+                ppn,
+                what: what.into(),
+            });
+        }
+        Ok(())
     }
 
     /// Rebuilds Möbius from the flash image alone, in the named steps below.
@@ -141,11 +171,13 @@ impl Mobius {
         let g = self.flash.geometry().clone();
         let mut oob = [0u8; OOB_BYTES as usize];
         let mut best: Option<GmSeal> = None;
+        let mut lost_seal: Option<(Ppn, u32)> = None;
         for blk in self.layout.gm {
             for p in 0..g.pages_per_block {
+                let ppn = g.ppn(blk, p);
                 let (st, _) = self
                     .flash
-                    .read(g.ppn(blk, p), &mut oob, start, OpCause::Recovery)
+                    .read(ppn, &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
                 match st {
                     ReadStatus::Erased => break,
@@ -156,9 +188,35 @@ impl Mobius {
                             }
                         }
                     }
+                    ReadStatus::Uncorrectable => {
+                        let (how, _) = media::classify(
+                            &mut self.flash,
+                            ppn,
+                            &mut oob,
+                            start,
+                            OpCause::Recovery,
+                        )?;
+                        // A seal lost whole names its record's number in its spare area.
+                        let seq = match (how, PageOob::decode(&oob)) {
+                            (Unreadable::Lost, Ok(r)) if r.kind == PageKind::GmSeal => Some(r.seq),
+                            _ => None,
+                        };
+                        if let Some(seq) = seq.filter(|&q| lost_seal.is_none_or(|(_, s)| q > s)) {
+                            lost_seal = Some((ppn, seq));
+                        }
+                    }
                     _ => {}
                 }
             }
+        }
+        // The newest GM record lost: the older one names translation pages and an ALA head that
+        // merges since may have moved past.
+        let newest = best.as_ref().map_or(0, |b| b.gm_seq);
+        if let Some((ppn, seq)) = lost_seal.filter(|&(_, seq)| seq > newest || best.is_none()) {
+            return Err(FtlError::MediaLoss {
+                ppn,
+                what: format!("the seal of Möbius's newest GM record ({seq})"),
+            });
         }
         let seal = best.ok_or_else(|| FtlError::Corrupt("no global metadata record".into()))?;
         self.gm_seq = seal.gm_seq;
@@ -170,6 +228,12 @@ impl Mobius {
                 .read(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
             let ReadStatus::Data(Content::Bytes(b)) = st else {
+                if self.flash.is_lost(Ppn(p)) {
+                    return Err(FtlError::MediaLoss {
+                        ppn: Ppn(p),
+                        what: format!("GTD chunk {i} of Möbius's GM record"),
+                    });
+                }
                 return Err(FtlError::Corrupt(format!(
                     "GTD chunk {i} at ppn {p} unreadable: it reads back {st}"
                 )));
@@ -219,6 +283,9 @@ impl Mobius {
             // first), beginning with a HoleSkip inode that names the hole, so that a later scan
             // reaching the same hole continues there (`skip_hole`); it also merges (below) to
             // move the head past the hole.
+            if st == ReadStatus::Uncorrectable {
+                self.lost_inode(ppn, start)?;
+            }
             let erased = matches!(st, ReadStatus::Erased);
             let whole = match st {
                 ReadStatus::Data(Content::Bytes(b)) => {
@@ -345,6 +412,7 @@ impl Mobius {
                 .flash
                 .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
+            self.spare_not_lost(Ppn(p), st, "the OOB record of a transaction's page")?;
             let o = (st == PageState::Programmed)
                 .then(|| PageOob::decode(&oob).ok())
                 .flatten();
@@ -416,6 +484,7 @@ impl Mobius {
                     .flash
                     .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
+                self.spare_not_lost(Ppn(p), st, "the OOB record of a Head List page")?;
                 let Some(o) = (st == PageState::Programmed)
                     .then(|| PageOob::decode(&oob).ok())
                     .flatten()

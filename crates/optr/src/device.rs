@@ -5,6 +5,7 @@
 use crate::cutpoint::{algorithm1, first_incomplete, Coalescing};
 use crate::format::*;
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
+use ftl::media::{self, Source, Unreadable};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion, DesignOptions,
     FtlError, PageOutcome, Promise, RecoveryReport, Validity,
@@ -333,7 +334,7 @@ impl Optr {
         &mut self,
         stream: usize,
         lpn: u32,
-        content: &Content,
+        content: Source<'_>,
         wid: u64,
         size: u32,
         relocated: bool,
@@ -363,7 +364,7 @@ impl Optr {
             lpn,
         }
         .encode();
-        let span = self.flash.program(ppn, content, &oob, not_before, cause)?;
+        let span = content.program(&mut self.flash, ppn, &oob, not_before, cause)?;
         let g = self.flash.geometry();
         let (block, off, chip) = (g.block_of(ppn), g.page_in_block(ppn), g.chip_of(ppn));
         let ppb = g.pages_per_block;
@@ -456,7 +457,7 @@ impl Optr {
         let (ppn, start, end) = self.program_data(
             HOST,
             page.lpn,
-            &page.content,
+            Source::Data(&page.content),
             page.tags.wid,
             page.tags.size,
             false,
@@ -737,24 +738,22 @@ impl Optr {
             let live: Vec<(Ppn, u32)> = self.validity.valid_pages(v).collect();
             for (from, lpn) in live {
                 let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
-                let ReadStatus::Data(content) = status else {
-                    return Err(FtlError::Corrupt(format!(
-                        "live {from} reads back {status}"
-                    )));
-                };
+                // A page lost to the media moves as a lost copy (docs/reliability.md).
+                let cause = OpCause::GcCopy;
+                let ready = media::record_of_read(
+                    &mut self.flash,
+                    from,
+                    &status,
+                    &mut oob,
+                    read.end_ns,
+                    cause,
+                )?;
                 let o = PageOob::decode(&oob)
                     .ok()
                     .ok_or_else(|| FtlError::Corrupt(format!("OOB of {from}")))?;
-                let (to, _, end) = self.program_data(
-                    GC,
-                    lpn,
-                    &content,
-                    o.wid,
-                    o.size,
-                    true,
-                    read.end_ns,
-                    OpCause::GcCopy,
-                )?;
+                let source = Source::of_read(from, &status);
+                let (to, _, end) =
+                    self.program_data(GC, lpn, source, o.wid, o.size, true, ready, cause)?;
                 self.map(lpn, to, end);
             }
             victims.push(v);
@@ -1072,6 +1071,29 @@ impl Optr {
         })
     }
 
+    /// A metadata page that did not read: torn by the cut, or — lost to the media whole —
+    /// `what`, kept nowhere else (docs/reliability.md).
+    fn not_lost(&self, ppn: Ppn, what: &str) -> Result<(), FtlError> {
+        match self.flash.is_lost(ppn) {
+            true => Err(FtlError::MediaLoss {
+                ppn,
+                what: what.into(),
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// The generation a metadata page that did not read belonged to, read from its spare
+    /// area if it is lost to the media (a torn page has none), with the page: every page the
+    /// checkpoints write carries its generation in its record.
+    fn lost_generation(&mut self, ppn: Ppn, start: u64) -> Result<Option<(u64, Ppn)>, FtlError> {
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        match media::classify(&mut self.flash, ppn, &mut oob, start, OpCause::Recovery)? {
+            (Unreadable::Lost, _) => Ok(PageOob::decode(&oob).ok().map(|o| (o.wid, ppn))),
+            (Unreadable::Torn, _) => Ok(None),
+        }
+    }
+
     /// Recovery phase 1: the newest full checkpoint whose seal and every L2P chunk are intact,
     /// loaded into the L2P table. Returns its seal (an empty one if there is none) and whether
     /// there was one.
@@ -1079,12 +1101,14 @@ impl Optr {
         let g = self.flash.geometry().clone();
         let mut oob = vec![0u8; OOB_BYTES as usize];
         let mut best: Option<(usize, Seal)> = None;
+        let mut lost_seal = None;
         for slot in 0..2 {
             let ppn = self.layout.slot_page(&g, slot, self.layout.l2p_pages);
-            let Some(seal) = self
-                .read_meta_bytes(ppn, &mut oob, start)?
-                .and_then(|b| decode_seal(&b).ok())
-            else {
+            let read = self.read_meta_bytes(ppn, &mut oob, start)?;
+            if read.is_none() {
+                lost_seal = lost_seal.max(self.lost_generation(ppn, start)?);
+            }
+            let Some(seal) = read.and_then(|b| decode_seal(&b).ok()) else {
                 continue;
             };
             if !seal.full
@@ -1095,6 +1119,15 @@ impl Optr {
                 continue;
             }
             best = Some((slot, seal));
+        }
+        // The newest full checkpoint lost: the older one's increments and pointers are stale.
+        if let Some((generation, ppn)) = lost_seal {
+            if best.as_ref().is_none_or(|(_, s)| generation > s.generation) {
+                return Err(FtlError::MediaLoss {
+                    ppn,
+                    what: format!("the seal of OPTR's newest full checkpoint ({generation})"),
+                });
+            }
         }
         let Some((slot, s)) = best else {
             let empty = Seal {
@@ -1112,6 +1145,7 @@ impl Optr {
             let Some((gen, pairs)) =
                 b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, self.layout.l2p_per_page).ok())
             else {
+                self.not_lost(ppn, "a chunk of OPTR's full checkpoint")?;
                 return Err(FtlError::Corrupt(format!(
                     "full checkpoint chunk {k} unreadable"
                 )));
@@ -1146,6 +1180,16 @@ impl Optr {
         for pos in 0..cap {
             let ppn = self.layout.inc_page(&g, pos);
             let Some(b) = self.read_meta_bytes(ppn, &mut oob, start)? else {
+                // Lost to the media, a page of this generation takes its diff or seal with it.
+                if self
+                    .lost_generation(ppn, start)?
+                    .is_some_and(|(g, _)| g == seal.generation)
+                {
+                    return Err(FtlError::MediaLoss {
+                        ppn,
+                        what: "a page of OPTR's incremental checkpoints".into(),
+                    });
+                }
                 break;
             };
             let Some(po) = PageOob::decode(&oob).ok() else {
@@ -1199,6 +1243,13 @@ impl Optr {
                 let sum = self
                     .read_meta_bytes(g.ppn(block, data_max), &mut oob, start)?
                     .and_then(|b| decode_summary(&b).ok());
+                // A summary lost to the media takes the stream's link to its next block with it.
+                if sum.is_none() {
+                    self.not_lost(
+                        g.ppn(block, data_max),
+                        "the summary of an OPTR stream block, which links the next block",
+                    )?;
+                }
                 if let Some((entries, next)) = sum {
                     for o in off..data_max {
                         let e = entries[o as usize];
@@ -1216,6 +1267,12 @@ impl Optr {
                     let (st, _) = self
                         .flash
                         .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+                    if st == PageState::Torn {
+                        self.not_lost(
+                            ppn,
+                            "the OOB record of an OPTR page in a block without its summary",
+                        )?;
+                    }
                     if st != PageState::Programmed {
                         break;
                     }

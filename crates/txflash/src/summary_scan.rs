@@ -102,6 +102,15 @@ pub(crate) fn scan_blocks<R>(
             s.scanned += 1;
             match state {
                 PageState::Erased => break,
+                // A record that does not read: a torn program's, or — its page lost to the
+                // media whole — a record this block's summary would have held, had it one.
+                PageState::Torn if flash.is_lost(ppn) => {
+                    return Err(FtlError::MediaLoss {
+                        ppn,
+                        what: "the OOB record of a TxFlash page in a block without its summary"
+                            .into(),
+                    })
+                }
                 PageState::Torn => s.used[b as usize] = true,
                 PageState::Programmed => {
                     s.used[b as usize] = true;

@@ -217,10 +217,36 @@ pub(crate) fn read<P: CommitProtocol>(
         ack = ack.max(span.end_ns);
         out.push(match status {
             ReadStatus::Data(_) if d.is_tombstone(oob) => PageOutcome::Unwritten,
+            ReadStatus::Uncorrectable => {
+                let (trimmed, end) = lost_tombstone(d, Ppn(ppn), oob, span.end_ns)?;
+                ack = ack.max(end);
+                match trimmed {
+                    true => PageOutcome::Unwritten,
+                    false => PageOutcome::Uncorrectable,
+                }
+            }
             status => PageOutcome::of_mapped_page(status),
         });
     }
     Ok(done(arrival, ack))
+}
+
+/// Whether `ppn`, which read uncorrectable, is a trim's tombstone the media lost: its data
+/// (which holds nothing) failed ECC, but its spare area, a codeword of its own, still reads its
+/// record (a charged read of the OOB into `oob`, [`ftl::media::classify`]), and the record says
+/// tombstone. The page then reads as unwritten, as the trim made it; a lost data page still
+/// reads as an error. Returns when the answer is known (with the media model off nothing is
+/// read: a page that reads uncorrectable is torn).
+fn lost_tombstone<P: CommitProtocol>(
+    d: &mut P,
+    ppn: Ppn,
+    oob: &mut [u8],
+    read_end: u64,
+) -> Result<(bool, u64), FtlError> {
+    let (verdict, span) =
+        ftl::media::classify(d.flash_mut(), ppn, oob, read_end, OpCause::HostData)?;
+    let lost = verdict == ftl::media::Unreadable::Lost;
+    Ok((lost && d.is_tombstone(oob), span.end_ns))
 }
 
 /// Every acknowledged transaction is already durable.
@@ -577,7 +603,13 @@ macro_rules! summary_allocation {
                 );
                 let nb = self.block_last_end[block.0 as usize];
                 let oob = $summary_oob;
-                self.program(ppn, &Content::Bytes(page), &oob, nb, OpCause::Summary)?;
+                self.program(
+                    ppn,
+                    ftl::media::Source::Data(&Content::Bytes(page)),
+                    &oob,
+                    nb,
+                    OpCause::Summary,
+                )?;
             }
         }
 

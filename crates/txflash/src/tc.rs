@@ -14,7 +14,8 @@
 
 use crate::format::{self, Kind, Oob, ENTRY_BYTES, OOB_BYTES};
 use crate::surface::{self, CommitProtocol, Isolation};
-use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn};
+use ftl::media::{self, Source};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
     FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, SwriteMode, Transactional,
@@ -295,14 +296,14 @@ impl TxFlashTc {
     fn program(
         &mut self,
         ppn: Ppn,
-        content: &Content,
+        content: Source<'_>,
         oob: &Oob,
         not_before: u64,
         cause: OpCause,
     ) -> Result<u64, FtlError> {
         let mut b = [0u8; OOB_BYTES as usize];
         oob.encode(&mut b);
-        let span = self.flash.program(ppn, content, &b, not_before, cause)?;
+        let span = content.program(&mut self.flash, ppn, &b, not_before, cause)?;
         self.summ[ppn.0 as usize] = format::encode_entry(oob);
         let blk = self.flash.geometry().block_of(ppn).0 as usize;
         self.block_last_end[blk] = self.block_last_end[blk].max(span.end_ns);
@@ -460,17 +461,15 @@ impl TxFlashTc {
     ) -> Result<(Ppn, u64), FtlError> {
         let mut oob = [0u8; OOB_BYTES as usize];
         let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
-        let ReadStatus::Data(content) = status else {
-            return Err(FtlError::Corrupt(format!(
-                "live {from} reads back {status}"
-            )));
-        };
+        // A page lost to the media moves as a lost copy (docs/reliability.md).
+        let ready =
+            media::record_of_read(&mut self.flash, from, &status, &mut oob, read.end_ns, cause)?;
         let mut rec = Oob::decode(&oob)
             .ok()
             .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
         rec.flags |= extra_flags;
         let to = self.alloc(GC)?;
-        let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+        let end = self.program(to, Source::of_read(from, &status), &rec, ready, cause)?;
         Ok((to, end))
     }
 
@@ -521,7 +520,13 @@ impl TxFlashTc {
             txid,
         };
         let ppn = self.alloc(HOST)?;
-        let end = self.program(ppn, content, &oob, not_before, OpCause::HostData)?;
+        let end = self.program(
+            ppn,
+            Source::Data(content),
+            &oob,
+            not_before,
+            OpCause::HostData,
+        )?;
         let p = self.pending[slot as usize].as_mut().unwrap();
         let idx = p.pages.len() as u32;
         p.pages.push(PendPage {
@@ -584,8 +589,13 @@ impl TxFlashTc {
                 txid,
             };
             let page = Content::Bytes(format::encode_commit(txid, n as u32));
-            commit_end =
-                self.program(ppn, &page, &oob, intentions_end.max(start), OpCause::TxMeta)?;
+            commit_end = self.program(
+                ppn,
+                Source::Data(&page),
+                &oob,
+                intentions_end.max(start),
+                OpCause::TxMeta,
+            )?;
             self.commit_records += 1;
             let rec = self.new_rec(Rec::Commit { txid });
             self.space.validity.set_valid(ppn, self.logical + rec);

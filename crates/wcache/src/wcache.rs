@@ -517,6 +517,14 @@ impl WCache {
                     .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
                 match state {
                     PageState::Erased => break,
+                    // A record that does not read: a torn program's, or — its page lost to the
+                    // media whole — one whose version no other page names.
+                    PageState::Torn if self.flash.is_lost(ppn) => {
+                        return Err(FtlError::MediaLoss {
+                            ppn,
+                            what: "the OOB record of a page".into(),
+                        })
+                    }
                     PageState::Torn => scanned.torn = true,
                     PageState::Programmed => {
                         if let Ok((lpn, seq)) = decode_oob(&oob) {

@@ -12,9 +12,13 @@
 //! exactly those of checking each image from scratch (crates/crashtest/tests/oracle_reference.rs
 //! holds the judge to the oracle it replaced, over images in and out of time order).
 
-use super::{Model, Seen, NONE};
+use super::{Judged, Lost, Model, Seen, NONE};
 use flash::Lpn;
 use ftl::Promise;
+
+/// What the media lost, and per page the lost version an error there stands for (filled as
+/// errors are accepted).
+type Losses<'l, 's> = (&'l Lost, &'s mut [Option<u64>]);
 
 /// Judges images of one model under one promise; images in non-decreasing time order reuse
 /// the work of the image before (an earlier instant starts again from the beginning).
@@ -104,10 +108,38 @@ impl<'m, 'a> Judging<'m, 'a> {
 
     /// Checks one crash image at `t`; returns (lpn, message) for every rule broken, as
     /// [`Model::judge`].
-    pub fn judge(&mut self, t: u64, seen: &[Seen]) -> Vec<(Option<Lpn>, String)> {
+    pub fn judge(&mut self, t: u64, seen: &[Seen]) -> Judged {
+        // Nothing lost, so no error is accepted and nothing stands for one.
+        self.judge_into(t, seen, (&Lost::default(), &mut []))
+    }
+
+    /// [`judge`](Self::judge) of an image whose media lost the versions in `lost`: a page that
+    /// reads as an error is accepted only where one of its lost versions could stand in its
+    /// place ([`Lost`]).
+    pub fn judge_with_losses(&mut self, t: u64, seen: &[Seen], lost: &Lost) -> Judged {
+        self.judge_settling(t, seen, lost).0
+    }
+
+    /// [`judge_with_losses`](Self::judge_with_losses), and per page the lost version an error
+    /// there was taken to stand for (`None` where it reads otherwise, or the error was not
+    /// accepted): what the page holds from then on, for a run that goes on from this image.
+    pub fn judge_settling(
+        &mut self,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+    ) -> (Judged, Vec<Option<u64>>) {
+        let mut stood = vec![None; seen.len()];
+        let v = self.judge_into(t, seen, (lost, &mut stood));
+        (v, stood)
+    }
+
+    /// The judge: `stood` gets, per page accepted as an error, the lost version it stands for
+    /// (it may be empty when `lost` is: no error is accepted then).
+    fn judge_into(&mut self, t: u64, seen: &[Seen], losses: Losses) -> Judged {
         let mut v = Vec::new();
         self.model
-            .judge_writes_seen(t, seen, &mut self.seen_at, &mut v);
+            .judge_writes_seen(t, seen, losses.0, &mut self.seen_at, &mut v);
         if !v.is_empty() {
             return v;
         }
@@ -117,7 +149,7 @@ impl<'m, 'a> Judging<'m, 'a> {
                 self.advance(t);
                 let required_end = &self.required_end;
                 let last_covered = |lpn: usize| (required_end[lpn] as usize).checked_sub(1);
-                m.judge_per_page(t, seen, &self.seen_at, last_covered, &mut v)
+                m.judge_per_page(t, (seen, &self.seen_at), last_covered, losses, &mut v)
             }
             Promise::FlushOnly => {
                 let covered_before = m.flushed_before(t);
@@ -128,13 +160,13 @@ impl<'m, 'a> Judging<'m, 'a> {
                         .partition_point(|&r| r < f)
                         .checked_sub(1)
                 };
-                m.judge_per_page(t, seen, &self.seen_at, last_covered, &mut v)
+                m.judge_per_page(t, (seen, &self.seen_at), last_covered, losses, &mut v)
             }
             Promise::AtomicTransactions => {
                 self.advance(t);
-                self.judge_atomic(t, seen, &mut v)
+                self.judge_atomic(t, seen, losses, &mut v)
             }
-            Promise::Ordered => m.judge_ordered(t, seen, &self.seen_at, &mut v),
+            Promise::Ordered => m.judge_ordered(t, (seen, &self.seen_at), losses, &mut v),
         }
         v
     }
@@ -256,9 +288,75 @@ impl<'m, 'a> Judging<'m, 'a> {
     /// A single page's unit shown is the write its page shows (it has no other, and the rule
     /// every promise shares let it through: it arrived by `t`, so it may commit), so only the
     /// transactions shown are listed, and checked in the units' order.
-    fn judge_atomic(&mut self, t: u64, seen: &[Seen], v: &mut Vec<(Option<Lpn>, String)>) {
+    ///
+    /// A page reading as an error adds to P the unit of the lost version it may stand for
+    /// ([`Judging::units_behind_errors`]) and must stand for the version P makes it expect.
+    fn judge_atomic(
+        &mut self,
+        t: u64,
+        seen: &[Seen],
+        (lost, stood): Losses,
+        v: &mut Vec<(Option<Lpn>, String)>,
+    ) {
         let m = self.model;
-        for lpn in 0..seen.len() {
+        self.units_shown(t, seen.len(), v);
+        if !lost.is_empty() {
+            self.units_behind_errors(t, seen, lost);
+        }
+        for (lpn, s) in seen.iter().enumerate() {
+            let end = self.p_end(lpn);
+            let at = self.seen_at[lpn];
+            // The page shows the last write of P (the common case).
+            if at != NONE && at as usize + 1 == end {
+                continue;
+            }
+            let ws = m.writes.of(lpn);
+            let expected = end.checked_sub(1).map(|p| ws[p]);
+            let describe = |w: Option<u64>| match w {
+                None => "never written".to_string(),
+                Some(w) => format!("write {w} of {:?}", m.unit_of(w)),
+            };
+            let found = match *s {
+                Seen::Write(w) => Some(w),
+                // An error stands for the version expected, if the media lost it.
+                Seen::Uncorrectable => {
+                    match expected.filter(|&e| lost.has(lpn, e)) {
+                        Some(e) => stood[lpn] = Some(e),
+                        None => v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but should hold {}, which the media did not lose", describe(expected)))),
+                    }
+                    continue;
+                }
+                _ => None,
+            };
+            if expected != found && !(found.is_none() && m.trimmed_after(lpn, expected, t)) {
+                // A single page's unit shown is shown on this page, which does not show it.
+                let why = match expected.and_then(|w| m.unit_index(w)) {
+                    Some(u) if !(m.is_transaction(u) && self.is_shown(u)) => {
+                        " (it was durable before the crash)"
+                    }
+                    Some(_) => " (its unit is visible elsewhere: all or nothing)",
+                    None => "",
+                };
+                v.push((
+                    Some(Lpn(lpn as u32)),
+                    format!(
+                        "holds {} but should hold {}{why}",
+                        describe(found),
+                        describe(expected)
+                    ),
+                ));
+            }
+        }
+        self.judge_transaction_order(t, seen, v);
+        self.forget_image();
+    }
+
+    /// Notes the units the image of `pages` pages shows (from `seen_at`): the transactions,
+    /// checked in the units' order to have been able to commit by `t`, and how far each page's
+    /// P reaches.
+    fn units_shown(&mut self, t: u64, pages: usize, v: &mut Vec<(Option<Lpn>, String)>) {
+        let m = self.model;
+        for lpn in 0..pages {
             let at = self.seen_at[lpn];
             if at == NONE {
                 continue;
@@ -284,44 +382,60 @@ impl<'m, 'a> Judging<'m, 'a> {
                 *end = (*end).max(pos + 1);
             }
         }
-        for (lpn, s) in seen.iter().enumerate() {
-            let end = self.p_end(lpn);
-            let at = self.seen_at[lpn];
-            // The page shows the last write of P (the common case).
-            if at != NONE && at as usize + 1 == end {
-                continue;
+    }
+
+    /// Units that pages reading as errors may stand for, added to P as if shown: where the
+    /// version P makes a page expect is not lost, the newest lost version after it whose unit
+    /// may be visible at `t` (its other pages are then held to it like any unit's). Repeated
+    /// until nothing changes, since a unit added moves what other pages expect.
+    fn units_behind_errors(&mut self, t: u64, seen: &[Seen], lost: &Lost) {
+        let m = self.model;
+        let errors: Vec<usize> = (0..seen.len())
+            .filter(|&l| seen[l] == Seen::Uncorrectable)
+            .collect();
+        loop {
+            let mut grew = false;
+            for &lpn in &errors {
+                let ws = m.writes.of(lpn);
+                let end = self.p_end(lpn);
+                if end > 0 && lost.has(lpn, ws[end - 1]) {
+                    continue;
+                }
+                let behind = (end..ws.len())
+                    .rev()
+                    .filter(|&pos| lost.has(lpn, ws[pos]))
+                    .map(|pos| (pos, m.writes.units(lpn)[pos] as usize))
+                    .find(|&(_, u)| m.committable(m.units[u], t).is_ok());
+                if let Some((pos, u)) = behind {
+                    grew |= self.show(u, lpn, pos);
+                }
             }
-            let ws = m.writes.of(lpn);
-            let expected = end.checked_sub(1).map(|p| ws[p]);
-            let found = match *s {
-                Seen::Write(w) => Some(w),
-                _ => None,
-            };
-            if expected != found && !(found.is_none() && m.trimmed_after(lpn, expected, t)) {
-                let describe = |w: Option<u64>| match w {
-                    None => "never written".to_string(),
-                    Some(w) => format!("write {w} of {:?}", m.unit_of(w)),
-                };
-                // A single page's unit shown is shown on this page, which does not show it.
-                let why = match expected.and_then(|w| m.unit_index(w)) {
-                    Some(u) if !(m.is_transaction(u) && self.is_shown(u)) => {
-                        " (it was durable before the crash)"
-                    }
-                    Some(_) => " (its unit is visible elsewhere: all or nothing)",
-                    None => "",
-                };
-                v.push((
-                    Some(Lpn(lpn as u32)),
-                    format!(
-                        "holds {} but should hold {}{why}",
-                        describe(found),
-                        describe(expected)
-                    ),
-                ));
+            if !grew {
+                return;
             }
         }
-        self.judge_transaction_order(t, seen, v);
-        self.forget_image();
+    }
+
+    /// Adds unit `u`, which wrote position `pos` of page `lpn`, to what the image shows;
+    /// whether it was not shown before.
+    fn show(&mut self, u: usize, lpn: usize, pos: usize) -> bool {
+        let m = self.model;
+        if !m.is_transaction(u) {
+            let end = &mut self.shown_end[lpn];
+            let grew = (*end as usize) <= pos;
+            *end = (*end).max(pos as u32 + 1);
+            return grew;
+        }
+        if self.is_shown(u) {
+            return false;
+        }
+        self.shown[u / 64] |= 1 << (u % 64);
+        self.shown_transactions.push(u as u32);
+        for &(lpn, pos) in m.unit_writes.of(u) {
+            let end = &mut self.shown_end[lpn as usize];
+            *end = (*end).max(pos + 1);
+        }
+        true
     }
 
     /// Clears what one image showed.
@@ -403,11 +517,13 @@ impl Model<'_> {
 
     /// The rule that holds for every promise: a page shows a write *to that page*, by a request
     /// that succeeded and arrived by `t`, or was never written; never garbage, never an ECC
-    /// error. Notes in `seen_at` where each page's write stands among its writes.
+    /// error but in place of a version of the page the media lost (`lost`; the promise then
+    /// says which). Notes in `seen_at` where each page's write stands among its writes.
     fn judge_writes_seen(
         &self,
         t: u64,
         seen: &[Seen],
+        lost: &Lost,
         seen_at: &mut [u32],
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
@@ -415,6 +531,7 @@ impl Model<'_> {
             seen_at[lpn] = NONE;
             let bad = match *s {
                 Seen::Unwritten => None,
+                Seen::Uncorrectable if self.may_be_lost(lpn, lost, t) => None,
                 Seen::Uncorrectable => Some("reads as an uncorrectable ECC error".to_string()),
                 Seen::Garbage => Some("holds bytes no host write produced (garbage)".to_string()),
                 Seen::Foreign(tag) => Some(format!("holds data of lpn {} (write {})", tag.lpn, tag.write)),
@@ -439,12 +556,15 @@ impl Model<'_> {
     /// Durable-writes and flush-only: each page shows its last covered write (at position
     /// `last_covered(lpn)` of its writes), or a later one. `seen_at`: where each page's write
     /// stands among its writes ([`Model::judge_writes_seen`] let every write shown through).
+    ///
+    /// A page reading as an error stands for the newest version the media lost among those
+    /// the rule allows it to show.
     fn judge_per_page(
         &self,
         t: u64,
-        seen: &[Seen],
-        seen_at: &[u32],
+        (seen, seen_at): (&[Seen], &[u32]),
         last_covered: impl Fn(usize) -> Option<usize>,
+        (lost, stood): Losses,
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
         for (lpn, s) in seen.iter().enumerate() {
@@ -469,6 +589,17 @@ impl Model<'_> {
                 // Shown, so it arrived by `t`.
                 (Seen::Write(_), None) => true,
                 (Seen::Write(_), Some(i)) => seen_at[lpn] as usize >= i,
+                (Seen::Uncorrectable, i) => {
+                    let allowed = |&w: &u64| {
+                        self.arrived_by(w, t)
+                            && i.is_none_or(|i| self.position(lpn, w).is_some_and(|p| p >= i))
+                    };
+                    match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
+                        Some(&w) => stood[lpn] = Some(w),
+                        None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
+                    }
+                    continue;
+                }
                 _ => true,
             };
             if !ok {
@@ -482,11 +613,14 @@ impl Model<'_> {
     /// Ordered: the image equals the state after a prefix of the write requests in arrival
     /// order (each request all-or-nothing), and that prefix covers every write that arrived
     /// before a flush acknowledged by `t`.
+    ///
+    /// A page reading as an error may stand for a lost version beyond the prefix the other
+    /// pages prove: the prefix then reaches that version's request.
     fn judge_ordered(
         &self,
         t: u64,
-        seen: &[Seen],
-        seen_at: &[u32],
+        (seen, seen_at): (&[Seen], &[u32]),
+        (lost, stood): Losses,
         v: &mut Vec<(Option<Lpn>, String)>,
     ) {
         let covered_before = self.flushed_before(t);
@@ -500,6 +634,9 @@ impl Model<'_> {
         if let Some(f) = covered_before {
             prefix = prefix.max(self.last_writing_before[f]);
         }
+        if !lost.is_empty() {
+            prefix = self.prefix_behind_errors(t, seen, lost, prefix);
+        }
         for (lpn, s) in seen.iter().enumerate() {
             let records = self.writes.records(lpn);
             let in_prefix = |i: usize| prefix.is_some_and(|p| records[i] as usize <= p);
@@ -512,11 +649,16 @@ impl Model<'_> {
             {
                 continue;
             }
-            let expected_at =
-                prefix.and_then(|p| records.partition_point(|&r| r as usize <= p).checked_sub(1));
-            let expected = expected_at.map(|i| self.writes.of(lpn)[i]);
+            let expected = self.expected_in_prefix(lpn, prefix);
             let found = match *s {
                 Seen::Write(w) => Some(w),
+                Seen::Uncorrectable => {
+                    match expected.filter(|&e| lost.has(lpn, e)) {
+                        Some(e) => stood[lpn] = Some(e),
+                        None => v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}"))))),
+                    }
+                    continue;
+                }
                 _ => None,
             };
             if expected != found && !(found.is_none() && self.trimmed_after(lpn, expected, t)) {
@@ -528,5 +670,43 @@ impl Model<'_> {
                 )));
             }
         }
+    }
+
+    /// Ordered: the write of page `lpn` the state after the prefix up to request `prefix` gives.
+    fn expected_in_prefix(&self, lpn: usize, prefix: Option<usize>) -> Option<u64> {
+        let records = self.writes.records(lpn);
+        let at = prefix.and_then(|p| records.partition_point(|&r| r as usize <= p).checked_sub(1));
+        at.map(|i| self.writes.of(lpn)[i])
+    }
+
+    /// Ordered: the prefix `prefix` reaching, for each page reading as an error whose version
+    /// in it the media did not lose, the request of the newest lost version beyond it that
+    /// arrived by `t`.
+    fn prefix_behind_errors(
+        &self,
+        t: u64,
+        seen: &[Seen],
+        lost: &Lost,
+        mut prefix: Option<usize>,
+    ) -> Option<usize> {
+        for (lpn, _) in seen
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s == Seen::Uncorrectable)
+        {
+            if self
+                .expected_in_prefix(lpn, prefix)
+                .is_some_and(|e| lost.has(lpn, e))
+            {
+                continue;
+            }
+            let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
+                self.record(w)
+                    .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
+                    .map(|(i, _)| i)
+            });
+            prefix = prefix.max(beyond);
+        }
+        prefix
     }
 }

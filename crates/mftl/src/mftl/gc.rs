@@ -148,19 +148,14 @@ impl Mobius {
                 .flash
                 .read(from, &mut oob, at, cause)
                 .map_err(err_flash)?;
-            let ReadStatus::Data(content) = st else {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} unreadable: it reads back {st}"
-                )));
-            };
+            // A page lost to the media moves as a lost copy (docs/reliability.md).
+            let ready =
+                ftl::media::record_of_read(&mut self.flash, from, &st, &mut oob, rd.end_ns, cause)?;
             let to = self
                 .space
                 .allocate(S_GC, &self.flash)
                 .ok_or(FtlError::NoSpace)?;
-            let span = self
-                .flash
-                .program_owned(to, content, &oob, rd.end_ns, cause)
-                .map_err(err_flash)?;
+            let span = ftl::media::copy_read(&mut self.flash, (from, st), to, &oob, ready, cause)?;
             last = last.max(span.end_ns);
             self.space.validity.invalidate(from, span.end_ns);
             self.space.validity.set_valid(to, owner);

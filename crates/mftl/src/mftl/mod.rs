@@ -419,10 +419,7 @@ impl Mobius {
             .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
             .map_err(err_flash)?;
         let ReadStatus::Data(Content::Bytes(b)) = st else {
-            return Err(FtlError::Corrupt(format!(
-                "translation page {tp} at ppn {} unreadable: it reads back {st}",
-                self.gtd[tp]
-            )));
+            return Err(self.tp_unreadable(tp, Some(&st)));
         };
         decode_tp_into(&b, &mut self.base[entries])
             .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
@@ -442,7 +439,7 @@ impl Mobius {
             .sense(Ppn(self.gtd[tp]), at, OpCause::Mapping)
             .map_err(err_flash)?;
         if state != PageState::Programmed {
-            return Err(tp_unreadable(tp));
+            return Err(self.tp_unreadable(tp, None));
         }
         Ok(span.end_ns)
     }
@@ -556,6 +553,21 @@ impl Mobius {
     }
 }
 
-fn tp_unreadable(tp: usize) -> FtlError {
-    FtlError::Corrupt(format!("translation page {tp} unreadable"))
+impl Mobius {
+    /// Translation page `tp` did not read: lost to worn media (Möbius keeps no other copy of
+    /// the mapping it holds; docs/reliability.md), else damaged (what it read back, if known).
+    fn tp_unreadable(&self, tp: usize, st: Option<&ReadStatus>) -> FtlError {
+        let ppn = Ppn(self.gtd[tp]);
+        match (self.flash.is_lost(ppn), st) {
+            (true, _) => FtlError::MediaLoss {
+                ppn,
+                what: format!("Möbius translation page {tp}"),
+            },
+            (false, Some(st)) => FtlError::Corrupt(format!(
+                "translation page {tp} at ppn {ppn} unreadable: it reads back {st}",
+                ppn = self.gtd[tp]
+            )),
+            (false, None) => FtlError::Corrupt(format!("translation page {tp} unreadable")),
+        }
+    }
 }

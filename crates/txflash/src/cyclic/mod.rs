@@ -26,8 +26,9 @@ pub mod srs;
 
 use crate::surface::Isolation;
 use crate::surface::{self, CommitProtocol};
-use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn, ReadStatus};
+use flash::{BlockId, Content, Flash, Lpn, OpCause, Ppn};
 use format::{CyclicOob, Kind, Protocol, Version, ENTRY_BYTES, MAX_OOB_BYTES};
+use ftl::media::{self, Source};
 use ftl::{
     check_range, BlockDevice, BlockPool, BlockState, Completion, DesignOptions, DwriteFlag,
     FtlError, GcPolicy, PageOutcome, Promise, Space, SwriteMode, Transactional, TxCapabilities,
@@ -331,7 +332,7 @@ impl TxFlashCyclic {
     fn program(
         &mut self,
         ppn: Ppn,
-        content: &Content,
+        content: Source<'_>,
         oob: &CyclicOob,
         not_before: u64,
         cause: OpCause,
@@ -339,9 +340,7 @@ impl TxFlashCyclic {
         let mut b = [0u8; MAX_OOB_BYTES];
         oob.encode(self.protocol, &mut b);
         let n = self.protocol.oob_bytes() as usize;
-        let span = self
-            .flash
-            .program(ppn, content, &b[..n], not_before, cause)?;
+        let span = content.program(&mut self.flash, ppn, &b[..n], not_before, cause)?;
         self.summ[ppn.0 as usize] = format::encode_entry(oob);
         let blk = self.flash.geometry().block_of(ppn).0 as usize;
         self.block_last_end[blk] = self.block_last_end[blk].max(span.end_ns);
@@ -385,16 +384,20 @@ impl TxFlashCyclic {
         let mut moved_pending: Vec<(u32, u32)> = Vec::new();
         for (from, owner) in live {
             let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
-            let ReadStatus::Data(content) = status else {
-                return Err(FtlError::Corrupt(format!(
-                    "live {from} reads back {status}"
-                )));
-            };
+            // A page lost to the media moves as a lost copy (docs/reliability.md).
+            let ready = media::record_of_read(
+                &mut self.flash,
+                from,
+                &status,
+                &mut oob,
+                read.end_ns,
+                cause,
+            )?;
             let rec = CyclicOob::decode(self.protocol, &oob)
                 .ok()
                 .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
             let to = self.alloc(GC)?;
-            let end = self.program(to, &content, &rec, read.end_ns, cause)?;
+            let end = self.program(to, Source::of_read(from, &status), &rec, ready, cause)?;
             self.space.validity.set_valid(to, owner);
             self.space.validity.invalidate(from, end);
             last = last.max(end);
@@ -555,7 +558,13 @@ impl TxFlashCyclic {
             back,
         };
         let ppn = self.alloc(HOST)?;
-        let end = self.program(ppn, content, &oob, not_before, OpCause::HostData)?;
+        let end = self.program(
+            ppn,
+            Source::Data(content),
+            &oob,
+            not_before,
+            OpCause::HostData,
+        )?;
         let p = self.pending[slot as usize].as_mut().unwrap();
         let idx = p.pages.len() as u32;
         p.pages.push(PendPage {

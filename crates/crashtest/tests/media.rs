@@ -1,0 +1,217 @@
+//! Media faults beside power cuts (docs/reliability.md): on worn media left powered off after
+//! each cut, every design reads a page the media lost as an error and the checker accepts it;
+//! a controller that hands on uncorrected data is caught; a run the media ends is judged
+//! shortened.
+
+use crashtest::{media, testing, CampaignConfig, CampaignReport};
+
+/// An MLC part at its rated wear lying 300 days off after each cut: enough for the ECC to lose
+/// pages after every retry, not so much that every recovery stops at lost metadata.
+fn worn(design: &str, seed: u64, hand_uncorrectable: bool) -> CampaignConfig {
+    let spec = lab::registry::find(design).expect("design");
+    let mut device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 1.0, seed)
+        .unwrap();
+    let m = device.media.as_mut().unwrap();
+    m.power_off_s = 300 * 86_400;
+    m.hand_uncorrectable = hand_uncorrectable;
+    let mut w = workload::WorkloadSpec::named(spec.default_workload).unwrap();
+    w.requests = 1500;
+    w.fill = 0.8;
+    let mut cfg = testing::config(device, spec, w, seed, true);
+    cfg.crash_points = 40;
+    cfg
+}
+
+fn campaign(cfg: &CampaignConfig) -> CampaignReport {
+    crashtest::second_life::run_campaign_with_lives(cfg, 0, &|_, _| {})
+        .expect("campaign runs")
+        .0
+}
+
+/// Every design keeps its promise on worn media: pages whose versions the media lost read as
+/// errors (accepted), recoveries that meet lost metadata stop with MediaLoss, nothing else.
+#[test]
+fn every_design_keeps_its_promise_on_worn_media() {
+    let mut errors = 0;
+    for design in lab::registry::names() {
+        let r = campaign(&worn(design, 7, false));
+        let first = r
+            .violations
+            .first()
+            .map(|v| format!("{}: {}", v.what, v.replay));
+        assert_eq!(r.violations.len(), 0, "{design}: {first:?}");
+        assert!(r.media.is_some(), "{design}");
+        errors += r.errors_for_lost_pages + r.lost_to_media;
+    }
+    assert!(
+        errors > 0,
+        "the media lost nothing: the test proves nothing"
+    );
+}
+
+/// The negative control: a controller that hands on the bits the ECC could not correct is
+/// caught, on a design with redundancy (DFTL) as on one without (Möbius).
+#[test]
+fn a_controller_handing_on_uncorrected_data_is_caught() {
+    for design in ["mobius", "dftl", "optr"] {
+        let r = campaign(&worn(design, 7, true));
+        assert!(!r.violations.is_empty(), "{design}: not caught");
+        assert_eq!(r.errors_for_lost_pages, 0, "{design}");
+    }
+}
+
+/// A run longer than the worn device's life is judged shortened: the asked-for run ended at
+/// WornOut (or lost metadata), and the run judged is the same seed with fewer requests.
+#[test]
+fn a_run_the_media_ends_is_judged_shortened() {
+    let mut cfg = worn("txflash-tc", 11, false);
+    let m = cfg.device.media.as_mut().unwrap();
+    m.initial_pe = 8 * m.endurance;
+    m.power_off_s = 0;
+    cfg.workload.requests = 3000;
+    let (ran, _, eol) = media::record_within_life(&cfg).expect("a shorter run fits");
+    let eol = eol.expect("the media ended the run of 3,000 requests");
+    assert_eq!(eol.requests_asked, 3000);
+    assert_eq!(eol.requests_run, ran.workload.requests);
+    assert!(ran.workload.requests < 3000);
+    assert!(eol.ended_by.contains("worn out") || eol.ended_by.contains("lost"));
+    // Off, the model ends nothing: the run records as asked.
+    cfg.device.media = None;
+    let (ran, _, eol) = media::record_within_life(&cfg).unwrap();
+    assert!(eol.is_none());
+    assert_eq!(ran.workload.requests, 3000);
+}
+
+/// Marks every programmed page of `dev`'s flash lost to the media (the media model's fault
+/// injection): whatever the design reads next fails ECC.
+fn lose_every_page(dev: &mut dyn ftl::BlockDevice) {
+    let g = dev.flash().geometry().clone();
+    for b in 0..g.blocks() {
+        let block = flash::BlockId(b);
+        for p in 0..dev.flash().write_pointer(block) {
+            dev.flash_mut().inject(flash::Fault::Read(g.ppn(block, p)));
+        }
+    }
+}
+
+/// A host over a fresh `design` on the small preset with the MLC part, unworn (media seed 1).
+fn fresh_host_on_mlc(design: &str) -> host::Host {
+    let spec = lab::registry::find(design).unwrap();
+    let device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 0.0, 1)
+        .unwrap();
+    let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false)
+        .expect("fresh device");
+    host::Host::new(dev, 0)
+}
+
+/// A host read of a page the media lost is a typed error, never bytes: HostError::Uncorrectable
+/// with errno EIO (what the NBD server answers, `host::HostError::errno`), on a design that
+/// rebuilds its lost mapping (DFTL) as on the transactional ones. (A design that still holds the
+/// page in its RAM write buffer, as OPTR does after a flush, answers from RAM: no flash read.)
+#[test]
+fn a_lost_page_reads_as_a_typed_error_with_eio() {
+    for design in ["dftl", "mobius", "atomic-write", "txflash-bpcc"] {
+        let mut h = fresh_host_on_mlc(design);
+        let data = vec![0xA5u8; 4 * 4096];
+        let t = h.write(0, &data, true, 0).expect("write");
+        let t = h.flush(t).expect("flush");
+        lose_every_page(h.device_mut());
+        let mut buf = vec![0u8; 4096];
+        let r = h.read(0, &mut buf, t + 1);
+        let e = r.expect_err("a lost page never reads");
+        assert!(
+            matches!(e, host::HostError::Uncorrectable { .. })
+                || matches!(e, host::HostError::Device(ftl::FtlError::MediaLoss { .. })),
+            "{design}: {e}"
+        );
+        assert_eq!(e.errno(), 5, "{design}: EIO");
+        assert!(buf.iter().all(|&b| b == 0), "{design}: no bytes handed on");
+    }
+}
+
+/// Regression (soak 2's TxFlash find): a trimmed page whose tombstone the media lost reads as
+/// unwritten, as the trim made it — the tombstone's kind is in its spare area, which still
+/// reads — not as an error for a version the media never lost; a lost data page beside it
+/// still reads as an error. On every TxFlash commit protocol.
+#[test]
+fn txflash_reads_a_trimmed_page_whose_tombstone_the_media_lost_as_unwritten() {
+    for design in ["txflash-tc", "txflash-scc", "txflash-bpcc"] {
+        let mut h = fresh_host_on_mlc(design);
+        let t = h.write(0, &vec![0xA5u8; 2 * 4096], true, 0).expect("write");
+        let t = h.trim(0, 4096, t).expect("trim");
+        let t = h.flush(t).expect("flush");
+        lose_every_page(h.device_mut());
+        let mut buf = vec![0xFFu8; 4096];
+        h.read(0, &mut buf, t + 1)
+            .unwrap_or_else(|e| panic!("{design}: the trimmed page failed: {e}"));
+        assert!(buf.iter().all(|&b| b == 0), "{design}: reads as zeros");
+        let e = h
+            .read(4096, &mut buf, t + 2)
+            .expect_err("a lost page never reads");
+        assert!(
+            matches!(e, host::HostError::Uncorrectable { .. }),
+            "{design}: {e}"
+        );
+    }
+}
+
+/// Regression (a soak's find): DFTL rebuilt a translation page lost to the media from data
+/// pages' records even when the page had recorded trims — a trimmed LPN's newest version, erased
+/// by GC, gave way to an older one still on flash (8 pages of this image held their fill data).
+/// Such a page is now reported lost with what it maps.
+#[test]
+fn dftl_does_not_rebuild_a_lost_translation_page_that_recorded_trims() {
+    let mut cfg = worn("dftl", 57113723175021, false);
+    cfg.device.over_provisioning = 0.0;
+    cfg.device.timing.erase_ns = 3_000_000;
+    cfg.device.timing.program_ns = 900_000;
+    cfg.device.timing.read_ns = 50_000;
+    cfg.workload = workload::WorkloadSpec::named("randwrite-flush").unwrap();
+    cfg.workload.requests = 3000;
+    cfg.workload.fill = 0.8;
+    cfg.workload.queue_depth = 16;
+    cfg.workload.trim_fraction = 0.2;
+    let v = crashtest::replay_one(&cfg, 1_499_085_000, true).expect("replays");
+    assert!(v.is_empty(), "{:?}", v.first().map(|v| &v.what));
+}
+
+/// SQLite on a device whose pages the media lost: opening the database or reading it fails
+/// with a typed error (the store's `SqlError::Uncorrectable`, or SQLite's I/O error from the
+/// VFS), never with rows.
+#[test]
+fn sqlite_on_lost_pages_fails_with_a_typed_error() {
+    let spec = lab::registry::find("dftl").unwrap();
+    let device = flash::DeviceConfig::preset("small")
+        .unwrap()
+        .with_media("mlc", 0.0, 1)
+        .unwrap();
+    let dev = lab::device::fresh(&spec, &device, &ftl::DesignOptions::default(), false).unwrap();
+    let opts = sqlite::OpenOptions::new(sqlite::Mode::Journal);
+    let db = sqlite::Database::create(dev, &opts).expect("create");
+    db.conn()
+        .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1), (2), (3);")
+        .expect("insert");
+    let mut dev = db.close().expect("close");
+    lose_every_page(dev.as_mut());
+    let e = match sqlite::Database::open(dev, &opts) {
+        Err(e) => e,
+        Ok(db) => {
+            let rows = db
+                .conn()
+                .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0));
+            let e = rows.expect_err("a database whose pages are lost yields no rows");
+            sqlite::SqlError::Sqlite(e)
+        }
+    };
+    let text = e.to_string();
+    assert!(
+        matches!(e, sqlite::SqlError::Uncorrectable(_))
+            || text.contains("disk I/O error")
+            || text.contains("I/O"),
+        "{text}"
+    );
+}

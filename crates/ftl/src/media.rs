@@ -1,0 +1,289 @@
+//! What every design does about worn media (docs/reliability.md): the parts of a controller's
+//! handling of read errors that do not depend on the design. Bad-block replacement and read
+//! reclaim sit below the designs, in the flash's bad-block layer; what a design must do itself
+//! is never hand on data the ECC did not correct, keep a lost page lost when it moves it, and
+//! tell a page lost to the media from one torn by a power cut when it recovers.
+
+use crate::error::FtlError;
+use flash::{Content, Flash, OpCause, PageState, Ppn, ReadStatus, Span};
+
+/// Why a page did not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// Its program was cut by a power cut (or it was never whole): nothing of it reads, its
+    /// spare area included. It holds nothing that was ever acknowledged.
+    Torn,
+    /// Its data failed ECC on a worn part, but its spare area — a codeword of its own — reads
+    /// (its record in `oob`): the page was whole, and what it held is lost.
+    Lost,
+}
+
+/// Tells a page that failed ECC lost to the media from a torn one by reading its spare area
+/// (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn page's
+/// does not. Returns the verdict and the read's span. With the media model off nothing is lost:
+/// the page is torn, and nothing is read (an empty span at `not_before`).
+pub fn classify(
+    flash: &mut Flash,
+    ppn: Ppn,
+    oob: &mut [u8],
+    not_before: u64,
+    cause: OpCause,
+) -> Result<(Unreadable, Span), FtlError> {
+    if flash.config().media.is_none() {
+        let span = Span {
+            start_ns: not_before,
+            end_ns: not_before,
+        };
+        return Ok((Unreadable::Torn, span));
+    }
+    let (state, span) = flash.read_oob(ppn, oob, not_before, cause)?;
+    let verdict = match state {
+        PageState::Programmed if flash.is_lost(ppn) => Unreadable::Lost,
+        _ => Unreadable::Torn,
+    };
+    Ok((verdict, span))
+}
+
+/// The program half of moving live page `from` to `to` after a read of it (state `sensed`,
+/// ending at `read_end`), with `oob` as the copy's record: its data copied, or — when the ECC
+/// found it lost — a copy that reads uncorrectable as it does, so its owner reads an error from
+/// then on, never older data or another page's ([`Flash::program_lost_copy`]). A torn or erased
+/// live page is damage no copy can mend.
+#[inline]
+pub fn copy_live(
+    flash: &mut Flash,
+    (from, sensed): (Ppn, PageState),
+    to: Ppn,
+    oob: &[u8],
+    read_end: u64,
+    cause: OpCause,
+) -> Result<Span, FtlError> {
+    if sensed == PageState::Programmed {
+        return Ok(flash.program_copy(from, to, oob, read_end, cause)?);
+    }
+    if flash.is_lost(from) {
+        return Ok(flash.program_lost_copy(from, to, oob, read_end, cause)?);
+    }
+    Err(FtlError::Corrupt(format!(
+        "live {from} did not read back ({sensed:?})"
+    )))
+}
+
+/// The record of live page `from` for its copy: read with the page when it read (`peek`),
+/// else from its spare area, which a page lost to the media still reads (a charged read of the
+/// OOB). Returns when the record is known.
+#[inline]
+pub fn record_of_live(
+    flash: &mut Flash,
+    (from, sensed): (Ppn, PageState),
+    oob: &mut [u8],
+    read_end: u64,
+    cause: OpCause,
+) -> Result<u64, FtlError> {
+    if sensed == PageState::Programmed {
+        flash.peek_oob(from, oob)?;
+        return Ok(read_end);
+    }
+    match classify(flash, from, oob, read_end, cause)? {
+        (Unreadable::Lost, span) => Ok(span.end_ns),
+        (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
+            "live {from} did not read back ({sensed:?}), its record neither"
+        ))),
+    }
+}
+
+/// [`record_of_live`] for a design whose GC reads a live page whole ([`Flash::read`], which
+/// fills `oob` when the page reads): when the read was uncorrectable, the record comes from
+/// the spare area of a page lost to the media; a torn or erased live page is damage. Returns
+/// when the record is known.
+#[inline]
+pub fn record_of_read(
+    flash: &mut Flash,
+    from: Ppn,
+    status: &ReadStatus,
+    oob: &mut [u8],
+    read_end: u64,
+    cause: OpCause,
+) -> Result<u64, FtlError> {
+    if let ReadStatus::Data(_) = status {
+        return Ok(read_end);
+    }
+    match classify(flash, from, oob, read_end, cause)? {
+        (Unreadable::Lost, span) => Ok(span.end_ns),
+        (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
+            "live {from} reads back {status}"
+        ))),
+    }
+}
+
+/// The program half of moving live page `from` to `to` after [`Flash::read`] returned
+/// `status` (and [`record_of_read`] the record in `oob`, known at `ready`): its data
+/// programmed, or a lost copy of it ([`copy_live`]).
+#[inline]
+pub fn copy_read(
+    flash: &mut Flash,
+    (from, status): (Ppn, ReadStatus),
+    to: Ppn,
+    oob: &[u8],
+    ready: u64,
+    cause: OpCause,
+) -> Result<Span, FtlError> {
+    match status {
+        ReadStatus::Data(content) => Ok(flash.program_owned(to, content, oob, ready, cause)?),
+        _ => copy_live(flash, (from, PageState::Torn), to, oob, ready, cause),
+    }
+}
+
+/// What a design programs into a page: data, or — moving a page the ECC found lost — a copy
+/// that reads uncorrectable as its original does ([`Flash::program_lost_copy`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    Data(&'a Content),
+    LostCopyOf(Ppn),
+}
+
+impl<'a> Source<'a> {
+    /// The source of a copy of `from`, which [`Flash::read`] returned as `status` (and
+    /// [`record_of_read`] found lost, when it did not read).
+    #[inline]
+    pub fn of_read(from: Ppn, status: &'a ReadStatus) -> Source<'a> {
+        match status {
+            ReadStatus::Data(content) => Source::Data(content),
+            _ => Source::LostCopyOf(from),
+        }
+    }
+
+    /// Programs it at `ppn` with `oob` as its record.
+    #[inline]
+    pub fn program(
+        self,
+        flash: &mut Flash,
+        ppn: Ppn,
+        oob: &[u8],
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<Span, FtlError> {
+        Ok(match self {
+            Source::Data(content) => flash.program(ppn, content, oob, not_before, cause)?,
+            Source::LostCopyOf(from) => {
+                flash.program_lost_copy(from, ppn, oob, not_before, cause)?
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BlockPool, GcPolicy, Space, Validity};
+    use flash::{BlockId, ContentTag, DeviceConfig, Fault};
+
+    fn worn_device() -> Flash {
+        Flash::in_memory(DeviceConfig::small_with_bit_errors_only(), 16, true)
+    }
+
+    fn tag(lpn: u32) -> Content {
+        Content::Tag(ContentTag { lpn, write: 1 })
+    }
+
+    /// A page lost to the media reads its spare area (lost); a torn one does not (torn); a
+    /// readable or erased page is neither lost nor copied as lost.
+    #[test]
+    fn lost_and_torn_pages_are_told_apart_by_their_spare_area() {
+        let mut f = worn_device();
+        let base = f.start_recording();
+        for p in 0..3 {
+            f.program(Ppn(p), &tag(p), &[p as u8 + 1; 16], 0, OpCause::HostData)
+                .unwrap();
+        }
+        let log = f.take_log().unwrap();
+        let last = log.ops.last().unwrap().span;
+        let cfg = f.config().clone();
+        // Cut in the middle of the last program: page 2 torn.
+        let mut g = Flash::new(cfg, log.image_at(base.as_ref(), last.start_ns + 1, true));
+        g.inject(Fault::Read(Ppn(1)));
+        let mut oob = [0u8; 16];
+        let mut verdict = |g: &mut Flash, p| classify(g, Ppn(p), &mut oob, 0, OpCause::Recovery);
+        assert_eq!(verdict(&mut g, 1).unwrap().0, Unreadable::Lost);
+        assert_eq!(verdict(&mut g, 2).unwrap().0, Unreadable::Torn);
+        let (status, read) = g.read(Ppn(1), &mut oob, 0, OpCause::GcCopy).unwrap();
+        assert_eq!(status, ReadStatus::Uncorrectable);
+        let ready = record_of_read(
+            &mut g,
+            Ppn(1),
+            &status,
+            &mut oob,
+            read.end_ns,
+            OpCause::GcCopy,
+        )
+        .unwrap();
+        assert_eq!(oob, [2; 16], "the lost page's record, from its spare area");
+        copy_read(
+            &mut g,
+            (Ppn(1), status),
+            Ppn(32),
+            &oob,
+            ready,
+            OpCause::GcCopy,
+        )
+        .unwrap();
+        assert!(g.is_lost(Ppn(32)));
+        let (status, _) = g.read(Ppn(2), &mut oob, 0, OpCause::GcCopy).unwrap();
+        assert!(record_of_read(&mut g, Ppn(2), &status, &mut oob, 0, OpCause::GcCopy).is_err());
+        assert!(copy_live(
+            &mut g,
+            (Ppn(2), PageState::Torn),
+            Ppn(33),
+            &oob,
+            0,
+            OpCause::GcCopy
+        )
+        .is_err());
+    }
+
+    /// GC moves a live page the ECC finds lost as a lost copy: its owner maps to the copy,
+    /// which reads uncorrectable — never erased, never another page's data.
+    #[test]
+    fn gc_moves_a_lost_live_page_as_lost() {
+        let mut f = worn_device();
+        let g = f.geometry().clone();
+        let pool = BlockPool::new(&g, 2, |_| false);
+        let mut space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, u32::MAX);
+        for lpn in 0..g.pages_per_block {
+            let ppn = space.allocate_on(0, flash::ChipId(0), &f).unwrap();
+            f.program(ppn, &tag(lpn), &[lpn as u8; 16], 0, OpCause::HostData)
+                .unwrap();
+            space.validity.set_valid(ppn, lpn);
+        }
+        let victim = (0..g.blocks())
+            .map(BlockId)
+            .find(|&b| space.pool.state(b) == crate::BlockState::Full)
+            .unwrap();
+        let lost = g.ppn(victim, 3);
+        space.validity.invalidate(g.ppn(victim, 0), 0);
+        f.inject(Fault::Read(lost));
+        let mut moves = Vec::new();
+        space
+            .collect(
+                &mut f,
+                victim,
+                1,
+                0,
+                OpCause::GcCopy,
+                |_, _| false,
+                |m| moves.push(m),
+                |_| 0,
+            )
+            .unwrap();
+        let m = moves.iter().find(|m| m.from == lost).unwrap();
+        assert!(f.is_lost(m.to));
+        let mut oob = [0u8; 16];
+        assert_eq!(
+            f.read(m.to, &mut oob, 0, OpCause::HostData).unwrap().0,
+            ReadStatus::Uncorrectable
+        );
+        assert_eq!(f.lost_tags(), vec![ContentTag { lpn: 3, write: 1 }]);
+        assert_eq!(moves.len() as u32, g.pages_per_block - 1);
+        space.check_invariants().unwrap();
+    }
+}
