@@ -23,7 +23,7 @@
 
 use crate::oracle::Model;
 use crate::points::{CrashPoint, PointKind};
-use crate::second_life::{self, FirstCut, SecondLives};
+use crate::second_life::{self, FirstCut};
 use crate::{
     check_image_at, check_part, record, CampaignConfig, CampaignError, CampaignPart,
     CampaignReport, Cuts, Recording, Violation,
@@ -431,23 +431,6 @@ pub fn replay_one(
 /// `lives` first cuts evenly spread over the run's sampled prefix cuts.
 pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<FirstCut> {
     second_life::spread_cuts(&choose_points(cfg, &PrefixRun::new(rec)), lives)
-}
-
-/// Runs and judges `lives` second lives of `rec` under the prefix model.
-pub fn run_second_lives(
-    cfg: &CampaignConfig,
-    rec: &Recording,
-    lives: usize,
-    points_each: usize,
-) -> SecondLives {
-    let mut out = SecondLives::default();
-    for cut in choose_cuts(cfg, rec, lives) {
-        let (points, violations) = judge_life(cfg, rec, cut, points_each, None);
-        out.lives += 1;
-        out.crash_points += points;
-        out.violations.extend(violations);
-    }
-    out
 }
 
 /// The second life after the prefix cut `cut` (`instant_ns` counting writes): the design

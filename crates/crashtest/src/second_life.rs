@@ -114,10 +114,7 @@ pub fn run_campaign_cut(
     let mut report = run_recorded_cut(cfg, &rec, wall, cut, progress);
     let started = std::time::Instant::now();
     let points_each = (cfg.crash_points / 4).max(1);
-    let lives = match cut {
-        CutModel::Instant => run_second_lives(cfg, &rec, lives, points_each),
-        CutModel::Prefix => crate::prefix::run_second_lives(cfg, &rec, lives, points_each),
-    };
+    let lives = run_second_lives_cut(cfg, &rec, (lives, points_each), cut);
     let mut phases = report.speed.phases;
     phases.second_lives_s = started.elapsed().as_secs_f64();
     report.crash_points += lives.crash_points;
@@ -147,9 +144,26 @@ pub fn run_second_lives(
     lives: usize,
     points_each: usize,
 ) -> SecondLives {
+    run_second_lives_cut(cfg, rec, (lives, points_each), CutModel::Instant)
+}
+
+/// [`run_second_lives`] with every first and second cut made by `model`.
+pub fn run_second_lives_cut(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    (lives, points_each): (usize, usize),
+    model: CutModel,
+) -> SecondLives {
+    let cuts = match model {
+        CutModel::Instant => choose_cuts(cfg, rec, lives),
+        CutModel::Prefix => crate::prefix::choose_cuts(cfg, rec, lives),
+    };
     let mut out = SecondLives::default();
-    for cut in choose_cuts(cfg, rec, lives) {
-        let (points, violations) = judge_life(cfg, rec, cut, points_each, None);
+    for cut in cuts {
+        let (points, violations) = match model {
+            CutModel::Instant => judge_life(cfg, rec, cut, points_each, None),
+            CutModel::Prefix => crate::prefix::judge_life(cfg, rec, cut, points_each, None),
+        };
         out.lives += 1;
         out.crash_points += points;
         out.violations.extend(violations);

@@ -710,13 +710,14 @@ fn campaign_with(
 fn a_commit_record_written_before_its_data_is_caught_only_when_killed() {
     let first = DesignOptions::default().with("commit", "record_first");
     for seed in [6, 7] {
-        assert_clean(&campaign_with(
-            &first,
-            "txmix",
-            Promise::AtomicTransactions,
-            seed,
-        ));
+        let instants = campaign_with(&first, "txmix", Promise::AtomicTransactions, seed);
+        assert_clean(&instants);
         let r = killed(first.clone(), "txmix", Promise::AtomicTransactions, seed);
+        eprintln!(
+            "commit=record_first seed {seed}: instants {} points, {} violating; prefix cuts {} \
+             points, {} violating",
+            instants.crash_points, instants.violating_points, r.crash_points, r.violating_points
+        );
         assert!(
             r.violations
                 .iter()

@@ -76,22 +76,26 @@ fn the_campaign_catches_torn_requests_lost_writes_stale_edge_reads_and_stale_val
         let cfg = control_config(control);
         let r = run(&cfg).expect("runs");
         assert!(r.violations > 0, "{}: {r:?}", control.design);
-        // The violation replays at its instant (in its second life), or the campaign again.
-        let mut replay = cfg.clone();
-        replay.only_at = r.first_violation_at;
-        replay.first_cut = r
-            .first_violation_cut
-            .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
-        let again = run(&replay).expect("replays");
-        assert_eq!(
-            again.first_violation,
-            r.first_violation,
-            "{}",
-            replay_of(&cfg, &r)
-        );
-        if r.first_violation_at.is_some() {
-            assert_eq!(again.violations, 1, "{}", replay_of(&cfg, &r));
-        }
+        assert_replays(&cfg, &r);
+    }
+}
+
+/// `r`'s first violation replays at its instant (in its second life), or the campaign again.
+fn assert_replays(cfg: &NbdCrashConfig, r: &NbdCrashReport) {
+    let mut replay = cfg.clone();
+    replay.only_at = r.first_violation_at;
+    replay.first_cut = r
+        .first_violation_cut
+        .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
+    let again = run(&replay).expect("replays");
+    assert_eq!(
+        again.first_violation,
+        r.first_violation,
+        "{}",
+        replay_of(cfg, r)
+    );
+    if r.first_violation_at.is_some() {
+        assert_eq!(again.violations, 1, "{}", replay_of(cfg, r));
     }
 }
 
@@ -266,17 +270,6 @@ fn every_export_keeps_its_promise_when_killed_and_the_controls_are_caught() {
         let r = run(&cfg).expect("runs");
         assert!(r.violations > 0, "{} killed: {r:?}", control.design);
         assert!(replay_of(&cfg, &r).contains("--cut-model prefix"));
-        let mut replay = cfg.clone();
-        replay.only_at = r.first_violation_at;
-        replay.first_cut = r
-            .first_violation_cut
-            .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
-        let again = run(&replay).expect("replays");
-        assert_eq!(
-            again.first_violation,
-            r.first_violation,
-            "{}",
-            replay_of(&cfg, &r)
-        );
+        assert_replays(&cfg, &r);
     }
 }
