@@ -240,7 +240,9 @@ def _one_cell(task: tuple[str, int], kw: dict) -> dict:
 def merge_soaks(parts: list[dict], wall_s: float) -> dict:
     """Merges one-cell soak reports, given in (design, seed) order, into one soak report."""
     merged = {"seeds": 0, "failing_seeds": [], "crash_points": 0, "violations": 0,
-              "designs": {}, "failures": [], "wall_s": wall_s}
+              "designs": {}, "failures": [], "wall_s": wall_s,
+              # Every cell of one soak cuts its images the same way.
+              "cut_model": parts[0].get("cut_model", "instant") if parts else "instant"}
     for p in parts:
         merged["seeds"] += p["seeds"]
         merged["crash_points"] += p["crash_points"]

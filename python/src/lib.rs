@@ -312,6 +312,7 @@ fn run_crashtest(
         atomic_requests: false,
         plain_reads: false,
         shapes: Vec::new(),
+        cut_model: None,
     };
     match args.workload.workload.as_deref() {
         Some(w) if w.starts_with("sqlite") => {

@@ -3,7 +3,8 @@
 //! `--controls` soaks the negative controls, which must be caught.
 
 use crate::crash_args::CrashtestArgs;
-use crashtest::options::{is_soak, single_config, soak_config, sqlite_workload};
+use crashtest::options::{cut_model, is_soak, single_config, soak_config, sqlite_workload};
+use crashtest::prefix::CutModel;
 use crashtest::shrink::{shrink, Shrunk};
 use crashtest::soak::{self, CellResult, SoakReport};
 use crashtest::{CampaignConfig, CampaignReport};
@@ -11,6 +12,12 @@ use crashtest::{CampaignConfig, CampaignReport};
 pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.bench {
         return run_bench(args);
+    }
+    let cut = cut_model(args)?;
+    if cut == CutModel::Prefix && args.shrink {
+        anyhow::bail!(
+            "--shrink reduces runs under the instant cut model only; replay the prefix cut instead"
+        );
     }
     if crate::nbd_crash_cmd::is_nbd(args) {
         return crate::nbd_crash_cmd::run(args);
@@ -38,13 +45,13 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     if let Some(instant) = args.replay_instant {
         return match &args.first_cut {
-            Some(cut) => replay_second_life(&cfg, cut, instant, args.torn),
-            None => replay(&cfg, instant, args.torn),
+            Some(first) => replay_second_life(&cfg, first, (instant, args.torn), cut),
+            None => replay(&cfg, instant, args.torn, cut),
         };
     }
     let bar = crate::progress::bar(1, "crashtest");
     let (report, lives) =
-        crashtest::second_life::run_campaign_with_lives(&cfg, args.second_lives, &|d, t| {
+        crashtest::second_life::run_campaign_cut(&cfg, args.second_lives, cut, &|d, t| {
             bar.set_length(t);
             bar.set_position(d);
         })?;
@@ -52,9 +59,12 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.json {
         let mut v = report.to_json();
         v["second_lives"] = serde_json::json!(lives);
+        if cut != CutModel::Instant {
+            v["cut_model"] = serde_json::json!(cut.name());
+        }
         println!("{}", serde_json::to_string(&v)?);
     } else {
-        print_report(&report);
+        print_report(&report, cut);
         if lives > 0 {
             println!("second lives      {lives} (their crash points are counted above)");
         }
@@ -75,35 +85,45 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
 /// Rebuilds and judges one image of the second life after `cut`.
 fn replay_second_life(
     cfg: &CampaignConfig,
-    cut: &str,
-    instant: u64,
-    torn: bool,
+    first: &str,
+    (instant, torn): (u64, bool),
+    cut: CutModel,
 ) -> anyhow::Result<()> {
-    let cut = crashtest::second_life::FirstCut::parse(cut)?;
+    let first = crashtest::second_life::FirstCut::parse(first)?;
     let rec = crashtest::record(cfg)?;
-    let (_, v) = crashtest::second_life::judge_life(cfg, &rec, cut, 1, Some((instant, torn)));
+    let only = Some((instant, torn));
+    let (_, v) = match cut {
+        CutModel::Instant => crashtest::second_life::judge_life(cfg, &rec, first, 1, only),
+        CutModel::Prefix => crashtest::prefix::judge_life(cfg, &rec, first, 1, only),
+    };
     for x in &v {
         println!(
-            "violation at {} ns: lpn {:?}: {}",
-            x.instant_ns, x.lpn, x.what
+            "violation {}: lpn {:?}: {}",
+            cut.describe(x.instant_ns),
+            x.lpn,
+            x.what
         );
     }
     if !v.is_empty() {
         anyhow::bail!("{} violations in the replayed second-life image", v.len());
     }
     println!(
-        "second-life image at {instant} ns recovered and kept the {} promise",
+        "second-life image {} recovered and kept the {} promise",
+        cut.describe(instant),
         cfg.promise.name()
     );
     Ok(())
 }
 
-fn replay(cfg: &CampaignConfig, instant: u64, torn: bool) -> anyhow::Result<()> {
-    let v = crashtest::replay_one(cfg, instant, torn)?;
+fn replay(cfg: &CampaignConfig, instant: u64, torn: bool, cut: CutModel) -> anyhow::Result<()> {
+    let v = match cut {
+        CutModel::Instant => crashtest::replay_one(cfg, instant, torn)?,
+        CutModel::Prefix => crashtest::prefix::replay_one(cfg, instant, torn)?,
+    };
     for x in &v {
         println!(
-            "violation at {} ns{}: lpn {:?}: {}",
-            x.instant_ns,
+            "violation {}{}: lpn {:?}: {}",
+            cut.describe(x.instant_ns),
             if x.torn { " (torn)" } else { "" },
             x.lpn,
             x.what
@@ -113,18 +133,20 @@ fn replay(cfg: &CampaignConfig, instant: u64, torn: bool) -> anyhow::Result<()> 
         anyhow::bail!("{} violations in the replayed image", v.len());
     }
     println!(
-        "image at {instant} ns{} recovered and kept the {} promise",
+        "image {}{} recovered and kept the {} promise",
+        cut.describe(instant),
         if torn { " (torn)" } else { "" },
         cfg.promise.name()
     );
     Ok(())
 }
 
-fn print_report(report: &CampaignReport) {
+fn print_report(report: &CampaignReport, cut: CutModel) {
     println!(
         "design            {} (judged as {})",
         report.ftl, report.promise
     );
+    println!("cut model         {}", cut.name());
     println!(
         "run               {} workload, seed {}, {} host requests, {} flash operations recorded",
         report.workload, report.seed, report.host_requests, report.flash_ops_recorded
@@ -165,8 +187,8 @@ fn print_report(report: &CampaignReport) {
     println!("speed             {}", report.speed.line());
     for v in report.violations.iter().take(10) {
         println!(
-            "  at {} ns{} lpn {:?}: {}\n    replay: {}",
-            v.instant_ns,
+            "  {}{} lpn {:?}: {}\n    replay: {}",
+            cut.describe(v.instant_ns),
             if v.torn { " (torn)" } else { "" },
             v.lpn,
             v.what,

@@ -121,6 +121,7 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
         only_at: args.replay_instant.map(|at| (at, args.torn)),
         second_lives: args.second_lives,
         first_cut: first_cut(args)?,
+        cut: crashtest::options::cut_model(args)?,
     };
     let report = crash::run(&cfg)?;
     if args.json {
@@ -203,6 +204,7 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         promise: promise_arg(args)?,
         plain_reads: args.plain_reads,
         second_lives: args.second_lives,
+        cut: crashtest::options::cut_model(args)?,
     })
 }
 

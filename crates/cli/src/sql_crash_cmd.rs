@@ -36,6 +36,7 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
         second_lives: args.second_lives,
         only_at: args.replay_instant,
         first_cut: first_cut(args)?,
+        cut: crashtest::options::cut_model(args)?,
     };
     let report = crash::run(&cfg)?;
     if args.json {
@@ -170,6 +171,7 @@ fn sql_soak_config(
         },
         setting: None,
         second_lives: args.second_lives,
+        cut: crashtest::options::cut_model(args)?,
     })
 }
 

@@ -1,7 +1,8 @@
 //! The crash soak in CI (issue #22): every design against its own promise on fresh random seeds
 //! each run (printed, so a failure replays exactly), each seed choosing its workload shape,
 //! queue depth, fill and geometry, with two second lives per cell (a cut, recovery, more work,
-//! a second cut); then the negative controls, which must be caught. The long
+//! a second cut), and under the image-prefix cut of a killed process; then the negative
+//! controls, which must be caught. The long
 //! soak (`mobius crashtest --ftl all --seeds 200 --crash-points 2000 --torn`) is documented in
 //! docs/crashtest.md.
 
@@ -38,6 +39,34 @@ fn every_design_keeps_its_promise_on_fresh_seeds() {
     assert_eq!(
         json["seeds"],
         6 * json["designs"].as_object().expect("designs").len()
+    );
+    assert!(json["crash_points"].as_u64().expect("points") > 1000);
+}
+
+/// Every design cut as a killed process leaves its image (`--cut-model prefix`: a prefix of its
+/// image writes in issue order, the next one torn), second lives included, on fresh seeds.
+#[test]
+fn every_design_keeps_its_promise_when_killed_on_fresh_seeds() {
+    let (ok, stdout, stderr) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--cut-model",
+        "prefix",
+        "--seeds",
+        "2",
+        "--crash-points",
+        "600",
+        "--torn",
+        "--second-lives",
+        "1",
+        "--json",
+    ]);
+    let json = clean_soak(ok, &stdout, &stderr);
+    assert_eq!(json["cut_model"], "prefix");
+    assert_eq!(
+        json["seeds"],
+        2 * json["designs"].as_object().expect("designs").len()
     );
     assert!(json["crash_points"].as_u64().expect("points") > 1000);
 }

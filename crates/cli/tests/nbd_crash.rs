@@ -48,6 +48,38 @@ fn an_nbd_soak_passes_on_sound_exports() {
     assert_eq!(json["violations"], 0, "{out}");
 }
 
+/// Every export cut as a killed `mobius serve` leaves its image (`--cut-model prefix`), on a
+/// fresh seed with a second life per cell: no violation.
+#[test]
+fn an_nbd_soak_of_killed_servers_passes_on_every_design() {
+    let (ok, out, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--workload",
+        "nbd",
+        "--cut-model",
+        "prefix",
+        "--seeds",
+        "1",
+        "--crash-points",
+        "20",
+        "--torn",
+        "--second-lives",
+        "1",
+        "--jobs",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{out}{err}");
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    assert_eq!(json["violations"], 0, "{out}");
+    assert!(
+        json["crash_points"].as_u64().expect("points") >= 100,
+        "{out}"
+    );
+}
+
 /// Both controls are caught, and a failing cell's printed replay command, run as it is, finds
 /// the same first violation.
 #[test]

@@ -351,6 +351,35 @@ fn the_sqlite_soak_runs_every_design_over_seeds() {
     assert!(j["cells_with_gc_copies"].as_u64().unwrap() > 0, "{out}");
 }
 
+/// The SQLite soak cut as a killed `mobius sql` leaves its image (`--cut-model prefix`): every
+/// design, a fresh seed, a second life per cell, zero violations.
+#[test]
+fn the_sqlite_soak_of_killed_processes_runs_every_design() {
+    let (ok, out, err) = mobius(&[
+        "crashtest",
+        "--ftl",
+        "all",
+        "--workload",
+        "sqlite",
+        "--cut-model",
+        "prefix",
+        "--seeds",
+        "1",
+        "--crash-points",
+        "20",
+        "--torn",
+        "--second-lives",
+        "1",
+        "--jobs",
+        "2",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["violations"], 0, "{err}");
+    assert_eq!(j["cells"], 10, "ten designs, one seed");
+}
+
 /// A failing soak cell prints a replay command, and that command, run as it is, finds the same
 /// violation: the device, parameters, fill and commit path are all spelt out.
 #[test]

@@ -11,6 +11,7 @@ pub mod media;
 pub mod options;
 pub mod oracle;
 pub mod points;
+pub mod prefix;
 pub mod second_life;
 pub mod shrink;
 pub mod soak;
@@ -242,6 +243,8 @@ pub struct Recording {
     pub base: Box<dyn Store>,
     pub ops: OpLog,
     pub host: HostLog,
+    /// Each record of `host`, by index, placed in `ops` (the image-prefix cut model, [`prefix`]).
+    pub positions: Vec<lab::driver::LogPositions>,
     /// When the freshly formatted device was ready (crashes before it are crashes of the format).
     pub ready_ns: u64,
     /// The run's media figures (media model on only).
@@ -284,6 +287,7 @@ pub fn record(cfg: &CampaignConfig) -> Result<Recording, CampaignError> {
         base,
         ops,
         host,
+        positions: run.positions.ok_or(CampaignError::NoHostLog)?,
         ready_ns,
         media,
     })
@@ -483,23 +487,37 @@ fn check_image_as(
     judge_ns: u64,
     replay: &dyn Fn() -> String,
 ) -> Outcome {
+    check_image_at(cfg, judging, image, (p, p.instant_ns), judge_ns, replay)
+}
+
+/// [`check_image_as`] with the recovered device's clock starting at `clock_ns` rather than at
+/// the point's instant (an image-prefix cut, whose `instant_ns` counts image writes).
+fn check_image_at(
+    cfg: &CampaignConfig,
+    judging: &mut Judging,
+    image: Box<dyn Store>,
+    (p, clock_ns): (CrashPoint, u64),
+    judge_ns: u64,
+    replay: &dyn Fn() -> String,
+) -> Outcome {
     let started = std::time::Instant::now();
     // A design that panics on an image (in recovery, a read or its invariants) is a violation
     // of that image, with its replay command; the campaign goes on, and the panic is reported
     // there (with its location) instead of on the terminal.
-    let mut outcome = quiet_panics::catch(|| judge_image(cfg, judging, image, p, judge_ns))
-        .unwrap_or_else(|what| {
-            // A panic may have left the judge's work for this image half done.
-            judging.clear();
-            Outcome {
-                violations: vec![Violation::at(
-                    &p,
-                    None,
-                    format!("the design panicked on this image: {what}"),
-                )],
-                ..Outcome::default()
-            }
-        });
+    let mut outcome =
+        quiet_panics::catch(|| judge_image(cfg, judging, image, (p, clock_ns), judge_ns))
+            .unwrap_or_else(|what| {
+                // A panic may have left the judge's work for this image half done.
+                judging.clear();
+                Outcome {
+                    violations: vec![Violation::at(
+                        &p,
+                        None,
+                        format!("the design panicked on this image: {what}"),
+                    )],
+                    ..Outcome::default()
+                }
+            });
     if !outcome.violations.is_empty() {
         let replay = replay();
         for v in &mut outcome.violations {
@@ -579,12 +597,12 @@ fn judge_image(
     cfg: &CampaignConfig,
     judging: &mut Judging,
     image: Box<dyn Store>,
-    p: CrashPoint,
+    (p, clock_ns): (CrashPoint, u64),
     judge_ns: u64,
 ) -> Outcome {
     let started = std::time::Instant::now();
     let mut flash = Flash::new(cfg.device.clone(), image);
-    flash.start_clock_at(p.instant_ns);
+    flash.start_clock_at(clock_ns);
     let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what);
     let failed = |what: String, recovery: Option<(u64, u64)>| Outcome {
         violations: vec![violation(None, what)],
@@ -611,7 +629,7 @@ fn judge_image(
     }
     let recovery_s = started.elapsed().as_secs_f64();
     let n = dev.logical_pages();
-    let at = dev.flash().idle_ns().max(p.instant_ns);
+    let at = dev.flash().idle_ns().max(clock_ns);
     let judged = |violations, settled| Outcome {
         violations,
         recovery,
@@ -745,9 +763,23 @@ pub fn run_recorded(
     wall: std::time::Instant,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignReport {
+    run_recorded_cut(cfg, rec, wall, prefix::CutModel::Instant, progress)
+}
+
+/// [`run_recorded`] with its images cut by `cut`.
+pub fn run_recorded_cut(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    wall: std::time::Instant,
+    cut: prefix::CutModel,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> CampaignReport {
     // The campaign started with its recording.
     let record_s = wall.elapsed().as_secs_f64();
-    let part = run_recorded_part(cfg, rec, 0, 1, progress);
+    let part = match cut {
+        prefix::CutModel::Instant => run_recorded_part(cfg, rec, 0, 1, progress),
+        prefix::CutModel::Prefix => prefix::run_recorded_part(cfg, rec, 0, 1, progress),
+    };
     let mut report = merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
         .expect("one part is a whole campaign");
     report.speed.phases.record_s = record_s;
@@ -763,9 +795,43 @@ pub fn run_recorded_part(
     parts: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignPart {
-    let all = choose_points(cfg, rec);
+    let model = Model::new(&rec.host);
+    let cuts = Cuts {
+        points: choose_points(cfg, rec),
+        model: &model,
+        images: &|| {
+            let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
+            Box::new(move |p: CrashPoint| (builder.image_at(p.instant_ns, p.torn), p.instant_ns))
+        },
+        replay: &|p| replay_command(cfg, p.instant_ns, p.torn),
+    };
+    check_part(cfg, rec, cuts, (part, parts), progress)
+}
+
+/// The images of one worker's crash points, in order: each point's image and the instant its
+/// recovered device's clock starts at.
+pub(crate) type Images<'a> = Box<dyn FnMut(CrashPoint) -> (Box<dyn Store>, u64) + Send + 'a>;
+
+/// A campaign's crash points, how they are cut and judged: the model every image is judged by
+/// (at the point's `instant_ns`), a fresh image builder per worker, and each point's replay.
+pub(crate) struct Cuts<'m, 'a> {
+    pub points: Vec<CrashPoint>,
+    pub model: &'m Model<'a>,
+    pub images: &'m dyn Fn() -> Images<'m>,
+    pub replay: &'m (dyn Fn(CrashPoint) -> String + Sync),
+}
+
+/// Checks share `part` of `parts` of `cuts` on `cfg.threads` workers.
+pub(crate) fn check_part(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    cuts: Cuts,
+    (part, parts): (usize, usize),
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> CampaignPart {
+    let all = &cuts.points;
     let mut points_by_kind = BTreeMap::new();
-    for p in &all {
+    for p in all {
         *points_by_kind
             .entry(format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" }).to_lowercase())
             .or_insert(0) += 1;
@@ -776,7 +842,6 @@ pub fn run_recorded_part(
         .enumerate()
         .filter(|(i, _)| i % parts.max(1) == part)
         .collect();
-    let model = Model::new(&rec.host);
     let threads = cfg.threads.max(1).min(mine.len().max(1));
     let chunk = mine.len().div_ceil(threads).max(1);
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -785,19 +850,26 @@ pub fn run_recorded_part(
         let handles: Vec<_> = mine
             .chunks(chunk)
             .map(|share| {
-                let base = rec.base.snapshot();
-                let (model, ops, done) = (&model, &rec.ops, &done);
+                let mut images = (cuts.images)();
+                let (model, done, replay) = (cuts.model, &done, cuts.replay);
                 s.spawn(move || {
-                    let mut builder = ImageBuilder::new(base.as_ref(), ops);
                     let mut judging = model.judging(cfg.promise);
                     let mut image_s = 0.0;
                     let outcomes = share
                         .iter()
                         .map(|&(i, p)| {
                             let started = std::time::Instant::now();
-                            let image = builder.image_at(p.instant_ns, p.torn);
+                            let (image, clock_ns) = images(p);
                             image_s += started.elapsed().as_secs_f64();
-                            let o = check_image(cfg, &mut judging, image, p);
+                            let replay = || replay(p);
+                            let o = check_image_at(
+                                cfg,
+                                &mut judging,
+                                image,
+                                (p, clock_ns),
+                                p.instant_ns,
+                                &replay,
+                            );
                             let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                             if d % 64 == 0 || d == total {
                                 progress(d, total);

@@ -3,6 +3,7 @@
 //! printing. SQLite and NBD workloads, controls, replays and shrinking stay with the command
 //! line (crates/cli), which prints as it goes.
 
+use crate::prefix::CutModel;
 use crate::soak::{self, Shape, SoakConfig};
 use crate::CampaignConfig;
 use ftl::{DesignOptions, DesignSpec, Promise};
@@ -101,6 +102,12 @@ pub struct CrashtestOptions {
     /// abort-heavy, trim-heavy, interleaved); designs that support none of them are left out.
     #[cfg_attr(feature = "clap", arg(long = "shape", value_name = "SHAPE"))]
     pub shapes: Vec<String>,
+    /// How crash images are cut: `instant` (a power cut at a simulated instant: the operations
+    /// completed by then) or `prefix` (a killed process, `kill -9`: the first N image writes in
+    /// the order they were issued, the next one torn with --torn); with `prefix`,
+    /// --replay-instant and --first-cut count image writes [default: instant]
+    #[cfg_attr(feature = "clap", arg(long, value_name = "MODEL"))]
+    pub cut_model: Option<String>,
 }
 
 /// Why the options describe no campaign that can run.
@@ -135,6 +142,8 @@ pub enum OptionsError {
     #[error(transparent)]
     Promise(#[from] ftl::UnknownPromise),
     #[error(transparent)]
+    CutModel(#[from] crate::prefix::UnknownCutModel),
+    #[error(transparent)]
     Campaign(#[from] crate::CampaignError),
     #[error("a campaign share: {0}")]
     Share(#[from] serde_json::Error),
@@ -151,10 +160,14 @@ pub fn measure(args: &CrashtestOptions) -> Result<serde_json::Value> {
         return Ok(soak::run_soak(&cfg, &|_| {}).to_json());
     }
     let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
+    let cut = cut_model(args)?;
     let (report, lives) =
-        crate::second_life::run_campaign_with_lives(&cfg, args.second_lives, &|_, _| {})?;
+        crate::second_life::run_campaign_cut(&cfg, args.second_lives, cut, &|_, _| {})?;
     let mut v = report.to_json();
     v["second_lives"] = serde_json::json!(lives);
+    if cut != CutModel::Instant {
+        v["cut_model"] = serde_json::json!(cut.name());
+    }
     Ok(v)
 }
 
@@ -174,7 +187,10 @@ pub fn measure_share(
     }
     let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     let rec = crate::record(&cfg)?;
-    let share = crate::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {});
+    let share = match cut_model(args)? {
+        CutModel::Instant => crate::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {}),
+        CutModel::Prefix => crate::prefix::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {}),
+    };
     Ok(serde_json::to_value(share)?)
 }
 
@@ -240,6 +256,14 @@ fn media_device(args: &CrashtestOptions, design: &DesignSpec) -> Result<flash::D
         ..args.device.clone()
     };
     Ok(args.media.apply(recipe.resolve_for(design)?, &media)?)
+}
+
+/// The cut model `--cut-model` names (instant when not given).
+pub fn cut_model(args: &CrashtestOptions) -> Result<CutModel> {
+    Ok(match &args.cut_model {
+        Some(name) => CutModel::parse(name)?,
+        None => CutModel::Instant,
+    })
 }
 
 /// `--workload sqlite-W`: `Some(Some(W))`; `--workload sqlite` (a soak that draws the
@@ -331,6 +355,7 @@ pub fn soak_config(args: &CrashtestOptions, designs: Vec<DesignSpec>) -> Result<
         second_lives: args.second_lives,
         fixed,
         media,
+        cut: cut_model(args)?,
     })
 }
 
@@ -427,6 +452,7 @@ mod tests {
             plain_reads: false,
             first_cut: None,
             shapes: Vec::new(),
+            cut_model: None,
         }
     }
 
@@ -458,5 +484,8 @@ mod tests {
         let mut promise = options("dftl");
         promise.promise = Some("no-such-promise".into());
         assert!(matches!(measure(&promise), Err(OptionsError::Promise(_))));
+        let mut cut = options("dftl");
+        cut.cut_model = Some("kill".into());
+        assert!(matches!(measure(&cut), Err(OptionsError::CutModel(_))));
     }
 }

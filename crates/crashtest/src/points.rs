@@ -239,7 +239,7 @@ impl<'a> Targets<'a> {
 
 /// (arrival, durable-or-ack) of every multi-page write or static transaction, and (HEAD arrival,
 /// REAR durable-or-ack) of every dynamic transaction.
-fn transaction_windows(host: &HostLog) -> Vec<(u64, u64)> {
+pub(crate) fn transaction_windows(host: &HostLog) -> Vec<(u64, u64)> {
     use workload::HostOp;
     let mut out = Vec::new();
     let mut heads: rustc_hash::FxHashMap<u64, u64> = Default::default();

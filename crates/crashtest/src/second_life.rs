@@ -13,9 +13,10 @@
 
 use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
+use crate::prefix::CutModel;
 use crate::{
-    check_image_as, replay_command, run_recorded, CampaignConfig, CampaignError, CampaignReport,
-    Recording, Speed, Violation,
+    check_image_as, replay_command, run_recorded_cut, CampaignConfig, CampaignError,
+    CampaignReport, Recording, Speed, Violation,
 };
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
@@ -63,10 +64,10 @@ pub struct SecondLives {
 
 /// The recorded second life after `cut`, or the violation that stopped it (a recovery, a read
 /// or the run on the recovered device failed: life one's campaign reports the first two too).
-struct Life {
-    rec: Recording,
+pub(crate) struct Life {
+    pub(crate) rec: Recording,
     /// When the recovered device was ready for the host.
-    ready_ns: u64,
+    pub(crate) ready_ns: u64,
 }
 
 /// First cuts for `lives` second lives: evenly spread over life one's sampled crash points.
@@ -98,14 +99,25 @@ pub fn run_campaign_with_lives(
     lives: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<(CampaignReport, usize), CampaignError> {
+    run_campaign_cut(cfg, lives, CutModel::Instant, progress)
+}
+
+/// [`run_campaign_with_lives`] with every image, second lives' included, cut by `cut`.
+pub fn run_campaign_cut(
+    cfg: &CampaignConfig,
+    lives: usize,
+    cut: CutModel,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(CampaignReport, usize), CampaignError> {
     let wall = std::time::Instant::now();
     let (cfg, rec, end_of_life) = &crate::media::record_within_life(cfg)?;
-    let mut report = run_recorded(cfg, rec, wall, progress);
+    let mut report = run_recorded_cut(cfg, rec, wall, cut, progress);
     if let Some(m) = report.media.as_mut() {
         m.end_of_life = end_of_life.clone();
     }
     let started = std::time::Instant::now();
-    let lives = run_second_lives(cfg, rec, lives, (cfg.crash_points / 4).max(1));
+    let points_each = (cfg.crash_points / 4).max(1);
+    let lives = run_second_lives_cut(cfg, rec, (lives, points_each), cut);
     let mut phases = report.speed.phases;
     phases.second_lives_s = started.elapsed().as_secs_f64();
     report.crash_points += lives.crash_points;
@@ -135,9 +147,26 @@ pub fn run_second_lives(
     lives: usize,
     points_each: usize,
 ) -> SecondLives {
+    run_second_lives_cut(cfg, rec, (lives, points_each), CutModel::Instant)
+}
+
+/// [`run_second_lives`] with every first and second cut made by `model`.
+pub fn run_second_lives_cut(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    (lives, points_each): (usize, usize),
+    model: CutModel,
+) -> SecondLives {
+    let cuts = match model {
+        CutModel::Instant => choose_cuts(cfg, rec, lives),
+        CutModel::Prefix => crate::prefix::choose_cuts(cfg, rec, lives),
+    };
     let mut out = SecondLives::default();
-    for cut in choose_cuts(cfg, rec, lives) {
-        let (points, violations) = judge_life(cfg, rec, cut, points_each, None);
+    for cut in cuts {
+        let (points, violations) = match model {
+            CutModel::Instant => judge_life(cfg, rec, cut, points_each, None),
+            CutModel::Prefix => crate::prefix::judge_life(cfg, rec, cut, points_each, None),
+        };
         out.lives += 1;
         out.crash_points += points;
         out.violations.extend(violations);
@@ -200,31 +229,49 @@ pub fn judge_life(
 
 /// Recovers the image of `cut`, reads the baseline and runs the second life on it, recording.
 fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Option<Violation>> {
-    let fail = |what: String| {
-        Some(Violation {
-            instant_ns: cut.instant_ns,
-            torn: cut.torn,
-            lpn: None,
-            what: format!("second life after a cut at {} ns: {what}", cut.instant_ns),
-            replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
-        })
+    let fail = |what: String| Violation {
+        instant_ns: cut.instant_ns,
+        torn: cut.torn,
+        lpn: None,
+        what: format!("second life after a cut at {} ns: {what}", cut.instant_ns),
+        replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
     };
     // A failed first recovery or read is life one's violation, reported by its campaign.
     let image = (rec.base.as_ref(), &rec.ops);
-    let Some(Recovered {
+    let recovered = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut).ok_or(None)?;
+    let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
+    live_on(cfg, rec, recovered, (seed, cut.instant_ns), &fail)
+}
+
+/// The second life of a recovered device: the baseline it reads back, then a quarter of the
+/// workload (seeded by `seed`) on it, recorded; `from_ns` is the instant its recording starts
+/// at (the first cut's). `fail` words a failed run as a violation.
+pub(crate) fn live_on(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    recovered: Recovered,
+    (seed, from_ns): (u64, u64),
+    fail: &dyn Fn(String) -> Violation,
+) -> Result<Life, Option<Violation>> {
+    let Recovered {
         mut dev,
         base,
         ready_ns,
-    }) = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut)
-    else {
-        return Err(None);
-    };
+    } = recovered;
+    // With the media model on, a page the media lost reads back as what the first life's
+    // promise let stand at the cut (`from_ns`).
     let first = Model::new(&rec.host);
-    let judged = (&first, cfg.promise, cut.instant_ns);
+    let judged = (&first, cfg.promise, from_ns);
     let Some(contents) = read_all(dev.as_mut(), ready_ns, &cfg.device, judged) else {
         return Err(None);
     };
     let mut host = baseline(&rec.host, &contents, ready_ns);
+    // The baseline is known to the host once recovery is done and the pages are read.
+    let ready = lab::driver::LogPositions {
+        arrival: dev.flash().logged_ops(),
+        answered: dev.flash().logged_ops(),
+    };
+    let mut positions = vec![ready; host.records.len()];
     let mut spec = cfg.workload.clone();
     spec.fill = 0.0;
     spec.requests = (spec.requests / 4).max(50);
@@ -233,7 +280,6 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
         first_uuid: last_uuid(&rec.host) + 1,
         contents: Some(contents),
     };
-    let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
     let run = lab::driver::run_from(
         dev.as_mut(),
         &spec,
@@ -248,12 +294,13 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
         // Metadata the design cannot do without lost to the media: the life ends there.
         Err(e) if crate::media::ended_by_media(&e, dev.flash()) => return Err(None),
         Err(e) => {
-            return Err(fail(format!(
+            return Err(Some(fail(format!(
                 "the recovered device failed the next run: {e}"
-            )))
+            ))))
         }
     };
     let log = run.log.expect("recorded");
+    positions.extend(run.positions.expect("recorded"));
     let offset = host.records.len() as u64;
     host.records.extend(log.records.into_iter().map(|mut r| {
         r.index += offset;
@@ -266,7 +313,8 @@ fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Op
             base,
             ops,
             host,
-            ready_ns: cut.instant_ns,
+            positions,
+            ready_ns: from_ns,
             media: None,
         },
         ready_ns,
@@ -293,11 +341,24 @@ pub fn recover_cut(
     cut: FirstCut,
 ) -> Option<Recovered> {
     let mut builder = ImageBuilder::new(base, ops);
-    let mut flash = Flash::new(device.clone(), builder.image_at(cut.instant_ns, cut.torn));
-    flash.start_clock_at(cut.instant_ns);
+    let image = builder.image_at(cut.instant_ns, cut.torn);
+    recover_image(design, device, options, image, cut.instant_ns)
+}
+
+/// The design recovered from `image` on a device whose clock starts at `clock_ns`, recording
+/// from then on; `None` if recovery refuses the image.
+pub fn recover_image(
+    design: &ftl::DesignSpec,
+    device: &flash::DeviceConfig,
+    options: &ftl::DesignOptions,
+    image: Box<dyn flash::Store>,
+    clock_ns: u64,
+) -> Option<Recovered> {
+    let mut flash = Flash::new(device.clone(), image);
+    flash.start_clock_at(clock_ns);
     let base = flash.start_recording();
     let (dev, _) = design.reopen(flash, options).ok()?;
-    let ready_ns = dev.flash().idle_ns().max(cut.instant_ns);
+    let ready_ns = dev.flash().idle_ns().max(clock_ns);
     Some(Recovered {
         dev,
         base,

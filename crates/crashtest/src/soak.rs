@@ -14,7 +14,8 @@
 //! violation exactly; [`shrink`] then reduces a failing cell to the smallest run that still
 //! fails.
 
-use crate::second_life::run_campaign_with_lives;
+use crate::prefix::CutModel;
+use crate::second_life::run_campaign_cut;
 use crate::{replay_command, CampaignConfig, CampaignReport, PhaseTimes, Speed};
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec, FtlError, OverProvisioningKnob, Promise, TxCapabilities};
@@ -342,6 +343,9 @@ pub struct SoakConfig {
     /// The media model every cell's device runs with, seeded by the cell's seed (`None`: off;
     /// [`crate::media`]).
     pub media: Option<flash::MediaConfig>,
+    /// How every cell cuts its images: at simulated instants, or as a killed process leaves
+    /// its image file ([`crate::prefix`]).
+    pub cut: CutModel,
 }
 
 impl SoakConfig {
@@ -362,6 +366,7 @@ impl SoakConfig {
             fixed: Vec::new(),
             second_lives: 0,
             media: None,
+            cut: CutModel::Instant,
         }
     }
 }
@@ -452,6 +457,8 @@ pub struct SoakReport {
     pub wall_s: f64,
     /// Cells run at once.
     pub jobs: usize,
+    /// How the cells cut their images.
+    pub cut: CutModel,
 }
 
 /// Per-design totals.
@@ -523,6 +530,7 @@ impl SoakReport {
             "failures": failures,
             "wall_s": self.wall_s,
             "speed": self.speed(),
+            "cut_model": self.cut.name(),
         })
     }
 }
@@ -746,11 +754,12 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
         media: None,
         phases: PhaseTimes::default(),
     };
-    match run_campaign_with_lives(&campaign, cfg.second_lives, &|_, _| {}) {
-        Ok((r, _)) => note_report(&mut cell, &r),
+    match run_campaign_cut(&campaign, cfg.second_lives, cfg.cut, &|_, _| {}) {
+        Ok((r, _)) => note_report(&mut cell, &r, cfg.cut),
         Err(e) => {
             cell.error = Some(e.to_string());
-            cell.replay = Some(replay_command(&campaign, 0, campaign.torn).replace(
+            let replay = replay_command(&campaign, 0, campaign.torn) + cfg.cut.arg();
+            cell.replay = Some(replay.replace(
                 " --replay-instant 0",
                 &format!(" --crash-points {}", campaign.crash_points),
             ));
@@ -760,7 +769,7 @@ fn run_cell(cfg: &SoakConfig, design: &DesignSpec, seed: u64) -> CellResult {
     cell
 }
 
-fn note_report(cell: &mut CellResult, r: &CampaignReport) {
+fn note_report(cell: &mut CellResult, r: &CampaignReport, cut: CutModel) {
     cell.media = CellMedia::of(r);
     if let Some(eol) = r.media.as_ref().and_then(|m| m.end_of_life.as_ref()) {
         cell.requests = eol.requests_run;
@@ -771,8 +780,8 @@ fn note_report(cell: &mut CellResult, r: &CampaignReport) {
     cell.violating_points = r.violating_points;
     if let Some(v) = r.violations.first() {
         cell.first_violation = Some(format!(
-            "at {} ns{} lpn {:?}: {}",
-            v.instant_ns,
+            "{}{} lpn {:?}: {}",
+            cut.describe(v.instant_ns),
             if v.torn { " (torn)" } else { "" },
             v.lpn,
             v.what
@@ -795,6 +804,7 @@ pub fn run_soak(cfg: &SoakConfig, progress: &(dyn Fn(&CellResult) + Sync)) -> So
         cells: run_parallel(cells.len(), cfg.jobs, &run, progress),
         wall_s: wall.elapsed().as_secs_f64(),
         jobs: cfg.jobs,
+        cut: cfg.cut,
     }
 }
 

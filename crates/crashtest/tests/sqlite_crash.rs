@@ -37,6 +37,7 @@ fn config(
         second_lives: 0,
         only_at: None,
         first_cut: None,
+        cut: crashtest::prefix::CutModel::Instant,
     }
 }
 
@@ -279,6 +280,7 @@ fn the_soak_is_clean_on_every_design_and_catches_its_controls() {
         only: SettingFilter::default(),
         setting: None,
         second_lives: 1,
+        cut: crashtest::prefix::CutModel::Instant,
     };
     let report = soak::run_soak(&cfg, &|_| {});
     let failing: Vec<_> = report.failing().collect();
@@ -343,4 +345,35 @@ fn second_lives_cut_the_recovered_database_again_and_can_fail() {
     let again = crash::run(&replay).unwrap();
     assert_eq!(again.first_violation.as_ref(), Some(&why), "{again:?}");
     assert_eq!(again.first_violation_cut_ns, Some(cut));
+}
+
+/// A killed `mobius sql` (the image-prefix cut, `--cut-model prefix`): batch commits on the
+/// transactional designs, journal and WAL on the others, second lives included, keep every
+/// commit that had returned; batch writes without a transaction are caught under it too.
+#[test]
+fn killed_processes_keep_their_commits_and_the_control_is_caught() {
+    let killed = |mut cfg: CrashConfig| {
+        cfg.cut = crashtest::prefix::CutModel::Prefix;
+        cfg.second_lives = 1;
+        cfg
+    };
+    for (d, mode, sync, w) in [
+        ("mobius", Mode::Batch, "FULL", Workload::Tpcb),
+        ("txflash-scc", Mode::Batch, "FULL", Workload::Kv),
+        ("dftl", Mode::Journal, "EXTRA", Workload::Tpcb),
+        ("wcache", Mode::Wal, "FULL", Workload::Kv),
+        ("optr", Mode::Ordered, "EXTRA", Workload::Kv),
+    ] {
+        let cfg = killed(config(d, mode, sync, w, 91));
+        let r = crash::run(&cfg).unwrap();
+        assert_eq!(r.violations, 0, "{d} {mode:?}: {r:?}");
+        assert!(r.crash_points > cfg.crash_points, "{r:?}");
+        assert!(crash::replay_command(&cfg, None, None).contains("--cut-model prefix"));
+    }
+    let mut cfg = killed(config("dftl", Mode::Batch, "FULL", Workload::Tpcc, 82));
+    cfg.open = crash::plain_writes(cfg.open.clone());
+    cfg.transactions = 120;
+    cfg.crash_points = 200;
+    let r = crash::run(&cfg).unwrap();
+    assert!(r.violations > 0, "{r:?}");
 }

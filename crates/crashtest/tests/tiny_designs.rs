@@ -17,6 +17,15 @@
 //!   completeness rule, and pages go to the chip their LPN hashes to, so a later request can survive
 //!   without an earlier one: breaks ordered and
 //!   the Tx(A)/Tx(B) rule of atomic-transactions, keeps durable-writes).
+//!
+//! With `--param commit=record` a request is committed by a commit record instead of its page
+//! count: its data pages go round-robin over every chip but the last, and a record naming the
+//! request goes on the last chip once the data is on flash; recovery applies the pages of the
+//! requests whose record it finds. `commit=record_first` is the negative control of the
+//! image-prefix cut (`crashtest::prefix`): it *issues* the record before the data, scheduled to
+//! start well after the data will have completed. Cut at simulated instants it is correct (a
+//! record on flash means its data is); a killed process, whose image holds its writes in issue
+//! order, can leave the record without its data.
 
 use crashtest::{run_campaign, CampaignConfig, CampaignReport};
 use flash::{Content, DeviceConfig, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
@@ -39,9 +48,38 @@ enum Bug {
     PanicRecovery,
 }
 
+/// How a request is committed (`--param commit=...`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Commit {
+    /// Complete when all its pages are found (each names the request's page count).
+    Count,
+    /// By a commit record, issued after the data.
+    Record,
+    /// By a commit record issued before the data (the prefix cut's negative control).
+    RecordFirst,
+}
+
+/// The LPN field of a commit record's OOB.
+const COMMIT_LPN: u32 = u32::MAX;
+
+/// How long after a request's data starts its record is scheduled by `commit=record_first`:
+/// far more than any request's pages take.
+const RECORD_DELAY_NS: u64 = 100_000_000;
+
+impl Commit {
+    fn of(o: &DesignOptions) -> Result<Commit, FtlError> {
+        Ok(match o.params.get("commit").map(String::as_str) {
+            None | Some("count") => Commit::Count,
+            Some("record") => Commit::Record,
+            Some("record_first") => Commit::RecordFirst,
+            Some(x) => return Err(FtlError::InvalidOption(format!("commit={x}"))),
+        })
+    }
+}
+
 impl Bug {
     fn of(o: &DesignOptions) -> Result<Bug, FtlError> {
-        o.check_known("tinylog", &["bug"])?;
+        o.check_known("tinylog", &["bug", "commit"])?;
         Ok(match o.params.get("bug").map(String::as_str) {
             None | Some("none") => Bug::None,
             Some("forget_chip") => Bug::ForgetChip,
@@ -56,6 +94,7 @@ impl Bug {
 struct TinyLog {
     flash: Flash,
     bug: Bug,
+    commit: Commit,
     map: Vec<Option<Ppn>>,
     /// Per chip: next page of its log.
     cursor: Vec<u32>,
@@ -83,11 +122,12 @@ fn parse(b: &[u8; OOB]) -> (Lpn, u32, u32, u16) {
 }
 
 impl TinyLog {
-    fn new(flash: Flash, bug: Bug) -> TinyLog {
+    fn new(flash: Flash, (bug, commit): (Bug, Commit)) -> TinyLog {
         let chips = flash.geometry().chips() as usize;
         TinyLog {
             flash,
             bug,
+            commit,
             map: vec![None; LOGICAL as usize],
             cursor: vec![0; chips],
             next_chip: 0,
@@ -108,14 +148,24 @@ impl TinyLog {
         let req = self.req_seq;
         self.req_seq += 1;
         let mut end = arrival;
+        // Data chips: every chip, or with commit records every chip but the last (theirs).
+        let data_chips = g.chips() - (self.commit != Commit::Count) as u32;
+        let count = match self.commit {
+            Commit::Count => pages.len() as u16,
+            Commit::Record | Commit::RecordFirst => 0,
+        };
+        if self.commit == Commit::RecordFirst {
+            let at = arrival.max(self.last_end) + RECORD_DELAY_NS;
+            end = self.program_record(req, pages.len(), at)?;
+        }
         for (lpn, content) in pages {
             // The broken parallel build places a page on the chip its LPN hashes to, so a later
             // request can land on an idle chip and finish before an earlier one.
             let chip = match self.bug {
-                Bug::Parallel => lpn.0 % g.chips(),
-                _ => self.next_chip,
+                Bug::Parallel => lpn.0 % data_chips,
+                _ => self.next_chip % data_chips,
             };
-            self.next_chip = (chip + 1) % g.chips();
+            self.next_chip = (chip + 1) % data_chips;
             if self.cursor[chip as usize] >= g.pages_per_chip() {
                 return Err(FtlError::NoSpace);
             }
@@ -125,7 +175,7 @@ impl TinyLog {
                 Bug::Parallel => arrival,
                 _ => arrival.max(self.last_end),
             };
-            let o = oob(*lpn, self.page_seq, req, pages.len() as u16);
+            let o = oob(*lpn, self.page_seq, req, count);
             self.page_seq += 1;
             let span = self
                 .flash
@@ -134,7 +184,32 @@ impl TinyLog {
             end = end.max(span.end_ns);
             self.map[lpn.0 as usize] = Some(ppn);
         }
+        if self.commit == Commit::Record {
+            end = end.max(self.program_record(req, pages.len(), self.last_end)?);
+        }
         Ok(end)
+    }
+
+    /// Programs the commit record of request `req` of `pages` pages on the last chip, not
+    /// before `not_before`; returns when it is on flash.
+    fn program_record(&mut self, req: u32, pages: usize, not_before: u64) -> Result<u64, FtlError> {
+        let g = self.flash.geometry().clone();
+        let chip = g.chips() - 1;
+        if self.cursor[chip as usize] >= g.pages_per_chip() {
+            return Err(FtlError::NoSpace);
+        }
+        let ppn = Ppn(chip * g.pages_per_chip() + self.cursor[chip as usize]);
+        self.cursor[chip as usize] += 1;
+        let o = oob(Lpn(COMMIT_LPN), self.page_seq, req, pages as u16);
+        self.page_seq += 1;
+        let record = Content::Tag(flash::ContentTag {
+            lpn: COMMIT_LPN,
+            write: req as u64,
+        });
+        let span = self
+            .flash
+            .program(ppn, &record, &o, not_before, OpCause::TxMeta)?;
+        Ok(span.end_ns)
     }
 }
 
@@ -306,18 +381,18 @@ impl Transactional for TinyLog {
 }
 
 fn tiny_format(flash: Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {
-    Ok(Box::new(TinyLog::new(flash, Bug::of(o)?)))
+    Ok(Box::new(TinyLog::new(flash, (Bug::of(o)?, Commit::of(o)?))))
 }
 
 fn tiny_recover(
     flash: Flash,
     o: &DesignOptions,
 ) -> Result<(Box<dyn BlockDevice>, RecoveryReport), FtlError> {
-    let bug = Bug::of(o)?;
+    let (bug, commit) = (Bug::of(o)?, Commit::of(o)?);
     let before = flash.stats().clone();
     let start = flash.idle_ns();
     let g = flash.geometry().clone();
-    let mut dev = TinyLog::new(flash, bug);
+    let mut dev = TinyLog::new(flash, (bug, commit));
     // (seq, req, count, lpn, ppn) of every page found.
     let mut found = Vec::new();
     let mut b = [0u8; OOB];
@@ -341,11 +416,22 @@ fn tiny_recover(
         panic!("tinylog: injected recovery panic on {} pages", found.len());
     }
     let mut pages_of_req: rustc_hash::FxHashMap<u32, u16> = Default::default();
+    let mut recorded: rustc_hash::FxHashSet<u32> = Default::default();
     for f in &found {
-        *pages_of_req.entry(f.1).or_default() += 1;
+        match f.3 .0 {
+            COMMIT_LPN => recorded.insert(f.1),
+            _ => {
+                *pages_of_req.entry(f.1).or_default() += 1;
+                true
+            }
+        };
     }
+    let committed = |req: u32, count: u16| match commit {
+        Commit::Count => pages_of_req[&req] == count,
+        Commit::Record | Commit::RecordFirst => recorded.contains(&req),
+    };
     for &(seq, req, count, lpn, ppn) in &found {
-        if bug == Bug::NoCommit || pages_of_req[&req] == count {
+        if lpn.0 != COMMIT_LPN && (bug == Bug::NoCommit || committed(req, count)) {
             dev.map[lpn.0 as usize] = Some(ppn);
         }
         dev.page_seq = dev.page_seq.max(seq + 1);
@@ -374,6 +460,18 @@ fn tiny_spec() -> DesignSpec {
 }
 
 fn campaign(bug: &str, workload: &str, promise: Promise, seed: u64) -> CampaignReport {
+    let cfg = config(
+        DesignOptions::default().with("bug", bug),
+        workload,
+        promise,
+        seed,
+    );
+    run_campaign(&cfg, &|_, _| {}).unwrap()
+}
+
+/// The campaign of `tinylog` with `options`, 600 torn points.
+fn config(options: DesignOptions, workload: &str, promise: Promise, seed: u64) -> CampaignConfig {
+    let bug = options.params.get("bug").cloned().unwrap_or_default();
     let mut w = WorkloadSpec::named(workload).unwrap();
     w.requests = 500;
     // Chips and channels serve their operations in issue order, so parallel programs reorder
@@ -387,9 +485,9 @@ fn campaign(bug: &str, workload: &str, promise: Promise, seed: u64) -> CampaignR
     if workload == "randwrite-flush" {
         w.flush_every = 16;
     }
-    let cfg = CampaignConfig {
+    CampaignConfig {
         design: tiny_spec(),
-        options: DesignOptions::default().with("bug", bug),
+        options,
         device: DeviceConfig::preset("small").unwrap(),
         workload: w,
         seed,
@@ -399,8 +497,13 @@ fn campaign(bug: &str, workload: &str, promise: Promise, seed: u64) -> CampaignR
         promise,
         threads: 2,
         tag_only: true,
-    };
-    run_campaign(&cfg, &|_, _| {}).unwrap()
+    }
+}
+
+/// [`config`]'s campaign cut as a killed process leaves its image (`--cut-model prefix`).
+fn killed(options: DesignOptions, workload: &str, promise: Promise, seed: u64) -> CampaignReport {
+    let cfg = config(options, workload, promise, seed);
+    crashtest::prefix::run_campaign(&cfg, &|_, _| {}).unwrap()
 }
 
 fn assert_clean(r: &CampaignReport) {
@@ -558,4 +661,75 @@ fn a_soak_varies_the_parameter_sets_a_design_names() {
     cfg.options = DesignOptions::default();
     cfg.vary = false;
     assert!((0..40).all(|s| bug(&cfg, s).is_none()));
+}
+
+/// Killed processes (the image-prefix cut): the correct build keeps its promises, with a page
+/// count or a commit record written after the data; so does the build whose pages complete out
+/// of order, since its image file receives them in the order it issued them.
+#[test]
+fn the_correct_builds_keep_their_promises_when_killed() {
+    let count = DesignOptions::default();
+    let record = DesignOptions::default().with("commit", "record");
+    for (options, workload, promise) in [
+        (&count, "txmix", Promise::AtomicTransactions),
+        (&count, "randwrite-flush", Promise::Ordered),
+        (&record, "txmix", Promise::AtomicTransactions),
+        (&record, "randwrite-flush", Promise::Ordered),
+    ] {
+        let r = killed(options.clone(), workload, promise, 5);
+        assert_clean(&r);
+        assert!(r.violations.is_empty());
+    }
+    assert_clean(&campaign_with(
+        &record,
+        "txmix",
+        Promise::AtomicTransactions,
+        5,
+    ));
+    let parallel = DesignOptions::default().with("bug", "parallel");
+    assert_clean(&killed(parallel, "randwrite-flush", Promise::Ordered, 4));
+}
+
+fn campaign_with(
+    options: &DesignOptions,
+    workload: &str,
+    promise: Promise,
+    seed: u64,
+) -> CampaignReport {
+    run_campaign(
+        &config(options.clone(), workload, promise, seed),
+        &|_, _| {},
+    )
+    .unwrap()
+}
+
+/// The negative control of the image-prefix cut: a commit record issued before its data (and
+/// scheduled after it) passes every simulated instant, and a killed process's image shows a
+/// committed transaction with only part of its pages: caught, with a replay of that cut.
+#[test]
+fn a_commit_record_written_before_its_data_is_caught_only_when_killed() {
+    let first = DesignOptions::default().with("commit", "record_first");
+    for seed in [6, 7] {
+        let instants = campaign_with(&first, "txmix", Promise::AtomicTransactions, seed);
+        assert_clean(&instants);
+        let r = killed(first.clone(), "txmix", Promise::AtomicTransactions, seed);
+        eprintln!(
+            "commit=record_first seed {seed}: instants {} points, {} violating; prefix cuts {} \
+             points, {} violating",
+            instants.crash_points, instants.violating_points, r.crash_points, r.violating_points
+        );
+        assert!(
+            r.violations
+                .iter()
+                .any(|v| v.what.contains("all or nothing")),
+            "a commit record before its data passed the prefix cut: {:#?}",
+            &r.violations[..r.violations.len().min(3)]
+        );
+        let v = &r.violations[0];
+        assert!(v.replay.contains("--cut-model prefix"), "{}", v.replay);
+        // The replay rebuilds exactly that image and finds it again.
+        let cfg = config(first.clone(), "txmix", Promise::AtomicTransactions, seed);
+        let again = crashtest::prefix::replay_one(&cfg, v.instant_ns, v.torn).unwrap();
+        assert!(!again.is_empty(), "the replayed cut passed");
+    }
 }

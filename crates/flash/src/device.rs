@@ -269,6 +269,11 @@ impl Flash {
     pub fn log(&self) -> Option<&OpLog> {
         self.log.as_ref()
     }
+    /// Operations logged so far (0 when not recording): a request's place in the log, which
+    /// the image-prefix cut model ([`OpLog::image_after_writes`]) judges it by.
+    pub fn logged_ops(&self) -> usize {
+        self.log.as_ref().map_or(0, |l| l.ops.len())
+    }
 
     /// Next programmable page of `block` (== pages_per_block when full).
     pub fn write_pointer(&self, block: BlockId) -> u32 {

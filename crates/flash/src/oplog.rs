@@ -8,6 +8,15 @@
 //! Because a chip serves its operations in issue order, applying the completed operations in
 //! completion order reproduces every block's program order. "Cut after the N-th operation" is the
 //! same model with T = the end of the N-th mutating operation in completion order.
+//!
+//! A killed process is another cut (the **image-prefix** model, [`OpLog::image_after_writes`]):
+//! [`crate::FileStore`] writes each program and erase through to its file when [`crate::Flash`]
+//! issues it — before the simulated operation has even started — in the log's issue order, and
+//! caches nothing it has not written. A `kill -9` therefore leaves the file holding exactly the
+//! first N image writes in issue order, whatever their simulated completion order; the one being
+//! written when the process died is torn (the file store marks a page torn before writing it and
+//! programmed after, and flags a block erase-torn before erasing it and clears the flag after), or
+//! complete, or absent.
 
 use crate::content::Content;
 use crate::geometry::{BlockId, Ppn};
@@ -144,6 +153,44 @@ impl OpLog {
         } else {
             self.ops[order[n.min(order.len()) - 1]].span.end_ns
         }
+    }
+
+    /// Indices of the image writes (programs and erases) in issue order: the order a
+    /// file-backed store writes them to its file.
+    pub fn issue_order(&self) -> Vec<usize> {
+        (0..self.ops.len())
+            .filter(|&i| self.ops[i].mutates())
+            .collect()
+    }
+
+    /// Image writes among the first `k` logged operations, for every `k` from 0 to
+    /// `ops.len()` (the result has `ops.len() + 1` entries).
+    pub fn writes_before(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.ops.len() + 1);
+        let mut n = 0u64;
+        out.push(0);
+        for op in &self.ops {
+            n += op.mutates() as u64;
+            out.push(n);
+        }
+        out
+    }
+
+    /// The image a process killed after its first `n` image writes leaves in its file, built on
+    /// `base` (the image when recording started): those writes applied in issue order and, with
+    /// `tear`, the next one torn (a process killed while writing it).
+    pub fn image_after_writes(&self, base: &dyn Store, n: usize, tear: bool) -> Box<dyn Store> {
+        let mut image = base.snapshot();
+        let order = self.issue_order();
+        for &i in order.iter().take(n) {
+            self.ops[i].apply(image.as_mut());
+        }
+        if tear {
+            if let Some(&i) = order.get(n) {
+                self.ops[i].tear(image.as_mut());
+            }
+        }
+        image
     }
 
     /// Builds the flash image as of instant `at_ns` on top of `base` (the image when recording

@@ -379,3 +379,104 @@ fn an_image_held_open_is_refused_untouched() {
     let store = FileStore::open(&path, &c.geometry, 16, &id()).expect("free once closed");
     assert_eq!(store.page_state(Ppn(0)), PageState::Programmed);
 }
+
+/// Every page state, page, OOB record, erase count and erase-torn flag of two images, equal.
+fn assert_same_image(file: &dyn Store, model: &dyn Store, what: &str) {
+    let g = file.geometry().clone();
+    let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+    for p in 0..g.pages() {
+        let ppn = Ppn(p);
+        assert_eq!(
+            file.page_state(ppn),
+            model.page_state(ppn),
+            "{what}: {ppn:?}"
+        );
+        if file.page_state(ppn) == PageState::Programmed {
+            let bytes = |s: &dyn Store| s.data(ppn).to_page_bytes(g.page_bytes as usize);
+            assert_eq!(bytes(file), bytes(model), "{what}: data of {ppn:?}");
+            file.oob(ppn, &mut a);
+            model.oob(ppn, &mut b);
+            assert_eq!(a, b, "{what}: OOB of {ppn:?}");
+        }
+    }
+    for k in 0..g.blocks() {
+        let block = BlockId(k);
+        assert_eq!(file.erase_count(block), model.erase_count(block), "{what}");
+        assert_eq!(file.erase_torn(block), model.erase_torn(block), "{what}");
+    }
+}
+
+/// What a `kill -9` leaves: after each image write, a copy of the file (the image the process
+/// would leave if killed right then) holds exactly the first writes in issue order
+/// (`OpLog::image_after_writes`), although the simulated operations complete in another order;
+/// a program cut short is the next write torn.
+#[test]
+fn a_killed_process_leaves_a_prefix_of_its_writes_in_issue_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.img");
+    let c = config();
+    let chip1 = c.geometry.pages_per_chip();
+    let mut f = new_image(&path);
+    f.program(Ppn(64), &tag(9, 1), &[9; 16], 0, OpCause::HostData)
+        .unwrap();
+    let base = f.start_recording();
+    // Issued late on chip 0 (a commit record), then early on chip 1 (its data): the data
+    // completes first in simulated time, but reaches the file second.
+    let steps: [&dyn Fn(&mut Flash); 4] = [
+        &|f| {
+            let late = 5_000_000;
+            f.program(Ppn(0), &metadata_page(), &[1; 16], late, OpCause::TxMeta)
+                .map(drop)
+                .unwrap()
+        },
+        &|f| {
+            f.program(Ppn(chip1), &tag(2, 2), &[2; 16], 0, OpCause::HostData)
+                .map(drop)
+                .unwrap()
+        },
+        &|f| f.erase(BlockId(2), 0, OpCause::GcCopy).map(drop).unwrap(),
+        &|f| {
+            f.program(Ppn(chip1 + 1), &tag(3, 3), &[3; 16], 0, OpCause::HostData)
+                .map(drop)
+                .unwrap()
+        },
+    ];
+    let copy = dir.path().join("killed.img");
+    let mut copies = Vec::new();
+    for step in steps {
+        step(&mut f);
+        std::fs::copy(&path, &copy).unwrap();
+        copies.push(
+            FileStore::open(&copy, &c.geometry, 16, &id())
+                .unwrap()
+                .snapshot(),
+        );
+        std::fs::remove_file(&copy).unwrap();
+    }
+    let log = f.take_log().unwrap();
+    assert_eq!(log.issue_order(), vec![0, 1, 2, 3]);
+    for (k, file) in copies.iter().enumerate() {
+        let model = log.image_after_writes(base.as_ref(), k + 1, false);
+        assert_same_image(
+            file.as_ref(),
+            model.as_ref(),
+            &format!("after write {}", k + 1),
+        );
+    }
+    // The first write alone (the commit record without its data) is a state no simulated
+    // instant shows: by the time it completes, the data has completed too.
+    let (late, early) = (log.ops[0].span, log.ops[1].span);
+    assert!(early.end_ns < late.end_ns);
+    let at_late = log.image_at(base.as_ref(), late.end_ns, false);
+    assert_eq!(at_late.page_state(Ppn(chip1)), PageState::Programmed);
+    assert_eq!(copies[0].page_state(Ppn(chip1)), PageState::Erased);
+    assert_eq!(copies[0].page_state(Ppn(0)), PageState::Programmed);
+    // Killed while writing the second: the file store marks the page torn before writing it.
+    let torn_path = dir.path().join("torn.img");
+    let mut store = FileStore::create(&torn_path, &c.geometry, 16, &id()).unwrap();
+    store.write_page(Ppn(64), &tag(9, 1), &[9; 16]);
+    store.write_page(Ppn(0), &metadata_page(), &[1; 16]);
+    store.set_torn(Ppn(chip1));
+    let torn = log.image_after_writes(base.as_ref(), 1, true);
+    assert_same_image(&store, torn.as_ref(), "killed during write 2");
+}

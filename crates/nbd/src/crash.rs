@@ -16,6 +16,12 @@
 //! export, so garbage collection copies live pages while the requests run. With second lives
 //! ([`NbdCrashConfig::second_lives`], `second_life.rs`) recovered exports serve requests again
 //! and are cut again.
+//!
+//! With [`NbdCrashConfig::cut`] = [`CutModel::Prefix`] the cuts are those a killed `mobius serve`
+//! leaves ([`crashtest::prefix`]): the first N image writes in issue order, the next one torn
+//! with `torn`; a request counts as acknowledged when the export's call for it returned before
+//! write N + 1 was issued (a server replies only after that), and the log the oracle judges is
+//! on that clock. Instants (`--replay-instant`, `--first-cut`) then count image writes.
 
 pub mod requests;
 mod second_life;
@@ -26,6 +32,7 @@ use crate::ftl_backend::FtlBackend;
 use crate::NbdBackend;
 use crashtest::oracle::Model;
 use crashtest::points::{CrashPoint, ImageBuilder};
+use crashtest::prefix::{CutModel, PrefixImages, PrefixRun};
 use crashtest::second_life::FirstCut;
 use flash::{DeviceConfig, Flash, Lpn};
 use ftl::{DesignOptions, DesignSpec, FtlError, Promise};
@@ -63,6 +70,8 @@ pub struct NbdCrashConfig {
     pub second_lives: usize,
     /// With [`Self::only_at`]: that cut is in the second life after this first cut.
     pub first_cut: Option<FirstCut>,
+    /// How images are cut: at simulated instants, or as a killed server leaves its image.
+    pub cut: CutModel,
 }
 
 impl NbdCrashConfig {
@@ -138,7 +147,10 @@ impl NbdCrashReport {
 struct Recording {
     base: Box<dyn flash::Store>,
     ops: flash::OpLog,
+    /// The requests; under the prefix cut on its clock (image writes, [`crashtest::prefix`]).
     log: SectorLog,
+    /// Each record of `log` placed in `ops`.
+    positions: Vec<lab::driver::LogPositions>,
     logical_pages: u32,
     start_ns: u64,
     read_mismatches: Vec<String>,
@@ -170,19 +182,55 @@ impl Recording {
 
     /// The crash checker's points over the run, or the one instant a replay names.
     fn points(&self, cfg: &NbdCrashConfig) -> Vec<CrashPoint> {
-        match cfg.only_at {
-            Some((instant_ns, torn)) => vec![CrashPoint {
+        match (cfg.only_at, cfg.cut) {
+            (Some((instant_ns, torn)), _) => vec![CrashPoint {
                 instant_ns,
                 torn,
                 kind: crashtest::points::PointKind::Spread,
             }],
-            None => crashtest::points::sample(
+            (None, CutModel::Instant) => crashtest::points::sample(
                 &self.ops,
                 &self.log.log,
                 cfg.crash_points,
                 cfg.torn,
                 cfg.seed,
                 self.start_ns,
+            ),
+            (None, CutModel::Prefix) => {
+                let run = self.prefix_run();
+                run.sample(cfg.crash_points, cfg.torn, cfg.seed, run.ready)
+            }
+        }
+    }
+
+    /// The run seen by the image-prefix cut.
+    fn prefix_run(&self) -> PrefixRun<'_> {
+        PrefixRun::of(&self.ops, &self.log.log, &self.positions, self.start_ns)
+    }
+}
+
+/// A recorded run's images for ascending cuts, under the campaign's cut model: each image and
+/// the instant its recovered device's clock starts at.
+enum Images<'p, 'r> {
+    Instant(ImageBuilder<'r>),
+    Prefix(&'p PrefixRun<'r>, PrefixImages<'p, 'r>),
+}
+
+impl<'p, 'r> Images<'p, 'r> {
+    /// Prefix cuts of `prefix` (the run of `rec`) when given, else instant cuts of `rec`.
+    fn new(rec: &'r Recording, prefix: Option<&'p PrefixRun<'r>>) -> Images<'p, 'r> {
+        match prefix {
+            None => Images::Instant(ImageBuilder::new(rec.base.as_ref(), &rec.ops)),
+            Some(run) => Images::Prefix(run, run.images(rec.base.as_ref())),
+        }
+    }
+
+    fn image(&mut self, p: &CrashPoint) -> (Box<dyn flash::Store>, u64) {
+        match self {
+            Images::Instant(b) => (b.image_at(p.instant_ns, p.torn), p.instant_ns),
+            Images::Prefix(run, images) => (
+                images.image_after(p.instant_ns, p.torn),
+                run.clock_after(p.instant_ns, p.torn),
             ),
         }
     }
@@ -244,10 +292,11 @@ pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
         return Ok(report);
     }
     let points = rec.points(cfg);
-    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
+    let prefix = (cfg.cut == CutModel::Prefix).then(|| rec.prefix_run());
+    let mut images = Images::new(&rec, prefix.as_ref());
     for p in &points {
-        let image = builder.image_at(p.instant_ns, p.torn);
-        report.note(p, &judge.point(image, p.instant_ns, p.instant_ns));
+        let (image, clock) = images.image(p);
+        report.note(p, &judge.point(image, clock, p.instant_ns));
     }
     if cfg.only_at.is_none() {
         second_life::run_lives(cfg, &judge, &points, &mut report);
@@ -274,9 +323,9 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// Every rule the image of a cut at `cut_ns` breaks, judged as a cut at `t` (the same
-    /// instant, or the first cut of a second life still recovering at `cut_ns`); a design that
-    /// panics on it breaks one.
+    /// Every rule the image of a cut at `cut_ns` breaks (the recovered device's clock starts
+    /// there), judged as a cut at `t` (the same instant, or the first cut of a second life still
+    /// recovering at `cut_ns`); a design that panics on it breaks one.
     fn point(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Vec<String> {
         crashtest::quiet_panics::catch(|| self.image(image, cut_ns, t))
             .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
@@ -372,6 +421,8 @@ struct Run<'a> {
     cfg: &'a NbdCrashConfig,
     backend: FtlBackend,
     log: SectorLog,
+    /// Each record of `log` placed in the flash operation log.
+    positions: Vec<lab::driver::LogPositions>,
     expect: Vec<Expect>,
     /// The last request's arrival (before the host's clock is applied).
     arrival_ns: u64,
@@ -434,6 +485,7 @@ impl<'a> Run<'a> {
         Run {
             cfg,
             log: SectorLog::new(cfg.design.name, sectors as u32),
+            positions: Vec::new(),
             expect: vec![Expect::default(); sectors as usize],
             backend,
             arrival_ns: start_ns,
@@ -446,6 +498,13 @@ impl<'a> Run<'a> {
     /// A second life's run: the log and the expected sectors start from the recovered
     /// device's baseline, the clock from when it was ready.
     fn continuing(mut self, log: SectorLog, expect: Vec<Expect>, ready_ns: u64) -> Run<'a> {
+        // The baseline is known once recovery is done and the sectors are read.
+        let ready = self.logged_ops();
+        let at = lab::driver::LogPositions {
+            arrival: ready,
+            answered: ready,
+        };
+        self.positions = vec![at; log.log.records.len()];
         self.log = log;
         self.expect = expect;
         self.arrival_ns = self.arrival_ns.max(ready_ns);
@@ -472,15 +531,27 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Operations the flash has logged so far.
+    fn logged_ops(&self) -> usize {
+        self.backend.host().device().flash().logged_ops()
+    }
+
     /// Powers the device off after the run: what the cuts are judged against.
     fn into_recording(self, base: Box<dyn flash::Store>, start_ns: u64) -> Recording {
         let logical_pages = self.backend.host().device().logical_pages();
         let edge_reads = self.backend.host_stats().edge_reads;
         let mut flash = self.backend.into_device().into_flash();
+        let ops = flash.take_log().expect("recording was on");
+        let mut log = self.log;
+        if self.cfg.cut == CutModel::Prefix {
+            log.log =
+                crashtest::prefix::prefix_clock(&log.log, &self.positions, &ops.writes_before());
+        }
         Recording {
             base,
-            ops: flash.take_log().expect("recording was on"),
-            log: self.log,
+            ops,
+            log,
+            positions: self.positions,
             logical_pages,
             start_ns,
             read_mismatches: self.read_mismatches,
@@ -541,8 +612,23 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Sends one request to the export and logs it.
+    /// Sends one request to the export and logs it (every record it adds placed in the flash
+    /// operation log: handed to the design before the request's first call, answered after its
+    /// last, as a server replies).
     fn apply(&mut self, index: usize, timed: Timed) -> Result<(), NbdCrashError> {
+        let arrival = self.logged_ops();
+        let result = self.apply_unplaced(index, timed);
+        let at = lab::driver::LogPositions {
+            arrival,
+            answered: self.logged_ops(),
+        };
+        let logged = self.log.log.records.len() - self.positions.len();
+        self.positions.extend(std::iter::repeat_n(at, logged));
+        result
+    }
+
+    /// [`Self::apply`] before its records are placed.
+    fn apply_unplaced(&mut self, index: usize, timed: Timed) -> Result<(), NbdCrashError> {
         self.arrival_ns += timed.gap_ns;
         // The host issues a request no earlier than its last call to the design.
         let at = self.arrival_ns.max(self.backend.host().clock_ns());
@@ -751,6 +837,7 @@ pub fn replay_command(
         " --requests {} --fill {} --seed {}",
         cfg.requests, cfg.fill, cfg.seed
     ));
+    c.push_str(cfg.cut.arg());
     match at {
         Some((t, torn)) => {
             if torn {

@@ -12,12 +12,18 @@
 //!    after a commit may roll it back: SQLite's documented behaviour, not a device fault).
 //!    Other modes (`nobarrier`, NORMAL) promise only the prefix.
 //!
+//! With [`CrashConfig::cut`] = [`CutModel::Prefix`] the cuts are those a killed `mobius sql`
+//! process leaves ([`crate::prefix`]): the first N image writes in issue order (the next torn
+//! with `torn`), and a commit counts as returned at the cut when it returned before write N + 1
+//! was issued. Instants (`--replay-instant`, `--first-cut`, the report's) then count writes.
+//!
 //! Before judging the database, the recovered design's own invariants must hold (as in the
 //! crash checker). With [`CrashConfig::fill`] the device is aged first: that share of its logical
 //! pages is written before the database is formatted, so the database's writes overwrite live
 //! pages and garbage collection runs while the transactions commit (without it a campaign on a
 //! fresh device cuts no GC at all: the database touches a few hundred of its pages).
 
+use crate::prefix::CutModel;
 use flash::{DeviceConfig, Flash};
 use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
@@ -54,6 +60,9 @@ pub struct CrashConfig {
     pub only_at: Option<u64>,
     /// ...in the second life after a first cut at this instant.
     pub first_cut: Option<u64>,
+    /// How the images are cut: at simulated instants, or as a killed process leaves its image
+    /// (instants then count image writes).
+    pub cut: CutModel,
 }
 
 /// What the campaign found.
@@ -121,6 +130,9 @@ struct Recording {
     end_ns: u64,
     /// Commit acknowledgement instants of the writing transactions, in order.
     acked_ns: Vec<u64>,
+    /// The same on the prefix cut's clock: image writes issued when each commit returned.
+    acked_writes: Vec<u64>,
+    cut: CutModel,
     /// kv: the key each transaction inserted.
     keys: Vec<i64>,
     /// What the database held when the run began.
@@ -146,7 +158,39 @@ impl Recording {
 
     /// Those that had committed by `at`.
     fn committed_by(&self, at: u64) -> u64 {
-        self.prior.found + self.acked_ns.iter().take_while(|&&t| t <= at).count() as u64
+        let acked = match self.cut {
+            CutModel::Instant => &self.acked_ns,
+            CutModel::Prefix => &self.acked_writes,
+        };
+        self.prior.found + acked.iter().take_while(|&&t| t <= at).count() as u64
+    }
+
+    /// The cuts of this run: its instants, or (prefix cut) its image-write counts.
+    fn cut_range(&self) -> std::ops::RangeInclusive<u64> {
+        match self.cut {
+            CutModel::Instant => self.start_ns..=self.end_ns,
+            CutModel::Prefix => 0..=self.log.issue_order().len() as u64,
+        }
+    }
+
+    /// The image a cut at `at` leaves (the operation in flight torn with `torn`), and the
+    /// instant the recovered device's clock starts at.
+    fn image(&self, at: u64, torn: bool) -> (Box<dyn flash::Store>, u64) {
+        match self.cut {
+            CutModel::Instant => (self.log.image_at(self.base.as_ref(), at, torn), at),
+            CutModel::Prefix => {
+                let writes = self.log.issue_order();
+                let held = (at as usize + torn as usize).min(writes.len());
+                let clock = writes[..held]
+                    .iter()
+                    .map(|&i| self.log.ops[i].span.end_ns)
+                    .fold(self.start_ns, u64::max);
+                let image = self
+                    .log
+                    .image_after_writes(self.base.as_ref(), at as usize, torn);
+                (image, clock)
+            }
+        }
     }
 
     /// kv: the keys of [`Self::transactions`], in insertion order.
@@ -156,13 +200,13 @@ impl Recording {
         keys
     }
 
-    /// `n` seeded instants over the run, its end among them.
+    /// `n` seeded cuts over the run, its end among them.
     fn instants(&self, n: usize, seed: u64) -> Vec<u64> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut instants: Vec<u64> = (0..n.saturating_sub(1))
-            .map(|_| rng.random_range(self.start_ns..=self.end_ns))
+            .map(|_| rng.random_range(self.cut_range()))
             .collect();
-        instants.push(self.end_ns);
+        instants.push(*self.cut_range().end());
         instants
     }
 }
@@ -250,6 +294,7 @@ fn record_run(
     rng: &mut ChaCha8Rng,
 ) -> Result<Recording, SqlError> {
     let mut acked_ns = Vec::new();
+    let mut acked_ops = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..n {
         let done = start.prior.found + acked_ns.len() as u64;
@@ -257,18 +302,23 @@ fn record_run(
         keys.extend(step.key);
         if step.wrote {
             acked_ns.push(db.now_ns());
+            acked_ops.push(db.with_store(|s| s.device().flash().logged_ops()));
         }
     }
     let mut flash = db.cut_power().into_flash();
     let end_ns = flash
         .idle_ns()
         .max(acked_ns.last().copied().unwrap_or(start.start_ns));
+    let log = flash.take_log().expect("recording was on");
+    let writes_before = log.writes_before();
     Ok(Recording {
         base: start.base,
-        log: flash.take_log().expect("recording was on"),
+        log,
         start_ns: start.start_ns,
         end_ns,
         acked_ns,
+        acked_writes: acked_ops.into_iter().map(|k| writes_before[k]).collect(),
+        cut: cfg.cut,
         keys,
         prior: start.prior,
     })
@@ -337,9 +387,9 @@ fn recover_device(
     rec: &Recording,
     at: u64,
 ) -> Result<Box<dyn ftl::BlockDevice>, Breach> {
-    let image = rec.log.image_at(rec.base.as_ref(), at, cfg.torn);
+    let (image, clock) = rec.image(at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
-    flash.start_clock_at(at);
+    flash.start_clock_at(clock);
     let (dev, _) = cfg
         .design
         .reopen(flash, &cfg.options)
@@ -401,6 +451,7 @@ pub fn replay_command(cfg: &CrashConfig, instant: Option<u64>, first_cut: Option
     if cfg.torn {
         c.push_str(" --torn");
     }
+    c.push_str(cfg.cut.arg());
     match (instant, first_cut) {
         (Some(at), Some(cut)) => c.push_str(&format!(" --first-cut {cut} --replay-instant {at}")),
         (Some(at), None) => c.push_str(&format!(" --replay-instant {at}")),

@@ -23,7 +23,7 @@ use sqlite::Breach;
 pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashReport) {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x2d_11fe);
     for _ in 0..cfg.second_lives {
-        let first_cut = rng.random_range(rec.start_ns..=rec.end_ns);
+        let first_cut = rng.random_range(rec.cut_range());
         report.second_lives += 1;
         let life = match live(cfg, rec, first_cut, report.durable_mode) {
             Ok(life) => life,

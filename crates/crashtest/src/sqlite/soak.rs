@@ -135,6 +135,8 @@ pub struct SqlSoakConfig {
     pub setting: Option<Setting>,
     /// Second lives per cell ([`CrashConfig::second_lives`]).
     pub second_lives: usize,
+    /// How every cell cuts its images ([`CrashConfig::cut`]).
+    pub cut: crate::prefix::CutModel,
 }
 
 /// The commit paths a soak was asked to draw from: each field given keeps only the settings
@@ -242,6 +244,7 @@ impl Variant {
             second_lives: cfg.second_lives,
             only_at: None,
             first_cut: None,
+            cut: cfg.cut,
         }
     }
 }
@@ -416,6 +419,7 @@ mod tests {
             only: SettingFilter::default(),
             setting: None,
             second_lives: 0,
+            cut: crate::prefix::CutModel::Instant,
         }
     }
 

@@ -56,8 +56,23 @@ impl RunStats {
 pub struct RunResult {
     pub stats: RunStats,
     pub log: Option<HostLog>,
+    /// When recording: each request of `log`, by index, placed in the flash operation log.
+    pub positions: Option<Vec<LogPositions>>,
     /// Simulated instant at which the run ended (every acknowledged request done).
     pub end_ns: u64,
+}
+
+/// Where a request stands in the flash operation log: what a process killed after its N-th
+/// image write had done about it (the image-prefix cut model, docs/crashtest.md). Counts are of
+/// logged operations ([`flash::Flash::logged_ops`]), every kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogPositions {
+    /// Operations logged when the request was handed to the design.
+    pub arrival: usize,
+    /// Operations logged when the host learnt the design's answer: the call's return, or for an
+    /// SWRITE answered with `ACK_DEFERRED` the collection of its completion. A process answers
+    /// its client only after that.
+    pub answered: usize,
 }
 
 /// The design behind the driver: every request of a run goes through the host layer (its clock,
@@ -188,6 +203,8 @@ struct Run {
     expected: Vec<u64>,
     stats: RunStats,
     log: HostLog,
+    /// Beside `log`, each record's place in the flash operation log.
+    positions: Vec<LogPositions>,
     start_ns: u64,
     last_arrival: u64,
     end_ns: u64,
@@ -246,6 +263,7 @@ impl Run {
                 logical_pages,
                 ..HostLog::default()
             },
+            positions: Vec::new(),
             start_ns,
             last_arrival: start_ns,
             end_ns: start_ns,
@@ -298,7 +316,12 @@ impl Run {
         self.issued += 1;
         let first_write = dev.next_write();
         let written = op.written_pages();
+        let logged_before = dev.device().flash().logged_ops();
         let outcome = dev.issue(&op, arrival).map(|i| (i.ack_ns, i.durable_ns));
+        let at = LogPositions {
+            arrival: logged_before,
+            answered: dev.device().flash().logged_ops(),
+        };
         let held = matches!(outcome, Ok((ftl::ACK_DEFERRED, _)));
         let (ack, durable, error) = match outcome {
             Ok(_) if held => (None, None, None),
@@ -340,6 +363,7 @@ impl Run {
             self.check_reads(&op, dev.last_reads(), first_write);
         }
         if self.record {
+            self.positions.push(at);
             self.log.records.push(HostRecord {
                 index: self.log.records.len() as u64,
                 op,
@@ -402,8 +426,9 @@ impl Run {
         let completions = dev
             .take_completions(now)
             .map_err(WorkloadError::HeldTransactions)?;
+        let answered = dev.device().flash().logged_ops();
         for (uuid, c) in completions {
-            self.complete_deferred(uuid, c)?;
+            self.complete_deferred(uuid, c, answered)?;
         }
         Ok(())
     }
@@ -412,6 +437,7 @@ impl Run {
         &mut self,
         uuid: TxUuid,
         c: ftl::TxCompletion,
+        answered: usize,
     ) -> Result<(), WorkloadError> {
         let d = self
             .deferred
@@ -436,15 +462,21 @@ impl Run {
             let r = &mut self.log.records[d.record];
             r.ack_ns = Some(c.ack_ns);
             r.durable_ns = c.durable_ns;
+            self.positions[d.record].answered = answered;
         }
         Ok(())
     }
 
     /// The final flush, the last held completions and checks, and the run's figures.
     fn finish(mut self, dev: &mut Device) -> Result<RunResult, WorkloadError> {
+        let logged_before = dev.device().flash().logged_ops();
         let flush_ack = dev
             .flush(self.last_arrival)
             .map_err(WorkloadError::FinalFlush)?;
+        let flushed = LogPositions {
+            arrival: logged_before,
+            answered: dev.device().flash().logged_ops(),
+        };
         self.end_ns = self.end_ns.max(flush_ack);
         self.drain_deferred(dev, u64::MAX)?;
         let next_write = dev.next_write();
@@ -456,6 +488,7 @@ impl Run {
             });
         }
         if self.record {
+            self.positions.push(flushed);
             self.log.records.push(HostRecord {
                 index: self.log.records.len() as u64,
                 op: HostOp::Flush,
@@ -477,6 +510,7 @@ impl Run {
         Ok(RunResult {
             stats,
             log: self.record.then_some(self.log),
+            positions: self.record.then_some(self.positions),
             end_ns: self.end_ns,
         })
     }

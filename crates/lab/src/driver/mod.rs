@@ -17,7 +17,7 @@ pub mod clients;
 pub mod closed_loop;
 pub mod replay;
 
-pub use closed_loop::{run, run_from, Origin, RunResult, RunStats};
+pub use closed_loop::{run, run_from, LogPositions, Origin, RunResult, RunStats};
 
 use flash::{Content, ContentTag, Lpn};
 use ftl::{BlockDevice, DwriteFlag, PageOutcome, SwriteMode, TxCompletion, TxUuid};

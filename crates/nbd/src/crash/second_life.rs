@@ -17,9 +17,12 @@
 //!   host saw it) followed by the life's own requests.
 
 use super::sectors::{Sector, SectorLog};
-use super::{read_sectors_until, Expect, Judge, NbdCrashConfig, NbdCrashReport, Recording, Run};
-use crashtest::points::{self, CrashPoint, ImageBuilder};
-use crashtest::second_life::{recover_cut, FirstCut, Recovered};
+use super::{
+    read_sectors_until, Expect, Images, Judge, NbdCrashConfig, NbdCrashReport, Recording, Run,
+};
+use crashtest::points::{self, CrashPoint};
+use crashtest::prefix::CutModel;
+use crashtest::second_life::{recover_cut, recover_image, FirstCut, Recovered};
 
 /// Transaction ids of a second life's atomic requests start here: beyond any life one could
 /// use, as a restarted `mobius serve` starts from the wall clock.
@@ -28,8 +31,9 @@ const SECOND_LIFE_UUID: u64 = super::FIRST_UUID + (1 << 40);
 /// A recorded second life.
 struct Life {
     rec: Recording,
-    /// When the recovered device was ready for the host.
-    ready_ns: u64,
+    /// When the recovered device was ready for the host (under the prefix cut: the image
+    /// writes issued by then).
+    ready: u64,
 }
 
 /// Runs `cfg.second_lives` lives after cuts among life one's crash points `first_points`,
@@ -74,8 +78,10 @@ pub(super) fn judge_life(
         }
     };
     let second = Judge::new(cfg, &life.rec);
-    let points = match (points_each, cfg.only_at) {
-        (Some(n), _) => points::sample(
+    let prefix = (cfg.cut == CutModel::Prefix).then(|| life.rec.prefix_run());
+    let points = match (points_each, cfg.only_at, &prefix) {
+        (Some(n), _, Some(run)) => run.sample(n, cfg.torn, life_seed(cfg, cut), 0),
+        (Some(n), _, None) => points::sample(
             &life.rec.ops,
             &life.rec.log.log,
             n,
@@ -83,12 +89,12 @@ pub(super) fn judge_life(
             life_seed(cfg, cut),
             cut.instant_ns,
         ),
-        (None, Some((instant_ns, torn))) => vec![CrashPoint {
+        (None, Some((instant_ns, torn)), _) => vec![CrashPoint {
             instant_ns,
             torn,
             kind: points::PointKind::Spread,
         }],
-        (None, None) => Vec::new(),
+        (None, None, _) => Vec::new(),
     };
     for m in &life.rec.read_mismatches {
         report.note_read_mismatch(format!(
@@ -96,13 +102,13 @@ pub(super) fn judge_life(
             cut.instant_ns
         ));
     }
-    let mut builder = ImageBuilder::new(life.rec.base.as_ref(), &life.rec.ops);
+    let mut images = Images::new(&life.rec, prefix.as_ref());
     for p in points {
-        let image = builder.image_at(p.instant_ns, p.torn);
-        let broken = if p.instant_ns < life.ready_ns {
-            first.point(image, p.instant_ns, cut.instant_ns)
+        let (image, clock) = images.image(&p);
+        let broken = if p.instant_ns < life.ready {
+            first.point(image, clock, cut.instant_ns)
         } else {
-            second.point(image, p.instant_ns, p.instant_ns)
+            second.point(image, clock, p.instant_ns)
         };
         report.note_in_life(&p, cut, &broken);
     }
@@ -116,12 +122,27 @@ fn life_seed(cfg: &NbdCrashConfig, cut: FirstCut) -> u64 {
 /// recording. `Ok(None)`: the cut's image does not recover or read whole (life one's
 /// violation); `Err`: the recovered export failed a request it must take.
 fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option<Life>, String> {
-    let image = (first.base.as_ref(), &first.ops);
+    let (recovered, start_ns) = match cfg.cut {
+        CutModel::Instant => {
+            let image = (first.base.as_ref(), &first.ops);
+            let recovered = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut);
+            (recovered, cut.instant_ns)
+        }
+        CutModel::Prefix => {
+            let run = first.prefix_run();
+            let image = run
+                .images(first.base.as_ref())
+                .image_after(cut.instant_ns, cut.torn);
+            let clock = run.clock_after(cut.instant_ns, cut.torn);
+            let recovered = recover_image(&cfg.design, &cfg.device, &cfg.options, image, clock);
+            (recovered, clock)
+        }
+    };
     let Some(Recovered {
         mut dev,
         base,
         ready_ns,
-    }) = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut)
+    }) = recovered
     else {
         return Ok(None);
     };
@@ -138,10 +159,12 @@ fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option
     let requests = (cfg.requests / 4).max(50);
     run.run_requests(requests, life_seed(cfg, cut))
         .map_err(|e| format!("the recovered export failed: {e}"))?;
-    Ok(Some(Life {
-        rec: run.into_recording(base, cut.instant_ns),
-        ready_ns,
-    }))
+    let rec = run.into_recording(base, start_ns);
+    let ready = match cfg.cut {
+        CutModel::Instant => ready_ns,
+        CutModel::Prefix => rec.prefix_run().ready,
+    };
+    Ok(Some(Life { rec, ready }))
 }
 
 /// The recovered sectors as a second life's log and what a READ must return from each; `None`

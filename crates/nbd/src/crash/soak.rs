@@ -48,6 +48,8 @@ pub struct NbdSoakConfig {
     pub plain_reads: bool,
     /// Second lives per cell ([`NbdCrashConfig::second_lives`]).
     pub second_lives: usize,
+    /// How every cell cuts its images ([`NbdCrashConfig::cut`]).
+    pub cut: crashtest::prefix::CutModel,
 }
 
 /// Whether `design` can export atomic requests (static transactions).
@@ -114,6 +116,7 @@ impl Variant {
             only_at: None,
             second_lives: cfg.second_lives,
             first_cut: None,
+            cut: cfg.cut,
         }
     }
 }

@@ -31,6 +31,7 @@ fn config(design: DesignSpec, atomic_requests: bool) -> NbdCrashConfig {
         only_at: None,
         second_lives: 0,
         first_cut: None,
+        cut: crashtest::prefix::CutModel::Instant,
     }
 }
 
@@ -75,22 +76,26 @@ fn the_campaign_catches_torn_requests_lost_writes_stale_edge_reads_and_stale_val
         let cfg = control_config(control);
         let r = run(&cfg).expect("runs");
         assert!(r.violations > 0, "{}: {r:?}", control.design);
-        // The violation replays at its instant (in its second life), or the campaign again.
-        let mut replay = cfg.clone();
-        replay.only_at = r.first_violation_at;
-        replay.first_cut = r
-            .first_violation_cut
-            .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
-        let again = run(&replay).expect("replays");
-        assert_eq!(
-            again.first_violation,
-            r.first_violation,
-            "{}",
-            replay_of(&cfg, &r)
-        );
-        if r.first_violation_at.is_some() {
-            assert_eq!(again.violations, 1, "{}", replay_of(&cfg, &r));
-        }
+        assert_replays(&cfg, &r);
+    }
+}
+
+/// `r`'s first violation replays at its instant (in its second life), or the campaign again.
+fn assert_replays(cfg: &NbdCrashConfig, r: &NbdCrashReport) {
+    let mut replay = cfg.clone();
+    replay.only_at = r.first_violation_at;
+    replay.first_cut = r
+        .first_violation_cut
+        .map(|(instant_ns, torn)| FirstCut { instant_ns, torn });
+    let again = run(&replay).expect("replays");
+    assert_eq!(
+        again.first_violation,
+        r.first_violation,
+        "{}",
+        replay_of(cfg, r)
+    );
+    if r.first_violation_at.is_some() {
+        assert_eq!(again.violations, 1, "{}", replay_of(cfg, r));
     }
 }
 
@@ -236,9 +241,35 @@ fn fast_recovers_from_cuts_inside_long_sequential_writes() {
         promise: None,
         plain_reads: false,
         second_lives: 0,
+        cut: crashtest::prefix::CutModel::Instant,
     };
     for seed in [20269203, 20269207, 20269209] {
         let cell = soak::run_cell(&cfg, &fast::spec(), seed);
         assert!(!cell.failed(), "seed {seed}: {cell:?}");
+    }
+}
+
+/// A killed `mobius serve` (the image-prefix cut, `--cut-model prefix`): every export keeps its
+/// promise, a second life included, and every negative control is caught, its violation
+/// replayed at that cut.
+#[test]
+fn every_export_keeps_its_promise_when_killed_and_the_controls_are_caught() {
+    use crashtest::prefix::CutModel;
+    for (design, atomic) in exports() {
+        let name = design.name;
+        let mut cfg = config(design, atomic);
+        cfg.cut = CutModel::Prefix;
+        cfg.second_lives = 1;
+        let r = run(&cfg).unwrap_or_else(|e| panic!("{name} {atomic}: {e}"));
+        assert!(!r.failed(), "{name} atomic={atomic}: {r:?}");
+        assert!(r.crash_points >= 40, "{name}: {r:?}");
+    }
+    for control in &soak::CONTROLS {
+        let mut cfg = control_config(control);
+        cfg.cut = CutModel::Prefix;
+        let r = run(&cfg).expect("runs");
+        assert!(r.violations > 0, "{} killed: {r:?}", control.design);
+        assert!(replay_of(&cfg, &r).contains("--cut-model prefix"));
+        assert_replays(&cfg, &r);
     }
 }
