@@ -46,15 +46,12 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
     if ids.is_empty() {
         anyhow::bail!("no experiment to re-grade; known: {}", regraded.join(", "));
     }
-    let vary: Option<BTreeSet<String>> = args
-        .vary
-        .as_ref()
-        .map(|v| {
-            v.split(',')
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
-                .collect()
-        });
+    let vary: Option<BTreeSet<String>> = args.vary.as_ref().map(|v| {
+        v.split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    });
     for name in vary.iter().flatten() {
         if compare::unknowns::find(name).is_none() {
             anyhow::bail!("--vary: '{name}' is not in the table (mobius compare --list-unknowns)");
@@ -135,8 +132,7 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
             .collect(),
     };
     let header = crate::compare_cmd::header(scale, args.seed, false);
-    let (verdicts, missing) =
-        robustness::assemble(&args.out, &header, &ids, &outcomes, &campaign)?;
+    let (verdicts, missing) = robustness::assemble(&args.out, &header, &ids, &outcomes, &campaign)?;
     if !missing.is_empty() {
         anyhow::bail!("no default part of {}", missing.join(", "));
     }

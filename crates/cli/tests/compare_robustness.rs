@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 #[path = "common/compare_runs.rs"]
+#[allow(dead_code)] // this test uses only the runner
 mod compare_runs;
 use compare_runs::{mobius, text};
 
@@ -32,7 +33,8 @@ fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
             .map(|f| {
                 let f = f.expect("entry").path();
                 let record: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(&f).expect("read")).expect("json");
+                    serde_json::from_str(&std::fs::read_to_string(&f).expect("read"))
+                        .expect("json");
                 assert!(record["error"].is_null(), "{f:?}: {}", record["error"]);
                 let name = f.file_name().unwrap().to_string_lossy().into_owned();
                 (name, record["claims"].clone())
@@ -49,7 +51,9 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_dask {
-        eprintln!("SKIP compare --robustness: python3 has no dask.distributed (.ci/run installs it)");
+        eprintln!(
+            "SKIP compare --robustness: python3 has no dask.distributed (.ci/run installs it)"
+        );
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
@@ -60,7 +64,12 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
     assert!(b.status.success(), "{}", text(&b));
     let (x, y) = (cells(&one), cells(&two));
     // default + program's two ends + host_link's three choices + two samples
-    assert_eq!(x.len(), 8, "{:?}", x.iter().map(|c| &c.0).collect::<Vec<_>>());
+    assert_eq!(
+        x.len(),
+        8,
+        "{:?}",
+        x.iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
     assert_eq!(x, y, "a cell's numbers differ between one worker and two");
     // A parameter reaches the experiment: doubling the program time moves some number.
     let at = |label: &str| &x.iter().find(|c| c.0.contains(label)).expect(label).1;
@@ -76,7 +85,9 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
         &std::fs::read_to_string(one.join("results.json")).expect("results.json"),
     )
     .expect("json");
-    let claims = results["txflash-macro"]["claims"].as_array().expect("claims");
+    let claims = results["txflash-macro"]["claims"]
+        .as_array()
+        .expect("claims");
     let mut graded = 0;
     for c in claims {
         let r = &c["robustness"];
@@ -94,7 +105,10 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
     assert!(graded > 0);
     assert_eq!(results["robustness"]["cells"], 8);
     let report = std::fs::read_to_string(one.join("report.md")).expect("report.md");
-    assert!(report.contains("| verdict | across the unknowns |"), "{report}");
+    assert!(
+        report.contains("| verdict | across the unknowns |"),
+        "{report}"
+    );
     assert!(report.contains("### The table of unknowns"));
     assert!(report.contains("### Robustness across the unknowns"));
     assert!(one.join("robustness_txflash-macro.svg").exists());

@@ -20,11 +20,11 @@ pub mod optr_sqlite;
 pub mod recovery;
 pub mod report;
 pub mod result;
+pub mod robustness;
 pub mod sqlite_exp;
 pub mod summary;
 pub mod svg;
 pub mod tasks;
-pub mod robustness;
 pub mod tornado;
 pub mod txflash_macro;
 pub mod unknowns;
@@ -124,7 +124,9 @@ impl Context<'_> {
         options: &ftl::DesignOptions,
         tag_only: bool,
     ) -> Result<Box<dyn ftl::BlockDevice>, ftl::FtlError> {
-        let options = self.unknowns.options(spec, &config.geometry, options.clone());
+        let options = self
+            .unknowns
+            .options(spec, &config.geometry, options.clone());
         lab::device::fresh(spec, config, &options, tag_only)
     }
     /// `mode`'s design on a fresh tag-only device of `config`, loaded with `wl`'s database,

@@ -134,7 +134,11 @@ impl Grid {
         self.device = ctx.unknowns.device(self.device);
         self.fill = ctx.unknowns.fill(self.fill);
         let g = self.device.geometry.clone();
-        let extra = |spec| ctx.unknowns.options(spec, &g, DesignOptions::default()).params;
+        let extra = |spec| {
+            ctx.unknowns
+                .options(spec, &g, DesignOptions::default())
+                .params
+        };
         self.optr_params.extend(extra(optr));
         self.baseline_params.extend(extra(baseline));
         self

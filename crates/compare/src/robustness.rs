@@ -66,7 +66,13 @@ impl Cell {
     /// A name for the cell's file: its experiment and label, and a checksum of everything that
     /// decides its numbers (so a cell of another scale, seed or point is not taken for it).
     pub fn key(&self, scale: crate::Scale, seed: u64) -> String {
-        let what = format!("{}|{}|{}|{}", self.experiment, self.spec, scale.name(), seed);
+        let what = format!(
+            "{}|{}|{}|{}",
+            self.experiment,
+            self.spec,
+            scale.name(),
+            seed
+        );
         let label: String = self
             .label
             .chars()
@@ -347,7 +353,11 @@ pub fn section_md(
         );
     }
     if let Some(file) = figure {
-        let _ = writeln!(md, "\n![Robustness: tornado]({file})\n\n*{}*", TORNADO_CAPTION);
+        let _ = writeln!(
+            md,
+            "\n![Robustness: tornado]({file})\n\n*{}*",
+            TORNADO_CAPTION
+        );
     }
     md.push('\n');
     md
@@ -427,7 +437,12 @@ fn tornado_file(
     let claims = entry["claims"].as_array().cloned().unwrap_or_default();
     let robust: Vec<(serde_json::Value, Robustness)> = claims
         .iter()
-        .filter_map(|c| Some((c.clone(), serde_json::from_value(c.get("robustness")?.clone()).ok()?)))
+        .filter_map(|c| {
+            Some((
+                c.clone(),
+                serde_json::from_value(c.get("robustness")?.clone()).ok()?,
+            ))
+        })
         .collect();
     let panels = robust
         .iter()
@@ -438,7 +453,10 @@ fn tornado_file(
             robustness: r,
         })
         .collect();
-    let title = format!("{} — across the table of unknowns", entry["title"].as_str().unwrap_or(id));
+    let title = format!(
+        "{} — across the table of unknowns",
+        entry["title"].as_str().unwrap_or(id)
+    );
     let Some(svg) = crate::tornado::svg(&title, panels) else {
         return Ok(None);
     };
@@ -493,10 +511,7 @@ mod tests {
                 Tolerance::AtLeast { min: 1.3 },
             ))
             .check(Check::not_reproduced("other", "no model"));
-        crate::result::claims_json(&[c])
-            .as_array()
-            .unwrap()
-            .clone()
+        crate::result::claims_json(&[c]).as_array().unwrap().clone()
     }
 
     fn outcome(label: &str, spec: &str, ratio: f64) -> Outcome {
@@ -543,7 +558,10 @@ mod tests {
         let mut entry = serde_json::json!({ "claims": default });
         attach(&mut entry, &grade(&default, &cells));
         let s = sentence(&entry["claims"][0]).unwrap();
-        assert_eq!(s, "holds in 75 % of 4 sampled points; flips with clients = 1");
+        assert_eq!(
+            s,
+            "holds in 75 % of 4 sampled points; flips with clients = 1"
+        );
         assert!(sentence(&entry["claims"][1]).is_none());
         // Nothing flips it when every end passes: no parameter is named.
         let steady: Vec<Outcome> = cells

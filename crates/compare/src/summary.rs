@@ -196,7 +196,10 @@ pub fn scoreboard_md(rows: &[Row]) -> String {
     );
     let robust = rows.iter().any(|r| r.robustness.is_some());
     if robust {
-        md = md.replace(" verdict |\n|---|", " verdict | across the unknowns |\n|---|---|");
+        md = md.replace(
+            " verdict |\n|---|",
+            " verdict | across the unknowns |\n|---|---|",
+        );
     }
     for r in rows {
         let mut verdict = format!("{} · {}", r.verdict.label(), tally(r));

@@ -49,7 +49,12 @@ fn escape(s: &str) -> String {
 }
 
 fn swing(p: &Panel) -> f64 {
-    let vs: Vec<f64> = p.robustness.ends.iter().filter_map(|e| e.measured).collect();
+    let vs: Vec<f64> = p
+        .robustness
+        .ends
+        .iter()
+        .filter_map(|e| e.measured)
+        .collect();
     let (lo, hi) = vs
         .iter()
         .fold((p.measured, p.measured), |(a, b), v| (a.min(*v), b.max(*v)));
@@ -59,15 +64,15 @@ fn swing(p: &Panel) -> f64 {
 /// The chart of `panels` (at most [`MAX_PANELS`], flips first, then widest swings); `None`
 /// when no panel has a measured end.
 pub fn svg(title: &str, mut panels: Vec<Panel>) -> Option<String> {
-    panels.retain(|p| p.measured.is_finite() && p.robustness.ends.iter().any(|e| e.measured.is_some()));
+    panels.retain(|p| {
+        p.measured.is_finite() && p.robustness.ends.iter().any(|e| e.measured.is_some())
+    });
     if panels.is_empty() {
         return None;
     }
     panels.sort_by(|a, b| {
         let flips = |p: &Panel| p.robustness.flipped_by.len();
-        flips(b)
-            .cmp(&flips(a))
-            .then(swing(b).total_cmp(&swing(a)))
+        flips(b).cmp(&flips(a)).then(swing(b).total_cmp(&swing(a)))
     });
     panels.truncate(MAX_PANELS);
     let mut body = String::new();
@@ -95,14 +100,23 @@ fn panel(s: &mut String, p: &Panel, y: f64) -> f64 {
     for v in r.ends.iter().filter_map(|e| e.measured) {
         (lo, hi) = (lo.min(v), hi.max(v));
     }
-    for v in tol.iter().flat_map(|(a, b)| [*a, *b]).filter(|v| v.is_finite()) {
+    for v in tol
+        .iter()
+        .flat_map(|(a, b)| [*a, *b])
+        .filter(|v| v.is_finite())
+    {
         (lo, hi) = (lo.min(v), hi.max(v));
     }
     let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-9) * 0.02);
     let (lo, hi) = (lo - pad, hi + pad);
     let x = |v: f64| LABEL + (v.clamp(lo, hi) - lo) / (hi - lo) * PLOT;
     let claim: String = p.claim.chars().take(110).collect();
-    let _ = writeln!(s, "<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>", y + 10.0, escape(&claim));
+    let _ = writeln!(
+        s,
+        "<text x=\"8\" y=\"{}\" font-weight=\"bold\">{}</text>",
+        y + 10.0,
+        escape(&claim)
+    );
     // Parameters in order of first appearance, each with its ends.
     let mut names: Vec<&str> = Vec::new();
     for e in &r.ends {
@@ -118,23 +132,58 @@ fn panel(s: &mut String, p: &Panel, y: f64) -> f64 {
     let base = x(p.measured);
     for (row, name) in names.iter().enumerate() {
         let ry = top + row as f64 * ROW;
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>", LABEL - 6.0, ry + 11.0, escape(name));
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            LABEL - 6.0,
+            ry + 11.0,
+            escape(name)
+        );
         let ends: Vec<_> = r.ends.iter().filter(|e| e.parameter == *name).collect();
-        let choice = ends.iter().any(|e| e.value.starts_with('=') && e.value[2..].parse::<f64>().is_err());
+        let choice = ends
+            .iter()
+            .any(|e| e.value.starts_with('=') && e.value[2..].parse::<f64>().is_err());
         for (k, e) in ends.iter().enumerate() {
             let Some(v) = e.measured else { continue };
-            let colour = if choice { END_COLOURS[2] } else { END_COLOURS[k.min(1)] };
+            let colour = if choice {
+                END_COLOURS[2]
+            } else {
+                END_COLOURS[k.min(1)]
+            };
             let flipped = r.flipped_by.contains(e);
             let (a, b) = (base.min(x(v)), base.max(x(v)));
-            let stroke = if flipped { " stroke=\"#d62728\" stroke-width=\"2\"" } else { "" };
+            let stroke = if flipped {
+                " stroke=\"#d62728\" stroke-width=\"2\""
+            } else {
+                ""
+            };
             let _ = writeln!(s, "<rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\" fill-opacity=\"0.8\"{stroke}><title>{} {}: {} ({})</title></rect>", ry + 2.0, (b - a).max(1.0), ROW - 4.0, escape(name), escape(&e.value), fmt(v), verdict_word(e.verdict));
-            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\">{}</text>", x(v) + if x(v) >= base { 3.0 } else { -3.0 }, ry + 11.0, escape(&e.value));
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\">{}</text>",
+                x(v) + if x(v) >= base { 3.0 } else { -3.0 },
+                ry + 11.0,
+                escape(&e.value)
+            );
         }
     }
-    let _ = writeln!(s, "<line x1=\"{base:.1}\" y1=\"{top:.1}\" x2=\"{base:.1}\" y2=\"{:.1}\" stroke=\"black\"/>", top + height);
+    let _ = writeln!(
+        s,
+        "<line x1=\"{base:.1}\" y1=\"{top:.1}\" x2=\"{base:.1}\" y2=\"{:.1}\" stroke=\"black\"/>",
+        top + height
+    );
     let axis = top + height + 12.0;
-    for (v, anchor) in [(lo + pad, "start"), (p.measured, "middle"), (hi - pad, "end")] {
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{axis:.1}\" font-size=\"9\" text-anchor=\"{anchor}\">{}</text>", x(v), fmt(v));
+    for (v, anchor) in [
+        (lo + pad, "start"),
+        (p.measured, "middle"),
+        (hi - pad, "end"),
+    ] {
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{axis:.1}\" font-size=\"9\" text-anchor=\"{anchor}\">{}</text>",
+            x(v),
+            fmt(v)
+        );
     }
     axis + 14.0
 }

@@ -72,7 +72,7 @@ impl Unknown {
             Range::Factor { lo, hi } | Range::Value { lo, hi, .. } => {
                 vec![Value::Num(lo), Value::Num(hi)]
             }
-            Range::Choice(c) => c[1..].iter().map(|s| Value::Choice(*s)).collect(),
+            Range::Choice(c) => c[1..].iter().map(|s| Value::Choice(s)).collect(),
             Range::Pending => Vec::new(),
         }
     }
@@ -98,9 +98,9 @@ impl Unknown {
                     round3(v)
                 }))
             }
-            Range::Choice(c) => {
-                Some(Value::Choice(c[((u * c.len() as f64) as usize).min(c.len() - 1)]))
-            }
+            Range::Choice(c) => Some(Value::Choice(
+                c[((u * c.len() as f64) as usize).min(c.len() - 1)],
+            )),
             Range::Pending => None,
         }
     }
@@ -417,7 +417,8 @@ impl Overrides {
     /// `config` at this point: flash timing, channel, over-provisioning, and (unless the host
     /// is ideal) the host link, command cost and write buffer.
     pub fn device(&self, mut config: DeviceConfig) -> DeviceConfig {
-        let scale = |v: u64, f: Option<f64>| f.map_or(v, |f| ((v as f64 * f).round() as u64).max(1));
+        let scale =
+            |v: u64, f: Option<f64>| f.map_or(v, |f| ((v as f64 * f).round() as u64).max(1));
         let t = &mut config.timing;
         t.read_ns = scale(t.read_ns, self.num("read"));
         t.program_ns = scale(t.program_ns, self.num("program"));
@@ -561,7 +562,10 @@ mod tests {
             Point::parse("page_size=8"),
             Err(SpecError::Pending { .. })
         ));
-        assert!(matches!(Point::parse("clients"), Err(SpecError::NotPair(_))));
+        assert!(matches!(
+            Point::parse("clients"),
+            Err(SpecError::NotPair(_))
+        ));
     }
 
     #[test]
@@ -570,7 +574,10 @@ mod tests {
         let none = Overrides::default();
         assert_eq!(none.device(jasmine.clone()), jasmine);
         let mobius = lab::registry::find("mobius").unwrap();
-        assert!(none.options(&mobius, &jasmine.geometry, DesignOptions::default()).params.is_empty());
+        assert!(none
+            .options(&mobius, &jasmine.geometry, DesignOptions::default())
+            .params
+            .is_empty());
         assert_eq!((none.clients(8), none.fill(0.9)), (8, 0.9));
         let o = Overrides::at(
             Point::parse("program=2,host_link=none,command=2,mapping_ram=32,active_ala=20,over_provisioning=0.2,clients=1,fill=0.5")
@@ -585,7 +592,10 @@ mod tests {
         let opts = o.options(&mobius, &jasmine.geometry, DesignOptions::default());
         assert_eq!(opts.params.get("dram_mb").map(String::as_str), Some("32"));
         let c: f64 = opts.params["c_percent"].parse().unwrap();
-        assert!(c > 20.0, "c % raised for the Resident Area to fit 32 MB: {c}");
+        assert!(
+            c > 20.0,
+            "c % raised for the Resident Area to fit 32 MB: {c}"
+        );
         lab::device::fresh(&mobius, &d, &opts, true).expect("Möbius takes the point");
         let optr = lab::registry::find("optr").unwrap();
         let opts = o.options(&optr, &jasmine.geometry, DesignOptions::default());
