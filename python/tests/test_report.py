@@ -107,8 +107,9 @@ def test_robustness_frames_read_each_graded_sub_claim_and_its_ends():
              "tolerance": "≥ 1.300", "verdict": "PASS",
              "robustness": {"pass_fraction": 0.75, "points": 4, "flipped_by": [flip],
                             "ends": [flip, end("clients", "= 32", 2.5, "PASS")]}}
-    results = {"macro": {"claims": [claim, {**claim, "verdict": "NOT-REPRODUCED",
-                                            "robustness": None}]},
+    # An experiment with no figure frames of its own (campaigns): only the robustness frames.
+    results = {"campaigns": {"claims": [claim, {**claim, "verdict": "NOT-REPRODUCED",
+                                                "robustness": None}]},
                "summary": []}
     frames = mobius.report_frames(results)
     assert set(frames) == {"robustness", "robustness_ends"}

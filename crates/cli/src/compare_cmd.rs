@@ -255,16 +255,18 @@ fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::
     Ok(())
 }
 
-/// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
-fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
-    crate::python::require(
-        "dask.distributed",
-        "mobius compare --scheduler/--workers",
-        "pip install 'dask[distributed]'",
-    )?;
+/// Dask is installed for `what`, and `--workers` is not 0.
+pub(crate) fn dask_ready(args: &CompareArgs, what: &str) -> anyhow::Result<()> {
+    crate::python::require("dask.distributed", what, "pip install 'dask[distributed]'")?;
     if args.workers == Some(0) {
         anyhow::bail!("--workers must be at least 1");
     }
+    Ok(())
+}
+
+/// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
+fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
+    dask_ready(args, "mobius compare --scheduler/--workers")?;
     let exe = std::env::current_exe()?;
     let job = serde_json::json!({
         "mobius": exe,

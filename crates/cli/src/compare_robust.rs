@@ -26,14 +26,7 @@ struct Record {
 }
 
 pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
-    crate::python::require(
-        "dask.distributed",
-        "mobius compare --robustness",
-        "pip install 'dask[distributed]'",
-    )?;
-    if args.workers == Some(0) {
-        anyhow::bail!("--workers must be at least 1");
-    }
+    crate::compare_cmd::dask_ready(args, "mobius compare --robustness")?;
     let regraded = robustness::experiments();
     for id in ids.iter().filter(|id| !regraded.contains(id)) {
         eprintln!("compare: {id} is not re-graded across the unknowns (docs/robustness.md)");

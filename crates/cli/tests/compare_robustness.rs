@@ -5,7 +5,6 @@
 //! it is missing the test says so and skips.
 
 use std::path::Path;
-use std::process::Command;
 
 #[path = "common/compare_runs.rs"]
 #[allow(dead_code)] // this test uses only the runner
@@ -46,11 +45,7 @@ fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
 
 #[test]
 fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_its_robustness() {
-    let has_dask = Command::new("python3")
-        .args(["-c", "import dask.distributed"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_dask {
+    if !compare_runs::has_dask() {
         eprintln!(
             "SKIP compare --robustness: python3 has no dask.distributed (.ci/run installs it)"
         );

@@ -546,26 +546,12 @@ mod tests {
         assert_eq!(p.spec(), "clients=4,host_link=sata3,program=1.5");
         assert_eq!(Point::parse(&p.spec()).unwrap(), p);
         assert_eq!(Point::parse("").unwrap(), Point::default());
-        assert!(matches!(
-            Point::parse("progam=1"),
-            Err(SpecError::Unknown { .. })
-        ));
-        assert!(matches!(
-            Point::parse("program=9"),
-            Err(SpecError::Value { .. })
-        ));
-        assert!(matches!(
-            Point::parse("host_link=pcie"),
-            Err(SpecError::Value { .. })
-        ));
-        assert!(matches!(
-            Point::parse("page_size=8"),
-            Err(SpecError::Pending { .. })
-        ));
-        assert!(matches!(
-            Point::parse("clients"),
-            Err(SpecError::NotPair(_))
-        ));
+        let refused = |spec: &str| Point::parse(spec).unwrap_err();
+        assert!(matches!(refused("progam=1"), SpecError::Unknown { .. }));
+        assert!(matches!(refused("program=9"), SpecError::Value { .. }));
+        assert!(matches!(refused("host_link=pcie"), SpecError::Value { .. }));
+        assert!(matches!(refused("page_size=8"), SpecError::Pending { .. }));
+        assert!(matches!(refused("clients"), SpecError::NotPair(_)));
     }
 
     #[test]
