@@ -64,8 +64,10 @@ fn swing(p: &Panel) -> f64 {
 /// The chart of `panels` (at most [`MAX_PANELS`], flips first, then widest swings); `None`
 /// when no panel has a measured end.
 pub fn svg(title: &str, mut panels: Vec<Panel>) -> Option<String> {
+    // A panel where no end moves the number has nothing to draw (the robustness table says so).
     panels.retain(|p| {
-        p.measured.is_finite() && p.robustness.ends.iter().any(|e| e.measured.is_some())
+        let moved = |e: &crate::robustness::End| e.measured.is_some_and(|v| v != p.measured);
+        p.measured.is_finite() && p.robustness.ends.iter().any(moved)
     });
     if panels.is_empty() {
         return None;
@@ -158,10 +160,17 @@ fn panel(s: &mut String, p: &Panel, y: f64) -> f64 {
                 ""
             };
             let _ = writeln!(s, "<rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\" fill-opacity=\"0.8\"{stroke}><title>{} {}: {} ({})</title></rect>", ry + 2.0, (b - a).max(1.0), ROW - 4.0, escape(name), escape(&e.value), fmt(v), verdict_word(e.verdict));
+            if b - a < 1.5 {
+                continue; // no swing: no label over the line
+            }
+            let (dx, anchor) = match x(v) >= base {
+                true => (3.0, "start"),
+                false => (-3.0, "end"),
+            };
             let _ = writeln!(
                 s,
-                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\">{}</text>",
-                x(v) + if x(v) >= base { 3.0 } else { -3.0 },
+                "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" fill=\"#333\" text-anchor=\"{anchor}\">{}</text>",
+                x(v) + dx,
                 ry + 11.0,
                 escape(&e.value)
             );
@@ -173,11 +182,12 @@ fn panel(s: &mut String, p: &Panel, y: f64) -> f64 {
         top + height
     );
     let axis = top + height + 12.0;
-    for (v, anchor) in [
-        (lo + pad, "start"),
-        (p.measured, "middle"),
-        (hi - pad, "end"),
-    ] {
+    let apart = |v: f64| (x(v) - x(lo + pad)).abs() > 45.0 && (x(hi - pad) - x(v)).abs() > 45.0;
+    let mut ticks = vec![(lo + pad, "start"), (hi - pad, "end")];
+    if apart(p.measured) {
+        ticks.push((p.measured, "middle"));
+    }
+    for (v, anchor) in ticks {
         let _ = writeln!(
             s,
             "<text x=\"{:.1}\" y=\"{axis:.1}\" font-size=\"9\" text-anchor=\"{anchor}\">{}</text>",
