@@ -15,6 +15,7 @@ pub fn mobius(args: &[&str], out: &Path) -> std::process::Output {
 }
 
 /// Whether python3 has dask.distributed (`.ci/run` installs it; a test without it skips).
+#[allow(dead_code)] // the Dask tests' (compare_report includes this module too)
 pub fn has_dask() -> bool {
     Command::new("python3")
         .args(["-c", "import dask.distributed"])
