@@ -273,11 +273,15 @@ pub fn sentence(check: &serde_json::Value) -> Option<String> {
         None => "no sampled point graded it".to_string(),
         Some(p) => {
             let pct = format!("{:.0} %", p * 100.0);
+            let n = match r.points {
+                1 => "1 sampled point".to_string(),
+                n => format!("{n} sampled points"),
+            };
             match verdict {
-                Verdict::Pass if p == 1.0 => format!("holds in all {} sampled points", r.points),
-                Verdict::Pass => format!("holds in {pct} of {} sampled points", r.points),
-                _ if p == 0.0 => format!("fails in all {} sampled points", r.points),
-                _ => format!("passes in {pct} of {} sampled points", r.points),
+                Verdict::Pass if p == 1.0 => format!("holds in all of {n}"),
+                Verdict::Pass => format!("holds in {pct} of {n}"),
+                _ if p == 0.0 => format!("fails in all of {n}"),
+                _ => format!("passes in {pct} of {n}"),
             }
         }
     };
