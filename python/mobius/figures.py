@@ -114,10 +114,43 @@ def report_frames(results: Any) -> dict:
         frames["optr"] = pd.DataFrame(_optr(r["optr"]["data"]))
     if "sqlite" in r and r["sqlite"]["data"]:
         frames["sqlite"] = pd.DataFrame(_sqlite(r["sqlite"]["data"]))
+    frames.update(robustness_frames(r))
     if not frames:
         raise ValueError("no experiment with figures in these results (found: "
                          f"{sorted(r)}; expected micro, macro, recovery, commit, optr or sqlite)")
     return frames
+
+
+def robustness_frames(results: Any) -> dict:
+    """The robustness of ``mobius compare --robustness`` (docs/robustness.md) as DataFrames:
+    ``robustness`` (one row per graded sub-claim: its verdict and number at the defaults,
+    ``pass_fraction`` over ``points`` sampled points, ``flipped_by`` as ``name value`` joined by
+    ``; ``) and ``robustness_ends`` (one row per sub-claim and one-at-a-time range end: the
+    parameter, its value, the number and verdict there, ``flips``). Empty when the results have
+    no robustness."""
+    import pandas as pd
+    r = _load(results)
+    rows, ends = [], []
+    for experiment, entry in r.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("claims"), list):
+            continue
+        for c in entry["claims"]:
+            rob = c.get("robustness")
+            if rob is None:
+                continue
+            key = {"experiment": experiment, "source": c["source"], "claim": c["claim"]}
+            rows.append({**key, "verdict": c["verdict"], "measured": c["measured"],
+                         "tolerance": c["tolerance"], "pass_fraction": rob["pass_fraction"],
+                         "points": rob["points"],
+                         "flipped_by": "; ".join(f"{e['parameter']} {e['value']}"
+                                                 for e in rob["flipped_by"])})
+            for e in rob["ends"]:
+                ends.append({**key, "parameter": e["parameter"], "value": e["value"],
+                             "measured": e["measured"], "verdict": e["verdict"],
+                             "flips": e in rob["flipped_by"]})
+    if not rows:
+        return {}
+    return {"robustness": pd.DataFrame(rows), "robustness_ends": pd.DataFrame(ends)}
 
 
 def _lines(frame, x, y, by, title, path, logx=False, logy=False):

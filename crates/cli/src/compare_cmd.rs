@@ -38,11 +38,31 @@ pub struct CompareArgs {
     /// Internal: assemble OUT/report.md and results.json from OUT/parts/<experiment>/.
     #[arg(long, hide = true)]
     pub assemble: bool,
+    /// Run at this point of the table of unknowns (`name=value,...`, e.g.
+    /// `program=2,clients=1`; the rest at their defaults; `--list-unknowns` prints the table):
+    /// results.json then also records the point and the parameters each experiment consulted.
+    #[arg(long, value_name = "SPEC")]
+    pub unknowns: Option<String>,
+    /// Re-grade every claim across the table of unknowns (docs/robustness.md): each experiment
+    /// but NVMFS's and optr-sqlite's as cells on Dask (`--workers N`, default every core, or
+    /// `--scheduler ADDR`), resumable; each graded sub-claim gets its robustness.
+    #[arg(long)]
+    pub robustness: bool,
+    /// Latin-hypercube points per experiment of `--robustness` (besides the one-at-a-time ends).
+    #[arg(long, default_value_t = 40)]
+    pub samples: usize,
+    /// Vary only these parameters of the table in `--robustness` (comma-separated; default:
+    /// every parameter that reaches each experiment; empty: none, only the default cells).
+    #[arg(long, value_name = "NAMES")]
+    pub vary: Option<String>,
+    /// Print the table of unknowns (Markdown) and exit.
+    #[arg(long)]
+    pub list_unknowns: bool,
 }
 
 /// The Dask driver of `--scheduler` / `--workers`: one task per experiment, each running
 /// `mobius compare --only ID` into a temporary directory and handing back its files.
-const DASK_DRIVER: &str = include_str!("compare_dask.py");
+pub(crate) const DASK_DRIVER: &str = include_str!("compare_dask.py");
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let scale = compare::Scale::parse(&args.scale)?;
@@ -57,10 +77,26 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
         .copied()
         .filter(|id| args.only.is_empty() || args.only.iter().any(|o| o == id))
         .collect();
+    if args.list_unknowns {
+        print!("{}", compare::robustness::table_md());
+        return Ok(());
+    }
+    if args.robustness {
+        return crate::compare_robust::run(args, scale, &ids);
+    }
     if args.assemble {
         return assemble(args, scale, &ids);
     }
+    let point = compare::unknowns::Point::parse(args.unknowns.as_deref().unwrap_or(""))?;
+    anyhow::ensure!(
+        !(args.resume && args.unknowns.is_some()),
+        "--resume takes runs logged at the defaults: not with --unknowns"
+    );
     if args.scheduler.is_some() || args.workers.is_some() {
+        anyhow::ensure!(
+            args.unknowns.is_none(),
+            "--unknowns runs in one process: drop --workers/--scheduler (--robustness runs points on Dask)"
+        );
         return run_on_dask(args, scale, &ids);
     }
     if args.jobs == Some(0) {
@@ -90,6 +126,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
             resume: args.resume,
         }),
         cores,
+        unknowns: compare::unknowns::Overrides::at(point),
     };
     let observe = |e: compare::Event| match e {
         compare::Event::Started { id } => progress.started(id),
@@ -115,6 +152,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
     let wall = progress.elapsed().as_secs_f64();
     let header = header(scale, args.seed, args.resume);
     compare::write_report(&args.out, &header, &results)?;
+    if args.unknowns.is_some() {
+        crate::compare_robust::record_point(&args.out, &ctx.unknowns)?;
+    }
     for r in &results {
         for s in &r.skipped {
             eprintln!("compare: {}: skipped {s}", r.id);
@@ -171,7 +211,7 @@ fn closing(results: &[compare::ExperimentResult], cores: usize, wall_s: f64) {
 
 /// The report's opening. With `--resume` a long experiment may take runs from its run log
 /// (measured by an earlier invocation): the header says so, and the section says how many.
-fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
+pub(crate) fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
     let names: Vec<&str> = lab::registry::all().iter().map(|d| d.name).collect();
     let measured = if resume {
         "Every number below was measured by this binary: in this run, or (`--resume`) taken from a run log an earlier invocation with the same settings wrote, as each section's description says"
@@ -185,7 +225,7 @@ fn header(scale: compare::Scale, seed: u64, resume: bool) -> String {
 }
 
 /// The summary line.
-fn print_summary(verdicts: &[compare::Verdict], out: &std::path::Path) {
+pub(crate) fn print_summary(verdicts: &[compare::Verdict], out: &std::path::Path) {
     let count = |v: compare::Verdict| verdicts.iter().filter(|k| **k == v).count();
     println!(
         "sub-claims: {} PASS, {} FAIL, {} NOT-REPRODUCED, {} by construction",
@@ -215,16 +255,18 @@ fn assemble(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::
     Ok(())
 }
 
-/// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
-fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
-    crate::python::require(
-        "dask.distributed",
-        "mobius compare --scheduler/--workers",
-        "pip install 'dask[distributed]'",
-    )?;
+/// Dask is installed for `what`, and `--workers` is not 0.
+pub(crate) fn dask_ready(args: &CompareArgs, what: &str) -> anyhow::Result<()> {
+    crate::python::require("dask.distributed", what, "pip install 'dask[distributed]'")?;
     if args.workers == Some(0) {
         anyhow::bail!("--workers must be at least 1");
     }
+    Ok(())
+}
+
+/// `--scheduler` / `--workers`: each experiment one Dask task, then `--assemble`.
+fn run_on_dask(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::Result<()> {
+    dask_ready(args, "mobius compare --scheduler/--workers")?;
     let exe = std::env::current_exe()?;
     let job = serde_json::json!({
         "mobius": exe,

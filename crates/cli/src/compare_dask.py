@@ -9,14 +9,22 @@ directory on its worker and hands back the files it wrote (report.md, results.js
 so workers need no shared file system, only the same binary at the same path. The driver writes each part under
 ``OUT/parts/ID/`` as it finishes; the binary then assembles the report from the parts. An
 experiment is deterministic for its seed, so the assembled report equals a one-process run's.
+
+With ``"cells"`` in JOB (``mobius compare --robustness``) each task is one cell instead: one
+experiment at one point of the table of unknowns (``{"key", "experiment", "label", "spec",
+"part"}``); each finished cell is written at once to ``OUT/robustness/cells/KEY.json`` (and a
+default cell's files to ``OUT/parts/ID/``), and a cell already written without an error is not run
+again (resume).
 """
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def run_part(mobius, scale, seed, experiment):
@@ -34,9 +42,129 @@ def run_part(mobius, scale, seed, experiment):
         return experiment, p.returncode, p.stdout + p.stderr, files
 
 
+def run_cell(mobius, scale, seed, cell):
+    """One cell of ``mobius compare --robustness``: the experiment at the cell's point of the
+    table of unknowns (``--unknowns``); its results.json (and, for a default cell, every file)."""
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as d:
+        p = subprocess.run(
+            [mobius, "compare", "--scale", scale, "--seed", str(seed), "--only",
+             cell["experiment"], "--jobs", "1", "--unknowns", cell["spec"], "--out", d],
+            capture_output=True, text=True,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU seconds of the cell's process (a worker runs one task at a time): what the cell
+        # costs whatever else shares the machine.
+        cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        files = {}
+        if p.returncode == 0:
+            for name in os.listdir(d):
+                if cell["part"] or name == "results.json":
+                    with open(os.path.join(d, name), "rb") as f:
+                        files[name] = f.read()
+    return cell, p.returncode, p.stdout + p.stderr, files, (time.perf_counter() - start, cpu_s)
+
+
+def cell_done(out, cell):
+    """Whether an earlier run finished the cell (resume): its record without an error, and for a
+    default cell its part."""
+    path = os.path.join(out, "robustness", "cells", cell["key"] + ".json")
+    try:
+        with open(path) as f:
+            if json.load(f)["error"] is not None:
+                return False
+    except (OSError, ValueError, KeyError):
+        return False
+    return not cell["part"] or os.path.exists(
+        os.path.join(out, "parts", cell["experiment"], "report.md"))
+
+
+def write_atomic(path, data):
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def keep_cell(out, cell, code, log, files, times):
+    """Writes the cell's record (``robustness/cells/KEY.json``: the cell, its wall and CPU time,
+    its error or its experiment's claims and the parameters it consulted) and a default cell's
+    part."""
+    record = {"cell": {k: cell[k] for k in ("experiment", "label", "spec")},
+              "wall_s": times[0], "cpu_s": times[1], "error": None, "claims": [],
+              "consulted": []}
+    if code != 0:
+        record["error"] = f"exit {code}: {log[-2000:]}"
+    else:
+        results = json.loads(files["results.json"])
+        record["claims"] = results[cell["experiment"]]["claims"]
+        record["consulted"] = results["unknowns"]["consulted"]
+        if cell["part"]:
+            target = os.path.join(out, "parts", cell["experiment"])
+            shutil.rmtree(target, ignore_errors=True)
+            os.makedirs(target)
+            for name, data in files.items():
+                with open(os.path.join(target, name), "wb") as f:
+                    f.write(data)
+    cells = os.path.join(out, "robustness", "cells")
+    os.makedirs(cells, exist_ok=True)
+    write_atomic(os.path.join(cells, cell["key"] + ".json"), json.dumps(record).encode())
+    return record["error"] is None
+
+
+def run_cells(job, client):
+    from dask.distributed import as_completed
+    todo = [c for c in job["cells"] if not cell_done(job["out"], c)]
+    skipped = len(job["cells"]) - len(todo)
+    if skipped:
+        print(f"compare: {skipped} cell(s) already done (resumed)", file=sys.stderr)
+    futures = [client.submit(run_cell, job["mobius"], job["scale"], job["seed"], c,
+                             key=f"robustness-{c['key']}", pure=False) for c in todo]
+    failed = []
+    for n, fut in enumerate(as_completed(futures), 1):
+        cell, code, log, files, times = fut.result()
+        ok = keep_cell(job["out"], cell, code, log, files, times)
+        mark = "" if ok else f" FAILED (exit {code})"
+        print(f"compare: cell {cell['experiment']} {cell['label']} {times[0]:.1f} s "
+              f"({times[1]:.1f} s CPU) ({n}/{len(futures)}){mark}", file=sys.stderr, flush=True)
+        if not ok:
+            failed.append(cell["key"])
+    return failed
+
+
+def run_experiments(job, client):
+    from dask.distributed import as_completed
+    parts = os.path.join(job["out"], "parts")
+    failed = []
+    futures = [
+        client.submit(run_part, job["mobius"], job["scale"], job["seed"], e,
+                      key=f"compare-{e}-{job['scale']}-{job['seed']}", pure=False)
+        for e in job["experiments"]
+    ]
+    done = 0
+    for fut in as_completed(futures):
+        experiment, code, log, files = fut.result()
+        done += 1
+        target = os.path.join(parts, experiment)
+        shutil.rmtree(target, ignore_errors=True)
+        if code != 0:
+            failed.append(experiment)
+            print(f"compare: {experiment} failed (exit {code}):\n{log}", file=sys.stderr)
+            continue
+        os.makedirs(target)
+        for name, data in files.items():
+            with open(os.path.join(target, name), "wb") as f:
+                f.write(data)
+        print(f"compare: {experiment} done ({done}/{len(futures)})", file=sys.stderr)
+    if failed:
+        print(f"compare: failed experiments: {', '.join(failed)}", file=sys.stderr)
+    return failed
+
+
 def main():
     job = json.loads(sys.argv[1])
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, LocalCluster
 
     if job["scheduler"]:
         client = Client(job["scheduler"])
@@ -46,35 +174,18 @@ def main():
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         client = Client(cluster)
-    parts = os.path.join(job["out"], "parts")
-    failed = []
     try:
-        futures = [
-            client.submit(run_part, job["mobius"], job["scale"], job["seed"], e,
-                          key=f"compare-{e}-{job['scale']}-{job['seed']}", pure=False)
-            for e in job["experiments"]
-        ]
-        done = 0
-        for fut in as_completed(futures):
-            experiment, code, log, files = fut.result()
-            done += 1
-            target = os.path.join(parts, experiment)
-            shutil.rmtree(target, ignore_errors=True)
-            if code != 0:
-                failed.append(experiment)
-                print(f"compare: {experiment} failed (exit {code}):\n{log}", file=sys.stderr)
-                continue
-            os.makedirs(target)
-            for name, data in files.items():
-                with open(os.path.join(target, name), "wb") as f:
-                    f.write(data)
-            print(f"compare: {experiment} done ({done}/{len(futures)})", file=sys.stderr)
+        if "cells" in job:
+            # A failed cell is recorded with its error; the campaign goes on and reports it.
+            run_cells(job, client)
+            failed = []
+        else:
+            failed = run_experiments(job, client)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
     if failed:
-        print(f"compare: failed experiments: {', '.join(failed)}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -7,6 +7,7 @@ pub mod bench_designs;
 pub mod bench_scale;
 pub mod compare_cmd;
 pub mod compare_progress;
+pub mod compare_robust;
 pub mod crash_args;
 pub mod crash_bench;
 pub mod crash_summary;

@@ -13,11 +13,7 @@ use compare_runs::{mask_wall_times, mobius, text};
 
 #[test]
 fn experiments_as_dask_tasks_give_the_one_process_report() {
-    let has_dask = Command::new("python3")
-        .args(["-c", "import dask.distributed"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_dask {
+    if !compare_runs::has_dask() {
         eprintln!("SKIP compare on Dask: python3 has no dask.distributed (.ci/run installs it)");
         return;
     }

@@ -64,11 +64,12 @@ fn campaign_config(
 ) -> Result<CampaignConfig, workload::WorkloadError> {
     let mut workload = workload::WorkloadSpec::named(d.default_workload)?;
     workload.requests = 3000;
-    workload.fill = 0.8;
+    workload.fill = ctx.unknowns.fill(0.8);
+    let device = ctx.device("small").expect("small preset");
     Ok(CampaignConfig {
         design: d.clone(),
-        options,
-        device: flash::DeviceConfig::preset("small").expect("small preset"),
+        options: ctx.unknowns.options(d, &device.geometry, options),
+        device,
         workload,
         seed: ctx.seed,
         crash_points: points,

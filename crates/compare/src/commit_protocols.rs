@@ -44,7 +44,7 @@ fn fresh(ctx: &Context, design: &str, host: Option<HostInterface>) -> crate::err
     let spec = ctx.built(design)?;
     let mut config = ctx.device("txflash")?;
     config.host = host.unwrap_or(PAPER_HOST);
-    let dev = lab::device::fresh(spec, &config, &DesignOptions::default(), true)?;
+    let dev = ctx.fresh(spec, &config, &DesignOptions::default(), true)?;
     Ok(Driver::over(dev, 0).writes_from(1))
 }
 
@@ -140,6 +140,7 @@ fn aborts(ctx: &Context, design: &str, abort_pct: u32) -> crate::error::Result<(
     let mut flash = dev.into_flash();
     flash.start_clock_at(end);
     let options = DesignOptions::default().with("recovery_ns_per_record", ANALYSIS_NS_PER_RECORD);
+    let options = ctx.unknowns.options(spec, flash.geometry(), options);
     let (_d, r) = spec
         .reopen(flash, &options)
         .map_err(|e| crate::error::MeasureError::step("recovery", e))?;

@@ -81,7 +81,10 @@ fn scoreboard(h: &mut String, board: &[Row]) {
             escape(r.papers.as_deref().unwrap_or("–")),
             verdict_class(r.verdict),
             verdict_class(r.verdict),
-            escape(&tally(r)),
+            escape(&tally(r))
+                + &r.robustness
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" · {}", inline(t))),
         );
     }
     h.push_str("</table>\n<ul>\n");
@@ -222,7 +225,8 @@ fn claims(h: &mut String, checks: &[Value]) {
             escape(c["tolerance"].as_str().unwrap_or("–")),
             verdict_class(verdict),
             verdict_class(verdict),
-            if why.is_empty() { String::new() } else { format!(" ({})", inline(&why)) },
+            (if why.is_empty() { String::new() } else { format!(" ({})", inline(&why)) })
+                + &crate::robustness::sentence(c).map_or(String::new(), |t| format!(" · {}", inline(&t))),
             inline(&note),
         );
     }

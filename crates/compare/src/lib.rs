@@ -21,11 +21,14 @@ pub mod optr_sqlite;
 pub mod recovery;
 pub mod report;
 pub mod result;
+pub mod robustness;
 pub mod sqlite_exp;
 pub mod summary;
 pub mod svg;
 pub mod tasks;
+pub mod tornado;
 pub mod txflash_macro;
+pub mod unknowns;
 
 pub use claims::{Check, Claim, Tolerance, Verdict};
 use ftl::DesignSpec;
@@ -88,6 +91,9 @@ pub struct Context<'a> {
     /// The cores the experiments, and the independent runs inside them, share as tasks
     /// ([`Cores::serial`]: one after another; the figures are the same either way).
     pub cores: Cores,
+    /// The point of the table of unknowns the experiments run at (`mobius compare --unknowns`;
+    /// the defaults unless given), and the parameters they consulted ([`unknowns`]).
+    pub unknowns: unknowns::Overrides,
 }
 
 /// [`Context::run_logs`]: a directory for the logs, and whether to reuse what they hold.
@@ -106,8 +112,23 @@ impl Context<'_> {
         self.design(name)
             .ok_or_else(|| error::MeasureError::NotBuilt(name.to_string()))
     }
+    /// The preset `preset` at this run's point of the table of unknowns.
     pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, flash::ConfigError> {
-        flash::DeviceConfig::preset(preset)
+        Ok(self.unknowns.device(flash::DeviceConfig::preset(preset)?))
+    }
+    /// `spec` formatted on a fresh in-memory device of `config`, with `options` at this run's
+    /// point of the table of unknowns (`lab::device::fresh`).
+    pub fn fresh(
+        &self,
+        spec: &DesignSpec,
+        config: &flash::DeviceConfig,
+        options: &ftl::DesignOptions,
+        tag_only: bool,
+    ) -> Result<Box<dyn ftl::BlockDevice>, ftl::FtlError> {
+        let options = self
+            .unknowns
+            .options(spec, &config.geometry, options.clone());
+        lab::device::fresh(spec, config, &options, tag_only)
     }
     /// `mode`'s design on a fresh tag-only device of `config`, loaded with `wl`'s database,
     /// then `clients` clients committing `wl`'s transactions (`lab::driver::clients`).
@@ -119,7 +140,7 @@ impl Context<'_> {
         clients: usize,
     ) -> error::Result<lab::driver::clients::Outcome> {
         let spec = self.built(mode.design)?;
-        let dev = lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true)?;
+        let dev = self.fresh(spec, config, &ftl::DesignOptions::default(), true)?;
         Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
     }
 }

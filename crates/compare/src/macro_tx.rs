@@ -66,7 +66,9 @@ pub use lab::driver::clients::Outcome;
 /// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs.
 fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
     Ok(match ctx.scale {
-        crate::Scale::Quick => lab::device::preset_slice("jasmine", 128)?,
+        crate::Scale::Quick => ctx
+            .unknowns
+            .device(lab::device::preset_slice("jasmine", 128)?),
         _ => ctx.device("jasmine")?,
     })
 }
@@ -99,7 +101,7 @@ pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
 const EXT4_TRACE: &[u8] = include_bytes!("../../cli/tests/fixtures/ext4-small-files.trace.gz");
 
 pub fn run(ctx: &Context) -> ExperimentResult {
-    let clients = 8;
+    let clients = ctx.unknowns.clients(8);
     let mut skipped = Vec::new();
     let config = match device(ctx) {
         Ok(c) => c,

@@ -133,7 +133,7 @@ fn measure_with(
 ) -> crate::error::Result<f64> {
     let spec = ctx.built(mode.design())?;
     let config = ctx.device("jasmine")?;
-    let dev = lab::device::fresh(spec, &config, options, true)?;
+    let dev = ctx.fresh(spec, &config, options, true)?;
     let range =
         ((5u64 << 30) / config.geometry.page_bytes as u64).min(dev.logical_pages() as u64) as u32;
     let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ size as u64 ^ ((sequential as u64) << 32));
@@ -432,6 +432,7 @@ mod locality_tests {
             progress: &progress,
             run_logs: None,
             cores: crate::Cores::serial(),
+            unknowns: Default::default(),
         };
         let small_cache = DesignOptions::default().with("dram_mb", 2);
         let random = measure_with(&ctx, Mode::DftlBatched, 64, false, &small_cache).unwrap();

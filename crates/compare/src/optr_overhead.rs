@@ -128,6 +128,21 @@ impl Grid {
             Scale::Paper => Grid::paper(),
         }
     }
+    /// The grid at `ctx`'s point of the table of unknowns: its device, its fill, and each
+    /// design's parameters (after the grid's own, so that they win).
+    fn at_point(mut self, ctx: &Context, optr: &DesignSpec, baseline: &DesignSpec) -> Grid {
+        self.device = ctx.unknowns.device(self.device);
+        self.fill = ctx.unknowns.fill(self.fill);
+        let g = self.device.geometry.clone();
+        let extra = |spec| {
+            ctx.unknowns
+                .options(spec, &g, DesignOptions::default())
+                .params
+        };
+        self.optr_params.extend(extra(optr));
+        self.baseline_params.extend(extra(baseline));
+        self
+    }
     fn options(&self, spec: &DesignSpec) -> DesignOptions {
         let mut o = DesignOptions::default();
         for (k, v) in &self.params {
@@ -580,7 +595,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         return ExperimentResult::failed("optr", TITLE, "optr or wcache not built".into());
     };
     let grid = match Grid::for_scale(ctx.scale) {
-        Ok(g) => g,
+        Ok(g) => g.at_point(ctx, optr, wcache),
         Err(e) => return ExperimentResult::failed("optr", TITLE, e.to_string()),
     };
     let points = match run_grid(optr, wcache, &grid, ctx.seed, &|d, t| {

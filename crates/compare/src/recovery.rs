@@ -144,6 +144,8 @@ fn write_zone(
     if let Some(p) = s.zone_param {
         options = options.with(p, zone_blocks);
     }
+    // The options at this run's point of the table of unknowns, kept for the recovery.
+    let options = ctx.unknowns.options(&spec, &g, options);
     let dev = lab::device::fresh(&spec, &config, &options, true)?;
     let mut zone = Zone {
         driver: Driver::over(dev, 0).writes_from(1),

@@ -62,7 +62,7 @@ fn section_md(md: &mut String, r: &ExperimentResult) {
 /// report.md, results.json and report.html from the experiments' report.md sections and
 /// results.json entries (their figures already in `dir`): the header's title, the scoreboard,
 /// the rest of the header, the table of experiments, the sections.
-fn write_all(
+pub(crate) fn write_all(
     dir: &Path,
     header: &str,
     sections: &str,
@@ -148,15 +148,36 @@ pub fn assemble_report(
     header: &str,
     ids: &[&str],
 ) -> std::io::Result<(Vec<Verdict>, Vec<String>)> {
+    let parts = read_parts(dir, ids)?;
+    let sections: String = parts.sections.concat();
+    write_all(dir, header, &sections, parts.entries)?;
+    Ok((parts.verdicts, parts.missing))
+}
+
+/// What [`read_parts`] found under `dir/parts/`.
+pub(crate) struct Parts {
+    /// Each part's report.md section, in the order of `entries`.
+    pub sections: Vec<String>,
+    /// Each part's results.json entry, by id.
+    pub entries: Vec<(String, serde_json::Value)>,
+    pub verdicts: Vec<Verdict>,
+    /// The ids that had no part.
+    pub missing: Vec<String>,
+}
+
+/// Reads the parts of `ids` under `dir/parts/` and copies their figures into `dir`.
+pub(crate) fn read_parts(dir: &Path, ids: &[&str]) -> std::io::Result<Parts> {
     let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
-    let mut sections = String::new();
-    let mut entries = Vec::new();
-    let mut verdicts = Vec::new();
-    let mut missing = Vec::new();
+    let mut parts = Parts {
+        sections: Vec::new(),
+        entries: Vec::new(),
+        verdicts: Vec::new(),
+        missing: Vec::new(),
+    };
     for id in ids {
         let part = dir.join("parts").join(id);
         let Ok(report) = std::fs::read_to_string(part.join("report.md")) else {
-            missing.push(id.to_string());
+            parts.missing.push(id.to_string());
             continue;
         };
         let results: serde_json::Value =
@@ -166,7 +187,7 @@ pub fn assemble_report(
             .get(*id)
             .ok_or_else(|| bad(format!("{}/results.json has no '{id}'", part.display())))?;
         for c in entry["claims"].as_array().into_iter().flatten() {
-            verdicts.push(
+            parts.verdicts.push(
                 serde_json::from_value(c["verdict"].clone())
                     .map_err(|e| bad(format!("{}/results.json: verdict: {e}", part.display())))?,
             );
@@ -176,8 +197,8 @@ pub fn assemble_report(
             .find(&heading)
             .map(|i| &report[i + 1..])
             .ok_or_else(|| bad(format!("{}: no experiment section", part.display())))?;
-        sections.push_str(section);
-        entries.push((id.to_string(), entry.clone()));
+        parts.sections.push(section.to_string());
+        parts.entries.push((id.to_string(), entry.clone()));
         for f in std::fs::read_dir(&part)? {
             let f = f?.path();
             if f.extension().is_some_and(|x| x == "svg") {
@@ -185,6 +206,5 @@ pub fn assemble_report(
             }
         }
     }
-    write_all(dir, header, &sections, entries)?;
-    Ok((verdicts, missing))
+    Ok(parts)
 }

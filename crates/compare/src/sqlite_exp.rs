@@ -116,7 +116,7 @@ fn measure(
     let mut device = ctx.device("small")?;
     device.geometry.blocks_per_chip = sz.blocks_per_chip;
     device.host = host;
-    let dev = lab::device::fresh(spec, &device, &ftl::DesignOptions::default(), false)?;
+    let dev = ctx.fresh(spec, &device, &ftl::DesignOptions::default(), false)?;
     let mut open = OpenOptions::new(s.mode);
     open.tx_kind = s.tx;
     open.synchronous = synchronous(s.mode).into();

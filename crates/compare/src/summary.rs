@@ -58,6 +58,10 @@ pub struct Row {
     /// The experiment, and its section's anchor in report.md and report.html.
     pub experiment: String,
     pub section: String,
+    /// How the deciding sub-claim fares across the table of unknowns (`mobius compare
+    /// --robustness` only: "holds in 92 % …; flips with …"; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robustness: Option<String>,
 }
 
 /// The paper a claim's source names: its first words, before the section sign or an aside.
@@ -134,6 +138,7 @@ fn row(id: &str, section: &str, checks: &[serde_json::Value]) -> Row {
         sub_claims,
         experiment: id.to_string(),
         section: section.to_string(),
+        robustness: crate::robustness::sentence(deciding),
     }
 }
 
@@ -189,6 +194,13 @@ pub fn scoreboard_md(rows: &[Row]) -> String {
     let mut md = String::from(
         "## Scoreboard\n\nEvery claim of the papers this run graded: the sub-claim that decides its verdict, our number and the paper's (the range taken from the paper that ours must fall in); the section has every sub-claim, the paper's words and why we differ.\n\n| paper | figure or claim | our number | the paper's | verdict |\n|---|---|---|---|---|\n",
     );
+    let robust = rows.iter().any(|r| r.robustness.is_some());
+    if robust {
+        md = md.replace(
+            " verdict |\n|---|",
+            " verdict | across the unknowns |\n|---|---|",
+        );
+    }
     for r in rows {
         let mut verdict = format!("{} · {}", r.verdict.label(), tally(r));
         if !r.why.is_empty() {
@@ -207,7 +219,11 @@ pub fn scoreboard_md(rows: &[Row]) -> String {
             cell(&r.sub_claim),
             r.measured.map_or("–".to_string(), fmt),
             r.papers.as_deref().unwrap_or("–"),
-            cell(&verdict),
+            cell(&verdict)
+                + &match (robust, &r.robustness) {
+                    (false, _) => String::new(),
+                    (true, text) => format!(" | {}", cell(text.as_deref().unwrap_or("–"))),
+                },
         );
     }
     md.push('\n');

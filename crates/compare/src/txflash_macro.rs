@@ -313,8 +313,9 @@ fn device_max_tx_pages(ctx: &Context, config: &flash::DeviceConfig) -> usize {
         .iter()
         .filter_map(|mode| {
             let spec = ctx.design(mode.design)?;
-            let mut dev =
-                lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true).ok()?;
+            let mut dev = ctx
+                .fresh(spec, config, &ftl::DesignOptions::default(), true)
+                .ok()?;
             let caps = dev.transactional()?.capabilities();
             Some(caps.max_tx_pages as usize)
         })

@@ -16,6 +16,7 @@ fn same_seed_same_results_json() {
             progress: &progress,
             run_logs: None,
             cores: compare::Cores::serial(),
+            unknowns: Default::default(),
         };
         let results = run(&ctx, &only).unwrap();
         let dir = tempfile::tempdir().unwrap();

@@ -41,6 +41,7 @@ fn a_refused_transaction_goes_through_the_host_journal_and_costs_what_it_costs()
         progress: &progress,
         run_logs: None,
         cores: compare::Cores::serial(),
+        unknowns: Default::default(),
     };
     let mode = MODES.iter().find(|m| m.design == "atomic-write").unwrap();
     let config = flash::DeviceConfig::preset("small").unwrap();

@@ -14,6 +14,15 @@ pub fn mobius(args: &[&str], out: &Path) -> std::process::Output {
         .expect("run mobius")
 }
 
+/// Whether python3 has dask.distributed (`.ci/run` installs it; a test without it skips).
+#[allow(dead_code)] // the Dask tests' (compare_report includes this module too)
+pub fn has_dask() -> bool {
+    Command::new("python3")
+        .args(["-c", "import dask.distributed"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// Standard output then standard error.
 pub fn text(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)

@@ -1,0 +1,127 @@
+//! `mobius compare --robustness` (issue #66): the same cells on one Dask worker and on two give
+//! identical numbers; a re-run resumes (runs no finished cell again); every graded sub-claim of
+//! results.json carries `robustness: {pass_fraction, flipped_by, points}`; the report shows the
+//! robustness column, the table of unknowns and a tornado chart. `.ci/run` installs dask; where
+//! it is missing the test says so and skips.
+
+use std::path::Path;
+
+#[path = "common/compare_runs.rs"]
+#[allow(dead_code)] // this test uses only the runner
+mod compare_runs;
+use compare_runs::{mobius, text};
+
+/// A small campaign: txflash-macro (seconds per cell), two parameters, two sampled points.
+const CAMPAIGN: [&str; 9] = [
+    "compare",
+    "--robustness",
+    "--only",
+    "txflash-macro",
+    "--vary",
+    "program,host_link",
+    "--samples",
+    "2",
+    "--workers",
+];
+
+/// Every cell record under `out`: its file name → (label, claims with their numbers).
+fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
+    let mut cells: Vec<(String, serde_json::Value)> =
+        std::fs::read_dir(out.join("robustness/cells"))
+            .expect("cells")
+            .map(|f| {
+                let f = f.expect("entry").path();
+                let record: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&f).expect("read"))
+                        .expect("json");
+                assert!(record["error"].is_null(), "{f:?}: {}", record["error"]);
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                (name, record["claims"].clone())
+            })
+            .collect();
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    cells
+}
+
+#[test]
+fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_its_robustness() {
+    if !compare_runs::has_dask() {
+        eprintln!(
+            "SKIP compare --robustness: python3 has no dask.distributed (.ci/run installs it)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    let a = mobius(&[&CAMPAIGN[..], &["1"]].concat(), &one);
+    assert!(a.status.success(), "{}", text(&a));
+    let b = mobius(&[&CAMPAIGN[..], &["2"]].concat(), &two);
+    assert!(b.status.success(), "{}", text(&b));
+    let (x, y) = (cells(&one), cells(&two));
+    // default + program's two ends + host_link's three choices + two samples
+    assert_eq!(
+        x.len(),
+        8,
+        "{:?}",
+        x.iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
+    assert_eq!(x, y, "a cell's numbers differ between one worker and two");
+    // A parameter reaches the experiment: doubling the program time moves some number.
+    let at = |label: &str| &x.iter().find(|c| c.0.contains(label)).expect(label).1;
+    assert_ne!(at(".default."), at(".oat-program=2."));
+
+    // A second run resumes: nothing to run again, the same results.json.
+    let c = mobius(&[&CAMPAIGN[..], &["1"]].concat(), &one);
+    assert!(c.status.success(), "{}", text(&c));
+    assert!(text(&c).contains("already done (resumed)"), "{}", text(&c));
+    assert!(!text(&c).contains("compare: cell "), "{}", text(&c));
+
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(one.join("results.json")).expect("results.json"),
+    )
+    .expect("json");
+    let claims = results["txflash-macro"]["claims"]
+        .as_array()
+        .expect("claims");
+    let mut graded = 0;
+    for c in claims {
+        let r = &c["robustness"];
+        match c["verdict"].as_str() {
+            Some("PASS") | Some("FAIL") => {
+                graded += 1;
+                assert_eq!(r["points"], 2, "{c}");
+                assert!(r["pass_fraction"].is_number(), "{c}");
+                assert!(r["flipped_by"].is_array(), "{c}");
+                assert_eq!(r["ends"].as_array().map(Vec::len), Some(5), "{c}");
+            }
+            _ => assert!(r.is_null(), "not graded, no robustness: {c}"),
+        }
+    }
+    assert!(graded > 0);
+    assert_eq!(results["robustness"]["cells"], 8);
+    let report = std::fs::read_to_string(one.join("report.md")).expect("report.md");
+    assert!(
+        report.contains("| verdict | across the unknowns |"),
+        "{report}"
+    );
+    assert!(report.contains("### The table of unknowns"));
+    assert!(report.contains("### Robustness across the unknowns"));
+    assert!(one.join("robustness_txflash-macro.svg").exists());
+}
+
+#[test]
+fn a_bad_point_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (spec, says) in [
+        ("progam=2", "unknown parameter 'progam'"),
+        ("program=9", "outside"),
+        ("page_size=8", "pending"),
+    ] {
+        let o = mobius(
+            &["compare", "--only", "txflash-macro", "--unknowns", spec],
+            dir.path(),
+        );
+        assert!(!o.status.success(), "{spec} accepted");
+        assert!(text(&o).contains(says), "{spec}: {}", text(&o));
+    }
+}
