@@ -10,6 +10,7 @@ pub mod claims;
 pub mod commit_protocols;
 pub mod error;
 pub mod html;
+pub mod macro_sweeps;
 pub mod macro_tx;
 pub mod micro;
 pub mod number;
@@ -117,8 +118,20 @@ impl Context<'_> {
         config: &flash::DeviceConfig,
         clients: usize,
     ) -> error::Result<lab::driver::clients::Outcome> {
+        self.run_clients_with(mode, wl, config, clients, &ftl::DesignOptions::default())
+    }
+    /// [`Context::run_clients`] with design options (a sensitivity run that changes one
+    /// parameter).
+    pub fn run_clients_with(
+        &self,
+        mode: &lab::driver::clients::CommitMode,
+        wl: &workload::TxWorkload,
+        config: &flash::DeviceConfig,
+        clients: usize,
+        options: &ftl::DesignOptions,
+    ) -> error::Result<lab::driver::clients::Outcome> {
         let spec = self.built(mode.design)?;
-        let dev = lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true)?;
+        let dev = lab::device::fresh(spec, config, options, true)?;
         Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
     }
 }
@@ -157,10 +170,10 @@ pub fn experiments() -> Vec<Experiment> {
         e(
             "macro",
             macro_tx::run,
-            "a 1 GiB slice of the jasmine device (128 blocks per chip; the paper's 64 GB), at \
-             most 24 TPC-C warehouses and 20,000 transactions (1,000 and 200,000), the ext4 \
-             trace replayed 10 times (100)",
-            8,
+            "a 1 GiB slice of the jasmine device (128 blocks per chip; the paper's 64 GB) and a \
+             2 GiB one of jasmine-8k (as many 8 KB pages), at most 24 TPC-C warehouses and \
+             20,000 transactions (1,000 and 200,000), the ext4 trace replayed 10 times (100)",
+            24,
         ),
         Experiment {
             quick_scale: None,
