@@ -165,7 +165,7 @@ pub fn experiments() -> Vec<Experiment> {
             "micro",
             micro::run,
             "10 iterations per point (the paper: 50)",
-            26,
+            48,
         ),
         e(
             "macro",
