@@ -175,10 +175,13 @@ pub fn experiments() -> Vec<Experiment> {
              20,000 transactions (1,000 and 200,000), the ext4 trace replayed 10 times (100)",
             24,
         ),
-        Experiment {
-            quick_scale: None,
-            ..e("recovery", recovery::run, "", 35)
-        },
+        e(
+            "recovery",
+            recovery::run,
+            "the paper's sizes; Möbius's active ALA up to 128 MB on the scanning-zone figure \
+             (512 MB)",
+            45,
+        ),
         e(
             "commit",
             commit_protocols::run,
