@@ -20,6 +20,8 @@ pub enum Tolerance {
     AtMost { max: f64 },
     /// `measured < bound` (strictly).
     Below { bound: f64 },
+    /// `measured > bound` (strictly).
+    Above { bound: f64 },
     /// `min <= measured <= max`.
     Between { min: f64, max: f64 },
     /// `|measured / target - 1| <= rel`.
@@ -33,6 +35,7 @@ impl Tolerance {
             Tolerance::AtLeast { min } => v >= min,
             Tolerance::AtMost { max } => v <= max,
             Tolerance::Below { bound } => v < bound,
+            Tolerance::Above { bound } => v > bound,
             Tolerance::Between { min, max } => (min..=max).contains(&v),
             Tolerance::Within { target, rel } => (v / target - 1.0).abs() <= rel,
         }
@@ -46,6 +49,7 @@ impl fmt::Display for Tolerance {
             Tolerance::AtLeast { min } => write!(f, "≥ {}", g(min)),
             Tolerance::AtMost { max } => write!(f, "≤ {}", g(max)),
             Tolerance::Below { bound } => write!(f, "< {}", g(bound)),
+            Tolerance::Above { bound } => write!(f, "> {}", g(bound)),
             Tolerance::Between { min, max } => write!(f, "{} … {}", g(min), g(max)),
             Tolerance::Within { target, rel } => {
                 write!(f, "{} ± {:.0} %", g(target), rel * 100.0)
@@ -216,6 +220,9 @@ mod tests {
         assert!(Tolerance::AtMost { max: 2.0 }.holds(2.0));
         assert!(!Tolerance::AtMost { max: 2.0 }.holds(2.01));
         assert!(!Tolerance::Below { bound: 1.0 }.holds(1.0));
+        assert!(!Tolerance::Above { bound: 1.0 }.holds(1.0));
+        assert!(Tolerance::Above { bound: 1.0 }.holds(1.01));
+        assert_eq!(Tolerance::Above { bound: 1.0 }.to_string(), "> 1.000");
         assert!(Tolerance::Between { min: 0.8, max: 1.0 }.holds(0.9));
         assert!(!Tolerance::Between { min: 0.8, max: 1.0 }.holds(1.01));
         assert!(Tolerance::Within {

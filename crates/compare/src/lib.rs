@@ -11,6 +11,7 @@ pub mod commit_protocols;
 pub mod error;
 pub mod html;
 pub mod lifetime;
+pub mod macro_sweeps;
 pub mod macro_tx;
 pub mod micro;
 pub mod number;
@@ -139,8 +140,20 @@ impl Context<'_> {
         config: &flash::DeviceConfig,
         clients: usize,
     ) -> error::Result<lab::driver::clients::Outcome> {
+        self.run_clients_with(mode, wl, config, clients, &ftl::DesignOptions::default())
+    }
+    /// [`Context::run_clients`] with design options (a sensitivity run that changes one
+    /// parameter).
+    pub fn run_clients_with(
+        &self,
+        mode: &lab::driver::clients::CommitMode,
+        wl: &workload::TxWorkload,
+        config: &flash::DeviceConfig,
+        clients: usize,
+        options: &ftl::DesignOptions,
+    ) -> error::Result<lab::driver::clients::Outcome> {
         let spec = self.built(mode.design)?;
-        let dev = self.fresh(spec, config, &ftl::DesignOptions::default(), true)?;
+        let dev = self.fresh(spec, config, options, true)?;
         Ok(lab::driver::clients::run(dev, mode.swrite, wl, clients)?)
     }
 }
@@ -174,20 +187,23 @@ pub fn experiments() -> Vec<Experiment> {
             "micro",
             micro::run,
             "10 iterations per point (the paper: 50)",
-            26,
+            48,
         ),
         e(
             "macro",
             macro_tx::run,
-            "a 1 GiB slice of the jasmine device (128 blocks per chip; the paper's 64 GB), at \
-             most 24 TPC-C warehouses and 20,000 transactions (1,000 and 200,000), the ext4 \
-             trace replayed 10 times (100)",
-            8,
+            "a 1 GiB slice of the jasmine device (128 blocks per chip; the paper's 64 GB) and a \
+             2 GiB one of jasmine-8k (as many 8 KB pages), at most 24 TPC-C warehouses and \
+             20,000 transactions (1,000 and 200,000), the ext4 trace replayed 10 times (100)",
+            24,
         ),
-        Experiment {
-            quick_scale: None,
-            ..e("recovery", recovery::run, "", 35)
-        },
+        e(
+            "recovery",
+            recovery::run,
+            "the paper's sizes; Möbius's active ALA up to 128 MB on the scanning-zone figure \
+             (512 MB)",
+            45,
+        ),
         e(
             "commit",
             commit_protocols::run,

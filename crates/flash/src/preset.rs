@@ -32,7 +32,7 @@ pub struct DeviceConfig {
 }
 
 /// The preset names `--preset` accepts.
-pub const PRESET_NAMES: [&str; 5] = ["jasmine", "txflash", "optr", "nvmfs", "small"];
+pub const PRESET_NAMES: [&str; 6] = ["jasmine", "jasmine-8k", "txflash", "optr", "nvmfs", "small"];
 
 /// MLC part of the Möbius prototype's era (Micron 34 nm), [R] datasheet-typical values.
 const MLC_2010: Timing = Timing {
@@ -80,6 +80,25 @@ const JASMINE_PRESET: PresetParts = (
         command_ns: 20_000,
         write_buffer_pages: 2048,
     },
+);
+
+/// Möbius on Jasmine OpenSSD with its second flash: "NAND Flash 2 Page Size 8KB + 448Byte" [P]
+/// (Table II; 35 nm Samsung K9LCG08U1M, "only use 8KB page size flash to compare Write
+/// Amplification ratio", §IV-A), 64 GB [P]. Everything else is `jasmine`'s [R], so that the page
+/// size is the one thing that differs: 128 pages per block, 4 ch × 4 chips (4,096 blocks per
+/// chip), the same MLC timing (the paper gives neither chip's), link and buffer pages.
+const JASMINE_8K_PRESET: PresetParts = (
+    Geometry {
+        channels: 4,
+        chips_per_channel: 4,
+        blocks_per_chip: 4096,
+        pages_per_block: 128,
+        page_bytes: 8192,
+        oob_bytes: 448,
+    },
+    MLC_2010,
+    0.07,
+    JASMINE_PRESET.3,
 );
 
 /// TxFlash simulator: 32 GB as 8 fully connected 4 GB packages [P], 4 KB page + 128 B
@@ -156,6 +175,7 @@ impl DeviceConfig {
     pub fn preset(name: &str) -> Result<DeviceConfig, ConfigError> {
         let (geometry, timing, over_provisioning, host) = match name {
             "jasmine" => JASMINE_PRESET,
+            "jasmine-8k" => JASMINE_8K_PRESET,
             "txflash" => TXFLASH_PRESET,
             "optr" => OPTR_PRESET,
             "nvmfs" => NVMFS_PRESET,
@@ -309,6 +329,10 @@ mod tests {
         let j = DeviceConfig::preset("jasmine").unwrap();
         assert_eq!(j.geometry.capacity_bytes(), 64 << 30);
         assert_eq!(j.geometry.pages(), 16 << 20);
+        let j8 = DeviceConfig::preset("jasmine-8k").unwrap();
+        assert_eq!(j8.geometry.capacity_bytes(), 64 << 30);
+        assert_eq!((j8.geometry.page_bytes, j8.geometry.oob_bytes), (8192, 448));
+        assert_eq!((j8.timing.clone(), j8.host), (j.timing.clone(), j.host));
         let t = DeviceConfig::preset("txflash").unwrap();
         assert_eq!(t.geometry.capacity_bytes(), 32 << 30);
         assert_eq!(t.geometry.channels, 8, "8 packages, each fully connected");

@@ -112,7 +112,7 @@ pub fn preset_slice(name: &str, blocks_per_chip: u32) -> Result<DeviceConfig, fl
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Recipe {
-    /// Device preset: jasmine, txflash, optr, nvmfs, small.
+    /// Device preset: jasmine, jasmine-8k, txflash, optr, nvmfs, small.
     #[cfg_attr(feature = "clap", arg(long, default_value = "small"))]
     pub preset: String,
     /// TOML file overriding any preset field (e.g. `[geometry]\nchannels = 8`).

@@ -142,28 +142,28 @@ impl Mobius {
     }
 
     /// Writes the group's atom inode (one transaction id for all members: they commit or abort
-    /// together) and completes every member's SWRITE.
+    /// together), then the members' data held in RAM (§III-C: "After writing atom inode ...
+    /// Möbius will write the data", decision M21), and completes every member's SWRITE.
     pub(super) fn close_group(&mut self, at: u64) -> Result<(), FtlError> {
         let g = self.group.take().expect("open group");
-        let items: Vec<(u32, u32)> = g
-            .members
-            .iter()
-            .flat_map(|m| m.items.iter().copied())
-            .collect();
+        let live = || g.members.iter().filter(|m| !m.aborted);
+        let items: Vec<(u32, u32)> = live().flat_map(|m| m.items.iter().copied()).collect();
         if items.is_empty() {
-            return Ok(()); // every member was aborted
+            // Every member was aborted: their pages go to flash dead.
+            self.program_group_data(&g, at)?;
+            return Ok(());
         }
         debug_assert!(items.len() <= self.items_per_inode);
         self.close_normal(at)?;
         let first_inode = self.tail;
         let mut ino = self.blank_inode(InodeKind::Static);
         ino.tx_id = g.tx_id;
-        ino.uuid = g.members[0].uuid.0 as u128;
+        ino.uuid = live().next().expect("a live member").uuid.0 as u128;
         ino.items = items.clone();
         ino.part_index = 0;
         ino.part_count = 1;
         let inode_end = self.append_inode(ino, at)?;
-        let data_end = g.members.iter().map(|m| m.data_end).max().unwrap_or(at);
+        let data_end = self.program_group_data(&g, inode_end)?;
         let (commit, durable) =
             self.order_after_earlier(&g.lpns, data_end, data_end.max(inode_end));
         self.txs.push_back(StaticTx {
@@ -182,7 +182,7 @@ impl Mobius {
             superseded_dyn: FxHashSet::default(),
         });
         self.groups_closed += 1;
-        for m in &g.members {
+        for m in live() {
             let ack = match m.mode {
                 SwriteMode::Sync => durable,
                 SwriteMode::Async => inode_end,
@@ -198,6 +198,25 @@ impl Mobius {
         }
         self.maybe_merge(at)?;
         Ok(())
+    }
+
+    /// Programs the group's data from `start`, every member in pre-allocation order (a block's
+    /// pages are programmed in order); an aborted member's pages are dead at once. Returns the
+    /// last end of a live member's page (`start` if none).
+    fn program_group_data(&mut self, g: &SmallGroup, start: u64) -> Result<u64, FtlError> {
+        let mut data_end = start;
+        for m in &g.members {
+            let end = self.program_static_pages(g.tx_id, &m.pages, &m.items, start)?;
+            if !m.aborted {
+                data_end = data_end.max(end);
+                continue;
+            }
+            for &(_, p) in &m.items {
+                self.unpin(p, end);
+                self.space.validity.invalidate(Ppn(p), end);
+            }
+        }
+        Ok(data_end)
     }
 
     /// Ordering (§III-G): a tx writing `lpns` commits after every earlier overlapping tx that is
@@ -221,7 +240,8 @@ impl Mobius {
         (commit, durable)
     }
 
-    /// A small SWRITE joins the open group (or opens one): data pages now, inode at close.
+    /// A small SWRITE joins the open group (or opens one): its pages pre-allocated now, its data
+    /// held in RAM until the group's inode is on flash (written at close).
     pub(super) fn join_group(
         &mut self,
         uuid: TxUuid,
@@ -231,9 +251,14 @@ impl Mobius {
         now: u64,
     ) -> Result<TxCompletion, FtlError> {
         let conflicts = self.group.as_ref().is_some_and(|g| {
+            let held: usize = g
+                .members
+                .iter()
+                .filter(|m| !m.aborted)
+                .map(|m| m.items.len())
+                .sum();
             pages.iter().any(|(l, _)| g.lpns.contains(&l.0))
-                || g.members.iter().map(|m| m.items.len()).sum::<usize>() + pages.len()
-                    > self.items_per_inode
+                || held + pages.len() > self.items_per_inode
         });
         if conflicts {
             self.close_group(now)?;
@@ -251,9 +276,7 @@ impl Mobius {
             });
         }
         self.used_uuids.insert(uuid.0);
-        let tx_id = self.group.as_ref().unwrap().tx_id;
         let items = self.preallocate(pages, now)?;
-        let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
         let g = self.group.as_mut().expect("open group");
         g.lpns.extend(items.iter().map(|x| x.0));
         g.members.push(GroupMember {
@@ -261,7 +284,8 @@ impl Mobius {
             mode,
             arrival,
             items,
-            data_end,
+            pages: pages.to_vec(),
+            aborted: false,
         });
         self.grouped_txs += 1;
         Ok(TxCompletion {
@@ -299,26 +323,28 @@ impl Mobius {
         Ok(data_end)
     }
 
-    /// ABORT of a member of the open group: its pages are dropped before anything on flash
-    /// refers to them, so the abort needs no flash write.
+    /// ABORT of a member of the open group: its data is dropped before anything on flash refers
+    /// to it, so the abort needs no flash write of its own (its pre-allocated pages are
+    /// programmed dead when the group closes, `program_group_data`).
     pub(super) fn abort_group_member(&mut self, uuid: TxUuid, now: u64) -> Option<u64> {
         let g = self.group.as_mut()?;
-        let k = g.members.iter().position(|m| m.uuid == uuid)?;
-        let m = g.members.remove(k);
+        let m = g
+            .members
+            .iter_mut()
+            .find(|m| m.uuid == uuid && !m.aborted)?;
+        m.aborted = true;
+        let arrival = m.arrival;
         g.lpns = g
             .members
             .iter()
+            .filter(|m| !m.aborted)
             .flat_map(|m| m.items.iter().map(|x| x.0))
             .collect();
-        for &(_, p) in &m.items {
-            self.unpin(p, now);
-            self.space.validity.invalidate(Ppn(p), now);
-        }
         self.aborted += 1;
         self.deferred_done.push((
             uuid,
             TxCompletion {
-                arrival_ns: m.arrival,
+                arrival_ns: arrival,
                 ack_ns: now,
                 durable_ns: None,
             },

@@ -94,8 +94,9 @@ pub(crate) struct StaticTx {
     pub superseded_dyn: FxHashSet<u32>,
 }
 
-/// Small static transactions merged into one atom inode (§IV-E): their data pages are on flash
-/// (OOB tx id = the group's), the inode is written when the group closes.
+/// Small static transactions merged into one atom inode (§IV-E): their pages are pre-allocated
+/// (OOB tx id = the group's) and their data held in RAM; when the group closes its inode is
+/// written and then the data (§III-C, decision M21).
 #[derive(Clone, Debug)]
 pub(crate) struct SmallGroup {
     pub tx_id: u32,
@@ -111,7 +112,12 @@ pub(crate) struct GroupMember {
     pub mode: SwriteMode,
     pub arrival: u64,
     pub items: Vec<(u32, u32)>,
-    pub data_end: u64,
+    /// The data, in RAM until the group's inode is on flash (§IV-E: "the left of the
+    /// transaction is still in RAM").
+    pub pages: Vec<(Lpn, Content)>,
+    /// Aborted while the group was open: not in the inode; its pre-allocated pages are
+    /// programmed as dead pages at close (a block's pages are programmed in order).
+    pub aborted: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

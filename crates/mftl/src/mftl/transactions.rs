@@ -69,7 +69,10 @@ impl Mobius {
         self.next_tx_id += 1;
         // Pre-allocate every page (spread over chips by the allocator, §III-C).
         let items = self.preallocate(pages, now)?;
-        // Inode part(s) first (paper order), then the data pages in parallel.
+        // Inode part(s) first, then the data pages (in parallel over the chips) once the inode
+        // is on flash: §III-C "After writing atom inode ..., Möbius will write the data to the
+        // assigned physical addresses"; an async SWRITE returns then, "the left of the
+        // transaction is still in RAM" (§IV-E). Decision M21.
         let parts: Vec<&[(u32, u32)]> = items.chunks(self.items_per_inode).collect();
         let first_inode = self.tail;
         let mut inode_end = now;
@@ -86,7 +89,7 @@ impl Mobius {
             }
             inode_end = self.append_inode(ino, now)?;
         }
-        let data_end = self.program_static_pages(tx_id, pages, &items, now)?;
+        let data_end = self.program_static_pages(tx_id, pages, &items, inode_end)?;
         // Ordering (§III-G): after every earlier overlapping tx that is still unsettled.
         let (commit, durable) = self.order_after_earlier(&seen, data_end, data_end.max(inode_end));
         self.txs.push_back(StaticTx {
