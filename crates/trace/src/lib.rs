@@ -21,6 +21,7 @@
 
 pub mod blkparse;
 pub mod line;
+pub mod meta;
 pub mod msrc;
 pub mod ours;
 
