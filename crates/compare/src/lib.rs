@@ -10,6 +10,7 @@ pub mod claims;
 pub mod commit_protocols;
 pub mod error;
 pub mod html;
+pub mod macro_engines;
 pub mod macro_tx;
 pub mod micro;
 pub mod number;
@@ -161,6 +162,12 @@ pub fn experiments() -> Vec<Experiment> {
              most 24 TPC-C warehouses and 20,000 transactions (1,000 and 200,000), the ext4 \
              trace replayed 10 times (100)",
             8,
+        ),
+        e(
+            "macro-engines",
+            macro_engines::run,
+            "each trace replayed once (5 times), on a 1 GiB slice of the jasmine device (64 GB)",
+            5,
         ),
         Experiment {
             quick_scale: None,
