@@ -151,22 +151,25 @@ fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
     })
 }
 
-/// `mode` replaying `trace` (its prefix and passes as `ctx`'s scale says) by the engine's clients.
+/// `mode` replaying `trace` (its prefix and passes as `ctx`'s scale says) by the engine's clients,
+/// or by `clients` when given.
 fn measure(
     ctx: &Context,
     config: &flash::DeviceConfig,
     mode: &Mode,
     trace: (&'static str, &'static [u8]),
+    clients: Option<usize>,
 ) -> crate::error::Result<Measured> {
     let spec = ctx.built(mode.design)?;
     let t = EngineTrace::read(trace.0, trace.1, config.geometry.page_bytes)?;
     let (limit, repeat) = extent(ctx);
     let (wl, share) = t.workload(limit, repeat);
     let dev = lab::device::fresh(spec, config, &ftl::DesignOptions::default(), true)?;
+    let clients = clients.unwrap_or(t.clients);
     let outcome = if mode.swrite.is_none() {
-        lab::driver::clients::run_flushed(dev, &wl, t.clients)?
+        lab::driver::clients::run_flushed(dev, &wl, clients)?
     } else {
-        lab::driver::clients::run(dev, mode.swrite, &wl, t.clients)?
+        lab::driver::clients::run(dev, mode.swrite, &wl, clients)?
     };
     let engine = t.engine_transactions as f64 * share * repeat as f64;
     Ok(Measured {
@@ -177,11 +180,12 @@ fn measure(
     })
 }
 
-/// Every (workload, mode) run, as tasks on the run's cores; per workload the results in
-/// [`TX_MODES`] order, then the baseline's.
+/// Every (workload, mode) run, as tasks on the run's cores, by the engines' clients (or by
+/// `clients`); per workload the results in [`TX_MODES`] order, then the baseline's.
 fn measure_all(
     ctx: &Context,
     config: &flash::DeviceConfig,
+    clients: Option<usize>,
     skipped: &mut Vec<String>,
 ) -> Vec<Vec<Option<Measured>>> {
     let modes: Vec<Mode> = TX_MODES.iter().copied().chain([BASELINE]).collect();
@@ -201,7 +205,7 @@ fn measure_all(
     let total = tasks.len() as u64;
     let done = std::sync::atomic::AtomicU64::new(0);
     let runs = ctx.cores.map(tasks, |(w, m, mode, trace)| {
-        let r = measure(ctx, config, &mode, trace).map_err(|e| e.to_string());
+        let r = measure(ctx, config, &mode, trace, clients).map_err(|e| e.to_string());
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         (ctx.progress)("macro-engines", n, total);
         (w, m, mode, r)
@@ -211,7 +215,12 @@ fn measure_all(
     for (w, m, mode, r) in runs {
         match r {
             Ok(x) => out[w][m] = Some(x),
-            Err(e) => skipped.push(format!("{} on {}: {e}", mode.label, WORKLOADS[w].name)),
+            Err(e) => skipped.push(format!(
+                "{} on {}{}: {e}",
+                mode.label,
+                WORKLOADS[w].name,
+                clients.map_or(String::new(), |c| format!(" ({c} client)"))
+            )),
         }
     }
     out
@@ -229,7 +238,8 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         Err(e) => return ExperimentResult::failed("macro-engines", title, e.to_string()),
     };
     let mut skipped = Vec::new();
-    let results = measure_all(ctx, &config, &mut skipped);
+    let results = measure_all(ctx, &config, None, &mut skipped);
+    let one_client = measure_all(ctx, &config, Some(1), &mut skipped);
     let mut data = serde_json::Map::new();
     let mut tables = Vec::new();
     let mut claims = Vec::new();
@@ -242,7 +252,12 @@ pub fn run(ctx: &Context) -> ExperimentResult {
         };
         claims.extend(workload_claims(wl, &get));
     }
-    tables.push(ratio_table(&results));
+    tables.push(ratio_table(
+        &results,
+        "Fig. 9's ratios on every trace (TPS), graded",
+    ));
+    tables.push(ratio_table(&one_client, "The same with one client (sensitivity, not graded): Atomic-Write takes one transaction at a time, so the others' lead over it grows with the host's concurrency"));
+    data.insert("one_client_ratios".into(), ratios_json(&one_client));
     let (limit, repeat) = extent(ctx);
     ExperimentResult {
         id: "macro-engines",
@@ -316,8 +331,26 @@ fn workload_table(
     }
 }
 
-/// The graded ratios of every workload side by side.
-fn ratio_table(results: &[Vec<Option<Measured>>]) -> Table {
+/// Fig. 9's ratios of every workload, by workload name (for results.json).
+fn ratios_json(results: &[Vec<Option<Measured>>]) -> serde_json::Value {
+    WORKLOADS
+        .iter()
+        .zip(results)
+        .map(|(wl, res)| {
+            let r = |a: &str, b: &str| serde_json::json!(ratio(res, a, b));
+            let v = serde_json::json!({
+                "a_swrite_over_atomic_write": r("Möbius A-SWRITE", "Atomic-Write"),
+                "s_swrite_over_atomic_write": r("Möbius S-SWRITE", "Atomic-Write"),
+                "a_swrite_over_s_swrite": r("Möbius A-SWRITE", "Möbius S-SWRITE"),
+            });
+            (wl.name.to_string(), v)
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// Fig. 9's ratios of every workload side by side.
+fn ratio_table(results: &[Vec<Option<Measured>>], caption: &str) -> Table {
     let rows = WORKLOADS
         .iter()
         .zip(results)
@@ -333,7 +366,7 @@ fn ratio_table(results: &[Vec<Option<Measured>>]) -> Table {
         })
         .collect();
     Table {
-        caption: "Fig. 9's ratios on every trace (TPS)".into(),
+        caption: caption.into(),
         header: [
             "workload",
             "A-SWRITE / Atomic-Write",
