@@ -24,7 +24,6 @@ use crate::result::{ExperimentResult, Figure, Table};
 use crate::svg::BarChart;
 use crate::tasks::Task;
 use crate::Context;
-use ftl::SwriteMode;
 use lab::driver::clients::{CommitMode as Mode, Outcome};
 use lab::driver::durability::EngineTrace;
 
@@ -88,41 +87,22 @@ pub const WORKLOADS: [EngineWorkload; 4] = [
     },
 ];
 
-/// The designs with transactions, on the atomic-request trace.
-pub const TX_MODES: [Mode; 5] = [
-    Mode {
-        label: "Möbius S-SWRITE",
-        design: "mobius",
-        swrite: Some(SwriteMode::Sync),
-    },
-    Mode {
-        label: "Möbius A-SWRITE",
-        design: "mobius",
-        swrite: Some(SwriteMode::Async),
-    },
-    Mode {
-        label: "Atomic-Write",
-        design: "atomic-write",
-        swrite: Some(SwriteMode::Sync),
-    },
-    Mode {
-        label: "LightTx",
-        design: "lighttx",
-        swrite: Some(SwriteMode::Sync),
-    },
-    Mode {
-        label: "TxFlash (BPCC)",
-        design: "txflash-bpcc",
-        swrite: Some(SwriteMode::Sync),
-    },
-];
-
 /// DFTL with the engine's own journaling: plain writes and a flush per durability point.
 pub const BASELINE: Mode = Mode {
     label: "DFTL + engine's journal",
     design: "dftl",
     swrite: None,
 };
+
+/// The modes, in the synthetic experiment's order ([`crate::macro_tx::MODES`]: Möbius S-SWRITE
+/// and A-SWRITE, Atomic-Write, LightTx, TxFlash BPCC on the atomic-request trace), its DFTL
+/// replaced by [`BASELINE`].
+pub fn modes() -> Vec<Mode> {
+    crate::macro_tx::MODES
+        .iter()
+        .map(|m| if m.swrite.is_none() { BASELINE } else { *m })
+        .collect()
+}
 
 /// What one mode measured on one workload: the run and the engine's transactions per second.
 #[derive(Clone, Debug)]
@@ -181,14 +161,14 @@ fn measure(
 }
 
 /// Every (workload, mode) run, as tasks on the run's cores, by the engines' clients (or by
-/// `clients`); per workload the results in [`TX_MODES`] order, then the baseline's.
+/// `clients`); per workload the results in [`modes`]' order.
 fn measure_all(
     ctx: &Context,
     config: &flash::DeviceConfig,
     clients: Option<usize>,
     skipped: &mut Vec<String>,
 ) -> Vec<Vec<Option<Measured>>> {
-    let modes: Vec<Mode> = TX_MODES.iter().copied().chain([BASELINE]).collect();
+    let modes = modes();
     let mut tasks = Vec::new();
     for (w, wl) in WORKLOADS.iter().enumerate() {
         for (m, mode) in modes.iter().enumerate() {
@@ -226,9 +206,9 @@ fn measure_all(
     out
 }
 
-/// The label of result `m` of a workload ([`TX_MODES`], then [`BASELINE`]).
+/// The label of result `m` of a workload (in [`modes`]' order).
 fn label(m: usize) -> &'static str {
-    TX_MODES.get(m).map_or(BASELINE.label, |x| x.label)
+    modes().get(m).map_or("", |x| x.label)
 }
 
 pub fn run(ctx: &Context) -> ExperimentResult {
@@ -292,17 +272,20 @@ fn workload_table(
     for (m, r) in res.iter().enumerate() {
         let Some(x) = r else { continue };
         let o = &x.outcome;
-        rows.push(vec![
-            label(m).to_string(),
-            x.trace.to_string(),
-            format!("{} ({} % of the trace)", o.committed, fmt(x.share * 100.0)),
-            fmt(x.tps),
-            fmt(aw.map_or(f64::NAN, |a| x.tps / a)),
-            fmt(o.bandwidth_mb_s),
-            fmt(o.write_amplification),
-            o.journal_fallbacks.to_string(),
-            o.errors.to_string(),
-        ]);
+        let share = format!("{} ({} % of the trace)", o.committed, fmt(x.share * 100.0));
+        let norm = fmt(aw.map_or(f64::NAN, |a| x.tps / a));
+        rows.push(
+            [
+                label(m).to_string(),
+                x.trace.to_string(),
+                share,
+                fmt(x.tps),
+                norm,
+            ]
+            .into_iter()
+            .chain(crate::macro_tx::outcome_cells(o))
+            .collect(),
+        );
         let mut v = serde_json::to_value(o).unwrap_or_default();
         v["engine_tps"] = serde_json::json!(x.tps);
         v["trace"] = serde_json::json!(x.trace);
@@ -320,13 +303,11 @@ fn workload_table(
             "device transactions",
             "TPS",
             "TPS / Atomic-Write",
-            "bandwidth MB/s",
-            "write amplification",
-            "host-journal fallbacks",
-            "refused",
         ]
+        .into_iter()
+        .chain(crate::macro_tx::OUTCOME_COLUMNS)
         .map(String::from)
-        .to_vec(),
+        .collect(),
         rows,
     }
 }
@@ -393,7 +374,7 @@ fn ratio(res: &[Option<Measured>], a: &str, b: &str) -> f64 {
 
 /// Fig. 9: TPS over Atomic-Write's, every workload, every mode.
 fn fig9(results: &[Vec<Option<Measured>>]) -> Figure {
-    let modes = TX_MODES.len() + 1;
+    let modes = modes().len();
     let chart = BarChart {
         title: "TPS / Atomic-Write on real engines' traces".into(),
         y_label: "normalised TPS".into(),
@@ -462,8 +443,9 @@ pub(crate) fn workload_claims<'a>(
 
 /// What stands in for the paper's workload, and what each design refused.
 fn note<'a>(wl: &EngineWorkload, get: &dyn Fn(&str) -> Option<&'a Measured>) -> String {
-    let refused: Vec<String> = TX_MODES
+    let refused: Vec<String> = modes()
         .iter()
+        .filter(|m| m.swrite.is_some())
         .filter_map(|m| get(m.label).map(|x| (m.label, &x.outcome)))
         .filter(|(_, o)| o.errors + o.journal_fallbacks > 0)
         .map(|(l, o)| {

@@ -226,15 +226,12 @@ fn workload_table(
     for (m, r) in MODES.iter().zip(results) {
         let Some(o) = r else { continue };
         let norm = aw.map_or(f64::NAN, |a| o.tps / a);
-        rows.push(vec![
-            m.label.to_string(),
-            fmt(o.tps),
-            fmt(norm),
-            fmt(o.bandwidth_mb_s),
-            fmt(o.write_amplification),
-            o.journal_fallbacks.to_string(),
-            o.errors.to_string(),
-        ]);
+        rows.push(
+            [m.label.to_string(), fmt(o.tps), fmt(norm)]
+                .into_iter()
+                .chain(outcome_cells(o))
+                .collect(),
+        );
         data.insert(
             format!("{}/{}", wl.name, m.label),
             serde_json::to_value(o).unwrap_or_default(),
@@ -246,19 +243,31 @@ fn workload_table(
             wl.name,
             wl.txns.len()
         ),
-        header: [
-            "mode",
-            "TPS",
-            "TPS / Atomic-Write",
-            "bandwidth MB/s",
-            "write amplification",
-            "host-journal fallbacks",
-            "refused",
-        ]
-        .map(String::from)
-        .to_vec(),
+        header: ["mode", "TPS", "TPS / Atomic-Write"]
+            .into_iter()
+            .chain(OUTCOME_COLUMNS)
+            .map(String::from)
+            .collect(),
         rows,
     }
+}
+
+/// The columns a macro table ends with ([`outcome_cells`]).
+pub(crate) const OUTCOME_COLUMNS: [&str; 4] = [
+    "bandwidth MB/s",
+    "write amplification",
+    "host-journal fallbacks",
+    "refused",
+];
+
+/// One run's cells under [`OUTCOME_COLUMNS`].
+pub(crate) fn outcome_cells(o: &Outcome) -> [String; 4] {
+    [
+        fmt(o.bandwidth_mb_s),
+        fmt(o.write_amplification),
+        o.journal_fallbacks.to_string(),
+        o.errors.to_string(),
+    ]
 }
 
 /// Fig. 9 (TPS over Atomic-Write's) and Fig. 10 (write amplification) for one workload.

@@ -7,7 +7,7 @@
 //! not `key: value` with a key without spaces (a free-text title) is skipped.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, Read};
 
 use crate::TraceError;
 
@@ -24,13 +24,7 @@ impl Meta {
 
 /// The metadata of a trace (gzip or plain text, by its magic bytes).
 pub fn read_meta<'a>(input: impl Read + 'a) -> Result<Meta, TraceError> {
-    let mut input = BufReader::new(input);
-    let gzip = input.fill_buf()?.starts_with(&[0x1f, 0x8b]);
-    let text: Box<dyn BufRead + 'a> = if gzip {
-        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
-    } else {
-        Box::new(input)
-    };
+    let text = crate::decompressed(input)?;
     let mut meta = BTreeMap::new();
     for line in text.lines() {
         let line = line?;
