@@ -35,12 +35,22 @@ def test_frames_hold_the_numbers_the_report_graded(results):
                         & (graded_runs["mode"] == "Möbius A-SWRITE")]["tps"].item(),
                         rel_tol=1e-12)
     assert len(frames["macro_8k"]) == len(graded_runs)
+    # Fig. 9 is graded on the engine traces (experiment macro-engines); macro grades Fig. 10,
+    # on 8 KB pages.
     graded = json.loads((results / "results.json").read_text())["macro"]["claims"]
     want = next(c["measured"] for c in graded
-                if c["claim"] == "A-SWRITE / Atomic-Write TPS (tpcc-like)")
+                if c["claim"] == "Möbius S-SWRITE / Atomic-Write WA, 8 KB pages (tpcc-like)")
+    m8k = frames["macro_8k"]
+    tpcc_8k = m8k[m8k.workload == "tpcc-like"]
+    wa = {mode: tpcc_8k[tpcc_8k["mode"] == mode]["write_amplification"].item()
+          for mode in ("Möbius S-SWRITE", "Atomic-Write")}
+    assert math.isclose(wa["Möbius S-SWRITE"] / wa["Atomic-Write"], want, rel_tol=1e-12)
     m = frames["macro"]
-    got = m[(m.workload == "tpcc-like") & (m["mode"] == "Möbius A-SWRITE")]
-    assert math.isclose(got["tps_vs_atomic_write"].item(), want, rel_tol=1e-12)
+    tpcc = m[m.workload == "tpcc-like"]
+    a = tpcc[tpcc["mode"] == "Möbius A-SWRITE"]
+    aw = tpcc[tpcc["mode"] == "Atomic-Write"]
+    assert math.isclose(a["tps_vs_atomic_write"].item(), a["tps"].item() / aw["tps"].item(),
+                        rel_tol=1e-12)
     sizes = frames["commit_size"]
     assert sorted(sizes.protocol.unique()) == ["BPCC", "SCC", "TC"]
 

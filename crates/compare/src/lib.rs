@@ -11,6 +11,7 @@ pub mod commit_protocols;
 pub mod error;
 pub mod html;
 pub mod lifetime;
+pub mod macro_engines;
 pub mod macro_sweeps;
 pub mod macro_tx;
 pub mod micro;
@@ -203,6 +204,12 @@ pub fn experiments() -> Vec<Experiment> {
             "the paper's sizes; Möbius's active ALA up to 128 MB on the scanning-zone figure \
              (512 MB)",
             45,
+        ),
+        e(
+            "macro-engines",
+            macro_engines::run,
+            "each trace replayed once (5 times), on a 1 GiB slice of the jasmine device (64 GB)",
+            5,
         ),
         e(
             "commit",

@@ -21,6 +21,7 @@
 
 pub mod blkparse;
 pub mod line;
+pub mod meta;
 pub mod msrc;
 pub mod ours;
 
@@ -223,18 +224,23 @@ pub fn read<'a>(
     input: impl Read + 'a,
     format: Option<Format>,
 ) -> Result<(Format, Vec<Request>), TraceError> {
-    let mut input = BufReader::new(input);
-    let gzip = input.fill_buf()?.starts_with(&[0x1f, 0x8b]);
-    let mut text: Box<dyn BufRead + 'a> = if gzip {
-        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
-    } else {
-        Box::new(input)
-    };
+    let mut text = decompressed(input)?;
     let format = match format {
         Some(f) => f,
         None => detect_in(text.as_mut())?,
     };
     Ok((format, parse(text, format)?))
+}
+
+/// The text of a trace: gunzipped if it is gzip (by its magic bytes), else as it is.
+pub fn decompressed<'a>(input: impl Read + 'a) -> io::Result<Box<dyn BufRead + 'a>> {
+    let mut input = BufReader::new(input);
+    let gzip = input.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzip {
+        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(input)))
+    } else {
+        Box::new(input)
+    })
 }
 
 /// Peeks at the first meaningful line without consuming it (the buffer holds it).

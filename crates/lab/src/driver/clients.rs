@@ -21,6 +21,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use workload::TxWorkload;
 
+pub use super::durability::TraceTransactionsError;
+
 /// Why a run of transaction clients stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientsError {
@@ -113,8 +115,32 @@ pub fn run(
     wl: &TxWorkload,
     clients: usize,
 ) -> Result<Outcome, ClientsError> {
+    drive(dev, commit, false, wl, clients)
+}
+
+/// [`run`] without device transactions, made durable the way the host's own journaling does: each
+/// transaction's pages as plain writes, then a flush (the engine's fsync), done at the flush's
+/// acknowledgement. The baseline of a trace that carries the engine's own journal (its double
+/// writes or full-page writes), where the transactional designs replay the trace the engine
+/// wrote for atomic requests.
+pub fn run_flushed(
+    dev: Box<dyn BlockDevice>,
+    wl: &TxWorkload,
+    clients: usize,
+) -> Result<Outcome, ClientsError> {
+    drive(dev, None, true, wl, clients)
+}
+
+fn drive(
+    dev: Box<dyn BlockDevice>,
+    commit: Option<SwriteMode>,
+    flush_plain: bool,
+    wl: &TxWorkload,
+    clients: usize,
+) -> Result<Outcome, ClientsError> {
     let driver = load(dev, wl)?;
     let mut run = Clients::new(driver, commit, wl, clients);
+    run.flush_plain = flush_plain;
     loop {
         run.settle_held()?;
         let Some(Reverse((at, client, i, phase))) = run.events.pop() else {
@@ -187,6 +213,8 @@ const HELD: u64 = u64::MAX;
 struct Clients<'a> {
     driver: Driver,
     commit: Option<SwriteMode>,
+    /// Without transactions: a flush after each transaction's writes ([`run_flushed`]).
+    flush_plain: bool,
     wl: &'a TxWorkload,
     events: BinaryHeap<Event>,
     next_txn: usize,
@@ -227,6 +255,7 @@ impl<'a> Clients<'a> {
             before: driver.device().flash().stats().clone(),
             driver,
             commit,
+            flush_plain: false,
             wl,
             events: BinaryHeap::new(),
             next_txn: 0,
@@ -367,7 +396,14 @@ impl<'a> Clients<'a> {
             return Ok(None);
         }
         let pages = writes.len() as u64;
-        match self.driver.commit(writes, self.commit, at) {
+        let committed = if self.flush_plain && self.commit.is_none() {
+            self.driver
+                .write_and_flush(writes, at)
+                .map(|ack_ns| Committed { uuid: None, ack_ns })
+        } else {
+            self.driver.commit(writes, self.commit, at)
+        };
+        match committed {
             Ok(Committed {
                 uuid,
                 ack_ns: ftl::ACK_DEFERRED,
@@ -431,8 +467,9 @@ fn too_large(e: &HostError) -> bool {
 
 /// A block trace turned into transactions the way a journaling file system commits: the writes
 /// between two durability points (FLUSH, or a FUA write) form one transaction (its distinct
-/// pages, sub-page writes rounded out to whole pages; trims dropped). The trace is replayed
-/// `repeat` times so runs are long enough to measure.
+/// pages, sub-page writes rounded out to whole pages; trims and reads dropped;
+/// [`super::durability::group`]). The trace is replayed `repeat` times so runs are long enough
+/// to measure.
 pub fn trace_transactions(
     name: &str,
     bytes: &[u8],
@@ -440,56 +477,14 @@ pub fn trace_transactions(
     repeat: usize,
 ) -> Result<TxWorkload, TraceTransactionsError> {
     let (_, requests) = trace::read(bytes, None)?;
-    let pb = page_bytes as u64;
-    let mut one_pass = Vec::new();
-    let mut needed = 0u32;
-    for group in trace::split_at_flushes(&requests) {
-        let mut writes: Vec<Lpn> = Vec::new();
-        for r in group
-            .iter()
-            .filter(|r| r.op != trace::Op::Trim && r.length_bytes > 0)
-        {
-            for p in r.offset_bytes / pb..=(r.end_bytes() - 1) / pb {
-                let l = u32::try_from(p)
-                    .map_err(|_| TraceTransactionsError::TooFar(name.to_string()))?;
-                writes.push(Lpn(l));
-                needed = needed.max(l + 1);
-            }
-        }
-        writes.sort_unstable();
-        writes.dedup();
-        if !writes.is_empty() {
-            one_pass.push(workload::Txn {
-                kind: "trace",
-                reads: Vec::new(),
-                writes,
-            });
-        }
-    }
-    if one_pass.is_empty() {
+    let grouped = super::durability::group(name, &requests, page_bytes, false)?;
+    if grouped.txns.is_empty() {
         return Err(TraceTransactionsError::NoWrites(name.to_string()));
     }
-    let txns = one_pass
-        .iter()
-        .cycle()
-        .take(one_pass.len() * repeat.max(1))
-        .cloned()
-        .collect();
-    Ok(TxWorkload {
-        name: name.into(),
-        logical_pages_needed: needed,
-        txns,
-        preload: true,
-    })
-}
-
-/// Why a trace gave no transactions.
-#[derive(Debug, thiserror::Error)]
-pub enum TraceTransactionsError {
-    #[error(transparent)]
-    Trace(#[from] trace::TraceError),
-    #[error("{0}: offset beyond 2^32 pages")]
-    TooFar(String),
-    #[error("{0}: no writes between flushes")]
-    NoWrites(String),
+    Ok(super::durability::repeated(
+        name,
+        &grouped.txns,
+        grouped.logical_pages_needed,
+        repeat,
+    ))
 }

@@ -15,6 +15,7 @@
 
 pub mod clients;
 pub mod closed_loop;
+pub mod durability;
 pub mod replay;
 
 pub use closed_loop::{run, run_from, LogPositions, Origin, RunResult, RunStats};
