@@ -92,10 +92,7 @@ fn replay_second_life(
     let first = crashtest::second_life::FirstCut::parse(first)?;
     let rec = crashtest::record(cfg)?;
     let only = Some((instant, torn));
-    let (_, v) = match cut {
-        CutModel::Instant => crashtest::second_life::judge_life(cfg, &rec, first, 1, only),
-        CutModel::Prefix => crashtest::prefix::judge_life(cfg, &rec, first, 1, only),
-    };
+    let (_, v) = crashtest::second_life::judge_life(cfg, &rec, cut, first, 1, only);
     for x in &v {
         println!(
             "violation {}: lpn {:?}: {}",
@@ -116,10 +113,7 @@ fn replay_second_life(
 }
 
 fn replay(cfg: &CampaignConfig, instant: u64, torn: bool, cut: CutModel) -> anyhow::Result<()> {
-    let v = match cut {
-        CutModel::Instant => crashtest::replay_one(cfg, instant, torn)?,
-        CutModel::Prefix => crashtest::prefix::replay_one(cfg, instant, torn)?,
-    };
+    let v = crashtest::replay_one(cfg, cut, instant, torn)?;
     for x in &v {
         println!(
             "violation {}{}: lpn {:?}: {}",

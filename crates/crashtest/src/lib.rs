@@ -7,6 +7,7 @@
 //! design's recovery on the image alone, reads every logical page and lets the [`oracle`] judge
 //! the result against a promise — the design's own, or a stronger one for negative controls.
 
+mod cut;
 pub mod media;
 pub mod options;
 pub mod oracle;
@@ -20,7 +21,7 @@ pub mod sqlite;
 use flash::{DeviceConfig, Flash, Lpn, OpLog, Store};
 use ftl::{DesignOptions, DesignSpec, Promise};
 use oracle::{Judging, Model, Seen};
-use points::{CrashPoint, ImageBuilder, PointKind};
+use points::{CrashPoint, PointKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use workload::{HostLog, WorkloadSpec};
@@ -77,7 +78,7 @@ pub struct Violation {
 
 impl Violation {
     /// A broken rule of the image cut at `p`; its replay command is filled in by the caller
-    /// ([`check_image_as`]), once per image that broke a rule.
+    /// ([`check_image_at`]), once per image that broke a rule.
     fn at(p: &CrashPoint, lpn: Option<Lpn>, what: String) -> Violation {
         Violation {
             instant_ns: p.instant_ns,
@@ -465,34 +466,12 @@ struct Outcome {
     settled: usize,
 }
 
-/// Recovers one image and judges it.
-fn check_image(
-    cfg: &CampaignConfig,
-    judging: &mut Judging,
-    image: Box<dyn Store>,
-    p: CrashPoint,
-) -> Outcome {
-    let replay = || replay_command(cfg, p.instant_ns, p.torn);
-    check_image_as(cfg, judging, image, p, p.instant_ns, &replay)
-}
-
-/// [`check_image`] judged as a cut at `judge_ns` of the run `judging` judges (a cut during a
-/// second life's recovery is judged as the first cut), each violation carrying the command
-/// `replay` gives (asked only of an image that broke a rule).
-fn check_image_as(
-    cfg: &CampaignConfig,
-    judging: &mut Judging,
-    image: Box<dyn Store>,
-    p: CrashPoint,
-    judge_ns: u64,
-    replay: &dyn Fn() -> String,
-) -> Outcome {
-    check_image_at(cfg, judging, image, (p, p.instant_ns), judge_ns, replay)
-}
-
-/// [`check_image_as`] with the recovered device's clock starting at `clock_ns` rather than at
-/// the point's instant (an image-prefix cut, whose `instant_ns` counts image writes).
-fn check_image_at(
+/// Recovers one image and judges it as a cut at `judge_ns` of the run `judging` judges (a cut
+/// during a second life's recovery is judged as the first cut), the recovered device's clock
+/// starting at `clock_ns` (the point's instant, or under the prefix model when the image's
+/// writes are over), each violation carrying the command `replay` gives (asked only of an image
+/// that broke a rule).
+pub(crate) fn check_image_at(
     cfg: &CampaignConfig,
     judging: &mut Judging,
     image: Box<dyn Store>,
@@ -710,24 +689,6 @@ pub fn run_campaign(
     Ok(run_recorded(cfg, &rec, wall, progress))
 }
 
-/// Crash instants of a recorded run: every one with `exhaustive`, else a sample.
-pub(crate) fn choose_points(cfg: &CampaignConfig, rec: &Recording) -> Vec<CrashPoint> {
-    let mut points = if cfg.exhaustive {
-        points::exhaustive(&rec.ops, cfg.torn)
-    } else {
-        points::sample(
-            &rec.ops,
-            &rec.host,
-            cfg.crash_points,
-            cfg.torn,
-            cfg.seed,
-            rec.ready_ns,
-        )
-    };
-    points.retain(|p| p.instant_ns >= rec.ready_ns);
-    points
-}
-
 /// One share of a campaign's crash points: every `parts`-th point from `part`, each outcome
 /// with its point's index. Workers check shares of one recorded run (the recording is
 /// deterministic from the seed); [`merge_parts`] rebuilds exactly the whole campaign's report.
@@ -776,10 +737,7 @@ pub fn run_recorded_cut(
 ) -> CampaignReport {
     // The campaign started with its recording.
     let record_s = wall.elapsed().as_secs_f64();
-    let part = match cut {
-        prefix::CutModel::Instant => run_recorded_part(cfg, rec, 0, 1, progress),
-        prefix::CutModel::Prefix => prefix::run_recorded_part(cfg, rec, 0, 1, progress),
-    };
+    let part = run_recorded_part(cfg, rec, cut, (0, 1), progress);
     let mut report = merge_parts(cfg, vec![part], wall.elapsed().as_secs_f64())
         .expect("one part is a whole campaign");
     report.speed.phases.record_s = record_s;
@@ -787,23 +745,22 @@ pub fn run_recorded_cut(
     report
 }
 
-/// Checks share `part` of `parts` of a recorded run's crash points (see [`CampaignPart`]).
+/// Checks share `part` of `parts` of a recorded run's crash points, cut by `cut` (see
+/// [`CampaignPart`]).
 pub fn run_recorded_part(
     cfg: &CampaignConfig,
     rec: &Recording,
-    part: usize,
-    parts: usize,
+    cut: prefix::CutModel,
+    (part, parts): (usize, usize),
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> CampaignPart {
-    let model = Model::new(&rec.host);
+    let run = &cut::CutRun::new(cut, rec);
+    let model = Model::new(run.host());
     let cuts = Cuts {
-        points: choose_points(cfg, rec),
+        points: run.choose_points(cfg),
         model: &model,
-        images: &|| {
-            let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
-            Box::new(move |p: CrashPoint| (builder.image_at(p.instant_ns, p.torn), p.instant_ns))
-        },
-        replay: &|p| replay_command(cfg, p.instant_ns, p.torn),
+        images: &|| run.images(rec.base.as_ref()),
+        replay: &|p| run.replay(cfg, p.instant_ns, p.torn),
     };
     check_part(cfg, rec, cuts, (part, parts), progress)
 }
@@ -981,31 +938,38 @@ pub fn merge_parts(
     })
 }
 
-/// Rebuilds and judges the single crash image at `instant` (for `--replay-instant`).
+/// Rebuilds and judges the single crash image `cut` makes at `at` (for `--replay-instant`; under
+/// the prefix model `at` counts image writes).
 pub fn replay_one(
     cfg: &CampaignConfig,
-    instant: u64,
+    cut: prefix::CutModel,
+    at: u64,
     torn: bool,
 ) -> Result<Vec<Violation>, CampaignError> {
     let rec = record(cfg)?;
-    let model = Model::new(&rec.host);
-    let mut builder = ImageBuilder::new(rec.base.as_ref(), &rec.ops);
-    let image = builder.image_at(instant, torn);
-    Ok(check_image(
+    let run = cut::CutRun::new(cut, &rec);
+    let model = Model::new(run.host());
+    let (image, clock) = run.image_of(rec.base.as_ref(), at, torn);
+    let p = CrashPoint {
+        instant_ns: at,
+        torn,
+        kind: PointKind::Spread,
+    };
+    let replay = || run.replay(cfg, at, torn);
+    Ok(check_image_at(
         cfg,
         &mut model.judging(cfg.promise),
         image,
-        CrashPoint {
-            instant_ns: instant,
-            torn,
-            kind: PointKind::Spread,
-        },
+        (p, clock),
+        at,
+        &replay,
     )
     .violations)
 }
 
 /// Helpers for design crates' own crash-campaign tests.
 pub mod testing {
+    use super::prefix::CutModel;
     use super::second_life::{judge_life, FirstCut};
     use super::{record, run_campaign, CampaignConfig};
     use ftl::{DesignOptions, DesignSpec};
@@ -1094,7 +1058,8 @@ pub mod testing {
     /// of `cfg.crash_points` sampled in it) and panics with the first violations.
     pub fn assert_second_life_keeps_promise(cfg: &CampaignConfig, cut: FirstCut) {
         let rec = record(cfg).expect("life one runs");
-        let (points, violations) = judge_life(cfg, &rec, cut, (cfg.crash_points / 4).max(1), None);
+        let points_each = (cfg.crash_points / 4).max(1);
+        let (points, violations) = judge_life(cfg, &rec, CutModel::Instant, cut, points_each, None);
         eprintln!(
             "{} seed {} second life after {}: {points} points, {} violations",
             cfg.design.name,

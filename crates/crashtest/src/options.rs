@@ -187,10 +187,8 @@ pub fn measure_share(
     }
     let cfg = single_config(args, lab::registry::find(&args.ftl)?)?;
     let rec = crate::record(&cfg)?;
-    let share = match cut_model(args)? {
-        CutModel::Instant => crate::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {}),
-        CutModel::Prefix => crate::prefix::run_recorded_part(&cfg, &rec, part, parts, &|_, _| {}),
-    };
+    let cut = cut_model(args)?;
+    let share = crate::run_recorded_part(&cfg, &rec, cut, (part, parts), &|_, _| {});
     Ok(serde_json::to_value(share)?)
 }
 

@@ -21,13 +21,8 @@
 //! A cut point's `instant_ns` counts image writes under this model (its replay command says
 //! `--cut-model prefix`, and `--replay-instant N` / `--first-cut N` then count writes too).
 
-use crate::oracle::Model;
 use crate::points::{CrashPoint, PointKind};
-use crate::second_life::{self, FirstCut};
-use crate::{
-    check_image_at, check_part, record, CampaignConfig, CampaignError, CampaignPart,
-    CampaignReport, Cuts, Recording, Violation,
-};
+use crate::{record, CampaignConfig, CampaignError, CampaignReport, Recording};
 use flash::{OpCause, OpKind, Store};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -361,33 +356,6 @@ pub fn choose_points(cfg: &CampaignConfig, run: &PrefixRun) -> Vec<CrashPoint> {
     }
 }
 
-/// Checks share `part` of `parts` of a recorded run's prefix cuts (as
-/// [`crate::run_recorded_part`] its instants).
-pub fn run_recorded_part(
-    cfg: &CampaignConfig,
-    rec: &Recording,
-    part: usize,
-    parts: usize,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> CampaignPart {
-    let run = PrefixRun::new(rec);
-    let model = Model::new(&run.clocked);
-    let run = &run;
-    let cuts = Cuts {
-        points: choose_points(cfg, run),
-        model: &model,
-        images: &|| {
-            let mut images = run.images(rec.base.as_ref());
-            Box::new(move |p: CrashPoint| {
-                let image = images.image_after(p.instant_ns, p.torn);
-                (image, run.clock_after(p.instant_ns, p.torn))
-            })
-        },
-        replay: &|p| replay_command(cfg, p.instant_ns, p.torn),
-    };
-    check_part(cfg, rec, cuts, (part, parts), progress)
-}
-
 /// Records the run and checks its prefix cuts: the whole campaign.
 pub fn run_campaign(
     cfg: &CampaignConfig,
@@ -402,120 +370,6 @@ pub fn run_campaign(
         CutModel::Prefix,
         progress,
     ))
-}
-
-/// Rebuilds and judges the single cut `(n, torn)` (`--replay-instant N --cut-model prefix`).
-pub fn replay_one(
-    cfg: &CampaignConfig,
-    n: u64,
-    torn: bool,
-) -> Result<Vec<Violation>, CampaignError> {
-    let rec = record(cfg)?;
-    let run = PrefixRun::new(&rec);
-    let model = Model::new(&run.clocked);
-    let image = run.images(rec.base.as_ref()).image_after(n, torn);
-    let p = point(n, torn, PointKind::Spread);
-    let replay = || replay_command(cfg, n, torn);
-    let clock = run.clock_after(n, torn);
-    Ok(check_image_at(
-        cfg,
-        &mut model.judging(cfg.promise),
-        image,
-        (p, clock),
-        n,
-        &replay,
-    )
-    .violations)
-}
-
-/// `lives` first cuts evenly spread over the run's sampled prefix cuts.
-pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<FirstCut> {
-    second_life::spread_cuts(&choose_points(cfg, &PrefixRun::new(rec)), lives)
-}
-
-/// The second life after the prefix cut `cut` (`instant_ns` counting writes): the design
-/// recovers from that image with its flash recording, the host reads the baseline and runs on,
-/// and `points_each` prefix cuts of that second life — its recovery included — are judged: a
-/// cut before the recovered device was ready as the first cut, a later one against the
-/// baseline and the second life's requests. `replay`: judge only that cut. Returns (cuts
-/// tried, violations).
-pub fn judge_life(
-    cfg: &CampaignConfig,
-    rec: &Recording,
-    cut: FirstCut,
-    points_each: usize,
-    replay: Option<(u64, bool)>,
-) -> (usize, Vec<Violation>) {
-    let first = PrefixRun::new(rec);
-    let label = |what: String| {
-        format!(
-            "second life after a cut after {} image writes: {what}",
-            cut.instant_ns
-        )
-    };
-    let fail = |what: String| Violation {
-        instant_ns: cut.instant_ns,
-        torn: cut.torn,
-        lpn: None,
-        what: label(what),
-        replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
-    };
-    let image = first
-        .images(rec.base.as_ref())
-        .image_after(cut.instant_ns, cut.torn);
-    let clock = first.clock_after(cut.instant_ns, cut.torn);
-    // A failed first recovery or read is life one's violation, reported by its campaign.
-    let Some(recovered) =
-        second_life::recover_image(&cfg.design, &cfg.device, &cfg.options, image, clock)
-    else {
-        return (0, Vec::new());
-    };
-    let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
-    let life = match second_life::live_on(cfg, rec, recovered, (seed, clock), &fail) {
-        Ok(life) => life,
-        Err(v) => return (0, v.into_iter().collect()),
-    };
-    let second = PrefixRun::new(&life.rec);
-    let points = match replay {
-        Some((n, torn)) => vec![point(n, torn, PointKind::Spread)],
-        None => second.sample(points_each, cfg.torn, seed, 0),
-    };
-    let (first_model, second_model) = (Model::new(&first.clocked), Model::new(&second.clocked));
-    let mut judging = (
-        first_model.judging(cfg.promise),
-        second_model.judging(cfg.promise),
-    );
-    let mut images = second.images(life.rec.base.as_ref());
-    let mut violations = Vec::new();
-    for p in &points {
-        let image = images.image_after(p.instant_ns, p.torn);
-        let clock = second.clock_after(p.instant_ns, p.torn);
-        let replay = || replay_command(cfg, p.instant_ns, p.torn) + &cut.arg();
-        let outcome = if p.instant_ns < second.ready {
-            check_image_at(
-                cfg,
-                &mut judging.0,
-                image,
-                (*p, clock),
-                cut.instant_ns,
-                &replay,
-            )
-        } else {
-            check_image_at(
-                cfg,
-                &mut judging.1,
-                image,
-                (*p, clock),
-                p.instant_ns,
-                &replay,
-            )
-        };
-        violations.extend(outcome.violations.into_iter().map(|mut v| {
-            v.what = label(v.what);
-            v
-        }));
-    }
-    (points.len(), violations)
 }
 
 #[cfg(test)]

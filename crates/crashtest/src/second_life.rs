@@ -11,12 +11,13 @@
 //!   device was ready (the host saw it: it may not change without a write), followed by the
 //!   second life's own requests.
 
+use crate::cut::CutRun;
 use crate::oracle::{Model, Seen};
 use crate::points::{self, CrashPoint, ImageBuilder};
 use crate::prefix::CutModel;
 use crate::{
-    check_image_as, replay_command, run_recorded_cut, CampaignConfig, CampaignError,
-    CampaignReport, Recording, Speed, Violation,
+    check_image_at, run_recorded_cut, CampaignConfig, CampaignError, CampaignReport, Recording,
+    Speed, Violation,
 };
 use flash::{Flash, Lpn};
 use workload::{HostLog, HostOp, HostRecord};
@@ -70,9 +71,15 @@ pub(crate) struct Life {
     pub(crate) ready_ns: u64,
 }
 
-/// First cuts for `lives` second lives: evenly spread over life one's sampled crash points.
-pub fn choose_cuts(cfg: &CampaignConfig, rec: &Recording, lives: usize) -> Vec<FirstCut> {
-    spread_cuts(&crate::choose_points(cfg, rec), lives)
+/// First cuts for `lives` second lives: evenly spread over life one's sampled crash points, cut
+/// by `model`.
+pub fn choose_cuts(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    model: CutModel,
+    lives: usize,
+) -> Vec<FirstCut> {
+    spread_cuts(&CutRun::new(model, rec).choose_points(cfg), lives)
 }
 
 /// `lives` first cuts evenly spread, in time, over a campaign's crash points `points`.
@@ -117,7 +124,7 @@ pub fn run_campaign_cut(
     }
     let started = std::time::Instant::now();
     let points_each = (cfg.crash_points / 4).max(1);
-    let lives = run_second_lives_cut(cfg, rec, (lives, points_each), cut);
+    let lives = run_second_lives(cfg, rec, (lives, points_each), cut);
     let mut phases = report.speed.phases;
     phases.second_lives_s = started.elapsed().as_secs_f64();
     report.crash_points += lives.crash_points;
@@ -140,33 +147,17 @@ pub fn run_campaign_cut(
     Ok((report, lives.lives))
 }
 
-/// Runs and judges `lives` second lives of `rec`, `points_each` crash points in each.
+/// Runs and judges `lives` second lives of `rec`, `points_each` crash points in each, every
+/// first and second cut made by `model`.
 pub fn run_second_lives(
-    cfg: &CampaignConfig,
-    rec: &Recording,
-    lives: usize,
-    points_each: usize,
-) -> SecondLives {
-    run_second_lives_cut(cfg, rec, (lives, points_each), CutModel::Instant)
-}
-
-/// [`run_second_lives`] with every first and second cut made by `model`.
-pub fn run_second_lives_cut(
     cfg: &CampaignConfig,
     rec: &Recording,
     (lives, points_each): (usize, usize),
     model: CutModel,
 ) -> SecondLives {
-    let cuts = match model {
-        CutModel::Instant => choose_cuts(cfg, rec, lives),
-        CutModel::Prefix => crate::prefix::choose_cuts(cfg, rec, lives),
-    };
     let mut out = SecondLives::default();
-    for cut in cuts {
-        let (points, violations) = match model {
-            CutModel::Instant => judge_life(cfg, rec, cut, points_each, None),
-            CutModel::Prefix => crate::prefix::judge_life(cfg, rec, cut, points_each, None),
-        };
+    for cut in choose_cuts(cfg, rec, model, lives) {
+        let (points, violations) = judge_life(cfg, rec, model, cut, points_each, None);
         out.lives += 1;
         out.crash_points += points;
         out.violations.extend(violations);
@@ -174,21 +165,30 @@ pub fn run_second_lives_cut(
     out
 }
 
-/// The second life after `cut`: `points_each` sampled crash points, or only `replay` (an instant
-/// and whether it tears). Returns (points tried, violations).
+/// The second life after `cut` (made by `model`, as are its own cuts): the design recovers
+/// from that image with its flash recording on, the host reads the baseline and runs on, and
+/// `points_each` sampled cuts of that second life — its recovery included — are judged, or
+/// only `replay` (a cut and whether it tears). Returns (points tried, violations).
 pub fn judge_life(
     cfg: &CampaignConfig,
     rec: &Recording,
+    model: CutModel,
     cut: FirstCut,
     points_each: usize,
     replay: Option<(u64, bool)>,
 ) -> (usize, Vec<Violation>) {
-    let life = match live(cfg, rec, cut) {
+    let first = CutRun::new(model, rec);
+    let label = |what: String| {
+        format!(
+            "second life after a cut {}: {what}",
+            model.describe(cut.instant_ns)
+        )
+    };
+    let life = match live(cfg, rec, &first, cut, &label) {
         Ok(life) => life,
         Err(v) => return (0, v.into_iter().collect()),
     };
-    let first = Model::new(&rec.host);
-    let second = Model::new(&life.rec.host);
+    let second = CutRun::new(model, &life.rec);
     let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
     let points: Vec<CrashPoint> = match replay {
         Some((instant_ns, torn)) => vec![CrashPoint {
@@ -196,51 +196,58 @@ pub fn judge_life(
             torn,
             kind: points::PointKind::Spread,
         }],
-        None => points::sample(
-            &life.rec.ops,
-            &life.rec.host,
-            points_each,
-            cfg.torn,
-            seed,
-            cut.instant_ns,
-        ),
+        None => second.sample_life(points_each, cfg.torn, seed, cut.instant_ns),
     };
-    let mut builder = ImageBuilder::new(life.rec.base.as_ref(), &life.rec.ops);
-    let (mut first, mut second) = (first.judging(cfg.promise), second.judging(cfg.promise));
+    // A cut before the recovered device was ready for the host is a cut of its recovery.
+    let ready = match &second {
+        CutRun::Instant { .. } => life.ready_ns,
+        CutRun::Prefix(run) => run.ready,
+    };
+    let (first, second_model) = (Model::new(first.host()), Model::new(second.host()));
+    let mut judging = (
+        first.judging(cfg.promise),
+        second_model.judging(cfg.promise),
+    );
+    let mut images = second.images(life.rec.base.as_ref());
     let mut violations = Vec::new();
-    for p in &points {
-        let image = builder.image_at(p.instant_ns, p.torn);
-        let replay = || replay_command(cfg, p.instant_ns, p.torn) + &cut.arg();
-        let outcome = if p.instant_ns < life.ready_ns {
-            check_image_as(cfg, &mut first, image, *p, cut.instant_ns, &replay)
-        } else {
-            check_image_as(cfg, &mut second, image, *p, p.instant_ns, &replay)
+    for &p in &points {
+        let (image, clock) = images(p);
+        let replay = || second.replay(cfg, p.instant_ns, p.torn) + &cut.arg();
+        let (judging, judge_ns) = match p.instant_ns < ready {
+            true => (&mut judging.0, cut.instant_ns),
+            false => (&mut judging.1, p.instant_ns),
         };
+        let outcome = check_image_at(cfg, judging, image, (p, clock), judge_ns, &replay);
         violations.extend(outcome.violations.into_iter().map(|mut v| {
-            v.what = format!(
-                "second life after a cut at {} ns: {}",
-                cut.instant_ns, v.what
-            );
+            v.what = label(v.what);
             v
         }));
     }
     (points.len(), violations)
 }
 
-/// Recovers the image of `cut`, reads the baseline and runs the second life on it, recording.
-fn live(cfg: &CampaignConfig, rec: &Recording, cut: FirstCut) -> Result<Life, Option<Violation>> {
+/// Recovers the image of `cut` (made by `first`, life one's run), reads the baseline and runs
+/// the second life on it, recording; `label` words what went wrong.
+fn live(
+    cfg: &CampaignConfig,
+    rec: &Recording,
+    first: &CutRun,
+    cut: FirstCut,
+    label: &dyn Fn(String) -> String,
+) -> Result<Life, Option<Violation>> {
     let fail = |what: String| Violation {
         instant_ns: cut.instant_ns,
         torn: cut.torn,
         lpn: None,
-        what: format!("second life after a cut at {} ns: {what}", cut.instant_ns),
-        replay: replay_command(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
+        what: label(what),
+        replay: first.replay(cfg, cut.instant_ns, cut.torn) + &cut.arg(),
     };
     // A failed first recovery or read is life one's violation, reported by its campaign.
-    let image = (rec.base.as_ref(), &rec.ops);
-    let recovered = recover_cut(&cfg.design, &cfg.device, &cfg.options, image, cut).ok_or(None)?;
+    let (image, clock) = first.image_of(rec.base.as_ref(), cut.instant_ns, cut.torn);
+    let recovered =
+        recover_image(&cfg.design, &cfg.device, &cfg.options, image, clock).ok_or(None)?;
     let seed = cfg.seed ^ cut.instant_ns.rotate_left(17);
-    live_on(cfg, rec, recovered, (seed, cut.instant_ns), &fail)
+    live_on(cfg, rec, recovered, (seed, clock), &fail)
 }
 
 /// The second life of a recovered device: the baseline it reads back, then a quarter of the

@@ -107,7 +107,13 @@ fn dftl_without_its_oob_scan_is_caught() {
     );
     assert!(v.what.contains("must have survived"), "{}", v.what);
     // The replay rebuilds exactly that image and finds the same violation.
-    let again = crashtest::replay_one(&cfg, v.instant_ns, v.torn).unwrap();
+    let again = crashtest::replay_one(
+        &cfg,
+        crashtest::prefix::CutModel::Instant,
+        v.instant_ns,
+        v.torn,
+    )
+    .unwrap();
     assert!(again.iter().any(|x| x.what == v.what && x.lpn == v.lpn));
 }
 

@@ -175,7 +175,13 @@ fn dftl_does_not_rebuild_a_lost_translation_page_that_recorded_trims() {
     cfg.workload.fill = 0.8;
     cfg.workload.queue_depth = 16;
     cfg.workload.trim_fraction = 0.2;
-    let v = crashtest::replay_one(&cfg, 1_499_085_000, true).expect("replays");
+    let v = crashtest::replay_one(
+        &cfg,
+        crashtest::prefix::CutModel::Instant,
+        1_499_085_000,
+        true,
+    )
+    .expect("replays");
     assert!(v.is_empty(), "{:?}", v.first().map(|v| &v.what));
 }
 

@@ -1,6 +1,7 @@
 //! A campaign split into shares of its crash points (one per worker) merges back into exactly
 //! the report of the whole campaign, violations included and in the same order.
 
+use crashtest::prefix::CutModel;
 use crashtest::{merge_parts, record, run_recorded, run_recorded_part, CampaignConfig};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, Promise};
@@ -48,7 +49,7 @@ fn shares_merge_into_the_whole_campaign() {
         let rec = record(&cfg).unwrap();
         let whole = run_recorded(&cfg, &rec, std::time::Instant::now(), &|_, _| {});
         let mut parts: Vec<_> = (0..3)
-            .map(|k| run_recorded_part(&cfg, &rec, k, 3, &|_, _| {}))
+            .map(|k| run_recorded_part(&cfg, &rec, CutModel::Instant, (k, 3), &|_, _| {}))
             .collect();
         parts.reverse(); // any order
         let merged = merge_parts(&cfg, parts, 0.0).unwrap();
@@ -66,7 +67,7 @@ fn shares_merge_into_the_whole_campaign() {
     }
     let cfg = config(DesignOptions::default(), Promise::DurableWrites);
     let rec = record(&cfg).unwrap();
-    let one = run_recorded_part(&cfg, &rec, 0, 2, &|_, _| {});
+    let one = run_recorded_part(&cfg, &rec, CutModel::Instant, (0, 2), &|_, _| {});
     assert!(
         merge_parts(&cfg, vec![one], 0.0).is_err(),
         "a missing share is refused"

@@ -1,6 +1,7 @@
 //! Shrinking (issue #22): a failing campaign reduces to a smaller run that still fails at the
 //! instant it names, and a campaign that does not fail does not shrink.
 
+use crashtest::prefix::CutModel;
 use crashtest::shrink::shrink;
 use crashtest::{replay_one, CampaignConfig};
 use ftl::{DesignOptions, Promise};
@@ -33,7 +34,7 @@ fn an_injected_bug_shrinks_to_a_smaller_run_that_still_fails() {
     eprintln!("{} campaigns; replay: {}", s.campaigns, s.replay);
     assert!(!s.steps.is_empty());
     assert!(s.config.workload.requests < cfg.workload.requests || s.config.workload.fill < 0.5);
-    let v = replay_one(&s.config, s.instant_ns, s.torn).expect("replay");
+    let v = replay_one(&s.config, CutModel::Instant, s.instant_ns, s.torn).expect("replay");
     assert!(
         !v.is_empty(),
         "the shrunk run must fail at the instant it names"

@@ -729,7 +729,13 @@ fn a_commit_record_written_before_its_data_is_caught_only_when_killed() {
         assert!(v.replay.contains("--cut-model prefix"), "{}", v.replay);
         // The replay rebuilds exactly that image and finds it again.
         let cfg = config(first.clone(), "txmix", Promise::AtomicTransactions, seed);
-        let again = crashtest::prefix::replay_one(&cfg, v.instant_ns, v.torn).unwrap();
+        let again = crashtest::replay_one(
+            &cfg,
+            crashtest::prefix::CutModel::Prefix,
+            v.instant_ns,
+            v.torn,
+        )
+        .unwrap();
         assert!(!again.is_empty(), "the replayed cut passed");
     }
 }
