@@ -14,11 +14,6 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
         return run_bench(args);
     }
     let cut = cut_model(args)?;
-    if cut == CutModel::Prefix && args.shrink {
-        anyhow::bail!(
-            "--shrink reduces runs under the instant cut model only; replay the prefix cut instead"
-        );
-    }
     if crate::nbd_crash_cmd::is_nbd(args) {
         return crate::nbd_crash_cmd::run(args);
     }
@@ -73,7 +68,7 @@ pub fn run(args: &CrashtestArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     if args.shrink {
-        shrink_and_print(&cfg)?;
+        shrink_and_print(&cfg, cut)?;
     }
     anyhow::bail!(
         "{} violations of the {} promise",
@@ -191,9 +186,9 @@ fn print_report(report: &CampaignReport, cut: CutModel) {
     }
 }
 
-fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
+fn shrink_and_print(cfg: &CampaignConfig, cut: CutModel) -> anyhow::Result<Option<Shrunk>> {
     eprintln!("shrinking {} seed {} ...", cfg.design.name, cfg.seed);
-    let s = shrink(cfg, 80, &|step| eprintln!("  shrunk: {step}"))?;
+    let s = shrink(cfg, cut, 80, &|step| eprintln!("  shrunk: {step}"))?;
     match &s {
         Some(s) => {
             let w = &s.config.workload;
@@ -202,7 +197,7 @@ fn shrink_and_print(cfg: &CampaignConfig) -> anyhow::Result<Option<Shrunk>> {
                 "smallest failing run ({} campaigns tried): {} requests, fill {}, queue depth {}, {} pages per request, {}x{} chips x {} blocks",
                 s.campaigns, w.requests, w.fill, w.queue_depth, w.request_pages, g.channels, g.chips_per_channel, g.blocks_per_chip
             );
-            println!("  violation at {} ns{}: {}", s.instant_ns, if s.torn { " (torn)" } else { "" }, s.violation);
+            println!("  violation {}{}: {}", s.cut.describe(s.instant_ns), if s.torn { " (torn)" } else { "" }, s.violation);
             println!("  replay: {}", s.replay);
         }
         None => println!("shrink: the run did not fail again (sampled instants differ); keep the original replay"),
@@ -330,7 +325,7 @@ fn run_soak_cmd(args: &CrashtestArgs) -> anyhow::Result<()> {
     if args.shrink {
         for c in &failing {
             let design = lab::registry::find(&c.design)?;
-            shrink_and_print(&soak::cell_config(&cfg, &design, c.seed).0)?;
+            shrink_and_print(&soak::cell_config(&cfg, &design, c.seed).0, cfg.cut)?;
         }
     }
     if !failing.is_empty() {

@@ -6,8 +6,13 @@
 //! reduction under which some crash instant still violates the promise, and repeats until no
 //! knob can shrink. A run small enough is checked exhaustively (every instant between flash
 //! operations, torn too when the original was), so "still fails" does not depend on sampling.
+//!
+//! Under the image-prefix cut model ([`crate::prefix`]) the run shrinks the same way and each
+//! candidate is cut by prefix (exhaustively: after every image write, each write torn too), so
+//! the failure kept is a prefix cut, and the replay command names the model.
 
-use crate::{record, replay_command, run_recorded, CampaignConfig, CampaignError};
+use crate::prefix::CutModel;
+use crate::{record, replay_command, run_recorded_cut, CampaignConfig, CampaignError};
 
 /// Runs with at most this many recorded flash operations are checked exhaustively.
 pub const EXHAUSTIVE_MAX_OPS: usize = 6000;
@@ -20,6 +25,8 @@ pub struct Shrunk {
     pub instant_ns: u64,
     pub torn: bool,
     pub violation: String,
+    /// How the images were cut (`instant_ns` counts image writes under the prefix model).
+    pub cut: CutModel,
     /// `mobius crashtest` command that replays that instant.
     pub replay: String,
     /// Each accepted reduction, in order ("requests 3000 → 1500", ...).
@@ -28,8 +35,8 @@ pub struct Shrunk {
     pub campaigns: usize,
 }
 
-/// A failing instant of `cfg`, if any: (instant, torn, what).
-fn first_failure(cfg: &CampaignConfig) -> Option<(u64, bool, String)> {
+/// A failing cut of `cfg` by `cut`, if any: (instant or write count, torn, what).
+fn first_failure(cfg: &CampaignConfig, cut: CutModel) -> Option<(u64, bool, String)> {
     let wall = std::time::Instant::now();
     let rec = record(cfg).ok()?;
     let check = CampaignConfig {
@@ -37,7 +44,7 @@ fn first_failure(cfg: &CampaignConfig) -> Option<(u64, bool, String)> {
         threads: cfg.threads.max(2),
         ..cfg.clone()
     };
-    let r = run_recorded(&check, &rec, wall, &|_, _| {});
+    let r = run_recorded_cut(&check, &rec, wall, cut, &|_, _| {});
     r.violations
         .first()
         .map(|v| (v.instant_ns, v.torn, v.what.clone()))
@@ -107,15 +114,17 @@ fn candidates(c: &CampaignConfig) -> Vec<(String, CampaignConfig)> {
     out
 }
 
-/// Shrinks a failing campaign. `None` when `cfg` does not fail at all (sampled or, if small,
-/// exhaustive); `budget` bounds the campaigns tried; `progress` hears each accepted step.
+/// Shrinks a failing campaign whose images `cut` makes. `None` when `cfg` does not fail at all
+/// (sampled or, if small, exhaustive); `budget` bounds the campaigns tried; `progress` hears
+/// each accepted step.
 pub fn shrink(
     cfg: &CampaignConfig,
+    cut: CutModel,
     budget: usize,
     progress: &dyn Fn(&str),
 ) -> Result<Option<Shrunk>, CampaignError> {
     let mut campaigns = 1;
-    let Some(mut failure) = first_failure(cfg) else {
+    let Some(mut failure) = first_failure(cfg, cut) else {
         return Ok(None);
     };
     let mut cur = cfg.clone();
@@ -129,7 +138,7 @@ pub fn shrink(
             if cand.device.validate().is_err() {
                 continue;
             }
-            if let Some(f) = first_failure(&cand) {
+            if let Some(f) = first_failure(&cand, cut) {
                 progress(&what);
                 steps.push(what);
                 cur = cand;
@@ -141,8 +150,9 @@ pub fn shrink(
     }
     let (instant_ns, torn, violation) = failure;
     Ok(Some(Shrunk {
-        replay: replay_command(&cur, instant_ns, torn),
+        replay: replay_command(&cur, instant_ns, torn) + cut.arg(),
         config: cur,
+        cut,
         instant_ns,
         torn,
         violation,

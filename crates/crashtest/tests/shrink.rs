@@ -1,5 +1,6 @@
 //! Shrinking (issue #22): a failing campaign reduces to a smaller run that still fails at the
-//! instant it names, and a campaign that does not fail does not shrink.
+//! instant it names (under either cut model), and a campaign that does not fail does not
+//! shrink.
 
 use crashtest::prefix::CutModel;
 use crashtest::shrink::shrink;
@@ -28,9 +29,11 @@ fn dftl(oob_scan: &str, requests: u64) -> CampaignConfig {
 #[test]
 fn an_injected_bug_shrinks_to_a_smaller_run_that_still_fails() {
     let cfg = dftl("off", 800);
-    let s = shrink(&cfg, 40, &|step| eprintln!("shrunk: {step}"))
-        .expect("campaigns run")
-        .expect("DFTL without its OOB scan loses writes");
+    let s = shrink(&cfg, CutModel::Instant, 40, &|step| {
+        eprintln!("shrunk: {step}")
+    })
+    .expect("campaigns run")
+    .expect("DFTL without its OOB scan loses writes");
     eprintln!("{} campaigns; replay: {}", s.campaigns, s.replay);
     assert!(!s.steps.is_empty());
     assert!(s.config.workload.requests < cfg.workload.requests || s.config.workload.fill < 0.5);
@@ -44,9 +47,34 @@ fn an_injected_bug_shrinks_to_a_smaller_run_that_still_fails() {
         .contains(&format!("--replay-instant {}", s.instant_ns)));
 }
 
+/// Under the image-prefix cut model the run shrinks the same way, the failure kept is a prefix
+/// cut (a write count), and the replay names the model and fails again when run.
+#[test]
+fn a_failing_run_shrinks_under_the_prefix_cut_model() {
+    let cfg = dftl("off", 800);
+    let s = shrink(&cfg, CutModel::Prefix, 40, &|step| {
+        eprintln!("shrunk: {step}")
+    })
+    .expect("campaigns run")
+    .expect("DFTL without its OOB scan loses writes under prefix cuts too");
+    eprintln!("{} campaigns; replay: {}", s.campaigns, s.replay);
+    assert_eq!(s.cut, CutModel::Prefix);
+    assert!(!s.steps.is_empty());
+    assert!(s.config.workload.requests < cfg.workload.requests || s.config.workload.fill < 0.5);
+    let v = replay_one(&s.config, CutModel::Prefix, s.instant_ns, s.torn).expect("replay");
+    assert!(
+        !v.is_empty(),
+        "the shrunk run must fail at the cut it names"
+    );
+    assert!(s
+        .replay
+        .contains(&format!("--replay-instant {} ", s.instant_ns)));
+    assert!(s.replay.ends_with(" --cut-model prefix"), "{}", s.replay);
+}
+
 #[test]
 fn a_correct_design_does_not_shrink() {
-    assert!(shrink(&dftl("on", 200), 10, &|_| {})
+    assert!(shrink(&dftl("on", 200), CutModel::Instant, 10, &|_| {})
         .expect("campaigns run")
         .is_none());
 }
