@@ -3,80 +3,44 @@
 //! regression guards are in crates/nbd/src/crash/tests.rs; here the command line: the soak, the
 //! negative controls, a failing cell's printed replay, and refused flags.
 
-use std::process::Command;
-
-fn mobius(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+#[path = "common/soak_runs.rs"]
+mod soak_runs;
+use soak_runs::{mobius, Soak};
 
 /// A soak over two designs (atomic and plain exports drawn per seed), with a second life per
 /// cell, passes.
 #[test]
 fn an_nbd_soak_passes_on_sound_exports() {
-    let (ok, out, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "mobius,txflash-scc",
-        "--workload",
-        "nbd",
-        "--seeds",
-        "2",
-        "--seed",
-        "5",
-        "--crash-points",
-        "20",
-        "--torn",
-        "--second-lives",
-        "1",
-        "--jobs",
-        "2",
-        "--json",
-    ]);
-    assert!(ok, "{out}{err}");
-    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
-    assert_eq!(json["cells"], 4, "{out}");
+    let json = Soak {
+        designs: "mobius,txflash-scc",
+        workload: "nbd",
+        cut_model: None,
+        seeds: 2,
+        seed: Some(5),
+        second_lives: 1,
+    }
+    .passes();
+    assert_eq!(json["cells"], 4, "{json}");
     // Each cell: 20 cuts of life one and 5 of its second life.
-    assert_eq!(json["crash_points"], 4 * (20 + 5), "{out}");
-    assert_eq!(json["violations"], 0, "{out}");
+    assert_eq!(json["crash_points"], 4 * (20 + 5), "{json}");
 }
 
 /// Every export cut as a killed `mobius serve` leaves its image (`--cut-model prefix`), on a
 /// fresh seed with a second life per cell: no violation.
 #[test]
 fn an_nbd_soak_of_killed_servers_passes_on_every_design() {
-    let (ok, out, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "all",
-        "--workload",
-        "nbd",
-        "--cut-model",
-        "prefix",
-        "--seeds",
-        "1",
-        "--crash-points",
-        "20",
-        "--torn",
-        "--second-lives",
-        "1",
-        "--jobs",
-        "2",
-        "--json",
-    ]);
-    assert!(ok, "{out}{err}");
-    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
-    assert_eq!(json["violations"], 0, "{out}");
+    let json = Soak {
+        designs: "all",
+        workload: "nbd",
+        cut_model: Some("prefix"),
+        seeds: 1,
+        seed: None,
+        second_lives: 1,
+    }
+    .passes();
     assert!(
         json["crash_points"].as_u64().expect("points") >= 100,
-        "{out}"
+        "{json}"
     );
 }
 

@@ -4,17 +4,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn mobius(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+#[path = "common/soak_runs.rs"]
+mod soak_runs;
+use soak_runs::{mobius, Soak};
 
 #[test]
 fn sql_bench_reports_the_issue_keys() {
@@ -327,56 +319,32 @@ fn sqlite_crash_campaigns_run_from_the_command_line() {
 /// commit path, zero violations; the cells' GC copies show the aged devices made GC work.
 #[test]
 fn the_sqlite_soak_runs_every_design_over_seeds() {
-    let (ok, out, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "all",
-        "--workload",
-        "sqlite",
-        "--seeds",
-        "2",
-        "--seed",
-        "20261",
-        "--crash-points",
-        "20",
-        "--torn",
-        "--jobs",
-        "2",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(j["violations"], 0, "{err}");
+    let j = Soak {
+        designs: "all",
+        workload: "sqlite",
+        cut_model: None,
+        seeds: 2,
+        seed: Some(20261),
+        second_lives: 0,
+    }
+    .passes();
     assert_eq!(j["cells"], 20, "ten designs, two seeds");
-    assert!(j["cells_with_gc_copies"].as_u64().unwrap() > 0, "{out}");
+    assert!(j["cells_with_gc_copies"].as_u64().unwrap() > 0, "{j}");
 }
 
 /// The SQLite soak cut as a killed `mobius sql` leaves its image (`--cut-model prefix`): every
 /// design, a fresh seed, a second life per cell, zero violations.
 #[test]
 fn the_sqlite_soak_of_killed_processes_runs_every_design() {
-    let (ok, out, err) = mobius(&[
-        "crashtest",
-        "--ftl",
-        "all",
-        "--workload",
-        "sqlite",
-        "--cut-model",
-        "prefix",
-        "--seeds",
-        "1",
-        "--crash-points",
-        "20",
-        "--torn",
-        "--second-lives",
-        "1",
-        "--jobs",
-        "2",
-        "--json",
-    ]);
-    assert!(ok, "{err}");
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(j["violations"], 0, "{err}");
+    let j = Soak {
+        designs: "all",
+        workload: "sqlite",
+        cut_model: Some("prefix"),
+        seeds: 1,
+        seed: None,
+        second_lives: 1,
+    }
+    .passes();
     assert_eq!(j["cells"], 10, "ten designs, one seed");
 }
 

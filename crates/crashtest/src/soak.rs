@@ -644,6 +644,50 @@ pub fn draws_low_over_provisioning(seed: u64) -> bool {
     ChaCha8Rng::seed_from_u64(seed ^ 0x0b_0b0b_0b0b).random_range(0..4) == 0
 }
 
+/// What a seed of the SQLite or NBD soak draws for a cell's device ([`draw_device`]).
+#[derive(Clone, Debug)]
+pub struct DrawnDevice {
+    /// Names in [`SOAK_GEOMETRIES`] and [`SOAK_TIMINGS`].
+    pub geometry: &'static str,
+    pub timing: &'static str,
+    pub device: DeviceConfig,
+    pub options: DesignOptions,
+    /// The over-provisioning the design was turned down to (`None`: its default).
+    pub over_provisioning: Option<&'static str>,
+    /// How much of the device is written before the run, one of the soak's fills.
+    pub fill: f64,
+    /// The long run length was drawn (one seed in four).
+    pub long: bool,
+}
+
+/// The device of a SQLite or NBD soak cell, drawn from `rng` after what the soak draws first:
+/// a geometry and a flash timing of the FTL soak, one of `fills`, the long run one seed in four,
+/// then the design's soak parameters and over-provisioning ([`seed_device_and_options`]).
+pub fn draw_device(
+    rng: &mut ChaCha8Rng,
+    design: &DesignSpec,
+    given: &DesignOptions,
+    seed: u64,
+    fills: &[f64],
+) -> DrawnDevice {
+    let geometry = SOAK_GEOMETRIES[rng.random_range(0..SOAK_GEOMETRIES.len())];
+    let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
+    let fill = fills[rng.random_range(0..fills.len())];
+    let long = rng.random_range(0..4) == 0;
+    let mut device = geometry.device();
+    device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
+    let (device, options, over_provisioning) = seed_device_and_options(design, device, given, seed);
+    DrawnDevice {
+        geometry: geometry.name,
+        timing,
+        device,
+        options,
+        over_provisioning,
+        fill,
+        long,
+    }
+}
+
 /// What a varying soak's seed adds to the device it drew for `design`, the FTL soak's way (the
 /// SQLite and NBD soaks call this): `given` plus one of the design's soak parameter sets
 /// ([`soak_options`]) and, one seed in four, the lowest over-provisioning the design accepts

@@ -22,7 +22,7 @@
 //! and are cut again (`crash/second_life.rs`). A failing cell prints the command that replays its first violation exactly.
 
 use super::{self as crash, CrashConfig, CrashReport};
-use crate::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use crate::soak::{self as ftl_soak, CellsReport, SoakCell};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
@@ -184,28 +184,20 @@ impl Variant {
             return None;
         }
         let setting = settings[rng.random_range(0..settings.len())];
-        let geometry = SOAK_GEOMETRIES[rng.random_range(0..SOAK_GEOMETRIES.len())];
-        let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
-        let fill = FILLS[rng.random_range(0..FILLS.len())];
-        let transactions = if rng.random_range(0..4) == 0 {
-            LONG_TRANSACTIONS
-        } else {
-            BASE_TRANSACTIONS
-        };
-        let mut device = geometry.device();
-        device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
-        let (device, options, over_provisioning) =
-            ftl_soak::seed_device_and_options(design, device, &cfg.options, seed);
+        let d = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
         let mut variant = Variant {
             workload,
             setting,
-            geometry: geometry.name,
-            timing,
-            device,
-            options,
-            over_provisioning,
-            fill,
-            transactions,
+            geometry: d.geometry,
+            timing: d.timing,
+            device: d.device,
+            options: d.options,
+            over_provisioning: d.over_provisioning,
+            fill: d.fill,
+            transactions: match d.long {
+                true => LONG_TRANSACTIONS,
+                false => BASE_TRANSACTIONS,
+            },
         };
         if variant.workload == Workload::Tpcc && !variant.holds_tpcc(design) {
             variant.workload = Workload::Tpcb;
@@ -446,8 +438,8 @@ mod tests {
         let caps = ftl_soak::capabilities(&design, &DesignOptions::default());
         let expected = settings(caps, design.promise).len()
             + 3
-            + SOAK_GEOMETRIES.len()
-            + SOAK_TIMINGS.len()
+            + ftl_soak::SOAK_GEOMETRIES.len()
+            + ftl_soak::SOAK_TIMINGS.len()
             + FILLS.len()
             + 2
             + 2;

@@ -5,7 +5,7 @@
 //!
 //! - atomic requests (three seeds in four, on a design with static transactions) or plain
 //!   requests, each judged against what it promises;
-//! - a geometry and a flash timing of the FTL soak ([`SOAK_GEOMETRIES`], [`SOAK_TIMINGS`]) and
+//! - a geometry and a flash timing of the FTL soak ([`ftl_soak::SOAK_GEOMETRIES`], [`ftl_soak::SOAK_TIMINGS`]) and
 //!   one of the design's soak parameter sets, drawn as the FTL soak draws them;
 //! - how aged the device is ([`FILLS`]);
 //! - the run length ([`BASE_REQUESTS`] or, one seed in four, [`LONG_REQUESTS`]);
@@ -14,7 +14,7 @@
 //! A failing cell prints the command that replays its first violation.
 
 use super::{NbdCrashConfig, NbdCrashReport};
-use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell, SOAK_GEOMETRIES, SOAK_TIMINGS};
+use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell};
 use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use rand::{RngExt, SeedableRng};
@@ -76,27 +76,19 @@ impl Variant {
         let atomic_drawn = rng.random_range(0..4) != 0;
         let can = has_atomic_requests(design, &cfg.options);
         let atomic_requests = cfg.atomic_requests.unwrap_or(atomic_drawn) && can;
-        let geometry = SOAK_GEOMETRIES[rng.random_range(0..SOAK_GEOMETRIES.len())];
-        let (timing, preset) = SOAK_TIMINGS[rng.random_range(0..SOAK_TIMINGS.len())];
-        let fill = FILLS[rng.random_range(0..FILLS.len())];
-        let requests = if rng.random_range(0..4) == 0 {
-            LONG_REQUESTS
-        } else {
-            BASE_REQUESTS
-        };
-        let mut device = geometry.device();
-        device.timing = DeviceConfig::preset(preset).expect("timing preset").timing;
-        let (device, options, over_provisioning) =
-            ftl_soak::seed_device_and_options(design, device, &cfg.options, seed);
+        let d = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
         Variant {
             atomic_requests,
-            geometry: geometry.name,
-            timing,
-            device,
-            options,
-            over_provisioning,
-            fill,
-            requests,
+            geometry: d.geometry,
+            timing: d.timing,
+            device: d.device,
+            options: d.options,
+            over_provisioning: d.over_provisioning,
+            fill: d.fill,
+            requests: match d.long {
+                true => LONG_REQUESTS,
+                false => BASE_REQUESTS,
+            },
         }
     }
 
