@@ -22,6 +22,7 @@ use crate::format::{
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
 use crate::mirror::Mirror;
+use crate::owners::CheckedOwners;
 use flash::{
     BlockId, ChipId, Content, DataHint, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc,
 };
@@ -31,6 +32,7 @@ use ftl::{
     Moved, PageOutcome, Promise, RecoveryReport, Space, Validity,
 };
 use rustc_hash::FxHashMap;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 const STREAM_DATA: usize = 0;
@@ -164,6 +166,10 @@ pub struct Dftl {
     /// A collect's moves, the buffer kept between collects.
     gc_moves: Vec<Moved>,
     stats: Counters,
+    /// Invariant checks so far, and from the second on the owners they read back from flash
+    /// while those cannot change ([`CheckedOwners`]): a recording run checks after every request.
+    checks: Cell<u64>,
+    checked_owners: RefCell<Option<CheckedOwners>>,
 }
 
 #[derive(Default, Clone, Debug)]
@@ -186,14 +192,7 @@ fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
 /// The validity's owner of a live page, from its OOB record: a data page's LPN, or a
 /// translation page's number with [`TRANSLATION`] (DFTL keeps one bit per page, not the owner).
 fn owner_on_flash(flash: &Flash, ppn: Ppn) -> Option<u32> {
-    let mut record = [0u8; OOB_BYTES as usize];
-    flash.oob_record(ppn, &mut record);
-    let r = OobRecord::decode(&record).ok()?;
-    Some(if is_translation(r.kind) {
-        TRANSLATION | r.id
-    } else {
-        r.id
-    })
+    crate::owners::owner_on_flash(flash, ppn, TRANSLATION)
 }
 
 impl Dftl {
@@ -258,6 +257,8 @@ impl Dftl {
             gc_low_blocks,
             gc_moves: Vec::new(),
             stats: Counters::default(),
+            checks: Cell::new(0),
+            checked_owners: RefCell::new(None),
             flash,
         }
     }
@@ -1017,6 +1018,21 @@ impl BlockDevice for Dftl {
     fn check_invariants(&self) -> Result<(), ftl::InvariantViolation> {
         self.space.check_invariants()?;
         self.cmt.check_invariants()?;
+        let mut kept = self.checked_owners.borrow_mut();
+        if kept.is_none() && self.checks.get() > 0 {
+            *kept = Some(CheckedOwners::new(&self.flash, TRANSLATION));
+        }
+        self.checks.set(self.checks.get() + 1);
+        if let Some(k) = kept.as_mut() {
+            k.refresh(&self.flash);
+        }
+        // The validity's owner of a page (`Validity::owner_on`), kept from earlier checks
+        // where it cannot have changed.
+        let mut owner_on = |ppn: Ppn| match (self.space.validity.is_valid(ppn), kept.as_mut()) {
+            (false, _) => None,
+            (true, Some(k)) => k.owner(&self.flash, ppn),
+            (true, None) => owner_on_flash(&self.flash, ppn),
+        };
         // Forward map → owners; together with the count below, owners → forward map too (every
         // live page is the current location of exactly one LPN or translation page).
         let mut mapped = 0u64;
@@ -1033,7 +1049,7 @@ impl BlockDevice for Dftl {
                     continue;
                 }
                 mapped += 1;
-                let owner = self.space.validity.owner_on(&self.flash, ppn);
+                let owner = owner_on(ppn);
                 if owner != Some(lpn) {
                     return Err(ftl::violation!(
                         "lpn {lpn} maps to {ppn} but that page's owner is {owner:?}"
@@ -1045,7 +1061,7 @@ impl BlockDevice for Dftl {
             if ppn.is_none() {
                 continue;
             }
-            if self.space.validity.owner_on(&self.flash, *ppn) != Some(TRANSLATION | t as u32) {
+            if owner_on(*ppn) != Some(TRANSLATION | t as u32) {
                 return Err(ftl::violation!(
                     "translation page {t} at {ppn} is not owned by it"
                 ));
@@ -1075,6 +1091,9 @@ impl BlockDevice for Dftl {
                 .map(|(name, bytes)| (format!("dftl.{name}"), *bytes)),
         );
         m.push(("dftl.pending_moves".into(), self.mirror.memory()));
+        if let Some(kept) = self.checked_owners.borrow().as_ref() {
+            m.push(("dftl.checked_owners".into(), kept.memory()));
+        }
         let reserved: u64 = self.reserved.iter().map(flash::deque_bytes).sum();
         m.push((
             "dftl.directory".into(),

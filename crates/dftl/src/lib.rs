@@ -8,6 +8,7 @@ pub mod dftl;
 pub mod format;
 pub mod layout;
 pub mod mirror;
+mod owners;
 
 pub use dftl::{Dftl, DftlConfig};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, Promise, RecoveryReport};
