@@ -1852,6 +1852,20 @@ mod tests {
         d.cmt.update(0, page_of_1, true);
         let e = d.check_invariants().unwrap_err().to_string();
         assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+        // The same with the owners earlier checks kept ([`CheckedOwners`]).
+        let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+        let mut d = Dftl::format(flash, &DesignOptions::default()).unwrap();
+        d.write(Lpn(0), &[tag(0), tag(1)], 0).unwrap();
+        d.check_invariants().unwrap();
+        d.check_invariants().unwrap();
+        assert!(
+            d.checked_owners.borrow().is_some(),
+            "a second check keeps owners"
+        );
+        let (page_of_1, _) = d.cmt.peek(1).unwrap();
+        d.cmt.update(0, page_of_1, true);
+        let e = d.check_invariants().unwrap_err().to_string();
+        assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
     }
 
     /// Write-backs keep each translation page's checksum from the entries they change; the
