@@ -6,19 +6,9 @@
 //! soak (`mobius crashtest --ftl all --seeds 200 --crash-points 2000 --torn`) is documented in
 //! docs/crashtest.md.
 
-use std::process::Command;
-
-fn mobius(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mobius"))
-        .args(args)
-        .output()
-        .expect("run mobius");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+#[path = "common/soak_runs.rs"]
+mod soak_runs;
+use soak_runs::mobius;
 
 #[test]
 fn every_design_keeps_its_promise_on_fresh_seeds() {

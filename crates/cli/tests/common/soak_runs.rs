@@ -18,6 +18,7 @@ pub fn mobius(args: &[&str]) -> (bool, String, String) {
 
 /// A soak of `workload` (`nbd`, `sqlite`) over `designs` (`all` or a list), 20 torn cuts per
 /// cell on two jobs.
+#[allow(dead_code)] // crash_soak.rs includes this module for `mobius` only
 pub struct Soak<'a> {
     pub designs: &'a str,
     pub workload: &'a str,
@@ -29,6 +30,7 @@ pub struct Soak<'a> {
     pub second_lives: usize,
 }
 
+#[allow(dead_code)]
 impl Soak<'_> {
     /// Runs the soak and returns its JSON report, asserting it succeeded with no violation.
     pub fn passes(&self) -> serde_json::Value {
