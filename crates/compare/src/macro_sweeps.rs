@@ -58,13 +58,26 @@ pub fn clients_sweep(
             }
         }
     }
-    let aw = built.iter().position(|(_, m)| m.design == "atomic-write");
+    let labels: Vec<&str> = built.iter().map(|(_, m)| m.label).collect();
+    clients_report(&wl.name, &labels, &tps, GRADED_CLIENTS)
+}
+
+/// The table, figure and data of TPS against concurrent clients on workload `name`: `tps[i][k]`
+/// is mode `labels[i]`'s at [`CLIENT_COUNTS`]`[k]`, each also shown over Atomic-Write's at the
+/// same count; `graded` is the count the claims are graded at.
+pub fn clients_report(
+    name: &str,
+    labels: &[&str],
+    tps: &[Vec<f64>],
+    graded: usize,
+) -> (Table, Figure, serde_json::Value) {
+    let aw = labels.iter().position(|l| *l == "Atomic-Write");
     let norm = |i: usize, k: usize| aw.map_or(f64::NAN, |a| tps[i][k] / tps[a][k]);
-    let rows = built
+    let rows = labels
         .iter()
         .enumerate()
-        .map(|(i, (_, m))| {
-            std::iter::once(m.label.to_string())
+        .map(|(i, label)| {
+            std::iter::once(label.to_string())
                 .chain(
                     (0..CLIENT_COUNTS.len())
                         .map(|k| format!("{} ({}×)", fmt(tps[i][k]), fmt(norm(i, k)))),
@@ -74,13 +87,12 @@ pub fn clients_sweep(
         .collect();
     let data = serde_json::json!({
         "clients": CLIENT_COUNTS,
-        "graded_clients": GRADED_CLIENTS,
-        "tps": built.iter().enumerate().map(|(i, (_, m))| (m.label.to_string(), serde_json::json!(tps[i]))).collect::<serde_json::Map<_, _>>(),
+        "graded_clients": graded,
+        "tps": labels.iter().enumerate().map(|(i, l)| (l.to_string(), serde_json::json!(tps[i]))).collect::<serde_json::Map<_, _>>(),
     });
     let table = Table {
         caption: format!(
-            "{}: TPS (and TPS / Atomic-Write) against concurrent clients; graded at {GRADED_CLIENTS}",
-            wl.name
+            "{name}: TPS (and TPS / Atomic-Write) against concurrent clients; graded at {graded}"
         ),
         header: std::iter::once("mode".to_string())
             .chain(
@@ -91,11 +103,11 @@ pub fn clients_sweep(
             .collect(),
         rows,
     };
-    let series = built
+    let series = labels
         .iter()
         .enumerate()
-        .map(|(i, (_, m))| Series {
-            name: m.label.into(),
+        .map(|(i, label)| Series {
+            name: label.to_string(),
             points: CLIENT_COUNTS
                 .iter()
                 .enumerate()
@@ -104,13 +116,10 @@ pub fn clients_sweep(
         })
         .collect();
     let figure = Figure {
-        file: format!("fig9_clients_{}.svg", wl.name),
-        caption: format!(
-            "Möbius Fig. 9 against concurrent clients — TPS / Atomic-Write, {}",
-            wl.name
-        ),
+        file: format!("fig9_clients_{name}.svg"),
+        caption: format!("Möbius Fig. 9 against concurrent clients — TPS / Atomic-Write, {name}"),
         svg: LineChart {
-            title: format!("TPS / Atomic-Write against clients ({})", wl.name),
+            title: format!("TPS / Atomic-Write against clients ({name})"),
             x_label: "concurrent clients".into(),
             y_label: "normalised TPS".into(),
             log_x: true,
