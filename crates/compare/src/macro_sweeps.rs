@@ -22,8 +22,9 @@ pub fn graded_clients_text() -> String {
     format!("{GRADED_CLIENTS} client{s}")
 }
 
-/// Why [`GRADED_CLIENTS`] is the paper's point.
-pub const GRADED_CLIENTS_WHY: &str = "Graded at one client: the paper does not state DBT-2's or Filebench's concurrency, but its platform bounds what the device saw. SWRITE is a command the authors added to the SATA 2.0 interface through a revised libATA (§IV-A, Table II), and an added ATA command is not one of the two queued (NCQ) commands, READ and WRITE FPDMA QUEUED; libATA runs such a command alone: \"Non-NCQ commands cannot run with any other command, NCQ or not\" (Linux libata, ata_std_qc_defer). So the board served one transaction command at a time, and each waited for the one before it to be acknowledged, whatever the number of database or Filebench threads: one client is that host. The table of TPS against clients shows every other point.";
+/// Why [`GRADED_CLIENTS`] is the paper's point: the one rule for every Fig. 9 workload, the
+/// synthetic ones of experiment 2 and the engines' traces of experiment 2b alike.
+pub const GRADED_CLIENTS_WHY: &str = "Graded at one client on every Fig. 9 workload (the synthetic ones and the engines' traces alike): the device is sent one transaction command at a time, each after the one before it was acknowledged. The paper does not state DBT-2's or Filebench's concurrency, but its host bounds what the device saw. SWRITE is a command the authors added to the SATA 2.0 interface through a revised libATA (§IV-A, Table II), and an added ATA command is not one of the two queued (NCQ) commands, READ and WRITE FPDMA QUEUED; libATA runs such a command alone: \"Non-NCQ commands cannot run with any other command, NCQ or not\" (Linux libata, ata_std_qc_defer). Filebench's transactions were those of a revised jbd for ext3 (§V-B), which commits one transaction at a time. So however many database or Filebench threads ran, the board served one transaction command at a time: one client is that host. The table of TPS against 1 to 32 clients shows every other point.";
 
 /// TPS of every mode on `wl` against the number of concurrent clients, normalised to
 /// Atomic-Write at the same count: the table, its figure and its data. `measured` is the client
