@@ -68,7 +68,7 @@ pub use lab::driver::clients::Outcome;
 
 /// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
 /// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs.
-fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
+pub fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
     Ok(match ctx.scale {
         crate::Scale::Quick => ctx
             .unknowns
@@ -108,7 +108,7 @@ const EXT4_TRACE: &[u8] = include_bytes!("../../cli/tests/fixtures/ext4-small-fi
 /// generator's page-level transactions are the same on any device with the same number of
 /// pages, a trace's bytes fall into `config`'s pages); a workload that cannot be built is named
 /// in `skipped`. Returns them and how many times the trace is replayed.
-fn build_workloads(
+pub fn build_workloads(
     ctx: &Context,
     config: &flash::DeviceConfig,
     skipped: &mut Vec<String>,
