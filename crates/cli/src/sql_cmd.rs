@@ -3,6 +3,7 @@
 
 use ftl::DesignOptions;
 use lab::device::Recipe;
+use lab::record::{RecordingDevice, RequestLog};
 use sqlite::durability::{durable_mode, durable_synchronous};
 use sqlite::shell::Shell;
 use sqlite::workload::{self, Scale, Workload};
@@ -80,22 +81,38 @@ pub struct SqlBenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Record the measured run's device requests into FILE as an engine trace (our trace lines
+    /// under a `# key: value` header, docs/engine-traces.md); the load before it is not recorded.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
     let design = lab::registry::find(&args.db.ftl)?;
     let config = args.db.config(&design)?;
     let options = DesignOptions::from_pairs(&args.db.params)?;
-    let dev = lab::device::fresh(&design, &config, &options, false)?;
-    let db = Database::create(dev, &args.db.open_options(args.seed, "FULL")?)?;
+    let log = RequestLog::default();
+    let mut dev = lab::device::fresh(&design, &config, &options, false)?;
+    if args.trace.is_some() {
+        dev = RecordingDevice::wrap(dev, log.clone());
+    }
+    let open = args.db.open_options(args.seed, "FULL")?;
+    let db = Database::create(dev, &open)?;
     let w = Workload::parse(&args.workload)?;
     let scale = Scale {
         accounts_per_branch: args.accounts,
         ..Scale::default()
     };
     workload::setup(&db, w, scale)?;
+    log.set_recording(true);
     let report = workload::run(&db, w, scale, args.transactions, args.seed)?;
+    log.set_recording(false);
     workload::check_invariant(&db, w)?;
+    if let Some(path) = &args.trace {
+        let text = lab::record::trace_text(&trace_header(args, &open, scale), &log.records());
+        std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("writing the trace {}: {e}", path.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -105,6 +122,32 @@ pub fn bench(args: &SqlBenchArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The header of a `sql-bench --trace` trace: the keys `lab::driver::durability::EngineTrace`
+/// reads, and what ran (the recorder adds the trace's name and who recorded it).
+fn trace_header(
+    args: &SqlBenchArgs,
+    open: &OpenOptions,
+    scale: Scale,
+) -> Vec<(&'static str, String)> {
+    let db = &args.db;
+    let workload = match args.workload.as_str() {
+        "tpcc" => format!(
+            "tpcc (crates/sqlite/src/tpcc.rs: {} warehouse, TPC-C's mix, one terminal)",
+            scale.warehouses
+        ),
+        "tpcb" => format!("tpcb ({} accounts)", scale.accounts_per_branch),
+        other => other.to_string(),
+    };
+    vec![
+        ("software", format!("SQLite {} (rusqlite bundled, SQLITE_ENABLE_BATCH_ATOMIC_WRITE) through the VFS of crates/sqlite, one connection", rusqlite::version())),
+        ("device", format!("mobius sql-bench --ftl {} --size {}{}", db.ftl, db.size, db.params.iter().map(|p| format!(" --param {p}")).collect::<String>())),
+        ("workload", format!("{workload}, {} transactions after an untraced load, seed {}; --mode {} --tx {} PRAGMA synchronous={}", args.transactions, args.seed, db.mode, db.tx, open.synchronous)),
+        ("engine-transactions", args.transactions.to_string()),
+        ("clients", "1".into()),
+        ("atomic-requests", if open.mode == Mode::Batch { "yes" } else { "no" }.into()),
+    ]
 }
 
 #[derive(clap::Args, Debug)]

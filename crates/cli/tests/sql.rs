@@ -53,6 +53,47 @@ fn sql_bench_reports_the_issue_keys() {
 }
 
 #[test]
+fn sql_bench_records_its_measured_run_as_an_engine_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    for (ftl, mode, atomic) in [("mobius", "batch", true), ("dftl", "journal", false)] {
+        let path = dir.path().join(format!("{mode}.trace"));
+        let (ok, _, err) = mobius(&[
+            "sql-bench",
+            "--ftl",
+            ftl,
+            "--mode",
+            mode,
+            "--workload",
+            "tpcb",
+            "--transactions",
+            "40",
+            "--accounts",
+            "500",
+            "--trace",
+            path.to_str().unwrap(),
+        ]);
+        assert!(ok, "{ftl} {mode}: {err}");
+        let bytes = std::fs::read(&path).unwrap();
+        let t = lab::driver::durability::EngineTrace::read(mode, &bytes, 4096).unwrap();
+        assert_eq!((t.engine_transactions, t.clients), (40, 1), "{mode}");
+        assert_eq!(t.atomic_requests, atomic, "{mode}");
+        let flushes = t
+            .requests
+            .iter()
+            .filter(|r| r.op == trace::Op::Flush)
+            .count();
+        let fua = t.requests.iter().filter(|r| r.fua).count();
+        if atomic {
+            // Each tpcb commit is one SWRITE: one durability group, ending in FUA, no flush.
+            assert_eq!((fua, flushes, t.grouped.txns.len()), (40, 0, 40), "{mode}");
+        } else {
+            // The rollback journal flushes several times per commit, never with FUA.
+            assert!(fua == 0 && flushes >= 3 * 40, "{mode}: {flushes} flushes");
+        }
+    }
+}
+
+#[test]
 fn bad_sql_input_is_a_clear_error() {
     let cases: [(&[&str], &str); 4] = [
         (

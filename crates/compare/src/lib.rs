@@ -209,7 +209,7 @@ pub fn experiments() -> Vec<Experiment> {
             "macro-engines",
             macro_engines::run,
             "each trace replayed once (5 times), on a 1 GiB slice of the jasmine device (64 GB)",
-            5,
+            22,
         ),
         e(
             "commit",

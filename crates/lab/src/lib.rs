@@ -12,6 +12,8 @@
 //!   experiments' own sequences): content tags, transaction ids, arrival clock;
 //! - [`kernel_stack`]: a design under a kernel file system (NBD export, nbdfuse, loop device,
 //!   mkfs, mount, dirty limit, DRAM budget, teardown);
+//! - [`record`]: the requests a host hands a design, recorded as trace lines (an in-process
+//!   front end's engine trace: `mobius sql-bench --trace`);
 //! - [`run_log`]: a long campaign's log of finished runs, so it resumes where it stopped;
 //! - [`bench`]: a benchmark run (a workload on a design, measured, cut and recovered), and the
 //!   in-process peer that gives the simulator's speed as a ratio.
@@ -25,6 +27,7 @@ pub mod decoders;
 pub mod device;
 pub mod driver;
 pub mod kernel_stack;
+pub mod record;
 pub mod registry;
 pub mod run_log;
 

@@ -1,4 +1,4 @@
-//! A TPC-C-like transaction generator at the page level (the stand-in for DBT-2 in Möbius §V-C).
+//! A TPC-C-like transaction generator at the page level (the stand-in for DBT-2 in Möbius §V-B).
 //!
 //! The database is laid out on logical pages as TPC-C's nine tables, scaled by warehouses
 //! (page counts per warehouse assume 4 KB pages and TPC-C row sizes):

@@ -1,6 +1,6 @@
 //! Transaction clients: a stream of transactions ([`TxWorkload`]) from N concurrent host clients
 //! on a loaded device, through the [`Driver`] — the host model of the macro experiments (Möbius
-//! §V-C's DBT-2 and Filebench, TxFlash §5.1's traces).
+//! §V-B's DBT-2 and Filebench, TxFlash §5.1's traces).
 //!
 //! Each client runs one transaction at a time (closed loop): it reads the transaction's read set,
 //! then commits its write set as one atomic unit — an SWRITE (sync or async) where the design
