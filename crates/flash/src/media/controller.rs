@@ -36,6 +36,10 @@ enum Failing {
 pub enum Fault {
     /// The page's data is lost: every read of it from now on is uncorrectable.
     Read(Ppn),
+    /// The page's data and its spare area are lost — a page aged past what even the spare
+    /// area's codeword corrects: every read of either fails, so its record names nothing (held
+    /// by the controller of the device it is injected into, not carried into crash images).
+    ReadWhole(Ppn),
     /// The next program of a page of the block fails.
     Program(BlockId),
     /// The next erase of the block fails.
@@ -58,6 +62,8 @@ pub(crate) struct Controller {
     read_only: Option<String>,
     fail_program: Vec<BlockId>,
     fail_erase: Vec<BlockId>,
+    /// Physical pages whose spare area fails too ([`Fault::ReadWhole`]).
+    spare_lost: Vec<Ppn>,
 }
 
 impl Controller {
@@ -78,6 +84,7 @@ impl Controller {
             read_only: None,
             fail_program: Vec::new(),
             fail_erase: Vec::new(),
+            spare_lost: Vec::new(),
         }
     }
 
@@ -204,7 +211,10 @@ impl Flash {
         mut span: Span,
         (which, cause): (Codewords, OpCause),
     ) -> (Decode, Span) {
-        let lost_before = which == Codewords::Page && self.plane().is_lost(phys);
+        let lost_before = match which {
+            Codewords::Page => self.plane().is_lost(phys),
+            Codewords::Spare => self.controller().spare_lost.contains(&phys),
+        };
         let d = self.decode_at(phys, span.start_ns, which);
         let (retries, corrected) = if lost_before {
             (0, false)
@@ -309,6 +319,11 @@ impl Flash {
             Fault::Read(ppn) => {
                 let phys = self.phys(ppn);
                 self.plane_mut().set_lost(phys, true);
+            }
+            Fault::ReadWhole(ppn) => {
+                let phys = self.phys(ppn);
+                self.plane_mut().set_lost(phys, true);
+                self.controller_mut().spare_lost.push(phys);
             }
             Fault::Program(b) => self.controller_mut().fail_program.push(b),
             Fault::Erase(b) => self.controller_mut().fail_erase.push(b),
