@@ -196,3 +196,64 @@ fn the_exported_capacity_leaves_the_log_and_merge_reserve() {
         "unknown parameter accepted"
     );
 }
+
+/// FAST on a fresh MLC part whose blocks fail only where a test injects it.
+fn on_media(o: &DesignOptions) -> Box<dyn BlockDevice> {
+    let cfg = DeviceConfig::small_with_bit_errors_only();
+    crate::format(Flash::in_memory(cfg, crate::format::OOB_BYTES, true), o).unwrap()
+}
+
+/// Makes the next program of any block fail until its chip has no spare block left: the
+/// flash is then worn out (read-only).
+fn wear_out_at_next_program(dev: &mut dyn BlockDevice) {
+    let f = dev.flash_mut();
+    let spares = f.config().media.as_ref().unwrap().spare_blocks_per_chip;
+    for b in 0..f.geometry().blocks() {
+        for _ in 0..=spares {
+            f.inject(flash::Fault::Program(flash::BlockId(b)));
+        }
+    }
+}
+
+/// A write to `lpn` that the worn-out flash refuses: a typed error, every block still in one
+/// role, every page reading what was written before, and the next write refused too.
+fn refused_when_worn_out(dev: &mut dyn BlockDevice, w: &mut Writer, lpn: u32) {
+    for _ in 0..2 {
+        w.now += 1_000;
+        let c = Content::Tag(flash::ContentTag { lpn, write: 0 });
+        match dev.write(Lpn(lpn), std::slice::from_ref(&c), w.now) {
+            Err(ftl::FtlError::WornOut(_)) => {}
+            other => panic!("expected worn out, got {other:?}"),
+        }
+        dev.check_invariants().unwrap();
+        w.verify(dev);
+    }
+}
+
+/// A partial merge the flash stops part-way (worn out at its first copy) changes no map: the
+/// SW log block keeps its role and its pages, the data block its own (it used to leave the SW
+/// log block with no role: "block N has 0 roles", `mobius crashtest --ftl fast ... --wear 8`).
+#[test]
+fn a_partial_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
+    let mut dev = on_media(&DesignOptions::default());
+    let ppb = dev.flash().geometry().pages_per_block;
+    let mut w = Writer::new();
+    w.run(dev.as_mut(), 0..2 * ppb);
+    w.run(dev.as_mut(), 0..5); // SW log block of lbn 0
+    wear_out_at_next_program(dev.as_mut());
+    refused_when_worn_out(dev.as_mut(), &mut w, ppb); // offset 0 of lbn 1: merge lbn 0's SW log
+}
+
+/// The same for the full merges of a recycled RW log block: the log block stays in the log.
+#[test]
+fn a_full_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
+    let o = DesignOptions::default().with("rw_log_blocks", 1);
+    let mut dev = on_media(&o);
+    let ppb = dev.flash().geometry().pages_per_block;
+    let mut w = Writer::new();
+    w.run(dev.as_mut(), 0..4 * ppb);
+    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
+    w.run(dev.as_mut(), lpns); // the one RW log block, full
+    wear_out_at_next_program(dev.as_mut());
+    refused_when_worn_out(dev.as_mut(), &mut w, 3); // the RW log is full: recycle it
+}
