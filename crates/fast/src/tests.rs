@@ -97,16 +97,22 @@ fn a_part_written_sw_log_block_is_completed_by_a_partial_merge() {
     w.verify(dev.as_mut());
 }
 
+/// With one RW log block: 4 logical blocks written, then `ppb` overwrites of their offsets 1..,
+/// spread over the 4 and all into the one RW log block, which is then full.
+fn fill_the_one_rw_log(dev: &mut dyn BlockDevice, w: &mut Writer) {
+    let ppb = dev.flash().geometry().pages_per_block;
+    w.run(dev, 0..4 * ppb);
+    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
+    w.run(dev, lpns);
+}
+
 #[test]
 fn a_recycled_rw_log_block_full_merges_every_logical_block_it_holds() {
     let o = DesignOptions::default().with("rw_log_blocks", 1);
     let mut dev = device(&o);
     let ppb = dev.flash().geometry().pages_per_block;
     let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..4 * ppb);
-    // ppb overwrites of offset 1..: spread over 4 logical blocks, all into the one RW log block
-    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
-    w.run(dev.as_mut(), lpns);
+    fill_the_one_rw_log(dev.as_mut(), &mut w);
     assert_eq!(stats(dev.as_ref())["full_merges"], 0.0);
     w.write(dev.as_mut(), 3); // the RW log is full: recycle it
     let m = stats(dev.as_ref());
@@ -249,11 +255,8 @@ fn a_partial_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
 fn a_full_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
     let o = DesignOptions::default().with("rw_log_blocks", 1);
     let mut dev = on_media(&o);
-    let ppb = dev.flash().geometry().pages_per_block;
     let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..4 * ppb);
-    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
-    w.run(dev.as_mut(), lpns); // the one RW log block, full
+    fill_the_one_rw_log(dev.as_mut(), &mut w);
     wear_out_at_next_program(dev.as_mut());
     refused_when_worn_out(dev.as_mut(), &mut w, 3); // the RW log is full: recycle it
 }
