@@ -576,14 +576,17 @@ impl Fast {
         self.commit(&copies);
         self.merges.full += 1;
         let old = std::mem::replace(&mut self.data[lbn as usize], target);
-        if let Some(sw) = self.sw.filter(|s| s.lbn == lbn) {
+        let sw = self.sw.filter(|s| s.lbn == lbn).map(|s| s.block);
+        if sw.is_some() {
             self.sw = None;
-            self.release(sw.block, now, cause)?;
         }
-        if old != NO_BLOCK {
-            self.release(old, now, cause)?;
+        // Both are released even if the flash refuses the first: each keeps a role.
+        let mut released = Ok(());
+        for block in sw.into_iter().chain((old != NO_BLOCK).then_some(old)) {
+            let r = self.release(block, now, cause);
+            released = released.and(r);
         }
-        Ok(())
+        released
     }
 
     /// The controller RAM FAST's maps need (FAST §3: a block map and a page map of the log
