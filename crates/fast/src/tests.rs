@@ -83,13 +83,21 @@ fn rewriting_a_whole_block_in_order_is_a_switch_merge_without_copies() {
     w.verify(dev.as_mut());
 }
 
+/// Two logical blocks written in place, then offsets 0..5 of the first again: its SW log block,
+/// part-written. Returns the writer.
+fn part_written_sw_log(dev: &mut dyn BlockDevice) -> Writer {
+    let ppb = dev.flash().geometry().pages_per_block;
+    let mut w = Writer::new();
+    w.run(dev, 0..2 * ppb);
+    w.run(dev, 0..5);
+    w
+}
+
 #[test]
 fn a_part_written_sw_log_block_is_completed_by_a_partial_merge() {
     let mut dev = device(&DesignOptions::default());
     let ppb = dev.flash().geometry().pages_per_block;
-    let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..2 * ppb);
-    w.run(dev.as_mut(), 0..5); // SW log block of lbn 0, offsets 0..5
+    let mut w = part_written_sw_log(dev.as_mut());
     w.write(dev.as_mut(), ppb); // offset 0 of lbn 1: the SW log block of lbn 0 is merged
     let m = stats(dev.as_ref());
     assert_eq!((m["partial_merges"], m["switch_merges"]), (1.0, 0.0));
@@ -243,9 +251,7 @@ fn refused_when_worn_out(dev: &mut dyn BlockDevice, w: &mut Writer, lpn: u32) {
 fn a_partial_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
     let mut dev = on_media(&DesignOptions::default());
     let ppb = dev.flash().geometry().pages_per_block;
-    let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..2 * ppb);
-    w.run(dev.as_mut(), 0..5); // SW log block of lbn 0
+    let mut w = part_written_sw_log(dev.as_mut());
     wear_out_at_next_program(dev.as_mut());
     refused_when_worn_out(dev.as_mut(), &mut w, ppb); // offset 0 of lbn 1: merge lbn 0's SW log
 }
