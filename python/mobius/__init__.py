@@ -22,6 +22,7 @@ from ._native import (
     ConfigError,
     DeviceFullError,
     ImageError,
+    MediaError,
     MobiusError,
     TooLargeError,
     TransactionError,
@@ -30,7 +31,7 @@ from ._native import (
 __all__ = [
     "designs", "presets", "bench", "crashtest", "open", "Device", "Transaction",
     "results_frame", "plot", "sweep", "MobiusError", "ConfigError", "AddressError", "TooLargeError",
-    "DeviceFullError", "TransactionError", "ImageError",
+    "DeviceFullError", "TransactionError", "ImageError", "MediaError",
 ]
 
 #: Workload options of ``bench`` and ``crashtest``, named as the CLI's flags.
@@ -81,11 +82,17 @@ def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
               jobs: int | None = None, crash_points: int = 1000, torn: bool = False,
               exhaustive: bool = False, promise: str | None = None, threads: int | None = None,
               fixed: bool = False, full_data: bool = False, second_lives: int = 0,
+              cut_model: str | None = None, media: str | None = None,
+              wear: float | None = None, power_off_days: float | None = None,
               client: Any = None, **workload: Any) -> dict:
     """``mobius crashtest --json``: one crash campaign, or a soak with ``seeds=N`` (or
     ``ftl="all"``). With a Dask ``client`` a soak runs one (design, seed) cell per task, and a
     single campaign splits its crash points into one share per worker; either report equals the
-    one-process report (see :mod:`mobius.dask_sweep`)."""
+    one-process report (see :mod:`mobius.dask_sweep`). ``cut_model`` is the CLI's
+    ``--cut-model`` (``"instant"``, the default, or ``"prefix"``); ``media``, ``wear`` and
+    ``power_off_days`` its ``--media``, ``--wear`` and ``--power-off-days`` (docs/reliability.md)."""
+    if client is not None and (cut_model, media, wear, power_off_days) != (None,) * 4:
+        raise ConfigError("cut_model and the media options run without a Dask client")
     if client is not None and (seeds is not None or ftl == "all"):
         from .dask_sweep import crashtest_on
         return crashtest_on(client, ftl, preset=preset, params=params, set=set, seed=seed,
@@ -100,7 +107,8 @@ def crashtest(ftl: str, preset: str = "small", *, params: dict | None = None,
                            second_lives=second_lives, **workload)
     return _native.crashtest(ftl, preset, _strs(params), _strs(set), seed, seeds, jobs,
                              crash_points, torn, exhaustive, promise, threads, fixed, full_data,
-                             second_lives, _split(workload))
+                             second_lives, _split(workload), cut_model=cut_model, media=media,
+                             wear=wear, power_off_days=power_off_days)
 
 
 class Transaction:
@@ -177,9 +185,12 @@ class Device:
     """One design on an emulated flash device with full page data (see :func:`open`)."""
 
     def __init__(self, ftl: str = "mobius", preset: str = "small", image: str | None = None,
-                 params: dict | None = None, set: dict | None = None):
+                 params: dict | None = None, set: dict | None = None, *,
+                 media: str | None = None, wear: float | None = None,
+                 power_off_days: float | None = None, media_seed: int = 1):
         self._native = _native.Device(ftl, preset, _strs(params), _strs(set),
-                                      None if image is None else str(image))
+                                      None if image is None else str(image), media, wear,
+                                      power_off_days, media_seed)
 
     page_bytes = property(lambda self: self._native.page_bytes, doc="Bytes per logical page.")
     logical_pages = property(lambda self: self._native.logical_pages,
@@ -218,15 +229,26 @@ class Device:
         are kept, one running is torn, later ones never happened; then recovery. Returns ``at``."""
         return self._native.crash(at, torn)
 
+    def idle(self, days: float) -> int:
+        """Leaves the powered device idle for ``days`` of simulated time (with the media model
+        on, every page ages); returns the host's clock."""
+        return self._native.idle(days)
+
     def stats(self) -> dict:
         return self._native.stats()
 
 
 def open(ftl: str = "mobius", preset: str = "small", image: str | None = None,
-         params: dict | None = None, set: dict | None = None) -> Device:  # noqa: A001
+         params: dict | None = None, set: dict | None = None, *, media: str | None = None,
+         wear: float | None = None, power_off_days: float | None = None,
+         media_seed: int = 1) -> Device:  # noqa: A001
     """A design on a fresh in-memory device, or on an image file (created when missing,
-    recovered when present)."""
-    return Device(ftl, preset, image, params, set)
+    recovered when present). ``media`` (``"slc"``, ``"mlc"``, ``"tlc"``) switches the media
+    model on as the CLI's ``--media``: blocks worn to ``wear`` times the part's rated cycles,
+    ``power_off_days`` unpowered after each power cut, draws from ``media_seed``
+    (docs/reliability.md); a page the media lost reads as :class:`MediaError`, never bytes."""
+    return Device(ftl, preset, image, params, set, media=media, wear=wear,
+                  power_off_days=power_off_days, media_seed=media_seed)
 
 
 def results_frame(results: Iterable[dict]):

@@ -63,6 +63,12 @@ create_exception!(
     MobiusError,
     "The image file is missing, foreign, corrupt or failed."
 );
+create_exception!(
+    _native,
+    MediaError,
+    MobiusError,
+    "Worn media: a page the ECC could not correct, metadata lost with the data it maps, or no spare block left."
+);
 
 /// The Python exception for a design's typed error.
 /// The Python exception for an error of the host layer (the design's own errors as
@@ -75,9 +81,8 @@ fn host_err(e: HostError) -> PyErr {
         HostError::TooLarge { .. } => TooLargeError::new_err(msg),
         HostError::NoTransactions { .. } => ConfigError::new_err(msg),
         HostError::Failed { .. } => ImageError::new_err(msg),
-        HostError::Uncorrectable { .. }
-        | HostError::NeverAcknowledged(_)
-        | HostError::Invariant { .. } => MobiusError::new_err(msg),
+        HostError::Uncorrectable { .. } => MediaError::new_err(msg),
+        HostError::NeverAcknowledged(_) | HostError::Invariant { .. } => MobiusError::new_err(msg),
     }
 }
 
@@ -93,6 +98,7 @@ fn ftl_err(e: FtlError) -> PyErr {
         | FtlError::Unsupported(_)
         | FtlError::SpareAreaTooSmall { .. } => ConfigError::new_err(msg),
         FtlError::ImageIo(_) | FtlError::Corrupt(_) => ImageError::new_err(msg),
+        FtlError::MediaLoss { .. } | FtlError::WornOut(_) => MediaError::new_err(msg),
         _ => TransactionError::new_err(msg),
     }
 }
@@ -221,6 +227,26 @@ fn recipe(preset: String, set: Option<BTreeMap<String, String>>) -> Recipe {
     }
 }
 
+/// The device `recipe` describes with the media model as `media` says (its draws seeded by
+/// `seed`): `media.*` overrides apply once the model is on, as the CLI's `--set`.
+fn media_config(
+    recipe: Recipe,
+    media: &crashtest::media::MediaRecipe,
+    seed: u64,
+) -> PyResult<DeviceConfig> {
+    let (sets, rest) = crashtest::media::split_overrides(&recipe.overrides);
+    let device = Recipe {
+        overrides: rest,
+        ..recipe
+    }
+    .resolve()
+    .map_err(|e| ConfigError::new_err(format!("{e:#}")))?;
+    let device = media
+        .apply(device, &sets)
+        .map_err(|e| ConfigError::new_err(e.to_string()))?;
+    Ok(crashtest::with_media_seed(device, seed))
+}
+
 /// `mobius bench --json`: a seeded workload on a design, measured in simulated time.
 #[pyfunction(name = "bench")]
 #[pyo3(signature = (ftl, preset = "small".to_string(), params = None, set = None, seed = 1,
@@ -261,7 +287,8 @@ fn run_bench(
                     seeds = None, jobs = None, crash_points = 1000, torn = false,
                     exhaustive = false, promise = None, threads = None, fixed = false,
                     full_data = false, second_lives = 0, shape = None, share = None,
-                    shares = None, wall_s = 0.0))]
+                    shares = None, wall_s = 0.0, cut_model = None, media = None, wear = None,
+                    power_off_days = None))]
 #[allow(clippy::too_many_arguments)]
 fn run_crashtest(
     py: Python<'_>,
@@ -284,13 +311,21 @@ fn run_crashtest(
     share: Option<(usize, usize)>,
     shares: Option<Vec<String>>,
     wall_s: f64,
+    cut_model: Option<String>,
+    media: Option<String>,
+    wear: Option<f64>,
+    power_off_days: Option<f64>,
 ) -> PyResult<Py<PyAny>> {
     let args = CrashtestOptions {
         second_lives,
         first_cut: None,
         ftl,
         device: recipe(preset, set),
-        media: crashtest::media::MediaRecipe::default(),
+        media: crashtest::media::MediaRecipe {
+            media,
+            wear,
+            power_off_days,
+        },
         workload: workload_args(shape)?,
         params: pairs(params),
         crash_points,
@@ -312,7 +347,7 @@ fn run_crashtest(
         atomic_requests: false,
         plain_reads: false,
         shapes: Vec::new(),
-        cut_model: None,
+        cut_model,
     };
     match args.workload.workload.as_deref() {
         Some(w) if w.starts_with("sqlite") => {
@@ -444,9 +479,13 @@ impl Open {
 #[pymethods]
 impl Device {
     /// Opens `ftl` on a fresh in-memory device, or on the image file `image` (created and
-    /// formatted when missing, recovered when present).
+    /// formatted when missing, recovered when present). `media` ("slc", "mlc", "tlc") switches
+    /// the media model on, as the CLI's `--media` (docs/reliability.md): blocks worn to `wear`
+    /// times the part's rated cycles, `power_off_days` of lying unpowered after each power cut,
+    /// draws from `media_seed`; `set={"media.<field>": ...}` changes any of its fields.
     #[new]
-    #[pyo3(signature = (ftl = "mobius".to_string(), preset = "small".to_string(), params = None, set = None, image = None))]
+    #[pyo3(signature = (ftl = "mobius".to_string(), preset = "small".to_string(), params = None, set = None, image = None, media = None, wear = None, power_off_days = None, media_seed = 1))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         ftl: String,
@@ -454,11 +493,18 @@ impl Device {
         params: Option<BTreeMap<String, String>>,
         set: Option<BTreeMap<String, String>>,
         image: Option<PathBuf>,
+        media: Option<String>,
+        wear: Option<f64>,
+        power_off_days: Option<f64>,
+        media_seed: u64,
     ) -> PyResult<Device> {
         let spec = lab::registry::find(&ftl).map_err(|e| ConfigError::new_err(e.to_string()))?;
-        let config = recipe(preset, set)
-            .resolve()
-            .map_err(|e| ConfigError::new_err(format!("{e:#}")))?;
+        let media = crashtest::media::MediaRecipe {
+            media,
+            wear,
+            power_off_days,
+        };
+        let config = media_config(recipe(preset, set), &media, media_seed)?;
         let options = DesignOptions::from_pairs(&pairs(params)).map_err(ftl_err)?;
         let oob = spec.oob_record(&config.geometry);
         let mut open = Open {
@@ -511,6 +557,19 @@ impl Device {
     #[getter]
     fn now_ns(&self) -> u64 {
         self.lock().now_ns
+    }
+
+    /// Leaves the powered device idle for `days` (simulated): the host's clock moves on, and
+    /// with the media model on every page ages by them. Returns the new clock.
+    fn idle(&self, days: f64) -> PyResult<u64> {
+        if !(days.is_finite() && days >= 0.0) {
+            return Err(ConfigError::new_err(format!(
+                "idle days must be a number at least 0, not {days}"
+            )));
+        }
+        let mut s = self.lock();
+        s.now_ns = s.now_ns.saturating_add((days * 86_400e9).round() as u64);
+        Ok(s.now_ns)
     }
 
     #[getter]
@@ -710,6 +769,11 @@ impl Device {
         for (k, v) in dev.metrics() {
             obj.insert(k, serde_json::json!(v));
         }
+        if dev.flash().config().media.is_some() {
+            let media =
+                serde_json::to_value(&f.media).map_err(|e| MobiusError::new_err(e.to_string()))?;
+            obj.insert("media".into(), media);
+        }
         obj.insert("now_ns".into(), serde_json::json!(s.now_ns));
         json_to_py(py, &m)
     }
@@ -743,8 +807,8 @@ impl Device {
                     PageOutcome::Data(c) => c.copy_page_into(page),
                     PageOutcome::Unwritten => {}
                     PageOutcome::Uncorrectable => {
-                        return Err(MobiusError::new_err(format!(
-                            "uncorrectable page in {lpn}+{count}"
+                        return Err(MediaError::new_err(format!(
+                            "uncorrectable page in {lpn}+{count}: lost to the media"
                         )))
                     }
                 }
@@ -775,5 +839,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DeviceFullError", py.get_type::<DeviceFullError>())?;
     m.add("TransactionError", py.get_type::<TransactionError>())?;
     m.add("ImageError", py.get_type::<ImageError>())?;
+    m.add("MediaError", py.get_type::<MediaError>())?;
     Ok(())
 }

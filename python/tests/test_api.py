@@ -186,3 +186,37 @@ def test_an_image_open_in_a_device_is_refused_to_another(tmp_path):
         mobius.open(ftl="dftl", image=img)
     del d
     mobius.open(ftl="dftl", image=img)
+
+
+def test_a_page_the_media_lost_raises_media_error_never_bytes():
+    d = mobius.open(ftl="dftl", media="mlc", wear=1.0)
+    d.write(5, page(d, 3))
+    d.flush()
+    assert d.read(5) == page(d, 3)  # fresh: the ECC corrects it
+    d.idle(600)  # 600 days at the part's rated wear: beyond the ECC after every retry
+    with pytest.raises(mobius.MediaError) as lost:
+        d.read(5)
+    assert isinstance(lost.value, mobius.MobiusError)
+    assert d.stats()["media"]["uncorrectable_reads"] >= 1
+    off = mobius.open(ftl="dftl")  # the model off: flash keeps what it was given
+    off.write(5, page(off, 3))
+    off.idle(600)
+    assert off.read(5) == page(off, 3) and "media" not in off.stats()
+    for bad in ({"media": "qlc"}, {"wear": 1.0}, {"media": "mlc", "wear": -1.0}):
+        with pytest.raises(mobius.ConfigError):
+            mobius.open(ftl="dftl", **bad)
+    with pytest.raises(mobius.ConfigError):
+        d.idle(-1)
+
+
+def test_crashtest_takes_the_cut_model_and_the_media_model():
+    kw = dict(requests=200, fill=0.5, crash_points=30, torn=True, seed=2)
+    instant = mobius.crashtest("dftl", **kw)
+    prefix = mobius.crashtest("dftl", cut_model="prefix", **kw)
+    assert "cut_model" not in instant and prefix["cut_model"] == "prefix"
+    assert prefix["violations"] == 0 and prefix["crash_points"] > 0
+    with pytest.raises(mobius.ConfigError):
+        mobius.crashtest("dftl", cut_model="sideways", **kw)
+    worn = mobius.crashtest("dftl", media="mlc", wear=1.0, power_off_days=300, **kw)
+    assert worn["media"]["part"] == "mlc" and worn["violations"] == 0
+    assert "media" not in instant

@@ -178,6 +178,15 @@ pub enum MediaRecipeError {
     Config(#[from] flash::ConfigError),
 }
 
+/// `--set` overrides split into the media model's (`media.*`, applied once the model is on)
+/// and the rest.
+pub fn split_overrides(overrides: &[String]) -> (Vec<String>, Vec<String>) {
+    overrides
+        .iter()
+        .cloned()
+        .partition(|o| o.trim_start().starts_with("media."))
+}
+
 impl MediaRecipe {
     /// The flags given.
     pub fn given(&self) -> Vec<&'static str> {

@@ -243,12 +243,7 @@ pub fn single_config(args: &CrashtestOptions, design: DesignSpec) -> Result<Camp
 /// The device for `design` with the media model as `--media` says: `--set media.*` applies
 /// once the model is on.
 fn media_device(args: &CrashtestOptions, design: &DesignSpec) -> Result<flash::DeviceConfig> {
-    let (media, rest): (Vec<String>, Vec<String>) = args
-        .device
-        .overrides
-        .iter()
-        .cloned()
-        .partition(|o| o.trim_start().starts_with("media."));
+    let (media, rest) = crate::media::split_overrides(&args.device.overrides);
     let recipe = Recipe {
         overrides: rest,
         ..args.device.clone()

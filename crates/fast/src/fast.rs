@@ -117,6 +117,15 @@ pub struct MergeStats {
     pub rw_recycled: u64,
 }
 
+/// A merge copy programmed, not yet the newest version of its logical page ([`Fast::commit`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Copied {
+    from: Ppn,
+    to: Ppn,
+    lpn: u32,
+    end_ns: u64,
+}
+
 pub struct Fast {
     pub(crate) flash: Flash,
     pub(crate) params: Params,
@@ -136,6 +145,9 @@ pub struct Fast {
     /// Logical pages trimmed since their last write (they read as unwritten).
     pub(crate) trimmed: FixedBitSet,
     pub(crate) free: FreeBlocks,
+    /// Blocks an operation the flash refused left behind (worn out: an erase that could not be
+    /// done, a merge's new block abandoned): no live page, never taken again.
+    pub(crate) worn: Vec<BlockId>,
     /// Allocation generation of each block (written in its pages' OOB records).
     pub(crate) block_gen: Vec<u64>,
     /// Earliest instant a block's programs may start: a block taken from the pool waits until
@@ -178,6 +190,7 @@ impl Fast {
             validity: Validity::new(&g),
             trimmed: FixedBitSet::with_capacity(logical as usize),
             free: FreeBlocks::empty(&g),
+            worn: Vec::new(),
             block_gen: vec![0; g.blocks() as usize],
             ready_ns: vec![0; g.blocks() as usize],
             merges_end_ns: 0,
@@ -245,6 +258,21 @@ impl Fast {
         not_before: u64,
         cause: OpCause,
     ) -> Result<u64, FtlError> {
+        let end = self.program_version(ppn, kind, (lpn, seq), content, not_before, cause)?;
+        self.make_newest(ppn, kind, lpn, old, end);
+        Ok(end)
+    }
+
+    /// Programs a version of `lpn` into `ppn` of a block in role `kind` (the maps unchanged).
+    fn program_version(
+        &mut self,
+        ppn: Ppn,
+        kind: Kind,
+        (lpn, seq): (u32, u64),
+        content: Source<'_>,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<u64, FtlError> {
         let block = self.flash.geometry().block_of(ppn);
         let oob = PageOob {
             kind,
@@ -254,8 +282,14 @@ impl Fast {
         };
         let not_before = not_before.max(self.ready_ns[block.0 as usize]);
         let span = content.program(&mut self.flash, ppn, &oob.encode(), not_before, cause)?;
+        Ok(span.end_ns)
+    }
+
+    /// Makes the version of `lpn` at `ppn` (in role `kind`, programmed by `end_ns`) the newest:
+    /// `old`, the version it replaces, is invalidated as of `end_ns`.
+    fn make_newest(&mut self, ppn: Ppn, kind: Kind, lpn: u32, old: Option<Ppn>, end_ns: u64) {
         if let Some(old) = old {
-            self.validity.invalidate(old, span.end_ns);
+            self.validity.invalidate(old, end_ns);
         }
         self.validity.set_valid(ppn, lpn);
         if kind == Kind::Rw {
@@ -263,11 +297,29 @@ impl Fast {
         } else {
             self.log_map.remove(&lpn);
         }
-        Ok(span.end_ns)
+    }
+
+    /// Makes a merge's copies the newest versions, once all of them are programmed: a merge the
+    /// flash stops part-way (worn out) changes no map, and its sources keep serving reads.
+    fn commit(&mut self, copies: &[Copied]) {
+        for c in copies {
+            self.make_newest(c.to, Kind::Data, c.lpn, Some(c.from), c.end_ns);
+        }
+    }
+
+    /// Gives up `block`, taken for a merge the flash stopped: back to the pool while nothing
+    /// was programmed on it, else set aside with the worn blocks.
+    fn abandon(&mut self, block: BlockId) {
+        if self.flash.write_pointer(block) == 0 && !self.flash.block_erase_torn(block) {
+            self.free.put(block);
+        } else {
+            self.worn.push(block);
+        }
     }
 
     /// Copies the newest version of `lpn` (at `src`) into `ppn`, a page of the block becoming
-    /// its data block, with its `seq`.
+    /// its data block, with its `seq`; the copy becomes the newest version when the merge
+    /// commits ([`Fast::commit`]).
     pub(crate) fn copy(
         &mut self,
         src: Ppn,
@@ -275,7 +327,7 @@ impl Fast {
         lpn: u32,
         now: u64,
         cause: OpCause,
-    ) -> Result<u64, FtlError> {
+    ) -> Result<Copied, FtlError> {
         let mut oob = [0u8; OOB_BYTES as usize];
         let (status, span) = self.flash.read(src, &mut oob, now, cause)?;
         // A version lost to the media is copied lost: its record still reads (docs/reliability.md).
@@ -288,17 +340,14 @@ impl Fast {
             .map_err(|e| FtlError::Corrupt(format!("{src} (lpn {lpn}): {e}")))?;
         self.merges.copies += 1;
         let source = Source::of_read(src, &status);
-        let end = self.place(
-            ppn,
-            Kind::Data,
-            (lpn, rec.seq),
-            Some(src),
-            source,
-            ready,
-            cause,
-        )?;
+        let end = self.program_version(ppn, Kind::Data, (lpn, rec.seq), source, ready, cause)?;
         self.merges_end_ns = self.merges_end_ns.max(end);
-        Ok(end)
+        Ok(Copied {
+            from: src,
+            to: ppn,
+            lpn,
+            end_ns: end,
+        })
     }
 
     /// Erases a block that holds no newest version, once everything that superseded its pages
@@ -326,7 +375,10 @@ impl Fast {
             "{block} holds live pages"
         );
         let after = now.max(self.validity.invalidated_by_ns(block));
-        self.flash.erase(block, after, cause)?;
+        if let Err(e) = self.flash.erase(block, after, cause) {
+            self.worn.push(block);
+            return Err(e.into());
+        }
         self.validity.erased(block);
         Ok(())
     }
@@ -419,13 +471,21 @@ impl Fast {
             self.merges.partial += 1;
         }
         let start = self.merge_start(now);
+        let mut copies = Vec::new();
         for off in sw.next..self.ppb {
             let lpn = sw.lbn * self.ppb + off;
             if let Some(src) = self.locate(lpn) {
                 let to = self.ppn(sw.block, off);
-                self.copy(src, to, lpn, start, OpCause::GcCopy)?;
+                match self.copy(src, to, lpn, start, OpCause::GcCopy) {
+                    Ok(c) => copies.push(c),
+                    Err(e) => {
+                        self.sw = Some(sw);
+                        return Err(e);
+                    }
+                }
             }
         }
+        self.commit(&copies);
         let old = std::mem::replace(&mut self.data[sw.lbn as usize], sw.block);
         assert_ne!(old, NO_BLOCK, "an SW log block always has a data block");
         self.release(old, now, OpCause::GcCopy)
@@ -463,7 +523,10 @@ impl Fast {
         lbns.sort_unstable();
         lbns.dedup();
         for lbn in lbns {
-            self.full_merge(lbn, now, OpCause::GcCopy)?;
+            if let Err(e) = self.full_merge(lbn, now, OpCause::GcCopy) {
+                self.rw.push_front(victim);
+                return Err(e);
+            }
         }
         self.merges.rw_recycled += 1;
         self.erase(victim, now, OpCause::GcCopy)?;
@@ -496,23 +559,34 @@ impl Fast {
     ) -> Result<(), FtlError> {
         let target = self.take_block()?;
         let start = self.merge_start(now);
+        let mut copies = Vec::with_capacity(sources.len());
         for (off, src) in sources.iter().enumerate() {
             if let Some(src) = *src {
                 let lpn = lbn * self.ppb + off as u32;
                 let to = self.ppn(target, off as u32);
-                self.copy(src, to, lpn, start, cause)?;
+                match self.copy(src, to, lpn, start, cause) {
+                    Ok(c) => copies.push(c),
+                    Err(e) => {
+                        self.abandon(target);
+                        return Err(e);
+                    }
+                }
             }
         }
+        self.commit(&copies);
         self.merges.full += 1;
         let old = std::mem::replace(&mut self.data[lbn as usize], target);
-        if let Some(sw) = self.sw.filter(|s| s.lbn == lbn) {
+        let sw = self.sw.filter(|s| s.lbn == lbn).map(|s| s.block);
+        if sw.is_some() {
             self.sw = None;
-            self.release(sw.block, now, cause)?;
         }
-        if old != NO_BLOCK {
-            self.release(old, now, cause)?;
+        // Both are released even if the flash refuses the first: each keeps a role.
+        let mut released = Ok(());
+        for block in sw.into_iter().chain((old != NO_BLOCK).then_some(old)) {
+            let r = self.release(block, now, cause);
+            released = released.and(r);
         }
-        Ok(())
+        released
     }
 
     /// The controller RAM FAST's maps need (FAST §3: a block map and a page map of the log
@@ -524,14 +598,20 @@ impl Fast {
         self.data.len() as u64 * 4 + log_pages * 8 + 8
     }
 
-    /// How many roles each block has (data block, SW log block, RW log block, free): one in
+    /// How many roles each block has (data block, SW log block, RW log block, free, worn): one in
     /// a consistent state (the invariant check), none for a block recovery has yet to place.
     pub(crate) fn roles(&self) -> Vec<u8> {
         let mut role = vec![0u8; self.flash.geometry().blocks() as usize];
         let data = self.data.iter().copied().filter(|&d| d != NO_BLOCK);
         let logs = self.rw.iter().copied().chain(self.frontier.map(|f| f.0));
         let sw = self.sw.map(|s| s.block);
-        for b in data.chain(logs).chain(sw).chain(self.free.iter()) {
+        let worn = self.worn.iter().copied();
+        for b in data
+            .chain(logs)
+            .chain(sw)
+            .chain(self.free.iter())
+            .chain(worn)
+        {
             role[b.0 as usize] += 1;
         }
         role
@@ -675,6 +755,13 @@ impl BlockDevice for Fast {
                 return Err(ftl::violation!("free {b} is not erased"));
             }
         }
+        if let Some(b) = self
+            .worn
+            .iter()
+            .find(|&&b| self.validity.valid_count(b) != 0)
+        {
+            return Err(ftl::violation!("worn {b} holds live pages"));
+        }
         Ok(())
     }
 
@@ -705,7 +792,10 @@ impl BlockDevice for Fast {
         }
         m.push((
             "fast.blocks".into(),
-            flash::vec_bytes(&self.block_gen) + self.free.memory() + self.trimmed.len() as u64 / 8,
+            flash::vec_bytes(&self.block_gen)
+                + flash::vec_bytes(&self.worn)
+                + self.free.memory()
+                + self.trimmed.len() as u64 / 8,
         ));
         m
     }

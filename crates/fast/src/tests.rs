@@ -83,18 +83,35 @@ fn rewriting_a_whole_block_in_order_is_a_switch_merge_without_copies() {
     w.verify(dev.as_mut());
 }
 
+/// Two logical blocks written in place, then offsets 0..5 of the first again: its SW log block,
+/// part-written. Returns the writer.
+fn part_written_sw_log(dev: &mut dyn BlockDevice) -> Writer {
+    let ppb = dev.flash().geometry().pages_per_block;
+    let mut w = Writer::new();
+    w.run(dev, 0..2 * ppb);
+    w.run(dev, 0..5);
+    w
+}
+
 #[test]
 fn a_part_written_sw_log_block_is_completed_by_a_partial_merge() {
     let mut dev = device(&DesignOptions::default());
     let ppb = dev.flash().geometry().pages_per_block;
-    let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..2 * ppb);
-    w.run(dev.as_mut(), 0..5); // SW log block of lbn 0, offsets 0..5
+    let mut w = part_written_sw_log(dev.as_mut());
     w.write(dev.as_mut(), ppb); // offset 0 of lbn 1: the SW log block of lbn 0 is merged
     let m = stats(dev.as_ref());
     assert_eq!((m["partial_merges"], m["switch_merges"]), (1.0, 0.0));
     assert_eq!(m["merge_copies"], (ppb - 5) as f64);
     w.verify(dev.as_mut());
+}
+
+/// With one RW log block: 4 logical blocks written, then `ppb` overwrites of their offsets 1..,
+/// spread over the 4 and all into the one RW log block, which is then full.
+fn fill_the_one_rw_log(dev: &mut dyn BlockDevice, w: &mut Writer) {
+    let ppb = dev.flash().geometry().pages_per_block;
+    w.run(dev, 0..4 * ppb);
+    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
+    w.run(dev, lpns);
 }
 
 #[test]
@@ -103,10 +120,7 @@ fn a_recycled_rw_log_block_full_merges_every_logical_block_it_holds() {
     let mut dev = device(&o);
     let ppb = dev.flash().geometry().pages_per_block;
     let mut w = Writer::new();
-    w.run(dev.as_mut(), 0..4 * ppb);
-    // ppb overwrites of offset 1..: spread over 4 logical blocks, all into the one RW log block
-    let lpns: Vec<u32> = (0..ppb).map(|k| (k % 4) * ppb + 1 + k / 4).collect();
-    w.run(dev.as_mut(), lpns);
+    fill_the_one_rw_log(dev.as_mut(), &mut w);
     assert_eq!(stats(dev.as_ref())["full_merges"], 0.0);
     w.write(dev.as_mut(), 3); // the RW log is full: recycle it
     let m = stats(dev.as_ref());
@@ -195,4 +209,60 @@ fn the_exported_capacity_leaves_the_log_and_merge_reserve() {
         crate::format(small(), &o).is_err(),
         "unknown parameter accepted"
     );
+}
+
+/// FAST on a fresh MLC part whose blocks fail only where a test injects it.
+fn on_media(o: &DesignOptions) -> Box<dyn BlockDevice> {
+    let cfg = DeviceConfig::small_with_bit_errors_only();
+    crate::format(Flash::in_memory(cfg, crate::format::OOB_BYTES, true), o).unwrap()
+}
+
+/// Makes the next program of any block fail until its chip has no spare block left: the
+/// flash is then worn out (read-only).
+fn wear_out_at_next_program(dev: &mut dyn BlockDevice) {
+    let f = dev.flash_mut();
+    let spares = f.config().media.as_ref().unwrap().spare_blocks_per_chip;
+    for b in 0..f.geometry().blocks() {
+        for _ in 0..=spares {
+            f.inject(flash::Fault::Program(flash::BlockId(b)));
+        }
+    }
+}
+
+/// A write to `lpn` that the worn-out flash refuses: a typed error, every block still in one
+/// role, every page reading what was written before, and the next write refused too.
+fn refused_when_worn_out(dev: &mut dyn BlockDevice, w: &mut Writer, lpn: u32) {
+    for _ in 0..2 {
+        w.now += 1_000;
+        let c = Content::Tag(flash::ContentTag { lpn, write: 0 });
+        match dev.write(Lpn(lpn), std::slice::from_ref(&c), w.now) {
+            Err(ftl::FtlError::WornOut(_)) => {}
+            other => panic!("expected worn out, got {other:?}"),
+        }
+        dev.check_invariants().unwrap();
+        w.verify(dev);
+    }
+}
+
+/// A partial merge the flash stops part-way (worn out at its first copy) changes no map: the
+/// SW log block keeps its role and its pages, the data block its own (it used to leave the SW
+/// log block with no role: "block N has 0 roles", `mobius crashtest --ftl fast ... --wear 8`).
+#[test]
+fn a_partial_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
+    let mut dev = on_media(&DesignOptions::default());
+    let ppb = dev.flash().geometry().pages_per_block;
+    let mut w = part_written_sw_log(dev.as_mut());
+    wear_out_at_next_program(dev.as_mut());
+    refused_when_worn_out(dev.as_mut(), &mut w, ppb); // offset 0 of lbn 1: merge lbn 0's SW log
+}
+
+/// The same for the full merges of a recycled RW log block: the log block stays in the log.
+#[test]
+fn a_full_merge_stopped_by_worn_out_flash_keeps_every_block_and_page() {
+    let o = DesignOptions::default().with("rw_log_blocks", 1);
+    let mut dev = on_media(&o);
+    let mut w = Writer::new();
+    fill_the_one_rw_log(dev.as_mut(), &mut w);
+    wear_out_at_next_program(dev.as_mut());
+    refused_when_worn_out(dev.as_mut(), &mut w, 3); // the RW log is full: recycle it
 }

@@ -1056,6 +1056,22 @@ pub fn recover(
 /// A page found by recovery's stream walk: (wid, request size, lpn, where).
 type FoundPage = (u64, u32, u32, Ppn);
 
+/// What recovery finds in one full-checkpoint slot (§3.3: the newest full checkpoint and its
+/// shadow alternate between two slots).
+struct SlotScan {
+    slot: usize,
+    seal_ppn: Ppn,
+    /// The seal, if its page reads and holds a full checkpoint's seal.
+    seal: Option<Seal>,
+    /// The seal page holds something that does not read: torn by a cut, or lost to the media.
+    seal_unreadable: bool,
+    /// The generation the seal's spare area names when its data did not read: programmed
+    /// whole, lost to the media.
+    lost_seal: Option<u64>,
+    /// The newest generation the slot's pages show: the last full checkpoint begun in it.
+    generation: Option<u64>,
+}
+
 impl Optr {
     /// A metadata page's bytes, if it reads back as data.
     fn read_meta_bytes(
@@ -1100,36 +1116,11 @@ impl Optr {
     fn load_full_checkpoint(&mut self, start: u64) -> Result<(Seal, bool), FtlError> {
         let g = self.flash.geometry().clone();
         let mut oob = vec![0u8; OOB_BYTES as usize];
-        let mut best: Option<(usize, Seal)> = None;
-        let mut lost_seal = None;
-        for slot in 0..2 {
-            let ppn = self.layout.slot_page(&g, slot, self.layout.l2p_pages);
-            let read = self.read_meta_bytes(ppn, &mut oob, start)?;
-            if read.is_none() {
-                lost_seal = lost_seal.max(self.lost_generation(ppn, start)?);
-            }
-            let Some(seal) = read.and_then(|b| decode_seal(&b).ok()) else {
-                continue;
-            };
-            if !seal.full
-                || best
-                    .as_ref()
-                    .is_some_and(|(_, s)| s.generation >= seal.generation)
-            {
-                continue;
-            }
-            best = Some((slot, seal));
+        let mut scans = [self.scan_seal(0, start)?, self.scan_seal(1, start)?];
+        for scan in scans.iter_mut() {
+            self.scan_chunks(scan, start)?;
         }
-        // The newest full checkpoint lost: the older one's increments and pointers are stale.
-        if let Some((generation, ppn)) = lost_seal {
-            if best.as_ref().is_none_or(|(_, s)| generation > s.generation) {
-                return Err(FtlError::MediaLoss {
-                    ppn,
-                    what: format!("the seal of OPTR's newest full checkpoint ({generation})"),
-                });
-            }
-        }
-        let Some((slot, s)) = best else {
+        let Some((slot, s)) = self.choose_checkpoint(&scans, start)? else {
             let empty = Seal {
                 generation: 0,
                 latest_wid: 0,
@@ -1165,6 +1156,134 @@ impl Optr {
         Ok((s, true))
     }
 
+    /// What recovery finds in the seal page of full-checkpoint slot `slot`: its seal, or —
+    /// when it does not read — the generation its spare area names (a page lost to the media).
+    fn scan_seal(&mut self, slot: usize, start: u64) -> Result<SlotScan, FtlError> {
+        let g = self.flash.geometry().clone();
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let seal_ppn = self.layout.slot_page(&g, slot, self.layout.l2p_pages);
+        let (status, _) = self
+            .flash
+            .read(seal_ppn, &mut oob, start, OpCause::Recovery)?;
+        let seal = match &status {
+            ReadStatus::Data(Content::Bytes(b)) => decode_seal(b).ok().filter(|s| s.full),
+            _ => None,
+        };
+        let lost_seal = match status {
+            ReadStatus::Data(_) => None,
+            _ => self.lost_generation(seal_ppn, start)?.map(|(gen, _)| gen),
+        };
+        Ok(SlotScan {
+            slot,
+            seal_ppn,
+            generation: seal.as_ref().map(|s| s.generation).max(lost_seal),
+            seal,
+            seal_unreadable: status == ReadStatus::Uncorrectable,
+            lost_seal,
+        })
+    }
+
+    /// With the media model on, where a seal that does not read may be torn or lost: the
+    /// newest generation the first chunk of each of the slot's blocks names in its record (the
+    /// slot's chunks are striped over its blocks and programmed together, before its seal).
+    fn scan_chunks(&mut self, scan: &mut SlotScan, start: u64) -> Result<(), FtlError> {
+        if scan.seal.is_some() || self.flash.config().media.is_none() {
+            return Ok(());
+        }
+        let g = self.flash.geometry().clone();
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let slot = scan.slot;
+        let firsts = (self.layout.slots[slot].len() as u32).min(self.layout.l2p_pages);
+        for k in 0..firsts {
+            let ppn = self.layout.slot_page(&g, slot, k);
+            let (state, _) = self
+                .flash
+                .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
+            match PageOob::decode(&oob) {
+                Ok(po) if state == PageState::Programmed && po.kind == PageKind::FullL2p => {
+                    scan.generation = scan.generation.max(Some(po.wid))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The full checkpoint recovery starts from (§3.3): the newest one begun, if it is sealed;
+    /// else its shadow, the one before it in the other slot — the newest was cut before its
+    /// seal was whole. Format seals the first full checkpoint before the device is ready, and a
+    /// new one is begun only in the slot of the older, so one of the two was sealed: a seal
+    /// that does not read where no sealed one does is lost to the media, not torn; so is the
+    /// newest seal when the incremental area (cleared only after a full checkpoint's seal)
+    /// holds pages of its generation. Either loss takes the device's mapping with it
+    /// ([`FtlError::MediaLoss`]), never an older or an empty one in its place
+    /// (docs/reliability.md).
+    fn choose_checkpoint(
+        &mut self,
+        scans: &[SlotScan; 2],
+        start: u64,
+    ) -> Result<Option<(usize, Seal)>, FtlError> {
+        let best = scans
+            .iter()
+            .filter_map(|s| s.seal.clone().map(|seal| (s.slot, seal)))
+            .max_by_key(|(_, s)| s.generation);
+        let Some(newest) = scans.iter().filter_map(|s| s.generation).max() else {
+            return Ok(best);
+        };
+        if best.as_ref().is_some_and(|(_, s)| s.generation == newest) {
+            return Ok(best);
+        }
+        let begun = scans
+            .iter()
+            .find(|s| s.generation == Some(newest))
+            .expect("a slot shows the newest generation");
+        let shadow = &scans[1 - begun.slot];
+        let lost = |scan: &SlotScan, what: String| FtlError::MediaLoss {
+            ppn: scan.seal_ppn,
+            what,
+        };
+        let sealed = begun.lost_seal == Some(newest)
+            || (begun.seal_unreadable && self.incremental_area_shows(newest, start)?);
+        match best {
+            _ if sealed => Err(lost(
+                begun,
+                format!("the seal of OPTR's newest full checkpoint ({newest})"),
+            )),
+            Some(best) => Ok(Some(best)),
+            None if shadow.seal_unreadable => Err(lost(
+                shadow,
+                format!("the seal of OPTR's full checkpoint before the unsealed {newest}"),
+            )),
+            None if begun.seal_unreadable => Err(lost(
+                begun,
+                format!("the seal of OPTR's only full checkpoint ({newest})"),
+            )),
+            None => Err(FtlError::Corrupt(format!(
+                "OPTR's full checkpoint {newest} is unsealed and no sealed one is left"
+            ))),
+        }
+    }
+
+    /// Whether the incremental area's first page belongs to `generation` (read, or named by the
+    /// spare area of a page lost to the media).
+    fn incremental_area_shows(&mut self, generation: u64, start: u64) -> Result<bool, FtlError> {
+        let g = self.flash.geometry().clone();
+        let first = self.layout.inc_page(&g, 0);
+        Ok(self.page_generation(first, start)? == Some(generation))
+    }
+
+    /// The generation (the `wid` of its record) of checkpoint-area page `ppn`: read, or from
+    /// the spare area of a page lost to the media; `None` for an erased or torn page.
+    fn page_generation(&mut self, ppn: Ppn, start: u64) -> Result<Option<u64>, FtlError> {
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        let (status, _) = self.flash.read(ppn, &mut oob, start, OpCause::Recovery)?;
+        Ok(match status {
+            ReadStatus::Data(_) => PageOob::decode(&oob).ok().map(|o| o.wid),
+            ReadStatus::Erased => None,
+            ReadStatus::Uncorrectable => self.lost_generation(ppn, start)?.map(|(gen, _)| gen),
+        })
+    }
+
     /// Recovery phase 2: the incremental checkpoints of the same generation, in log order: each
     /// sealed diff applied (the seal it ends with becomes `seal`), coalescing records collected.
     fn apply_incremental_checkpoints(
@@ -1179,18 +1298,17 @@ impl Optr {
         let cap = self.layout.inc.len() as u32 * g.pages_per_block;
         for pos in 0..cap {
             let ppn = self.layout.inc_page(&g, pos);
-            let Some(b) = self.read_meta_bytes(ppn, &mut oob, start)? else {
+            let (status, _) = self.flash.read(ppn, &mut oob, start, OpCause::Recovery)?;
+            let b = match status {
+                ReadStatus::Data(Content::Bytes(b)) => b,
                 // Lost to the media, a page of this generation takes its diff or seal with it.
-                if self
-                    .lost_generation(ppn, start)?
-                    .is_some_and(|(g, _)| g == seal.generation)
-                {
+                status if self.incremental_page_lost(pos, &status, seal.generation, start)? => {
                     return Err(FtlError::MediaLoss {
                         ppn,
                         what: "a page of OPTR's incremental checkpoints".into(),
                     });
                 }
-                break;
+                _ => break,
             };
             let Some(po) = PageOob::decode(&oob).ok() else {
                 break;
@@ -1224,6 +1342,31 @@ impl Optr {
             }
         }
         Ok(records)
+    }
+
+    /// Whether the page at `pos` of the incremental area, which read as `status`, is a page of
+    /// `generation` lost to the media rather than the log's end: its spare area names the
+    /// generation, or — the area being a strictly serial log (§3.3), whose page torn by a cut
+    /// is its last — the page after it does.
+    fn incremental_page_lost(
+        &mut self,
+        pos: u32,
+        status: &ReadStatus,
+        generation: u64,
+        start: u64,
+    ) -> Result<bool, FtlError> {
+        let g = self.flash.geometry().clone();
+        let ppn = self.layout.inc_page(&g, pos);
+        if let Some((gen, _)) = self.lost_generation(ppn, start)? {
+            return Ok(gen == generation);
+        }
+        let cap = self.layout.inc.len() as u32 * g.pages_per_block;
+        let media = self.flash.config().media.is_some();
+        if !media || *status != ReadStatus::Uncorrectable || pos + 1 >= cap {
+            return Ok(false);
+        }
+        let next = self.layout.inc_page(&g, pos + 1);
+        Ok(self.page_generation(next, start)? == Some(generation))
     }
 
     /// Recovery phase 3: every stream walked from its sealed pointer, block by block (a block's

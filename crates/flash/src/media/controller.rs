@@ -24,11 +24,22 @@ const BITS: u64 = 0xB175;
 const PROGRAM: u64 = 0x9A06;
 const ERASE: u64 = 0xE7A5;
 
+/// An operation that can fail on worn media.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Failing {
+    Program,
+    Erase,
+}
+
 /// A fault a test injects into a device with the media model on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// The page's data is lost: every read of it from now on is uncorrectable.
     Read(Ppn),
+    /// The page's data and its spare area are lost — a page aged past what even the spare
+    /// area's codeword corrects: every read of either fails, so its record names nothing (held
+    /// by the controller of the device it is injected into, not carried into crash images).
+    ReadWhole(Ppn),
     /// The next program of a page of the block fails.
     Program(BlockId),
     /// The next erase of the block fails.
@@ -51,6 +62,8 @@ pub(crate) struct Controller {
     read_only: Option<String>,
     fail_program: Vec<BlockId>,
     fail_erase: Vec<BlockId>,
+    /// Physical pages whose spare area fails too ([`Fault::ReadWhole`]).
+    spare_lost: Vec<Ppn>,
 }
 
 impl Controller {
@@ -71,6 +84,7 @@ impl Controller {
             read_only: None,
             fail_program: Vec::new(),
             fail_erase: Vec::new(),
+            spare_lost: Vec::new(),
         }
     }
 
@@ -197,7 +211,10 @@ impl Flash {
         mut span: Span,
         (which, cause): (Codewords, OpCause),
     ) -> (Decode, Span) {
-        let lost_before = which == Codewords::Page && self.plane().is_lost(phys);
+        let lost_before = match which {
+            Codewords::Page => self.plane().is_lost(phys),
+            Codewords::Spare => self.controller().spare_lost.contains(&phys),
+        };
         let d = self.decode_at(phys, span.start_ns, which);
         let (retries, corrected) = if lost_before {
             (0, false)
@@ -303,6 +320,11 @@ impl Flash {
                 let phys = self.phys(ppn);
                 self.plane_mut().set_lost(phys, true);
             }
+            Fault::ReadWhole(ppn) => {
+                let phys = self.phys(ppn);
+                self.plane_mut().set_lost(phys, true);
+                self.controller_mut().spare_lost.push(phys);
+            }
             Fault::Program(b) => self.controller_mut().fail_program.push(b),
             Fault::Erase(b) => self.controller_mut().fail_erase.push(b),
         }
@@ -311,45 +333,51 @@ impl Flash {
     /// Whether the next program of physical page `phys` (of `block` of the geometry, if it
     /// serves one) fails.
     fn program_fails(&mut self, block: Option<BlockId>, phys: Ppn) -> bool {
-        if let Some(block) = block {
-            let ctl = self.controller_mut();
-            if let Some(i) = ctl.fail_program.iter().position(|&b| b == block) {
-                ctl.fail_program.remove(i);
-                return true;
-            }
-        }
         let pblock = self.plane().physical().block_of(phys);
-        let ppb = self.config.geometry.pages_per_block;
-        let (_, p) = self
-            .controller()
-            .config
-            .fail_probabilities(self.cycles(pblock), ppb);
-        let gen = self.store.erase_count(pblock) as u64;
-        uniform(mix(
-            self.controller().config.seed,
-            &[PROGRAM, phys.0 as u64, gen],
-        )) < p
+        self.op_fails(Failing::Program, block, pblock, phys.0)
     }
 
     /// Whether the next erase of physical block `pblock` (serving `block`) fails.
     fn erase_fails(&mut self, block: Option<BlockId>, pblock: BlockId) -> bool {
+        self.op_fails(Failing::Erase, block, pblock, pblock.0)
+    }
+
+    /// Whether the next `op` of physical block `pblock` (serving `block`, if any; at `unit`, the
+    /// physical page or block the draw is made for) fails: an injected fault of `block` is
+    /// taken first, else a draw at the failure probability of the block's P/E cycles, keyed by
+    /// the unit and the block's erase generation.
+    fn op_fails(
+        &mut self,
+        op: Failing,
+        block: Option<BlockId>,
+        pblock: BlockId,
+        unit: u32,
+    ) -> bool {
         if let Some(block) = block {
             let ctl = self.controller_mut();
-            if let Some(i) = ctl.fail_erase.iter().position(|&b| b == block) {
-                ctl.fail_erase.remove(i);
+            let injected = match op {
+                Failing::Program => &mut ctl.fail_program,
+                Failing::Erase => &mut ctl.fail_erase,
+            };
+            if let Some(i) = injected.iter().position(|&b| b == block) {
+                injected.remove(i);
                 return true;
             }
         }
         let ppb = self.config.geometry.pages_per_block;
-        let (e, _) = self
+        let (erase, program) = self
             .controller()
             .config
             .fail_probabilities(self.cycles(pblock), ppb);
+        let (p, domain) = match op {
+            Failing::Program => (program, PROGRAM),
+            Failing::Erase => (erase, ERASE),
+        };
         let gen = self.store.erase_count(pblock) as u64;
         uniform(mix(
             self.controller().config.seed,
-            &[ERASE, pblock.0 as u64, gen],
-        )) < e
+            &[domain, unit as u64, gen],
+        )) < p
     }
 
     /// The program of `ppn` (physical `phys`) scheduled as `span` reported failure: the page

@@ -277,6 +277,25 @@ fn a_lost_page_copied_stays_lost() {
     assert_eq!(f.lost_tags(), vec![ContentTag { lpn: 1, write: 1 }]);
 }
 
+/// A page lost whole reads uncorrectable, and so does its spare area (read as torn): its
+/// record names nothing; a page lost by `Fault::Read` still reads its record.
+#[test]
+fn a_page_lost_whole_reads_neither_its_data_nor_its_record() {
+    let mut f = Flash::in_memory(config("mlc", 0.0, 4), 16, true);
+    fill(&mut f, 0, 2);
+    f.inject(Fault::Read(Ppn(0)));
+    f.inject(Fault::ReadWhole(Ppn(1)));
+    let mut oob = [0u8; 16];
+    for p in [Ppn(0), Ppn(1)] {
+        assert_eq!(read(&mut f, p), ReadStatus::Uncorrectable);
+        assert!(f.is_lost(p));
+    }
+    let (state, _) = f.read_oob(Ppn(0), &mut oob, 0, OpCause::HostData).unwrap();
+    assert_eq!((state, oob), (PageState::Programmed, [0; 16]));
+    let (state, _) = f.read_oob(Ppn(1), &mut oob, 0, OpCause::HostData).unwrap();
+    assert_eq!(state, PageState::Torn);
+}
+
 /// The negative control hands on data the ECC could not correct, its bits flipped.
 #[test]
 fn the_control_hands_uncorrected_data_on() {
