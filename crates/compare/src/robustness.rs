@@ -104,7 +104,7 @@ pub fn plan(
 ) -> Vec<Cell> {
     let varied: Vec<&unknowns::Unknown> = unknowns::TABLE
         .iter()
-        .filter(|u| consulted.contains(u.name) && u.range != Range::Pending)
+        .filter(|u| consulted.contains(u.name))
         .collect();
     if varied.is_empty() {
         return Vec::new();
