@@ -118,6 +118,29 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
     assert!(report.contains("### The table of unknowns"));
     assert!(report.contains("### Robustness across the unknowns"));
     assert!(one.join("robustness_txflash-macro.svg").exists());
+    // report.html draws the campaign's tables as tables, not as Markdown text.
+    let html = std::fs::read_to_string(one.join("report.html")).expect("report.html");
+    assert!(!html.contains("|---|"), "a Markdown table left as text");
+    assert!(
+        html.contains("<th>parameter</th><th>what</th>"),
+        "no table of unknowns"
+    );
+    assert!(
+        html.contains("<h3 id=\"the-table-of-unknowns\">"),
+        "no heading"
+    );
+    assert!(html.contains("<th>across the unknowns</th>"));
+    // The scoreboard says, per claim, where it holds across the sampled points.
+    let rows = results["summary"].as_array().expect("summary");
+    let row = rows
+        .iter()
+        .find_map(|r| r["robustness"].as_str())
+        .expect("a claim's robustness in the summary");
+    assert!(
+        row.starts_with("PASS, ") || row.starts_with("FAIL, "),
+        "{row}"
+    );
+    assert!(row.contains("of 2 sampled points"), "{row}");
 }
 
 #[test]
