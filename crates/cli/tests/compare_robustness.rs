@@ -25,7 +25,7 @@ const CAMPAIGN: [&str; 9] = [
 ];
 
 /// Every cell record under `out`: its file name → its record (claims with their numbers, what
-/// the point made of the page size).
+/// the point made of the page size), its wall and CPU time left out.
 fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
     let mut cells: Vec<(String, serde_json::Value)> =
         std::fs::read_dir(out.join("robustness/cells"))
@@ -37,6 +37,11 @@ fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
                         .expect("json");
                 assert!(record["error"].is_null(), "{f:?}: {}", record["error"]);
                 let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                let mut record = record;
+                let o = record.as_object_mut().expect("a record is an object");
+                // What the cell measured, not what it took.
+                o.remove("wall_s");
+                o.remove("cpu_s");
                 (name, record)
             })
             .collect();
