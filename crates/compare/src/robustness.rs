@@ -358,14 +358,17 @@ fn words(verdict: Verdict, r: &Robustness) -> String {
     } else if r.flipped_by.is_empty() {
         s += "; no range end flips it";
     } else {
-        let flips: Vec<String> = r
-            .flipped_by
-            .iter()
-            .map(|e| format!("{} {}", e.parameter, e.value))
-            .collect();
-        s += &format!("; flips with {}", flips.join(", "));
+        s += &format!("; flips with {}", flip_names(r).join(", "));
     }
     s
+}
+
+/// The range ends that flip `r`, as the report names them (`clients = 1`, `program × 0.5`).
+fn flip_names(r: &Robustness) -> Vec<String> {
+    r.flipped_by
+        .iter()
+        .map(|e| format!("{} {}", e.parameter, e.value))
+        .collect()
 }
 
 /// The table of unknowns in Markdown: name, what, default, range, source.
@@ -649,12 +652,10 @@ mod tests {
         assert_eq!(r.pass_fraction, Some(1.0));
         // A failing default is flipped by the end where it passes, with the factor written so.
         let r = grade(&claims(1.0), &cells)[0].clone().unwrap();
-        let names: Vec<String> = r
-            .flipped_by
-            .iter()
-            .map(|e| format!("{} {}", e.parameter, e.value))
-            .collect();
-        assert_eq!(names, ["clients = 32", "program × 0.5", "program × 2"]);
+        assert_eq!(
+            flip_names(&r),
+            ["clients = 32", "program × 0.5", "program × 2"]
+        );
     }
 
     /// A claim of two sub-claims, "TPS ratio ≥ 1.3" and "WA ratio ≤ 1", measured `tps` and `wa`.
@@ -710,11 +711,7 @@ mod tests {
         let (first, r) = &claims[0];
         let r = r.as_ref().unwrap();
         assert_eq!((*first, r.points, r.pass_fraction), (0, 4, Some(0.5)));
-        let flips: Vec<String> = r
-            .flipped_by
-            .iter()
-            .map(|e| format!("{} {}", e.parameter, e.value))
-            .collect();
+        let flips = flip_names(r);
         assert_eq!(flips, ["clients = 1", "program × 0.5"]);
         assert_eq!(
             claims[1].0, 2,
@@ -739,11 +736,7 @@ mod tests {
         // A failing claim is flipped by the end where every sub-claim passes, not by one where
         // only one of them does.
         let r = grade_claims(&two(1.2, 0.8), &cells)[0].1.clone().unwrap();
-        let flips: Vec<String> = r
-            .flipped_by
-            .iter()
-            .map(|e| format!("{} {}", e.parameter, e.value))
-            .collect();
+        let flips = flip_names(&r);
         assert_eq!(flips, ["clients = 32", "program × 2"]);
     }
 
