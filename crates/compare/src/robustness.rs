@@ -31,7 +31,7 @@ pub const EXCLUDED: [(&str, &str); 2] = [
     ),
     (
         "optr-sqlite",
-        "measured on the wall clock (real SQLite and ext4, paced): a cell is not deterministic, and cells running side by side would disturb each other's numbers",
+        "real SQLite on the kernel's ext4 over NBD, measured on the wall clock: the requests the device sees depend on the kernel's timers and races, so a cell is not deterministic in simulated time; cells side by side would disturb each other; workers need root, FUSE and loop devices (docs/robustness.md); its claims' deterministic counterpart, OPTR Fig. 9 through SQLite's VFS, is re-graded in `sqlite`",
     ),
 ];
 
