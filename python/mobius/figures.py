@@ -144,25 +144,35 @@ def robustness_frames(results: Any) -> dict:
     """The robustness of ``mobius compare --robustness`` (docs/robustness.md) as DataFrames:
     ``robustness`` (one row per graded sub-claim: its verdict and number at the defaults,
     ``pass_fraction`` over ``points`` sampled points, ``flipped_by`` as ``name value`` joined by
-    ``; ``) and ``robustness_ends`` (one row per sub-claim and one-at-a-time range end: the
-    parameter, its value, the number and verdict there, ``flips``). Empty when the results have
-    no robustness."""
+    ``; ``, and the same of the claim it belongs to: ``claim_verdict``,
+    ``claim_pass_fraction``, where every graded sub-claim of the claim holds at once, and
+    ``claim_flipped_by``) and ``robustness_ends`` (one row per sub-claim and one-at-a-time range
+    end: the parameter, its value, the number and verdict there, ``flips``). Empty when the
+    results have no robustness."""
     import pandas as pd
     r = _load(results)
     rows, ends = [], []
+    flipped = lambda rob: "; ".join(f"{e['parameter']} {e['value']}"  # noqa: E731
+                                    for e in rob["flipped_by"])
     for experiment, entry in r.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("claims"), list):
             continue
+        claim_of = (None, None)  # (the claim's source, words and note; its robustness)
         for c in entry["claims"]:
+            which = (c.get("source"), c.get("paper"), c.get("note"))
+            if which != claim_of[0]:
+                claim_of = (which, c.get("claim_robustness"))
             rob = c.get("robustness")
             if rob is None:
                 continue
+            whole = claim_of[1]
             key = {"experiment": experiment, "source": c["source"], "claim": c["claim"]}
             rows.append({**key, "verdict": c["verdict"], "measured": c["measured"],
                          "tolerance": c["tolerance"], "pass_fraction": rob["pass_fraction"],
-                         "points": rob["points"],
-                         "flipped_by": "; ".join(f"{e['parameter']} {e['value']}"
-                                                 for e in rob["flipped_by"])})
+                         "points": rob["points"], "flipped_by": flipped(rob),
+                         "claim_verdict": c.get("claim_verdict"),
+                         "claim_pass_fraction": whole["pass_fraction"] if whole else None,
+                         "claim_flipped_by": flipped(whole) if whole else None})
             for e in rob["ends"]:
                 ends.append({**key, "parameter": e["parameter"], "value": e["value"],
                              "measured": e["measured"], "verdict": e["verdict"],

@@ -118,19 +118,28 @@ def test_robustness_frames_read_each_graded_sub_claim_and_its_ends():
     end = lambda p, v, m, verdict: {"parameter": p, "value": v, "measured": m,  # noqa: E731
                                      "verdict": verdict}
     flip = end("clients", "= 1", 1.1, "FAIL")
+    whole = {"pass_fraction": 0.5, "points": 4, "flipped_by": [flip, end("program", "× 0.5",
+                                                                             None, "FAIL")],
+             "ends": []}
     claim = {"source": "Möbius §V", "paper": "p", "claim": "A / B TPS", "measured": 1.6,
-             "tolerance": "≥ 1.300", "verdict": "PASS",
+             "tolerance": "≥ 1.300", "verdict": "PASS", "claim_verdict": "PASS",
              "robustness": {"pass_fraction": 0.75, "points": 4, "flipped_by": [flip],
                             "ends": [flip, end("clients", "= 32", 2.5, "PASS")]}}
     # An experiment with no figure frames of its own (campaigns): only the robustness frames.
-    results = {"campaigns": {"claims": [claim, {**claim, "verdict": "NOT-REPRODUCED",
-                                                "robustness": None}]},
+    results = {"campaigns": {"claims": [{**claim, "claim_robustness": whole},
+                                        {**claim, "verdict": "NOT-REPRODUCED",
+                                         "robustness": None}]},
                "summary": []}
     frames = mobius.report_frames(results)
     assert set(frames) == {"robustness", "robustness_ends"}
     r = frames["robustness"]
     assert len(r) == 1
     assert r.pass_fraction.item() == 0.75 and r.flipped_by.item() == "clients = 1"
+    assert r.claim_pass_fraction.item() == 0.5
+    assert r.claim_flipped_by.item() == "clients = 1; program × 0.5"
+    # Results of a campaign before claims had their own robustness: no claim share.
+    old = {"campaigns": {"claims": [claim]}, "summary": []}
+    assert mobius.report_frames(old)["robustness"].claim_pass_fraction.isna().all()
     e = frames["robustness_ends"]
     assert list(e.flips) == [True, False]
     assert list(e.value) == ["= 1", "= 32"]

@@ -89,17 +89,18 @@ def write_atomic(path, data):
 
 def keep_cell(out, cell, code, log, files, times):
     """Writes the cell's record (``robustness/cells/KEY.json``: the cell, its wall and CPU time,
-    its error or its experiment's claims and the parameters it consulted) and a default cell's
-    part."""
+    its error or its experiment's claims, the parameters it consulted and what its point made of
+    the page size and the GC mark) and a default cell's part."""
     record = {"cell": {k: cell[k] for k in ("experiment", "label", "spec")},
               "wall_s": times[0], "cpu_s": times[1], "error": None, "claims": [],
-              "consulted": []}
+              "consulted": [], "applied": {}}
     if code != 0:
         record["error"] = f"exit {code}: {log[-2000:]}"
     else:
         results = json.loads(files["results.json"])
         record["claims"] = results[cell["experiment"]]["claims"]
         record["consulted"] = results["unknowns"]["consulted"]
+        record["applied"] = results["unknowns"].get("applied", {})
         if cell["part"]:
             target = os.path.join(out, "parts", cell["experiment"])
             shutil.rmtree(target, ignore_errors=True)

@@ -205,14 +205,16 @@ fn load(
         .collect()
 }
 
-/// `--unknowns`: the point the run was at and the parameters each experiment consulted, added
-/// to results.json (`unknowns`), which the robustness campaign reads.
+/// `--unknowns`: the point the run was at, the parameters the experiments consulted and what
+/// the point made of the page size and GC mark, added to results.json (`unknowns`), which the
+/// robustness campaign reads.
 pub fn record_point(out: &Path, unknowns: &compare::unknowns::Overrides) -> anyhow::Result<()> {
     let path = out.join("results.json");
     let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
     json["unknowns"] = serde_json::json!({
         "point": unknowns.point.spec(),
         "consulted": unknowns.consulted(),
+        "applied": unknowns.applied(),
     });
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
     Ok(())

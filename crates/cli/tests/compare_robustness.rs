@@ -11,20 +11,21 @@ use std::path::Path;
 mod compare_runs;
 use compare_runs::{mobius, text};
 
-/// A small campaign: txflash-macro (seconds per cell), two parameters, two sampled points.
+/// A small campaign: txflash-macro (seconds per cell), three parameters, two sampled points.
 const CAMPAIGN: [&str; 9] = [
     "compare",
     "--robustness",
     "--only",
     "txflash-macro",
     "--vary",
-    "program,host_link",
+    "program,host_link,page_size",
     "--samples",
     "2",
     "--workers",
 ];
 
-/// Every cell record under `out`: its file name → (label, claims with their numbers).
+/// Every cell record under `out`: its file name → its record (claims with their numbers, what
+/// the point made of the page size), its wall and CPU time left out.
 fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
     let mut cells: Vec<(String, serde_json::Value)> =
         std::fs::read_dir(out.join("robustness/cells"))
@@ -36,7 +37,12 @@ fn cells(out: &Path) -> Vec<(String, serde_json::Value)> {
                         .expect("json");
                 assert!(record["error"].is_null(), "{f:?}: {}", record["error"]);
                 let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                (name, record["claims"].clone())
+                let mut record = record;
+                let o = record.as_object_mut().expect("a record is an object");
+                // What the cell measured, not what it took.
+                o.remove("wall_s");
+                o.remove("cpu_s");
+                (name, record)
             })
             .collect();
     cells.sort_by(|a, b| a.0.cmp(&b.0));
@@ -58,17 +64,27 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
     let b = mobius(&[&CAMPAIGN[..], &["2"]].concat(), &two);
     assert!(b.status.success(), "{}", text(&b));
     let (x, y) = (cells(&one), cells(&two));
-    // default + program's two ends + host_link's three choices + two samples
+    // default + program's two ends + host_link's three choices + page_size's two + two samples
     assert_eq!(
         x.len(),
-        8,
+        10,
         "{:?}",
         x.iter().map(|c| &c.0).collect::<Vec<_>>()
     );
     assert_eq!(x, y, "a cell's numbers differ between one worker and two");
     // A parameter reaches the experiment: doubling the program time moves some number.
     let at = |label: &str| &x.iter().find(|c| c.0.contains(label)).expect(label).1;
-    assert_ne!(at(".default."), at(".oat-program=2."));
+    assert_ne!(at(".default.")["claims"], at(".oat-program=2.")["claims"]);
+    // The cell at the 8 KB end ran on 8 KB pages (the txflash preset's 4 KB + 128 B, its
+    // capacity kept), and its numbers moved; the default cell changed nothing.
+    let page = at(".oat-page_size=8k.");
+    assert_eq!(
+        page["applied"]["page_size"],
+        serde_json::json!(["8192 + 256 B pages, 2048 blocks per chip (txflash)"]),
+        "{page}"
+    );
+    assert_ne!(at(".default.")["claims"], page["claims"]);
+    assert_eq!(at(".default.")["applied"], serde_json::json!({}));
 
     // A second run resumes: nothing to run again, the same results.json.
     let c = mobius(&[&CAMPAIGN[..], &["1"]].concat(), &one);
@@ -92,13 +108,13 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
                 assert_eq!(r["points"], 2, "{c}");
                 assert!(r["pass_fraction"].is_number(), "{c}");
                 assert!(r["flipped_by"].is_array(), "{c}");
-                assert_eq!(r["ends"].as_array().map(Vec::len), Some(5), "{c}");
+                assert_eq!(r["ends"].as_array().map(Vec::len), Some(7), "{c}");
             }
             _ => assert!(r.is_null(), "not graded, no robustness: {c}"),
         }
     }
     assert!(graded > 0);
-    assert_eq!(results["robustness"]["cells"], 8);
+    assert_eq!(results["robustness"]["cells"], 10);
     let report = std::fs::read_to_string(one.join("report.md")).expect("report.md");
     assert!(
         report.contains("| verdict | across the unknowns |"),
@@ -107,6 +123,29 @@ fn cells_on_one_worker_and_on_two_are_identical_and_every_graded_sub_claim_has_i
     assert!(report.contains("### The table of unknowns"));
     assert!(report.contains("### Robustness across the unknowns"));
     assert!(one.join("robustness_txflash-macro.svg").exists());
+    // report.html draws the campaign's tables as tables, not as Markdown text.
+    let html = std::fs::read_to_string(one.join("report.html")).expect("report.html");
+    assert!(!html.contains("|---|"), "a Markdown table left as text");
+    assert!(
+        html.contains("<th>parameter</th><th>what</th>"),
+        "no table of unknowns"
+    );
+    assert!(
+        html.contains("<h3 id=\"the-table-of-unknowns\">"),
+        "no heading"
+    );
+    assert!(html.contains("<th>across the unknowns</th>"));
+    // The scoreboard says, per claim, where it holds across the sampled points.
+    let rows = results["summary"].as_array().expect("summary");
+    let row = rows
+        .iter()
+        .find_map(|r| r["robustness"].as_str())
+        .expect("a claim's robustness in the summary");
+    assert!(
+        row.starts_with("PASS, ") || row.starts_with("FAIL, "),
+        "{row}"
+    );
+    assert!(row.contains("of 2 sampled points"), "{row}");
 }
 
 #[test]
@@ -115,7 +154,7 @@ fn a_bad_point_is_a_clear_error() {
     for (spec, says) in [
         ("progam=2", "unknown parameter 'progam'"),
         ("program=9", "outside"),
-        ("page_size=8", "pending"),
+        ("page_size=16k", "one of preset, 4k, 8k"),
     ] {
         let o = mobius(
             &["compare", "--only", "txflash-macro", "--unknowns", spec],

@@ -39,15 +39,73 @@ pub fn page(
         escape(title)
     );
     scoreboard(&mut h, board);
-    for para in intro.split("\n\n").filter(|p| !p.trim().is_empty()) {
-        let _ = writeln!(h, "<p>{}</p>", inline(para.trim()));
-    }
+    opening(&mut h, intro);
     experiments(&mut h, entries);
     for (id, entry) in entries {
         section(&mut h, id, entry, dir)?;
     }
     h.push_str("</body>\n</html>\n");
     Ok(h)
+}
+
+/// The report's opening after its title, Markdown as report.md has it: paragraphs, `##` to
+/// `####` headings and pipe tables (the robustness campaign's), each table drawn as every other
+/// table of the page ([`table`]).
+fn opening(h: &mut String, md: &str) {
+    for block in md.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
+        if let Some(t) = md_table(block) {
+            table(h, &t);
+            continue;
+        }
+        let level = block.chars().take_while(|c| *c == '#').count();
+        match block[level..].strip_prefix(' ') {
+            Some(text) if (2..=4).contains(&level) && !text.contains('\n') => {
+                let _ = writeln!(
+                    h,
+                    "<h{level} id=\"{}\">{}</h{level}>",
+                    escape(&anchor(text)),
+                    inline(text)
+                );
+            }
+            _ => {
+                let _ = writeln!(h, "<p>{}</p>", inline(block));
+            }
+        }
+    }
+}
+
+/// A Markdown pipe table (a `| a | b |` header, a `|---|---|` rule, rows; `\|` inside a cell)
+/// as the table [`table`] draws (`header`, `rows`); `None` for any other block.
+fn md_table(block: &str) -> Option<Value> {
+    let lines: Vec<&str> = block.lines().map(str::trim).collect();
+    let piped = |l: &&str| l.len() >= 2 && l.starts_with('|') && l.ends_with('|');
+    if lines.len() < 2 || !lines.iter().all(piped) {
+        return None;
+    }
+    let rule = md_cells(lines[1]);
+    let is_rule = |c: &String| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':'));
+    if !rule.iter().all(is_rule) {
+        return None;
+    }
+    let rows: Vec<Vec<String>> = lines[2..].iter().map(|l| md_cells(l)).collect();
+    Some(serde_json::json!({ "caption": "", "header": md_cells(lines[0]), "rows": rows }))
+}
+
+/// The cells of a pipe table's line, trimmed, `\|` read as `|`.
+fn md_cells(line: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut chars = line[1..line.len() - 1].chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                chars.next();
+                cells.last_mut().expect("one cell").push('|');
+            }
+            '|' => cells.push(String::new()),
+            _ => cells.last_mut().expect("one cell").push(c),
+        }
+    }
+    cells.iter().map(|c| c.trim().to_string()).collect()
 }
 
 fn verdict_class(v: Verdict) -> &'static str {
@@ -60,10 +118,15 @@ fn verdict_class(v: Verdict) -> &'static str {
 }
 
 fn scoreboard(h: &mut String, board: &[Row]) {
+    let robust = board.iter().any(|r| r.robustness.is_some());
     h.push_str(
         "<h2 id=\"scoreboard\">Scoreboard</h2>\n<table id=\"scoreboard-table\">\n\
-         <tr><th>paper</th><th>figure or claim</th><th>our number</th><th>the paper's</th><th>verdict</th></tr>\n",
+         <tr><th>paper</th><th>figure or claim</th><th>our number</th><th>the paper's</th><th>verdict</th>",
     );
+    h.push_str(match robust {
+        true => "<th>across the unknowns</th></tr>\n",
+        false => "</tr>\n",
+    });
     for r in board {
         let why = if r.why.is_empty() {
             String::new()
@@ -72,7 +135,7 @@ fn scoreboard(h: &mut String, board: &[Row]) {
         };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td><a href=\"#{}\">{}</a>: {}</td><td>{}</td><td>{}</td><td class=\"{}\">{} · {}{why}</td></tr>",
+            "<tr><td>{}</td><td><a href=\"#{}\">{}</a>: {}</td><td>{}</td><td>{}</td><td class=\"{}\">{} · {}{why}</td>{}</tr>",
             escape(&r.paper),
             escape(&r.section),
             escape(if r.figure.is_empty() { "claim" } else { &r.figure }),
@@ -81,10 +144,11 @@ fn scoreboard(h: &mut String, board: &[Row]) {
             escape(r.papers.as_deref().unwrap_or("–")),
             verdict_class(r.verdict),
             verdict_class(r.verdict),
-            escape(&tally(r))
-                + &r.robustness
-                    .as_ref()
-                    .map_or(String::new(), |t| format!(" · {}", inline(t))),
+            escape(&tally(r)),
+            match (robust, &r.robustness) {
+                (false, _) => String::new(),
+                (true, t) => format!("<td>{}</td>", inline(t.as_deref().unwrap_or("–"))),
+            },
         );
     }
     h.push_str("</table>\n<ul>\n");
@@ -269,5 +333,33 @@ mod tests {
             "run <code>a &lt; b</code> for <strong>bold</strong> &amp; &lt;more&gt;"
         );
         assert_eq!(inline("2 ** 3"), "2 ** 3");
+    }
+
+    /// The robustness campaign's opening (a heading, a paragraph, pipe tables) is drawn as HTML:
+    /// no Markdown table line is left as text, and a `\|` stays inside its cell.
+    #[test]
+    fn the_openings_markdown_tables_and_headings_become_html() {
+        let md = "## Robustness\n\nSome `code` **here**.\n\n| a | b \\| c |\n|---|---|\n| 1 | `x` |\n| 2 | y |\n\n### The table\n\n|not a table|\n| x |";
+        let mut h = String::new();
+        opening(&mut h, md);
+        assert!(h.contains("<h2 id=\"robustness\">Robustness</h2>"), "{h}");
+        assert!(h.contains("<h3 id=\"the-table\">The table</h3>"), "{h}");
+        assert!(
+            h.contains("<p>Some <code>code</code> <strong>here</strong>.</p>"),
+            "{h}"
+        );
+        assert!(h.contains("<tr><th>a</th><th>b | c</th></tr>"), "{h}");
+        assert!(
+            h.contains("<tr><td>1</td><td><code>x</code></td></tr>"),
+            "{h}"
+        );
+        assert_eq!(h.matches("<table>").count(), 1, "{h}");
+        assert!(!h.contains("|---|"), "a Markdown table left as text: {h}");
+        // Two piped lines without a rule are no table: a paragraph, as before.
+        assert!(h.contains("<p>|not a table|\n| x |</p>"), "{h}");
+        // The plain report's opening, one paragraph, is as it was.
+        let mut plain = String::new();
+        opening(&mut plain, "\n\nScale `quick`, seed 1.");
+        assert_eq!(plain, "<p>Scale <code>quick</code>, seed 1.</p>\n");
     }
 }

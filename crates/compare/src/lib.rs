@@ -118,6 +118,17 @@ impl Context<'_> {
     pub fn device(&self, preset: &str) -> Result<flash::DeviceConfig, flash::ConfigError> {
         Ok(self.unknowns.device(flash::DeviceConfig::preset(preset)?))
     }
+    /// The preset `preset` cut to `blocks_per_chip` blocks per chip (a quick-scale slice,
+    /// `lab::device::preset_slice`), then put at this run's point of the table of unknowns: a
+    /// page size of the point keeps the slice's capacity.
+    pub fn device_slice(
+        &self,
+        preset: &str,
+        blocks_per_chip: u32,
+    ) -> Result<flash::DeviceConfig, flash::ConfigError> {
+        let slice = lab::device::preset_slice(preset, blocks_per_chip)?;
+        Ok(self.unknowns.device(slice))
+    }
     /// `spec` formatted on a fresh in-memory device of `config`, with `options` at this run's
     /// point of the table of unknowns (`lab::device::fresh`).
     pub fn fresh(

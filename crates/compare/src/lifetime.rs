@@ -96,8 +96,7 @@ fn by_cause(per_cause: &[u64]) -> BTreeMap<&'static str, u64> {
 
 /// The worn device every design runs on.
 fn device(ctx: &Context, sz: &Sizes) -> crate::error::Result<flash::DeviceConfig> {
-    let mut d = ctx.device("small")?;
-    d.geometry.blocks_per_chip = sz.blocks_per_chip;
+    let d = ctx.device_slice("small", sz.blocks_per_chip)?;
     Ok(d.with_media("tlc", INITIAL_WEAR, ctx.seed)?)
 }
 

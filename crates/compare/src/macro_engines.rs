@@ -137,7 +137,7 @@ fn extent(ctx: &Context) -> (Option<usize>, usize) {
 /// The device: the synthetic macro experiment's (`jasmine`; a 1 GiB slice at quick scale).
 fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
     Ok(match ctx.scale {
-        crate::Scale::Quick => lab::device::preset_slice("jasmine", 128)?,
+        crate::Scale::Quick => ctx.device_slice("jasmine", 128)?,
         _ => ctx.device("jasmine")?,
     })
 }

@@ -66,15 +66,18 @@ pub type Workload = workload::TxWorkload;
 /// What one mode measured on one workload.
 pub use lab::driver::clients::Outcome;
 
-/// The device the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
-/// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs.
-pub fn device(ctx: &Context) -> crate::error::Result<flash::DeviceConfig> {
-    Ok(match ctx.scale {
-        crate::Scale::Quick => ctx
-            .unknowns
-            .device(lab::device::preset_slice("jasmine", 128)?),
-        _ => ctx.device("jasmine")?,
-    })
+/// The devices the macro experiment runs on: `jasmine` at paper scale; a 1 GiB slice of it
+/// (same chips, fewer blocks) at quick scale, so the load phase fills it and GC runs; and Fig.
+/// 10's 8 KB-page device with as many pages ([`device_8k`]). Both at this run's point of the
+/// table of unknowns, applied after they are cut (a page size of the point keeps each one's
+/// capacity).
+pub fn devices(ctx: &Context) -> crate::error::Result<(flash::DeviceConfig, flash::DeviceConfig)> {
+    let four_k = match ctx.scale {
+        crate::Scale::Quick => lab::device::preset_slice("jasmine", 128)?,
+        _ => flash::DeviceConfig::preset("jasmine")?,
+    };
+    let eight_k = device_8k(&four_k)?;
+    Ok((ctx.unknowns.device(four_k), ctx.unknowns.device(eight_k)))
 }
 
 pub fn tpcc_workload(ctx: &Context, logical_pages: u32) -> Workload {
@@ -156,13 +159,12 @@ fn run_modes(
 pub fn run(ctx: &Context) -> ExperimentResult {
     let clients = ctx.unknowns.clients(GRADED_CLIENTS);
     let mut skipped = Vec::new();
-    let config = match device(ctx).and_then(|c| Ok((device_8k(&c)?, c))) {
+    let (config, config_8k) = match devices(ctx) {
         Ok(c) => c,
         Err(e) => {
             return ExperimentResult::failed("macro", "2. Transactional SSDs, macro", e.to_string())
         }
     };
-    let (config_8k, config) = config;
     let (workloads, repeat) = build_workloads(ctx, &config, &mut skipped);
     let (workloads_8k, _) = build_workloads(ctx, &config_8k, &mut skipped);
     let mut data = serde_json::Map::new();

@@ -113,8 +113,7 @@ fn measure(
     host: flash::HostInterface,
 ) -> crate::error::Result<RunReport> {
     let spec = ctx.built(s.design)?;
-    let mut device = ctx.device("small")?;
-    device.geometry.blocks_per_chip = sz.blocks_per_chip;
+    let mut device = ctx.device_slice("small", sz.blocks_per_chip)?;
     device.host = host;
     let dev = ctx.fresh(spec, &device, &ftl::DesignOptions::default(), false)?;
     let mut open = OpenOptions::new(s.mode);

@@ -58,8 +58,9 @@ pub struct Row {
     /// The experiment, and its section's anchor in report.md and report.html.
     pub experiment: String,
     pub section: String,
-    /// How the deciding sub-claim fares across the table of unknowns (`mobius compare
-    /// --robustness` only: "holds in 92 % …; flips with …"; absent otherwise).
+    /// How the claim fares across the table of unknowns (`mobius compare --robustness` only:
+    /// "PASS, holds in 92 % … (its 3 graded sub-claims at once); flips with …", from its first
+    /// sub-claim's `claim_robustness`; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub robustness: Option<String>,
 }
@@ -138,7 +139,8 @@ fn row(id: &str, section: &str, checks: &[serde_json::Value]) -> Row {
         sub_claims,
         experiment: id.to_string(),
         section: section.to_string(),
-        robustness: crate::robustness::sentence(deciding),
+        robustness: crate::robustness::claim_sentence(first, sub_claims.pass + sub_claims.fail)
+            .or_else(|| crate::robustness::sentence(deciding)),
     }
 }
 

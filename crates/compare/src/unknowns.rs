@@ -35,8 +35,6 @@ pub enum Range {
     },
     /// One of named choices; the first is the default.
     Choice(&'static [&'static str]),
-    /// Declared, not varied yet (the reason is the source column).
-    Pending,
 }
 
 /// One parameter the papers leave open.
@@ -61,7 +59,6 @@ impl Unknown {
             Range::Factor { lo, hi } => format!("× {} … × {}", g(lo), g(hi)),
             Range::Value { lo, hi, .. } => format!("{} … {}", g(lo), g(hi)),
             Range::Choice(c) => c.join(" / "),
-            Range::Pending => "pending".into(),
         }
     }
 
@@ -73,18 +70,17 @@ impl Unknown {
                 vec![Value::Num(lo), Value::Num(hi)]
             }
             Range::Choice(c) => c[1..].iter().map(|s| Value::Choice(s)).collect(),
-            Range::Pending => Vec::new(),
         }
     }
 
     /// The value at `u` in [0, 1) of its range (a Latin-hypercube coordinate).
-    pub fn at(&self, u: f64) -> Option<Value> {
+    pub fn at(&self, u: f64) -> Value {
         let lerp = |lo: f64, hi: f64, log: bool| match log {
             true => (lo.ln() + u * (hi.ln() - lo.ln())).exp(),
             false => lo + u * (hi - lo),
         };
         match self.range {
-            Range::Factor { lo, hi } => Some(Value::Num(round3(lerp(lo, hi, true)))),
+            Range::Factor { lo, hi } => Value::Num(round3(lerp(lo, hi, true))),
             Range::Value {
                 lo,
                 hi,
@@ -92,16 +88,13 @@ impl Unknown {
                 integer,
             } => {
                 let v = lerp(lo, hi, log);
-                Some(Value::Num(if integer {
+                Value::Num(if integer {
                     v.round().clamp(lo, hi)
                 } else {
                     round3(v)
-                }))
+                })
             }
-            Range::Choice(c) => Some(Value::Choice(
-                c[((u * c.len() as f64) as usize).min(c.len() - 1)],
-            )),
-            Range::Pending => None,
+            Range::Choice(c) => Value::Choice(c[((u * c.len() as f64) as usize).min(c.len() - 1)]),
         }
     }
 }
@@ -127,12 +120,34 @@ impl std::fmt::Display for Value {
     }
 }
 
+/// The page sizes `page_size` moves between (a 16 KB-page preset keeps its own).
+const PAGE_SIZES: [u32; 2] = [4096, 8192];
+/// The least GC free-block mark `gc_threshold` sets: wcache's own floor (two free blocks on one
+/// chip left none at a cut: `wcache::wcache::default_gc_free_blocks`).
+const MIN_GC_FREE_BLOCKS: u32 = 3;
+
+/// `g` with `page_bytes` pages and the same capacity: the spare area scales with the page, the
+/// blocks per chip inversely (at least one), the pages per block and the chips stay — as the
+/// `jasmine-8k` preset (Möbius Table II's 8 KB + 448 B flash) stands to `jasmine`.
+fn with_page_bytes(g: &Geometry, page_bytes: u32) -> Geometry {
+    let scale = |v: u32, num: u32, den: u32| ((v as u64 * num as u64 / den as u64) as u32).max(1);
+    Geometry {
+        page_bytes,
+        oob_bytes: scale(g.oob_bytes, page_bytes, g.page_bytes),
+        blocks_per_chip: scale(g.blocks_per_chip, g.page_bytes, page_bytes),
+        ..g.clone()
+    }
+}
+
 /// Every design whose mapping table lives in a DRAM of its own size (`dram_mb`).
 const MAPPING_RAM_DESIGNS: [&str; 2] = ["mobius", "dftl"];
 /// Designs with a GC victim policy (greedy or cost-benefit), and the parameter that sets it.
-const GC_POLICY_DESIGNS: [(&str, &str); 6] = [
+/// Möbius has none: its victim is the greedy one among blocks no pending static transaction
+/// rewrites (docs/mobius.md), so the policy does not reach it.
+const GC_POLICY_DESIGNS: [(&str, &str); 7] = [
     ("dftl", "gc"),
     ("atomic-write", "gc_policy"),
+    ("lighttx", "gc_policy"),
     ("txflash-tc", "gc_policy"),
     ("txflash-scc", "gc_policy"),
     ("txflash-bpcc", "gc_policy"),
@@ -233,7 +248,7 @@ pub const TABLE: [Unknown; 16] = [
     },
     Unknown {
         name: "gc_policy",
-        what: "GC victim choice (`gc` of dftl, `gc_policy` of atomic-write, the TxFlash designs, wcache)",
+        what: "GC victim choice (`gc` of dftl, `gc_policy` of atomic-write, lighttx, the TxFlash designs, wcache)",
         default: "greedy [R]",
         range: Range::Choice(&["greedy", "cost-benefit"]),
         source: "greedy and cost-benefit (LFS, Rosenblum & Ousterhout '92): the papers name no policy",
@@ -276,17 +291,17 @@ pub const TABLE: [Unknown; 16] = [
     },
     Unknown {
         name: "page_size",
-        what: "flash page size, 4 or 8 KB",
-        default: "the preset's (4 KB; 16 KB optr [P])",
-        range: Range::Pending,
-        source: "pending: varied once an 8 KB preset exists (issue #66 with the 8 KB preset of h/eval)",
+        what: "flash page size of a 4 or 8 KB-page preset (`geometry.page_bytes`), the capacity kept: spare bytes scale with the page, blocks per chip inversely (as `jasmine-8k` against `jasmine`); the 16 KB optr preset stays",
+        default: "the preset's: 4 KB jasmine, txflash, small; 8 KB jasmine-8k (Möbius Fig. 10) [P]",
+        range: Range::Choice(&["preset", "4k", "8k"]),
+        source: "Möbius Table II: the Jasmine board carries 4 KB + 224 B and 8 KB + 448 B page flash (§IV-A uses the 8 KB one for write amplification only); TxFlash §5 simulates 4 KB pages",
     },
     Unknown {
         name: "gc_threshold",
-        what: "free blocks at which GC starts",
-        default: "each design's, derived from its geometry",
-        range: Range::Pending,
-        source: "pending: no knob is common to the designs (wcache and OPTR take `gc_free_blocks` with different defaults; Möbius, DFTL and the TxFlash designs derive it)",
+        what: "free blocks at which GC starts, a factor on the design's own mark (`gc_free_blocks` of wcache and optr; at least 3); Möbius, DFTL, Atomic-Write, LightTx and the TxFlash designs derive theirs from the geometry and take no knob",
+        default: "each design's: wcache 2 per chip (at least 3), optr 2 chains + the cache's blocks + 2 [R]",
+        range: Range::Factor { lo: 0.5, hi: 2.0 },
+        source: "the papers name no mark; half to twice the designs' own (OPTR §7 and the Möbius paper say only that GC runs when free blocks run low)",
     },
 ];
 
@@ -302,8 +317,6 @@ pub enum SpecError {
     NotPair(String),
     #[error("unknown parameter '{name}'; the table has: {known}")]
     Unknown { name: String, known: String },
-    #[error("{name} is declared but not varied yet (pending)")]
-    Pending { name: String },
     #[error("{name}={value}: {why}")]
     Value {
         name: String,
@@ -347,11 +360,6 @@ impl Point {
                     Some(s) => Value::Choice(s),
                     None => return Err(bad(format!("one of {}", c.join(", ")))),
                 },
-                Range::Pending => {
-                    return Err(SpecError::Pending {
-                        name: name.to_string(),
-                    })
-                }
             };
             p.insert(u.name, v);
         }
@@ -376,34 +384,57 @@ impl Point {
     }
 }
 
-/// The parameters an experiment runs at, and a record of those it consulted.
+/// The parameters an experiment runs at, a record of those it consulted, and of what the
+/// point's page size and GC mark made of the devices and designs it ran.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub point: Point,
-    consulted: Arc<Mutex<BTreeSet<&'static str>>>,
+    record: Arc<Mutex<Record>>,
+}
+
+/// What [`Overrides`] noted as the experiment ran.
+#[derive(Debug, Default)]
+struct Record {
+    consulted: BTreeSet<&'static str>,
+    applied: BTreeMap<&'static str, BTreeSet<String>>,
 }
 
 impl Overrides {
     pub fn at(point: Point) -> Overrides {
         Overrides {
             point,
-            consulted: Default::default(),
+            record: Default::default(),
         }
     }
 
     /// The parameters the experiment read so far (those that reach it), in name order.
     pub fn consulted(&self) -> Vec<&'static str> {
-        self.lock().iter().copied().collect()
+        self.lock().consulted.iter().copied().collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<&'static str>> {
-        self.consulted.lock().unwrap_or_else(|e| e.into_inner())
+    /// What the point made of the parameters whose value alone does not say it: per parameter
+    /// (`page_size`, `gc_threshold`), each distinct result (`8192 + 448 B pages, 64 blocks per
+    /// chip (jasmine)`, `optr: GC below 37 free blocks`). Empty at the defaults.
+    pub fn applied(&self) -> BTreeMap<&'static str, Vec<String>> {
+        let r = self.lock();
+        r.applied
+            .iter()
+            .map(|(k, v)| (*k, v.iter().cloned().collect()))
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn note(&self, name: &'static str, what: String) {
+        self.lock().applied.entry(name).or_default().insert(what);
     }
 
     /// `name`'s value at this point (`None`: its default), noted as consulted.
     fn get(&self, name: &'static str) -> Option<Value> {
         debug_assert!(find(name).is_some(), "{name} is not in the table");
-        self.lock().insert(name);
+        self.lock().consulted.insert(name);
         self.point.0.get(name).copied()
     }
 
@@ -414,8 +445,10 @@ impl Overrides {
         }
     }
 
-    /// `config` at this point: flash timing, channel, over-provisioning, and (unless the host
-    /// is ideal) the host link, command cost and write buffer.
+    /// `config` at this point: flash timing, channel, over-provisioning, the page size of a 4 or
+    /// 8 KB-page device, and (unless the host is ideal) the host link, command cost and write
+    /// buffer. A quick-scale slice is cut before (`lab::device::preset_slice`), so that the page
+    /// size keeps the slice's capacity.
     pub fn device(&self, mut config: DeviceConfig) -> DeviceConfig {
         let scale =
             |v: u64, f: Option<f64>| f.map_or(v, |f| ((v as f64 * f).round() as u64).max(1));
@@ -429,6 +462,22 @@ impl Overrides {
         }
         if !config.host.is_ideal() {
             config.host = self.host(config.host);
+        }
+        if PAGE_SIZES.contains(&config.geometry.page_bytes) {
+            let bytes = match self.get("page_size") {
+                Some(Value::Choice("4k")) => 4096,
+                Some(Value::Choice("8k")) => 8192,
+                _ => return config,
+            };
+            config.geometry = with_page_bytes(&config.geometry, bytes);
+            let g = &config.geometry;
+            self.note(
+                "page_size",
+                format!(
+                    "{} + {} B pages, {} blocks per chip ({})",
+                    g.page_bytes, g.oob_bytes, g.blocks_per_chip, config.preset
+                ),
+            );
         }
         config
     }
@@ -483,7 +532,32 @@ impl Overrides {
         if fit {
             fit_resident_area(geometry, &mut base);
         }
+        self.gc_mark(design, geometry, &mut base);
         base
+    }
+
+    /// `gc_threshold`: the design's GC free-block mark (the one its options give, or its
+    /// default) times the factor, at least [`MIN_GC_FREE_BLOCKS`], for the designs that take one.
+    fn gc_mark(&self, design: &str, g: &Geometry, o: &mut DesignOptions) {
+        let default = match design {
+            "wcache" => wcache::wcache::default_gc_free_blocks(g),
+            "optr" => {
+                let own_cache = wcache::cache::default_cache_mb(g);
+                let cache_mb = o.get("cache_mb", own_cache).unwrap_or(own_cache);
+                optr::device::default_gc_free_blocks(g, cache_mb)
+            }
+            _ => return,
+        };
+        let Some(Value::Num(f)) = self.get("gc_threshold") else {
+            return;
+        };
+        let own = o.get("gc_free_blocks", default).unwrap_or(default);
+        let mark = ((own as f64 * f).round() as u32).max(MIN_GC_FREE_BLOCKS);
+        o.params.insert("gc_free_blocks".into(), mark.to_string());
+        self.note(
+            "gc_threshold",
+            format!("{design}: GC below {mark} free blocks (its own {own})"),
+        );
     }
 
     /// Concurrent host clients (`default` when not set).
@@ -523,14 +597,12 @@ pub fn latin_hypercube(samples: usize, seed: u64) -> Vec<Point> {
     use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6c68_735f_756e_6b6e);
     let mut points = vec![Point::default(); samples];
-    for u in TABLE.iter().filter(|u| u.range != Range::Pending) {
+    for u in TABLE.iter() {
         let mut strata: Vec<usize> = (0..samples).collect();
         strata.shuffle(&mut rng);
         for (p, s) in points.iter_mut().zip(strata) {
             let at = (s as f64 + rng.random::<f64>()) / samples as f64;
-            if let Some(v) = u.at(at) {
-                p.0.insert(u.name, v);
-            }
+            p.0.insert(u.name, u.at(at));
         }
     }
     points
@@ -550,7 +622,11 @@ mod tests {
         assert!(matches!(refused("progam=1"), SpecError::Unknown { .. }));
         assert!(matches!(refused("program=9"), SpecError::Value { .. }));
         assert!(matches!(refused("host_link=pcie"), SpecError::Value { .. }));
-        assert!(matches!(refused("page_size=8"), SpecError::Pending { .. }));
+        assert!(matches!(refused("page_size=16k"), SpecError::Value { .. }));
+        assert!(matches!(
+            refused("gc_threshold=0.1"),
+            SpecError::Value { .. }
+        ));
         assert!(matches!(refused("clients"), SpecError::NotPair(_)));
     }
 
@@ -594,6 +670,90 @@ mod tests {
         }
     }
 
+    /// `page_size` moves a 4 or 8 KB-page device to the other page size with its capacity
+    /// (`jasmine` at 8 KB is `jasmine-8k`), leaves a 16 KB one and the defaults alone, and says
+    /// what it made.
+    #[test]
+    fn the_page_size_keeps_the_capacity_and_spares_a_16k_device() {
+        let at = |spec: &str| Overrides::at(Point::parse(spec).unwrap());
+        let jasmine = DeviceConfig::preset("jasmine").unwrap();
+        let j8 = DeviceConfig::preset("jasmine-8k").unwrap();
+        let o = at("page_size=8k");
+        assert_eq!(o.device(jasmine.clone()).geometry, j8.geometry);
+        assert_eq!(
+            at("page_size=4k").device(j8.clone()).geometry,
+            jasmine.geometry
+        );
+        assert_eq!(at("page_size=4k").device(jasmine.clone()), jasmine);
+        assert_eq!(at("").device(j8.clone()), j8);
+        let optr = DeviceConfig::preset("optr").unwrap();
+        let fresh = at("page_size=8k");
+        assert_eq!(fresh.device(optr.clone()), optr);
+        assert!(
+            !fresh.consulted().contains(&"page_size"),
+            "a 16 KB device is not reached"
+        );
+        let slice = lab::device::preset_slice("small", 24).unwrap();
+        let g = o.device(slice.clone()).geometry;
+        assert_eq!(
+            (g.page_bytes, g.oob_bytes, g.blocks_per_chip),
+            (8192, 256, 12)
+        );
+        assert_eq!(g.capacity_bytes(), slice.geometry.capacity_bytes());
+        assert_eq!(
+            o.applied()["page_size"],
+            [
+                "8192 + 256 B pages, 12 blocks per chip (small)",
+                "8192 + 448 B pages, 4096 blocks per chip (jasmine)"
+            ]
+        );
+        assert!(at("").applied().is_empty());
+    }
+
+    /// `gc_threshold` scales the mark of the designs that take one (their default, or the one
+    /// their options give), never below the floor, and reaches no other design.
+    #[test]
+    fn the_gc_threshold_scales_each_designs_own_mark() {
+        let g = DeviceConfig::preset("small").unwrap().geometry;
+        let at = |spec: &str| Overrides::at(Point::parse(spec).unwrap());
+        let mark = |o: &Overrides, design: &str, base: DesignOptions| {
+            let spec = lab::registry::find(design).unwrap();
+            o.options(&spec, &g, base)
+                .params
+                .get("gc_free_blocks")
+                .cloned()
+        };
+        let own = wcache::wcache::default_gc_free_blocks(&g);
+        let twice = at("gc_threshold=2");
+        assert_eq!(
+            mark(&twice, "wcache", DesignOptions::default()),
+            Some((2 * own).to_string())
+        );
+        let given = DesignOptions::default().with("gc_free_blocks", 10);
+        assert_eq!(mark(&twice, "wcache", given), Some("20".into()));
+        assert_eq!(
+            mark(
+                &at("gc_threshold=0.5"),
+                "wcache",
+                DesignOptions::default().with("gc_free_blocks", 4)
+            ),
+            Some(MIN_GC_FREE_BLOCKS.to_string())
+        );
+        let optr_own =
+            optr::device::default_gc_free_blocks(&g, wcache::cache::default_cache_mb(&g));
+        assert_eq!(
+            mark(&twice, "optr", DesignOptions::default()),
+            Some((2 * optr_own).to_string())
+        );
+        assert_eq!(mark(&twice, "mobius", DesignOptions::default()), None);
+        assert_eq!(mark(&at(""), "wcache", DesignOptions::default()), None);
+        assert_eq!(twice.applied()["gc_threshold"].len(), 3);
+        let optr_dev = lab::registry::find("optr").unwrap();
+        let device = twice.device(DeviceConfig::preset("small").unwrap());
+        let opts = twice.options(&optr_dev, &g, DesignOptions::default());
+        lab::device::fresh(&optr_dev, &device, &opts, true).expect("optr takes twice its mark");
+    }
+
     /// Every design accepts every option the table gives it (a misspelt key would be refused
     /// at format), at both ends of each range.
     #[test]
@@ -610,11 +770,12 @@ mod tests {
             for u in TABLE.iter() {
                 for v in u.ends() {
                     let o = Overrides::at(Point([(u.name, v)].into()));
-                    let opts = o.options(&spec, &device.geometry, DesignOptions::default());
-                    if opts.params.is_empty() {
+                    let at = o.device(device.clone());
+                    let opts = o.options(&spec, &at.geometry, DesignOptions::default());
+                    if opts.params.is_empty() && at == device {
                         continue;
                     }
-                    lab::device::fresh(&spec, &o.device(device.clone()), &opts, true)
+                    lab::device::fresh(&spec, &at, &opts, true)
                         .unwrap_or_else(|e| panic!("{} with {}={v}: {e}", spec.name, u.name));
                 }
             }

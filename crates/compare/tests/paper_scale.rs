@@ -6,7 +6,7 @@
 //! graded point and at 32 clients. docs/engine-traces.md ("Paper scale") has the measured times.
 
 use compare::macro_engines::WORKLOADS;
-use compare::macro_sweeps::{device_8k, CLIENT_COUNTS, GRADED_CLIENTS};
+use compare::macro_sweeps::{CLIENT_COUNTS, GRADED_CLIENTS};
 use compare::{Context, Scale};
 
 fn long() -> bool {
@@ -75,8 +75,7 @@ fn macro_paper_devices_load_the_paper_database_and_run_at_one_and_32_clients() {
     }
     let progress = |_: &str, _: u64, _: u64| {};
     let ctx = paper(&progress);
-    let four_k = compare::macro_tx::device(&ctx).unwrap();
-    let eight_k = device_8k(&four_k).unwrap();
+    let (four_k, eight_k) = compare::macro_tx::devices(&ctx).unwrap();
     assert_eq!(four_k.geometry.page_bytes, 4096);
     assert_eq!(eight_k.geometry.page_bytes, 8192);
     assert_eq!(eight_k.geometry.pages(), four_k.geometry.pages());

@@ -115,6 +115,21 @@ pub struct Optr {
     modulo_fallbacks: u64,
 }
 
+/// GC's free-block mark by default, for a write cache of `cache_mb`: two chains of one block
+/// per stream and chip, the blocks the cache's internal flush takes, and two more.
+///
+/// GC needs room for the internal flush it starts with (the whole cache) and for the chains'
+/// next blocks (one per stream and chip); the paper's device hardly notices (8 MB of 128 GB),
+/// `small` does. A recovery seals every open stream block and links fresh ones (decision O2),
+/// so a second crash reserve of one block per stream and chip keeps GC able to copy after it:
+/// without it the recovered device could be left with no free block beyond the chains' and no
+/// room to collect (found by second-life soaks).
+pub fn default_gc_free_blocks(g: &flash::Geometry, cache_mb: f64) -> u32 {
+    let cache_pages = ((cache_mb * 1048576.0) / g.page_bytes as f64).max(1.0) as u32;
+    let chains = STREAMS as u32 * g.chips();
+    2 * chains + cache_pages.div_ceil(g.pages_per_block - 1) + 2
+}
+
 impl Params {
     /// GC stops when this many blocks are free (or after `gc_batch` victims): the watermark plus
     /// `gc_hysteresis_blocks` (default one per chip), not a multiple of the watermark — on a small
@@ -127,7 +142,6 @@ impl Params {
         o.check_known("optr", &PARAMS)?;
         let g = flash.geometry();
         let cache_mb: f64 = o.get("cache_mb", wcache::cache::default_cache_mb(g))?;
-        let cache_pages = ((cache_mb * 1048576.0) / g.page_bytes as f64).max(1.0) as u32;
         let op: f64 = o.get("op", 0.07)?;
         let logical_guess = (g.pages() as f64 * (1.0 - op)) as u64;
         let per_l2p = entries_per_page(g.page_bytes, L2P_ENTRY, 0) as u64;
@@ -138,14 +152,6 @@ impl Params {
         let inc_bytes = inc_blocks as u64 * g.block_bytes();
         let diff_kb_default = (256u64).min(inc_bytes / 32 / 1024).max(1);
         let diff_kb: u64 = o.get("diff_buffer_kb", diff_kb_default)?;
-        // GC needs room for the internal flush it starts with (the whole cache) and for the
-        // chains' next blocks (one per stream and chip); the paper's device hardly notices
-        // (8 MB of 128 GB), `small` does. A recovery seals every open stream block and links
-        // fresh ones (decision O2), so a second crash reserve of one block per stream and chip
-        // keeps GC able to copy after it: without it the recovered device could be left with
-        // no free block beyond the chains' and no room to collect (found by second-life soaks).
-        let chains = STREAMS as u32 * g.chips();
-        let gc_free_default = 2 * chains + cache_pages.div_ceil(g.pages_per_block - 1) + 2;
         Ok(Params {
             cache_mb,
             op,
@@ -154,7 +160,7 @@ impl Params {
             diff_entries: (diff_kb * 1024 / DIFF_ENTRY as u64).max(1) as u32,
             gc_batch: o.get("gc_batch", 16u32)?,
             flush_interval_ns: o.get("flush_interval_ms", 5000u64)? * 1_000_000,
-            gc_free_blocks: o.get("gc_free_blocks", gc_free_default)?,
+            gc_free_blocks: o.get("gc_free_blocks", default_gc_free_blocks(g, cache_mb))?,
             gc_hysteresis_blocks: o.get("gc_hysteresis_blocks", g.chips())?,
             chip_allocation: o
                 .get("chip_allocation", "soonest-idle".to_string())?
