@@ -4,7 +4,7 @@
 //! worn out (no spare block left to replace a failed one) or a fixed number of drive writes.
 //! Reported per design: host writes reached (in drive writes), write amplification, uncorrectable
 //! reads, retired blocks, read retries and the host writes before the first read the ECC could
-//! not correct. Möbius's claim that it does not enlarge write amplification (§V-C, Fig. 10) is
+//! not correct. Möbius's claim that it does not enlarge write amplification (§V-B, Fig. 10) is
 //! graded as a lifetime: its host writes to end of life against Atomic-Write's and LightTx's.
 
 use crate::claims::{Check, Claim, Tolerance};
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use workload::{WorkloadError, WorkloadSpec};
 
 const TITLE: &str =
-    "9. Lifetime on worn flash: write amplification as drive writes to end of life (Möbius §V-C as lifetime)";
+    "9. Lifetime on worn flash: write amplification as drive writes to end of life (Möbius §V-B as lifetime)";
 
 /// The two workloads: transactions (every design with transactions) and plain writes with
 /// flushes (every design).
@@ -334,7 +334,7 @@ fn measured(lives: &[Life]) -> Measured {
 /// Möbius's WA claim as a lifetime (tolerances: docs/claims.md).
 pub fn claims(m: &Measured) -> Vec<Claim> {
     let claim = Claim::new(
-        "Möbius §V-C, Fig. 10 (as lifetime)",
+        "Möbius §V-B, Fig. 10 (as lifetime)",
         "Möbius does not enlarge write amplification compared with the other methods, and is better than LightTx",
     );
     let note = "On worn flash the host writes a design reaches before the spares run out go as the inverse of its write amplification; grown bad blocks are drawn per erase, so equal WA gives lifetimes a few per cent apart (the 0.95 bound).";

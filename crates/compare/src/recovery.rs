@@ -1,4 +1,4 @@
-//! Experiment 3 — recovery time against scanning-zone size (Möbius §V-D, Fig. 11).
+//! Experiment 3 — recovery time against scanning-zone size (Möbius §V-B, Fig. 11).
 //!
 //! For each zone size (0.5, 1, 2, 4 GB) and each design: a fresh 64 GB `jasmine` device, the
 //! design configured so that the area its recovery scans is that zone (where the design has such a
@@ -386,7 +386,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     ExperimentResult {
         id: "recovery",
         title: "3. Recovery time against scanning-zone size (Möbius Fig. 11)".into(),
-        description: "Fresh 64 GB jasmine device per point; the zone's worth of data written as 32-page transactions, then a power cut and recovery. See `crates/compare/src/recovery.rs` for the knob each design exposes. The first figure keeps Möbius's active ALA at its default and charges its validity rebuild like for like; the second draws each design against its own scanning zone as §V-D defines it (Möbius: the active ALA, cut full).".into(),
+        description: "Fresh 64 GB jasmine device per point; the zone's worth of data written as 32-page transactions, then a power cut and recovery. See `crates/compare/src/recovery.rs` for the knob each design exposes. The first figure keeps Möbius's active ALA at its default and charges its validity rebuild like for like; the second draws each design against its own scanning zone as §V-B defines it (Möbius: the active ALA, cut full).".into(),
         tables,
         figures,
         claims,
@@ -560,7 +560,7 @@ fn evaluation_profile_row(
     worst_eval
 }
 
-/// Möbius's scanning zone as §V-D defines it, "ALA is the scanning zone in Möbius": the active
+/// Möbius's scanning zone as §V-B defines it, "ALA is the scanning zone in Möbius": the active
 /// ALA its recovery reads from the Active ALA Head to the first blank page (§IV-C). Sizes in MB:
 /// the implementation's 12 MB (§IV-C), the evaluation's 20 MB (§V), and larger ones the 64 MB
 /// board could not hold (their Resident Area needs more DRAM than it had) up to what this
@@ -600,7 +600,7 @@ fn measure_ala_zone(ctx: &Context, mb: f64) -> crate::error::Result<Recovery> {
     zone.recover_after_cut()
 }
 
-/// Fig. 11 against each design's own scanning zone (§V-D): Möbius's active ALA, LightTx's
+/// Fig. 11 against each design's own scanning zone (§V-B): Möbius's active ALA, LightTx's
 /// available + unavailable zones, DFTL's post-checkpoint area. `lighttx` and `dftl` are the
 /// experiment's curves at [`ZONES_GB`]. Returns the figure, its table and the claim.
 fn scanning_zone_report(
@@ -659,7 +659,7 @@ fn scanning_zone_report(
     ];
     let figure = Figure {
         file: "fig11_recovery_scanning_zone.svg".into(),
-        caption: "Möbius Fig. 11 — recovery time against each design's scanning zone (§V-D: Möbius's active ALA, LightTx's zones)".into(),
+        caption: "Möbius Fig. 11 — recovery time against each design's scanning zone (§V-B: Möbius's active ALA, LightTx's zones)".into(),
         svg: LineChart {
             title: "Recovery time against the scanning zone".into(),
             x_label: "scanning zone (GB, log)".into(),
@@ -709,7 +709,7 @@ fn scanning_zone_claim(mobius: &[(f64, f64, f64, u64)], lighttx: &[(f64, f64)]) 
         None => (f64::NAN, f64::NAN, f64::NAN),
     };
     let at = format!("{} GB", fmt(zone));
-    Claim::new("Möbius §V-D, Fig. 11 (each design's scanning zone)", "Möbius recovers 29 times faster than LightTx when the scanning zone size is 4 GB; ALA is the scanning zone in Möbius while Available Zone and Unavailable Zone is the scanning zones in LightTx")
+    Claim::new("Möbius §V-B, Fig. 11 (each design's scanning zone)", "Möbius recovers 29 times faster than LightTx when the scanning zone size is 4 GB; ALA is the scanning zone in Möbius while Available Zone and Unavailable Zone is the scanning zones in LightTx")
         .check(Check::grade(format!("LightTx / Möbius recovery time, both scanning zones {at} (Möbius's active ALA, cut full)"), ready, Tolerance::AtLeast { min: 10.0 }))
         .check(Check::grade(format!("the same, like for like: Möbius charged its page-validity rebuild ({at})"), full, Tolerance::AtLeast { min: 10.0 }))
         .note("Graded at the largest size both designs ran, not at 4 GB: a 4 GB active ALA needs a Resident Area of 3.9 GB (c = 20 % of 19.5 GB of DRAM; the board had 64 MB) and does not fit this device's ALA ring (4 % of the blocks, a third of it active: 0.85 GB at most). Möbius's ALA holds one whole page per transaction, each read in full at recovery, where LightTx reads only the spare area of each page of its zones; at one zone size the comparison is of those reads. Above 20 MB the active ALA runs with DRAM raised until c = 20 % holds its worst-case Resident Area (decision M1) and a ring twice its size.")
@@ -778,7 +778,7 @@ fn claims(
     let last = ZONES_GB.len() - 1;
     let (m, l) = (&ms[0], &ms[1]);
     let (mf, lf) = (&full[0], &full[1]);
-    vec![Claim::new("Möbius §V-D, Fig. 11", "Möbius recovers 29 times faster than LightTx when the scanning zone is 4 GB")
+    vec![Claim::new("Möbius §V-B, Fig. 11", "Möbius recovers 29 times faster than LightTx when the scanning zone is 4 GB")
         .check(Check::grade("LightTx / Möbius recovery time at 4 GB", l[last] / m[last], Tolerance::AtLeast { min: 10.0 }))
         .check(Check::grade("the same, like for like: Möbius charged its page-validity rebuild", lf[last] / mf[last], Tolerance::AtLeast { min: 10.0 }))
         .check(Check::grade("the same, like for like, Möbius averaged over its merge cycle", lf[last] / cycle_mean, Tolerance::AtLeast { min: 10.0 }))
