@@ -164,7 +164,7 @@ def run_experiments(job, client):
 
 
 def main():
-    job = json.loads(sys.argv[1])
+    job = json.load(sys.stdin)  # the job on stdin: one argv element is limited to 128 KiB
     from dask.distributed import Client, LocalCluster
 
     if job["scheduler"]:

@@ -173,9 +173,7 @@ fn run_cells(
         "workers": args.workers,
         "cells": cells,
     });
-    let status = std::process::Command::new("python3")
-        .args(["-c", crate::compare_cmd::DASK_DRIVER, &job.to_string()])
-        .status()?;
+    let status = crate::compare_cmd::run_python(crate::compare_cmd::DASK_DRIVER, &job)?;
     if !status.success() {
         anyhow::bail!("the Dask run of the cells failed ({status})");
     }
