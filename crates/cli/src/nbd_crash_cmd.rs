@@ -255,23 +255,15 @@ fn print_cell(c: &NbdCell) {
         (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
         (None, None) => "not run".to_string(),
     };
-    let op = c
-        .over_provisioning
-        .as_deref()
-        .map_or(String::new(), |op| format!(" op {op}"));
-    let params = if c.params.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", c.params)
-    };
+    let suffix = c.drawn.suffix();
     eprintln!(
-        "{:<13} seed {:<20} {:<6} {:<10} {:<4} fill {:<4} {:>5} req {:>5} points{op}{params}  {status}",
+        "{:<13} seed {:<20} {:<6} {:<10} {:<4} fill {:<4} {:>5} req {:>5} points{suffix}  {status}",
         c.design,
         c.seed,
         if c.atomic_requests { "atomic" } else { "plain" },
-        c.geometry,
-        c.timing,
-        c.fill,
+        c.drawn.geometry,
+        c.drawn.timing,
+        c.drawn.fill,
         c.requests,
         c.crash_points(),
     );

@@ -247,26 +247,18 @@ fn print_sql_cell(c: &SqlCell) {
         (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
         (None, None) => "not run".to_string(),
     };
-    let op = c
-        .over_provisioning
-        .as_deref()
-        .map_or(String::new(), |op| format!(" op {op}"));
-    let params = if c.params.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", c.params)
-    };
+    let suffix = c.drawn.suffix();
     eprintln!(
-        "{:<13} seed {:<20} {:<5} {:<9} {:<6} {:<7} {:<10} {:<4} fill {:<3} {:>4} tx {:>5} points{op}{params}  {status}",
+        "{:<13} seed {:<20} {:<5} {:<9} {:<6} {:<7} {:<10} {:<4} fill {:<3} {:>4} tx {:>5} points{suffix}  {status}",
         c.design,
         c.seed,
         c.workload,
         c.mode,
         c.synchronous,
         c.tx,
-        c.geometry,
-        c.timing,
-        c.fill,
+        c.drawn.geometry,
+        c.drawn.timing,
+        c.drawn.fill,
         c.transactions,
         c.crash_points(),
     );

@@ -660,6 +660,46 @@ pub struct DrawnDevice {
     pub long: bool,
 }
 
+impl DrawnDevice {
+    /// What a SQLite or NBD soak cell reports of this device: the names drawn, the parameters
+    /// the design ran with beyond `given` ([`params_beyond`]), the over-provisioning, the fill.
+    pub fn columns(&self, given: &DesignOptions) -> DrawnColumns {
+        DrawnColumns {
+            geometry: self.geometry.to_string(),
+            timing: self.timing.to_string(),
+            params: params_beyond(given, &self.options),
+            over_provisioning: self.over_provisioning.map(str::to_string),
+            fill: self.fill,
+        }
+    }
+}
+
+/// The columns of a SQLite or NBD soak cell that describe its drawn device
+/// ([`DrawnDevice::columns`]; flattened into the cell's JSON).
+#[derive(Clone, Debug, Serialize)]
+pub struct DrawnColumns {
+    pub geometry: String,
+    pub timing: String,
+    pub params: String,
+    pub over_provisioning: Option<String>,
+    pub fill: f64,
+}
+
+impl DrawnColumns {
+    /// The end of a cell's progress line: ` op VALUE` when the over-provisioning was turned
+    /// down, ` (k=v,...)` for the parameters beyond the given ones.
+    pub fn suffix(&self) -> String {
+        let op = self
+            .over_provisioning
+            .as_deref()
+            .map_or(String::new(), |op| format!(" op {op}"));
+        match self.params.is_empty() {
+            true => op,
+            false => format!("{op} ({})", self.params),
+        }
+    }
+}
+
 /// The device of a SQLite or NBD soak cell, drawn from `rng` after what the soak draws first:
 /// a geometry and a flash timing of the FTL soak, one of `fills`, the long run one seed in four,
 /// then the design's soak parameters and over-provisioning ([`seed_device_and_options`]).

@@ -23,7 +23,6 @@
 
 use super::{self as crash, CrashConfig, CrashReport};
 use crate::soak::{self as ftl_soak, CellsReport, SoakCell};
-use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise, TxCapabilities};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -106,14 +105,8 @@ pub fn settings(caps: Option<TxCapabilities>, promise: Promise) -> Vec<Setting> 
 pub struct Variant {
     pub workload: Workload,
     pub setting: Setting,
-    /// Names in [`SOAK_GEOMETRIES`] and [`SOAK_TIMINGS`].
-    pub geometry: &'static str,
-    pub timing: &'static str,
-    pub device: DeviceConfig,
-    pub options: DesignOptions,
-    /// The over-provisioning the design was turned down to (`None`: its default).
-    pub over_provisioning: Option<&'static str>,
-    pub fill: f64,
+    /// The device, options and fill the seed drew ([`ftl_soak::draw_device`]).
+    pub drawn: ftl_soak::DrawnDevice,
     pub transactions: u64,
 }
 
@@ -184,20 +177,15 @@ impl Variant {
             return None;
         }
         let setting = settings[rng.random_range(0..settings.len())];
-        let d = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
+        let drawn = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
         let mut variant = Variant {
             workload,
             setting,
-            geometry: d.geometry,
-            timing: d.timing,
-            device: d.device,
-            options: d.options,
-            over_provisioning: d.over_provisioning,
-            fill: d.fill,
-            transactions: match d.long {
+            transactions: match drawn.long {
                 true => LONG_TRANSACTIONS,
                 false => BASE_TRANSACTIONS,
             },
+            drawn,
         };
         if variant.workload == Workload::Tpcc && !variant.holds_tpcc(design) {
             variant.workload = Workload::Tpcb;
@@ -208,10 +196,10 @@ impl Variant {
     /// Whether the design exports room for TPC-C's tables on this device
     /// ([`TPCC_MIN_LOGICAL_PAGES`]).
     fn holds_tpcc(&self, design: &DesignSpec) -> bool {
-        let oob = design.oob_record(&self.device.geometry);
-        let flash = flash::Flash::in_memory(self.device.clone(), oob, true);
+        let oob = design.oob_record(&self.drawn.device.geometry);
+        let flash = flash::Flash::in_memory(self.drawn.device.clone(), oob, true);
         design
-            .build(flash, &self.options)
+            .build(flash, &self.drawn.options)
             .is_ok_and(|dev| dev.logical_pages() >= TPCC_MIN_LOGICAL_PAGES)
     }
 
@@ -223,8 +211,8 @@ impl Variant {
         open.seed = seed;
         CrashConfig {
             design: design.clone(),
-            device: self.device.clone(),
-            options: self.options.clone(),
+            device: self.drawn.device.clone(),
+            options: self.drawn.options.clone(),
             open,
             workload: self.workload,
             scale: Scale::campaign(),
@@ -232,7 +220,7 @@ impl Variant {
             crash_points: cfg.crash_points,
             torn: cfg.torn,
             seed,
-            fill: self.fill,
+            fill: self.drawn.fill,
             second_lives: cfg.second_lives,
             only_at: None,
             first_cut: None,
@@ -252,11 +240,8 @@ pub struct SqlCell {
     pub tx: String,
     /// Every returned commit must survive (`false`: a prefix of the commits).
     pub durable: bool,
-    pub geometry: String,
-    pub timing: String,
-    pub params: String,
-    pub over_provisioning: Option<String>,
-    pub fill: f64,
+    #[serde(flatten)]
+    pub drawn: ftl_soak::DrawnColumns,
     pub transactions: u64,
     pub report: Option<CrashReport>,
     /// The command that replays the first violation (or reruns a campaign that could not run).
@@ -283,11 +268,7 @@ pub fn run_cell(cfg: &SqlSoakConfig, design: &DesignSpec, seed: u64) -> SqlCell 
             variant.setting.mode,
             variant.setting.synchronous,
         ),
-        geometry: variant.geometry.to_string(),
-        timing: variant.timing.to_string(),
-        params: ftl_soak::params_beyond(&cfg.options, &variant.options),
-        over_provisioning: variant.over_provisioning.map(str::to_string),
-        fill: variant.fill,
+        drawn: variant.drawn.columns(&cfg.options),
         transactions: variant.transactions,
         report: None,
         replay: None,
@@ -429,11 +410,11 @@ mod tests {
             assert_eq!(format!("{v:?}"), format!("{again:?}"), "seed {seed}");
             seen.insert(format!("setting {:?}", v.setting));
             seen.insert(format!("workload {:?}", v.workload));
-            seen.insert(format!("geometry {}", v.geometry));
-            seen.insert(format!("timing {}", v.timing));
-            seen.insert(format!("fill {}", v.fill));
+            seen.insert(format!("geometry {}", v.drawn.geometry));
+            seen.insert(format!("timing {}", v.drawn.timing));
+            seen.insert(format!("fill {}", v.drawn.fill));
             seen.insert(format!("transactions {}", v.transactions));
-            seen.insert(format!("low op {}", v.over_provisioning.is_some()));
+            seen.insert(format!("low op {}", v.drawn.over_provisioning.is_some()));
         }
         let caps = ftl_soak::capabilities(&design, &DesignOptions::default());
         let expected = settings(caps, design.promise).len()

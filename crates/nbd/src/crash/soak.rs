@@ -15,7 +15,6 @@
 
 use super::{NbdCrashConfig, NbdCrashReport};
 use crashtest::soak::{self as ftl_soak, CellsReport, SoakCell};
-use flash::DeviceConfig;
 use ftl::{DesignOptions, DesignSpec, Promise};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,12 +60,8 @@ pub fn has_atomic_requests(design: &DesignSpec, options: &DesignOptions) -> bool
 #[derive(Clone, Debug)]
 pub struct Variant {
     pub atomic_requests: bool,
-    pub geometry: &'static str,
-    pub timing: &'static str,
-    pub device: DeviceConfig,
-    pub options: DesignOptions,
-    pub over_provisioning: Option<&'static str>,
-    pub fill: f64,
+    /// The device, options and fill the seed drew ([`ftl_soak::draw_device`]).
+    pub drawn: ftl_soak::DrawnDevice,
     pub requests: u64,
 }
 
@@ -76,32 +71,27 @@ impl Variant {
         let atomic_drawn = rng.random_range(0..4) != 0;
         let can = has_atomic_requests(design, &cfg.options);
         let atomic_requests = cfg.atomic_requests.unwrap_or(atomic_drawn) && can;
-        let d = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
+        let drawn = ftl_soak::draw_device(&mut rng, design, &cfg.options, seed, &FILLS);
         Variant {
             atomic_requests,
-            geometry: d.geometry,
-            timing: d.timing,
-            device: d.device,
-            options: d.options,
-            over_provisioning: d.over_provisioning,
-            fill: d.fill,
-            requests: match d.long {
+            requests: match drawn.long {
                 true => LONG_REQUESTS,
                 false => BASE_REQUESTS,
             },
+            drawn,
         }
     }
 
     pub fn campaign(&self, cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCrashConfig {
         NbdCrashConfig {
             design: design.clone(),
-            device: self.device.clone(),
-            options: self.options.clone(),
+            device: self.drawn.device.clone(),
+            options: self.drawn.options.clone(),
             atomic_requests: self.atomic_requests,
             promise: cfg.promise,
             plain_reads: cfg.plain_reads,
             requests: self.requests,
-            fill: self.fill,
+            fill: self.drawn.fill,
             crash_points: cfg.crash_points,
             torn: cfg.torn,
             seed,
@@ -120,11 +110,8 @@ pub struct NbdCell {
     pub seed: u64,
     pub atomic_requests: bool,
     pub promise: String,
-    pub geometry: String,
-    pub timing: String,
-    pub params: String,
-    pub over_provisioning: Option<String>,
-    pub fill: f64,
+    #[serde(flatten)]
+    pub drawn: ftl_soak::DrawnColumns,
     pub requests: u64,
     pub report: Option<NbdCrashReport>,
     /// The command that replays the first violation (or reruns a campaign that failed).
@@ -143,11 +130,7 @@ pub fn run_cell(cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCell 
         seed,
         atomic_requests: variant.atomic_requests,
         promise: campaign.promise().name().to_string(),
-        geometry: variant.geometry.to_string(),
-        timing: variant.timing.to_string(),
-        params: ftl_soak::params_beyond(&cfg.options, &variant.options),
-        over_provisioning: variant.over_provisioning.map(str::to_string),
-        fill: variant.fill,
+        drawn: variant.drawn.columns(&cfg.options),
         requests: variant.requests,
         report: None,
         replay: None,
