@@ -509,31 +509,50 @@ impl Overrides {
         mut base: DesignOptions,
     ) -> DesignOptions {
         let design = spec.name;
-        let mut set: Vec<(&str, Option<Value>)> = Vec::new();
+        // (the design's option, the unknown that sets it)
+        let mut set: Vec<(&str, &'static str)> = Vec::new();
         if MAPPING_RAM_DESIGNS.contains(&design) {
-            set.push(("dram_mb", self.get("mapping_ram")));
+            set.push(("dram_mb", "mapping_ram"));
         }
         if design == "mobius" {
-            set.push(("ala_mb", self.get("ala")));
-            set.push(("active_ala_mb", self.get("active_ala")));
+            set.push(("ala_mb", "ala"));
+            set.push(("active_ala_mb", "active_ala"));
         }
-        let fit = design == "mobius" && set.iter().any(|(_, v)| v.is_some());
         if let Some((_, key)) = GC_POLICY_DESIGNS.iter().find(|(d, _)| *d == design) {
-            set.push((key, self.get("gc_policy")));
+            set.push((key, "gc_policy"));
         }
         if let OverProvisioningKnob::Param(key) = spec.over_provisioning {
-            set.push((key, self.get("over_provisioning")));
+            set.push((key, "over_provisioning"));
         }
-        for (key, v) in set {
-            if let Some(v) = v {
+        let mut resized_mobius = false;
+        for (key, unknown) in set {
+            if let Some(own) = base.params.get(key) {
+                self.keep_experiments_own(unknown, design, key, own);
+                continue;
+            }
+            if let Some(v) = self.get(unknown) {
                 base.params.insert(key.to_string(), v.to_string());
+                resized_mobius |= matches!(unknown, "mapping_ram" | "ala" | "active_ala");
             }
         }
-        if fit {
+        if resized_mobius {
             fit_resident_area(geometry, &mut base);
         }
         self.gc_mark(design, geometry, &mut base);
         base
+    }
+
+    /// A design option the experiment sets itself is its measurement's condition, not an
+    /// unknown: micro's runs with 2 MB of mapping RAM (the sub-claims named so), recovery's
+    /// sweep of Möbius's active ALA (the scanning zones of Fig. 11). It stands, the parameter is
+    /// not consulted for that run, and a point that would have moved it says so in `applied`.
+    fn keep_experiments_own(&self, unknown: &'static str, design: &str, key: &str, own: &str) {
+        if self.point.0.contains_key(unknown) {
+            self.note(
+                unknown,
+                format!("{design}: {key}={own} kept (the experiment's own)"),
+            );
+        }
     }
 
     /// `gc_threshold`: the design's GC free-block mark (the one its options give, or its
@@ -668,6 +687,38 @@ mod tests {
         for name in ["program", "host_link", "mapping_ram", "clients", "fill"] {
             assert!(seen.contains(&name), "{name} not recorded in {seen:?}");
         }
+    }
+
+    /// An option the experiment sets itself (micro's 2 MB of mapping RAM, recovery's active
+    /// ALA) is its condition: a point does not replace it, says so, and does not count as
+    /// reaching that run; the options the experiment left to the defaults still move.
+    #[test]
+    fn an_experiments_own_option_stands_against_a_point() {
+        let jasmine = DeviceConfig::preset("jasmine").unwrap();
+        let mobius = lab::registry::find("mobius").unwrap();
+        let dftl = lab::registry::find("dftl").unwrap();
+        let o = Overrides::at(Point::parse("mapping_ram=128,ala=1000,active_ala=6").unwrap());
+        let own = DesignOptions::default()
+            .with("dram_mb", 2)
+            .with("active_ala_mb", 1);
+        let opts = o.options(&mobius, &jasmine.geometry, own.clone());
+        assert_eq!(opts.params["dram_mb"], "2");
+        assert_eq!(opts.params["active_ala_mb"], "1");
+        assert_eq!(
+            opts.params["ala_mb"], "1000",
+            "the ring was left to the default"
+        );
+        assert_eq!(
+            o.applied()["mapping_ram"],
+            ["mobius: dram_mb=2 kept (the experiment's own)"]
+        );
+        let kept = Overrides::at(Point::parse("mapping_ram=128").unwrap());
+        let opts = kept.options(&dftl, &jasmine.geometry, own);
+        assert_eq!(opts.params["dram_mb"], "2");
+        assert!(!kept.consulted().contains(&"mapping_ram"));
+        let moved = kept.options(&dftl, &jasmine.geometry, DesignOptions::default());
+        assert_eq!(moved.params["dram_mb"], "128");
+        assert!(kept.consulted().contains(&"mapping_ram"));
     }
 
     /// `page_size` moves a 4 or 8 KB-page device to the other page size with its capacity
