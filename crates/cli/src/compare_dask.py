@@ -19,7 +19,6 @@ again (resume).
 
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -46,24 +45,30 @@ def run_cell(mobius, scale, seed, cell):
     """One cell of ``mobius compare --robustness``: the experiment at the cell's point of the
     table of unknowns (``--unknowns``); its results.json (and, for a default cell, every file)."""
     start = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as d:
-        p = subprocess.run(
+        code, log, cpu_s = run_measured(
             [mobius, "compare", "--scale", scale, "--seed", str(seed), "--only",
-             cell["experiment"], "--jobs", "1", "--unknowns", cell["spec"], "--out", d],
-            capture_output=True, text=True,
-        )
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        # CPU seconds of the cell's process (a worker runs one task at a time): what the cell
-        # costs whatever else shares the machine.
-        cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+             cell["experiment"], "--jobs", "1", "--unknowns", cell["spec"], "--out", d])
         files = {}
-        if p.returncode == 0:
+        if code == 0:
             for name in os.listdir(d):
                 if cell["part"] or name == "results.json":
                     with open(os.path.join(d, name), "rb") as f:
                         files[name] = f.read()
-    return cell, p.returncode, p.stdout + p.stderr, files, (time.perf_counter() - start, cpu_s)
+    return cell, code, log, files, (time.perf_counter() - start, cpu_s)
+
+
+def run_measured(args):
+    """Runs `args` to its end: its exit code, its output (stdout and stderr together) and the
+    CPU seconds of that process and its children alone (`wait4`'s own rusage, so a cell's CPU
+    time is its own whatever else this process runs: the workers of a LocalCluster are threads
+    of one process, where RUSAGE_CHILDREN would count every worker's cells)."""
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = p.stdout.read().decode(errors="replace")
+    p.stdout.close()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, log, usage.ru_utime + usage.ru_stime
 
 
 def cell_done(out, cell):
@@ -172,7 +177,10 @@ def main():
         cluster = None
     else:
         n = job["workers"] or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+        # Workers as threads of this process: a task only waits on its `mobius` subprocess
+        # (no GIL held), and worker and nanny processes would cost CPU beside the cells (each
+        # event loop a few per cent of a core, which two busy workers on two cores pay for).
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=False,
                                dashboard_address=None)
         client = Client(cluster)
     try:
@@ -190,4 +198,5 @@ def main():
         sys.exit(1)
 
 
-main()
+if __name__ == "__main__":  # `python3 -c SOURCE` runs it as __main__; a test imports it
+    main()
