@@ -51,8 +51,8 @@ impl Flash {
             });
         }
         match self.media {
-            None => Ok(self.run_in_store(block, from, records, not_before, cause)),
-            Some(_) => self.run_read_by_read(block, from, records, not_before, cause),
+            None => Ok(self.run_in_store((block, from), records, (not_before, cause))),
+            Some(_) => self.run_read_by_read((block, from), records, (not_before, cause)),
         }
     }
 
@@ -60,11 +60,9 @@ impl Flash {
     /// the programmed pages stop, and the reads are booked as one run.
     fn run_in_store<const N: usize>(
         &mut self,
-        block: BlockId,
-        from: u32,
+        (block, from): (BlockId, u32),
         records: &mut Vec<[u8; N]>,
-        not_before: u64,
-        cause: OpCause,
+        (not_before, cause): (u64, OpCause),
     ) -> OobRun {
         let g = &self.config.geometry;
         let (first, left) = (g.ppn(block, from), g.pages_per_block - from);
@@ -106,11 +104,9 @@ impl Flash {
     /// ECC (its retries take time, and it may find a record lost), so read by read.
     fn run_read_by_read<const N: usize>(
         &mut self,
-        block: BlockId,
-        from: u32,
+        (block, from): (BlockId, u32),
         records: &mut Vec<[u8; N]>,
-        not_before: u64,
-        cause: OpCause,
+        (not_before, cause): (u64, OpCause),
     ) -> Result<OobRun, FlashError> {
         let ppb = self.config.geometry.pages_per_block;
         let mut record = [0; N];
@@ -148,7 +144,7 @@ mod tests {
         }
         let mut f = Flash::in_memory(config, 16, true);
         let ppb = f.geometry().pages_per_block;
-        let mut program = |f: &mut Flash, block: u32, pages: u32| {
+        let program = |f: &mut Flash, block: u32, pages: u32| {
             for p in 0..pages {
                 let ppn = f.geometry().ppn(BlockId(block), p);
                 let tag = Content::Tag(ContentTag {
