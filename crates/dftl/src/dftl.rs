@@ -931,7 +931,6 @@ impl BlockDevice for Dftl {
         self.maybe_checkpoint(arrival_ns)?;
         let mut ack = arrival_ns;
         let mut loaded = None;
-        let mut oob_buf = [0u8; OOB_BYTES as usize];
         for i in 0..count {
             let lpn = start.0 + i;
             let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
@@ -940,9 +939,7 @@ impl BlockDevice for Dftl {
                 ack = ack.max(known);
                 continue;
             }
-            let (status, span) = self
-                .flash
-                .read(ppn, &mut oob_buf, known, OpCause::HostData)?;
+            let (status, span) = self.flash.read_data(ppn, known, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
             out.push(PageOutcome::of_mapped_page(status));
         }
@@ -1391,38 +1388,45 @@ impl Dftl {
     fn scan(flash: &mut Flash, list: &[(BlockId, u32)], start: u64) -> Result<Found, FtlError> {
         let g = flash.geometry().clone();
         let mut found = Found::empty();
-        let mut buf = [0u8; OOB_BYTES as usize];
+        let mut records: Vec<[u8; OOB_BYTES as usize]> = Vec::new();
         for &(block, from) in list {
             found.blocks += 1;
-            let mut end = (block, g.pages_per_block, false);
-            for p in from..g.pages_per_block {
-                let ppn = g.ppn(block, p);
-                let (state, _) = flash.read_oob(ppn, &mut buf, start, OpCause::Recovery)?;
-                found.pages += 1;
-                if state == PageState::Torn {
-                    Dftl::check_torn_is_last(flash, ppn, start)?;
-                }
-                if state != PageState::Programmed {
-                    end = (block, p, state == PageState::Torn);
-                    break;
-                }
-                let Some(r) = OobRecord::decode(&buf).ok() else {
-                    continue;
-                };
-                found.max_seq = found.max_seq.max(r.seq);
-                let map = if r.kind == KIND_DATA {
-                    &mut found.data
-                } else {
-                    &mut found.translation
-                };
-                let e = map.entry(r.id).or_insert((0, Ppn::NONE));
-                if r.seq >= e.0 {
-                    *e = (r.seq, ppn);
-                }
+            let run = flash.read_oob_run(block, from, &mut records, start, OpCause::Recovery)?;
+            found.pages += u64::from(run.programmed) + u64::from(run.stopped_at.is_some());
+            for (k, record) in records.iter().enumerate() {
+                let ppn = g.ppn(block, from + k as u32);
+                Dftl::note_scanned(&mut found, record, ppn);
             }
+            let end = match run.stopped_at {
+                None => (block, g.pages_per_block, false),
+                Some((ppn, state)) => {
+                    if state == PageState::Torn {
+                        Dftl::check_torn_is_last(flash, ppn, start)?;
+                    }
+                    (block, g.page_in_block(ppn), state == PageState::Torn)
+                }
+            };
             found.ends.push(end);
         }
         Ok(found)
+    }
+
+    /// The scan's note of the programmed page `ppn` whose OOB record is `record`: the newest
+    /// page of its data or translation page so far, and the largest sequence number.
+    fn note_scanned(found: &mut Found, record: &[u8], ppn: Ppn) {
+        let Ok(r) = OobRecord::decode(record) else {
+            return;
+        };
+        found.max_seq = found.max_seq.max(r.seq);
+        let map = if r.kind == KIND_DATA {
+            &mut found.data
+        } else {
+            &mut found.translation
+        };
+        let e = map.entry(r.id).or_insert((0, Ppn::NONE));
+        if r.seq >= e.0 {
+            *e = (r.seq, ppn);
+        }
     }
 
     /// A page whose spare area does not read is torn only if it is the last one programmed in

@@ -218,7 +218,48 @@ fn copy_short(src: &[u8], dst: &mut [u8]) {
 
 /// The crc32c stored after a record must be the crc32c of its bytes `covered`.
 pub fn check_crc(stored: u32, covered: &[u8]) -> Result<(), CorruptRecord> {
-    check_computed_crc(stored, crc32c::crc32c(covered))
+    check_computed_crc(stored, crc32c(covered))
+}
+
+/// The crc32c of `bytes`, as the `crc32c` crate computes it, with the `crc32` instruction 8
+/// bytes at a time where the buffer is short: the crate prepares for long buffers first, which
+/// for the 12-byte body of an OOB record was two thirds of the checksum's time (7 % of a crash
+/// campaign on the write-cached FTL, whose recovery checks every page's record).
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if bytes.len() <= SHORT_CRC && std::arch::is_x86_feature_detected!("sse4.2") {
+        // SAFETY: the CPU has SSE4.2 (checked just above), all the function needs.
+        return unsafe { short_crc32c_sse42(bytes) };
+    }
+    ::crc32c::crc32c(bytes)
+}
+
+/// Buffers up to this long take [`crc32c`]'s short path.
+const SHORT_CRC: usize = 64;
+
+/// [`crc32c`] of a short buffer: 8 bytes per instruction, then 4, then one at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn short_crc32c_sse42(bytes: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
+    let mut words = bytes.chunks_exact(8);
+    let mut crc = u64::from(u32::MAX);
+    for w in &mut words {
+        crc = _mm_crc32_u64(crc, u64::from_le_bytes(w.try_into().expect("8 bytes")));
+    }
+    let mut crc = crc as u32;
+    let mut rest = words.remainder();
+    if rest.len() >= 4 {
+        crc = _mm_crc32_u32(
+            crc,
+            u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")),
+        );
+        rest = &rest[4..];
+    }
+    for &b in rest {
+        crc = _mm_crc32_u8(crc, b);
+    }
+    !crc
 }
 
 /// [`check_crc`] for a crc32c the caller computed (over bytes not contiguous in memory).
@@ -235,6 +276,25 @@ mod tests {
     use super::*;
 
     /// Every length from empty to past the short copies, into fields shorter, equal and longer.
+    /// The short path gives the crate's crc32c at every length, on either side of its limit.
+    #[test]
+    fn the_short_crc_is_the_crates_crc() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for n in 0..=SHORT_CRC + 9 {
+            let bytes: Vec<u8> = (0..n)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (x >> 56) as u8
+                })
+                .collect();
+            assert_eq!(crc32c(&bytes), ::crc32c::crc32c(&bytes), "{n} bytes");
+        }
+        assert!(check_crc(::crc32c::crc32c(b"record"), b"record").is_ok());
+        assert!(check_crc(::crc32c::crc32c(b"record") ^ 1, b"record").is_err());
+    }
+
     #[test]
     fn copy_padded_copies_and_pads_every_length() {
         for n in 0..80usize {

@@ -71,6 +71,13 @@ pub trait Store: Send {
             .find(|&p| self.page_state(g.ppn(block, p)) != PageState::Erased)
             .map_or(0, |p| p + 1)
     }
+    /// How many pages from `first` on, at most `max`, are programmed one after another (where
+    /// a run of OOB reads stops: [`crate::Flash::read_oob_run`]).
+    fn programmed_run(&self, first: Ppn, max: u32) -> u32 {
+        (0..max)
+            .take_while(|&k| self.page_state(Ppn(first.0 + k)) == PageState::Programmed)
+            .count() as u32
+    }
     /// Copies the OOB record of a programmed page into `out` (up to `out.len()` bytes).
     fn oob(&self, ppn: Ppn, out: &mut [u8]);
     fn write_page(&mut self, ppn: Ppn, content: &Content, oob: &[u8]);
@@ -225,6 +232,15 @@ impl PageStates {
         let shift = 2 * (i % 32);
         let word = &mut self.words[i / 32];
         *word = *word & !(3 << shift) | (raw as u64) << shift;
+    }
+    /// [`Store::programmed_run`] from the 2-bit states.
+    fn programmed_run(&self, first: Ppn, max: u32) -> u32 {
+        (0..max)
+            .take_while(|&k| {
+                let raw = self.raw(Ppn(first.0 + k));
+                raw == PageState::Programmed as u8 || raw == HOLDS_BYTES
+            })
+            .count() as u32
     }
     /// Pages of `range` that are not erased, found a word (32 pages) at a time.
     fn not_erased(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
@@ -597,6 +613,9 @@ impl Store for TagStore {
     fn page_state(&self, ppn: Ppn) -> PageState {
         self.common.states.get(ppn)
     }
+    fn programmed_run(&self, first: Ppn, max: u32) -> u32 {
+        self.common.states.programmed_run(first, max)
+    }
     fn written_extent(&self, block: BlockId) -> u32 {
         self.common.written_extent(block)
     }
@@ -885,6 +904,9 @@ impl Store for MemStore {
     }
     fn page_state(&self, ppn: Ppn) -> PageState {
         self.common.states.get(ppn)
+    }
+    fn programmed_run(&self, first: Ppn, max: u32) -> u32 {
+        self.common.states.programmed_run(first, max)
     }
     fn written_extent(&self, block: BlockId) -> u32 {
         self.common.written_extent(block)

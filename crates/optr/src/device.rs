@@ -906,7 +906,6 @@ impl BlockDevice for Optr {
         check_range(start, count as u64, self.logical)?;
         out.clear();
         let mut ack = arrival_ns;
-        let mut oob = [0u8; OOB_BYTES as usize];
         for lpn in start.0..start.0 + count {
             if let Some(c) = self.cache.get(lpn) {
                 out.push(PageOutcome::Data(c.clone()));
@@ -917,9 +916,7 @@ impl BlockDevice for Optr {
                 out.push(PageOutcome::Unwritten);
                 continue;
             }
-            let (status, span) = self
-                .flash
-                .read(ppn, &mut oob, arrival_ns, OpCause::HostData)?;
+            let (status, span) = self.flash.read_data(ppn, arrival_ns, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
             out.push(PageOutcome::of_mapped_page(status));
         }

@@ -349,7 +349,6 @@ impl BlockDevice for WCache {
         check_range(start, count as u64, self.logical)?;
         out.clear();
         let mut ack = arrival_ns;
-        let mut oob = [0u8; OOB_BYTES as usize];
         for lpn in start.0..start.0 + count {
             if let Some(c) = self.cache.get(lpn) {
                 self.cache_hits += 1;
@@ -361,9 +360,7 @@ impl BlockDevice for WCache {
                 out.push(PageOutcome::Unwritten);
                 continue;
             }
-            let (status, span) = self
-                .flash
-                .read(ppn, &mut oob, arrival_ns, OpCause::HostData)?;
+            let (status, span) = self.flash.read_data(ppn, arrival_ns, OpCause::HostData)?;
             ack = ack.max(span.end_ns);
             out.push(PageOutcome::of_mapped_page(status));
         }
@@ -505,37 +502,43 @@ impl WCache {
         let g = self.flash.geometry().clone();
         let mut blocks = vec![ScannedBlock::default(); g.blocks() as usize];
         let mut best: Vec<(u64, Ppn)> = vec![(0, Ppn::NONE); self.logical as usize];
-        let mut oob = [0u8; OOB_BYTES as usize];
+        let mut records: Vec<[u8; OOB_BYTES as usize]> =
+            Vec::with_capacity(g.pages_per_block as usize);
         let mut max_seq = 0;
         for (b, scanned) in blocks.iter_mut().enumerate() {
             let block = BlockId(b as u32);
             scanned.torn = self.flash.block_erase_torn(block);
-            for p in 0..g.pages_per_block {
-                let ppn = g.ppn(block, p);
-                let (state, _) = self
-                    .flash
-                    .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
-                match state {
-                    PageState::Erased => break,
+            let mut from = 0;
+            // Runs of programmed pages, each ended by a torn page (read on past it) or an
+            // erased one (the block's written part ends there).
+            while from < g.pages_per_block {
+                let run =
+                    self.flash
+                        .read_oob_run(block, from, &mut records, start, OpCause::Recovery)?;
+                for (k, record) in records.iter().enumerate() {
+                    let Ok((lpn, seq)) = decode_oob(record) else {
+                        continue;
+                    };
+                    max_seq = max_seq.max(seq);
+                    if lpn < self.logical && seq >= best[lpn as usize].0 {
+                        best[lpn as usize] = (seq, g.ppn(block, from + k as u32));
+                    }
+                }
+                scanned.end = from + run.programmed;
+                match run.stopped_at {
+                    None | Some((_, PageState::Erased)) => break,
                     // A record that does not read: a torn program's, or — its page lost to the
                     // media whole — one whose version no other page names.
-                    PageState::Torn if self.flash.is_lost(ppn) => {
+                    Some((ppn, _)) if self.flash.is_lost(ppn) => {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: "the OOB record of a page".into(),
                         })
                     }
-                    PageState::Torn => scanned.torn = true,
-                    PageState::Programmed => {
-                        if let Ok((lpn, seq)) = decode_oob(&oob) {
-                            max_seq = max_seq.max(seq);
-                            if lpn < self.logical && seq >= best[lpn as usize].0 {
-                                best[lpn as usize] = (seq, ppn);
-                            }
-                        }
-                    }
+                    Some(_) => scanned.torn = true,
                 }
-                scanned.end = p + 1;
+                from = scanned.end + 1;
+                scanned.end = from;
             }
         }
         Ok((blocks, best, max_seq))
