@@ -3,21 +3,25 @@
 use flash::{BlockId, ChipId, Geometry};
 use ftl::{DesignOptions, FtlError, GcPolicy};
 
-/// GC's free-block mark by default (`gc_free_blocks`, §IV-D leaves it open [R]): GC runs below
-/// one free block per chip, so every chip can take a copy, plus two; and never below
-/// [`MIN_GC_FREE_BLOCKS`]. `chips + 2` on one chip left recovery stranded (soak seed
-/// 20264152, docs/mobius.md "GC keeps room for recovery").
+/// GC's free-block mark by default (`gc_free_blocks`, §IV-D leaves it open [R]): its floor,
+/// [`min_gc_free_blocks`].
 pub fn default_gc_free_blocks(g: &Geometry) -> u32 {
-    (g.chips() + 2).max(MIN_GC_FREE_BLOCKS)
+    min_gc_free_blocks(g)
 }
 
 /// Free blocks recovery takes before GC can free one: the chain's next page, GC's copies.
 const RECOVERY_FREE_BLOCKS: u32 = 2;
 
-/// The least `gc_free_blocks`: what recovery takes before GC frees a block
-/// ([`RECOVERY_FREE_BLOCKS`]) and the two a cut can leave below the mark (GC's copies take a
-/// free block while the count is already below it; recovery closes the open blocks).
-pub const MIN_GC_FREE_BLOCKS: u32 = RECOVERY_FREE_BLOCKS + 2;
+/// The least `gc_free_blocks`: one free block per chip, so that a victim's copies (spread over
+/// the chips) find room on every chip, plus two, since GC's copies take a free block while the
+/// count is already below the mark and a cut can leave two fewer; and never below
+/// [`RECOVERY_FREE_BLOCKS`] + 2 (recovery closes the open blocks and takes two before GC frees
+/// one). `chips + 2` on one chip left recovery stranded (soak seed 20264152, docs/mobius.md
+/// "GC keeps room for recovery"); `RECOVERY_FREE_BLOCKS + 2` alone on four chips did too, with
+/// cost-benefit GC, whose victims hold more live pages (crashtest seed 660101, torn).
+pub fn min_gc_free_blocks(g: &Geometry) -> u32 {
+    (g.chips() + 2).max(RECOVERY_FREE_BLOCKS + 2)
+}
 
 /// Test-only bug injection: the crash campaign must catch each of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +75,7 @@ pub struct MobiusConfig {
     /// the blocks no pin holds (docs/mobius.md "Mapping, merge, GC").
     pub gc_policy: GcPolicy,
     /// GC runs while fewer blocks are free ([`default_gc_free_blocks`], at least
-    /// [`MIN_GC_FREE_BLOCKS`]); the mark is also kept out of the exported capacity.
+    /// [`min_gc_free_blocks`]); the mark is also kept out of the exported capacity.
     pub gc_free_blocks: u32,
 }
 
@@ -174,7 +178,7 @@ impl MobiusConfig {
                 o,
                 "mobius",
                 default_gc_free_blocks(g),
-                MIN_GC_FREE_BLOCKS,
+                min_gc_free_blocks(g),
             )?,
         };
         let mut c = c;
