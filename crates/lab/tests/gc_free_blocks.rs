@@ -69,19 +69,20 @@ fn options(mark: Option<u32>) -> DesignOptions {
 fn run(dev: &mut dyn BlockDevice) -> flash::FlashStats {
     let logical = dev.logical_pages();
     let mut at = 0;
-    let mut write = |dev: &mut dyn BlockDevice, lpn: u32, n: u64| {
-        let page = Content::Tag(ContentTag { lpn, write: n });
-        let done = dev.write(Lpn(lpn), &[page], at).expect("a write");
-        at = done.ack_ns;
-    };
     for lpn in 0..logical * 9 / 10 {
-        write(dev, lpn, 0);
+        at = write1(dev, lpn, 0, at);
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(66);
     for n in 1..=logical as u64 {
-        write(dev, rng.random_range(0..logical), n);
+        at = write1(dev, rng.random_range(0..logical), n, at);
     }
     dev.flash().stats().clone()
+}
+
+/// Write number `n` of page `lpn`, arriving `at`: its acknowledgement.
+fn write1(dev: &mut dyn BlockDevice, lpn: u32, n: u64, at: u64) -> u64 {
+    let page = Content::Tag(ContentTag { lpn, write: n });
+    dev.write(Lpn(lpn), &[page], at).expect("a write").ack_ns
 }
 
 #[test]
@@ -103,9 +104,7 @@ fn writes_before_gc(dev: &mut dyn BlockDevice, range: u32) -> u64 {
     let before = gc_erases(dev);
     let mut at = 0;
     for n in 0..8 * dev.flash().geometry().pages() as u64 {
-        let lpn = (n % range as u64) as u32;
-        let page = Content::Tag(ContentTag { lpn, write: n });
-        at = dev.write(Lpn(lpn), &[page], at).expect("a write").ack_ns;
+        at = write1(dev, (n % range as u64) as u32, n, at);
         if gc_erases(dev) > before {
             return n;
         }
