@@ -11,8 +11,11 @@ use flash::{Content, ContentTag, DeviceConfig, Geometry, Lpn, OpCause};
 use ftl::{BlockDevice, DesignOptions, FtlError};
 use rand::{RngExt, SeedableRng};
 
-/// Each design with its default mark and its floor on a geometry.
-const DESIGNS: [(&str, fn(&Geometry) -> (u32, u32)); 7] = [
+/// A design's default mark and its floor on a geometry.
+type Marks = fn(&Geometry) -> (u32, u32);
+
+/// Each design with its marks.
+const DESIGNS: [(&str, Marks); 7] = [
     ("mobius", mobius),
     ("dftl", dftl),
     ("atomic-write", engine),
