@@ -22,16 +22,17 @@ use ftl::{
     SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
-pub const PARAMS: [&str; 4] = [
+pub const PARAMS: [&str; 5] = [
     "over_provisioning",
     "reserve_blocks",
     "max_tx_pages",
     "gc_policy",
+    "gc_free_blocks",
 ];
 
 /// Engine configuration from `--param`s: `over_provisioning` (0.2), `reserve_blocks` per chip
 /// announced in each root (2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device),
-/// `gc_policy` (greedy).
+/// `gc_policy` (greedy), `gc_free_blocks` (`engine::default_gc_free_blocks`).
 pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError> {
     o.check_known("atomic-write", &PARAMS)?;
     let reserve: u32 = o.get("reserve_blocks", 2)?;

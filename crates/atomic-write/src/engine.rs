@@ -77,6 +77,9 @@ pub struct EngineConfig {
     /// `max_tx_pages`): their previous versions stay live until they commit.
     pub tx_room_pages: u32,
     pub gc_policy: GcPolicy,
+    /// GC runs while fewer blocks are free ([`default_gc_free_blocks`], at least
+    /// [`min_gc_free_blocks`]); the mark is also kept out of the exported capacity.
+    pub gc_free_blocks: u32,
 }
 
 /// The block-device accessors of a design built on the [`Engine`] held in its field `e`
@@ -130,7 +133,8 @@ impl Engine {
 impl EngineConfig {
     /// The `--param`s both designs take, around the design's own window: `over_provisioning`
     /// (0.2), `max_tx_pages` (1,024 pages = 4 MB, at most 1/16 of the device and half the
-    /// over-provisioned pages, [`transaction_room`]), `gc_policy` (greedy).
+    /// over-provisioned pages, [`transaction_room`]), `gc_policy` (greedy), `gc_free_blocks`
+    /// ([`default_gc_free_blocks`], at least [`min_gc_free_blocks`]).
     pub fn with_common_params(
         o: &ftl::DesignOptions,
         g: &flash::Geometry,
@@ -144,7 +148,9 @@ impl EngineConfig {
                 "over_provisioning must be within 0.05..=0.9".into(),
             ));
         }
-        let room = transaction_room(g, op).max(1);
+        let own = default_gc_free_blocks(g);
+        let mark = ftl::gc_free_blocks(o, design, own, min_gc_free_blocks(g))?;
+        let room = transaction_room(g, op, mark).max(1);
         let cap = (g.pages() / 16).min(room);
         let max_tx: u32 = o.get("max_tx_pages", 1024u32.min(cap))?;
         if max_tx == 0 || max_tx > cap {
@@ -163,6 +169,7 @@ impl EngineConfig {
             max_tx_pages: max_tx,
             tx_room_pages: room,
             gc_policy: policy,
+            gc_free_blocks: mark,
         })
     }
 }
@@ -273,7 +280,7 @@ fn tree_room(g: &Geometry) -> u32 {
 
 /// Free blocks below which GC stops copying and erases the victims it has copied (after one
 /// root): room for that root's tree pages, one victim's copies (a new block on each chip at
-/// most) and two spare.
+/// most) and two spare. The least `gc_free_blocks` ([`min_gc_free_blocks`]).
 fn gc_floor(g: &Geometry) -> u32 {
     tree_room(g) + g.chips() + 2
 }
@@ -287,18 +294,27 @@ fn gc_batch(g: &Geometry) -> u32 {
     2 * tree_pages(g).div_ceil(g.pages_per_block)
 }
 
-/// GC runs when fewer blocks than this are free.
-fn gc_low(g: &Geometry) -> u32 {
+/// GC's free-block mark by default [R] (neither Atomic-Write's paper nor the Möbius paper
+/// gives one): GC runs when fewer blocks than this are free, [`gc_floor`] and one batch of
+/// victims above it.
+pub fn default_gc_free_blocks(g: &Geometry) -> u32 {
     gc_floor(g) + gc_batch(g)
+}
+
+/// The least `gc_free_blocks`: [`gc_floor`], where GC flushes a root to erase the victims it
+/// copied; below it a root's tree pages and a victim's copies may find no free block.
+pub fn min_gc_free_blocks(g: &Geometry) -> u32 {
+    gc_floor(g)
 }
 
 /// Half the pages the exported capacity leaves free at `over_provisioning`: a transaction
 /// keeps the previous versions of its pages live until it commits, so on a device whose live
 /// data fills the capacity its new pages must fit there, beside what GC copies (on one chip at
 /// 5 %, 256-page transactions met "no space": found by the NBD crash soak's longest-write test).
-fn transaction_room(g: &Geometry, over_provisioning: f64) -> u32 {
-    let usable = g.blocks().saturating_sub(reserved_blocks(g)) * g.pages_per_block;
-    usable.saturating_sub(ftl::logical_pages(g, reserved_blocks(g), over_provisioning)) / 2
+fn transaction_room(g: &Geometry, over_provisioning: f64, gc_free_blocks: u32) -> u32 {
+    let reserved = reserved_blocks(g, gc_free_blocks);
+    let usable = g.blocks().saturating_sub(reserved) * g.pages_per_block;
+    usable.saturating_sub(ftl::logical_pages(g, reserved, over_provisioning)) / 2
 }
 
 /// Blocks that never hold the host's data at steady state: the root ring, the free blocks GC
@@ -306,8 +322,8 @@ fn transaction_room(g: &Geometry, over_provisioning: f64) -> u32 {
 /// out, so the over-provisioning is real space GC can reclaim: an engine that counted only the
 /// ring exported more than a 8-chip, 16-block-per-chip device can hold at 80 % fill and ran out
 /// of space (found by the seed soak on the `wide` geometry).
-fn reserved_blocks(g: &Geometry) -> u32 {
-    2 + ftl::working_blocks(g, STREAMS, gc_low(g))
+fn reserved_blocks(g: &Geometry, gc_free_blocks: u32) -> u32 {
+    2 + ftl::working_blocks(g, STREAMS, gc_free_blocks)
 }
 
 /// What recovery's scan of the log tail found (step 3).
@@ -362,7 +378,8 @@ impl Engine {
         };
         let pool = BlockPool::new(&g, STREAMS, |b| ring.contains(&b));
         let space = Space::new(pool, Validity::new(&g), cfg.gc_policy, 1000);
-        let logical = ftl::logical_pages(&g, reserved_blocks(&g), cfg.over_provisioning);
+        let reserved = reserved_blocks(&g, cfg.gc_free_blocks);
+        let logical = ftl::logical_pages(&g, reserved, cfg.over_provisioning);
         assert!(
             logical < OWNER_GTD,
             "LPNs must leave the owner tag bits free"
@@ -1193,7 +1210,8 @@ impl Engine {
     /// Collects victims until enough blocks are free.
     pub fn make_room(&mut self, now: u64) -> Result<(), FtlError> {
         let g = self.flash.geometry().clone();
-        let (floor, batch, low) = (gc_floor(&g), gc_batch(&g) as usize, gc_low(&g));
+        let (floor, batch) = (gc_floor(&g), gc_batch(&g) as usize);
+        let low = self.cfg.gc_free_blocks;
         let mut rounds = 0;
         while self.space.pool.free_blocks() < low {
             rounds += 1;
@@ -1738,7 +1756,7 @@ impl Engine {
     fn erase_unneeded(&mut self, mut unknown_empty: Vec<BlockId>, t: u64) -> Result<u64, FtlError> {
         let g = self.flash.geometry().clone();
         unknown_empty.sort_by_key(|b| (b.0 % g.chips(), b.0));
-        let low = gc_low(&g) as usize;
+        let low = self.cfg.gc_free_blocks as usize;
         let mut erased = 0u64;
         let mut per_chip = vec![0usize; g.chips() as usize];
         for b in unknown_empty {
@@ -1968,6 +1986,7 @@ mod tests {
 
     /// An engine on the `small` preset, tag-only.
     fn small_engine(design: &'static str, scheme: Scheme, window: WindowPolicy) -> Engine {
+        let device = flash::DeviceConfig::preset("small").expect("small preset");
         let cfg = EngineConfig {
             design,
             scheme,
@@ -1976,8 +1995,8 @@ mod tests {
             max_tx_pages: 64,
             tx_room_pages: 64,
             gc_policy: GcPolicy::Greedy,
+            gc_free_blocks: default_gc_free_blocks(&device.geometry),
         };
-        let device = flash::DeviceConfig::preset("small").expect("small preset");
         let flash = Flash::in_memory(device, OOB_BYTES, true);
         Engine::format(flash, cfg).expect("format")
     }

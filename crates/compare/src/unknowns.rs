@@ -122,8 +122,11 @@ impl std::fmt::Display for Value {
 
 /// The page sizes `page_size` moves between (a 16 KB-page preset keeps its own).
 const PAGE_SIZES: [u32; 2] = [4096, 8192];
-/// The least GC free-block mark `gc_threshold` sets: wcache's own floor (two free blocks on one
-/// chip left none at a cut: `wcache::wcache::default_gc_free_blocks`).
+/// The least GC free-block mark `gc_threshold` sets for wcache and OPTR: wcache's own floor
+/// (two free blocks on one chip left none at a cut: `wcache::wcache::default_gc_free_blocks`).
+/// The other designs refuse a mark below their own floor (`mftl::min_gc_free_blocks`,
+/// `dftl::min_gc_free_blocks`, `atomic_write::engine::min_gc_free_blocks`,
+/// `txflash::min_gc_free_blocks`), and the factor stops there.
 const MIN_GC_FREE_BLOCKS: u32 = 3;
 
 /// `g` with `page_bytes` pages and the same capacity: the spare area scales with the page, the
@@ -142,9 +145,10 @@ fn with_page_bytes(g: &Geometry, page_bytes: u32) -> Geometry {
 /// Every design whose mapping table lives in a DRAM of its own size (`dram_mb`).
 const MAPPING_RAM_DESIGNS: [&str; 2] = ["mobius", "dftl"];
 /// Designs with a GC victim policy (greedy or cost-benefit), and the parameter that sets it.
-/// Möbius has none: its victim is the greedy one among blocks no pending static transaction
-/// rewrites (docs/mobius.md), so the policy does not reach it.
-const GC_POLICY_DESIGNS: [(&str, &str); 7] = [
+/// Möbius chooses among the blocks no pin holds (docs/mobius.md) with either policy, as DFTL
+/// does (Möbius §IV-D: "Except ALA, garbage collection scheme is the same as DFTL").
+const GC_POLICY_DESIGNS: [(&str, &str); 8] = [
+    ("mobius", "gc_policy"),
     ("dftl", "gc"),
     ("atomic-write", "gc_policy"),
     ("lighttx", "gc_policy"),
@@ -248,7 +252,7 @@ pub const TABLE: [Unknown; 16] = [
     },
     Unknown {
         name: "gc_policy",
-        what: "GC victim choice (`gc` of dftl, `gc_policy` of atomic-write, lighttx, the TxFlash designs, wcache)",
+        what: "GC victim choice (`gc_policy` of mobius, atomic-write, lighttx, the TxFlash designs, wcache; `gc` of dftl)",
         default: "greedy [R]",
         range: Range::Choice(&["greedy", "cost-benefit"]),
         source: "greedy and cost-benefit (LFS, Rosenblum & Ousterhout '92): the papers name no policy",
@@ -298,8 +302,8 @@ pub const TABLE: [Unknown; 16] = [
     },
     Unknown {
         name: "gc_threshold",
-        what: "free blocks at which GC starts, a factor on the design's own mark (`gc_free_blocks` of wcache and optr; at least 3); Möbius, DFTL, Atomic-Write, LightTx and the TxFlash designs derive theirs from the geometry and take no knob",
-        default: "each design's: wcache 2 per chip (at least 3), optr 2 chains + the cache's blocks + 2 [R]",
+        what: "free blocks at which GC starts, a factor on the design's own mark (`gc_free_blocks` of every design but fast; at least the design's floor: what it needs to recover and make progress)",
+        default: "each design's [R]: Möbius chips + 2 (at least 4), DFTL 2 per chip + 4 + a checkpoint's room, Atomic-Write and LightTx the engine's root floor + a GC batch, TxFlash 2 per chip + 2, wcache 2 per chip (at least 3), optr 2 chains + the cache's blocks + 2",
         range: Range::Factor { lo: 0.5, hi: 2.0 },
         source: "the papers name no mark; half to twice the designs' own (OPTR §7 and the Möbius paper say only that GC runs when free blocks run low)",
     },
@@ -556,22 +560,16 @@ impl Overrides {
     }
 
     /// `gc_threshold`: the design's GC free-block mark (the one its options give, or its
-    /// default) times the factor, at least [`MIN_GC_FREE_BLOCKS`], for the designs that take one.
+    /// default) times the factor, at least the design's floor, for the designs that take one.
     fn gc_mark(&self, design: &str, g: &Geometry, o: &mut DesignOptions) {
-        let default = match design {
-            "wcache" => wcache::wcache::default_gc_free_blocks(g),
-            "optr" => {
-                let own_cache = wcache::cache::default_cache_mb(g);
-                let cache_mb = o.get("cache_mb", own_cache).unwrap_or(own_cache);
-                optr::device::default_gc_free_blocks(g, cache_mb)
-            }
-            _ => return,
+        let Some((default, floor)) = gc_marks(design, g, o) else {
+            return;
         };
         let Some(Value::Num(f)) = self.get("gc_threshold") else {
             return;
         };
         let own = o.get("gc_free_blocks", default).unwrap_or(default);
-        let mark = ((own as f64 * f).round() as u32).max(MIN_GC_FREE_BLOCKS);
+        let mark = ((own as f64 * f).round() as u32).max(floor);
         o.params.insert("gc_free_blocks".into(), mark.to_string());
         self.note(
             "gc_threshold",
@@ -588,6 +586,39 @@ impl Overrides {
     pub fn fill(&self, default: f64) -> f64 {
         self.num("fill").unwrap_or(default)
     }
+}
+
+/// `design`'s GC free-block mark by default on `g` with options `o` (`gc_free_blocks` when not
+/// given) and the least it takes; `None` for a design without the parameter (fast) or options
+/// it refuses anyway.
+fn gc_marks(design: &str, g: &Geometry, o: &DesignOptions) -> Option<(u32, u32)> {
+    Some(match design {
+        "mobius" => (mftl::default_gc_free_blocks(g), mftl::min_gc_free_blocks(g)),
+        "dftl" => {
+            let cmt = dftl::DftlConfig::from_options(o, g).ok()?.cmt_entries;
+            let own = dftl::default_gc_free_blocks(g, cmt);
+            (own, dftl::min_gc_free_blocks(g, cmt))
+        }
+        "atomic-write" | "lighttx" => {
+            use atomic_write::engine::{default_gc_free_blocks, min_gc_free_blocks};
+            (default_gc_free_blocks(g), min_gc_free_blocks(g))
+        }
+        "txflash-tc" | "txflash-scc" | "txflash-bpcc" => (
+            txflash::default_gc_free_blocks(g),
+            txflash::min_gc_free_blocks(g),
+        ),
+        "wcache" => (
+            wcache::wcache::default_gc_free_blocks(g),
+            MIN_GC_FREE_BLOCKS,
+        ),
+        "optr" => {
+            let own_cache = wcache::cache::default_cache_mb(g);
+            let cache_mb = o.get("cache_mb", own_cache).unwrap_or(own_cache);
+            let own = optr::device::default_gc_free_blocks(g, cache_mb);
+            (own, MIN_GC_FREE_BLOCKS)
+        }
+        _ => return None,
+    })
 }
 
 /// Möbius's decision M1: the Resident Area (the active ALA's mappings) must fit `c_percent` of
@@ -796,14 +827,51 @@ mod tests {
             mark(&twice, "optr", DesignOptions::default()),
             Some((2 * optr_own).to_string())
         );
-        assert_eq!(mark(&twice, "mobius", DesignOptions::default()), None);
+        assert_eq!(mark(&twice, "fast", DesignOptions::default()), None);
         assert_eq!(mark(&at(""), "wcache", DesignOptions::default()), None);
-        assert_eq!(twice.applied()["gc_threshold"].len(), 3);
+        let half = at("gc_threshold=0.5");
+        let device = DeviceConfig::preset("small").unwrap();
+        for design in GC_MARK_DESIGNS {
+            let (own, floor) = gc_marks(design, &g, &DesignOptions::default()).unwrap();
+            assert!(floor <= own, "{design}: floor {floor}, default {own}");
+            let want = Some((2 * own).to_string());
+            assert_eq!(
+                mark(&twice, design, DesignOptions::default()),
+                want,
+                "{design}"
+            );
+            let low = DesignOptions::default().with("gc_free_blocks", floor + 1);
+            assert_eq!(
+                mark(&half, design, low),
+                Some(floor.to_string()),
+                "{design}"
+            );
+            let spec = lab::registry::find(design).unwrap();
+            for o in [&twice, &half] {
+                let opts = o.options(&spec, &g, DesignOptions::default());
+                lab::device::fresh(&spec, &device, &opts, true)
+                    .unwrap_or_else(|e| panic!("{design} refused {:?}: {e}", opts.params));
+            }
+        }
+        // wcache's default and given marks, optr's, and one per other design.
+        let notes = &twice.applied()["gc_threshold"];
+        assert_eq!(notes.len(), 3 + GC_MARK_DESIGNS.len(), "{notes:?}");
         let optr_dev = lab::registry::find("optr").unwrap();
         let device = twice.device(DeviceConfig::preset("small").unwrap());
         let opts = twice.options(&optr_dev, &g, DesignOptions::default());
         lab::device::fresh(&optr_dev, &device, &opts, true).expect("optr takes twice its mark");
     }
+
+    /// The designs that take `gc_free_blocks` with a floor of their own.
+    const GC_MARK_DESIGNS: [&str; 7] = [
+        "mobius",
+        "dftl",
+        "atomic-write",
+        "lighttx",
+        "txflash-tc",
+        "txflash-scc",
+        "txflash-bpcc",
+    ];
 
     /// Every design accepts every option the table gives it (a misspelt key would be refused
     /// at format), at both ends of each range.

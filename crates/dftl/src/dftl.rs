@@ -42,7 +42,7 @@ const STREAMS: usize = 3;
 /// Owner tag of a translation page in the validity index.
 const TRANSLATION: u32 = 1 << 31;
 
-pub const PARAMS: [&str; 7] = [
+pub const PARAMS: [&str; 8] = [
     "cmt_entries",
     "dram_mb",
     "checkpoint_blocks",
@@ -50,6 +50,7 @@ pub const PARAMS: [&str; 7] = [
     "gc",
     "wear_threshold",
     "max_request_pages",
+    "gc_free_blocks",
 ];
 
 /// Bytes of one CMT entry in a real controller (LPN and PPN).
@@ -67,6 +68,29 @@ pub struct DftlConfig {
     pub gc: GcPolicy,
     pub wear_threshold: u32,
     pub max_request_pages: u32,
+    /// GC runs while fewer blocks are free ([`default_gc_free_blocks`], at least
+    /// [`min_gc_free_blocks`]); the mark is also kept out of the exported capacity.
+    pub gc_free_blocks: u32,
+}
+
+/// Blocks a checkpoint may need at once: every dirty translation page the CMT can hold
+/// (`cmt_entries`, at most one per translation page) written back, spread over the chips.
+fn checkpoint_room(g: &flash::Geometry, cmt_entries: u32) -> u32 {
+    let max_tvpns = g.pages().div_ceil(g.page_bytes / 4);
+    cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips()
+}
+
+/// GC's free-block mark by default [R] (DFTL does not give one): two blocks per chip and four
+/// more, besides the room a checkpoint writing back every dirty translation page needs.
+pub fn default_gc_free_blocks(g: &flash::Geometry, cmt_entries: u32) -> u32 {
+    2 * g.chips() + 4 + checkpoint_room(g, cmt_entries)
+}
+
+/// The least `gc_free_blocks`: a checkpoint's room (recovery runs GC and then writes a
+/// checkpoint, and GC's runs checkpoint as they go) and two more, since GC's copies take a free
+/// block while the count is already below the mark.
+pub fn min_gc_free_blocks(g: &flash::Geometry, cmt_entries: u32) -> u32 {
+    checkpoint_room(g, cmt_entries) + 2
 }
 
 impl DftlConfig {
@@ -83,7 +107,7 @@ impl DftlConfig {
         }
         let by_dram = ((dram_mb * 1048576.0) as u64 / CMT_ENTRY_BYTES)
             .min(crate::cmt::MAX_CAPACITY as u64) as u32;
-        let cfg = DftlConfig {
+        let mut cfg = DftlConfig {
             cmt_entries: o.get("cmt_entries", by_dram)?,
             checkpoint_blocks: o
                 .get("checkpoint_blocks", (g.blocks() as u64 / 8).clamp(16, 1024))?,
@@ -99,6 +123,7 @@ impl DftlConfig {
             gc: o.get::<String>("gc", "greedy".into())?.parse()?,
             wear_threshold: o.get("wear_threshold", 64u32)?,
             max_request_pages: o.get("max_request_pages", 8192u32)?,
+            gc_free_blocks: 0,
         };
         if cfg.cmt_entries == 0 || cfg.checkpoint_blocks == 0 {
             return Err(FtlError::InvalidOption(
@@ -112,6 +137,9 @@ impl DftlConfig {
                 crate::cmt::MAX_CAPACITY
             )));
         }
+        let cmt = cfg.cmt_entries;
+        let (own, floor) = (default_gc_free_blocks(g, cmt), min_gc_free_blocks(g, cmt));
+        cfg.gc_free_blocks = ftl::gc_free_blocks(o, "dftl", own, floor)?;
         Ok(cfg)
     }
 }
@@ -162,7 +190,6 @@ pub struct Dftl {
     /// that page while the read is still in flight waits for it instead of reading the page a
     /// second time (a controller does not issue two reads of one page at once).
     tp_read_in_flight: Option<(usize, Ppn, u64)>,
-    gc_low_blocks: u32,
     /// A collect's moves, the buffer kept between collects.
     gc_moves: Vec<Moved>,
     stats: Counters,
@@ -203,11 +230,7 @@ impl Dftl {
         // Besides over-provisioning, keep back what the design itself needs free at all times:
         // one open block per stream and chip, and the GC low-water mark, which must leave room
         // for a checkpoint writing back every dirty translation page at once.
-        let max_tvpns = g.pages().div_ceil(g.page_bytes / 4);
-        let checkpoint_room =
-            cfg.cmt_entries.min(max_tvpns).div_ceil(g.pages_per_block) + g.chips();
-        let gc_low_blocks = 2 * g.chips() + 4 + checkpoint_room;
-        let working = ftl::working_blocks(&g, STREAMS, gc_low_blocks);
+        let working = ftl::working_blocks(&g, STREAMS, cfg.gc_free_blocks);
         let logical_pages = ftl::logical_pages(
             &g,
             layout.reserved_count() + working,
@@ -254,7 +277,6 @@ impl Dftl {
             opened_at_ckpt: 0,
             arrivals: ftl::ArrivalClock::starting_at(0),
             tp_read_in_flight: None,
-            gc_low_blocks,
             gc_moves: Vec::new(),
             stats: Counters::default(),
             checks: Cell::new(0),
@@ -417,7 +439,7 @@ impl Dftl {
     /// Frees blocks until the pool is above its low-water mark.
     fn gc_if_needed(&mut self, now: u64) -> Result<(), FtlError> {
         let mut guard = 0;
-        while self.space.pool.free_blocks() < self.gc_low_blocks {
+        while self.space.pool.free_blocks() < self.cfg.gc_free_blocks {
             guard += 1;
             if guard > 4 * self.flash.geometry().blocks() {
                 return Err(FtlError::NoSpace);
@@ -886,7 +908,7 @@ impl BlockDevice for Dftl {
         for (i, content) in pages.iter().enumerate() {
             // A request longer than the free blocks GC left before it collects as it goes:
             // the device must take any write inside the capacity it exports.
-            if i > 0 && self.space.pool.free_blocks() < self.gc_low_blocks {
+            if i > 0 && self.space.pool.free_blocks() < self.cfg.gc_free_blocks {
                 self.gc_if_needed(now)?;
                 self.maybe_checkpoint(now)?;
             }

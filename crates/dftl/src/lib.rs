@@ -10,7 +10,7 @@ pub mod layout;
 pub mod mirror;
 mod owners;
 
-pub use dftl::{Dftl, DftlConfig};
+pub use dftl::{default_gc_free_blocks, min_gc_free_blocks, Dftl, DftlConfig};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, Promise, RecoveryReport};
 
 fn format(flash: flash::Flash, o: &DesignOptions) -> Result<Box<dyn BlockDevice>, FtlError> {

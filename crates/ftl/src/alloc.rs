@@ -437,6 +437,24 @@ pub fn working_blocks(geometry: &Geometry, streams: usize, gc_free_blocks: u32) 
     streams as u32 * geometry.chips() + gc_free_blocks
 }
 
+/// A design's GC free-block mark, the `gc_free_blocks` parameter (GC runs while fewer blocks are
+/// free): `default` when absent (the design's own, derived from the geometry), refused below
+/// `floor`, the fewest free blocks with which the design still recovers and makes progress.
+pub fn gc_free_blocks(
+    options: &crate::DesignOptions,
+    design: &str,
+    default: u32,
+    floor: u32,
+) -> Result<u32, crate::FtlError> {
+    let mark: u32 = options.get("gc_free_blocks", default)?;
+    if mark < floor {
+        return Err(crate::FtlError::InvalidOption(format!(
+            "gc_free_blocks={mark}: {design} needs at least {floor} free blocks to recover and make progress on this device (its default is {default})"
+        )));
+    }
+    Ok(mark)
+}
+
 /// Host-visible logical pages for a device of `geometry` once `reserved_blocks` are set aside
 /// and `over_provisioning` of the rest is hidden. At least two blocks per chip stay hidden so GC
 /// always has somewhere to copy to.
@@ -461,6 +479,23 @@ mod tests {
         config.geometry.blocks_per_chip = 2;
         config.geometry.pages_per_block = 2;
         Flash::in_memory(config, 16, true)
+    }
+
+    /// `gc_free_blocks`: the default when absent, the value given at or above the floor, a
+    /// typed error below it or when it is no number.
+    #[test]
+    fn the_gc_free_block_mark_takes_its_default_and_refuses_less_than_the_floor() {
+        let o = |v: &str| crate::DesignOptions::default().with("gc_free_blocks", v);
+        let mark = |o: &crate::DesignOptions| gc_free_blocks(o, "d", 10, 4);
+        assert_eq!(mark(&crate::DesignOptions::default()).unwrap(), 10);
+        assert_eq!(mark(&o("4")).unwrap(), 4);
+        assert_eq!(mark(&o("40")).unwrap(), 40);
+        for bad in ["3", "0", "-1", "many"] {
+            assert!(
+                matches!(mark(&o(bad)), Err(crate::FtlError::InvalidOption(_))),
+                "gc_free_blocks={bad} passed"
+            );
+        }
     }
 
     fn chip_of_next(pool: &mut BlockPool, flash: &Flash) -> Option<u32> {

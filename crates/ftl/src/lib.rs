@@ -26,7 +26,9 @@ pub mod space;
 pub mod validity;
 pub mod wear_index;
 
-pub use alloc::{logical_pages, working_blocks, BlockPool, BlockState, ChipAllocation};
+pub use alloc::{
+    gc_free_blocks, logical_pages, working_blocks, BlockPool, BlockState, ChipAllocation,
+};
 pub use device::{
     check_range, check_tx_room, require_spare_area, ArrivalClock, BlockDevice, Completion,
     DesignOptions, DesignSpec, DwriteFlag, OverProvisioningKnob, PageOutcome, RecoveryReport,

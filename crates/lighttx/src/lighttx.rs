@@ -28,17 +28,18 @@ use ftl::{
     SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
 };
 
-pub const PARAMS: [&str; 5] = [
+pub const PARAMS: [&str; 6] = [
     "over_provisioning",
     "zone_blocks",
     "zone_mb",
     "max_tx_pages",
     "gc_policy",
+    "gc_free_blocks",
 ];
 
 /// Engine configuration from `--param`s: `zone_blocks` or `zone_mb` (default 512 MB, at most a
 /// quarter of the device), `over_provisioning` (0.2), `max_tx_pages` (1,024, at most 1/16 of the
-/// device), `gc_policy` (greedy).
+/// device), `gc_policy` (greedy), `gc_free_blocks` (`engine::default_gc_free_blocks`).
 pub fn config(o: &DesignOptions, g: &Geometry) -> Result<EngineConfig, FtlError> {
     o.check_known("lighttx", &PARAMS)?;
     let max_zone = g.blocks() / 4;

@@ -1,7 +1,27 @@
 //! Möbius parameters (§IV, §V; [R] where the paper is silent) and the reserved-block layout.
 
 use flash::{BlockId, ChipId, Geometry};
-use ftl::{DesignOptions, FtlError};
+use ftl::{DesignOptions, FtlError, GcPolicy};
+
+/// GC's free-block mark by default (`gc_free_blocks`, §IV-D leaves it open [R]): its floor,
+/// [`min_gc_free_blocks`].
+pub fn default_gc_free_blocks(g: &Geometry) -> u32 {
+    min_gc_free_blocks(g)
+}
+
+/// Free blocks recovery takes before GC can free one: the chain's next page, GC's copies.
+const RECOVERY_FREE_BLOCKS: u32 = 2;
+
+/// The least `gc_free_blocks`: one free block per chip, so that a victim's copies (spread over
+/// the chips) find room on every chip, plus two, since GC's copies take a free block while the
+/// count is already below the mark and a cut can leave two fewer; and never below
+/// [`RECOVERY_FREE_BLOCKS`] + 2 (recovery closes the open blocks and takes two before GC frees
+/// one). `chips + 2` on one chip left recovery stranded (soak seed 20264152, docs/mobius.md
+/// "GC keeps room for recovery"); `RECOVERY_FREE_BLOCKS + 2` alone on four chips did too, with
+/// cost-benefit GC, whose victims hold more live pages (crashtest seed 660101, torn).
+pub fn min_gc_free_blocks(g: &Geometry) -> u32 {
+    (g.chips() + 2).max(RECOVERY_FREE_BLOCKS + 2)
+}
 
 /// Test-only bug injection: the crash campaign must catch each of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +70,13 @@ pub struct MobiusConfig {
     /// §IV-D: a superseded page becomes invalid (GC may take its block) only once the newer
     /// mapping is merged into a translation page. Off by default (see docs/mobius.md).
     pub deferred_invalidation: bool,
+    /// GC's victim choice (§IV-D: "Except ALA, garbage collection scheme is the same as DFTL",
+    /// so Möbius takes the policies DFTL does): greedy (default) or cost-benefit, always among
+    /// the blocks no pin holds (docs/mobius.md "Mapping, merge, GC").
+    pub gc_policy: GcPolicy,
+    /// GC runs while fewer blocks are free ([`default_gc_free_blocks`], at least
+    /// [`min_gc_free_blocks`]); the mark is also kept out of the exported capacity.
+    pub gc_free_blocks: u32,
 }
 
 pub const KNOWN: &[&str] = &[
@@ -65,6 +92,8 @@ pub const KNOWN: &[&str] = &[
     "inject_bug",
     "deferred_invalidation",
     "ala_stripe",
+    "gc_policy",
+    "gc_free_blocks",
 ];
 
 /// A switch parameter: `on`/`true` or `off`/`false`, `default` when absent.
@@ -144,6 +173,13 @@ impl MobiusConfig {
             merge_window_ns: (o.get("merge_window_us", 0.0f64)? * 1000.0) as u64,
             inject_bug: bug,
             deferred_invalidation: on_off(o, "deferred_invalidation", false)?,
+            gc_policy: o.get::<String>("gc_policy", "greedy".into())?.parse()?,
+            gc_free_blocks: ftl::gc_free_blocks(
+                o,
+                "mobius",
+                default_gc_free_blocks(g),
+                min_gc_free_blocks(g),
+            )?,
         };
         let mut c = c;
         let evicting_default = c.dram_bytes as f64 * (100.0 - c.c_percent).max(0.0) / 100.0;

@@ -15,7 +15,7 @@ pub mod recovery;
 #[cfg(test)]
 mod tests;
 
-pub use config::{InjectBug, MobiusConfig};
+pub use config::{default_gc_free_blocks, min_gc_free_blocks, InjectBug, MobiusConfig};
 use ftl::{BlockDevice, DesignOptions, DesignSpec, FtlError, Promise, RecoveryReport};
 pub use mftl::Mobius;
 

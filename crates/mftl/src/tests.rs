@@ -1416,3 +1416,58 @@ fn deferred_invalidation_holds_a_superseded_page_until_the_merge() {
         Err(FtlError::InvalidOption(_))
     ));
 }
+
+/// A 90 % fill, then twice the capacity in single-page writes, nine in ten to a tenth of the
+/// pages: the device and the last write of every page.
+fn skewed_run(o: &DesignOptions) -> (Mobius, Vec<u64>) {
+    let mut d = fresh(o);
+    let logical = d.logical_pages();
+    let (hot, filled) = (logical / 10, logical * 9 / 10);
+    let mut last = vec![0; filled as usize];
+    let mut rng = ChaCha8Rng::seed_from_u64(66);
+    let mut at = 0;
+    for n in 0..(filled + 2 * logical) as u64 {
+        let lpn = match n < filled as u64 {
+            true => n as u32,
+            false if rng.random_range(0..10) < 9 => rng.random_range(0..hot),
+            false => rng.random_range(0..filled),
+        };
+        at = d.write(Lpn(lpn), &[tag(lpn, n)], at).unwrap().ack_ns;
+        last[lpn as usize] = n;
+    }
+    (d, last)
+}
+
+/// §IV-D: "Except ALA, garbage collection scheme is the same as DFTL", so Möbius takes DFTL's
+/// victim policies. On a skewed workload cost-benefit copies other pages than greedy, both keep
+/// every page's last write, recovery rebuilds the policy it is given, and a policy that does
+/// not exist is a typed error.
+#[test]
+fn gc_takes_the_victim_policy_it_is_given() {
+    let policy = |p: &str| DesignOptions::default().with("gc_policy", p);
+    let copies = |d: &Mobius| d.flash().stats().programs_for(OpCause::GcCopy);
+    let (mut greedy, last) = skewed_run(&policy("greedy"));
+    let o = policy("cost-benefit");
+    let (mut cb, cb_last) = skewed_run(&o);
+    assert_eq!(last, cb_last, "both ran the same requests");
+    assert_eq!(greedy.space.policy, ftl::GcPolicy::Greedy);
+    assert_eq!(cb.space.policy, ftl::GcPolicy::CostBenefit);
+    assert!(copies(&greedy) > 0, "GC copied nothing");
+    assert_ne!(copies(&greedy), copies(&cb));
+    let at = cb.flash().idle_ns().max(greedy.flash().idle_ns());
+    for (lpn, &n) in last.iter().enumerate() {
+        for d in [&mut greedy, &mut cb] {
+            assert_eq!(read1(d, lpn as u32, at), Some(n), "lpn {lpn}");
+        }
+    }
+    let end = cb.flash().idle_ns();
+    let mut flash = Box::new(cb).into_flash();
+    flash.start_clock_at(end);
+    let (back, _) = Mobius::recover(flash, &o).unwrap();
+    assert_eq!(back.space.policy, ftl::GcPolicy::CostBenefit);
+    let g = small().geometry;
+    assert!(matches!(
+        crate::MobiusConfig::from_options(&g, &policy("oldest")),
+        Err(FtlError::InvalidOption(_))
+    ));
+}

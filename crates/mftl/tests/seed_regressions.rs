@@ -145,7 +145,7 @@ fn a_slot_prepared_for_the_tail_is_not_taken_for_a_full_ring() {
 /// low-water mark (one left). Recovery closed the blocks left open, took the last free block for
 /// the chain, and the merge it ran needed GC, which had nowhere to copy even the one live page
 /// of its victim: "device full". GC's low-water mark is now at least four blocks
-/// (`gc_low_blocks`, docs/mobius.md). Found by `mobius crashtest --ftl all --seeds 60 --seed
+/// (`mftl::default_gc_free_blocks`, docs/mobius.md). Found by `mobius crashtest --ftl all --seeds 60 --seed
 /// 20264100 --crash-points 600 --torn --second-lives 2`, the first soak to turn
 /// over-provisioning down.
 #[test]

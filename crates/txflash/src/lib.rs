@@ -20,7 +20,7 @@ mod surface;
 pub mod tc;
 
 pub use cyclic::TxFlashCyclic;
-pub use surface::Isolation;
+pub use surface::{default_gc_free_blocks, min_gc_free_blocks, Isolation};
 
 /// Largest `WriteAtomic` by default (`--param max_tx_bytes`): 4 MB, TxFlash §2.1.
 pub const DEFAULT_MAX_TX_BYTES: u64 = 4 << 20;

@@ -27,9 +27,28 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 /// Largest OOB record of any TxFlash protocol (a read's OOB buffer).
 const OOB_BUFFER: usize = 64;
 
-/// Free blocks GC keeps in reserve: two per chip, and two more.
-pub(crate) fn gc_reserve_blocks(g: &flash::Geometry) -> u32 {
+/// Free blocks GC keeps in reserve by default (`gc_free_blocks`; TxFlash §5 gives no mark
+/// [R]): two per chip, and two more.
+pub fn default_gc_free_blocks(g: &flash::Geometry) -> u32 {
     2 * g.chips() + 2
+}
+
+/// The least `gc_free_blocks`: one victim's copies (a new GC block on each chip at most: the
+/// allocator spreads them over the chips) and two more, since GC's copies take a free block
+/// while the count is already below the mark and recovery closes the blocks a cut left open.
+pub fn min_gc_free_blocks(g: &flash::Geometry) -> u32 {
+    g.chips() + 2
+}
+
+/// `gc_free_blocks` of every protocol: GC runs while fewer blocks are free; the mark is also
+/// kept below the exported capacity ([`hidden_pages`]).
+pub(crate) fn gc_free_blocks(o: &ftl::DesignOptions, g: &flash::Geometry) -> Result<u32, FtlError> {
+    ftl::gc_free_blocks(
+        o,
+        "txflash",
+        default_gc_free_blocks(g),
+        min_gc_free_blocks(g),
+    )
 }
 
 /// Allocation streams (host pages, GC copies), each with an open block per chip.
@@ -56,8 +75,8 @@ pub(crate) fn max_tx_pages(o: &ftl::DesignOptions, g: &flash::Geometry) -> Resul
 /// capacity is full, a transaction's new pages have only this room; without it the NBD crash
 /// soak's longest-write test met "no space" at 128–512 pages on full, aged 16–48 MB devices.
 /// The transactions in flight are held to it ([`check_room`]).
-pub(crate) fn hidden_pages(g: &flash::Geometry, max_tx_pages: u32) -> u64 {
-    let blocks = gc_reserve_blocks(g) as u64 + STREAMS as u64 * g.chips() as u64;
+pub(crate) fn hidden_pages(g: &flash::Geometry, max_tx_pages: u32, gc_free_blocks: u32) -> u64 {
+    let blocks = gc_free_blocks as u64 + STREAMS as u64 * g.chips() as u64;
     blocks * (g.pages_per_block as u64 - 1) + max_tx_pages as u64
 }
 
@@ -614,7 +633,7 @@ macro_rules! summary_allocation {
         }
 
         fn reserve_blocks(&self) -> u32 {
-            $crate::surface::gc_reserve_blocks(self.flash.geometry())
+            self.p.gc_free_blocks
         }
     };
 }

@@ -33,6 +33,7 @@ pub const PARAMS: &[&str] = &[
     "max_tx_bytes",
     "over_provisioning",
     "gc_policy",
+    "gc_free_blocks",
     "wear_threshold",
     "isolation",
     "commit_reserve",
@@ -46,6 +47,9 @@ pub struct Params {
     /// Fraction of the data pages hidden to hold live commit records.
     pub commit_reserve: f64,
     pub gc_policy: GcPolicy,
+    /// GC runs while fewer blocks are free (`surface::default_gc_free_blocks`, at least
+    /// `surface::min_gc_free_blocks`).
+    pub gc_free_blocks: u32,
     pub wear_threshold: u32,
     pub isolation: Isolation,
     /// Simulated CPU time per record recovery analyses (`summary_scan::charge_analysis`).
@@ -86,6 +90,7 @@ impl Params {
             over_provisioning,
             commit_reserve,
             gc_policy,
+            gc_free_blocks: crate::surface::gc_free_blocks(o, g)?,
             wear_threshold: o.get("wear_threshold", 64)?,
             isolation,
             recovery_ns_per_record: crate::summary_scan::recovery_ns_per_record(o)?,
@@ -222,7 +227,7 @@ impl TxFlashTc {
         let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
         let commit_budget = ((data_pages as f64 * p.commit_reserve) as u64).max(1);
         let by_op = (data_pages as f64 * (1.0 - p.over_provisioning - p.commit_reserve)) as u64;
-        let spare = surface::hidden_pages(&g, p.max_tx_pages);
+        let spare = surface::hidden_pages(&g, p.max_tx_pages, p.gc_free_blocks);
         let logical = by_op.min(data_pages.saturating_sub(spare + commit_budget + 1)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(

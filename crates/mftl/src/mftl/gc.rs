@@ -11,8 +11,7 @@ impl Mobius {
     }
 
     pub(crate) fn gc_if_needed(&mut self, at: u64) -> Result<(), FtlError> {
-        let low = gc_low_blocks(self.flash.geometry());
-        let pending_set = self.collect_until(at, low)?;
+        let pending_set = self.collect_until(at, self.cfg.gc_free_blocks)?;
         self.level_wear(at, pending_set)
     }
 

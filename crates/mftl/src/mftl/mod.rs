@@ -9,9 +9,8 @@ use crate::config::{InjectBug, Layout, MobiusConfig};
 use crate::format::*;
 use flash::{BlockId, Content, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus};
 use ftl::{
-    check_range, BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, GcPolicy,
-    PageOutcome, Promise, Space, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid,
-    Validity,
+    check_range, BlockDevice, Completion, DesignOptions, DwriteFlag, FtlError, PageOutcome,
+    Promise, Space, SwriteMode, Transactional, TxCapabilities, TxCompletion, TxUuid, Validity,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
@@ -35,19 +34,6 @@ pub(crate) const S_GC: usize = 2;
 pub(crate) const S_MAP: usize = S_GC;
 const STREAMS: usize = 3;
 
-/// Free blocks below which GC runs: one per chip, so every chip can take a copy, plus two; and
-/// at least [`RECOVERY_FREE_BLOCKS`] more than a cut can take away [R]. GC's copies take a free
-/// block while the count is already below the mark, so a cut can leave two fewer than the mark;
-/// recovery then closes the open blocks and needs a block for the chain and one for GC's copies
-/// before GC frees any. `chips + 2` leaves that on two chips or more; on one chip it left one
-/// block, and recovery failed "device full" (soak seed 20264152, docs/mobius.md "GC keeps room
-/// for recovery").
-fn gc_low_blocks(g: &flash::Geometry) -> u32 {
-    (g.chips() + 2).max(RECOVERY_FREE_BLOCKS + 2)
-}
-
-/// Free blocks recovery takes before GC can free one: the chain's next page, GC's copies.
-const RECOVERY_FREE_BLOCKS: u32 = 2;
 /// Validity owner bit for translation pages (LPNs stay below 2^31).
 pub(crate) const TP_OWNER: u32 = 1 << 31;
 
@@ -271,12 +257,12 @@ impl Mobius {
         let layout = Layout::new(&g, cfg.ala_blocks);
         let lay = layout.clone();
         let pool = ftl::BlockPool::new(&g, STREAMS, |b| lay.is_reserved(b));
-        let space = Space::new(pool, Validity::new(&g), GcPolicy::Greedy, 64);
+        let space = Space::new(pool, Validity::new(&g), cfg.gc_policy, 64);
         // Besides the ALA and GM areas, one open block per stream and chip and GC's free-block
         // low-water mark never hold host data at steady state.
         let logical = ftl::logical_pages(
             &g,
-            layout.reserved_count() + ftl::working_blocks(&g, STREAMS, gc_low_blocks(&g)),
+            layout.reserved_count() + ftl::working_blocks(&g, STREAMS, cfg.gc_free_blocks),
             flash.config().over_provisioning,
         )
         .min(TP_OWNER - 1);

@@ -46,6 +46,7 @@ pub const PARAMS: &[&str] = &[
     "max_tx_bytes",
     "over_provisioning",
     "gc_policy",
+    "gc_free_blocks",
     "wear_threshold",
     "isolation",
     "recovery_ns_per_record",
@@ -56,6 +57,9 @@ pub struct Params {
     pub max_tx_pages: u32,
     pub over_provisioning: f64,
     pub gc_policy: GcPolicy,
+    /// GC runs while fewer blocks are free (`surface::default_gc_free_blocks`, at least
+    /// `surface::min_gc_free_blocks`).
+    pub gc_free_blocks: u32,
     pub wear_threshold: u32,
     pub isolation: Isolation,
     /// Simulated CPU time per record recovery analyses (`summary_scan::charge_analysis`).
@@ -89,6 +93,7 @@ impl Params {
             max_tx_pages,
             over_provisioning,
             gc_policy,
+            gc_free_blocks: crate::surface::gc_free_blocks(o, g)?,
             wear_threshold: o.get("wear_threshold", 64)?,
             isolation,
             recovery_ns_per_record: crate::summary_scan::recovery_ns_per_record(o)?,
@@ -258,7 +263,7 @@ impl TxFlashCyclic {
         // flight stay hidden (`surface::hidden_pages`). No commit records: no reserve.
         let data_pages = g.blocks() as u64 * (g.pages_per_block as u64 - 1);
         let by_op = (data_pages as f64 * (1.0 - p.over_provisioning)) as u64;
-        let spare = surface::hidden_pages(&g, p.max_tx_pages);
+        let spare = surface::hidden_pages(&g, p.max_tx_pages, p.gc_free_blocks);
         let logical = by_op.min(data_pages.saturating_sub(spare)) as u32;
         if logical == 0 {
             return Err(FtlError::InvalidOption(
