@@ -536,7 +536,8 @@ impl Overrides {
             }
             if let Some(v) = self.get(unknown) {
                 base.params.insert(key.to_string(), v.to_string());
-                resized_mobius |= matches!(unknown, "mapping_ram" | "ala" | "active_ala");
+                resized_mobius |=
+                    design == "mobius" && matches!(unknown, "mapping_ram" | "ala" | "active_ala");
             }
         }
         if resized_mobius {
@@ -749,6 +750,10 @@ mod tests {
         assert!(!kept.consulted().contains(&"mapping_ram"));
         let moved = kept.options(&dftl, &jasmine.geometry, DesignOptions::default());
         assert_eq!(moved.params["dram_mb"], "128");
+        assert!(
+            !moved.params.contains_key("c_percent"),
+            "Möbius's fit is Möbius's only"
+        );
         assert!(kept.consulted().contains(&"mapping_ram"));
     }
 
