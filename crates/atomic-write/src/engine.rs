@@ -255,6 +255,42 @@ pub struct Engine {
     gc_copies_end: u64,
 }
 
+/// The record of a GC copy of live page `from` (of `owner`) rebuilt from the mapping, for
+/// a page lost whole to the media: neither its data nor its spare area decodes
+/// ([`media::record_of_read`]). A committed data page is `map`'s (the engine's copy-on-write
+/// mapping tree, docs/atomic-write.md): its copy is durable only through the next root, written before the
+/// victim is erased, so its record needs no sequence number — it takes 0, below every
+/// root's tail (data sequence numbers start at 1), which the recovery's tail scan never
+/// replays. Tree pages and zone-record pieces are named by the root or the GTD, so their
+/// copies need only their kind and number. A page of a running transaction, or a LightTx
+/// commit record, carries the sequence number or transaction id its commit rule reads at
+/// recovery, which the engine keeps nowhere else: reported lost.
+fn copy_record(map: &[u32], owner: u32, from: Ppn) -> Result<OobRecord, FtlError> {
+    let id = owner & !OWNER_MASK;
+    let kind = match owner & OWNER_MASK {
+        0 if map[id as usize] == from.0 => KIND_DATA,
+        OWNER_TRANSLATION => KIND_TRANSLATION,
+        OWNER_GTD => KIND_GTD,
+        _ if owner & OWNER_ZONE == OWNER_ZONE => KIND_ZONE,
+        _ => {
+            return Err(FtlError::MediaLoss {
+                ppn: from,
+                what: "the record of a running transaction's page or of a commit record".into(),
+            })
+        }
+    };
+    let id = if kind == KIND_ZONE {
+        owner & !OWNER_ZONE
+    } else {
+        id
+    };
+    Ok(OobRecord {
+        kind,
+        id,
+        ..OobRecord::default()
+    })
+}
+
 /// Pages of the mapping tree (translation pages and the GTD pages that locate them).
 fn tree_pages(g: &Geometry) -> u32 {
     let entries = g.page_bytes / 4;
@@ -1244,13 +1280,19 @@ impl Engine {
             let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
             // A page lost to the media moves as a lost copy (docs/reliability.md).
             let cause = OpCause::GcCopy;
+            let map = &self.map;
+            let rebuild = |oob: &mut [u8]| -> Result<(), FtlError> {
+                let rec = copy_record(map, owner, from)?;
+                oob[..OOB_BYTES as usize].copy_from_slice(&rec.encode());
+                Ok(())
+            };
             let ready = media::record_of_read(
                 &mut self.flash,
                 from,
                 &status,
                 &mut oob,
-                read.end_ns,
-                cause,
+                (read.end_ns, cause),
+                rebuild,
             )?;
             let to = self.alloc(STREAM_GC, now)?;
             let span = media::copy_read(&mut self.flash, (from, status), to, &oob, ready, cause)?;

@@ -185,6 +185,14 @@ struct Counters {
     translation_rebuilds: u64,
 }
 
+/// The kind of a translation page's record: whether it has recorded a trim.
+fn translation_kind(trims: bool) -> u8 {
+    match trims {
+        true => KIND_TRANSLATION_TRIMS,
+        false => KIND_TRANSLATION,
+    }
+}
+
 fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
     OobRecord { kind, id, seq, crc }.encode()
 }
@@ -444,7 +452,14 @@ impl Dftl {
         let mut seq = self.seq;
         // Copies may land in blocks reserved just now: the victim goes only after that is durable.
         let reservation_end = self.last_reservation_end;
-        let Dftl { space, flash, .. } = self;
+        let Dftl {
+            space,
+            flash,
+            gtd,
+            gtd_crc,
+            tpage_trims,
+            ..
+        } = self;
         let collected = space.collect(
             flash,
             victim,
@@ -462,6 +477,15 @@ impl Dftl {
                 record.copy_from_slice(&oob(KIND_DATA, owner, seq, 0));
                 tail.fill(0);
                 true
+            },
+            // A translation page lost whole: its record is the GTD's (number, sequence number,
+            // checksum, whether it recorded trims), all kept in RAM.
+            |owner, oob_buf| {
+                let t = (owner & !TRANSLATION) as usize;
+                let kind = translation_kind(tpage_trims[t]);
+                let record = oob(kind, t as u32, gtd[t].1, gtd_crc[t]);
+                oob_buf[..OOB_BYTES as usize].copy_from_slice(&record);
+                Ok(())
             },
             |m| moves.push(m),
             |_| reservation_end,
@@ -1608,10 +1632,7 @@ impl Dftl {
 
     /// The kind of translation page `t`'s record: whether it has recorded a trim.
     fn translation_kind(&self, t: usize) -> u8 {
-        match self.tpage_trims[t] {
-            true => KIND_TRANSLATION_TRIMS,
-            false => KIND_TRANSLATION,
-        }
+        translation_kind(self.tpage_trims[t])
     }
 
     /// Translation page `t`, lost to the media at `ppn`, can be rebuilt from data pages'

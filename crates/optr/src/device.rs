@@ -746,14 +746,12 @@ impl Optr {
                 let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
                 // A page lost to the media moves as a lost copy (docs/reliability.md).
                 let cause = OpCause::GcCopy;
-                let ready = media::record_of_read(
-                    &mut self.flash,
-                    from,
-                    &status,
-                    &mut oob,
-                    read.end_ns,
-                    cause,
-                )?;
+                // Its record's write id and size order recovery's replay (§3.1); OPTR keeps
+                // neither per page in RAM.
+                let kept = media::record_kept_nowhere_else(from, "OPTR's write id and size");
+                let at = (read.end_ns, cause);
+                let ready =
+                    media::record_of_read(&mut self.flash, from, &status, &mut oob, at, kept)?;
                 let o = PageOob::decode(&oob)
                     .ok()
                     .ok_or_else(|| FtlError::Corrupt(format!("OOB of {from}")))?;

@@ -266,7 +266,7 @@ impl WCache {
                     Err(FtlError::NoSpace)
                 };
             };
-            let (l2p, tomb) = (&mut self.l2p, &mut self.tomb);
+            let (l2p, tomb, seq) = (&mut self.l2p, &mut self.tomb, &mut self.seq);
             self.space.collect(
                 &mut self.flash,
                 victim,
@@ -274,6 +274,14 @@ impl WCache {
                 now,
                 OpCause::GcCopy,
                 |_, _| false,
+                // A page lost whole: the copy is its LPN's newest version on flash (its data's
+                // or its tombstone's), so a fresh `seq` keeps it newest at recovery.
+                |owner, oob| {
+                    let lpn = owner & !TOMB;
+                    oob[..OOB_BYTES as usize].copy_from_slice(&encode_oob(lpn, *seq));
+                    *seq += 1;
+                    Ok(())
+                },
                 |m| {
                     let lpn = (m.owner & !TOMB) as usize;
                     if m.owner & TOMB != 0 {
