@@ -1524,7 +1524,9 @@ impl Engine {
             *t = (*t).max(span.end_ns);
             // A torn root was never in force; one lost to the media was the newest, and the
             // older roots name a tree GC may have taken apart since.
-            self.not_lost(ppn, &st, "the newest root")?;
+            // Its record decoded in the ring's scan: programmed whole.
+            let lost = media::whole_page_lost(&self.flash);
+            Self::not_lost(ppn, &st, "the newest root", lost)?;
             if let ReadStatus::Data(Content::Bytes(b)) = st {
                 if let Some(r) = Root::decode(&b).ok().filter(|r| r.root_seq == seq) {
                     found = Some((r, i));
@@ -1613,7 +1615,9 @@ impl Engine {
                         bytes.extend_from_slice(&b)
                     }
                     (st, rec) => {
-                        self.not_lost(p, &st, "a piece of the zone record")?;
+                        // Named by the root, written after it: programmed whole.
+                        let lost = media::whole_page_lost(&self.flash);
+                        Self::not_lost(p, &st, "a piece of the zone record", lost)?;
                         let what = match (st, rec) {
                             (ReadStatus::Data(_), Some(_)) => "its data fails its CRC",
                             (ReadStatus::Data(_), None) => "its OOB is not that piece's",
@@ -1681,7 +1685,14 @@ impl Engine {
                         break;
                     }
                     PageState::Torn => {
-                        self.not_lost(ppn, &ReadStatus::Uncorrectable, "a page's OOB record")?;
+                        let lost =
+                            media::lost_whole(&mut self.flash, ppn, t_scan, OpCause::Recovery)?;
+                        Self::not_lost(
+                            ppn,
+                            &ReadStatus::Uncorrectable,
+                            "a page's OOB record",
+                            lost,
+                        )?;
                         scan.block_used[b.0 as usize] = true
                     }
                     PageState::Programmed => {
@@ -1821,7 +1832,9 @@ impl Engine {
                 Ok(decode_entries(&b))
             }
             (st, rec) => {
-                self.not_lost(ppn, &st, "a page of the mapping tree")?;
+                // Named by the root or a GTD page, written after it: programmed whole.
+                let lost = media::whole_page_lost(&self.flash);
+                Self::not_lost(ppn, &st, "a page of the mapping tree", lost)?;
                 let found = match rec {
                     Some(r) => format!(
                         "its OOB record expects data whose CRC32C is {:#010x}",
@@ -1838,10 +1851,10 @@ impl Engine {
     }
 
     /// A page recovery read as `st` that did not read: torn by the cut, or — lost to the media
-    /// whole — `what`, which the engine keeps no other copy of: the device is lost with it
-    /// (docs/reliability.md).
-    fn not_lost(&self, ppn: Ppn, st: &ReadStatus, what: &str) -> Result<(), FtlError> {
-        if *st == ReadStatus::Uncorrectable && self.flash.is_lost(ppn) {
+    /// (`lost`: the evidence says it was programmed whole) — `what`, which the engine keeps no
+    /// other copy of: the device is lost with it (docs/reliability.md).
+    fn not_lost(ppn: Ppn, st: &ReadStatus, what: &str, lost: bool) -> Result<(), FtlError> {
+        if *st == ReadStatus::Uncorrectable && lost {
             return Err(FtlError::MediaLoss {
                 ppn,
                 what: what.into(),

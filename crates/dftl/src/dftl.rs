@@ -559,7 +559,8 @@ impl Dftl {
             let (state, read) = self.flash.sense(old, now, cause)?;
             not_before = not_before.max(read.end_ns);
             self.stats.translation_reads += 1;
-            if state != PageState::Programmed && self.flash.is_lost(old) {
+            // Named by the GTD, written after it: programmed whole.
+            if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                 not_before = not_before.max(self.rebuild_translation(t, read.end_ns)?);
                 old = Ppn::NONE;
             }
@@ -694,7 +695,8 @@ impl Dftl {
                     let (state, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
                     self.stats.translation_reads += 1;
                     ready = span.end_ns;
-                    if state != PageState::Programmed && self.flash.is_lost(tpage) {
+                    // Named by the GTD, written after it: programmed whole.
+                    if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                         ready = self.rebuild_translation(t, ready)?;
                     }
                     *loaded = Some((t, ready));
@@ -1272,7 +1274,7 @@ impl Dftl {
                     }
                     // Under a seal the payload was whole: a page of it lost to the media takes
                     // the checkpoint with it, and the older one is stale if this is the newest.
-                    (ReadStatus::Uncorrectable, _) if flash.is_lost(ppn) => {
+                    (ReadStatus::Uncorrectable, _) if media::whole_page_lost(flash) => {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: format!("page {i} of DFTL checkpoint {}", seal.ckpt_seq),
@@ -1607,7 +1609,8 @@ impl Dftl {
                 }
                 // Lost to the media: rebuilt from every data page's OOB record once all are
                 // read ([`rebuild_lost_translation`]).
-                (ReadStatus::Uncorrectable, _) if self.flash.is_lost(ppn) => {
+                // Named by the checkpoint or found by its record: programmed whole.
+                (ReadStatus::Uncorrectable, _) if media::whole_page_lost(&self.flash) => {
                     self.lost_translation_rebuildable(t, ppn, start)?;
                     lost.push(t);
                     continue;

@@ -18,10 +18,12 @@ pub enum Unreadable {
     Lost,
 }
 
-/// Tells a page that failed ECC lost to the media from a torn one by reading its spare area
-/// (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn page's
-/// does not. Returns the verdict and the read's span. With the media model off nothing is lost:
-/// the page is torn, and nothing is read (an empty span at `not_before`).
+/// Tells a page whose data failed ECC lost to the media from a torn one by reading its spare
+/// area (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn
+/// page's does not, so a record that decodes proves the page was programmed whole. Returns the
+/// verdict and the read's span. With the media model off nothing is lost: the page is torn,
+/// and nothing is read (an empty span at `not_before`). Called only for a page whose data did
+/// not decode.
 pub fn classify(
     flash: &mut Flash,
     ppn: Ppn,
@@ -38,10 +40,75 @@ pub fn classify(
     }
     let (state, span) = flash.read_oob(ppn, oob, not_before, cause)?;
     let verdict = match state {
-        PageState::Programmed if flash.is_lost(ppn) => Unreadable::Lost,
+        PageState::Programmed => Unreadable::Lost,
         _ => Unreadable::Torn,
     };
     Ok((verdict, span))
+}
+
+/// Whether a page known to have been programmed whole — a record written after it names it
+/// (a GTD entry, a seal's or a root's list), or its own spare area decoded — is lost to the
+/// media when its data does not decode: no cut can tear a program that had ended. With the
+/// media model on it is; with the model off nothing is lost and such a page is damage.
+pub fn whole_page_lost(flash: &Flash) -> bool {
+    flash.config().media.is_some()
+}
+
+/// Whether page `ppn`, which decoded nothing (neither its data nor its spare area), was
+/// programmed whole and so is lost to the media, not torn: a later page of its block decodes
+/// (its spare area, read here and charged to `cause`; pages after it that decode nothing are
+/// passed over), and a block is programmed in page order, so the program of `ppn` had ended
+/// before any later one began — and a cut tears only the programs it interrupts. When nothing
+/// after it decodes (it is the last page programmed in its block, or the block's last page)
+/// the evidence cannot tell a page torn by the cut from one lost whole: `false`, and each
+/// design says what it then does (docs/reliability.md). With the media model off nothing is
+/// lost: `false`, nothing read. Returns the verdict and when the reads end.
+pub fn later_page_decodes(
+    flash: &mut Flash,
+    ppn: Ppn,
+    not_before: u64,
+    cause: OpCause,
+) -> Result<(bool, u64), FtlError> {
+    let mut end = not_before;
+    if flash.config().media.is_none() {
+        return Ok((false, end));
+    }
+    let g = flash.geometry().clone();
+    let block = g.block_of(ppn);
+    let mut oob = vec![0u8; flash.oob_record_bytes() as usize];
+    for page in g.page_in_block(ppn) + 1..g.pages_per_block {
+        let (state, span) = flash.read_oob(g.ppn(block, page), &mut oob, not_before, cause)?;
+        end = end.max(span.end_ns);
+        match state {
+            PageState::Programmed => return Ok((true, end)),
+            PageState::Erased => break,
+            PageState::Torn => {}
+        }
+    }
+    Ok((false, end))
+}
+
+/// Whether page `ppn`, which decoded nothing in a recovery's scan, is lost to the media whole
+/// rather than torn by the cut: by the controller's evidence, a later page of its block decodes
+/// ([`later_page_decodes`]); where that evidence cannot decide — the last page programmed in
+/// its block — by the simulator's knowledge ([`undecided_lost`], left open).
+pub fn lost_whole(
+    flash: &mut Flash,
+    ppn: Ppn,
+    not_before: u64,
+    cause: OpCause,
+) -> Result<bool, FtlError> {
+    let (later, _) = later_page_decodes(flash, ppn, not_before, cause)?;
+    Ok(later || undecided_lost(flash, ppn))
+}
+
+/// The one place a design still asks the simulator ([`Flash::is_lost`]) whether a page that
+/// decoded nothing was programmed whole: the last page programmed in its block, where no
+/// later page's evidence exists. Torn by the cut and lost whole read alike there; taking it
+/// for torn could hide an acknowledged version behind an older one, and taking it for lost
+/// would stop every recovery after a cut that tore a page. Left open (docs/reliability.md).
+pub fn undecided_lost(flash: &Flash, ppn: Ppn) -> bool {
+    flash.is_lost(ppn)
 }
 
 /// The program half of moving live page `from` to `to` after a read of it (state `sensed`,
@@ -61,7 +128,9 @@ pub fn copy_live(
     if sensed == PageState::Programmed {
         return Ok(flash.program_copy(from, to, oob, read_end, cause)?);
     }
-    if flash.is_lost(from) {
+    // Live and uncorrectable: lost to the media, whole or not (`record_of_live`); the flash
+    // refuses a lost copy of a page it does not hold lost.
+    if sensed == PageState::Torn && whole_page_lost(flash) {
         return Ok(flash.program_lost_copy(from, to, oob, read_end, cause)?);
     }
     Err(FtlError::Corrupt(format!(

@@ -23,8 +23,8 @@ use crate::cache::{CachedPage, PageTags, WriteCache};
 use flash::codec::{self, CorruptRecord};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn};
 use ftl::{
-    check_range, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion, DesignOptions,
-    FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, Validity,
+    check_range, media, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion,
+    DesignOptions, FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, Validity,
 };
 
 /// OOB record bytes per page.
@@ -527,7 +527,9 @@ impl WCache {
                     PageState::Erased => break,
                     // A record that does not read: a torn program's, or — its page lost to the
                     // media whole — one whose version no other page names.
-                    PageState::Torn if self.flash.is_lost(ppn) => {
+                    PageState::Torn
+                        if media::lost_whole(&mut self.flash, ppn, start, OpCause::Recovery)? =>
+                    {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: "the OOB record of a page".into(),
