@@ -54,57 +54,22 @@ pub fn whole_page_lost(flash: &Flash) -> bool {
     flash.config().media.is_some()
 }
 
-/// Whether page `ppn`, which decoded nothing (neither its data nor its spare area), was
-/// programmed whole and so is lost to the media, not torn: a later page of its block decodes
-/// (its spare area, read here and charged to `cause`; pages after it that decode nothing are
-/// passed over), and a block is programmed in page order, so the program of `ppn` had ended
-/// before any later one began — and a cut tears only the programs it interrupts. When nothing
-/// after it decodes (it is the last page programmed in its block, or the block's last page)
-/// the evidence cannot tell a page torn by the cut from one lost whole: `false`, and each
-/// design says what it then does (docs/reliability.md). With the media model off nothing is
-/// lost: `false`, nothing read. Returns the verdict and when the reads end.
-pub fn later_page_decodes(
-    flash: &mut Flash,
-    ppn: Ppn,
-    not_before: u64,
-    cause: OpCause,
-) -> Result<(bool, u64), FtlError> {
-    let mut end = not_before;
-    if flash.config().media.is_none() {
-        return Ok((false, end));
-    }
-    let g = flash.geometry().clone();
-    let block = g.block_of(ppn);
-    let mut oob = vec![0u8; flash.oob_record_bytes() as usize];
-    for page in g.page_in_block(ppn) + 1..g.pages_per_block {
-        let (state, span) = flash.read_oob(g.ppn(block, page), &mut oob, not_before, cause)?;
-        end = end.max(span.end_ns);
-        match state {
-            PageState::Programmed => return Ok((true, end)),
-            PageState::Erased => break,
-            PageState::Torn => {}
-        }
-    }
-    Ok((false, end))
-}
-
 /// Whether page `ppn`, which decoded nothing in a recovery's scan, is lost to the media whole
-/// rather than torn by the cut: by the controller's evidence, a later page of its block decodes
-/// ([`later_page_decodes`]); where that evidence cannot decide — the last page programmed in
-/// its block — by the simulator's knowledge ([`undecided_lost`], left open).
+/// rather than torn by a cut. The evidence "a later page of its block decodes" does not decide
+/// it: a design may resume a block past a page an earlier cut tore (FAST after its recovery,
+/// Möbius's hole skipping), so a torn page can sit before decoding ones (soak seed
+/// 162713554244749, FAST, second life). Left to the simulator's knowledge ([`undecided_lost`]).
 pub fn lost_whole(
     flash: &mut Flash,
     ppn: Ppn,
-    not_before: u64,
-    cause: OpCause,
+    _not_before: u64,
+    _cause: OpCause,
 ) -> Result<bool, FtlError> {
-    let (later, _) = later_page_decodes(flash, ppn, not_before, cause)?;
-    Ok(later || undecided_lost(flash, ppn))
+    Ok(undecided_lost(flash, ppn))
 }
 
 /// The one place a design still asks the simulator ([`Flash::is_lost`]) whether a page that
-/// decoded nothing was programmed whole: the last page programmed in its block, where no
-/// later page's evidence exists. Torn by the cut and lost whole read alike there; taking it
+/// decoded nothing was programmed whole, where no record written after it names it. Torn by the cut and lost whole read alike there; taking it
 /// for torn could hide an acknowledged version behind an older one, and taking it for lost
 /// would stop every recovery after a cut that tore a page. Left open (docs/reliability.md).
 pub fn undecided_lost(flash: &Flash, ppn: Ppn) -> bool {

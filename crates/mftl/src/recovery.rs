@@ -115,7 +115,7 @@ impl Mobius {
 
     /// A spare area read as `st` that did not read: torn (a program the cut interrupted), or —
     /// its page lost to the media whole — a record recovery needs and no other copy holds
-    /// ([`media::lost_whole`]: a later page of its block decodes). A static transaction's data
+    /// ([`media::lost_whole`], left to the simulator's knowledge). A static transaction's data
     /// is programmed after its inode (decision M21), so a cut may tear it (the transaction is
     /// then not committed).
     fn spare_not_lost(

@@ -12,6 +12,10 @@ use ftl::{
 };
 use wcache::cache::{CachedPage, PageTags, WriteCache};
 
+/// A metadata page read in recovery: its bytes if it read as data, and whether it read
+/// uncorrectable.
+type MetaRead = (Option<Box<[u8]>>, bool);
+
 const HOST: usize = 0;
 const GC: usize = 1;
 const STREAMS: usize = 2;
@@ -1083,7 +1087,7 @@ impl Optr {
         ppn: Ppn,
         oob: &mut [u8],
         start: u64,
-    ) -> Result<(Option<Box<[u8]>>, bool), FtlError> {
+    ) -> Result<MetaRead, FtlError> {
         let (st, _) = self.flash.read(ppn, oob, start, OpCause::Recovery)?;
         Ok(match st {
             ReadStatus::Data(Content::Bytes(b)) => (Some(b), false),
