@@ -262,6 +262,42 @@ pub struct Engine {
     gc_copies_end: u64,
 }
 
+/// The record of a GC copy of live page `from` (of `owner`) rebuilt from the mapping, for
+/// a page lost whole to the media: neither its data nor its spare area decodes
+/// ([`media::record_of_read`]). A committed data page is `map`'s (the engine's copy-on-write
+/// mapping tree, docs/atomic-write.md): its copy is durable only through the next root, written before the
+/// victim is erased, so its record needs no sequence number — it takes 0, below every
+/// root's tail (data sequence numbers start at 1), which the recovery's tail scan never
+/// replays. Tree pages and zone-record pieces are named by the root or the GTD, so their
+/// copies need only their kind and number. A page of a running transaction, or a LightTx
+/// commit record, carries the sequence number or transaction id its commit rule reads at
+/// recovery, which the engine keeps nowhere else: reported lost.
+fn copy_record(map: &[u32], owner: u32, from: Ppn) -> Result<OobRecord, FtlError> {
+    let id = owner & !OWNER_MASK;
+    let kind = match owner & OWNER_MASK {
+        0 if map[id as usize] == from.0 => KIND_DATA,
+        OWNER_TRANSLATION => KIND_TRANSLATION,
+        OWNER_GTD => KIND_GTD,
+        _ if owner & OWNER_ZONE == OWNER_ZONE => KIND_ZONE,
+        _ => {
+            return Err(FtlError::MediaLoss {
+                ppn: from,
+                what: "the record of a running transaction's page or of a commit record".into(),
+            })
+        }
+    };
+    let id = if kind == KIND_ZONE {
+        owner & !OWNER_ZONE
+    } else {
+        id
+    };
+    Ok(OobRecord {
+        kind,
+        id,
+        ..OobRecord::default()
+    })
+}
+
 /// Pages of the mapping tree (translation pages and the GTD pages that locate them).
 fn tree_pages(g: &Geometry) -> u32 {
     let entries = g.page_bytes / 4;
@@ -1262,13 +1298,19 @@ impl Engine {
             let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
             // A page lost to the media moves as a lost copy (docs/reliability.md).
             let cause = OpCause::GcCopy;
+            let map = &self.map;
+            let rebuild = |oob: &mut [u8]| -> Result<(), FtlError> {
+                let rec = copy_record(map, owner, from)?;
+                oob[..OOB_BYTES as usize].copy_from_slice(&rec.encode());
+                Ok(())
+            };
             let ready = media::record_of_read(
                 &mut self.flash,
                 from,
                 &status,
                 &mut oob,
-                read.end_ns,
-                cause,
+                (read.end_ns, cause),
+                rebuild,
             )?;
             let to = self.alloc(STREAM_GC, now)?;
             let span = media::copy_read(&mut self.flash, (from, status), to, &oob, ready, cause)?;
@@ -1500,7 +1542,9 @@ impl Engine {
             *t = (*t).max(span.end_ns);
             // A torn root was never in force; one lost to the media was the newest, and the
             // older roots name a tree GC may have taken apart since.
-            self.not_lost(ppn, &st, "the newest root")?;
+            // Its record decoded in the ring's scan: programmed whole.
+            let lost = media::whole_page_lost(&self.flash);
+            Self::not_lost(ppn, &st, "the newest root", lost)?;
             if let ReadStatus::Data(Content::Bytes(b)) = st {
                 if let Some(r) = Root::decode(&b).ok().filter(|r| r.root_seq == seq) {
                     found = Some((r, i));
@@ -1589,7 +1633,9 @@ impl Engine {
                         bytes.extend_from_slice(&b)
                     }
                     (st, rec) => {
-                        self.not_lost(p, &st, "a piece of the zone record")?;
+                        // Named by the root, written after it: programmed whole.
+                        let lost = media::whole_page_lost(&self.flash);
+                        Self::not_lost(p, &st, "a piece of the zone record", lost)?;
                         let what = match (st, rec) {
                             (ReadStatus::Data(_), Some(_)) => "its data fails its CRC",
                             (ReadStatus::Data(_), None) => "its OOB is not that piece's",
@@ -1657,7 +1703,14 @@ impl Engine {
                         break;
                     }
                     PageState::Torn => {
-                        self.not_lost(ppn, &ReadStatus::Uncorrectable, "a page's OOB record")?;
+                        let lost =
+                            media::lost_whole(&mut self.flash, ppn, t_scan, OpCause::Recovery)?;
+                        Self::not_lost(
+                            ppn,
+                            &ReadStatus::Uncorrectable,
+                            "a page's OOB record",
+                            lost,
+                        )?;
                         scan.block_used[b.0 as usize] = true
                     }
                     PageState::Programmed => {
@@ -1797,7 +1850,9 @@ impl Engine {
                 Ok(decode_entries(&b))
             }
             (st, rec) => {
-                self.not_lost(ppn, &st, "a page of the mapping tree")?;
+                // Named by the root or a GTD page, written after it: programmed whole.
+                let lost = media::whole_page_lost(&self.flash);
+                Self::not_lost(ppn, &st, "a page of the mapping tree", lost)?;
                 let found = match rec {
                     Some(r) => format!(
                         "its OOB record expects data whose CRC32C is {:#010x}",
@@ -1814,10 +1869,10 @@ impl Engine {
     }
 
     /// A page recovery read as `st` that did not read: torn by the cut, or — lost to the media
-    /// whole — `what`, which the engine keeps no other copy of: the device is lost with it
-    /// (docs/reliability.md).
-    fn not_lost(&self, ppn: Ppn, st: &ReadStatus, what: &str) -> Result<(), FtlError> {
-        if *st == ReadStatus::Uncorrectable && self.flash.is_lost(ppn) {
+    /// (`lost`: the evidence says it was programmed whole) — `what`, which the engine keeps no
+    /// other copy of: the device is lost with it (docs/reliability.md).
+    fn not_lost(ppn: Ppn, st: &ReadStatus, what: &str, lost: bool) -> Result<(), FtlError> {
+        if *st == ReadStatus::Uncorrectable && lost {
             return Err(FtlError::MediaLoss {
                 ppn,
                 what: what.into(),

@@ -221,3 +221,104 @@ fn sqlite_on_lost_pages_fails_with_a_typed_error() {
         "{text}"
     );
 }
+
+/// What GC did with a live page lost whole ([`gc_over_a_page_lost_whole`]).
+enum Moved {
+    /// The run went on: the page was moved as a lost copy (the host's clock after the run).
+    On(u64),
+    /// The run stopped with this error.
+    Stopped(host::HostError),
+}
+
+/// A fresh `design` on the MLC part: LPN 0 written and flushed, its data page then lost whole
+/// (data and spare area: `Fault::ReadWhole`), then random single-page writes over 80 % of the
+/// other LPNs (a flush every 64) until GC (or a merge) has moved it as a lost copy, and as long
+/// again (so every design's move is durable: the engine's next root, the victim erased).
+/// Returns the host and what became of the run.
+fn gc_over_a_page_lost_whole(design: &str) -> (host::Host, Moved) {
+    let mut h = fresh_host_on_mlc(design);
+    let t = h.write(0, &[0xA5u8; 4096], true, 0).expect("write");
+    let mut t = h.flush(t).expect("flush");
+    let span = (h.device().logical_pages() as u64 - 1) * 8 / 10;
+    let flash = h.device_mut().flash_mut();
+    let g = flash.geometry().clone();
+    let holds_lpn_0 =
+        |f: &flash::Flash, p| f.peek_page(p).is_ok_and(|b| b.iter().all(|&x| x == 0xA5));
+    let pages: Vec<_> = (0..g.pages())
+        .map(flash::Ppn)
+        .filter(|&p| holds_lpn_0(flash, p))
+        .collect();
+    assert!(!pages.is_empty(), "{design}: LPN 0's page is on flash");
+    for p in pages {
+        flash.inject(flash::Fault::ReadWhole(p));
+    }
+    let moved = |h: &host::Host| h.device().flash().stats().media.lost_pages_written > 0;
+    let (mut after, mut x) = (None, 1u64);
+    for i in 0..400_000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let lpn = 1 + (x >> 33) % span;
+        let mut step = h.write(lpn * 4096, &[(i % 251) as u8 + 1; 4096], false, t);
+        if i % 64 == 63 {
+            step = step.and_then(|t| h.flush(t));
+        }
+        t = match step {
+            Ok(t) => t,
+            Err(e) => return (h, Moved::Stopped(e)),
+        };
+        after = after.or(moved(&h).then_some(i));
+        if after.is_some_and(|r| i >= 2 * r + 4096) && i % 64 == 63 {
+            return (h, Moved::On(t));
+        }
+    }
+    panic!("{design}: GC never moved LPN 0's page in 400,000 writes");
+}
+
+/// Reads LPN 0 at `t`: a lost page's read must be the typed media error, never bytes.
+fn assert_lpn_0_reads_lost(h: &mut host::Host, t: u64, design: &str, when: &str) {
+    let mut buf = vec![0u8; 4096];
+    match h.read(0, &mut buf, t) {
+        Err(host::HostError::Uncorrectable { .. }) => {}
+        other => panic!("{design} {when}: LPN 0 read {other:?}, not the media error"),
+    }
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "{design} {when}: no bytes handed on"
+    );
+}
+
+/// A live page lost whole — its data and its spare area fail — is moved by every design's GC
+/// as a lost copy with the record the design rebuilds from its mapping (its spare area names
+/// nothing): the run goes on, LPN 0 reads as the typed media error, and after a power cut
+/// and recovery still does, never older data. A design whose record holds what it keeps
+/// nowhere else (OPTR's write id, TxFlash's versions and links, FAST's sequence number) stops
+/// with `MediaLoss`, never `Corrupt`. It used to be `Corrupt` for every design (Möbius's
+/// lifetime run, docs/reliability.md).
+#[test]
+fn gc_moves_a_live_page_lost_whole_with_its_design_s_record() {
+    for design in lab::registry::names() {
+        let rebuilds = match design {
+            "mobius" | "atomic-write" | "lighttx" | "dftl" | "wcache" => true,
+            "optr" | "fast" | "txflash-tc" | "txflash-scc" | "txflash-bpcc" => false,
+            other => panic!("{other}: say whether it rebuilds a lost page's record"),
+        };
+        let (mut h, moved) = gc_over_a_page_lost_whole(design);
+        let t = match (moved, rebuilds) {
+            (Moved::On(t), true) => t,
+            (Moved::Stopped(host::HostError::Device(ftl::FtlError::MediaLoss { .. })), false) => {
+                continue
+            }
+            (Moved::On(_), false) => panic!("{design}: moved a record it cannot rebuild"),
+            (Moved::Stopped(e), _) => panic!("{design}: GC stopped: {e}"),
+        };
+        assert_lpn_0_reads_lost(&mut h, t + 1, design, "after the move");
+        let spec = lab::registry::find(design).unwrap();
+        let opts = ftl::DesignOptions::default();
+        let (dev, _) = lab::device::cut_and_recover(&spec, h.into_device(), &opts)
+            .unwrap_or_else(|e| panic!("{design}: recovery after the move: {e}"));
+        let t = dev.flash().idle_ns() + 1;
+        let mut h = host::Host::new(dev, t);
+        assert_lpn_0_reads_lost(&mut h, t, design, "after a cut and recovery");
+    }
+}

@@ -212,6 +212,14 @@ struct Counters {
     translation_rebuilds: u64,
 }
 
+/// The kind of a translation page's record: whether it has recorded a trim.
+fn translation_kind(trims: bool) -> u8 {
+    match trims {
+        true => KIND_TRANSLATION_TRIMS,
+        false => KIND_TRANSLATION,
+    }
+}
+
 fn oob(kind: u8, id: u32, seq: u64, crc: u32) -> [u8; OOB_BYTES as usize] {
     OobRecord { kind, id, seq, crc }.encode()
 }
@@ -466,7 +474,14 @@ impl Dftl {
         let mut seq = self.seq;
         // Copies may land in blocks reserved just now: the victim goes only after that is durable.
         let reservation_end = self.last_reservation_end;
-        let Dftl { space, flash, .. } = self;
+        let Dftl {
+            space,
+            flash,
+            gtd,
+            gtd_crc,
+            tpage_trims,
+            ..
+        } = self;
         let collected = space.collect(
             flash,
             victim,
@@ -484,6 +499,15 @@ impl Dftl {
                 record.copy_from_slice(&oob(KIND_DATA, owner, seq, 0));
                 tail.fill(0);
                 true
+            },
+            // A translation page lost whole: its record is the GTD's (number, sequence number,
+            // checksum, whether it recorded trims), all kept in RAM.
+            |owner, oob_buf| {
+                let t = (owner & !TRANSLATION) as usize;
+                let kind = translation_kind(tpage_trims[t]);
+                let record = oob(kind, t as u32, gtd[t].1, gtd_crc[t]);
+                oob_buf[..OOB_BYTES as usize].copy_from_slice(&record);
+                Ok(())
             },
             |m| moves.push(m),
             |_| reservation_end,
@@ -557,7 +581,8 @@ impl Dftl {
             let (state, read) = self.flash.sense(old, now, cause)?;
             not_before = not_before.max(read.end_ns);
             self.stats.translation_reads += 1;
-            if state != PageState::Programmed && self.flash.is_lost(old) {
+            // Named by the GTD, written after it: programmed whole.
+            if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                 not_before = not_before.max(self.rebuild_translation(t, read.end_ns)?);
                 old = Ppn::NONE;
             }
@@ -692,7 +717,8 @@ impl Dftl {
                     let (state, span) = self.flash.sense(tpage, now, OpCause::Mapping)?;
                     self.stats.translation_reads += 1;
                     ready = span.end_ns;
-                    if state != PageState::Programmed && self.flash.is_lost(tpage) {
+                    // Named by the GTD, written after it: programmed whole.
+                    if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                         ready = self.rebuild_translation(t, ready)?;
                     }
                     *loaded = Some((t, ready));
@@ -1267,7 +1293,7 @@ impl Dftl {
                     }
                     // Under a seal the payload was whole: a page of it lost to the media takes
                     // the checkpoint with it, and the older one is stale if this is the newest.
-                    (ReadStatus::Uncorrectable, _) if flash.is_lost(ppn) => {
+                    (ReadStatus::Uncorrectable, _) if media::whole_page_lost(flash) => {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: format!("page {i} of DFTL checkpoint {}", seal.ckpt_seq),
@@ -1609,7 +1635,8 @@ impl Dftl {
                 }
                 // Lost to the media: rebuilt from every data page's OOB record once all are
                 // read ([`rebuild_lost_translation`]).
-                (ReadStatus::Uncorrectable, _) if self.flash.is_lost(ppn) => {
+                // Named by the checkpoint or found by its record: programmed whole.
+                (ReadStatus::Uncorrectable, _) if media::whole_page_lost(&self.flash) => {
                     self.lost_translation_rebuildable(t, ppn, start)?;
                     lost.push(t);
                     continue;
@@ -1634,10 +1661,7 @@ impl Dftl {
 
     /// The kind of translation page `t`'s record: whether it has recorded a trim.
     fn translation_kind(&self, t: usize) -> u8 {
-        match self.tpage_trims[t] {
-            true => KIND_TRANSLATION_TRIMS,
-            false => KIND_TRANSLATION,
-        }
+        translation_kind(self.tpage_trims[t])
     }
 
     /// Translation page `t`, lost to the media at `ppn`, can be rebuilt from data pages'

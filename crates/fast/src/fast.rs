@@ -331,11 +331,14 @@ impl Fast {
         let mut oob = [0u8; OOB_BYTES as usize];
         let (status, span) = self.flash.read(src, &mut oob, now, cause)?;
         // A version lost to the media is copied lost: its record still reads (docs/reliability.md).
-        let ready =
-            ftl::media::record_of_read(&mut self.flash, src, &status, &mut oob, span.end_ns, cause)
-                .map_err(|e| {
-                    e.in_context(format_args!("{src}, the newest version of lpn {lpn}"))
-                })?;
+        // Lost whole, its record's sequence number (which version is newest at recovery) is
+        // kept nowhere else.
+        let kept = ftl::media::record_kept_nowhere_else(src, "FAST's version sequence number");
+        let at = (span.end_ns, cause);
+        let ready = ftl::media::record_of_read(&mut self.flash, src, &status, &mut oob, at, kept)
+            .map_err(|e| {
+            e.in_context(format_args!("{src}, the newest version of lpn {lpn}"))
+        })?;
         let rec = PageOob::decode(&oob)
             .map_err(|e| FtlError::Corrupt(format!("{src} (lpn {lpn}): {e}")))?;
         self.merges.copies += 1;

@@ -21,7 +21,7 @@
 use crate::fast::{Fast, SwLog};
 use crate::format::{Kind, PageOob, OOB_BYTES};
 use flash::{BlockId, Flash, OpCause, PageState, Ppn};
-use ftl::{BlockDevice, DesignOptions, FtlError, RecoveryReport};
+use ftl::{media, BlockDevice, DesignOptions, FtlError, RecoveryReport};
 
 /// What the scan learnt about one block.
 #[derive(Clone, Copy, Debug, Default)]
@@ -119,7 +119,8 @@ fn scan(dev: &mut Fast, start: u64) -> Result<Scan, FtlError> {
             }
             // A record that does not read is a torn program's, or — its page lost to the media
             // whole — one whose version no other page names (docs/reliability.md).
-            if state == PageState::Torn && dev.flash.is_lost(ppn) {
+            let cause = OpCause::Recovery;
+            if state == PageState::Torn && media::lost_whole(&mut dev.flash, ppn, start, cause)? {
                 return Err(FtlError::MediaLoss {
                     ppn,
                     what: "the OOB record of a FAST page".into(),

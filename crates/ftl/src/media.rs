@@ -18,10 +18,12 @@ pub enum Unreadable {
     Lost,
 }
 
-/// Tells a page that failed ECC lost to the media from a torn one by reading its spare area
-/// (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn page's
-/// does not. Returns the verdict and the read's span. With the media model off nothing is lost:
-/// the page is torn, and nothing is read (an empty span at `not_before`).
+/// Tells a page whose data failed ECC lost to the media from a torn one by reading its spare
+/// area (a charged read of the OOB, into `oob`): a worn page's record still decodes, a torn
+/// page's does not, so a record that decodes proves the page was programmed whole. Returns the
+/// verdict and the read's span. With the media model off nothing is lost: the page is torn,
+/// and nothing is read (an empty span at `not_before`). Called only for a page whose data did
+/// not decode.
 pub fn classify(
     flash: &mut Flash,
     ppn: Ppn,
@@ -38,10 +40,40 @@ pub fn classify(
     }
     let (state, span) = flash.read_oob(ppn, oob, not_before, cause)?;
     let verdict = match state {
-        PageState::Programmed if flash.is_lost(ppn) => Unreadable::Lost,
+        PageState::Programmed => Unreadable::Lost,
         _ => Unreadable::Torn,
     };
     Ok((verdict, span))
+}
+
+/// Whether a page known to have been programmed whole — a record written after it names it
+/// (a GTD entry, a seal's or a root's list), or its own spare area decoded — is lost to the
+/// media when its data does not decode: no cut can tear a program that had ended. With the
+/// media model on it is; with the model off nothing is lost and such a page is damage.
+pub fn whole_page_lost(flash: &Flash) -> bool {
+    flash.config().media.is_some()
+}
+
+/// Whether page `ppn`, which decoded nothing in a recovery's scan, is lost to the media whole
+/// rather than torn by a cut. The evidence "a later page of its block decodes" does not decide
+/// it: a design may resume a block past a page an earlier cut tore (FAST after its recovery,
+/// Möbius's hole skipping), so a torn page can sit before decoding ones (soak seed
+/// 162713554244749, FAST, second life). Left to the simulator's knowledge ([`undecided_lost`]).
+pub fn lost_whole(
+    flash: &mut Flash,
+    ppn: Ppn,
+    _not_before: u64,
+    _cause: OpCause,
+) -> Result<bool, FtlError> {
+    Ok(undecided_lost(flash, ppn))
+}
+
+/// The one place a design still asks the simulator ([`Flash::is_lost`]) whether a page that
+/// decoded nothing was programmed whole, where no record written after it names it. Torn by the cut and lost whole read alike there; taking it
+/// for torn could hide an acknowledged version behind an older one, and taking it for lost
+/// would stop every recovery after a cut that tore a page. Left open (docs/reliability.md).
+pub fn undecided_lost(flash: &Flash, ppn: Ppn) -> bool {
+    flash.is_lost(ppn)
 }
 
 /// The program half of moving live page `from` to `to` after a read of it (state `sensed`,
@@ -61,7 +93,9 @@ pub fn copy_live(
     if sensed == PageState::Programmed {
         return Ok(flash.program_copy(from, to, oob, read_end, cause)?);
     }
-    if flash.is_lost(from) {
+    // Live and uncorrectable: lost to the media, whole or not (`record_of_live`); the flash
+    // refuses a lost copy of a page it does not hold lost.
+    if sensed == PageState::Torn && whole_page_lost(flash) {
         return Ok(flash.program_lost_copy(from, to, oob, read_end, cause)?);
     }
     Err(FtlError::Corrupt(format!(
@@ -70,8 +104,9 @@ pub fn copy_live(
 }
 
 /// The record of live page `from` for its copy: read with the page when it read (`peek`),
-/// else from its spare area, which a page lost to the media still reads (a charged read of the
-/// OOB). Returns when the record is known.
+/// else from its spare area, which a page lost to the media usually still reads (a charged read
+/// of the OOB), else — its spare area lost too — `rebuild`'s ([`record_of_unreadable`]).
+/// Returns when the record is known.
 #[inline]
 pub fn record_of_live(
     flash: &mut Flash,
@@ -79,40 +114,80 @@ pub fn record_of_live(
     oob: &mut [u8],
     read_end: u64,
     cause: OpCause,
+    rebuild: impl FnOnce(&mut [u8]) -> Result<(), FtlError>,
 ) -> Result<u64, FtlError> {
     if sensed == PageState::Programmed {
         flash.peek_oob(from, oob)?;
         return Ok(read_end);
     }
-    match classify(flash, from, oob, read_end, cause)? {
-        (Unreadable::Lost, span) => Ok(span.end_ns),
-        (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
-            "live {from} did not read back ({sensed:?}), its record neither"
-        ))),
-    }
+    let failed = (sensed == PageState::Torn).then_some(rebuild);
+    record_of_unreadable(flash, from, oob, (read_end, cause), failed)
+        .map_err(|e| e.in_context(format_args!("live {from} did not read back ({sensed:?})")))
 }
 
 /// [`record_of_live`] for a design whose GC reads a live page whole ([`Flash::read`], which
 /// fills `oob` when the page reads): when the read was uncorrectable, the record comes from
-/// the spare area of a page lost to the media; a torn or erased live page is damage. Returns
-/// when the record is known.
+/// the spare area of a page lost to the media, or from `rebuild` when that fails too; an erased
+/// live page is damage. Returns when the record is known.
 #[inline]
 pub fn record_of_read(
     flash: &mut Flash,
     from: Ppn,
     status: &ReadStatus,
     oob: &mut [u8],
-    read_end: u64,
-    cause: OpCause,
+    (read_end, cause): (u64, OpCause),
+    rebuild: impl FnOnce(&mut [u8]) -> Result<(), FtlError>,
 ) -> Result<u64, FtlError> {
     if let ReadStatus::Data(_) = status {
         return Ok(read_end);
     }
-    match classify(flash, from, oob, read_end, cause)? {
-        (Unreadable::Lost, span) => Ok(span.end_ns),
-        (Unreadable::Torn, _) => Err(FtlError::Corrupt(format!(
-            "live {from} reads back {status}"
-        ))),
+    let failed = (*status == ReadStatus::Uncorrectable).then_some(rebuild);
+    record_of_unreadable(flash, from, oob, (read_end, cause), failed)
+        .map_err(|e| e.in_context(format_args!("live {from} reads back {status}")))
+}
+
+/// The `rebuild` of a design whose record of a live page holds what it keeps nowhere else
+/// (`what`: e.g. the write's sequence number that orders its recovery): such a page lost whole
+/// is reported lost (`FtlError::MediaLoss`), never moved with a guessed record that could
+/// order it before or after the wrong version.
+pub fn record_kept_nowhere_else(
+    from: Ppn,
+    what: &str,
+) -> impl FnOnce(&mut [u8]) -> Result<(), FtlError> + '_ {
+    move |_| {
+        Err(FtlError::MediaLoss {
+            ppn: from,
+            what: format!("the record of a live page ({what})"),
+        })
+    }
+}
+
+/// The record of live page `from`, whose data did not decode, for its copy: its spare area's
+/// when that decodes (a page lost to the media, [`classify`]). When it does not either, the
+/// page reads as a torn one does; but outside recovery a page the design's own mapping holds
+/// live was programmed whole and acknowledged — no cut can have torn it — so with the media
+/// model on it is a page lost whole, and its record is rebuilt from the design's mapping by
+/// `rebuild` (given only when the data failed ECC, not when it read erased): the spare area
+/// holds nothing the design cannot know, or `rebuild` says what it cannot rebuild
+/// (`FtlError::MediaLoss`). With the model off nothing is lost and such a page is damage
+/// (`FtlError::Corrupt`), as an erased live page is. Returns when the record is known.
+///
+/// Recovery never comes here: there a page no record names live may be the one a cut tore
+/// ([`classify`] keeps calling it torn).
+fn record_of_unreadable(
+    flash: &mut Flash,
+    from: Ppn,
+    oob: &mut [u8],
+    (read_end, cause): (u64, OpCause),
+    rebuild: Option<impl FnOnce(&mut [u8]) -> Result<(), FtlError>>,
+) -> Result<u64, FtlError> {
+    match (classify(flash, from, oob, read_end, cause)?, rebuild) {
+        ((Unreadable::Lost, span), _) => Ok(span.end_ns),
+        ((Unreadable::Torn, span), Some(rebuild)) if flash.config().media.is_some() => {
+            rebuild(oob)?;
+            Ok(span.end_ns)
+        }
+        _ => Err(FtlError::Corrupt("its record neither".into())),
     }
 }
 
@@ -186,6 +261,112 @@ mod tests {
         Content::Tag(ContentTag { lpn, write: 1 })
     }
 
+    fn never_rebuilt(_: &mut [u8]) -> Result<(), FtlError> {
+        panic!("a record that reads is never rebuilt")
+    }
+
+    /// Live page 1 of a fresh worn device (with the media model on or off) lost whole: its data
+    /// and its spare area fail. Returns the device and the read of the page.
+    fn live_page_lost_whole(cfg: DeviceConfig) -> (Flash, ReadStatus) {
+        let mut f = Flash::in_memory(cfg, 16, true);
+        for p in 0..2 {
+            f.program(Ppn(p), &tag(p), &[p as u8 + 1; 16], 0, OpCause::HostData)
+                .unwrap();
+        }
+        f.inject(Fault::ReadWhole(Ppn(1)));
+        let (status, _) = f.read(Ppn(1), &mut [0u8; 16], 0, OpCause::GcCopy).unwrap();
+        (f, status)
+    }
+
+    /// A live page lost whole — neither its data nor its spare area decodes — is moved as a
+    /// lost copy with the record its design rebuilt from its mapping (the spare area names
+    /// nothing): the copy reads uncorrectable with that record. A design that cannot rebuild
+    /// it stops with its typed error, never `Corrupt`.
+    #[test]
+    fn a_live_page_lost_whole_moves_with_the_record_its_design_rebuilds() {
+        let (mut f, status) = live_page_lost_whole(DeviceConfig::small_with_bit_errors_only());
+        assert_eq!(status, ReadStatus::Uncorrectable);
+        let mut oob = [0u8; 16];
+        let rebuild = |o: &mut [u8]| {
+            o.fill(9);
+            Ok(())
+        };
+        let at = (0, OpCause::GcCopy);
+        let ready = record_of_read(&mut f, Ppn(1), &status, &mut oob, at, rebuild).unwrap();
+        assert_eq!(oob, [9; 16]);
+        copy_read(&mut f, (Ppn(1), status.clone()), Ppn(32), &oob, ready, at.1).unwrap();
+        let (copy, _) = f.read(Ppn(32), &mut oob, 0, OpCause::HostData).unwrap();
+        assert_eq!(copy, ReadStatus::Uncorrectable);
+        assert_eq!(
+            f.read_oob(Ppn(32), &mut oob, 0, at.1).unwrap().0,
+            PageState::Programmed
+        );
+        assert_eq!(oob, [9; 16], "the copy carries the rebuilt record");
+        let cannot = |_: &mut [u8]| {
+            Err(FtlError::MediaLoss {
+                ppn: Ppn(1),
+                what: "a record kept nowhere else".into(),
+            })
+        };
+        let e = record_of_read(&mut f, Ppn(1), &status, &mut oob, at, cannot).unwrap_err();
+        assert!(matches!(e, FtlError::MediaLoss { .. }), "{e}");
+        // The sense-based path (`Space::collect`) decides alike.
+        let ready = record_of_live(
+            &mut f,
+            (Ppn(1), PageState::Torn),
+            &mut oob,
+            0,
+            at.1,
+            rebuild,
+        );
+        assert!(ready.is_ok());
+    }
+
+    /// The rule is not loosened where a cut may have torn the page: with the media model off
+    /// a live page that does not read is damage (`Corrupt`, the design's record never asked
+    /// for), and recovery's [`classify`] still calls a torn page — nothing of it decodes —
+    /// torn, so a recovery takes it for the cut's, not for acknowledged data.
+    #[test]
+    fn a_torn_page_stays_torn_and_damage_stays_damage() {
+        let mut off = DeviceConfig::small_with_bit_errors_only();
+        off.media = None;
+        let mut f = Flash::in_memory(off, 16, true);
+        let mut oob = [0u8; 16];
+        let at = (0, OpCause::GcCopy);
+        let e = record_of_read(
+            &mut f,
+            Ppn(3),
+            &ReadStatus::Uncorrectable,
+            &mut oob,
+            at,
+            never_rebuilt,
+        )
+        .unwrap_err();
+        assert!(matches!(e, FtlError::Corrupt(_)), "{e}");
+        // A live page that reads erased is damage whatever the model: nothing is rebuilt.
+        let (mut f, _) = live_page_lost_whole(DeviceConfig::small_with_bit_errors_only());
+        let e = record_of_read(
+            &mut f,
+            Ppn(5),
+            &ReadStatus::Erased,
+            &mut oob,
+            at,
+            never_rebuilt,
+        )
+        .unwrap_err();
+        assert!(matches!(e, FtlError::Corrupt(_)), "{e}");
+        // Torn by a cut (the first test's image): classify calls it torn, as before.
+        let mut f = worn_device();
+        let base = f.start_recording();
+        f.program(Ppn(0), &tag(0), &[1; 16], 0, OpCause::HostData)
+            .unwrap();
+        let log = f.take_log().unwrap();
+        let cut = log.ops.last().unwrap().span.start_ns + 1;
+        let mut g = Flash::new(f.config().clone(), log.image_at(base.as_ref(), cut, true));
+        let verdict = classify(&mut g, Ppn(0), &mut oob, 0, OpCause::Recovery).unwrap();
+        assert_eq!(verdict.0, Unreadable::Torn);
+    }
+
     /// A page lost to the media reads its spare area (lost); a torn one does not (torn); a
     /// readable or erased page is neither lost nor copied as lost.
     #[test]
@@ -213,8 +394,8 @@ mod tests {
             Ppn(1),
             &status,
             &mut oob,
-            read.end_ns,
-            OpCause::GcCopy,
+            (read.end_ns, OpCause::GcCopy),
+            never_rebuilt,
         )
         .unwrap();
         assert_eq!(oob, [2; 16], "the lost page's record, from its spare area");
@@ -229,7 +410,15 @@ mod tests {
         .unwrap();
         assert!(g.is_lost(Ppn(32)));
         let (status, _) = g.read(Ppn(2), &mut oob, 0, OpCause::GcCopy).unwrap();
-        assert!(record_of_read(&mut g, Ppn(2), &status, &mut oob, 0, OpCause::GcCopy).is_err());
+        // A live page that decodes nothing is taken for lost whole (a live page was programmed
+        // whole) and its record rebuilt; a torn one held live — an FTL bug — is then refused
+        // by the flash when copied as lost.
+        let rebuilt = |o: &mut [u8]| {
+            o.fill(3);
+            Ok(())
+        };
+        let at = (0, OpCause::GcCopy);
+        record_of_read(&mut g, Ppn(2), &status, &mut oob, at, rebuilt).unwrap();
         assert!(copy_live(
             &mut g,
             (Ppn(2), PageState::Torn),
@@ -271,6 +460,7 @@ mod tests {
                 0,
                 OpCause::GcCopy,
                 |_, _| false,
+                |_, _| panic!("the lost page's record reads"),
                 |m| moves.push(m),
                 |_| 0,
             )

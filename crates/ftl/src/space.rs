@@ -191,7 +191,9 @@ impl Space {
     /// Copies the live pages of `victim` to `stream` and erases it. `fresh_oob` may write a
     /// copy's whole OOB record itself (given the owner and the buffer; it returns true), or
     /// return false for the copy to carry the page's own record (then read with the page);
-    /// `on_move` updates the design's mapping;
+    /// `rebuild` writes the record of a live page (given its owner) whose data and spare area
+    /// both failed to decode, from the design's mapping ([`media::record_of_live`]), or says why
+    /// it cannot; `on_move` updates the design's mapping;
     /// `erase_after_ns` adds a design-specific dependency for the erase (e.g. a mapping page
     /// that must be on flash first). Returns when the victim is erased.
     #[allow(clippy::too_many_arguments)]
@@ -203,6 +205,7 @@ impl Space {
         not_before: u64,
         cause: OpCause,
         mut fresh_oob: impl FnMut(u32, &mut [u8]) -> bool,
+        mut rebuild: impl FnMut(u32, &mut [u8]) -> Result<(), FtlError>,
         mut on_move: impl FnMut(Moved),
         erase_after_ns: impl FnOnce(&[Moved]) -> u64,
     ) -> Result<u64, FtlError> {
@@ -234,7 +237,9 @@ impl Space {
             let (state, read) = flash.sense(from, not_before, cause)?;
             let mut ready = read.end_ns;
             if !fresh {
-                ready = media::record_of_live(flash, (from, state), &mut oob, ready, cause)?;
+                let rebuilt = |oob: &mut [u8]| rebuild(owner, oob);
+                ready =
+                    media::record_of_live(flash, (from, state), &mut oob, ready, cause, rebuilt)?;
             }
             // The data goes from page to page inside the device (a tag-only store shares a
             // metadata page's bytes): the read and the program are charged as ever. A page the

@@ -114,9 +114,19 @@ impl Mobius {
     }
 
     /// A spare area read as `st` that did not read: torn (a program the cut interrupted), or —
-    /// its page lost to the media whole — a record recovery needs and no other copy holds.
-    fn spare_not_lost(&self, ppn: Ppn, st: PageState, what: &str) -> Result<(), FtlError> {
-        if st == PageState::Torn && self.flash.is_lost(ppn) {
+    /// its page lost to the media whole — a record recovery needs and no other copy holds
+    /// ([`media::lost_whole`], left to the simulator's knowledge). A static transaction's data
+    /// is programmed after its inode (decision M21), so a cut may tear it (the transaction is
+    /// then not committed).
+    fn spare_not_lost(
+        &mut self,
+        ppn: Ppn,
+        st: PageState,
+        what: &str,
+        at: u64,
+    ) -> Result<(), FtlError> {
+        if st == PageState::Torn && media::lost_whole(&mut self.flash, ppn, at, OpCause::Recovery)?
+        {
             return Err(FtlError::MediaLoss {
                 ppn,
                 what: what.into(),
@@ -228,7 +238,8 @@ impl Mobius {
                 .read(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
             let ReadStatus::Data(Content::Bytes(b)) = st else {
-                if self.flash.is_lost(Ppn(p)) {
+                // Named by the seal, written after it: programmed whole.
+                if st == ReadStatus::Uncorrectable && media::whole_page_lost(&self.flash) {
                     return Err(FtlError::MediaLoss {
                         ppn: Ppn(p),
                         what: format!("GTD chunk {i} of Möbius's GM record"),
@@ -412,7 +423,7 @@ impl Mobius {
                 .flash
                 .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
-            self.spare_not_lost(Ppn(p), st, "the OOB record of a transaction's page")?;
+            self.spare_not_lost(Ppn(p), st, "the OOB record of a transaction's page", start)?;
             let o = (st == PageState::Programmed)
                 .then(|| PageOob::decode(&oob).ok())
                 .flatten();
@@ -484,7 +495,7 @@ impl Mobius {
                     .flash
                     .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
-                self.spare_not_lost(Ppn(p), st, "the OOB record of a Head List page")?;
+                self.spare_not_lost(Ppn(p), st, "the OOB record of a Head List page", start)?;
                 let Some(o) = (st == PageState::Programmed)
                     .then(|| PageOob::decode(&oob).ok())
                     .flatten()

@@ -12,6 +12,10 @@ use ftl::{
 };
 use wcache::cache::{CachedPage, PageTags, WriteCache};
 
+/// A metadata page read in recovery: its bytes if it read as data, and whether it read
+/// uncorrectable.
+type MetaRead = (Option<Box<[u8]>>, bool);
+
 const HOST: usize = 0;
 const GC: usize = 1;
 const STREAMS: usize = 2;
@@ -746,14 +750,12 @@ impl Optr {
                 let (status, read) = self.flash.read(from, &mut oob, now, OpCause::GcCopy)?;
                 // A page lost to the media moves as a lost copy (docs/reliability.md).
                 let cause = OpCause::GcCopy;
-                let ready = media::record_of_read(
-                    &mut self.flash,
-                    from,
-                    &status,
-                    &mut oob,
-                    read.end_ns,
-                    cause,
-                )?;
+                // Its record's write id and size order recovery's replay (§3.1); OPTR keeps
+                // neither per page in RAM.
+                let kept = media::record_kept_nowhere_else(from, "OPTR's write id and size");
+                let at = (read.end_ns, cause);
+                let ready =
+                    media::record_of_read(&mut self.flash, from, &status, &mut oob, at, kept)?;
                 let o = PageOob::decode(&oob)
                     .ok()
                     .ok_or_else(|| FtlError::Corrupt(format!("OOB of {from}")))?;
@@ -1076,30 +1078,44 @@ struct SlotScan {
 }
 
 impl Optr {
-    /// A metadata page's bytes, if it reads back as data.
+    /// A metadata page's bytes, if it reads back as data, and whether it read uncorrectable.
     fn read_meta_bytes(
         &mut self,
         ppn: Ppn,
         oob: &mut [u8],
         start: u64,
-    ) -> Result<Option<Box<[u8]>>, FtlError> {
+    ) -> Result<MetaRead, FtlError> {
         let (st, _) = self.flash.read(ppn, oob, start, OpCause::Recovery)?;
         Ok(match st {
-            ReadStatus::Data(Content::Bytes(b)) => Some(b),
-            _ => None,
+            ReadStatus::Data(Content::Bytes(b)) => (Some(b), false),
+            st => (None, st == ReadStatus::Uncorrectable),
         })
     }
 
-    /// A metadata page that did not read: torn by the cut, or — lost to the media whole —
-    /// `what`, kept nowhere else (docs/reliability.md).
-    fn not_lost(&self, ppn: Ppn, what: &str) -> Result<(), FtlError> {
-        match self.flash.is_lost(ppn) {
+    /// A metadata page that did not read: torn by the cut, or — lost to the media (`lost`: the
+    /// evidence says it was programmed whole) — `what`, kept nowhere else (docs/reliability.md).
+    fn not_lost(ppn: Ppn, what: &str, lost: bool) -> Result<(), FtlError> {
+        match lost {
             true => Err(FtlError::MediaLoss {
                 ppn,
                 what: what.into(),
             }),
             false => Ok(()),
         }
+    }
+
+    /// Whether a stream block's summary (its last page), which read uncorrectable, is lost to
+    /// the media: its spare area decodes ([`media::classify`]), or — nothing of it decodes, and
+    /// no later page of its block exists to say its program ended — the simulator's knowledge
+    /// ([`media::undecided_lost`], left open).
+    fn summary_lost(&mut self, ppn: Ppn, start: u64) -> Result<bool, FtlError> {
+        let mut oob = vec![0u8; OOB_BYTES as usize];
+        Ok(
+            match media::classify(&mut self.flash, ppn, &mut oob, start, OpCause::Recovery)?.0 {
+                Unreadable::Lost => true,
+                Unreadable::Torn => media::undecided_lost(&self.flash, ppn),
+            },
+        )
     }
 
     /// The generation a metadata page that did not read belonged to, read from its spare
@@ -1135,11 +1151,13 @@ impl Optr {
         };
         for k in 0..self.layout.l2p_pages {
             let ppn = self.layout.slot_page(&g, slot, k);
-            let b = self.read_meta_bytes(ppn, &mut oob, start)?;
+            let (b, uncorrectable) = self.read_meta_bytes(ppn, &mut oob, start)?;
             let Some((gen, pairs)) =
                 b.and_then(|b| decode_pairs(&b, PageKind::FullL2p, self.layout.l2p_per_page).ok())
             else {
-                self.not_lost(ppn, "a chunk of OPTR's full checkpoint")?;
+                // Under its checkpoint's seal, written after it: programmed whole.
+                let lost = uncorrectable && media::whole_page_lost(&self.flash);
+                Self::not_lost(ppn, "a chunk of OPTR's full checkpoint", lost)?;
                 return Err(FtlError::Corrupt(format!(
                     "full checkpoint chunk {k} unreadable"
                 )));
@@ -1386,15 +1404,14 @@ impl Optr {
                 hops += 1;
                 let block = g.block_of(Ppn(at));
                 let off = g.page_in_block(Ppn(at));
-                let sum = self
-                    .read_meta_bytes(g.ppn(block, data_max), &mut oob, start)?
-                    .and_then(|b| decode_summary(&b).ok());
+                let summary = g.ppn(block, data_max);
+                let (b, uncorrectable) = self.read_meta_bytes(summary, &mut oob, start)?;
+                let sum = b.and_then(|b| decode_summary(&b).ok());
                 // A summary lost to the media takes the stream's link to its next block with it.
-                if sum.is_none() {
-                    self.not_lost(
-                        g.ppn(block, data_max),
-                        "the summary of an OPTR stream block, which links the next block",
-                    )?;
+                if sum.is_none() && uncorrectable {
+                    let lost = self.summary_lost(summary, start)?;
+                    let what = "the summary of an OPTR stream block, which links the next block";
+                    Self::not_lost(summary, what, lost)?;
                 }
                 if let Some((entries, next)) = sum {
                     for o in off..data_max {
@@ -1414,10 +1431,10 @@ impl Optr {
                         .flash
                         .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
                     if st == PageState::Torn {
-                        self.not_lost(
-                            ppn,
-                            "the OOB record of an OPTR page in a block without its summary",
-                        )?;
+                        let lost =
+                            media::lost_whole(&mut self.flash, ppn, start, OpCause::Recovery)?;
+                        let what = "the OOB record of an OPTR page in a block without its summary";
+                        Self::not_lost(ppn, what, lost)?;
                     }
                     if st != PageState::Programmed {
                         break;

@@ -6,7 +6,7 @@
 
 use flash::codec::CorruptRecord;
 use flash::{BlockId, Content, Flash, OpCause, PageState, Ppn, ReadStatus};
-use ftl::FtlError;
+use ftl::{media, FtlError};
 
 /// Recovery's analysis of the records it read, as simulated controller time (TxFlash §5.1,
 /// Fig. 8: "SCC has better recovery time than BPCC and TC because during recovery it considers
@@ -104,7 +104,7 @@ pub(crate) fn scan_blocks<R>(
                 PageState::Erased => break,
                 // A record that does not read: a torn program's, or — its page lost to the
                 // media whole — a record this block's summary would have held, had it one.
-                PageState::Torn if flash.is_lost(ppn) => {
+                PageState::Torn if media::lost_whole(flash, ppn, start, OpCause::Recovery)? => {
                     return Err(FtlError::MediaLoss {
                         ppn,
                         what: "the OOB record of a TxFlash page in a block without its summary"

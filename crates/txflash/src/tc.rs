@@ -467,8 +467,11 @@ impl TxFlashTc {
         let mut oob = [0u8; OOB_BYTES as usize];
         let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
         // A page lost to the media moves as a lost copy (docs/reliability.md).
-        let ready =
-            media::record_of_read(&mut self.flash, from, &status, &mut oob, read.end_ns, cause)?;
+        // Its record's version picks the newest committed one at recovery (TxFlash §3.1); TC keeps
+        // only each page's highest version used, not its committed one.
+        let kept = media::record_kept_nowhere_else(from, "TxFlash's version and tx id");
+        let at = (read.end_ns, cause);
+        let ready = media::record_of_read(&mut self.flash, from, &status, &mut oob, at, kept)?;
         let mut rec = Oob::decode(&oob)
             .ok()
             .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;

@@ -23,8 +23,8 @@ use crate::cache::{CachedPage, PageTags, WriteCache};
 use flash::codec::{self, CorruptRecord};
 use flash::{BlockId, ChipId, Content, Flash, Lpn, OpCause, PageState, Ppn};
 use ftl::{
-    check_range, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion, DesignOptions,
-    FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, Validity,
+    check_range, media, BlockDevice, BlockPool, BlockState, ChipAllocation, Completion,
+    DesignOptions, FtlError, GcPolicy, PageOutcome, Promise, RecoveryReport, Space, Validity,
 };
 
 /// OOB record bytes per page.
@@ -266,7 +266,7 @@ impl WCache {
                     Err(FtlError::NoSpace)
                 };
             };
-            let (l2p, tomb) = (&mut self.l2p, &mut self.tomb);
+            let (l2p, tomb, seq) = (&mut self.l2p, &mut self.tomb, &mut self.seq);
             self.space.collect(
                 &mut self.flash,
                 victim,
@@ -274,6 +274,14 @@ impl WCache {
                 now,
                 OpCause::GcCopy,
                 |_, _| false,
+                // A page lost whole: the copy is its LPN's newest version on flash (its data's
+                // or its tombstone's), so a fresh `seq` keeps it newest at recovery.
+                |owner, oob| {
+                    let lpn = owner & !TOMB;
+                    oob[..OOB_BYTES as usize].copy_from_slice(&encode_oob(lpn, *seq));
+                    *seq += 1;
+                    Ok(())
+                },
                 |m| {
                     let lpn = (m.owner & !TOMB) as usize;
                     if m.owner & TOMB != 0 {
@@ -529,7 +537,9 @@ impl WCache {
                     None | Some((_, PageState::Erased)) => break,
                     // A record that does not read: a torn program's, or — its page lost to the
                     // media whole — one whose version no other page names.
-                    Some((ppn, _)) if self.flash.is_lost(ppn) => {
+                    Some((ppn, _))
+                        if media::lost_whole(&mut self.flash, ppn, start, OpCause::Recovery)? =>
+                    {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: "the OOB record of a page".into(),

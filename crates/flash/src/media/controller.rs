@@ -38,7 +38,8 @@ pub enum Fault {
     Read(Ppn),
     /// The page's data and its spare area are lost — a page aged past what even the spare
     /// area's codeword corrects: every read of either fails, so its record names nothing (held
-    /// by the controller of the device it is injected into, not carried into crash images).
+    /// by the controller of the device it is injected into, not carried into crash images;
+    /// ended by the block's erase).
     ReadWhole(Ppn),
     /// The next program of a page of the block fails.
     Program(BlockId),
@@ -310,6 +311,15 @@ impl Flash {
         tags
     }
 
+    /// Physical block `pblock` was erased: the spare-area faults injected into its pages
+    /// ([`Fault::ReadWhole`]) end with it, as the plane's lost pages do.
+    fn forget_spare_faults(&mut self, pblock: BlockId) {
+        let ppb = self.plane().physical().pages_per_block;
+        self.controller_mut()
+            .spare_lost
+            .retain(|p| p.0 / ppb != pblock.0);
+    }
+
     /// Marks `fault` to happen (see [`Fault`]); ignored with the media model off.
     pub fn inject(&mut self, fault: Fault) {
         if self.media.is_none() {
@@ -447,6 +457,7 @@ impl Flash {
     fn erase_physical(&mut self, block: BlockId, pblock: BlockId) {
         self.store.erase_block(pblock);
         self.plane_mut().erased(pblock);
+        self.forget_spare_faults(pblock);
         let after = self.store.erase_count(pblock);
         let before = std::mem::replace(
             &mut self.controller_mut().erase_counts[block.0 as usize],
@@ -538,6 +549,7 @@ impl Flash {
         self.record(erase, OpCause::Media, || OpKind::Erase { block: spare });
         self.store.erase_block(spare);
         self.plane_mut().erased(spare);
+        self.forget_spare_faults(spare);
         let ppb = g.pages_per_block;
         let mut at = erase.end_ns;
         let mut oob = vec![0u8; self.store.oob_record_bytes() as usize];

@@ -148,8 +148,13 @@ impl Mobius {
                 .read(from, &mut oob, at, cause)
                 .map_err(err_flash)?;
             // A page lost to the media moves as a lost copy (docs/reliability.md).
+            let rebuild = |oob: &mut [u8]| -> Result<(), FtlError> {
+                oob.copy_from_slice(&copy_record(owner));
+                Ok(())
+            };
+            let read = (rd.end_ns, cause);
             let ready =
-                ftl::media::record_of_read(&mut self.flash, from, &st, &mut oob, rd.end_ns, cause)?;
+                ftl::media::record_of_read(&mut self.flash, from, &st, &mut oob, read, rebuild)?;
             let to = self
                 .space
                 .allocate(S_GC, &self.flash)
@@ -279,4 +284,29 @@ impl Mobius {
         }
         Ok(())
     }
+}
+
+/// The record of a GC copy of live page `owner` (an LPN, or a translation page's number with
+/// [`TP_OWNER`]) rebuilt from the mapping, for a page lost whole to the media: neither its data
+/// nor its spare area decodes ([`ftl::media::record_of_read`]). Möbius's recovery never reads a
+/// GC copy's record: it maps a moved data page from the GC relocation inode logged before the
+/// victim is erased (§IV-D), a moved translation page from the GTD of the GM record written
+/// before it (§III-F), and its static-transaction check and Head List walk read only the
+/// pages their inode or chain names, which a copy never is. So the copy names its page (kind
+/// and LPN or translation page number) and no transaction (`tx_id` 0, never a transaction's:
+/// ids start at 1).
+fn copy_record(owner: u32) -> [u8; OOB_BYTES as usize] {
+    let (kind, lpn) = if owner & TP_OWNER != 0 {
+        (PageKind::Translation, owner & !TP_OWNER)
+    } else {
+        (PageKind::Normal, owner)
+    };
+    PageOob {
+        tx_id: 0,
+        lpn,
+        next: NO_PPN,
+        seq: 0,
+        kind,
+    }
+    .encode()
 }

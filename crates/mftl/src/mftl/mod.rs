@@ -411,7 +411,7 @@ impl Mobius {
             .read(Ppn(self.gtd[tp]), &mut oob, at, OpCause::Mapping)
             .map_err(err_flash)?;
         let ReadStatus::Data(Content::Bytes(b)) = st else {
-            return Err(self.tp_unreadable(tp, Some(&st)));
+            return Err(self.tp_unreadable(tp, &st));
         };
         decode_tp_into(&b, &mut self.base[entries])
             .map_err(|e| FtlError::Corrupt(format!("translation page {tp} damaged: {e}")))?;
@@ -431,7 +431,11 @@ impl Mobius {
             .sense(Ppn(self.gtd[tp]), at, OpCause::Mapping)
             .map_err(err_flash)?;
         if state != PageState::Programmed {
-            return Err(self.tp_unreadable(tp, None));
+            let st = match state {
+                PageState::Erased => ReadStatus::Erased,
+                _ => ReadStatus::Uncorrectable,
+            };
+            return Err(self.tp_unreadable(tp, &st));
         }
         Ok(span.end_ns)
     }
@@ -546,20 +550,20 @@ impl Mobius {
 }
 
 impl Mobius {
-    /// Translation page `tp` did not read: lost to worn media (Möbius keeps no other copy of
-    /// the mapping it holds; docs/reliability.md), else damaged (what it read back, if known).
-    fn tp_unreadable(&self, tp: usize, st: Option<&ReadStatus>) -> FtlError {
+    /// Translation page `tp` did not read (it reads back `st`): lost to worn media when
+    /// uncorrectable — the GTD names it, so it was programmed whole (Möbius keeps no other copy
+    /// of the mapping it holds; docs/reliability.md) — else damaged.
+    fn tp_unreadable(&self, tp: usize, st: &ReadStatus) -> FtlError {
         let ppn = Ppn(self.gtd[tp]);
-        match (self.flash.is_lost(ppn), st) {
-            (true, _) => FtlError::MediaLoss {
+        match *st == ReadStatus::Uncorrectable && ftl::media::whole_page_lost(&self.flash) {
+            true => FtlError::MediaLoss {
                 ppn,
                 what: format!("Möbius translation page {tp}"),
             },
-            (false, Some(st)) => FtlError::Corrupt(format!(
+            false => FtlError::Corrupt(format!(
                 "translation page {tp} at ppn {ppn} unreadable: it reads back {st}",
                 ppn = self.gtd[tp]
             )),
-            (false, None) => FtlError::Corrupt(format!("translation page {tp} unreadable")),
         }
     }
 }

@@ -390,14 +390,11 @@ impl TxFlashCyclic {
         for (from, owner) in live {
             let (status, read) = self.flash.read(from, &mut oob, now, cause)?;
             // A page lost to the media moves as a lost copy (docs/reliability.md).
-            let ready = media::record_of_read(
-                &mut self.flash,
-                from,
-                &status,
-                &mut oob,
-                read.end_ns,
-                cause,
-            )?;
+            // Its record's next-link (and BPCC's back pointer) is the cycle that commits it
+            // (TxFlash §3.2, §3.3), kept nowhere else.
+            let kept = media::record_kept_nowhere_else(from, "a cyclic commit's links");
+            let at = (read.end_ns, cause);
+            let ready = media::record_of_read(&mut self.flash, from, &status, &mut oob, at, kept)?;
             let rec = CyclicOob::decode(self.protocol, &oob)
                 .ok()
                 .ok_or_else(|| FtlError::Corrupt(format!("live {from} has a damaged OOB")))?;
