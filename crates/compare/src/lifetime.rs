@@ -115,14 +115,13 @@ fn end_of_life(e: &WorkloadError) -> Option<String> {
 /// Runs `spec` on the worn device with workload `name` in steps until the flash ends it or the
 /// host has written `max_drive_writes` of the capacity.
 pub fn live(
-    spec: &DesignSpec,
+    (spec, options): (&DesignSpec, &DesignOptions),
     device: &flash::DeviceConfig,
     name: &str,
     (step_requests, max_drive_writes): (u64, f64),
     seed: u64,
 ) -> crate::error::Result<Life> {
-    let mut dev: Box<dyn BlockDevice> =
-        lab::device::fresh(spec, device, &DesignOptions::default(), true)?;
+    let mut dev: Box<dyn BlockDevice> = lab::device::fresh(spec, device, options, true)?;
     let logical = dev.logical_pages();
     let mut w = WorkloadSpec::named(name)?;
     w.requests = step_requests;
@@ -186,7 +185,12 @@ pub fn run(ctx: &Context) -> ExperimentResult {
     let mut lives = Vec::new();
     for (k, (spec, w)) in runs.into_iter().enumerate() {
         let ends = (sz.step_requests, sz.max_drive_writes);
-        match live(spec, &device, w, ends, ctx.seed) {
+        // The design's options at the run's point of the unknowns (mapping RAM, GC policy and
+        // threshold, ...), as every other experiment formats its designs (`Context::fresh`).
+        let options = ctx
+            .unknowns
+            .options(spec, &device.geometry, DesignOptions::default());
+        match live((spec, &options), &device, w, ends, ctx.seed) {
             Ok(l) => lives.push(l),
             // Transactions on a design without them: not a run of this workload.
             Err(crate::error::MeasureError::Workload(WorkloadError::NeedsTransactions(_))) => {}

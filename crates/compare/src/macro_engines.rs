@@ -168,7 +168,7 @@ fn measure(
         Change::OnePageOnly => wl.txns.retain(|x| x.writes.len() <= 1),
         Change::MultiPageOnly => wl.txns.retain(|x| x.writes.len() > 1),
     }
-    let dev = lab::device::fresh(spec, &config, &options, true)?;
+    let dev = ctx.fresh(spec, &config, &options, true)?;
     let outcome = if mode.swrite.is_none() {
         lab::driver::clients::run_flushed(dev, &wl, clients)?
     } else {
