@@ -271,8 +271,8 @@ pub const TABLE: [Unknown; 16] = [
     },
     Unknown {
         name: "clients",
-        what: "concurrent host clients (closed loop) of the transaction workloads (`macro`)",
-        default: "8 [R]",
+        what: "concurrent host clients (closed loop) of the transaction workloads (`macro`, `macro-engines`)",
+        default: "1: one transaction command at a time (an added ATA command is not queued; jbd commits one transaction at a time: Möbius §IV-A, §V-B)",
         range: Range::Value {
             lo: 1.0,
             hi: 32.0,
