@@ -1703,8 +1703,7 @@ impl Engine {
                         break;
                     }
                     PageState::Torn => {
-                        let lost =
-                            media::lost_whole(&mut self.flash, ppn, t_scan, OpCause::Recovery)?;
+                        let lost = media::undecided_lost(&self.flash, ppn);
                         Self::not_lost(
                             ppn,
                             &ReadStatus::Uncorrectable,

@@ -119,8 +119,7 @@ fn scan(dev: &mut Fast, start: u64) -> Result<Scan, FtlError> {
             }
             // A record that does not read is a torn program's, or — its page lost to the media
             // whole — one whose version no other page names (docs/reliability.md).
-            let cause = OpCause::Recovery;
-            if state == PageState::Torn && media::lost_whole(&mut dev.flash, ppn, start, cause)? {
+            if state == PageState::Torn && media::undecided_lost(&dev.flash, ppn) {
                 return Err(FtlError::MediaLoss {
                     ppn,
                     what: "the OOB record of a FAST page".into(),

@@ -54,24 +54,15 @@ pub fn whole_page_lost(flash: &Flash) -> bool {
     flash.config().media.is_some()
 }
 
-/// Whether page `ppn`, which decoded nothing in a recovery's scan, is lost to the media whole
-/// rather than torn by a cut. The evidence "a later page of its block decodes" does not decide
-/// it: a design may resume a block past a page an earlier cut tore (FAST after its recovery,
-/// Möbius's hole skipping), so a torn page can sit before decoding ones (soak seed
-/// 162713554244749, FAST, second life). Left to the simulator's knowledge ([`undecided_lost`]).
-pub fn lost_whole(
-    flash: &mut Flash,
-    ppn: Ppn,
-    _not_before: u64,
-    _cause: OpCause,
-) -> Result<bool, FtlError> {
-    Ok(undecided_lost(flash, ppn))
-}
-
-/// The one place a design still asks the simulator ([`Flash::is_lost`]) whether a page that
-/// decoded nothing was programmed whole, where no record written after it names it. Torn by the cut and lost whole read alike there; taking it
-/// for torn could hide an acknowledged version behind an older one, and taking it for lost
-/// would stop every recovery after a cut that tore a page. Left open (docs/reliability.md).
+/// The one place a design still asks the simulator ([`Flash::is_lost`]) whether page `ppn`,
+/// which decoded nothing in a recovery's scan, was programmed whole (lost to the media) rather
+/// than torn by a cut, where no record written after it names it. Torn by the cut and lost
+/// whole read alike there; taking it for torn could hide an acknowledged version behind an
+/// older one, and taking it for lost would stop every recovery after a cut that tore a page.
+/// "A later page of its block decodes" does not decide it: a design may resume a block past a
+/// page an earlier cut tore (FAST after its recovery, Möbius's hole skipping), so a torn page
+/// can sit before decoding ones (soak seed 162713554244749, FAST, second life). Left open
+/// (docs/reliability.md).
 pub fn undecided_lost(flash: &Flash, ppn: Ppn) -> bool {
     flash.is_lost(ppn)
 }
@@ -183,7 +174,7 @@ fn record_of_unreadable(
 ) -> Result<u64, FtlError> {
     match (classify(flash, from, oob, read_end, cause)?, rebuild) {
         ((Unreadable::Lost, span), _) => Ok(span.end_ns),
-        ((Unreadable::Torn, span), Some(rebuild)) if flash.config().media.is_some() => {
+        ((Unreadable::Torn, span), Some(rebuild)) if whole_page_lost(flash) => {
             rebuild(oob)?;
             Ok(span.end_ns)
         }

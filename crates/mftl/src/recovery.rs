@@ -115,18 +115,11 @@ impl Mobius {
 
     /// A spare area read as `st` that did not read: torn (a program the cut interrupted), or —
     /// its page lost to the media whole — a record recovery needs and no other copy holds
-    /// ([`media::lost_whole`], left to the simulator's knowledge). A static transaction's data
+    /// ([`media::undecided_lost`], left to the simulator's knowledge). A static transaction's data
     /// is programmed after its inode (decision M21), so a cut may tear it (the transaction is
     /// then not committed).
-    fn spare_not_lost(
-        &mut self,
-        ppn: Ppn,
-        st: PageState,
-        what: &str,
-        at: u64,
-    ) -> Result<(), FtlError> {
-        if st == PageState::Torn && media::lost_whole(&mut self.flash, ppn, at, OpCause::Recovery)?
-        {
+    fn spare_not_lost(&mut self, ppn: Ppn, st: PageState, what: &str) -> Result<(), FtlError> {
+        if st == PageState::Torn && media::undecided_lost(&self.flash, ppn) {
             return Err(FtlError::MediaLoss {
                 ppn,
                 what: what.into(),
@@ -423,7 +416,7 @@ impl Mobius {
                 .flash
                 .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                 .map_err(fe)?;
-            self.spare_not_lost(Ppn(p), st, "the OOB record of a transaction's page", start)?;
+            self.spare_not_lost(Ppn(p), st, "the OOB record of a transaction's page")?;
             let o = (st == PageState::Programmed)
                 .then(|| PageOob::decode(&oob).ok())
                 .flatten();
@@ -495,7 +488,7 @@ impl Mobius {
                     .flash
                     .read_oob(Ppn(p), &mut oob, start, OpCause::Recovery)
                     .map_err(fe)?;
-                self.spare_not_lost(Ppn(p), st, "the OOB record of a Head List page", start)?;
+                self.spare_not_lost(Ppn(p), st, "the OOB record of a Head List page")?;
                 let Some(o) = (st == PageState::Programmed)
                     .then(|| PageOob::decode(&oob).ok())
                     .flatten()

@@ -1431,8 +1431,7 @@ impl Optr {
                         .flash
                         .read_oob(ppn, &mut oob, start, OpCause::Recovery)?;
                     if st == PageState::Torn {
-                        let lost =
-                            media::lost_whole(&mut self.flash, ppn, start, OpCause::Recovery)?;
+                        let lost = media::undecided_lost(&self.flash, ppn);
                         let what = "the OOB record of an OPTR page in a block without its summary";
                         Self::not_lost(ppn, what, lost)?;
                     }

@@ -104,7 +104,7 @@ pub(crate) fn scan_blocks<R>(
                 PageState::Erased => break,
                 // A record that does not read: a torn program's, or — its page lost to the
                 // media whole — a record this block's summary would have held, had it one.
-                PageState::Torn if media::lost_whole(flash, ppn, start, OpCause::Recovery)? => {
+                PageState::Torn if media::undecided_lost(flash, ppn) => {
                     return Err(FtlError::MediaLoss {
                         ppn,
                         what: "the OOB record of a TxFlash page in a block without its summary"

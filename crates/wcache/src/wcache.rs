@@ -537,9 +537,7 @@ impl WCache {
                     None | Some((_, PageState::Erased)) => break,
                     // A record that does not read: a torn program's, or — its page lost to the
                     // media whole — one whose version no other page names.
-                    Some((ppn, _))
-                        if media::lost_whole(&mut self.flash, ppn, start, OpCause::Recovery)? =>
-                    {
+                    Some((ppn, _)) if media::undecided_lost(&self.flash, ppn) => {
                         return Err(FtlError::MediaLoss {
                             ppn,
                             what: "the OOB record of a page".into(),
