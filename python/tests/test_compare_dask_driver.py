@@ -3,6 +3,7 @@ a cell's CPU time is its own process's, whatever else the driver runs beside it.
 
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 import threading
@@ -46,3 +47,24 @@ def test_a_failing_command_gives_its_exit_code_and_output():
     assert code == 3
     assert "out" in log
     assert cpu >= 0
+
+
+def keep(d, tmp_path, experiment_entry):
+    cell = {"key": "optr.lhs-002.x", "experiment": "optr", "label": "lhs-002", "spec": "op=1",
+            "part": False}
+    results = {"optr": experiment_entry, "unknowns": {"consulted": ["fill"]}}
+    ok = d.keep_cell(str(tmp_path), cell, 0, "", {"results.json": json.dumps(results).encode()},
+                     (1.0, 1.0))
+    with open(tmp_path / "robustness" / "cells" / "optr.lhs-002.x.json") as f:
+        return ok, json.load(f)
+
+
+def test_an_experiment_that_failed_at_its_point_is_a_failed_cell(tmp_path):
+    d = driver()
+    ok, record = keep(d, tmp_path, {"claims": [], "skipped": ["not reached within 4 writes"]})
+    assert not ok
+    assert "not reached within 4 writes" in record["error"]
+    assert record["consulted"] == ["fill"]
+    # and an experiment that graded its claims, with a part skipped, is not
+    ok, record = keep(d, tmp_path, {"claims": [{"verdict": "PASS"}], "skipped": ["a part"]})
+    assert ok and record["error"] is None

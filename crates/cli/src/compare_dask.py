@@ -103,7 +103,12 @@ def keep_cell(out, cell, code, log, files, times):
         record["error"] = f"exit {code}: {log[-2000:]}"
     else:
         results = json.loads(files["results.json"])
-        record["claims"] = results[cell["experiment"]]["claims"]
+        experiment = results[cell["experiment"]]
+        record["claims"] = experiment["claims"]
+        if not experiment["claims"] and experiment.get("skipped"):
+            # The experiment failed at this point (`ExperimentResult::failed`): a failed cell,
+            # not a point that graded nothing in silence.
+            record["error"] = "the experiment failed: " + "; ".join(experiment["skipped"])
         record["consulted"] = results["unknowns"]["consulted"]
         record["applied"] = results["unknowns"].get("applied", {})
         if cell["part"]:

@@ -9,7 +9,7 @@
 //! `OUT/robustness/cells/` and not run again.
 
 use crate::compare_cmd::CompareArgs;
-use compare::robustness::{self, Campaign, Cell, ExperimentCells, Outcome};
+use compare::robustness::{self, Campaign, Cell, ExperimentCells, FailedCell, Outcome};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -78,17 +78,16 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
     run_cells(args, scale, &plan, false)?;
     let all: Vec<Cell> = defaults.iter().chain(&plan).cloned().collect();
     let records = load(&args.out, scale, args.seed, &all)?;
-    let failed: Vec<&str> = all
-        .iter()
-        .zip(&records)
-        .filter(|(_, r)| r.as_ref().is_none_or(|r| r.error.is_some()))
-        .map(|(c, _)| c.label.as_str())
-        .collect();
+    let failed = failed_cells(&all, &records);
     if !failed.is_empty() {
+        let labels: Vec<String> = failed
+            .iter()
+            .map(|f| format!("{} {}", f.experiment, f.label))
+            .collect();
         eprintln!(
             "compare: {} cell(s) failed (their points grade nothing): {}",
             failed.len(),
-            failed.join(", ")
+            labels.join(", ")
         );
     }
     let outcomes: Vec<Outcome> = records
@@ -123,6 +122,7 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
             .iter()
             .map(|(id, why)| (id.to_string(), why.to_string()))
             .collect(),
+        failed,
     };
     let header = crate::compare_cmd::header(scale, args.seed, false);
     let (verdicts, missing) = robustness::assemble(&args.out, &header, &ids, &outcomes, &campaign)?;
@@ -139,6 +139,26 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
     );
     crate::compare_cmd::print_summary(&verdicts, &args.out);
     Ok(())
+}
+
+/// The cells with no record or a failed one, each with the first line of its error.
+fn failed_cells(cells: &[Cell], records: &[Option<Record>]) -> Vec<FailedCell> {
+    cells
+        .iter()
+        .zip(records)
+        .filter_map(|(c, r)| {
+            let why = match r {
+                None => "no record (the cell did not finish)".to_string(),
+                Some(Record { error: Some(e), .. }) => e.lines().next().unwrap_or("").to_string(),
+                Some(_) => return None,
+            };
+            Some(FailedCell {
+                experiment: c.experiment.clone(),
+                label: c.label.clone(),
+                why,
+            })
+        })
+        .collect()
 }
 
 /// Runs `cells` on Dask (those not already done), each written under OUT as it finishes.

@@ -453,6 +453,17 @@ pub struct Campaign {
     /// Per experiment: the parameters that reach it, its cells and their summed wall time.
     pub experiments: Vec<ExperimentCells>,
     pub excluded: Vec<(String, String)>,
+    /// Cells that failed (their process, or their experiment at that point): they grade
+    /// nothing, so each sub-claim's `points` counts fewer than the samples; the report lists them.
+    pub failed: Vec<FailedCell>,
+}
+
+/// A cell that graded nothing, and why (the first line of its error).
+#[derive(Clone, Debug, Serialize)]
+pub struct FailedCell {
+    pub experiment: String,
+    pub label: String,
+    pub why: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -571,8 +582,32 @@ fn campaign_md(c: &Campaign) -> String {
     for (id, why) in &c.excluded {
         let _ = writeln!(md, "| {id} | not re-graded: {why} | – | – | – |");
     }
+    md += &failed_md(&c.failed);
     md += "\n### The table of unknowns\n\n";
     md += &table_md();
+    md
+}
+
+/// The cells that failed, grouped by experiment and reason: their points count in no
+/// sub-claim's `points` (a fraction "of 29 sampled points" says 11 of 40 are here).
+fn failed_md(failed: &[FailedCell]) -> String {
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut groups: std::collections::BTreeMap<(&str, &str), Vec<&str>> = Default::default();
+    for f in failed {
+        groups
+            .entry((&f.experiment, &f.why))
+            .or_default()
+            .push(&f.label);
+    }
+    let mut md = format!(
+        "\n**{} cell(s) failed and grade nothing** (a sub-claim's fraction counts only the sampled points that graded it):\n\n| experiment | cells | why |\n|---|---|---|\n",
+        failed.len()
+    );
+    for ((experiment, why), labels) in groups {
+        let _ = writeln!(md, "| {experiment} | {} | {why} |", labels.join(", "));
+    }
     md
 }
 
@@ -780,6 +815,32 @@ mod tests {
             a.key(crate::Scale::Quick, 1),
             a.key(crate::Scale::Quick, 2),
             "another seed is another cell"
+        );
+    }
+
+    /// Failed cells are listed in the report's campaign paragraph, grouped by experiment and
+    /// reason; none, nothing.
+    #[test]
+    fn failed_cells_are_listed_with_why() {
+        let f = |label: &str, why: &str| FailedCell {
+            experiment: "optr".into(),
+            label: label.into(),
+            why: why.into(),
+        };
+        assert_eq!(failed_md(&[]), "");
+        let md = failed_md(&[
+            f("lhs-002", "the experiment failed: not reached"),
+            f("lhs-007", "the experiment failed: not reached"),
+            f("oat-fill=0.5", "exit 1: boom"),
+        ]);
+        assert!(md.contains("3 cell(s) failed"), "{md}");
+        assert!(
+            md.contains("| optr | lhs-002, lhs-007 | the experiment failed: not reached |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| optr | oat-fill=0.5 | exit 1: boom |"),
+            "{md}"
         );
     }
 }
