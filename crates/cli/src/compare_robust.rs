@@ -53,6 +53,7 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
     let start = std::time::Instant::now();
     let defaults: Vec<Cell> = ids.iter().map(|id| Cell::default_of(id)).collect();
     eprintln!("compare: robustness: {} default cell(s)", defaults.len());
+    let mut resumed = finished(&args.out, scale, args.seed, &defaults)?;
     run_cells(args, scale, &defaults, true)?;
     let records = load(&args.out, scale, args.seed, &defaults)?;
     let mut plan = Vec::new();
@@ -75,6 +76,7 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
         plan.len(),
         args.samples
     );
+    resumed += finished(&args.out, scale, args.seed, &plan)?;
     run_cells(args, scale, &plan, false)?;
     let all: Vec<Cell> = defaults.iter().chain(&plan).cloned().collect();
     let records = load(&args.out, scale, args.seed, &all)?;
@@ -104,6 +106,7 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
         samples: args.samples,
         lhs_seed: args.seed,
         cells: all.len(),
+        resumed,
         wall_s: start.elapsed().as_secs_f64(),
         experiments: ids
             .iter()
@@ -131,14 +134,25 @@ pub fn run(args: &CompareArgs, scale: compare::Scale, ids: &[&str]) -> anyhow::R
     }
     let cpu: f64 = outcomes.iter().map(|o| o.cpu_s).sum();
     println!(
-        "compare: robustness campaign of {} cells in {}; the cells took {} of CPU ({} per cell)",
+        "compare: robustness campaign of {} cells ({} resumed from an earlier run) in {}; the cells took {} of CPU ({} per cell)",
         campaign.cells,
+        campaign.resumed,
         compare::result::wall_time(campaign.wall_s),
         compare::result::wall_time(cpu),
         compare::result::wall_time(cpu / outcomes.len().max(1) as f64)
     );
     crate::compare_cmd::print_summary(&verdicts, &args.out);
     Ok(())
+}
+
+/// How many of `cells` an earlier run finished (a record without an error): they are not run
+/// again, so this run's wall time does not include them.
+fn finished(out: &Path, scale: compare::Scale, seed: u64, cells: &[Cell]) -> anyhow::Result<usize> {
+    let records = load(out, scale, seed, cells)?;
+    Ok(records
+        .iter()
+        .filter(|r| r.as_ref().is_some_and(|r| r.error.is_none()))
+        .count())
 }
 
 /// The cells with no record or a failed one, each with the first line of its error.

@@ -447,8 +447,10 @@ pub struct Campaign {
     /// Latin-hypercube points per experiment, and the seed that placed them.
     pub samples: usize,
     pub lhs_seed: u64,
-    /// Cells run in all (default ones included), and the campaign's wall time.
+    /// Cells in all (default ones included); of them, those an earlier run had finished
+    /// (resumed, not run again); and this run's wall time, which does not include those.
     pub cells: usize,
+    pub resumed: usize,
     pub wall_s: f64,
     /// Per experiment: the parameters that reach it, its cells and their summed wall time.
     pub experiments: Vec<ExperimentCells>,
@@ -561,11 +563,10 @@ fn tornado_file(
 /// The report's opening paragraph on the campaign, and the table of unknowns.
 fn campaign_md(c: &Campaign) -> String {
     let mut md = format!(
-        "## Robustness across the model's unknowns\n\nEvery graded sub-claim re-graded across the parameters the papers leave open (`mobius compare --robustness`, docs/robustness.md): each parameter that reaches an experiment at each end of its range, one at a time, and {} Latin-hypercube points over all of them together (seed {}). {} cells in {}. The scoreboard's last column and each section's robustness table say where a verdict holds; *flips with* names the range ends that turn it.\n\n",
+        "## Robustness across the model's unknowns\n\nEvery graded sub-claim re-graded across the parameters the papers leave open (`mobius compare --robustness`, docs/robustness.md): each parameter that reaches an experiment at each end of its range, one at a time, and {} Latin-hypercube points over all of them together (seed {}). {}. The scoreboard's last column and each section's robustness table say where a verdict holds; *flips with* names the range ends that turn it.\n\n",
         c.samples,
         c.lhs_seed,
-        c.cells,
-        crate::result::wall_time(c.wall_s)
+        cells_and_time(c)
     );
     md += "| experiment | parameters that reach it | cells | CPU time of its cells | wall time of its cells (summed) |\n|---|---|---|---|---|\n";
     for e in &c.experiments {
@@ -586,6 +587,20 @@ fn campaign_md(c: &Campaign) -> String {
     md += "\n### The table of unknowns\n\n";
     md += &table_md();
     md
+}
+
+/// "664 cells in 62 min 35 s", or for a resumed campaign what this run ran and what it took
+/// from an earlier one (whose wall time is not known here: the table's cell times are).
+fn cells_and_time(c: &Campaign) -> String {
+    let wall = crate::result::wall_time(c.wall_s);
+    match c.resumed {
+        0 => format!("{} cells in {wall}", c.cells),
+        r => format!(
+            "{} cells: {} run in {wall}, {r} finished by an earlier run of the same command and resumed (the table gives every experiment's cell time)",
+            c.cells,
+            c.cells - r
+        ),
+    }
 }
 
 /// The cells that failed, grouped by experiment and reason: their points count in no
@@ -815,6 +830,31 @@ mod tests {
             a.key(crate::Scale::Quick, 1),
             a.key(crate::Scale::Quick, 2),
             "another seed is another cell"
+        );
+    }
+
+    /// A resumed campaign does not give the cells it took from an earlier run this run's time.
+    #[test]
+    fn a_resumed_campaign_says_which_cells_this_run_ran() {
+        let c = |resumed| Campaign {
+            samples: 40,
+            lhs_seed: 1,
+            cells: 664,
+            resumed,
+            wall_s: 60.0,
+            experiments: Vec::new(),
+            excluded: Vec::new(),
+            failed: Vec::new(),
+        };
+        assert!(
+            cells_and_time(&c(0)).starts_with("664 cells in 1 min"),
+            "{}",
+            cells_and_time(&c(0))
+        );
+        let r = cells_and_time(&c(651));
+        assert!(
+            r.contains("13 run in 1 min") && r.contains("651 finished by an earlier run"),
+            "{r}"
         );
     }
 
