@@ -530,19 +530,20 @@ mod tests {
 
     proptest::proptest! {
         /// A whole timeline (which prunes its channels only when their lists grow, by its chips'
-        /// times and by the host's floor, and books at the end without a search when it can)
-        /// against a model with no shortcuts: chips in FIFO order, nothing starting before the
-        /// floor, each channel a bitmap of busy nanoseconds that forgets nothing.
+        /// times and by the host's floor, books at the end without a search when it can, and
+        /// sets a run of reads up once, `read_run`) against a model with no shortcuts: chips
+        /// in FIFO order, nothing starting before the floor, each channel a bitmap of busy
+        /// nanoseconds that forgets nothing.
         #[test]
         fn a_timeline_matches_its_model(
-            ops in proptest::collection::vec((0u32..4, 0u64..300, 0u8..4), 1..200)
+            ops in proptest::collection::vec((0u32..4, 0u64..300, 0u8..5), 1..200)
         ) {
             let t = Timing { read_ns: 7, program_ns: 20, erase_ns: 30, bus_mb_s: 1000 };
             let (chips, channels, bytes) = (4usize, 2usize, 5u64);
             let length = t.transfer_ns(bytes);
             let mut tl = Timeline::new(chips as u32, channels as u32);
             let mut chip_free = vec![0u64; chips];
-            let mut bus = vec![vec![false; 1 << 14]; channels];
+            let mut bus = vec![vec![false; 1 << 17]; channels];
             let book = |bus: &mut Vec<bool>, ready: u64| {
                 let start = (ready..)
                     .find(|&s| (s..s + length).all(|n| !bus[n as usize]))
@@ -561,24 +562,71 @@ mod tests {
                 }
                 let c = chip as usize;
                 let ready = not_before.max(floor).max(chip_free[c]);
-                let expected = match kind {
-                    0 => {
-                        let start = book(&mut bus[c % channels], ready);
-                        Span { start_ns: start, end_ns: start + length + t.program_ns }
-                    }
-                    1 => {
-                        let end = book(&mut bus[c % channels], ready + t.read_ns) + length;
-                        Span { start_ns: ready, end_ns: end }
-                    }
-                    _ => Span { start_ns: ready, end_ns: ready + t.erase_ns },
-                };
+                // Kind 4: a run of reads on the chip, as a recovery's scan issues them.
+                let reads = if kind == 4 { 1 + not_before % 24 } else { 1 };
+                let mut expected = Vec::new();
+                for _ in 0..reads {
+                    let ready = expected.last().map_or(ready, |s: &Span| s.end_ns);
+                    expected.push(match kind {
+                        0 => {
+                            let start = book(&mut bus[c % channels], ready);
+                            Span { start_ns: start, end_ns: start + length + t.program_ns }
+                        }
+                        1 | 4 => {
+                            let end = book(&mut bus[c % channels], ready + t.read_ns) + length;
+                            Span { start_ns: ready, end_ns: end }
+                        }
+                        _ => Span { start_ns: ready, end_ns: ready + t.erase_ns },
+                    });
+                }
                 let got = match kind {
-                    0 => tl.schedule_program(chip, not_before, &t, bytes),
-                    1 => tl.schedule_read(chip, not_before, &t, bytes),
-                    _ => tl.schedule_erase(chip, not_before, &t),
+                    0 => vec![tl.schedule_program(chip, not_before, &t, bytes)],
+                    1 => vec![tl.schedule_read(chip, not_before, &t, bytes)],
+                    4 => {
+                        let mut run = tl.read_run(chip, not_before, &t, bytes);
+                        (0..reads).map(|_| tl.schedule_run_read(&mut run)).collect()
+                    }
+                    _ => vec![tl.schedule_erase(chip, not_before, &t)],
                 };
-                proptest::prop_assert_eq!(got, expected);
-                chip_free[c] = expected.end_ns;
+                proptest::prop_assert_eq!(&got, &expected);
+                chip_free[c] = expected.last().unwrap().end_ns;
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Chips reading page after page (each read sensed, then booked, the next one sensed
+        /// once it is out) on one resource, against a bitmap of busy nanoseconds: every
+        /// booking takes the first free gap (a second chip's transfers go in the first one's
+        /// gaps and join its intervals), the intervals stay sorted and apart, and pruning
+        /// forgets only what ends by the floor.
+        #[test]
+        fn runs_of_bookings_take_the_first_free_gap(
+            ops in proptest::collection::vec(
+                (0usize..3, 0u64..2000, 1u64..30, (1u64..12, 1u64..12), 0u8..6),
+                1..60,
+            )
+        ) {
+            let mut c = Bookings::default();
+            let mut busy = vec![false; 1 << 16];
+            let (mut chip_free, mut floor) = ([0u64; 3], 0u64);
+            for (chip, not_before, reads, (sense, length), prune) in ops {
+                for _ in 0..reads {
+                    let ready = chip_free[chip].max(not_before).max(floor) + sense;
+                    let expected = (ready..)
+                        .find(|&t| (t..t + length).all(|n| !busy[n as usize]))
+                        .unwrap();
+                    proptest::prop_assert_eq!(c.book(ready, length), expected);
+                    (expected..expected + length).for_each(|n| busy[n as usize] = true);
+                    chip_free[chip] = expected + length;
+                }
+                let v: Vec<_> = c.intervals().collect();
+                proptest::prop_assert!(v.windows(2).all(|w| w[0].1 < w[1].0), "{:?}", v);
+                if prune == 0 {
+                    floor = *chip_free.iter().min().unwrap();
+                    c.prune(floor);
+                    proptest::prop_assert!(c.intervals().all(|(_, e)| e > floor));
+                }
             }
         }
     }
