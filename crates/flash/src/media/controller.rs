@@ -293,22 +293,26 @@ impl Flash {
     /// Content tags of host pages lost to the media, in the blocks that serve the geometry:
     /// what the crash checker accepts a read error for (docs/crashtest.md, "Media faults").
     pub fn lost_tags(&self) -> Vec<ContentTag> {
+        self.lost_contents()
+            .iter()
+            .filter_map(Content::tag)
+            .collect()
+    }
+
+    /// What every page lost to the media held when it was programmed (metadata pages too), in
+    /// the blocks that serve the geometry, in page order: the crash checker's evidence of
+    /// which versions were lost, for checkers that decode their own page images (the NBD
+    /// campaign's sectors, issue #69). Empty with the media model off.
+    pub fn lost_contents(&self) -> Vec<Content> {
         let Some(ctl) = self.media.as_deref() else {
             return Vec::new();
         };
         let ppb = self.config.geometry.pages_per_block;
-        let mut tags = Vec::new();
-        for b in 0..self.config.geometry.blocks() {
-            for page in 0..ppb {
-                let ppn = Ppn(b * ppb + page);
-                if self.is_lost(ppn) {
-                    if let Some(tag) = self.store.data(ctl.page(ppn, ppb)).tag() {
-                        tags.push(tag);
-                    }
-                }
-            }
-        }
-        tags
+        (0..self.config.geometry.pages())
+            .map(Ppn)
+            .filter(|&ppn| self.is_lost(ppn))
+            .map(|ppn| self.store.data(ctl.page(ppn, ppb)))
+            .collect()
     }
 
     /// Physical block `pblock` was erased: the spare-area faults injected into its pages
