@@ -156,7 +156,7 @@ pub fn within_life<R, E>(
         };
         match ended(&e) {
             Some(by) if run > SHORTEST_RUN => {
-                let eol = eol.get_or_insert_with(|| EndOfLife {
+                let eol = eol.get_or_insert(EndOfLife {
                     requests_asked: requests,
                     requests_run: 0,
                     ended_by: by,
