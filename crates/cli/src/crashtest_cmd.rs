@@ -223,15 +223,23 @@ fn cell_extras(c: &CellResult) -> String {
 
 /// The media model's lines of a campaign's report.
 fn print_media(report: &CampaignReport, m: &crashtest::media::MediaRun) {
+    let lost = format!(
+        "{} images stopped at lost metadata, {} reads failed for lost versions (accepted)",
+        report.lost_to_media, report.errors_for_lost_pages
+    );
+    print_media_lines(m, &lost);
+}
+
+/// The media model's lines of any campaign's report (block devices, NBD): its part and what
+/// the recorded run's media did, `lost` (what the checker accepted), and the end of the media's
+/// life when it came.
+pub(crate) fn print_media_lines(m: &crashtest::media::MediaRun, lost: &str) {
     let r = &m.recorded;
     println!(
         "media             {} at {} x rated wear, {} days off after each cut: {} uncorrectable reads, {} read retries, {} blocks retired in the run",
         m.part, m.wear, m.power_off_days, r.uncorrectable_reads, r.read_retries, r.retired_blocks
     );
-    println!(
-        "lost to media     {} images stopped at lost metadata, {} reads failed for lost versions (accepted)",
-        report.lost_to_media, report.errors_for_lost_pages
-    );
+    println!("lost to media     {lost}");
     if let Some(e) = &m.end_of_life {
         println!(
             "end of life       the run of {} requests ended ({}); judged: {} requests",

@@ -48,8 +48,6 @@ fn check_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             .into_iter()
             .filter(|f| !taken.contains(f)),
     );
-    // Its checker judges no media faults (docs/reliability.md): `mobius crashtest` does.
-    unused.extend(args.media.given());
     if soak {
         unused.extend(args.device.given());
         unused.extend(lab::flags_given([
@@ -106,8 +104,10 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
     check_flags(args, false)?;
     let design = lab::registry::find(&args.ftl)?;
     check_atomic(&design, args)?;
+    let seed = args.seed.unwrap_or(1);
+    let device = crashtest::options::media_device(args, &design)?;
     let cfg = NbdCrashConfig {
-        device: args.device.resolve_for(&design)?,
+        device: crashtest::with_media_seed(device, seed),
         design,
         options: DesignOptions::from_pairs(&args.params)?,
         atomic_requests: args.atomic_requests,
@@ -117,7 +117,7 @@ fn campaign(args: &CrashtestArgs) -> anyhow::Result<()> {
         fill: args.workload.fill.unwrap_or(0.8),
         crash_points: args.crash_points,
         torn: args.torn,
-        seed: args.seed.unwrap_or(1),
+        seed,
         only_at: args.replay_instant.map(|at| (at, args.torn)),
         second_lives: args.second_lives,
         first_cut: first_cut(args)?,
@@ -185,12 +185,26 @@ fn print_campaign(cfg: &NbdCrashConfig, r: &NbdCrashReport) {
             r.second_lives
         );
     }
+    if let Some(m) = &r.media {
+        print_media(r, m);
+    }
     println!("READs missing     {}", r.read_mismatches);
     println!("violations        {}", r.violations);
 }
 
+/// The media model's lines of a campaign's report.
+fn print_media(r: &NbdCrashReport, m: &crashtest::media::MediaRun) {
+    let lost = format!(
+        "{} images stopped at lost metadata, {} sectors read back as errors for lost versions, \
+         {} requests refused with EIO for lost pages (accepted)",
+        r.lost_to_media, r.errors_for_lost_sectors, r.refused_for_lost_pages
+    );
+    crate::crashtest_cmd::print_media_lines(m, &lost);
+}
+
 fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result<NbdSoakConfig> {
     check_flags(args, true)?;
+    let media = media_config(args, &designs)?;
     Ok(NbdSoakConfig {
         designs,
         seeds: crashtest::options::soak_seeds(args),
@@ -205,6 +219,19 @@ fn soak_config(args: &CrashtestArgs, designs: Vec<DesignSpec>) -> anyhow::Result
         plain_reads: args.plain_reads,
         second_lives: args.second_lives,
         cut: crashtest::options::cut_model(args)?,
+        media,
+    })
+}
+
+/// The media model `--media` asks for (the first design's device carries it; every cell
+/// draws its own device and takes the model's settings).
+fn media_config(
+    args: &CrashtestArgs,
+    designs: &[DesignSpec],
+) -> anyhow::Result<Option<flash::MediaConfig>> {
+    Ok(match designs.first() {
+        Some(d) => crashtest::options::media_device(args, d)?.media,
+        None => None,
     })
 }
 
@@ -251,6 +278,10 @@ fn print_cell(c: &NbdCell) {
         (None, Some(r)) if r.failed() => format!(
             "FAIL {} violations, {} READs missed",
             r.violations, r.read_mismatches
+        ),
+        (None, Some(r)) if r.media.is_some() => format!(
+            "ok  gc copies {}; lost to media: {} images, {} sectors read as errors, {} requests refused (accepted)",
+            r.run_gc_copies, r.lost_to_media, r.errors_for_lost_sectors, r.refused_for_lost_pages
         ),
         (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
         (None, None) => "not run".to_string(),
@@ -325,6 +356,23 @@ fn controls(args: &CrashtestArgs) -> anyhow::Result<()> {
             weak.push(control.design);
         }
         all.push(serde_json::json!({"design": control.design, "control": control.describe(), "caught_seeds": caught, "seeds": report.cells.len()}));
+    }
+    let designs = lab::registry::named(&args.ftl)?;
+    if let Some(cfg) = soak::media_control(&soak_config(args, designs)?) {
+        let report = soak::run_soak(&cfg, &print_cell);
+        for name in report.designs() {
+            let cells = report.cells.iter().filter(|c| c.design == name);
+            let seeds = cells.clone().count();
+            let caught = cells.filter(|c| c.violations() > 0).count();
+            println!(
+                "control {name} on {} media handing on uncorrected data: caught on {caught} of {seeds} seeds",
+                args.media.media.as_deref().unwrap_or("-"),
+            );
+            if caught * 2 < seeds {
+                weak.push("media");
+            }
+            all.push(serde_json::json!({"design": name, "media": "hand_uncorrectable", "caught_seeds": caught, "seeds": seeds}));
+        }
     }
     if args.json {
         println!("{}", serde_json::json!({ "controls": all }));

@@ -144,6 +144,10 @@ fn nbd_campaigns_refuse_flags_they_would_not_use() {
             "--workload nbd",
         ),
         (
+            vec!["--ftl", "dftl", "--workload", "nbd", "--wear", "1"],
+            "give --media PART",
+        ),
+        (
             vec![
                 "--ftl",
                 "dftl",
@@ -162,4 +166,36 @@ fn nbd_campaigns_refuse_flags_they_would_not_use() {
         let (ok, _, err) = mobius(&all);
         assert!(!ok && err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// Issue #69: an NBD campaign takes the block campaign's media flags, prints what the media
+/// did, and its replay command carries them.
+#[test]
+fn an_nbd_campaign_runs_on_worn_media() {
+    let args = [
+        "crashtest",
+        "--ftl",
+        "dftl",
+        "--workload",
+        "nbd",
+        "--media",
+        "mlc",
+        "--wear",
+        "1",
+        "--power-off-days",
+        "300",
+        "--requests",
+        "100",
+        "--crash-points",
+        "12",
+        "--torn",
+    ];
+    let (ok, out, err) = mobius(&args);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("media             mlc at 1 x rated wear"),
+        "{out}"
+    );
+    assert!(out.contains("lost to media"), "{out}");
+    assert!(out.contains("violations        0"), "{out}");
 }

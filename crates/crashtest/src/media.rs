@@ -47,26 +47,28 @@ pub fn errors_accepted(seen: &[Seen], violations: &[(Option<Lpn>, String)]) -> u
 /// A run that stopped at a request the device failed for metadata lost to the media (a page of
 /// `flash` the ECC finds lost): the device's life ends there, no violation.
 pub fn ended_by_media(error: &workload::WorkloadError, flash: &Flash) -> bool {
-    matches!(
-        error,
-        workload::WorkloadError::Request {
-            source: host::HostError::Device(FtlError::MediaLoss { ppn, .. }),
-            ..
-        } if flash.is_lost(*ppn)
-    )
+    matches!(error, workload::WorkloadError::Request { source, .. }
+        if host_ended_by_media(source, flash))
+}
+
+/// [`ended_by_media`] for a request the host layer failed (the NBD and SQLite campaigns, which
+/// drive the host layer themselves).
+pub fn host_ended_by_media(error: &host::HostError, flash: &Flash) -> bool {
+    matches!(error, host::HostError::Device(FtlError::MediaLoss { ppn, .. }) if flash.is_lost(*ppn))
 }
 
 /// Whether a run that stopped at `error` reached the end of the media's life on `flash`: out of
 /// spare blocks ([`FtlError::WornOut`]), or metadata the design cannot do without lost to the
 /// media ([`ended_by_media`]).
 pub fn end_of_life(error: &workload::WorkloadError, flash: &Flash) -> bool {
-    matches!(
-        error,
-        workload::WorkloadError::Request {
-            source: host::HostError::Device(FtlError::WornOut(_)),
-            ..
-        }
-    ) || ended_by_media(error, flash)
+    matches!(error, workload::WorkloadError::Request { source, .. }
+        if host_end_of_life(source, flash))
+}
+
+/// [`end_of_life`] for a request the host layer failed.
+pub fn host_end_of_life(error: &host::HostError, flash: &Flash) -> bool {
+    matches!(error, host::HostError::Device(FtlError::WornOut(_)))
+        || host_ended_by_media(error, flash)
 }
 
 /// The media model's side of a campaign's report: the device's part and wear, what the recorded
@@ -97,12 +99,17 @@ pub struct EndOfLife {
 impl MediaRun {
     /// The figures of `device` (media on) and of the recording `rec`.
     pub fn of(device: &DeviceConfig, rec: &crate::Recording) -> Option<MediaRun> {
+        MediaRun::new(device, rec.media.clone().unwrap_or_default())
+    }
+
+    /// The figures of `device` (media on) and of a recorded run whose media did `recorded`.
+    pub fn new(device: &DeviceConfig, recorded: flash::MediaStats) -> Option<MediaRun> {
         let m = device.media.as_ref()?;
         Some(MediaRun {
             part: m.part.clone(),
             wear: m.initial_pe as f64 / m.endurance as f64,
             power_off_days: m.power_off_s as f64 / 86_400.0,
-            recorded: rec.media.clone().unwrap_or_default(),
+            recorded,
             end_of_life: None,
         })
     }
@@ -118,21 +125,46 @@ const SHORTEST_RUN: u64 = 16;
 pub fn record_within_life(
     cfg: &crate::CampaignConfig,
 ) -> Result<(crate::CampaignConfig, crate::Recording, Option<EndOfLife>), crate::CampaignError> {
-    let mut run = cfg.clone();
-    let mut ended: Option<EndOfLife> = None;
+    let record = |requests| {
+        let mut run = cfg.clone();
+        run.workload.requests = requests;
+        crate::record(&run).map(|rec| (run, rec))
+    };
+    let ended = |e: &crate::CampaignError| match e {
+        crate::CampaignError::EndOfLife(e) => Some(e.to_string()),
+        _ => None,
+    };
+    let ((run, rec), eol) = within_life(cfg.workload.requests, record, ended)?;
+    Ok((run, rec, eol))
+}
+
+/// Runs `record` with `requests`; while it fails with an error `ended` calls the end of the
+/// media's life (naming what ended it), again with half the requests, down to
+/// [`SHORTEST_RUN`]. Returns what recorded and the end of life met on the way (every
+/// campaign that records a run: the block devices', NBD's).
+pub fn within_life<R, E>(
+    requests: u64,
+    mut record: impl FnMut(u64) -> Result<R, E>,
+    ended: impl Fn(&E) -> Option<String>,
+) -> Result<(R, Option<EndOfLife>), E> {
+    let mut run = requests;
+    let mut eol: Option<EndOfLife> = None;
     loop {
-        match crate::record(&run) {
-            Ok(rec) => return Ok((run, rec, ended)),
-            Err(crate::CampaignError::EndOfLife(e)) if run.workload.requests > SHORTEST_RUN => {
-                let eol = ended.get_or_insert_with(|| EndOfLife {
-                    requests_asked: cfg.workload.requests,
+        let e = match record(run) {
+            Ok(rec) => return Ok((rec, eol)),
+            Err(e) => e,
+        };
+        match ended(&e) {
+            Some(by) if run > SHORTEST_RUN => {
+                let eol = eol.get_or_insert(EndOfLife {
+                    requests_asked: requests,
                     requests_run: 0,
-                    ended_by: e.to_string(),
+                    ended_by: by,
                 });
-                run.workload.requests /= 2;
-                eol.requests_run = run.workload.requests;
+                run /= 2;
+                eol.requests_run = run;
             }
-            Err(e) => return Err(e),
+            _ => return Err(e),
         }
     }
 }

@@ -242,7 +242,7 @@ pub fn single_config(args: &CrashtestOptions, design: DesignSpec) -> Result<Camp
 
 /// The device for `design` with the media model as `--media` says: `--set media.*` applies
 /// once the model is on.
-fn media_device(args: &CrashtestOptions, design: &DesignSpec) -> Result<flash::DeviceConfig> {
+pub fn media_device(args: &CrashtestOptions, design: &DesignSpec) -> Result<flash::DeviceConfig> {
     let (media, rest) = crate::media::split_overrides(&args.device.overrides);
     let recipe = Recipe {
         overrides: rest,

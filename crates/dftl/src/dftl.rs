@@ -509,6 +509,16 @@ impl Dftl {
                 oob_buf[..OOB_BYTES as usize].copy_from_slice(&record);
                 Ok(())
             },
+            // A live page whose spare area the media lost names no owner (DFTL reads owners
+            // from OOB records, issue #19): a translation page's is its GTD entry; a data page's
+            // only the reverse of the mapping, which DFTL does not keep: reported lost (#69).
+            |from| match gtd.iter().position(|&(p, _)| p == from) {
+                Some(t) => Ok(TRANSLATION | t as u32),
+                None => Err(FtlError::MediaLoss {
+                    ppn: from,
+                    what: "the owner of a live data page (its spare area)".into(),
+                }),
+            },
             |m| moves.push(m),
             |_| reservation_end,
         );
@@ -1076,7 +1086,7 @@ impl BlockDevice for Dftl {
         let mut owner_on = |ppn: Ppn| match (self.space.validity.is_valid(ppn), kept.as_mut()) {
             (false, _) => None,
             (true, Some(k)) => k.owner(&self.flash, ppn),
-            (true, None) => owner_on_flash(&self.flash, ppn),
+            (true, None) => crate::owners::owner_in_store(&self.flash, ppn, TRANSLATION),
         };
         // Forward map → owners; together with the count below, owners → forward map too (every
         // live page is the current location of exactly one LPN or translation page).

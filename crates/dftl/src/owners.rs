@@ -21,8 +21,21 @@ const UNREAD: u64 = u64::MAX;
 const NO_OWNER: u64 = 1 << 32;
 
 /// The validity's owner of a page, from its OOB record: a data page's LPN, or a translation
-/// page's number with `translation` (DFTL keeps one bit per page, not the owner).
+/// page's number with `translation` (DFTL keeps one bit per page, not the owner). The record is
+/// what a read of the spare area returns (ECC-checked, [`Flash::oob_record_decoded`]; issue
+/// #69): `None` when the media lost it, as when it names no owner.
 pub(crate) fn owner_on_flash(flash: &Flash, ppn: Ppn, translation: u32) -> Option<u32> {
+    let mut record = [0u8; OOB_BYTES as usize];
+    if !flash.oob_record_decoded(ppn, &mut record) {
+        return None;
+    }
+    owner_of_record(&record, translation)
+}
+
+/// The owner `ppn`'s OOB record names as the store keeps it, with no ECC: the invariant
+/// check's view (a checker's, which compares the validity with what was programmed), never the
+/// controller's ([`owner_on_flash`]).
+pub(crate) fn owner_in_store(flash: &Flash, ppn: Ppn, translation: u32) -> Option<u32> {
     let mut record = [0u8; OOB_BYTES as usize];
     flash.oob_record(ppn, &mut record);
     owner_of_record(&record, translation)
@@ -72,17 +85,17 @@ impl CheckedOwners {
         }
     }
 
-    /// The owner `ppn`'s OOB record names now (as [`owner_on_flash`]), read from flash unless
+    /// The owner `ppn`'s OOB record names now (as [`owner_in_store`]), read from flash unless
     /// kept; kept from now on if the page is below its block's write pointer.
     pub(crate) fn owner(&mut self, flash: &Flash, ppn: Ppn) -> Option<u32> {
         let i = ppn.0 as usize;
         match self.owners.get(i) {
-            None => return owner_on_flash(flash, ppn, self.translation),
+            None => return owner_in_store(flash, ppn, self.translation),
             Some(&NO_OWNER) => return None,
             Some(&o) if o != UNREAD => return Some(o as u32),
             Some(_) => {}
         }
-        let owner = owner_on_flash(flash, ppn, self.translation);
+        let owner = owner_in_store(flash, ppn, self.translation);
         let g = flash.geometry();
         if g.page_in_block(ppn) < flash.write_pointer(g.block_of(ppn)) {
             self.owners[i] = owner.map_or(NO_OWNER, u64::from);
@@ -138,7 +151,7 @@ mod tests {
         owners.refresh(&f);
         assert_eq!(owners.owner(&f, p0), Some(7));
         assert!(owners.kept(p0));
-        assert_eq!(owners.owner(&f, p1), owner_on_flash(&f, p1, 1 << 31));
+        assert_eq!(owners.owner(&f, p1), owner_in_store(&f, p1, 1 << 31));
         assert!(
             !owners.kept(p1),
             "an erased page above the write pointer is read each time"

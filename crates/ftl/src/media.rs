@@ -452,6 +452,7 @@ mod tests {
                 OpCause::GcCopy,
                 |_, _| false,
                 |_, _| panic!("the lost page's record reads"),
+                Space::owner_kept,
                 |m| moves.push(m),
                 |_| 0,
             )

@@ -193,7 +193,9 @@ impl Space {
     /// return false for the copy to carry the page's own record (then read with the page);
     /// `rebuild` writes the record of a live page (given its owner) whose data and spare area
     /// both failed to decode, from the design's mapping ([`media::record_of_live`]), or says why
-    /// it cannot; `on_move` updates the design's mapping;
+    /// it cannot; `owner_lost` names the owner of a live page whose owner did not read back (a
+    /// validity that reads owners from the spare area, which the media lost: issue #69) from
+    /// the design's mapping, or says why it cannot; `on_move` updates the design's mapping;
     /// `erase_after_ns` adds a design-specific dependency for the erase (e.g. a mapping page
     /// that must be on flash first). Returns when the victim is erased.
     #[allow(clippy::too_many_arguments)]
@@ -206,6 +208,7 @@ impl Space {
         cause: OpCause,
         mut fresh_oob: impl FnMut(u32, &mut [u8]) -> bool,
         mut rebuild: impl FnMut(u32, &mut [u8]) -> Result<(), FtlError>,
+        mut owner_lost: impl FnMut(Ppn) -> Result<u32, FtlError>,
         mut on_move: impl FnMut(Moved),
         erase_after_ns: impl FnOnce(&[Moved]) -> u64,
     ) -> Result<u64, FtlError> {
@@ -229,9 +232,10 @@ impl Space {
             if let Some(&(ahead, _)) = live.get(i + 2) {
                 flash.prefetch_data_at(ahead, 0, flash::DataHint::KeptBytes);
             }
-            let owner = owner.ok_or_else(|| {
-                FtlError::Corrupt(format!("live {from}: its owner does not read back"))
-            })?;
+            let owner = match owner {
+                Some(owner) => owner,
+                None => owner_lost(from)?,
+            };
             // The copy's record: written afresh by the design, or the page's own, read with it.
             let fresh = fresh_oob(owner, &mut oob);
             let (state, read) = flash.sense(from, not_before, cause)?;
@@ -268,6 +272,14 @@ impl Space {
         self.validity.erased(victim);
         self.pool.release(victim);
         Ok(erase.end_ns)
+    }
+
+    /// The `owner_lost` of a design whose validity keeps every live page's owner: a live page
+    /// without one is damage.
+    pub fn owner_kept(from: Ppn) -> Result<u32, FtlError> {
+        Err(FtlError::Corrupt(format!(
+            "live {from}: its owner does not read back"
+        )))
     }
 
     /// A cold full block to move when wear is uneven beyond the threshold (checked every 64

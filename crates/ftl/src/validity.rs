@@ -250,7 +250,12 @@ impl Validity {
         }
         if let Owners::OnFlash { read, .. } = &self.owners {
             let on_flash = read(flash, ppn);
-            if on_flash != Some(owner) {
+            // A spare area the media lost names no owner: nothing to check it against (#69).
+            let spare_lost = || {
+                let mut record = vec![0u8; flash.oob_record_bytes() as usize];
+                !flash.oob_record_decoded(ppn, &mut record)
+            };
+            if on_flash != Some(owner) && !(on_flash.is_none() && spare_lost()) {
                 return Err(corrupt(format!(
                     "is named live, its OOB record says {on_flash:?}"
                 )));

@@ -22,13 +22,18 @@
 //! with `torn`; a request counts as acknowledged when the export's call for it returned before
 //! write N + 1 was issued (a server replies only after that), and the log the oracle judges is
 //! on that clock. Instants (`--replay-instant`, `--first-cut`) then count image writes.
+//!
+//! With the flash's media model on (`--media`, [`media`]), a page can be lost to worn media: an
+//! EIO for it is accepted, during the run and after recovery, exactly where the media lost the
+//! version the sector must show; an older or a wrong version stays a violation.
 
+pub mod media;
 pub mod requests;
 mod second_life;
 pub mod sectors;
 pub mod soak;
 
-use crate::ftl_backend::FtlBackend;
+use crate::ftl_backend::{backend_error, FtlBackend};
 use crate::NbdBackend;
 use crashtest::oracle::Model;
 use crashtest::points::{CrashPoint, ImageBuilder};
@@ -36,11 +41,12 @@ use crashtest::prefix::{CutModel, PrefixImages, PrefixRun};
 use crashtest::second_life::FirstCut;
 use flash::{DeviceConfig, Flash, Lpn};
 use ftl::{DesignOptions, DesignSpec, FtlError, Promise};
+use host::HostError;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use requests::{Export, Request, Timed};
 use sectors::{Outcome, Reading, Sector, SectorLog, ZeroIndex, SECTOR_BYTES};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One campaign.
 #[derive(Clone)]
@@ -106,6 +112,10 @@ pub enum NbdCrashError {
         request: Request,
         what: String,
     },
+    /// The media ended the recorded run: the flash wore out, or lost metadata the design cannot
+    /// do without ([`crashtest::media::host_end_of_life`]).
+    #[error("the media ended the recorded run: {0}")]
+    EndOfLife(String),
 }
 
 /// What the campaign found.
@@ -134,6 +144,25 @@ pub struct NbdCrashReport {
     /// Blocks erased and pages copied by GC during the recorded run.
     pub run_erases: u64,
     pub run_gc_copies: u64,
+    /// Images whose recovery stopped at a page of the design's metadata the ECC found lost
+    /// while it ran (media model only; no violation: [`crashtest::media::lost_to_media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost_to_media: usize,
+    /// Sectors read back after recovery as errors standing for versions the media lost
+    /// (accepted, [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub errors_for_lost_sectors: usize,
+    /// Requests the export refused with EIO during the runs for a page the media lost
+    /// (accepted, [`media::lost_copy_holds`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_for_lost_pages: usize,
+    /// The media model's part and wear and what the recorded run's media did (model on only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<crashtest::media::MediaRun>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl NbdCrashReport {
@@ -156,6 +185,10 @@ struct Recording {
     read_mismatches: Vec<String>,
     refused_oversize: usize,
     edge_reads: u64,
+    /// Requests refused with EIO for a page the media lost.
+    refused_for_lost_pages: usize,
+    /// The run's media figures (media model on only).
+    media: Option<flash::MediaStats>,
 }
 
 impl Recording {
@@ -176,6 +209,11 @@ impl Recording {
             run_gc_copies: self.count_ops(|o| {
                 o.cause == flash::OpCause::GcCopy && matches!(o.kind, flash::OpKind::Program { .. })
             }),
+            refused_for_lost_pages: self.refused_for_lost_pages,
+            media: self
+                .media
+                .clone()
+                .and_then(|m| crashtest::media::MediaRun::new(&cfg.device, m)),
             ..NbdCrashReport::default()
         }
     }
@@ -237,6 +275,13 @@ impl<'p, 'r> Images<'p, 'r> {
 }
 
 impl NbdCrashReport {
+    /// Counts the cut `p` of life one and what judging its image found.
+    fn note_verdict(&mut self, p: &CrashPoint, verdict: &Verdict) {
+        self.lost_to_media += verdict.lost_to_media as usize;
+        self.errors_for_lost_sectors += verdict.errors_accepted;
+        self.note(p, &verdict.broken);
+    }
+
     /// Counts the cut `p` of life one and the rules its image broke.
     fn note(&mut self, p: &CrashPoint, broken: &[String]) {
         let kind = format!("{:?}{}", p.kind, if p.torn { "+torn" } else { "" });
@@ -252,9 +297,12 @@ impl NbdCrashReport {
     }
 
     /// Counts the cut `p` of the second life after `cut`.
-    fn note_in_life(&mut self, p: &CrashPoint, cut: FirstCut, broken: &[String]) {
+    fn note_in_life(&mut self, p: &CrashPoint, cut: FirstCut, verdict: &Verdict) {
+        self.lost_to_media += verdict.lost_to_media as usize;
+        self.errors_for_lost_sectors += verdict.errors_accepted;
         let first_before = self.first_violation.is_some();
-        let broken: Vec<String> = broken
+        let broken: Vec<String> = verdict
+            .broken
             .iter()
             .map(|b| format!("second life after a cut at {} ns: {b}", cut.instant_ns))
             .collect();
@@ -283,9 +331,15 @@ impl NbdCrashReport {
 }
 
 /// Records the run, then recovers and judges the image of each cut, then the second lives.
+/// When the media ends the run asked for, the longest run of the same seed that fits in the
+/// device's life is judged ([`crashtest::media::within_life`]).
 pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
-    let rec = record(cfg)?;
+    let (cfg, rec, end_of_life) = record_within_life(cfg)?;
+    let cfg = &cfg;
     let mut report = rec.report(cfg);
+    if let Some(m) = report.media.as_mut() {
+        m.end_of_life = end_of_life;
+    }
     let judge = Judge::new(cfg, &rec);
     if let (Some(_), Some(cut)) = (cfg.only_at, cfg.first_cut) {
         second_life::judge_life(cfg, &judge, cut, None, &mut report);
@@ -296,12 +350,60 @@ pub fn run(cfg: &NbdCrashConfig) -> Result<NbdCrashReport, NbdCrashError> {
     let mut images = Images::new(&rec, prefix.as_ref());
     for p in &points {
         let (image, clock) = images.image(p);
-        report.note(p, &judge.point(image, clock, p.instant_ns));
+        report.note_verdict(p, &judge.point(image, clock, p.instant_ns));
     }
     if cfg.only_at.is_none() {
         second_life::run_lives(cfg, &judge, &points, &mut report);
     }
     Ok(report)
+}
+
+/// [`record`] of `cfg`, or of the same seed with fewer requests when the media ends the run
+/// (the config recorded is returned with the recording).
+fn record_within_life(
+    cfg: &NbdCrashConfig,
+) -> Result<
+    (
+        NbdCrashConfig,
+        Recording,
+        Option<crashtest::media::EndOfLife>,
+    ),
+    NbdCrashError,
+> {
+    let record_n = |requests| {
+        let run = NbdCrashConfig {
+            requests,
+            ..cfg.clone()
+        };
+        record(&run).map(|rec| (run, rec))
+    };
+    let ended = |e: &NbdCrashError| match e {
+        NbdCrashError::EndOfLife(what) => Some(what.clone()),
+        _ => None,
+    };
+    let ((run, rec), eol) = crashtest::media::within_life(cfg.requests, record_n, ended)?;
+    Ok((run, rec, eol))
+}
+
+/// What judging one image found: the rules it broke, or that recovery stopped at metadata
+/// lost to the media, and the sectors read as errors that were accepted; with the media
+/// model on, what a run going on from the image holds (errors settled to the versions they
+/// stood for, [`media::settle`]).
+#[derive(Default)]
+struct Verdict {
+    broken: Vec<String>,
+    lost_to_media: bool,
+    errors_accepted: usize,
+    settled: Option<Vec<Option<Sector>>>,
+}
+
+impl Verdict {
+    fn broken(what: String) -> Verdict {
+        Verdict {
+            broken: vec![what],
+            ..Verdict::default()
+        }
+    }
 }
 
 /// What judging a cut of a recorded run needs: the run, the oracle's model of its log over
@@ -323,63 +425,160 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// Every rule the image of a cut at `cut_ns` breaks (the recovered device's clock starts
+    /// What judging the image of a cut at `cut_ns` finds (the recovered device's clock starts
     /// there), judged as a cut at `t` (the same instant, or the first cut of a second life still
-    /// recovering at `cut_ns`); a design that panics on it breaks one.
-    fn point(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Vec<String> {
-        crashtest::quiet_panics::catch(|| self.image(image, cut_ns, t))
-            .unwrap_or_else(|what| vec![format!("the design panicked on this image: {what}")])
+    /// recovering at `cut_ns`); a design that panics on it breaks a rule.
+    fn point(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Verdict {
+        crashtest::quiet_panics::catch(|| self.image(image, cut_ns, t)).unwrap_or_else(|what| {
+            Verdict::broken(format!("the design panicked on this image: {what}"))
+        })
     }
 
     /// Recovers the design from `image` (cut at `cut_ns`), checks its invariants and capacity,
-    /// reads every sector back and has the oracle judge them as a cut at `t`.
-    fn image(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Vec<String> {
+    /// reads every sector back and has the oracle judge them as a cut at `t`. A recovery that
+    /// stops at metadata the ECC found lost while it ran breaks no rule ([`crashtest::media`]).
+    fn image(&self, image: Box<dyn flash::Store>, cut_ns: u64, t: u64) -> Verdict {
         let (cfg, rec) = (self.cfg, self.rec);
         let mut flash = Flash::new(cfg.device.clone(), image);
         flash.start_clock_at(cut_ns);
-        let mut dev = match cfg.design.reopen(flash, &cfg.options) {
+        let (reopened, lost) =
+            flash::media::error_log::watch(|| cfg.design.reopen(flash, &cfg.options));
+        let mut dev = match reopened {
             Ok((dev, _)) => dev,
-            Err(e) => return vec![format!("recovery failed: {e}")],
+            Err(e) if crashtest::media::lost_to_media(&e, &lost) => {
+                return Verdict {
+                    lost_to_media: true,
+                    ..Verdict::default()
+                }
+            }
+            Err(e) => return Verdict::broken(format!("recovery failed: {e}")),
         };
         if let Err(e) = dev.check_invariants() {
-            return vec![format!("an invariant is broken after recovery: {e}")];
+            return Verdict::broken(format!("an invariant is broken after recovery: {e}"));
         }
         if dev.logical_pages() != rec.logical_pages {
-            return vec![format!(
+            return Verdict::broken(format!(
                 "recovered with {} logical pages, not {}",
                 dev.logical_pages(),
                 rec.logical_pages
-            )];
+            ));
         }
         let recovered_ns = dev.flash().idle_ns().max(cut_ns);
         match read_sectors(dev.as_mut(), recovered_ns) {
-            Ok(read) => self.sectors(&read, t),
-            Err(e) => vec![format!("reading the recovered device failed: {e}")],
+            Ok(read) => self.sectors(&read, t, dev.flash()),
+            Err(e) => Verdict::broken(format!("reading the recovered device failed: {e}")),
         }
     }
 
-    /// The oracle's verdict on the sectors read back: the image breaks the promise only if it
-    /// breaks it under every reading of its zeros.
-    fn sectors(&self, read: &[Option<Sector>], t: u64) -> Vec<String> {
-        let promise = self.cfg.promise();
-        let mut broken = Vec::new();
-        for reading in Reading::ALL {
-            let seen = self.rec.log.seen(&self.index, read, t, promise, reading);
-            let v = self.model.judge(promise, t, &seen);
-            if v.is_empty() {
-                return Vec::new();
+    /// The oracle's verdict on the sectors read back from `flash`: the image breaks the promise
+    /// only if it breaks it under every reading of its zeros. With the media model on, a sector
+    /// reading as an error that breaks it under every reading is read again as zeros where a
+    /// lost page held zeros for it ([`media::LostSectors::zeros_for_errors`]), until that
+    /// changes nothing.
+    fn sectors(&self, read: &[Option<Sector>], t: u64, flash: &Flash) -> Verdict {
+        let lost = crashtest::media::on(&self.cfg.device).then(|| {
+            let spp = flash.geometry().page_bytes as u64 / SECTOR_BYTES;
+            media::LostSectors::of(flash, spp)
+        });
+        let mut read = std::borrow::Cow::Borrowed(read);
+        loop {
+            let (verdict, failing) = self.judge_readings(&read, t, lost.as_ref());
+            let zeros = lost.as_ref().filter(|_| !verdict.broken.is_empty());
+            match zeros.and_then(|l| l.zeros_for_errors(&read, &failing)) {
+                Some(zeros) => read = std::borrow::Cow::Owned(zeros),
+                None => return verdict,
             }
+        }
+    }
+
+    /// The oracle's verdict on `read` under every reading of its zeros (kept if one reading
+    /// keeps the promise), and the sectors every reading found broken.
+    fn judge_readings(
+        &self,
+        read: &[Option<Sector>],
+        t: u64,
+        lost: Option<&media::LostSectors>,
+    ) -> (Verdict, BTreeSet<usize>) {
+        let mut broken = Vec::new();
+        let mut failing = BTreeSet::new();
+        for reading in Reading::ALL {
+            let seen = self
+                .rec
+                .log
+                .seen(&self.index, read, t, self.cfg.promise(), reading);
+            let (v, settled) = self.judge_seen(&seen, t, lost, read);
+            if v.is_empty() {
+                let verdict = Verdict {
+                    errors_accepted: read.iter().filter(|s| s.is_none()).count(),
+                    settled,
+                    ..Verdict::default()
+                };
+                return (verdict, failing);
+            }
+            let broken_here: BTreeSet<usize> = v
+                .iter()
+                .filter_map(|(s, _)| s.map(|s| s.0 as usize))
+                .collect();
+            failing = match reading {
+                Reading::Latest => broken_here,
+                _ => failing.intersection(&broken_here).copied().collect(),
+            };
             if broken.is_empty() {
                 broken = v;
             }
         }
-        broken
+        let broken = broken
             .into_iter()
             .map(|(sector, what)| match sector {
                 Some(s) => format!("sector {}: {what}", s.0),
                 None => what,
             })
-            .collect()
+            .collect();
+        let verdict = Verdict {
+            broken,
+            ..Verdict::default()
+        };
+        (verdict, failing)
+    }
+
+    /// The rules `seen` (what `read` is, for the oracle) breaks at `t`; with the media's
+    /// `lost` sectors, errors are accepted where a lost version stands for them, and `read` is
+    /// returned settled ([`media::settle`]).
+    fn judge_seen(
+        &self,
+        seen: &[crashtest::oracle::Seen],
+        t: u64,
+        lost: Option<&media::LostSectors>,
+        read: &[Option<Sector>],
+    ) -> (crashtest::oracle::Judged, Option<Vec<Option<Sector>>>) {
+        let promise = self.cfg.promise();
+        match lost {
+            None => (self.model.judge(promise, t, seen), None),
+            Some(lost) => {
+                let (v, stood) = self.model.judge_settling(promise, t, seen, lost.versions());
+                (v, Some(media::settle(read, &stood)))
+            }
+        }
+    }
+
+    /// What the sectors `read` back after a cut judged at `t` hold for a run that goes on from
+    /// them: with the media model on, each error the version it stood for; `None` if the image
+    /// breaks the promise.
+    fn settled(
+        &self,
+        read: &[Option<Sector>],
+        t: u64,
+        flash: &Flash,
+    ) -> Option<Vec<Option<Sector>>> {
+        if !crashtest::media::on(&self.cfg.device) {
+            return Some(read.to_vec());
+        }
+        let verdict = self.sectors(read, t, flash);
+        verdict
+            .broken
+            .is_empty()
+            .then_some(verdict.settled)
+            .flatten()
     }
 }
 
@@ -429,6 +628,10 @@ struct Run<'a> {
     last_ack_ns: u64,
     read_mismatches: Vec<String>,
     refused_oversize: usize,
+    /// Requests refused with EIO for a page the media lost ([`Run::refused_for_lost_page`]).
+    refused_for_lost_pages: usize,
+    /// The host's error for the request being applied, if it was refused.
+    refused_by: Option<HostError>,
 }
 
 /// Ages the device, starts the flash recording, and runs the requests.
@@ -492,6 +695,8 @@ impl<'a> Run<'a> {
             last_ack_ns: start_ns,
             read_mismatches: Vec::new(),
             refused_oversize: 0,
+            refused_for_lost_pages: 0,
+            refused_by: None,
         }
     }
 
@@ -541,6 +746,7 @@ impl<'a> Run<'a> {
         let logical_pages = self.backend.host().device().logical_pages();
         let edge_reads = self.backend.host_stats().edge_reads;
         let mut flash = self.backend.into_device().into_flash();
+        let media = crashtest::media::on(&self.cfg.device).then(|| flash.stats().media.clone());
         let ops = flash.take_log().expect("recording was on");
         let mut log = self.log;
         if self.cfg.cut == CutModel::Prefix {
@@ -557,6 +763,8 @@ impl<'a> Run<'a> {
             read_mismatches: self.read_mismatches,
             refused_oversize: self.refused_oversize,
             edge_reads,
+            refused_for_lost_pages: self.refused_for_lost_pages,
+            media,
         }
     }
 
@@ -630,6 +838,7 @@ impl<'a> Run<'a> {
     /// [`Self::apply`] before its records are placed.
     fn apply_unplaced(&mut self, index: usize, timed: Timed) -> Result<(), NbdCrashError> {
         self.arrival_ns += timed.gap_ns;
+        self.refused_by = None;
         // The host issues a request no earlier than its last call to the design.
         let at = self.arrival_ns.max(self.backend.host().clock_ns());
         let outcome = match &timed.request {
@@ -637,7 +846,8 @@ impl<'a> Run<'a> {
             Request::Zeroes { offset, len, fua } => self.zeroes(*offset, *len, *fua, at),
             Request::Trim { offset, len } => self.trim(*offset, *len, at),
             Request::Flush => {
-                let outcome = self.backend.flush(at).map_err(|e| e.to_string());
+                let result = self.backend.host_mut().flush(at);
+                let outcome = self.answer(result);
                 self.log.flush(at, &outcome);
                 outcome
             }
@@ -653,6 +863,11 @@ impl<'a> Run<'a> {
                 self.refused_oversize += 1;
                 Ok(())
             }
+            (Err(_), _) if self.refused_for_lost_page() => {
+                self.refused_for_lost_pages += 1;
+                Ok(())
+            }
+            (Err(e), _) if self.ended_by_media() => Err(NbdCrashError::EndOfLife(e)),
             (outcome, _) => Err(NbdCrashError::Request {
                 index,
                 request: timed.request,
@@ -662,6 +877,48 @@ impl<'a> Run<'a> {
                 },
             }),
         }
+    }
+
+    /// The export's answer to a request the host layer answered `result`: the outcome its
+    /// client sees (an error worded as the NBD reply's, [`backend_error`]), the host's error
+    /// kept for the media checks.
+    fn answer(&mut self, result: Result<u64, HostError>) -> Outcome {
+        result.map_err(|e| {
+            let reply = backend_error(e.clone()).to_string();
+            self.refused_by = Some(e);
+            reply
+        })
+    }
+
+    /// Whether the request just refused was refused with EIO for a page a copy of which,
+    /// holding what the page must hold now, the media lost ([`media::lost_copy_holds`]): the
+    /// answer the export owes (media model on only).
+    fn refused_for_lost_page(&self) -> bool {
+        let Some(HostError::Uncorrectable { lpn }) = &self.refused_by else {
+            return false;
+        };
+        let spp = self.page_bytes() / SECTOR_BYTES;
+        let first = lpn.0 as u64 * spp;
+        let flash = self.backend.host().device().flash();
+        media::lost_copy_holds(flash, |page| {
+            page.chunks(SECTOR_BYTES as usize)
+                .enumerate()
+                .all(|(i, b)| {
+                    self.mismatch(first + i as u64, sectors::decode(b))
+                        .is_none()
+                })
+        })
+    }
+
+    /// Whether the request just refused met the end of the media's life: the flash wore out or
+    /// lost metadata the design cannot do without ([`crashtest::media::host_end_of_life`]).
+    fn ended_by_media(&self) -> bool {
+        let flash = self.backend.host().device().flash();
+        crashtest::media::on(&self.cfg.device)
+            && self
+                .refused_by
+                .as_ref()
+                .is_some_and(|e| crashtest::media::host_end_of_life(e, flash))
     }
 
     /// A write that spans more pages than the export takes in one request (a transaction, or
@@ -683,10 +940,8 @@ impl<'a> Run<'a> {
         for (i, sector) in data.chunks_mut(SECTOR_BYTES as usize).enumerate() {
             sectors::encode(first + i as u64, w0 + i as u64, sector);
         }
-        let outcome = self
-            .backend
-            .write(offset, &data, fua, at)
-            .map_err(|e| e.to_string());
+        let result = self.backend.host_mut().write(offset, &data, fua, at);
+        let outcome = self.answer(result);
         let atomic = self.cfg.logs_requests_atomic();
         self.log.write(first, count, atomic, false, at, &outcome);
         if outcome.is_ok() {
@@ -716,10 +971,8 @@ impl<'a> Run<'a> {
             .host()
             .zeroes_pieces(offset, len)
             .map_err(|e| e.to_string())?;
-        let outcome = self
-            .backend
-            .write_zeroes(offset, len, fua, at)
-            .map_err(|e| e.to_string());
+        let result = self.backend.host_mut().write_zeroes(offset, len, fua, at);
+        let outcome = self.answer(result);
         let atomic = self.cfg.logs_requests_atomic();
         for (pos, n) in pieces {
             self.log.write(
@@ -745,10 +998,8 @@ impl<'a> Run<'a> {
     /// refused, so it excuses nothing).
     fn trim(&mut self, offset: u64, len: u64, at: u64) -> Outcome {
         let ignored_before = self.backend.host_stats().trims_ignored;
-        let outcome = self
-            .backend
-            .trim(offset, len, at)
-            .map_err(|e| e.to_string());
+        let result = self.backend.host_mut().trim(offset, len, at);
+        let outcome = self.answer(result);
         let page = self.page_bytes();
         let (first_page, end_page) = (offset.div_ceil(page), (offset + len) / page);
         if end_page <= first_page {
@@ -774,10 +1025,8 @@ impl<'a> Run<'a> {
     /// READ, checked sector by sector against the last write before it.
     fn read(&mut self, index: usize, offset: u64, len: u64, at: u64) -> Outcome {
         let mut buf = vec![0u8; len as usize];
-        let outcome = self
-            .backend
-            .read(offset, &mut buf, at)
-            .map_err(|e| e.to_string());
+        let result = self.backend.host_mut().read(offset, &mut buf, at);
+        let outcome = self.answer(result);
         let first = offset / SECTOR_BYTES;
         self.log.read(first, len / SECTOR_BYTES, at, &outcome);
         if outcome.is_ok() {

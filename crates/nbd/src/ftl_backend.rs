@@ -21,7 +21,7 @@ pub struct FtlBackend {
 }
 
 /// The NBD reply for a host error (each errno the host names, in NBD's terms).
-fn backend_error(e: HostError) -> BackendError {
+pub fn backend_error(e: HostError) -> BackendError {
     match &e {
         HostError::OutOfRange { .. } | HostError::Device(FtlError::LpnOutOfRange { .. }) => {
             BackendError::OutOfRange
@@ -85,6 +85,13 @@ impl FtlBackend {
     /// The host layer the export runs on (its clock, how it splits requests).
     pub fn host(&self) -> &Host {
         &self.host
+    }
+
+    /// The host layer, to apply requests as this export does ([`NbdBackend`]'s methods are
+    /// its calls with the error mapped by [`backend_error`]) with the host's error kept: the
+    /// crash campaign's media checks read which page an EIO was for.
+    pub fn host_mut(&mut self) -> &mut Host {
+        &mut self.host
     }
 }
 

@@ -282,6 +282,7 @@ impl WCache {
                     *seq += 1;
                     Ok(())
                 },
+                Space::owner_kept,
                 |m| {
                     let lpn = (m.owner & !TOMB) as usize;
                     if m.owner & TOMB != 0 {

@@ -290,25 +290,57 @@ impl Flash {
         self.plane().is_lost(phys) || !self.decode_at(phys, now, Codewords::Page).corrected
     }
 
+    /// The OOB record of `ppn` as a read of its spare area returns it now, into `out`, with no
+    /// flash operation of its own: for a design that reads a live page's record with the page
+    /// its GC senses right after (DFTL's owner lookup, issue #19), charged with that read.
+    /// `false` (and `out` untouched) when the ECC cannot correct the spare area after every
+    /// retry (a page lost whole); with the negative control's switch on, the uncorrected bits.
+    /// With the media model off, or a page not programmed: the record as the store keeps it.
+    pub fn oob_record_decoded(&self, ppn: Ppn, out: &mut [u8]) -> bool {
+        let phys = self.phys(ppn);
+        let worn = self.media.is_some()
+            && self.config.geometry.contains_ppn(ppn)
+            && self.store.page_state(phys) == PageState::Programmed;
+        if !worn {
+            self.store.oob(phys, out);
+            return true;
+        }
+        let now = self.chip_free_ns(self.config.geometry.chip_of(ppn).0);
+        let lost = self.controller().spare_lost.contains(&phys)
+            || !self.decode_at(phys, now, Codewords::Spare).corrected;
+        if lost && !self.controller().config.hand_uncorrectable {
+            return false;
+        }
+        self.store.oob(phys, out);
+        if lost {
+            out.iter_mut().for_each(|b| *b ^= 0x41);
+        }
+        true
+    }
+
     /// Content tags of host pages lost to the media, in the blocks that serve the geometry:
     /// what the crash checker accepts a read error for (docs/crashtest.md, "Media faults").
     pub fn lost_tags(&self) -> Vec<ContentTag> {
+        self.lost_contents()
+            .iter()
+            .filter_map(Content::tag)
+            .collect()
+    }
+
+    /// What every page lost to the media held when it was programmed (metadata pages too), in
+    /// the blocks that serve the geometry, in page order: the crash checker's evidence of
+    /// which versions were lost, for checkers that decode their own page images (the NBD
+    /// campaign's sectors, issue #69). Empty with the media model off.
+    pub fn lost_contents(&self) -> Vec<Content> {
         let Some(ctl) = self.media.as_deref() else {
             return Vec::new();
         };
         let ppb = self.config.geometry.pages_per_block;
-        let mut tags = Vec::new();
-        for b in 0..self.config.geometry.blocks() {
-            for page in 0..ppb {
-                let ppn = Ppn(b * ppb + page);
-                if self.is_lost(ppn) {
-                    if let Some(tag) = self.store.data(ctl.page(ppn, ppb)).tag() {
-                        tags.push(tag);
-                    }
-                }
-            }
-        }
-        tags
+        (0..self.config.geometry.pages())
+            .map(Ppn)
+            .filter(|&ppn| self.is_lost(ppn))
+            .map(|ppn| self.store.data(ctl.page(ppn, ppb)))
+            .collect()
     }
 
     /// Physical block `pblock` was erased: the spare-area faults injected into its pages

@@ -294,6 +294,18 @@ fn a_page_lost_whole_reads_neither_its_data_nor_its_record() {
     assert_eq!((state, oob), (PageState::Programmed, [0; 16]));
     let (state, _) = f.read_oob(Ppn(1), &mut oob, 0, OpCause::HostData).unwrap();
     assert_eq!(state, PageState::Torn);
+    // The owner lookup that stands for the spare area's read (DFTL's, #69) sees the same.
+    let reads = f.stats().total_reads();
+    let mut record = [0xFFu8; 16];
+    assert!(!f.oob_record_decoded(Ppn(1), &mut record));
+    assert_eq!(record, [0xFF; 16], "nothing handed on");
+    assert!(f.oob_record_decoded(Ppn(0), &mut record));
+    assert_eq!(record, [0; 16]);
+    assert_eq!(
+        f.stats().total_reads(),
+        reads,
+        "no flash operation of its own"
+    );
 }
 
 /// The negative control hands on data the ECC could not correct, its bits flipped.

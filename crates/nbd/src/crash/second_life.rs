@@ -18,7 +18,8 @@
 
 use super::sectors::{Sector, SectorLog};
 use super::{
-    read_sectors_until, Expect, Images, Judge, NbdCrashConfig, NbdCrashReport, Recording, Run,
+    read_sectors_until, Expect, Images, Judge, NbdCrashConfig, NbdCrashError, NbdCrashReport,
+    Recording, Run,
 };
 use crashtest::points::{self, CrashPoint};
 use crashtest::prefix::CutModel;
@@ -59,7 +60,7 @@ pub(super) fn judge_life(
     points_each: Option<usize>,
     report: &mut NbdCrashReport,
 ) {
-    let outcome = crashtest::quiet_panics::catch(|| live(cfg, first.rec, cut))
+    let outcome = crashtest::quiet_panics::catch(|| live(cfg, first, cut))
         .unwrap_or_else(|what| Err(format!("the design panicked in the second life: {what}")));
     let life = match outcome {
         Ok(Some(life)) => life,
@@ -105,12 +106,12 @@ pub(super) fn judge_life(
     let mut images = Images::new(&life.rec, prefix.as_ref());
     for p in points {
         let (image, clock) = images.image(&p);
-        let broken = if p.instant_ns < life.ready {
+        let verdict = if p.instant_ns < life.ready {
             first.point(image, clock, cut.instant_ns)
         } else {
             second.point(image, clock, p.instant_ns)
         };
-        report.note_in_life(&p, cut, &broken);
+        report.note_in_life(&p, cut, &verdict);
     }
 }
 
@@ -120,8 +121,12 @@ fn life_seed(cfg: &NbdCrashConfig, cut: FirstCut) -> u64 {
 
 /// Recovers the image of `cut`, reads the baseline and serves the life's requests on it,
 /// recording. `Ok(None)`: the cut's image does not recover or read whole (life one's
-/// violation); `Err`: the recovered export failed a request it must take.
-fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option<Life>, String> {
+/// violation, or with the media model on a recovery stopped at lost metadata), or the media
+/// ended the life; `Err`: the recovered export failed a request it must take. With the media
+/// model on, a sector read as an error holds the version life one's oracle (`judge`) took it
+/// to stand for ([`super::media::settle`]).
+fn live(cfg: &NbdCrashConfig, judge: &Judge, cut: FirstCut) -> Result<Option<Life>, String> {
+    let first = judge.rec;
     let (recovered, start_ns) = match cfg.cut {
         CutModel::Instant => {
             let image = (first.base.as_ref(), &first.ops);
@@ -149,6 +154,9 @@ fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option
     let Ok((read, read_ns)) = read_sectors_until(dev.as_mut(), ready_ns) else {
         return Ok(None);
     };
+    let Some(read) = judge.settled(&read, cut.instant_ns, dev.flash()) else {
+        return Ok(None);
+    };
     let Some((log, expect)) = baseline(&first.log, &read, ready_ns) else {
         return Ok(None);
     };
@@ -157,8 +165,12 @@ fn live(cfg: &NbdCrashConfig, first: &Recording, cut: FirstCut) -> Result<Option
         .map_err(|e| format!("the recovered export could not open: {e}"))?;
     let mut run = Run::new(cfg, backend).continuing(log, expect, read_ns);
     let requests = (cfg.requests / 4).max(50);
-    run.run_requests(requests, life_seed(cfg, cut))
-        .map_err(|e| format!("the recovered export failed: {e}"))?;
+    match run.run_requests(requests, life_seed(cfg, cut)) {
+        Ok(()) => {}
+        // The media ended the life (worn out, metadata lost): no violation, nothing to cut.
+        Err(NbdCrashError::EndOfLife(_)) => return Ok(None),
+        Err(e) => return Err(format!("the recovered export failed: {e}")),
+    }
     let rec = run.into_recording(base, start_ns);
     let ready = match cfg.cut {
         CutModel::Instant => ready_ns,

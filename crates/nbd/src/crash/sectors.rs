@@ -500,13 +500,16 @@ impl SectorLog {
     }
 
     /// Every sector of record `i` shows its write or a later one, or reads as never written
-    /// after a later trim issued by `t`.
+    /// after a later trim issued by `t`, or reads as an error (which may stand for the record's
+    /// zeros on worn media; the oracle judges the error itself against what the media lost,
+    /// and an error is a violation wherever the media lost nothing).
     fn whole(&self, i: usize, seen: &[Seen], index: &ZeroIndex, t: u64) -> bool {
         let r = &self.log.records[i];
         let trimmed_since = |s: usize| self.trimmed_after(index, s, Some(i), t);
         r.writes().all(|(s, _)| match seen[s.0 as usize] {
             Seen::Write(w) => w >= r.first_write,
             Seen::Unwritten => trimmed_since(s.0 as usize),
+            Seen::Uncorrectable => true,
             _ => false,
         })
     }

@@ -49,6 +49,9 @@ pub struct NbdSoakConfig {
     pub second_lives: usize,
     /// How every cell cuts its images ([`NbdCrashConfig::cut`]).
     pub cut: crashtest::prefix::CutModel,
+    /// The media model every cell's device runs with, seeded by the cell's seed (`None`: off;
+    /// [`super::media`]), as the block soak's ([`ftl_soak::SoakConfig::media`]).
+    pub media: Option<flash::MediaConfig>,
 }
 
 /// Whether `design` can export atomic requests (static transactions).
@@ -83,9 +86,13 @@ impl Variant {
     }
 
     pub fn campaign(&self, cfg: &NbdSoakConfig, design: &DesignSpec, seed: u64) -> NbdCrashConfig {
+        let mut device = self.drawn.device.clone();
+        if let Some(media) = &cfg.media {
+            device.media = Some(media.clone());
+        }
         NbdCrashConfig {
             design: design.clone(),
-            device: self.drawn.device.clone(),
+            device: crashtest::with_media_seed(device, seed),
             options: self.drawn.options.clone(),
             atomic_requests: self.atomic_requests,
             promise: cfg.promise,
@@ -179,6 +186,16 @@ impl SoakCell for NbdCell {
 pub fn run_soak(cfg: &NbdSoakConfig, progress: &(dyn Fn(&NbdCell) + Sync)) -> NbdSoakReport {
     let run = |design: &DesignSpec, seed| run_cell(cfg, design, seed);
     CellsReport::run(&cfg.designs, &cfg.seeds, cfg.jobs, &run, progress)
+}
+
+/// The media model's negative control, as the block soak's ([`crashtest::media::control`]):
+/// `cfg`'s soak with a controller that hands on data the ECC did not correct, its bits flipped,
+/// instead of failing the read. Every export then hands wrong bytes to its client or its own
+/// recovery, which the checker must catch. `None` with the media model off.
+pub fn media_control(cfg: &NbdSoakConfig) -> Option<NbdSoakConfig> {
+    let mut control = cfg.clone();
+    control.media.as_mut()?.hand_uncorrectable = true;
+    Some(control)
 }
 
 /// An export that does not keep the promise it is judged against, which a soak must catch.
