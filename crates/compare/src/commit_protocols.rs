@@ -238,7 +238,7 @@ pub fn run(ctx: &Context) -> ExperimentResult {
                 .collect(),
         );
     }
-    let linked = linked_gains(ctx, &mut skipped);
+    let linked = linked_gains(ctx, &tx_pages, &mut skipped);
     let row = |design: &str| present.iter().position(|(d, _)| *d == design);
     let pick =
         |i: Option<usize>| i.map(|i| (tput[i].clone(), ab[i].iter().map(|x| (x.0, x.1)).collect()));
@@ -273,16 +273,13 @@ pub fn run(ctx: &Context) -> ExperimentResult {
 /// BPCC / TC throughput behind the `txflash` preset's own host interface (SATA 2.0): every
 /// multi-page WriteAtomic crosses the link whole before its programs start, which adds the
 /// same time to both protocols and moves the curve left.
-fn linked_gains(ctx: &Context, skipped: &mut Vec<String>) -> Table {
+/// `tx_pages` are the pages of each [`TX_KB`] size on this device (`run` derives them once).
+fn linked_gains(ctx: &Context, tx_pages: &[u32], skipped: &mut Vec<String>) -> Table {
     let link = ctx.device("txflash").map(|c| c.host).unwrap_or(PAPER_HOST);
     let mut cells = vec!["BPCC / TC behind SATA 2.0".to_string()];
-    let page_bytes = ctx
-        .device("txflash")
-        .map_or(4096, |c| c.geometry.page_bytes);
-    for &kb in &TX_KB {
+    for (&kb, p) in TX_KB.iter().zip(tx_pages) {
         let tc = throughput(ctx, "txflash-tc", kb, Some(link));
         let bpcc = throughput(ctx, "txflash-bpcc", kb, Some(link));
-        let p = pages_of(kb, page_bytes);
         match (bpcc, tc) {
             (Ok(b), Ok(t)) => cells.push(format!("{:.3}", b / t)),
             (Err(e), _) | (_, Err(e)) => {
