@@ -13,7 +13,7 @@
 use crate::content::Content;
 use crate::error::FlashError;
 use crate::geometry::{BlockId, Geometry, Ppn};
-use crate::media::controller::{garble, Controller, Decode};
+use crate::media::controller::{garble, garble_oob, Controller, Decode};
 use crate::media::ecc::Codewords;
 use crate::oplog::{LoggedOp, OpKind, OpLog};
 use crate::preset::DeviceConfig;
@@ -592,7 +592,7 @@ impl Flash {
                 Decode::Lost => state = PageState::Torn,
                 Decode::Handed => {
                     self.store.oob(phys, oob_out);
-                    oob_out.iter_mut().for_each(|b| *b ^= 0x41);
+                    garble_oob(oob_out);
                     self.record(span, cause, || OpKind::ReadOob { ppn: phys });
                     return Ok((state, span));
                 }

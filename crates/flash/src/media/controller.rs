@@ -132,6 +132,12 @@ pub(crate) enum Decode {
     Handed,
 }
 
+/// Bits flipped in a spare area the ECC did not correct, for the negative control (a read of
+/// it, [`Flash::oob_record_decoded`]).
+pub(crate) fn garble_oob(oob: &mut [u8]) {
+    oob.iter_mut().for_each(|b| *b ^= 0x41);
+}
+
 /// Bits flipped in data the ECC did not correct, for the negative control.
 pub(crate) fn garble(content: Content) -> Content {
     match content {
@@ -212,10 +218,7 @@ impl Flash {
         mut span: Span,
         (which, cause): (Codewords, OpCause),
     ) -> (Decode, Span) {
-        let lost_before = match which {
-            Codewords::Page => self.plane().is_lost(phys),
-            Codewords::Spare => self.controller().spare_lost.contains(&phys),
-        };
+        let lost_before = self.found_lost(phys, which);
         let d = self.decode_at(phys, span.start_ns, which);
         let (retries, corrected) = if lost_before {
             (0, false)
@@ -286,8 +289,24 @@ impl Flash {
         {
             return false;
         }
+        self.lost_now(ppn, phys, Codewords::Page)
+    }
+
+    /// Whether codewords `which` of `phys` were found lost by an earlier read (or written
+    /// lost).
+    fn found_lost(&self, phys: Ppn, which: Codewords) -> bool {
+        match which {
+            Codewords::Page => self.plane().is_lost(phys),
+            Codewords::Spare => self.controller().spare_lost.contains(&phys),
+        }
+    }
+
+    /// Whether codewords `which` of programmed page `ppn` (physical `phys`) are lost when its
+    /// chip is next free: found lost before, or uncorrectable after every retry then. No
+    /// flash operation of its own.
+    fn lost_now(&self, ppn: Ppn, phys: Ppn, which: Codewords) -> bool {
         let now = self.chip_free_ns(self.config.geometry.chip_of(ppn).0);
-        self.plane().is_lost(phys) || !self.decode_at(phys, now, Codewords::Page).corrected
+        self.found_lost(phys, which) || !self.decode_at(phys, now, which).corrected
     }
 
     /// The OOB record of `ppn` as a read of its spare area returns it now, into `out`, with no
@@ -305,15 +324,13 @@ impl Flash {
             self.store.oob(phys, out);
             return true;
         }
-        let now = self.chip_free_ns(self.config.geometry.chip_of(ppn).0);
-        let lost = self.controller().spare_lost.contains(&phys)
-            || !self.decode_at(phys, now, Codewords::Spare).corrected;
+        let lost = self.lost_now(ppn, phys, Codewords::Spare);
         if lost && !self.controller().config.hand_uncorrectable {
             return false;
         }
         self.store.oob(phys, out);
         if lost {
-            out.iter_mut().for_each(|b| *b ^= 0x41);
+            garble_oob(out);
         }
         true
     }
