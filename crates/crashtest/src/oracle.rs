@@ -23,7 +23,7 @@
 
 use flash::{ContentTag, Lpn};
 use ftl::{DwriteFlag, PageOutcome, Promise, TxUuid};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use workload::{HostLog, HostOp, HostRecord};
 
 mod judging;
@@ -57,12 +57,20 @@ impl Seen {
 /// model, [`crate::media`]). A page that reads as an error is accepted where the promise would
 /// accept one of its lost versions in its place, and the oracle judges the rest of the image as
 /// if it showed that version; an error anywhere else is a violation.
+///
+/// A checker that decodes its own page images (the NBD campaign's sectors) may also know that a
+/// lost copy held a page as never written (zeros): an error there may then stand for "never
+/// written" ([`Lost::with_unwritten`]; the version it stood for is [`Lost::UNWRITTEN`]).
 #[derive(Clone, Debug, Default)]
 pub struct Lost {
     per_lpn: FxHashMap<u32, Vec<u64>>,
+    unwritten: FxHashSet<u32>,
 }
 
 impl Lost {
+    /// What an error stood for where a lost copy held its page as never written.
+    pub const UNWRITTEN: u64 = u64::MAX;
+
     /// The lost versions `(lpn, write)`.
     pub fn new(versions: impl IntoIterator<Item = (u32, u64)>) -> Lost {
         let mut per_lpn: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
@@ -73,12 +81,21 @@ impl Lost {
             ws.sort_unstable();
             ws.dedup();
         }
-        Lost { per_lpn }
+        Lost {
+            per_lpn,
+            unwritten: FxHashSet::default(),
+        }
+    }
+
+    /// These losses, and the pages `lpns` a lost copy held as never written.
+    pub fn with_unwritten(mut self, lpns: impl IntoIterator<Item = u32>) -> Lost {
+        self.unwritten.extend(lpns);
+        self
     }
 
     /// Whether the media lost nothing.
     pub fn is_empty(&self) -> bool {
-        self.per_lpn.is_empty()
+        self.per_lpn.is_empty() && self.unwritten.is_empty()
     }
 
     /// Lost versions of `lpn`, oldest first.
@@ -91,6 +108,20 @@ impl Lost {
     /// Whether the media lost version `w` of `lpn`.
     pub fn has(&self, lpn: usize, w: u64) -> bool {
         self.of(lpn).contains(&w)
+    }
+
+    /// Whether a lost copy held `lpn` as never written.
+    pub fn held_unwritten(&self, lpn: usize) -> bool {
+        self.unwritten.contains(&(lpn as u32))
+    }
+
+    /// What an error at `lpn` stands for where the promise expects `expected` (a write, or never
+    /// written): that version if the media lost it ([`Lost::UNWRITTEN`] for never written).
+    pub fn stands_for(&self, lpn: usize, expected: Option<u64>) -> Option<u64> {
+        match expected {
+            Some(e) => self.has(lpn, e).then_some(e),
+            None => self.held_unwritten(lpn).then_some(Self::UNWRITTEN),
+        }
     }
 }
 
@@ -445,11 +476,14 @@ impl<'a> Model<'a> {
         self.record(write).is_some_and(|(_, r)| r.arrival_ns <= t)
     }
 
-    /// Did the media lose a version of `lpn` that the host wrote there by `t`?
+    /// Did the media lose a version of `lpn` that the host wrote there by `t`, or a copy that
+    /// held it as never written?
     fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
-        lost.of(lpn)
-            .iter()
-            .any(|&w| self.position(lpn, w).is_some() && self.arrived_by(w, t))
+        lost.held_unwritten(lpn)
+            || lost
+                .of(lpn)
+                .iter()
+                .any(|&w| self.position(lpn, w).is_some() && self.arrived_by(w, t))
     }
 
     fn record(&self, write: u64) -> Option<(usize, &HostRecord)> {
@@ -788,6 +822,71 @@ mod tests {
             assert_eq!(judge_lost(&l, p, 25, &[E, U], &[(0, 1)]), 0, "{p:?}");
             assert!(judge_lost(&l, p, 25, &[E, U], &[(0, 0)]) > 0, "{p:?}");
             assert!(judge_lost(&l, p, 25, &[U, E], &[(0, 1)]) > 0, "{p:?}");
+        }
+    }
+
+    /// Ordered: an error raises the prefix the other pages prove only as far as the first
+    /// request whose version of its page the media lost — not to the newest such request,
+    /// which a page showing an older write may exclude (OPTR's NBD second life at 300 days, seed
+    /// 116200440708931, was judged broken so); no prefix under which every page stands, no
+    /// excuse.
+    #[test]
+    fn ordered_takes_the_least_prefix_under_which_an_error_stands() {
+        let w = |lpn: u32| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        // Page 0: write 0 (request 0), write 2 (request 2); page 1: writes 1 and 3.
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(5), None, 0),
+                rec(w(1), 10, Some(15), None, 0),
+                rec(w(0), 20, Some(25), None, 0),
+                rec(w(1), 30, Some(35), None, 0),
+            ],
+            2,
+        );
+        let o = Promise::Ordered;
+        // Page 0 shows write 0: the prefix ends before request 2, so page 1's error stands for
+        // write 1 (request 1), lost; the newest lost version (write 3) would need request 3.
+        assert_eq!(judge_lost(&l, o, 40, &[W(0), E], &[(1, 1), (1, 3)]), 0);
+        assert!(
+            judge_lost(&l, o, 40, &[W(0), E], &[(1, 3)]) > 0,
+            "only write 3 lost"
+        );
+        assert_eq!(judge_lost(&l, o, 40, &[W(2), E], &[(1, 1), (1, 3)]), 0);
+        assert!(judge_lost(&l, o, 40, &[W(0), E], &[]) > 0, "nothing lost");
+    }
+
+    /// A copy the media lost that held a page as never written (a checker decoding its own
+    /// pages knows it) lets an error stand for "never written" where the promise allows it,
+    /// and nowhere else.
+    #[test]
+    fn an_error_may_stand_for_never_written_where_a_lost_copy_held_it_so() {
+        let w = |lpn: u32| HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        };
+        let l = log(
+            vec![
+                rec(w(0), 0, Some(5), None, 0),
+                rec(w(1), 10, Some(15), None, 0),
+                rec(HostOp::Flush, 20, Some(25), None, 0),
+            ],
+            2,
+        );
+        let judge = |p: Promise, t: u64, seen: &[Seen], unwritten: bool| {
+            let lost = Lost::new([]).with_unwritten(unwritten.then_some(1));
+            Model::new(&l).judge_settling(p, t, seen, &lost)
+        };
+        for p in [Promise::DurableWrites, Promise::FlushOnly, Promise::Ordered] {
+            // Before page 1's write arrived, an error there may stand for never written.
+            let (v, stood) = judge(p, 8, &[W(0), E], true);
+            assert!(v.is_empty(), "{p:?}: {v:?}");
+            assert_eq!(stood[1], Some(Lost::UNWRITTEN));
+            assert!(!judge(p, 8, &[W(0), E], false).0.is_empty(), "{p:?}");
+            // After the flush, page 1's write must have survived: never written is no excuse.
+            assert!(!judge(p, 30, &[W(0), E], true).0.is_empty(), "{p:?}");
         }
     }
 

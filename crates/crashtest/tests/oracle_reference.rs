@@ -355,9 +355,11 @@ mod reference {
 
         /// Did the media lose a version of `lpn` that the host wrote there by `t`?
         fn may_be_lost(&self, lpn: usize, lost: &Lost, t: u64) -> bool {
-            lost.of(lpn)
-                .iter()
-                .any(|&w| self.writes[lpn].contains(&w) && self.arrived_by(w, t))
+            lost.held_unwritten(lpn)
+                || lost
+                    .of(lpn)
+                    .iter()
+                    .any(|&w| self.writes[lpn].contains(&w) && self.arrived_by(w, t))
         }
 
         fn judge_per_page(
@@ -396,8 +398,14 @@ mod reference {
                             None => self.arrived_by(w, t),
                             Some(i) => ws[i..].contains(&w) && self.arrived_by(w, t),
                         };
-                        match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
-                            Some(&w) => stood[lpn] = Some(w),
+                        let gone = match i {
+                            None => true,
+                            Some(i) => self.trimmed_after(lpn, Some(ws[i]), t),
+                        };
+                        let unwritten =
+                            (gone && lost.held_unwritten(lpn)).then_some(Lost::UNWRITTEN);
+                        match lost.of(lpn).iter().rev().copied().find(|w| allowed(w)).or(unwritten) {
+                            Some(w) => stood[lpn] = Some(w),
                             None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
                         }
                         continue;
@@ -453,12 +461,12 @@ mod reference {
                 let found = match *s {
                     Seen::Write(w) => Some(w),
                     // An error stands for the version expected, if the media lost it.
-                    Seen::Uncorrectable => match expected {
-                        Some(e) if lost.has(lpn, e) => {
+                    Seen::Uncorrectable => match lost.stands_for(lpn, expected) {
+                        Some(e) => {
                             stood[lpn] = Some(e);
                             continue;
                         }
-                        _ => {
+                        None => {
                             let should = expected.map_or("never written".into(), |w| {
                                 format!("write {w} of {:?}", self.unit_of(w))
                             });
@@ -534,7 +542,7 @@ mod reference {
                     let expected = ws
                         .iter()
                         .rposition(|&w| self.unit_of(w).is_some_and(|u| p.contains(&u)));
-                    if expected.is_some_and(|i| lost.has(lpn, ws[i])) {
+                    if lost.stands_for(lpn, expected.map(|i| ws[i])).is_some() {
                         continue;
                     }
                     let after = expected.map_or(0, |i| i + 1);
@@ -619,33 +627,47 @@ mod reference {
                     })
                     .copied()
             };
+            // What an error stands for where the prefix gives `expected`: that version if the
+            // media lost it, or never written (nothing, or trimmed after) if a lost copy held it so.
+            let stands = |lpn: usize, expected: Option<u64>| {
+                lost.stands_for(lpn, expected).or_else(|| {
+                    (lost.held_unwritten(lpn) && self.trimmed_after(lpn, expected, t))
+                        .then_some(Lost::UNWRITTEN)
+                })
+            };
             // A page reading as an error may stand for a lost version beyond the prefix the other
-            // pages prove: the prefix then reaches that version's request.
-            for (lpn, _) in seen
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| **s == Seen::Uncorrectable)
-            {
-                if expected_at(lpn, prefix).is_some_and(|e| lost.has(lpn, e)) {
-                    continue;
-                }
-                let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
-                    self.record(w)
-                        .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
-                        .map(|(i, _)| i)
-                });
-                prefix = prefix.max(beyond);
-            }
+            // pages prove: the prefix is the first, from there on, under which every page reading
+            // as an error stands, or could stand under no longer prefix (no lost version of it by
+            // a later request that arrived by `t`).
+            let errors: Vec<usize> = (0..seen.len())
+                .filter(|&l| seen[l] == Seen::Uncorrectable)
+                .collect();
+            let settles = |p: Option<usize>| {
+                errors.iter().all(|&lpn| {
+                    stands(lpn, expected_at(lpn, p)).is_some()
+                        || !lost.of(lpn).iter().any(|&w| {
+                            self.writes[lpn].contains(&w)
+                                && self.record(w).is_some_and(|(i, r)| {
+                                    r.arrival_ns <= t && p.is_none_or(|p| i > p)
+                                })
+                        })
+                })
+            };
+            let first = prefix.map_or(0, |p| p + 1);
+            prefix = std::iter::once(prefix)
+                .chain((first..self.log.records.len()).map(Some))
+                .find(|&p| settles(p))
+                .unwrap_or(prefix);
             for (lpn, s) in seen.iter().enumerate() {
                 let expected = expected_at(lpn, prefix);
                 let found = match *s {
                     Seen::Write(w) => Some(w),
-                    Seen::Uncorrectable => match expected {
-                        Some(e) if lost.has(lpn, e) => {
+                    Seen::Uncorrectable => match stands(lpn, expected) {
+                        Some(e) => {
                             stood[lpn] = Some(e);
                             continue;
                         }
-                        _ => {
+                        None => {
                             v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}")))));
                             continue;
                         }
@@ -935,7 +957,8 @@ fn a_judging_advanced_from_image_to_image_judges_as_the_searching_oracle() {
 /// An image of `log` at `t` with pages reading as errors, and what the media lost:
 /// [`random_image`]'s image with about a page in four turned into an error; for most error
 /// pages the version it showed and any of the page's other writes (arrived or not, required or
-/// not) lost, and now and then versions of a page that reads otherwise.
+/// not) lost, and now and then versions of a page that reads otherwise; some error pages, most
+/// of those that read as never written, held as never written by a lost copy.
 fn random_losses(rng: &mut ChaCha8Rng, log: &HostLog, t: u64) -> (Vec<Seen>, Lost) {
     let mut seen = random_image(rng, log, t);
     let mut writes: Vec<Vec<u64>> = vec![Vec::new(); log.logical_pages as usize];
@@ -945,12 +968,17 @@ fn random_losses(rng: &mut ChaCha8Rng, log: &HostLog, t: u64) -> (Vec<Seen>, Los
         }
     }
     let mut lost = Vec::new();
+    let mut unwritten = Vec::new();
     for (lpn, ws) in writes.iter().enumerate() {
         let shown = seen[lpn];
         if rng.random_bool(0.25) {
             seen[lpn] = Seen::Uncorrectable;
         }
         let error = seen[lpn] == Seen::Uncorrectable;
+        let odds = if shown == Seen::Unwritten { 0.6 } else { 0.1 };
+        if error && rng.random_bool(odds) {
+            unwritten.push(lpn as u32);
+        }
         if !(error && rng.random_bool(0.8) || rng.random_bool(0.1)) {
             continue;
         }
@@ -965,7 +993,7 @@ fn random_losses(rng: &mut ChaCha8Rng, log: &HostLog, t: u64) -> (Vec<Seen>, Los
                 .map(|&w| (lpn as u32, w)),
         );
     }
-    (seen, Lost::new(lost))
+    (seen, Lost::new(lost).with_unwritten(unwritten))
 }
 
 /// The one message the indexed judge words otherwise with media losses: a page that does not

@@ -471,14 +471,15 @@ impl<'a> Judge<'a> {
     }
 
     /// The oracle's verdict on the sectors read back from `flash`: the image breaks the promise
-    /// only if it breaks it under every reading of its zeros. With the media model on, a sector
-    /// reading as an error that breaks it under every reading is read again as zeros where a
-    /// lost page held zeros for it ([`media::LostSectors::zeros_for_errors`]), until that
-    /// changes nothing.
+    /// only if it breaks it under every reading of its zeros. With the media model on, an error
+    /// may stand for a lost version of its sector, zeros included ([`media::LostSectors::of`]);
+    /// a sector reading as an error that breaks it under every reading is read again as zeros
+    /// where a lost page held zeros for it ([`media::LostSectors::zeros_for_errors`]), until
+    /// that changes nothing.
     fn sectors(&self, read: &[Option<Sector>], t: u64, flash: &Flash) -> Verdict {
         let lost = crashtest::media::on(&self.cfg.device).then(|| {
             let spp = flash.geometry().page_bytes as u64 / SECTOR_BYTES;
-            media::LostSectors::of(flash, spp)
+            media::LostSectors::of(flash, spp, (read, &self.index))
         });
         let mut read = std::borrow::Cow::Borrowed(read);
         loop {
@@ -556,7 +557,7 @@ impl<'a> Judge<'a> {
             None => (self.model.judge(promise, t, seen), None),
             Some(lost) => {
                 let (v, stood) = self.model.judge_settling(promise, t, seen, lost.versions());
-                (v, Some(media::settle(read, &stood)))
+                (v, Some(media::settle(read, &stood, &self.index)))
             }
         }
     }

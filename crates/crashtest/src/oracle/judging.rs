@@ -320,7 +320,7 @@ impl<'m, 'a> Judging<'m, 'a> {
                 Seen::Write(w) => Some(w),
                 // An error stands for the version expected, if the media lost it.
                 Seen::Uncorrectable => {
-                    match expected.filter(|&e| lost.has(lpn, e)) {
+                    match lost.stands_for(lpn, expected) {
                         Some(e) => stood[lpn] = Some(e),
                         None => v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but should hold {}, which the media did not lose", describe(expected)))),
                     }
@@ -398,7 +398,8 @@ impl<'m, 'a> Judging<'m, 'a> {
             for &lpn in &errors {
                 let ws = m.writes.of(lpn);
                 let end = self.p_end(lpn);
-                if end > 0 && lost.has(lpn, ws[end - 1]) {
+                let expected = end.checked_sub(1).map(|p| ws[p]);
+                if lost.stands_for(lpn, expected).is_some() {
                     continue;
                 }
                 let behind = (end..ws.len())
@@ -594,8 +595,15 @@ impl Model<'_> {
                         self.arrived_by(w, t)
                             && i.is_none_or(|i| self.position(lpn, w).is_some_and(|p| p >= i))
                     };
-                    match lost.of(lpn).iter().rev().find(|w| allowed(w)) {
-                        Some(&w) => stood[lpn] = Some(w),
+                    // Never written, where nothing had to survive (or a trim came after it).
+                    let unwritten = || {
+                        let gone = i.is_none_or(|i| {
+                            self.trimmed_after(lpn, Some(self.writes.of(lpn)[i]), t)
+                        });
+                        (gone && lost.held_unwritten(lpn)).then_some(Lost::UNWRITTEN)
+                    };
+                    match lost.of(lpn).iter().rev().copied().find(allowed).or_else(unwritten) {
+                        Some(w) => stood[lpn] = Some(w),
                         None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
                     }
                     continue;
@@ -653,7 +661,7 @@ impl Model<'_> {
             let found = match *s {
                 Seen::Write(w) => Some(w),
                 Seen::Uncorrectable => {
-                    match expected.filter(|&e| lost.has(lpn, e)) {
+                    match self.error_stands_in_prefix(lpn, expected, lost, t) {
                         Some(e) => stood[lpn] = Some(e),
                         None => v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}"))))),
                     }
@@ -679,9 +687,31 @@ impl Model<'_> {
         at.map(|i| self.writes.of(lpn)[i])
     }
 
-    /// Ordered: the prefix `prefix` reaching, for each page reading as an error whose version
-    /// in it the media did not lose, the request of the newest lost version beyond it that
-    /// arrived by `t`.
+    /// Ordered: what an error at `lpn` stands for where the prefix gives `expected`: that
+    /// version if the media lost it, or never written — where the prefix gives nothing or a
+    /// trim arrived by `t` after it — if a lost copy held the page so.
+    fn error_stands_in_prefix(
+        &self,
+        lpn: usize,
+        expected: Option<u64>,
+        lost: &Lost,
+        t: u64,
+    ) -> Option<u64> {
+        lost.stands_for(lpn, expected).or_else(|| {
+            (lost.held_unwritten(lpn) && self.trimmed_after(lpn, expected, t))
+                .then_some(Lost::UNWRITTEN)
+        })
+    }
+
+    /// Ordered: the shortest prefix from `prefix` (what the other pages and the flushes prove)
+    /// under which every page reading as an error stands for a version the media lost
+    /// ([`Self::error_stands_in_prefix`]). Where one does not, the prefix is raised to the next
+    /// request, arrived by `t`, that wrote a lost version of that page — the least raise that
+    /// lets it stand — until nothing moves. Each raise is to the least prefix under which that
+    /// page stands, so none passes a prefix under which all of them stand; and the least such
+    /// prefix is the one the other pages accept best (each shows a write of a request up to
+    /// the prefix, and no later write of it). A page that no prefix lets stand leaves it where
+    /// it is (the check then reports that page).
     fn prefix_behind_errors(
         &self,
         t: u64,
@@ -689,24 +719,33 @@ impl Model<'_> {
         lost: &Lost,
         mut prefix: Option<usize>,
     ) -> Option<usize> {
-        for (lpn, _) in seen
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| **s == Seen::Uncorrectable)
-        {
-            if self
-                .expected_in_prefix(lpn, prefix)
-                .is_some_and(|e| lost.has(lpn, e))
-            {
-                continue;
+        let errors: Vec<usize> = (0..seen.len())
+            .filter(|&lpn| seen[lpn] == Seen::Uncorrectable)
+            .collect();
+        loop {
+            let mut raised = false;
+            for &lpn in &errors {
+                let expected = self.expected_in_prefix(lpn, prefix);
+                if self
+                    .error_stands_in_prefix(lpn, expected, lost, t)
+                    .is_some()
+                {
+                    continue;
+                }
+                let records = self.writes.records(lpn);
+                let ws = self.writes.of(lpn);
+                let from = prefix.map_or(0, |p| records.partition_point(|&r| r as usize <= p));
+                let next = (from..records.len())
+                    .map(|i| (records[i] as usize, ws[i]))
+                    .find(|&(r, w)| lost.has(lpn, w) && self.arrival[r] <= t);
+                if let Some((r, _)) = next {
+                    prefix = Some(r);
+                    raised = true;
+                }
             }
-            let beyond = lost.of(lpn).iter().rev().find_map(|&w| {
-                self.record(w)
-                    .filter(|(i, r)| r.arrival_ns <= t && prefix.is_none_or(|p| *i > p))
-                    .map(|(i, _)| i)
-            });
-            prefix = prefix.max(beyond);
+            if !raised {
+                return prefix;
+            }
         }
-        prefix
     }
 }

@@ -8,14 +8,18 @@
 //! campaign writes bytes, not tags, so it decodes each lost page's sectors itself: a sector
 //! carrying its number and write number is a lost version of that sector
 //! ([`crashtest::oracle::Lost`], judged by the block campaign's oracle rule: an error is
-//! accepted only where a lost version could stand in its place). A sector a lost page holds as
-//! zeros names no write: an error there may stand for those zeros, which are then judged as any
-//! zeros read back are ([`LostSectors::zeros_for_errors`], tried for the sectors that break the
-//! promise as errors). During the recorded run a READ (or a
+//! accepted only where a lost version could stand in its place). A sector a lost page of its
+//! logical page holds as zeros names no write: zeros are every WRITE_ZEROES of it and "never
+//! written", so each of those is a lost version of it (an error there may stand for any state
+//! of the sector that reads as zeros, and the oracle chooses which, with the rest of the image).
+//! A lost page of nothing but zeros names no logical page: an error anywhere may stand for its
+//! zeros, which are then judged as any zeros read back are
+//! ([`LostSectors::zeros_for_errors`], tried for the sectors that break the promise as errors).
+//! During the recorded run a READ (or a
 //! sub-page write's read-modify-write) refused with EIO is accepted when the page it names has a
 //! lost copy holding what the page must hold ([`lost_copy_holds`]).
 
-use super::sectors::{self, Sector, SECTOR_BYTES};
+use super::sectors::{self, Sector, ZeroIndex, SECTOR_BYTES};
 use crashtest::oracle::Lost;
 use flash::{Content, Flash};
 use std::collections::BTreeSet;
@@ -31,22 +35,52 @@ pub struct LostSectors {
 }
 
 impl LostSectors {
-    /// What the media lost on `flash`, pages of `sectors_per_page` sectors.
-    pub fn of(flash: &Flash, sectors_per_page: u64) -> LostSectors {
+    /// What the media lost on `flash`, pages of `sectors_per_page` sectors, for the sectors
+    /// `read` back (with `index`, the run's WRITE_ZEROES per sector).
+    pub fn of(
+        flash: &Flash,
+        sectors_per_page: u64,
+        read: (&[Option<Sector>], &ZeroIndex),
+    ) -> LostSectors {
+        let pages = flash.lost_contents().into_iter().filter_map(|c| match c {
+            Content::Bytes(bytes) => Some(bytes),
+            _ => None,
+        });
+        Self::of_pages(pages, sectors_per_page, read)
+    }
+
+    /// [`LostSectors::of`] the lost page images `pages`.
+    fn of_pages(
+        pages: impl IntoIterator<Item = impl AsRef<[u8]>>,
+        sectors_per_page: u64,
+        (read, index): (&[Option<Sector>], &ZeroIndex),
+    ) -> LostSectors {
         let mut lost = LostSectors {
             versions: Lost::default(),
             zeros: BTreeSet::new(),
             zero_page: false,
         };
         let mut versions = Vec::new();
-        for content in flash.lost_contents() {
-            let Content::Bytes(bytes) = content else {
-                continue;
-            };
-            lost.note_page(&bytes, sectors_per_page, &mut versions);
+        for bytes in pages {
+            lost.note_page(bytes.as_ref(), sectors_per_page, &mut versions);
         }
-        lost.versions = Lost::new(versions);
+        let zeroed = lost.zeroed_errors(read);
+        versions
+            .extend((zeroed.iter()).flat_map(|&s| index.zeroings(s).map(move |w| (s as u32, w))));
+        let unwritten = zeroed.iter().map(|&s| s as u32);
+        lost.versions = Lost::new(versions).with_unwritten(unwritten);
         lost
+    }
+
+    /// The sectors reading as errors in `read` whose zeros the media lost: held as zeros by a
+    /// lost page of their logical page, or — a lost page of nothing but zeros, which names no
+    /// logical page — any. An error there may stand for any state of the sector that reads as
+    /// zeros: each WRITE_ZEROES of it, and never written.
+    fn zeroed_errors(&self, read: &[Option<Sector>]) -> Vec<usize> {
+        (0..read.len())
+            .filter(|&s| read[s].is_none())
+            .filter(|&s| self.zero_page || self.zeros.contains(&(s as u64)))
+            .collect()
     }
 
     /// Notes one lost page image: its tagged sectors' versions into `versions`, its zero
@@ -119,11 +153,18 @@ pub fn lost_copy_holds(flash: &Flash, holds: impl Fn(&[u8]) -> bool) -> bool {
 
 /// `read` with each sector reading as an error replaced by the version the oracle took it to
 /// stand for (`stood`, per sector; none taken: it stays an error): what a run that goes on from
-/// the image holds there (a second life's baseline).
-pub fn settle(read: &[Option<Sector>], stood: &[Option<u64>]) -> Vec<Option<Sector>> {
+/// the image holds there (a second life's baseline). Never written and a WRITE_ZEROES (by
+/// `index`) hold zeros.
+pub fn settle(
+    read: &[Option<Sector>],
+    stood: &[Option<u64>],
+    index: &ZeroIndex,
+) -> Vec<Option<Sector>> {
+    let zeros = |s: usize, w: u64| w == Lost::UNWRITTEN || index.zeroings(s).any(|z| z == w);
     read.iter()
         .enumerate()
         .map(|(s, r)| match (r, stood.get(s).copied().flatten()) {
+            (None, Some(write)) if zeros(s, write) => Some(Sector::Zero),
             (None, Some(write)) => Some(Sector::Tagged {
                 sector: s as u64,
                 write,
@@ -186,6 +227,43 @@ mod tests {
         assert_eq!(zeros[1], Some(Sector::Zero));
     }
 
+    /// An error on a sector whose zeros a lost page held may stand for any state of it that
+    /// reads as zeros (each WRITE_ZEROES of it, never written); a lost page of nothing but
+    /// zeros lends its zeros to every error; a sector read back, or one whose zeros nothing
+    /// lost, gets none.
+    #[test]
+    fn lost_zeros_are_every_zero_state_of_their_errors() {
+        use super::super::sectors::SectorLog;
+        let mut log = SectorLog::new("test", 8);
+        log.write(0, 8, false, true, 0, &Ok(10)); // WRITE_ZEROES: writes 0..8
+        log.write(0, 4, false, false, 15, &Ok(20)); // writes 8..12
+        let index = log.zero_index();
+        let read = vec![None, None, Some(Sector::Zero), None, None, None, None, None];
+        // A lost copy of page 0 (sectors 0..4): sector 0 tagged, sectors 1..4 zeros.
+        let page0 = page_of(&[Some(8), None, None, None], 0);
+        let lost = LostSectors::of_pages([page0.clone()], 4, (&read, &index));
+        let v = lost.versions();
+        assert_eq!(v.of(0), &[8], "a tagged sector is its write only");
+        assert_eq!(v.of(1), &[1], "write 1 zeroed sector 1");
+        assert!(v.held_unwritten(1) && v.held_unwritten(3));
+        assert!(!v.held_unwritten(0), "its lost copy was tagged");
+        assert!(
+            v.of(2).is_empty() && !v.held_unwritten(2),
+            "read back: no error to stand"
+        );
+        assert!(
+            v.of(4).is_empty() && !v.held_unwritten(4),
+            "page 1 lost nothing"
+        );
+        let lost = LostSectors::of_pages([page0, vec![0u8; 2048]], 4, (&read, &index));
+        assert!(
+            lost.versions().held_unwritten(4),
+            "an all-zero page names no page"
+        );
+        assert_eq!(lost.versions().of(5), &[5]);
+        assert!(!lost.versions().held_unwritten(2));
+    }
+
     /// The block oracle's rule over sectors: a page reading as errors is accepted where the
     /// media lost the version the promise gives its sectors, not where it lost only an older
     /// one, nor where it lost nothing.
@@ -219,20 +297,29 @@ mod tests {
         assert_eq!(judge(&[]).len(), 4);
     }
 
+    /// Settling gives an error the version it stood for: a write's tag, or zeros where it
+    /// stood for never written or for a WRITE_ZEROES; an error nothing stood for stays one.
     #[test]
     fn settling_replaces_only_errors_the_oracle_accepted() {
-        let read = [None, Some(Sector::Zero), None];
-        let settled = settle(&read, &[Some(3), Some(4), None]);
+        use super::super::sectors::SectorLog;
+        let mut log = SectorLog::new("test", 4);
+        log.write(0, 4, false, false, 0, &Ok(10)); // writes 0..4
+        log.write(2, 2, false, true, 15, &Ok(20)); // WRITE_ZEROES: writes 4, 5 (sectors 2, 3)
+        let index = log.zero_index();
+        let read = [None, Some(Sector::Zero), None, None];
+        let stood = [Some(0), Some(1), Some(4), Some(Lost::UNWRITTEN)];
+        let settled = settle(&read, &stood, &index);
+        let tagged = |sector, write| Some(Sector::Tagged { sector, write });
+        assert_eq!(settled[0], tagged(0, 0));
         assert_eq!(
-            settled,
-            vec![
-                Some(Sector::Tagged {
-                    sector: 0,
-                    write: 3
-                }),
-                Some(Sector::Zero),
-                None
-            ]
+            settled[1],
+            Some(Sector::Zero),
+            "a sector read back stays as read"
         );
+        assert_eq!(settled[2], Some(Sector::Zero), "write 4 zeroed sector 2");
+        assert_eq!(settled[3], Some(Sector::Zero), "never written");
+        let settled = settle(&read, &[None, None, Some(2), None], &index);
+        assert_eq!(settled[0], None, "nothing stood for it");
+        assert_eq!(settled[2], tagged(2, 2));
     }
 }

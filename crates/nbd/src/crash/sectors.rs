@@ -522,6 +522,13 @@ pub struct ZeroIndex {
     trims: Vec<Vec<usize>>,
 }
 
+impl ZeroIndex {
+    /// The WRITE_ZEROES writes of sector `s`: the versions of it that hold zeros.
+    pub fn zeroings(&self, s: usize) -> impl Iterator<Item = u64> + '_ {
+        self.writes[s].iter().filter(|w| w.2).map(|w| w.1)
+    }
+}
+
 /// Which of the writes a sector reading as zeros could show it is taken to show. Zeros do not
 /// say which WRITE_ZEROES wrote them, so an image is judged under each reading in
 /// [`Reading::ALL`] and breaks the promise only if it breaks it under all of them. Each maps a
