@@ -170,7 +170,9 @@ impl<D: DeviceHandle> Host<D> {
     /// Writes zeros over bytes `[offset, offset + len)` (tags on a tag-only host). Longer than
     /// one write may be (NBD allows 4 GiB), it is split into writes of at most
     /// [`SPLIT_PAGES`] pages (with atomic writes, of the transaction limit) at page-aligned
-    /// boundaries, so only each piece is atomic; FUA flushes once, after the last piece.
+    /// boundaries, so only each piece is atomic; FUA flushes once, after the last piece. Every
+    /// page the request covers only in part is read before its first piece is written
+    /// ([`Host::read_tail_first`]): one that does not read refuses the request whole.
     pub fn write_zeroes(
         &mut self,
         offset: u64,
@@ -180,6 +182,7 @@ impl<D: DeviceHandle> Host<D> {
     ) -> Result<u64, HostError> {
         self.modify(arrival_ns, |host, at| {
             let pieces = host.zeroes_pieces(offset, len)?;
+            host.read_tail_first(&pieces, at)?;
             let longest = pieces.iter().map(|&(_, n)| n).max().unwrap_or(0);
             let zeros = match host.contents {
                 Contents::Bytes => vec![0u8; longest as usize],
@@ -191,10 +194,41 @@ impl<D: DeviceHandle> Host<D> {
                     Contents::Bytes => Payload::Bytes(&zeros[..n as usize]),
                     Contents::Tags => Payload::Tags(n),
                 };
-                ack = ack.max(host.write_request(pos, payload, at)?);
+                let written = host.write_request(pos, payload, at);
+                ack = ack.max(written.inspect_err(|_| host.tail_read = None)?);
             }
             host.after_write(ack, fua)
         })
+    }
+
+    /// A WRITE_ZEROES in more than one piece: reads the page its last piece covers only in part
+    /// (its tail; the head's is the first piece's, read before anything is written) before the
+    /// first piece is written, and keeps it for the last piece. A tail page the media lost then
+    /// refuses the whole request, never after the earlier pieces took effect (found by the NBD
+    /// crash campaign with media faults: the log took a refused request for unapplied).
+    fn read_tail_first(&mut self, pieces: &[(u64, u64)], at: u64) -> Result<(), HostError> {
+        let (Some(&(pos, n)), true) = (pieces.last(), pieces.len() > 1) else {
+            return Ok(());
+        };
+        let end = pos + n;
+        if end.is_multiple_of(self.page_bytes) {
+            return Ok(());
+        }
+        let lpn = (end - 1) / self.page_bytes;
+        let at = self.at(at);
+        self.stats.edge_reads += 1;
+        let mut pages = std::mem::take(&mut self.scratch);
+        let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
+        let page = read.map(|done| (pages[0].clone(), done.ack_ns));
+        self.scratch = pages;
+        let (page, ack) = page?;
+        if self.contents == Contents::Bytes && page == PageOutcome::Uncorrectable {
+            return Err(HostError::Uncorrectable {
+                lpn: Lpn(lpn as u32),
+            });
+        }
+        self.tail_read = Some((lpn, page, ack));
+        Ok(())
     }
 
     /// The writes (byte offset, length) that [`Host::write_zeroes`] splits bytes
@@ -299,10 +333,20 @@ impl<D: DeviceHandle> Host<D> {
             .into_iter()
             .flatten()
         {
-            self.stats.edge_reads += 1;
-            let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
-            let copied = read.and_then(|done| {
-                ready = ready.max(done.ack_ns);
+            let read = match self.tail_read.take_if(|r| r.0 == lpn) {
+                Some((_, page, ack_ns)) => {
+                    pages.clear();
+                    pages.push(page);
+                    Ok(ack_ns)
+                }
+                None => {
+                    self.stats.edge_reads += 1;
+                    let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
+                    read.map(|done| done.ack_ns)
+                }
+            };
+            let copied = read.and_then(|ack_ns| {
+                ready = ready.max(ack_ns);
                 match payload {
                     Payload::Bytes(_) => {
                         let i = (lpn - u64::from(start.0)) as usize;

@@ -103,6 +103,9 @@ pub struct Host<D: DeviceHandle = Box<dyn BlockDevice>> {
     /// Page buffers a byte write is staged in, reused (a fresh allocation per page costs more
     /// than the copy into it).
     staging: Vec<Content>,
+    /// A WRITE_ZEROES's tail page, read before its first piece is written (lpn, what it read,
+    /// when), for its last piece ([`Host::write_zeroes`]).
+    tail_read: Option<(u64, PageOutcome, u64)>,
     stats: HostStats,
 }
 
@@ -120,6 +123,7 @@ impl<D: DeviceHandle> Host<D> {
             next_tag_write: 1,
             scratch: Vec::new(),
             staging: Vec::new(),
+            tail_read: None,
             stats: HostStats::default(),
         }
     }

@@ -28,12 +28,14 @@ fn dftl_host() -> Host {
     Host::new(device(dftl::spec(), true), 0)
 }
 
-/// A design wrapped to change one behaviour: no trim, or an invariant that breaks.
+/// A design wrapped to change one behaviour: no trim, an invariant that breaks, or a logical
+/// page whose reads fail ECC (lost to the media).
 struct Wrapped {
     inner: Box<dyn BlockDevice>,
     trim: bool,
     invariant_breaks_after_writes: Option<u64>,
     writes: u64,
+    lost: Option<u32>,
 }
 
 impl Wrapped {
@@ -43,6 +45,7 @@ impl Wrapped {
             trim: true,
             invariant_breaks_after_writes: None,
             writes: 0,
+            lost: None,
         }
     }
 }
@@ -68,7 +71,11 @@ impl BlockDevice for Wrapped {
         at: u64,
         out: &mut Vec<PageOutcome>,
     ) -> Result<Completion, FtlError> {
-        self.inner.read(start, count, at, out)
+        let done = self.inner.read(start, count, at, out)?;
+        if let Some(lost) = self.lost.filter(|l| (start.0..start.0 + count).contains(l)) {
+            out[(lost - start.0) as usize] = PageOutcome::Uncorrectable;
+        }
+        Ok(done)
     }
     fn flush(&mut self, at: u64) -> Result<Completion, FtlError> {
         self.inner.flush(at)
@@ -178,6 +185,46 @@ fn long_write_zeroes_is_split_and_keeps_its_edges() {
     assert!(edge[..512].iter().all(|&b| b == 0xa5) && edge[512..].iter().all(|&b| b == 0));
     host.read(size - 1024, &mut edge, 0).unwrap();
     assert!(edge[..512].iter().all(|&b| b == 0) && edge[512..].iter().all(|&b| b == 0xa5));
+}
+
+/// A WRITE_ZEROES in pieces whose tail page the media lost is refused whole: no piece is
+/// written (before, the pieces ahead of the last were, and the request still failed).
+#[test]
+fn write_zeroes_whose_tail_page_is_lost_writes_no_piece() {
+    let mut wrapped = Wrapped::new(device_of_blocks(dftl::spec(), true, Some(128)));
+    let pb = 4096;
+    let len = (SPLIT_PAGES + 2) * pb + 512;
+    wrapped.lost = Some((len / pb) as u32);
+    let mut host = Host::new(Box::new(wrapped) as Box<dyn BlockDevice>, 0);
+    assert!(host.zeroes_pieces(0, len).unwrap().len() > 1);
+    host.write(0, &vec![0xa5u8; 8192], false, 0).unwrap();
+    let writes_before = host.stats().pages_written;
+    let e = host.write_zeroes(0, len, false, 10).unwrap_err();
+    assert_eq!(
+        e,
+        HostError::Uncorrectable {
+            lpn: Lpn((len / pb) as u32)
+        }
+    );
+    assert_eq!(
+        host.stats().pages_written,
+        writes_before,
+        "no piece written"
+    );
+    let mut buf = [0u8; 8192];
+    host.read(0, &mut buf, 20).unwrap();
+    assert!(
+        buf.iter().all(|&b| b == 0xa5),
+        "the first piece's pages untouched"
+    );
+    // Without the loss the same request zeroes every page, its tail read once.
+    let mut host = Host::new(device_of_blocks(dftl::spec(), true, Some(128)), 0);
+    host.write(0, &vec![0xa5u8; 8192], false, 0).unwrap();
+    let edges = host.stats().edge_reads;
+    host.write_zeroes(0, len, false, 10).unwrap();
+    assert_eq!(host.stats().edge_reads - edges, 1);
+    host.read(0, &mut buf, 20).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
 }
 
 #[test]
