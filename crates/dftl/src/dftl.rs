@@ -21,7 +21,7 @@ use crate::format::{
     Reservation, Seal, KIND_DATA, KIND_TRANSLATION, KIND_TRANSLATION_TRIMS, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
-use crate::mirror::Mirror;
+use crate::mirror::{EntryRun, Mirror};
 use crate::owners::CheckedOwners;
 use flash::{
     BlockId, ChipId, Content, DataHint, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc,
@@ -688,10 +688,11 @@ impl Dftl {
         }
     }
 
-    /// Makes room in the CMT, writing back the victim's translation page if dirty.
-    fn make_room(&mut self, now: u64) -> Result<(), FtlError> {
+    /// Makes room in the CMT, writing back the victim's translation page if dirty. Returns
+    /// whether it wrote one back.
+    fn make_room(&mut self, now: u64) -> Result<bool, FtlError> {
         if !self.cmt.is_full() {
-            return Ok(());
+            return Ok(false);
         }
         let (lpn, _, dirty) = self.cmt.lru().expect("full CMT has an LRU entry");
         if dirty {
@@ -699,16 +700,19 @@ impl Dftl {
             self.write_translation(t, now, OpCause::Mapping)?;
         }
         self.cmt.remove(lpn);
-        Ok(())
+        Ok(dirty)
     }
 
     /// Current mapping of `lpn`, loading it into the CMT (a translation-page read on a miss).
-    /// Returns (ppn, instant the mapping is known).
+    /// Returns (ppn, instant the mapping is known). A read request passes its run of entries
+    /// ([`Mirror::get_in_run`]), dropped here at any write-back or rebuild of a translation
+    /// page.
     fn lookup(
         &mut self,
         lpn: u32,
         now: u64,
         loaded: &mut Option<(usize, u64)>,
+        mut run: Option<&mut EntryRun>,
     ) -> Result<(Ppn, u64), FtlError> {
         if let Some(p) = self.cmt.get(lpn) {
             return Ok((p, now));
@@ -730,15 +734,27 @@ impl Dftl {
                     // Named by the GTD, written after it: programmed whole.
                     if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                         ready = self.rebuild_translation(t, ready)?;
+                        if let Some(r) = run.as_mut() {
+                            r.clear();
+                        }
                     }
                     *loaded = Some((t, ready));
                     self.tp_read_in_flight = Some((t, self.gtd[t].0, ready));
                 }
             }
         }
-        self.make_room(now)?;
+        let wrote_back = self.make_room(now)?;
         // make_room may have written translation page t back: read the newest one.
-        let p = self.mirror.get(&self.flash, self.gtd[t].0, lpn)?;
+        let tpage = self.gtd[t].0;
+        let p = match run {
+            Some(run) => {
+                if wrote_back {
+                    run.clear();
+                }
+                self.mirror.get_in_run(&self.flash, tpage, lpn, run)?
+            }
+            None => self.mirror.get(&self.flash, tpage, lpn)?,
+        };
         self.cmt.insert(lpn, p, false);
         Ok((p, ready))
     }
@@ -949,7 +965,7 @@ impl BlockDevice for Dftl {
                 self.maybe_checkpoint(now)?;
             }
             let lpn = start.0 + i as u32;
-            let (old, known) = self.lookup(lpn, now, &mut loaded)?;
+            let (old, known) = self.lookup(lpn, now, &mut loaded, None)?;
             let ppn = self.allocate(STREAM_DATA, now)?;
             let ready =
                 known.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
@@ -989,9 +1005,10 @@ impl BlockDevice for Dftl {
         self.maybe_checkpoint(arrival_ns)?;
         let mut ack = arrival_ns;
         let mut loaded = None;
+        let mut run = EntryRun::new((start.0 + count).saturating_sub(1));
         for i in 0..count {
             let lpn = start.0 + i;
-            let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
+            let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded, Some(&mut run))?;
             if ppn.is_none() {
                 out.push(PageOutcome::Unwritten);
                 ack = ack.max(known);
@@ -1034,7 +1051,7 @@ impl BlockDevice for Dftl {
         let mut tvpns: Vec<usize> = Vec::new();
         for i in 0..count {
             let lpn = start.0 + i;
-            let (old, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
+            let (old, known) = self.lookup(lpn, arrival_ns, &mut loaded, None)?;
             ack = ack.max(known);
             if !old.is_none() {
                 self.cmt.update(lpn, Ppn::NONE, true);
