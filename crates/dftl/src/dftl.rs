@@ -1873,6 +1873,12 @@ impl Dftl {
         // The validity DFTL was built with, emptied (no second per-page array meanwhile).
         let validity = &mut self.space.validity;
         validity.clear();
+        // The owners recovery checks here are those the invariant check reads again: kept for
+        // it when the device will be checked ([`Flash::expect_invariant_checks`]).
+        let mut kept = self
+            .flash
+            .invariant_checks_expected()
+            .then(|| CheckedOwners::new(&self.flash, TRANSLATION));
         let mut entries = vec![Ppn::NONE; self.per_tpage as usize];
         for (t, &(tpage, _)) in self.gtd.iter().enumerate() {
             self.mirror.entries(&self.flash, t, tpage, &mut entries)?;
@@ -1895,13 +1901,20 @@ impl Dftl {
                             g.contains_ppn(ppn) && ck.was_used(block)
                         ))
                     })?;
+                if let Some(k) = kept.as_mut() {
+                    k.keep_recovered(&self.flash, ppn, lpn as u32);
+                }
             }
         }
         for (t, &(ppn, _)) in self.gtd.iter().enumerate() {
             if !ppn.is_none() {
                 validity.set_recovered_valid(&self.flash, ppn, TRANSLATION | t as u32)?;
+                if let Some(k) = kept.as_mut() {
+                    k.keep_recovered(&self.flash, ppn, TRANSLATION | t as u32);
+                }
             }
         }
+        *self.checked_owners.get_mut() = kept;
         for b in 0..g.blocks() {
             if pool.state(BlockId(b)) == BlockState::Full {
                 validity.index_block(BlockId(b));
@@ -1943,6 +1956,26 @@ mod tests {
         d.cmt.update(0, page_of_1, true);
         let e = d.check_invariants().unwrap_err().to_string();
         assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+        // The same on a device recovered for a check, which keeps recovery's owners; one that
+        // is not to be checked keeps none.
+        for expected in [false, true] {
+            let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+            let mut d = Dftl::format(flash, &DesignOptions::default()).unwrap();
+            d.write(Lpn(0), &[tag(0), tag(1)], 0).unwrap();
+            let mut flash = d.flash;
+            if expected {
+                flash.expect_invariant_checks();
+            }
+            let (mut d, _) = Dftl::recover(flash, &DesignOptions::default()).unwrap();
+            assert_eq!(d.checked_owners.borrow().is_some(), expected);
+            d.check_invariants().unwrap();
+            let now = d.flash.idle_ns();
+            let (page_of_1, _) = d.lookup(1, now, &mut None, None).unwrap();
+            d.lookup(0, now, &mut None, None).unwrap();
+            d.cmt.update(0, page_of_1, true);
+            let e = d.check_invariants().unwrap_err().to_string();
+            assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+        }
     }
 
     /// Write-backs keep each translation page's checksum from the entries they change; the

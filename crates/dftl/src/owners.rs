@@ -103,6 +103,25 @@ impl CheckedOwners {
         owner
     }
 
+    /// Keeps `owner` for `ppn`, a page recovery has just made live for it: with the media
+    /// model off (where alone anything is kept), `Validity::set_recovered_valid` accepts a
+    /// page only when its OOB record names that owner, and the record read through the ECC
+    /// is the record the store keeps, so `owner` is what [`owner`](Self::owner) would read.
+    pub(crate) fn keep_recovered(&mut self, flash: &Flash, ppn: Ppn, owner: u32) {
+        let Some(kept) = self.owners.get_mut(ppn.0 as usize) else {
+            return;
+        };
+        debug_assert_eq!(
+            owner_in_store(flash, ppn, self.translation),
+            Some(owner),
+            "recovery accepted {ppn} for another owner"
+        );
+        let g = flash.geometry();
+        if g.page_in_block(ppn) < flash.write_pointer(g.block_of(ppn)) {
+            *kept = u64::from(owner);
+        }
+    }
+
     /// Heap bytes.
     pub(crate) fn memory(&self) -> u64 {
         flash::vec_bytes(&self.owners) + flash::vec_bytes(&self.erases)

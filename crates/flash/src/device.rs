@@ -68,6 +68,9 @@ pub struct Flash {
     /// The controller's handling of worn media; `None` with the media model off (every
     /// address is then the physical one, and nothing below costs more than this test).
     pub(crate) media: Option<Box<Controller>>,
+    /// The design recovered on this device will have its invariants checked right after
+    /// ([`expect_invariant_checks`](Self::expect_invariant_checks)).
+    checks_expected: bool,
 }
 
 impl Flash {
@@ -121,6 +124,7 @@ impl Flash {
             log: None,
             ops_issued: 0,
             media,
+            checks_expected: false,
         }
     }
 
@@ -218,6 +222,20 @@ impl Flash {
             self.maintain(ns);
         }
     }
+    /// Says that the design recovered on this device will have its invariants checked right
+    /// after its recovery (a crash campaign checks every image it recovers): a design may then
+    /// keep what its recovery read that the check reads again (DFTL: the owners of the mapped
+    /// pages), which a device that is not checked would hold for nothing. Changes nothing the
+    /// device does.
+    pub fn expect_invariant_checks(&mut self) {
+        self.checks_expected = true;
+    }
+
+    /// Whether [`expect_invariant_checks`](Self::expect_invariant_checks) was called.
+    pub fn invariant_checks_expected(&self) -> bool {
+        self.checks_expected
+    }
+
     /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`). With the media
     /// model on, the device lay powered off for `media.power_off_s` first: every page ages.
     pub fn start_clock_at(&mut self, ns: u64) {
