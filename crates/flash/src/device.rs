@@ -416,13 +416,33 @@ impl Flash {
     /// [`read`](Self::read) for a design that does not use the page's OOB record (a host read
     /// of a mapped page): the same time, counters and recorded operation, without copying the
     /// record out (3 % of a crash campaign's reading back of every page).
+    ///
+    /// With the media model off (no ECC, no remapping) it takes the page's state, time and
+    /// data in one inlined pass, without the media model's branches: this is the host read of
+    /// every page a crash campaign reads back.
+    #[inline]
     pub fn read_data(
         &mut self,
         ppn: Ppn,
         not_before: u64,
         cause: OpCause,
     ) -> Result<(ReadStatus, Span), FlashError> {
-        self.read(ppn, &mut [], not_before, cause)
+        if self.media.is_some() {
+            return self.read(ppn, &mut [], not_before, cause);
+        }
+        let (state, span) = self.sense_timed(ppn, not_before, cause)?;
+        self.record(span, cause, || OpKind::Read { ppn });
+        let status = match state {
+            PageState::Torn => ReadStatus::Uncorrectable,
+            PageState::Erased => ReadStatus::Erased,
+            PageState::Programmed => {
+                let errors = self.store.io_errors();
+                let data = self.store.data(ppn);
+                self.check_io(errors)?;
+                ReadStatus::Data(data)
+            }
+        };
+        Ok((status, span))
     }
 
     /// Reads a page like [`read`](Self::read) — same time, same counters — but hands back only
@@ -448,18 +468,8 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(PageState, Span, bool), FlashError> {
-        self.check_page(ppn)?;
-        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
-        let chip = self.config.geometry.chip_of(ppn).0;
-        let mut span = self
-            .timeline
-            .schedule_read(chip, not_before, &self.config.timing, bytes);
-        self.stats.reads[cause as usize] += 1;
+        let (mut state, mut span) = self.sense_timed(ppn, not_before, cause)?;
         let phys = self.phys(ppn);
-        let mut state = match self.read_status(phys) {
-            (_, true) | (PageState::Torn, _) => PageState::Torn,
-            (state, _) => state,
-        };
         let mut handed = false;
         if self.media.is_some() && state == PageState::Programmed {
             let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Page, cause));
@@ -472,6 +482,29 @@ impl Flash {
         }
         self.record(span, cause, || OpKind::Read { ppn: phys });
         Ok((state, span, handed))
+    }
+
+    /// The part of a page read before the media model: the page checked, its read booked
+    /// and counted, and its state as the store keeps it (torn where its block's erase was).
+    #[inline(always)]
+    fn sense_timed(
+        &mut self,
+        ppn: Ppn,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(PageState, Span), FlashError> {
+        self.check_page(ppn)?;
+        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
+        let chip = self.config.geometry.chip_of(ppn).0;
+        let span = self
+            .timeline
+            .schedule_read(chip, not_before, &self.config.timing, bytes);
+        self.stats.reads[cause as usize] += 1;
+        let state = match self.read_status(self.phys(ppn)) {
+            (_, true) | (PageState::Torn, _) => PageState::Torn,
+            (state, _) => state,
+        };
+        Ok((state, span))
     }
 
     /// Bytes `at..at + out.len()` of a programmed page, with no flash operation: for a design
