@@ -1114,8 +1114,8 @@ impl BlockDevice for Dftl {
                 .entries(&self.flash, t, tpage, &mut entries)
                 .map_err(|e| ftl::violation!("translation page {t} at {tpage}: {e}"))?;
             let first = t as u32 * self.per_tpage;
-            for lpn in first..(first + self.per_tpage).min(self.logical_pages) {
-                let flash_says = entries[(lpn - first) as usize];
+            let lpns = first..(first + self.per_tpage).min(self.logical_pages);
+            for (lpn, &flash_says) in lpns.zip(&entries) {
                 let ppn = self.cmt.peek(lpn).map_or(flash_says, |(p, _)| p);
                 if ppn.is_none() {
                     continue;

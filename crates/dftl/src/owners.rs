@@ -87,13 +87,21 @@ impl CheckedOwners {
 
     /// The owner `ppn`'s OOB record names now (as [`owner_in_store`]), read from flash unless
     /// kept; kept from now on if the page is below its block's write pointer.
+    #[inline]
     pub(crate) fn owner(&mut self, flash: &Flash, ppn: Ppn) -> Option<u32> {
+        match self.owners.get(ppn.0 as usize) {
+            Some(&NO_OWNER) => None,
+            Some(&o) if o != UNREAD => Some(o as u32),
+            _ => self.read_owner(flash, ppn),
+        }
+    }
+
+    /// [`owner`](Self::owner) of a page not kept: read, and kept if it can be.
+    #[cold]
+    fn read_owner(&mut self, flash: &Flash, ppn: Ppn) -> Option<u32> {
         let i = ppn.0 as usize;
-        match self.owners.get(i) {
-            None => return owner_in_store(flash, ppn, self.translation),
-            Some(&NO_OWNER) => return None,
-            Some(&o) if o != UNREAD => return Some(o as u32),
-            Some(_) => {}
+        if i >= self.owners.len() {
+            return owner_in_store(flash, ppn, self.translation);
         }
         let owner = owner_in_store(flash, ppn, self.translation);
         let g = flash.geometry();
