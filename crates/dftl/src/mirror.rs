@@ -75,7 +75,9 @@ impl Mirror {
         run.bytes.resize(4 * (end - i), 0);
         flash.peek_bytes(tpage, 4 * i, &mut run.bytes)?;
         run.held = Some((tpage, lpn));
-        Ok(Ppn(run.word(tpage, lpn).expect("the run just read holds lpn")))
+        Ok(Ppn(run
+            .word(tpage, lpn)
+            .expect("the run just read holds lpn")))
     }
 
     /// Index of `lpn`'s entry in its translation page, whose word it is (DFTL §3.1.2).
@@ -325,7 +327,10 @@ mod tests {
         run.clear();
         assert_eq!(m.get_in_run(&f, Ppn(0), 7, &mut run).unwrap(), Ppn(107));
         let mut next = EntryRun::new(per + 2);
-        assert_eq!(m.get_in_run(&f, Ppn::NONE, per, &mut next).unwrap(), Ppn::NONE);
+        assert_eq!(
+            m.get_in_run(&f, Ppn::NONE, per, &mut next).unwrap(),
+            Ppn::NONE
+        );
         assert!(m.get_in_run(&f, Ppn(2), per + 1, &mut next).is_err());
     }
 }
