@@ -350,12 +350,19 @@ impl Flash {
     }
 
     /// The image's I/O error, if the operation that just ran met one.
+    #[inline]
     fn check_io(&self, errors_before: u64) -> Result<(), FlashError> {
         if self.store.io_errors() == errors_before {
             return Ok(());
         }
+        Err(self.io_failure())
+    }
+
+    /// The error of an I/O error on the image ([`check_io`](Self::check_io)).
+    #[cold]
+    fn io_failure(&self) -> FlashError {
         let reason = self.store.failure().unwrap_or_else(|| "I/O error".into());
-        Err(FlashError::Io(reason))
+        FlashError::Io(reason)
     }
 
     /// The I/O error that put the image in its failed, read-only state, if any.
@@ -363,6 +370,7 @@ impl Flash {
         self.store.failure()
     }
 
+    #[inline]
     pub(crate) fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
         let seq = self.ops_issued;
         self.ops_issued += 1;
