@@ -582,6 +582,8 @@ fn judge_image(
     let started = std::time::Instant::now();
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(clock_ns);
+    // Checked right after recovery (below).
+    flash.expect_invariant_checks();
     let violation = |lpn: Option<Lpn>, what: String| Violation::at(&p, lpn, what);
     let failed = |what: String, recovery: Option<(u64, u64)>| Outcome {
         violations: vec![violation(None, what)],

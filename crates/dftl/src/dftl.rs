@@ -21,7 +21,7 @@ use crate::format::{
     Reservation, Seal, KIND_DATA, KIND_TRANSLATION, KIND_TRANSLATION_TRIMS, OOB_BYTES,
 };
 use crate::layout::{Layout, RESERVE_AHEAD};
-use crate::mirror::Mirror;
+use crate::mirror::{EntryRun, Mirror};
 use crate::owners::CheckedOwners;
 use flash::{
     BlockId, ChipId, Content, DataHint, Flash, Lpn, OpCause, PageState, Ppn, ReadStatus, WordCrc,
@@ -688,10 +688,11 @@ impl Dftl {
         }
     }
 
-    /// Makes room in the CMT, writing back the victim's translation page if dirty.
-    fn make_room(&mut self, now: u64) -> Result<(), FtlError> {
+    /// Makes room in the CMT, writing back the victim's translation page if dirty. Returns
+    /// whether it wrote one back.
+    fn make_room(&mut self, now: u64) -> Result<bool, FtlError> {
         if !self.cmt.is_full() {
-            return Ok(());
+            return Ok(false);
         }
         let (lpn, _, dirty) = self.cmt.lru().expect("full CMT has an LRU entry");
         if dirty {
@@ -699,16 +700,19 @@ impl Dftl {
             self.write_translation(t, now, OpCause::Mapping)?;
         }
         self.cmt.remove(lpn);
-        Ok(())
+        Ok(dirty)
     }
 
     /// Current mapping of `lpn`, loading it into the CMT (a translation-page read on a miss).
-    /// Returns (ppn, instant the mapping is known).
+    /// Returns (ppn, instant the mapping is known). A read request passes its run of entries
+    /// ([`Mirror::get_in_run`]), dropped here at any write-back or rebuild of a translation
+    /// page.
     fn lookup(
         &mut self,
         lpn: u32,
         now: u64,
         loaded: &mut Option<(usize, u64)>,
+        mut run: Option<&mut EntryRun>,
     ) -> Result<(Ppn, u64), FtlError> {
         if let Some(p) = self.cmt.get(lpn) {
             return Ok((p, now));
@@ -730,15 +734,27 @@ impl Dftl {
                     // Named by the GTD, written after it: programmed whole.
                     if state == PageState::Torn && media::whole_page_lost(&self.flash) {
                         ready = self.rebuild_translation(t, ready)?;
+                        if let Some(r) = run.as_mut() {
+                            r.clear();
+                        }
                     }
                     *loaded = Some((t, ready));
                     self.tp_read_in_flight = Some((t, self.gtd[t].0, ready));
                 }
             }
         }
-        self.make_room(now)?;
+        let wrote_back = self.make_room(now)?;
         // make_room may have written translation page t back: read the newest one.
-        let p = self.mirror.get(&self.flash, self.gtd[t].0, lpn)?;
+        let tpage = self.gtd[t].0;
+        let p = match run {
+            Some(run) => {
+                if wrote_back {
+                    run.clear();
+                }
+                self.mirror.get_in_run(&self.flash, tpage, lpn, run)?
+            }
+            None => self.mirror.get(&self.flash, tpage, lpn)?,
+        };
         self.cmt.insert(lpn, p, false);
         Ok((p, ready))
     }
@@ -949,7 +965,7 @@ impl BlockDevice for Dftl {
                 self.maybe_checkpoint(now)?;
             }
             let lpn = start.0 + i as u32;
-            let (old, known) = self.lookup(lpn, now, &mut loaded)?;
+            let (old, known) = self.lookup(lpn, now, &mut loaded, None)?;
             let ppn = self.allocate(STREAM_DATA, now)?;
             let ready =
                 known.max(self.block_ready_ns[self.flash.geometry().block_of(ppn).0 as usize]);
@@ -989,9 +1005,10 @@ impl BlockDevice for Dftl {
         self.maybe_checkpoint(arrival_ns)?;
         let mut ack = arrival_ns;
         let mut loaded = None;
+        let mut run = EntryRun::new((start.0 + count).saturating_sub(1));
         for i in 0..count {
             let lpn = start.0 + i;
-            let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
+            let (ppn, known) = self.lookup(lpn, arrival_ns, &mut loaded, Some(&mut run))?;
             if ppn.is_none() {
                 out.push(PageOutcome::Unwritten);
                 ack = ack.max(known);
@@ -1034,7 +1051,7 @@ impl BlockDevice for Dftl {
         let mut tvpns: Vec<usize> = Vec::new();
         for i in 0..count {
             let lpn = start.0 + i;
-            let (old, known) = self.lookup(lpn, arrival_ns, &mut loaded)?;
+            let (old, known) = self.lookup(lpn, arrival_ns, &mut loaded, None)?;
             ack = ack.max(known);
             if !old.is_none() {
                 self.cmt.update(lpn, Ppn::NONE, true);
@@ -1097,8 +1114,8 @@ impl BlockDevice for Dftl {
                 .entries(&self.flash, t, tpage, &mut entries)
                 .map_err(|e| ftl::violation!("translation page {t} at {tpage}: {e}"))?;
             let first = t as u32 * self.per_tpage;
-            for lpn in first..(first + self.per_tpage).min(self.logical_pages) {
-                let flash_says = entries[(lpn - first) as usize];
+            let lpns = first..(first + self.per_tpage).min(self.logical_pages);
+            for (lpn, &flash_says) in lpns.zip(&entries) {
                 let ppn = self.cmt.peek(lpn).map_or(flash_says, |(p, _)| p);
                 if ppn.is_none() {
                     continue;
@@ -1856,6 +1873,12 @@ impl Dftl {
         // The validity DFTL was built with, emptied (no second per-page array meanwhile).
         let validity = &mut self.space.validity;
         validity.clear();
+        // The owners recovery checks here are those the invariant check reads again: kept for
+        // it when the device will be checked ([`Flash::expect_invariant_checks`]).
+        let mut kept = self
+            .flash
+            .invariant_checks_expected()
+            .then(|| CheckedOwners::new(&self.flash, TRANSLATION));
         let mut entries = vec![Ppn::NONE; self.per_tpage as usize];
         for (t, &(tpage, _)) in self.gtd.iter().enumerate() {
             self.mirror.entries(&self.flash, t, tpage, &mut entries)?;
@@ -1878,13 +1901,20 @@ impl Dftl {
                             g.contains_ppn(ppn) && ck.was_used(block)
                         ))
                     })?;
+                if let Some(k) = kept.as_mut() {
+                    k.keep_recovered(&self.flash, ppn, lpn as u32);
+                }
             }
         }
         for (t, &(ppn, _)) in self.gtd.iter().enumerate() {
             if !ppn.is_none() {
                 validity.set_recovered_valid(&self.flash, ppn, TRANSLATION | t as u32)?;
+                if let Some(k) = kept.as_mut() {
+                    k.keep_recovered(&self.flash, ppn, TRANSLATION | t as u32);
+                }
             }
         }
+        *self.checked_owners.get_mut() = kept;
         for b in 0..g.blocks() {
             if pool.state(BlockId(b)) == BlockState::Full {
                 validity.index_block(BlockId(b));
@@ -1926,6 +1956,26 @@ mod tests {
         d.cmt.update(0, page_of_1, true);
         let e = d.check_invariants().unwrap_err().to_string();
         assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+        // The same on a device recovered for a check, which keeps recovery's owners; one that
+        // is not to be checked keeps none.
+        for expected in [false, true] {
+            let flash = Flash::in_memory(DeviceConfig::preset("small").unwrap(), OOB_BYTES, true);
+            let mut d = Dftl::format(flash, &DesignOptions::default()).unwrap();
+            d.write(Lpn(0), &[tag(0), tag(1)], 0).unwrap();
+            let mut flash = d.flash;
+            if expected {
+                flash.expect_invariant_checks();
+            }
+            let (mut d, _) = Dftl::recover(flash, &DesignOptions::default()).unwrap();
+            assert_eq!(d.checked_owners.borrow().is_some(), expected);
+            d.check_invariants().unwrap();
+            let now = d.flash.idle_ns();
+            let (page_of_1, _) = d.lookup(1, now, &mut None, None).unwrap();
+            d.lookup(0, now, &mut None, None).unwrap();
+            d.cmt.update(0, page_of_1, true);
+            let e = d.check_invariants().unwrap_err().to_string();
+            assert!(e.contains("lpn 0 maps to") && e.contains("Some(1)"), "{e}");
+        }
     }
 
     /// Write-backs keep each translation page's checksum from the entries they change; the

@@ -87,13 +87,21 @@ impl CheckedOwners {
 
     /// The owner `ppn`'s OOB record names now (as [`owner_in_store`]), read from flash unless
     /// kept; kept from now on if the page is below its block's write pointer.
+    #[inline]
     pub(crate) fn owner(&mut self, flash: &Flash, ppn: Ppn) -> Option<u32> {
+        match self.owners.get(ppn.0 as usize) {
+            Some(&NO_OWNER) => None,
+            Some(&o) if o != UNREAD => Some(o as u32),
+            _ => self.read_owner(flash, ppn),
+        }
+    }
+
+    /// [`owner`](Self::owner) of a page not kept: read, and kept if it can be.
+    #[cold]
+    fn read_owner(&mut self, flash: &Flash, ppn: Ppn) -> Option<u32> {
         let i = ppn.0 as usize;
-        match self.owners.get(i) {
-            None => return owner_in_store(flash, ppn, self.translation),
-            Some(&NO_OWNER) => return None,
-            Some(&o) if o != UNREAD => return Some(o as u32),
-            Some(_) => {}
+        if i >= self.owners.len() {
+            return owner_in_store(flash, ppn, self.translation);
         }
         let owner = owner_in_store(flash, ppn, self.translation);
         let g = flash.geometry();
@@ -101,6 +109,25 @@ impl CheckedOwners {
             self.owners[i] = owner.map_or(NO_OWNER, u64::from);
         }
         owner
+    }
+
+    /// Keeps `owner` for `ppn`, a page recovery has just made live for it: with the media
+    /// model off (where alone anything is kept), `Validity::set_recovered_valid` accepts a
+    /// page only when its OOB record names that owner, and the record read through the ECC
+    /// is the record the store keeps, so `owner` is what [`owner`](Self::owner) would read.
+    pub(crate) fn keep_recovered(&mut self, flash: &Flash, ppn: Ppn, owner: u32) {
+        let Some(kept) = self.owners.get_mut(ppn.0 as usize) else {
+            return;
+        };
+        debug_assert_eq!(
+            owner_in_store(flash, ppn, self.translation),
+            Some(owner),
+            "recovery accepted {ppn} for another owner"
+        );
+        let g = flash.geometry();
+        if g.page_in_block(ppn) < flash.write_pointer(g.block_of(ppn)) {
+            *kept = u64::from(owner);
+        }
     }
 
     /// Heap bytes.

@@ -183,7 +183,11 @@ pub fn check_below(field: &'static str, value: u64, limit: u64) -> Result<(), Co
 pub fn copy_padded(src: &[u8], dst: &mut [u8]) {
     let n = src.len().min(dst.len());
     copy_short(&src[..n], &mut dst[..n]);
-    dst[n..].fill(0);
+    // Not a call to `memset` for nothing: a record read into a buffer of its own length (every
+    // OOB read of a recovery's scan and of the invariant checks) has no padding.
+    if dst.len() > n {
+        dst[n..].fill(0);
+    }
 }
 
 /// `dst.copy_from_slice(src)` without a call to `memcpy` for up to 64 bytes (an OOB record, read

@@ -68,6 +68,9 @@ pub struct Flash {
     /// The controller's handling of worn media; `None` with the media model off (every
     /// address is then the physical one, and nothing below costs more than this test).
     pub(crate) media: Option<Box<Controller>>,
+    /// The design recovered on this device will have its invariants checked right after
+    /// ([`expect_invariant_checks`](Self::expect_invariant_checks)).
+    checks_expected: bool,
 }
 
 impl Flash {
@@ -121,6 +124,7 @@ impl Flash {
             log: None,
             ops_issued: 0,
             media,
+            checks_expected: false,
         }
     }
 
@@ -218,6 +222,20 @@ impl Flash {
             self.maintain(ns);
         }
     }
+    /// Says that the design recovered on this device will have its invariants checked right
+    /// after its recovery (a crash campaign checks every image it recovers): a design may then
+    /// keep what its recovery read that the check reads again (DFTL: the owners of the mapped
+    /// pages), which a device that is not checked would hold for nothing. Changes nothing the
+    /// device does.
+    pub fn expect_invariant_checks(&mut self) {
+        self.checks_expected = true;
+    }
+
+    /// Whether [`expect_invariant_checks`](Self::expect_invariant_checks) was called.
+    pub fn invariant_checks_expected(&self) -> bool {
+        self.checks_expected
+    }
+
     /// Starts the device's clocks at `ns` (recovery after a power cut at `ns`). With the media
     /// model on, the device lay powered off for `media.power_off_s` first: every page ages.
     pub fn start_clock_at(&mut self, ns: u64) {
@@ -332,12 +350,19 @@ impl Flash {
     }
 
     /// The image's I/O error, if the operation that just ran met one.
+    #[inline]
     fn check_io(&self, errors_before: u64) -> Result<(), FlashError> {
         if self.store.io_errors() == errors_before {
             return Ok(());
         }
+        Err(self.io_failure())
+    }
+
+    /// The error of an I/O error on the image ([`check_io`](Self::check_io)).
+    #[cold]
+    fn io_failure(&self) -> FlashError {
         let reason = self.store.failure().unwrap_or_else(|| "I/O error".into());
-        Err(FlashError::Io(reason))
+        FlashError::Io(reason)
     }
 
     /// The I/O error that put the image in its failed, read-only state, if any.
@@ -345,6 +370,7 @@ impl Flash {
         self.store.failure()
     }
 
+    #[inline]
     pub(crate) fn record(&mut self, span: Span, cause: OpCause, kind: impl FnOnce() -> OpKind) {
         let seq = self.ops_issued;
         self.ops_issued += 1;
@@ -398,13 +424,33 @@ impl Flash {
     /// [`read`](Self::read) for a design that does not use the page's OOB record (a host read
     /// of a mapped page): the same time, counters and recorded operation, without copying the
     /// record out (3 % of a crash campaign's reading back of every page).
+    ///
+    /// With the media model off (no ECC, no remapping) it takes the page's state, time and
+    /// data in one inlined pass, without the media model's branches: this is the host read of
+    /// every page a crash campaign reads back.
+    #[inline]
     pub fn read_data(
         &mut self,
         ppn: Ppn,
         not_before: u64,
         cause: OpCause,
     ) -> Result<(ReadStatus, Span), FlashError> {
-        self.read(ppn, &mut [], not_before, cause)
+        if self.media.is_some() {
+            return self.read(ppn, &mut [], not_before, cause);
+        }
+        let (state, span) = self.sense_timed(ppn, not_before, cause)?;
+        self.record(span, cause, || OpKind::Read { ppn });
+        let status = match state {
+            PageState::Torn => ReadStatus::Uncorrectable,
+            PageState::Erased => ReadStatus::Erased,
+            PageState::Programmed => {
+                let errors = self.store.io_errors();
+                let data = self.store.data(ppn);
+                self.check_io(errors)?;
+                ReadStatus::Data(data)
+            }
+        };
+        Ok((status, span))
     }
 
     /// Reads a page like [`read`](Self::read) — same time, same counters — but hands back only
@@ -430,18 +476,8 @@ impl Flash {
         not_before: u64,
         cause: OpCause,
     ) -> Result<(PageState, Span, bool), FlashError> {
-        self.check_page(ppn)?;
-        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
-        let chip = self.config.geometry.chip_of(ppn).0;
-        let mut span = self
-            .timeline
-            .schedule_read(chip, not_before, &self.config.timing, bytes);
-        self.stats.reads[cause as usize] += 1;
+        let (mut state, mut span) = self.sense_timed(ppn, not_before, cause)?;
         let phys = self.phys(ppn);
-        let mut state = match self.read_status(phys) {
-            (_, true) | (PageState::Torn, _) => PageState::Torn,
-            (state, _) => state,
-        };
         let mut handed = false;
         if self.media.is_some() && state == PageState::Programmed {
             let (decode, whole) = self.media_read(ppn, phys, span, (Codewords::Page, cause));
@@ -454,6 +490,29 @@ impl Flash {
         }
         self.record(span, cause, || OpKind::Read { ppn: phys });
         Ok((state, span, handed))
+    }
+
+    /// The part of a page read before the media model: the page checked, its read booked
+    /// and counted, and its state as the store keeps it (torn where its block's erase was).
+    #[inline(always)]
+    fn sense_timed(
+        &mut self,
+        ppn: Ppn,
+        not_before: u64,
+        cause: OpCause,
+    ) -> Result<(PageState, Span), FlashError> {
+        self.check_page(ppn)?;
+        let bytes = (self.config.geometry.page_bytes + self.config.geometry.oob_bytes) as u64;
+        let chip = self.config.geometry.chip_of(ppn).0;
+        let span = self
+            .timeline
+            .schedule_read(chip, not_before, &self.config.timing, bytes);
+        self.stats.reads[cause as usize] += 1;
+        let state = match self.read_status(self.phys(ppn)) {
+            (_, true) | (PageState::Torn, _) => PageState::Torn,
+            (state, _) => state,
+        };
+        Ok((state, span))
     }
 
     /// Bytes `at..at + out.len()` of a programmed page, with no flash operation: for a design
