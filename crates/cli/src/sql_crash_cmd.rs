@@ -271,6 +271,17 @@ fn print_sql_cell(c: &SqlCell) {
     let status = match (&c.error, &c.report) {
         (Some(e), _) => format!("ERROR {e}"),
         (None, Some(r)) if r.violations > 0 => format!("FAIL {} violations", r.violations),
+        (None, Some(r)) if r.media.is_some() => format!(
+            "ok  gc copies {}; lost to media: {} images, {} I/O errors for lost pages (accepted), {} lives ended{}",
+            r.run_gc_copies,
+            r.lost_to_media,
+            r.errors_for_lost_pages,
+            r.lives_ended_by_media,
+            match r.media.as_ref().and_then(|m| m.end_of_life.as_ref()) {
+                Some(e) => format!("; run cut to {} of {} transactions ({})", e.requests_run, e.requests_asked, e.ended_by),
+                None => String::new(),
+            }
+        ),
         (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
         (None, None) => "not run".to_string(),
     };

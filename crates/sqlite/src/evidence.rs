@@ -24,9 +24,9 @@ pub struct Written {
 pub struct Evidence {
     /// Every page image written, in issue order.
     pub writes: Vec<Written>,
-    /// Every flush as (issued, acknowledged): the writes issued before it are durable from its
-    /// acknowledgement on.
-    pub flushes: Vec<(u64, u64)>,
+    /// Every flush as (writes issued before it, its acknowledgement): those writes are durable
+    /// from then on. (Counted, not timed: a flush and the write after it may share an instant.)
+    pub flushes: Vec<(usize, u64)>,
     /// Logical pages whose reads came back uncorrectable, in order.
     pub uncorrectable: Vec<u32>,
     /// Errors of the device (through the host layer) that the VFS answered SQLite with an
@@ -57,8 +57,10 @@ pub fn so_far() -> Evidence {
 
 impl Evidence {
     fn append(&mut self, more: &Evidence) {
+        let before = self.writes.len();
         self.writes.extend(&more.writes);
-        self.flushes.extend(&more.flushes);
+        self.flushes
+            .extend(more.flushes.iter().map(|&(n, ack)| (before + n, ack)));
         self.uncorrectable.extend(&more.uncorrectable);
         self.device_errors
             .extend(more.device_errors.iter().cloned());
@@ -97,8 +99,8 @@ pub(crate) fn wrote<'a>(
     });
 }
 
-pub(crate) fn flushed(issued_ns: u64, ack_ns: u64) {
-    note(|e| e.flushes.push((issued_ns, ack_ns)));
+pub(crate) fn flushed(ack_ns: u64) {
+    note(|e| e.flushes.push((e.writes.len(), ack_ns)));
 }
 
 /// The VFS answers SQLite's request with `code` because the store failed with `error`: returns
@@ -124,17 +126,31 @@ mod tests {
         wrote([(Lpn(1), &page)], 16, 5);
         let ((), e) = watch(|| {
             wrote([(Lpn(3), &page)], 16, 9);
-            flushed(10, 12);
+            flushed(12);
             uncorrectable(3);
         });
         assert_eq!(e.writes.len(), 1);
         assert_eq!(e.writes[0].lpn, 3);
-        assert_eq!(e.flushes, vec![(10, 12)]);
+        assert_eq!(e.flushes, vec![(1, 12)]);
         assert_eq!(e.uncorrectable, vec![3]);
-        let ((((), inner), ()), outer) = watch(|| (watch(|| uncorrectable(4)), uncorrectable(5)));
+        let ((((), inner), ()), outer) = watch(|| {
+            wrote([(Lpn(3), &page)], 16, 9);
+            (
+                watch(|| {
+                    wrote([(Lpn(3), &page)], 16, 10);
+                    flushed(11);
+                    uncorrectable(4)
+                }),
+                uncorrectable(5),
+            )
+        });
         assert_eq!(
             (inner.uncorrectable, outer.uncorrectable),
             (vec![4], vec![4, 5])
+        );
+        assert_eq!(
+            (inner.flushes, outer.flushes),
+            (vec![(1, 11)], vec![(2, 11)])
         );
         let short = Content::Bytes(vec![7u8; 8].into_boxed_slice());
         assert_ne!(page_hash(&page, 16), page_hash(&short, 16));

@@ -631,7 +631,7 @@ impl Store {
     fn flush(&mut self) -> Result<(), SqlError> {
         let now = self.now_ns;
         self.now_ns = self.live_host()?.flush(now)?;
-        crate::evidence::flushed(now, self.now_ns);
+        crate::evidence::flushed(self.now_ns);
         for f in &mut self.files {
             f.deletion_unflushed = false;
         }

@@ -552,8 +552,13 @@ fn check_database(
     if !crate::media::on(&cfg.device) {
         return check_plain(cfg, rec, dev, at, durable).map(Some);
     }
-    let lost = media::lost_hashes(dev.flash());
-    let (checked, seen) = evidence::watch(|| check_plain(cfg, rec, dev, at, durable));
+    let mut lost = media::lost_hashes(dev.flash());
+    let page_bytes = dev.flash().geometry().page_bytes as usize;
+    let ((checked, found), seen) = evidence::watch(|| {
+        flash::media::error_log::watch_contents(|| check_plain(cfg, rec, dev, at, durable))
+    });
+    // Pages the check's own reads found lost (read disturb and time age them further).
+    lost.extend(found.iter().map(|c| evidence::page_hash(c, page_bytes)));
     match checked {
         Ok(x) => Ok(Some(x)),
         Err(_) if !seen.uncorrectable.is_empty() => {

@@ -262,6 +262,7 @@ impl Flash {
             self.plane_mut().set_lost(phys, true);
         }
         error_log::lost(ppn);
+        error_log::lost_content(|| self.store.data(phys));
         (Decode::Lost, span)
     }
 
@@ -776,6 +777,26 @@ pub mod error_log {
 
     thread_local! {
         static WATCHED: RefCell<Option<Vec<Ppn>>> = const { RefCell::new(None) };
+        static CONTENTS: RefCell<Option<Vec<crate::Content>>> = const { RefCell::new(None) };
+    }
+
+    /// What the page a read found lost held (taken only while [`watch_contents`] watches).
+    pub(crate) fn lost_content(content: impl FnOnce() -> crate::Content) {
+        CONTENTS.with(|w| {
+            if let Some(v) = w.borrow_mut().as_mut() {
+                v.push(content())
+            }
+        });
+    }
+
+    /// Runs `f` and returns its result with what every page a read on this thread found lost
+    /// to the media meanwhile held, in order: for a checker that judges by content (the SQLite
+    /// campaign's pages) what a read found lost after the checker last asked the flash.
+    pub fn watch_contents<T>(f: impl FnOnce() -> T) -> (T, Vec<crate::Content>) {
+        let outer = CONTENTS.with(|w| w.borrow_mut().replace(Vec::new()));
+        let out = f();
+        let found = CONTENTS.with(|w| std::mem::replace(&mut *w.borrow_mut(), outer));
+        (out, found.unwrap_or_default())
     }
 
     pub(crate) fn lost(ppn: Ppn) {
