@@ -508,11 +508,11 @@ fn judge(cfg: &CrashConfig, rec: &Recording, at: u64, durable: bool) -> Result<J
         return Ok(Judged::LostToMedia);
     };
     match check_database(cfg, rec, dev, at, durable)? {
-        Some((_, k)) => Ok(Judged::Recovered {
+        Ok((_, k)) => Ok(Judged::Recovered {
             k,
             all: k >= rec.committed_by(at),
         }),
-        None => Ok(Judged::ErrorAccepted),
+        Err(judged) => Ok(judged),
     }
 }
 
@@ -538,41 +538,61 @@ fn recover_device(
     Ok(Some(dev))
 }
 
-/// [`check_plain`], and with the media model on the oracle's rule for I/O errors ([`media`]):
-/// a check that failed while the store read pages as uncorrectable is accepted (`None`) when
-/// the media lost, for each, a version the database may hold there after the cut at `at` (or
-/// one it wrote since); otherwise it is a violation, [`Breach::NotLost`] naming the page.
+/// [`check_plain`], and with the media model on the oracle's rules ([`media`]): a check that
+/// failed because the device met the end of its life while SQLite opened or read the database
+/// (worn out, or `MediaLoss` naming a page the ECC found lost meanwhile: the design's GC met a
+/// live page whose record it cannot do without) is `Err(`[`Judged::LostToMedia`]`)`; one
+/// that failed while the store read pages as uncorrectable is `Err(`[`Judged::ErrorAccepted`]`)`
+/// when the media lost, for each, a version the database may hold there after the cut at `at`
+/// (or one it wrote since), else a violation, [`Breach::NotLost`] naming the page.
 fn check_database(
     cfg: &CrashConfig,
     rec: &Recording,
     dev: Box<dyn ftl::BlockDevice>,
     at: u64,
     durable: bool,
-) -> Result<Option<(Database, u64)>, Breach> {
+) -> Result<Result<(Database, u64), Judged>, Breach> {
     if !crate::media::on(&cfg.device) {
-        return check_plain(cfg, rec, dev, at, durable).map(Some);
+        return check_plain(cfg, rec, dev, at, durable).map(Ok);
     }
     let mut lost = media::lost_hashes(dev.flash());
     let page_bytes = dev.flash().geometry().page_bytes as usize;
-    let ((checked, found), seen) = evidence::watch(|| {
-        flash::media::error_log::watch_contents(|| check_plain(cfg, rec, dev, at, durable))
+    let (((checked, found), found_ppns), seen) = evidence::watch(|| {
+        flash::media::error_log::watch(|| {
+            flash::media::error_log::watch_contents(|| check_plain(cfg, rec, dev, at, durable))
+        })
     });
     // Pages the check's own reads found lost (read disturb and time age them further).
     lost.extend(found.iter().map(|c| evidence::page_hash(c, page_bytes)));
-    match checked {
-        Ok(x) => Ok(Some(x)),
-        Err(_) if !seen.uncorrectable.is_empty() => {
-            let needed = |l: u32| {
-                let mut v = rec.versions.allowed(l, at);
-                v.extend(seen.writes.iter().filter(|w| w.lpn == l).map(|w| w.hash));
-                v
-            };
-            match media::unaccepted(&seen.uncorrectable, &lost, needed) {
-                None => Ok(None),
-                Some(lpn) => Err(Breach::NotLost { lpn }),
-            }
+    let breach = match checked {
+        Ok(x) => return Ok(Ok(x)),
+        Err(b) => b,
+    };
+    let direct = match &breach {
+        Breach::DoesNotOpen(SqlError::Device(h)) => Some(h),
+        _ => None,
+    };
+    let ended = |h: &host::HostError| match h {
+        host::HostError::Device(e @ ftl::FtlError::MediaLoss { .. }) => {
+            crate::media::lost_to_media(e, &found_ppns)
         }
-        Err(b) => Err(b),
+        host::HostError::Device(ftl::FtlError::WornOut(_)) => true,
+        _ => false,
+    };
+    if direct.into_iter().chain(&seen.device_errors).any(ended) {
+        return Ok(Err(Judged::LostToMedia));
+    }
+    if seen.uncorrectable.is_empty() {
+        return Err(breach);
+    }
+    let needed = |l: u32| {
+        let mut v = rec.versions.allowed(l, at);
+        v.extend(seen.writes.iter().filter(|w| w.lpn == l).map(|w| w.hash));
+        v
+    };
+    match media::unaccepted(&seen.uncorrectable, &lost, needed) {
+        None => Ok(Err(Judged::ErrorAccepted)),
+        Some(lpn) => Err(Breach::NotLost { lpn }),
     }
 }
 

@@ -61,7 +61,7 @@ pub(super) fn live(
         };
         let base = dev.flash_mut().start_recording();
         let start_ns = dev.flash().idle_ns();
-        let Some((db, found)) = check_database(cfg, rec, dev, first_cut, durable)? else {
+        let Ok((db, found)) = check_database(cfg, rec, dev, first_cut, durable)? else {
             return Ok(None);
         };
         let mut keys = rec.keys_in_order();
