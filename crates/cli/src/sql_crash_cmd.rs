@@ -21,8 +21,9 @@ pub fn crashtest(args: &CrashtestArgs, workload: &str) -> anyhow::Result<()> {
     open.synchronous = synchronous.to_uppercase();
     open.seed = seed;
     open.tx_kind = TxKind::parse(args.tx.as_deref().unwrap_or("static"))?;
+    let device = crashtest::options::media_device(args, &design)?;
     let cfg = CrashConfig {
-        device: args.device.resolve_for(&design)?,
+        device: crashtest::with_media_seed(device, seed),
         design,
         options: DesignOptions::from_pairs(&args.params)?,
         open,
@@ -99,6 +100,13 @@ fn print_campaign(cfg: &CrashConfig, report: &CrashReport) {
         "during the run    {} erases, {} pages copied by GC",
         report.run_erases, report.run_gc_copies
     );
+    if let Some(m) = &report.media {
+        let lost = format!(
+            "{} images stopped at lost metadata, {} failed with I/O errors for lost pages (accepted), {} second lives ended",
+            report.lost_to_media, report.errors_for_lost_pages, report.lives_ended_by_media
+        );
+        crate::crashtest_cmd::print_media_lines(m, &lost);
+    }
     println!("violations        {}", report.violations);
 }
 
@@ -125,10 +133,24 @@ fn check_sqlite_flags(args: &CrashtestArgs, soak: bool) -> anyhow::Result<()> {
             .into_iter()
             .filter(|f| !taken.contains(f)),
     );
-    // Its checker judges no media faults (docs/reliability.md): `mobius crashtest` does.
-    unused.extend(args.media.given());
+    let prefix_cut = crashtest::options::cut_model(args)? != crashtest::prefix::CutModel::Instant;
+    if args.media.media.is_some() && prefix_cut {
+        // The media oracle orders versions by the flash's clock (docs/reliability.md).
+        anyhow::bail!("--media judges cuts at instants: leave out --cut-model");
+    }
     if soak {
-        unused.extend(args.device.given());
+        // A soak draws the device; the media model's fields may still be set.
+        let media_only = args
+            .device
+            .overrides
+            .iter()
+            .all(|o| o.trim_start().starts_with("media."));
+        unused.extend(
+            args.device
+                .given()
+                .into_iter()
+                .filter(|f| !(media_only && *f == "--set")),
+        );
         unused.extend(lab::flags_given([
             ("--replay-instant", args.replay_instant.is_some()),
             ("--first-cut", args.first_cut.is_some()),
@@ -154,6 +176,7 @@ fn sql_soak_config(
     designs: Vec<DesignSpec>,
 ) -> anyhow::Result<SqlSoakConfig> {
     check_sqlite_flags(args, true)?;
+    let designs_first = designs.first().cloned();
     Ok(SqlSoakConfig {
         designs,
         seeds: crashtest::options::soak_seeds(args),
@@ -172,6 +195,10 @@ fn sql_soak_config(
         setting: None,
         second_lives: args.second_lives,
         cut: crashtest::options::cut_model(args)?,
+        media: match designs_first {
+            Some(d) => crashtest::options::media_device(args, &d)?.media,
+            None => None,
+        },
     })
 }
 
@@ -244,6 +271,17 @@ fn print_sql_cell(c: &SqlCell) {
     let status = match (&c.error, &c.report) {
         (Some(e), _) => format!("ERROR {e}"),
         (None, Some(r)) if r.violations > 0 => format!("FAIL {} violations", r.violations),
+        (None, Some(r)) if r.media.is_some() => format!(
+            "ok  gc copies {}; lost to media: {} images, {} I/O errors for lost pages (accepted), {} lives ended{}",
+            r.run_gc_copies,
+            r.lost_to_media,
+            r.errors_for_lost_pages,
+            r.lives_ended_by_media,
+            match r.media.as_ref().and_then(|m| m.end_of_life.as_ref()) {
+                Some(e) => format!("; run cut to {} of {} transactions ({})", e.requests_run, e.requests_asked, e.ended_by),
+                None => String::new(),
+            }
+        ),
         (None, Some(r)) => format!("ok  gc copies {}", r.run_gc_copies),
         (None, None) => "not run".to_string(),
     };
@@ -280,7 +318,7 @@ fn print_sql_summary(report: &SqlSoakReport) {
 /// `mobius crashtest --workload sqlite --controls`: the SQLite soak's negative controls, each
 /// on its design and commit path over the seeds; each must be caught on at least half of them.
 pub fn crashtest_controls(args: &CrashtestArgs, workload: Option<&str>) -> anyhow::Result<()> {
-    let mut weak = Vec::new();
+    let mut weak: Vec<&str> = Vec::new();
     let mut all = Vec::new();
     for control in soak::CONTROLS {
         let design = lab::registry::find(control.design)?;
@@ -310,11 +348,54 @@ pub fn crashtest_controls(args: &CrashtestArgs, workload: Option<&str>) -> anyho
         }
         all.push(serde_json::json!({"design": control.design, "mode": control.setting.mode.name(), "tx": control.setting.tx_kind.name(), "caught_seeds": caught, "seeds": report.cells.len()}));
     }
+    media_control(args, workload, &mut weak, &mut all)?;
     if args.json {
         println!("{}", serde_json::json!({ "controls": all }));
     }
     if !weak.is_empty() {
         anyhow::bail!("SQLite negative controls caught on fewer than half their seeds: {weak:?}");
+    }
+    Ok(())
+}
+
+/// With `--media`: the media model's negative control under SQLite, every design named behind
+/// a controller that hands on the uncorrected bits instead of failing the read
+/// (`hand_uncorrectable`, the block campaign's switch: [`crashtest::media::control`]); each
+/// must be caught on at least half its seeds.
+fn media_control(
+    args: &CrashtestArgs,
+    workload: Option<&str>,
+    weak: &mut Vec<&str>,
+    all: &mut Vec<serde_json::Value>,
+) -> anyhow::Result<()> {
+    let mut cfg = sql_soak_config(args, workload, lab::registry::named(&args.ftl)?)?;
+    let Some(media) = cfg.media.as_mut() else {
+        return Ok(());
+    };
+    media.hand_uncorrectable = true;
+    let designs = std::mem::take(&mut cfg.designs);
+    cfg.designs = designs
+        .into_iter()
+        .filter(|d| !soak::settings_for(&cfg, d).is_empty())
+        .collect();
+    let report = soak::run_soak(&cfg, &print_sql_cell);
+    for d in &cfg.designs {
+        let cells: Vec<&SqlCell> = report.cells.iter().filter(|c| c.design == d.name).collect();
+        // Caught: a cut judged a violation, or the recorded run itself failed (SQLite met the
+        // wrong bytes while the power was on: a corrupt database, never the media's end).
+        let judged = cells.iter().filter(|c| c.violations() > 0).count();
+        let caught = cells.iter().filter(|c| c.failed()).count();
+        println!(
+            "control {} on {} media handing on uncorrected data: caught on {caught} of {} seeds ({judged} by judged cuts, {} by the run failing)",
+            d.name,
+            args.media.media.as_deref().unwrap_or("-"),
+            cells.len(),
+            caught - judged
+        );
+        if caught * 2 < cells.len() {
+            weak.push(d.name);
+        }
+        all.push(serde_json::json!({"design": d.name, "media": "hand_uncorrectable", "caught_seeds": caught, "seeds": cells.len()}));
     }
     Ok(())
 }

@@ -53,6 +53,15 @@ pub fn ended_by_media(error: &workload::WorkloadError, flash: &Flash) -> bool {
 
 /// [`ended_by_media`] for a request the host layer failed (the NBD and SQLite campaigns, which
 /// drive the host layer themselves).
+///
+/// The rule: a design's media error is accepted only where the media lost something of the
+/// page it names that the design read — its data codewords, or its spare area alone (DFTL's
+/// owner lookup reads only the record, `Flash::oob_record_decoded`) — and nothing else.
+/// [`Flash::is_lost`] answers exactly that: a page read decodes the data and the spare area
+/// (the model's `Codewords::Page`), so a spare area lost makes the page lost, by the model's
+/// draws as by `Fault::ReadSpare` (tests `every_page_whose_spare_area_fails_is_lost`,
+/// `a_media_loss_is_accepted_for_a_lost_spare_area_and_only_for_a_lost_page`). A `MediaLoss`
+/// naming a page the media lost nothing of is the run's failure, judged as any other.
 pub fn host_ended_by_media(error: &host::HostError, flash: &Flash) -> bool {
     matches!(error, host::HostError::Device(FtlError::MediaLoss { ppn, .. }) if flash.is_lost(*ppn))
 }

@@ -236,6 +236,11 @@ enum Moved {
 /// again (so every design's move is durable: the engine's next root, the victim erased).
 /// Returns the host and what became of the run.
 fn gc_over_a_page_lost_whole(design: &str) -> (host::Host, Moved) {
+    gc_over_a_lost_page(design, flash::Fault::ReadWhole)
+}
+
+/// [`gc_over_a_page_lost_whole`] with LPN 0's page lost by `fault`.
+fn gc_over_a_lost_page(design: &str, fault: fn(flash::Ppn) -> flash::Fault) -> (host::Host, Moved) {
     let mut h = fresh_host_on_mlc(design);
     let t = h.write(0, &[0xA5u8; 4096], true, 0).expect("write");
     let mut t = h.flush(t).expect("flush");
@@ -250,7 +255,7 @@ fn gc_over_a_page_lost_whole(design: &str) -> (host::Host, Moved) {
         .collect();
     assert!(!pages.is_empty(), "{design}: LPN 0's page is on flash");
     for p in pages {
-        flash.inject(flash::Fault::ReadWhole(p));
+        flash.inject(fault(p));
     }
     let moved = |h: &host::Host| h.device().flash().stats().media.lost_pages_written > 0;
     let (mut after, mut x) = (None, 1u64);
@@ -324,4 +329,37 @@ fn gc_moves_a_live_page_lost_whole_with_its_design_s_record() {
         let mut h = host::Host::new(dev, t);
         assert_lpn_0_reads_lost(&mut h, t, design, "after a cut and recovery");
     }
+}
+
+/// The crash checker's end-of-life rule (`media::host_ended_by_media`) accepts a design's
+/// `MediaLoss` where the media lost what the design read of the page — its data or, as here,
+/// only its spare area: DFTL's GC reads a live data page's owner from its spare area alone
+/// (`Flash::oob_record_decoded`), finds it lost (`Fault::ReadSpare`: the data codewords still
+/// correct) and stops with `MediaLoss` naming the page, which the rule accepts. The failing
+/// input: the same error naming a page the media lost nothing of is not accepted (the campaign
+/// then reports the run's failure, not an end of life).
+#[test]
+fn a_media_loss_is_accepted_for_a_lost_spare_area_and_only_for_a_lost_page() {
+    let (h, moved) = gc_over_a_lost_page("dftl", flash::Fault::ReadSpare);
+    let Moved::Stopped(e) = moved else {
+        panic!("DFTL moved a data page whose owner it could not read");
+    };
+    let host::HostError::Device(ftl::FtlError::MediaLoss { ppn, .. }) = &e else {
+        panic!("DFTL stopped with {e}, not MediaLoss");
+    };
+    let flash = h.device().flash();
+    assert!(crashtest::media::host_ended_by_media(&e, flash), "{e}");
+    assert!(crashtest::media::host_end_of_life(&e, flash));
+    let g = flash.geometry();
+    let intact = (0..g.pages())
+        .map(flash::Ppn)
+        .find(|&p| flash.peek_state(p) == flash::PageState::Programmed && !flash.is_lost(p))
+        .expect("a programmed page the media lost nothing of");
+    assert_ne!(intact, *ppn);
+    let nothing_lost = host::HostError::Device(ftl::FtlError::MediaLoss {
+        ppn: intact,
+        what: "a data page's OOB record".into(),
+    });
+    assert!(!crashtest::media::host_ended_by_media(&nothing_lost, flash));
+    assert!(!crashtest::media::host_end_of_life(&nothing_lost, flash));
 }

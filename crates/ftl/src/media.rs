@@ -62,7 +62,16 @@ pub fn whole_page_lost(flash: &Flash) -> bool {
 /// "A later page of its block decodes" does not decide it: a design may resume a block past a
 /// page an earlier cut tore (FAST after its recovery, Möbius's hole skipping), so a torn page
 /// can sit before decoding ones (soak seed 162713554244749, FAST, second life). Left open
-/// (docs/reliability.md).
+/// (docs/reliability.md, "Lost or torn").
+///
+/// What it answers: [`Flash::is_lost`] is true exactly when the page is programmed (not torn,
+/// not in a block whose erase was torn) and a read of it fails now (its data or its spare
+/// area; a spare area lost is a page lost, and errors only grow until the erase). Asked only
+/// after the design's own read of the page found nothing, it is therefore "was this page
+/// programmed whole", the simulator's ground truth: it never makes a design take a torn page
+/// for lost or a lost one for torn. It is a bit a real controller does not have, so the
+/// designs' results on these paths are those of a controller with a perfect lost-or-torn
+/// detector.
 pub fn undecided_lost(flash: &Flash, ppn: Ppn) -> bool {
     flash.is_lost(ppn)
 }

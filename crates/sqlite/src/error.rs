@@ -66,6 +66,13 @@ pub enum Breach {
     /// A second life: the database, recovered and checked, failed a later transaction.
     #[error("the recovered database failed a transaction: {0}")]
     AfterRecovery(SqlError),
+    /// With the media model on: the database failed with an I/O error for a logical page of
+    /// which the media lost no version the database may hold there (issue #69).
+    #[error(
+        "logical page {lpn} read as an I/O error, but the media lost no version of it the \
+         database may hold there"
+    )]
+    NotLost { lpn: u32 },
     #[error("{query}: {source}")]
     Query {
         query: String,

@@ -9,6 +9,7 @@
 
 pub mod durability;
 pub mod error;
+pub mod evidence;
 pub mod layout;
 pub mod shell;
 pub mod store;

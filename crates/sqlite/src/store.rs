@@ -248,7 +248,10 @@ impl Store {
         let page = match &out[0] {
             PageOutcome::Data(c) => c.to_page_bytes(page_bytes as usize),
             PageOutcome::Unwritten => return Err(SqlError::NotFormatted),
-            PageOutcome::Uncorrectable => return Err(SqlError::Uncorrectable(0)),
+            PageOutcome::Uncorrectable => {
+                crate::evidence::uncorrectable(0);
+                return Err(SqlError::Uncorrectable(0));
+            }
         };
         let dir =
             Directory::decode(&page, logical_pages, page_bytes)?.ok_or(SqlError::NotFormatted)?;
@@ -398,7 +401,9 @@ impl Store {
                     PageOutcome::Data(c) => Ok(c.to_page_bytes(self.page_bytes)),
                     PageOutcome::Unwritten => Ok(vec![0u8; self.page_bytes].into_boxed_slice()),
                     PageOutcome::Uncorrectable => {
-                        Err(SqlError::Uncorrectable(lpn_of(&self.dir, kind, p).0))
+                        let lpn = lpn_of(&self.dir, kind, p).0;
+                        crate::evidence::uncorrectable(lpn);
+                        Err(SqlError::Uncorrectable(lpn))
                     }
                 },
             })
@@ -579,6 +584,8 @@ impl Store {
             let at = Lpn(start.0 + (i * longest) as u32);
             let now = self.now_ns;
             let ack = self.live_host()?.write_pages(at, chunk, now)?;
+            let lpns = (at.0..).map(Lpn);
+            crate::evidence::wrote(lpns.zip(chunk), self.page_bytes, now);
             self.now_ns = ack.ack_ns;
             self.stats.write_requests += 1;
             self.stats.host_pages_written += chunk.len() as u64;
@@ -612,6 +619,7 @@ impl Store {
         let ack = self
             .live_host()?
             .write_pages(Lpn(0), std::slice::from_ref(&page), now)?;
+        crate::evidence::wrote([(Lpn(0), &page)], self.page_bytes, now);
         self.now_ns = ack.ack_ns;
         self.stats.write_requests += 1;
         self.stats.host_pages_written += 1;
@@ -623,6 +631,7 @@ impl Store {
     fn flush(&mut self) -> Result<(), SqlError> {
         let now = self.now_ns;
         self.now_ns = self.live_host()?.flush(now)?;
+        crate::evidence::flushed(self.now_ns);
         for f in &mut self.files {
             f.deletion_unflushed = false;
         }
@@ -827,6 +836,8 @@ impl Store {
             )) => return Ok(self.refuse(batch)),
             r => r?,
         };
+        let written = pages.iter().map(|(l, c)| (*l, c));
+        crate::evidence::wrote(written, self.page_bytes, now);
         self.now_ns = done.ack_ns;
         self.durable_ns = self.durable_ns.max(done.durable_ns.unwrap_or(done.ack_ns));
         self.committed(n);
@@ -911,14 +922,14 @@ impl Store {
         let uuid = batch.uuid;
         batch.sent += 1;
         let now = self.now_ns;
-        let done = self
-            .live_host()?
-            .dwrite(uuid, lpn, &Content::Bytes(page), flag, now);
+        let content = Content::Bytes(page);
+        let done = self.live_host()?.dwrite(uuid, lpn, &content, flag, now);
         let done = done.inspect_err(|_| {
             if let Some(b) = self.batch.as_mut() {
                 b.refused = true;
             }
         })?;
+        crate::evidence::wrote([(lpn, &content)], self.page_bytes, now);
         self.now_ns = done.ack_ns;
         self.stats.dwrites += 1;
         Ok(())

@@ -234,7 +234,7 @@ unsafe extern "C" fn x_delete(
         let mut store = state(vfs).store.lock().expect("store lock");
         match store.delete(kind, sync_dir != 0) {
             Ok(()) => ffi::SQLITE_OK,
-            Err(_) => ffi::SQLITE_IOERR_DELETE,
+            Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_DELETE),
         }
     })
 }
@@ -352,7 +352,7 @@ unsafe extern "C" fn x_read(
                     .read(*kind, offset as u64, out)
                 {
                     Ok(w) => w,
-                    Err(_) => return ffi::SQLITE_IOERR_READ,
+                    Err(e) => return crate::evidence::refused(&e, ffi::SQLITE_IOERR_READ),
                 }
             }
             Backing::Memory(data) => {
@@ -390,7 +390,7 @@ unsafe extern "C" fn x_write(
                 {
                     Ok(()) => ffi::SQLITE_OK,
                     Err(SqlError::FileFull { .. }) => ffi::SQLITE_FULL,
-                    Err(_) => ffi::SQLITE_IOERR_WRITE,
+                    Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_WRITE),
                 }
             }
             Backing::Memory(mem) => {
@@ -426,7 +426,7 @@ unsafe extern "C" fn x_sync(file: *mut ffi::sqlite3_file, _flags: c_int) -> c_in
         match &h.backing {
             Backing::Device(kind) => match h.store.lock().expect("store lock").sync(*kind) {
                 Ok(()) => ffi::SQLITE_OK,
-                Err(_) => ffi::SQLITE_IOERR_FSYNC,
+                Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_FSYNC),
             },
             Backing::Memory(_) => ffi::SQLITE_OK,
         }
@@ -475,17 +475,18 @@ unsafe extern "C" fn x_file_control(
         match op {
             ffi::SQLITE_FCNTL_BEGIN_ATOMIC_WRITE => match store.begin_atomic() {
                 Ok(()) => ffi::SQLITE_OK,
-                Err(_) => ffi::SQLITE_IOERR_BEGIN_ATOMIC,
+                Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_BEGIN_ATOMIC),
             },
             // Any SQLITE_IOERR_* but NOMEM makes SQLite retry the commit with its rollback
             // journal: that is the fallback for a transaction the design refuses.
             ffi::SQLITE_FCNTL_COMMIT_ATOMIC_WRITE => match store.commit_atomic() {
                 Ok(CommitOutcome::Committed) => ffi::SQLITE_OK,
-                Ok(CommitOutcome::Refused) | Err(_) => ffi::SQLITE_IOERR_COMMIT_ATOMIC,
+                Ok(CommitOutcome::Refused) => ffi::SQLITE_IOERR_COMMIT_ATOMIC,
+                Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_COMMIT_ATOMIC),
             },
             ffi::SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE => match store.rollback_atomic() {
                 Ok(()) => ffi::SQLITE_OK,
-                Err(_) => ffi::SQLITE_IOERR_ROLLBACK_ATOMIC,
+                Err(e) => crate::evidence::refused(&e, ffi::SQLITE_IOERR_ROLLBACK_ATOMIC),
             },
             ffi::SQLITE_FCNTL_SIZE_HINT => ffi::SQLITE_OK,
             ffi::SQLITE_FCNTL_PRAGMA => {

@@ -29,9 +29,12 @@ use ftl::{DesignOptions, DesignSpec};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sqlite::durability::durable_mode;
+use sqlite::evidence;
 use sqlite::workload::{self, Scale, Workload};
 use sqlite::{Breach, Database, Mode, OpenOptions, SqlError, TxKind};
+use std::collections::BTreeMap;
 
+pub mod media;
 mod second_life;
 pub mod soak;
 
@@ -88,22 +91,54 @@ pub struct CrashReport {
     /// ...and the first of them: (first cut, instant, what).
     pub first_second_life_violation: Option<(u64, u64, String)>,
     pub first_violation: Option<String>,
+    /// Crash images whose recovery stopped at a page of the design's metadata the ECC found
+    /// lost while it ran (media model only; no violation: [`crate::media::lost_to_media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost_to_media: usize,
+    /// Crash images whose database failed with an I/O error for pages whose needed version the
+    /// media lost (accepted: [`media`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub errors_for_lost_pages: usize,
+    /// Second lives the media ended (their first image lost, or a transaction of theirs failed
+    /// for a page the media lost): their cuts are not judged.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lives_ended_by_media: usize,
+    /// The media model's part, wear and what the recorded run's media did (model on only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<crate::media::MediaRun>,
     /// Instant of the first violation, for `--replay-instant`...
     pub first_violation_ns: Option<u64>,
     /// ...and, when it lies in a second life, the first cut's (`--first-cut`).
     pub first_violation_cut_ns: Option<u64>,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How a judged cut came out, when it kept the promise.
+#[derive(Clone, Copy, Debug)]
+enum Judged {
+    /// The database held `k` transactions; `all`: every one committed by the cut.
+    Recovered { k: u64, all: bool },
+    /// The design's recovery stopped at metadata the media lost ([`crate::media`]).
+    LostToMedia,
+    /// The database failed with an I/O error for pages whose needed version the media lost.
+    ErrorAccepted,
+}
+
 impl CrashReport {
     /// Counts the outcome of the cut at `at` (in the second life after `first_cut`).
-    fn note(&mut self, outcome: Result<(u64, bool), Breach>, at: u64, first_cut: Option<u64>) {
+    fn note(&mut self, outcome: Result<Judged, Breach>, at: u64, first_cut: Option<u64>) {
         self.crash_points += 1;
         match outcome {
-            Ok((k, all)) => {
+            Ok(Judged::Recovered { k, all }) => {
                 self.min_recovered = self.min_recovered.min(k);
                 self.max_recovered = self.max_recovered.max(k);
                 self.all_commits_present += all as usize;
             }
+            Ok(Judged::LostToMedia) => self.lost_to_media += 1,
+            Ok(Judged::ErrorAccepted) => self.errors_for_lost_pages += 1,
             Err(why) => {
                 self.violations += 1;
                 if let Some(cut) = first_cut {
@@ -137,6 +172,12 @@ struct Recording {
     keys: Vec<i64>,
     /// What the database held when the run began.
     prior: Prior,
+    /// The page versions the database wrote (media model only: the oracle's evidence)...
+    versions: media::Versions,
+    /// ...after those a cut before the run left possible (kept until `versions` is built).
+    versions_before: BTreeMap<u32, Vec<u64>>,
+    /// What the recorded run's media did (media model only).
+    media: Option<flash::MediaStats>,
 }
 
 /// What the database held when a recorded run began: nothing for the first life; for a second
@@ -211,20 +252,25 @@ impl Recording {
     }
 }
 
-pub fn run(cfg: &CrashConfig) -> Result<CrashReport, SqlError> {
-    let rec = record(cfg)?;
+pub fn run(cfg: &CrashConfig) -> Result<CrashReport, RunFailed> {
+    let (rec, end_of_life) = record(cfg)?;
     let durable = durable_mode(cfg.open.mode, &cfg.open.synchronous);
     let mut report = CrashReport {
         durable_mode: durable,
         min_recovered: u64::MAX,
         run_erases: rec.erases(),
         run_gc_copies: rec.gc_copies(),
+        media: crate::media::MediaRun::new(&cfg.device, rec.media_stats()).map(|mut m| {
+            m.end_of_life = end_of_life;
+            m
+        }),
         ..CrashReport::default()
     };
     match (cfg.only_at, cfg.first_cut) {
         (Some(at), None) => report.note(judge(cfg, &rec, at, durable), at, None),
         (Some(at), Some(cut)) => match second_life::live(cfg, &rec, cut, durable) {
-            Ok(life) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
+            Ok(Some(life)) => report.note(judge(cfg, &life, at, durable), at, Some(cut)),
+            Ok(None) => report.lives_ended_by_media += 1,
             Err(why) => report.note(Err(why), cut, None),
         },
         (None, _) => {
@@ -246,6 +292,11 @@ impl Recording {
         self.log.ops.iter().filter(erase).count() as u64
     }
 
+    /// What the recorded run's media did (zeros with the model off).
+    fn media_stats(&self) -> flash::MediaStats {
+        self.media.clone().unwrap_or_default()
+    }
+
     fn gc_copies(&self) -> u64 {
         let copy = |op: &&flash::LoggedOp| {
             op.cause == flash::OpCause::GcCopy && matches!(op.kind, flash::OpKind::Program { .. })
@@ -254,25 +305,66 @@ impl Recording {
     }
 }
 
+/// Why a recorded run (or a second life's) did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailed {
+    #[error(transparent)]
+    Sql(#[from] SqlError),
+    /// The media ended it: the flash wore out, lost metadata the design cannot do without, or
+    /// lost the version of a page a transaction needed ([`media`]); even the shortest run.
+    #[error("the media ended the recorded run: {0}")]
+    EndOfLife(String),
+}
+
 /// Builds the device (aged by [`CrashConfig::fill`]), loads the tables, then runs the
-/// transactions with the flash recording.
-fn record(cfg: &CrashConfig) -> Result<Recording, SqlError> {
-    let dev = lab::device::fresh(&cfg.design, &cfg.device, &cfg.options, false)?;
-    let dev = age(dev, cfg.fill, cfg.seed)?;
-    let db = Database::create(dev, &cfg.open)?;
-    workload::setup(&db, cfg.workload, cfg.scale)?;
-    let (base, start_ns) = db.with_store_mut(|s| -> Result<_, SqlError> {
-        s.make_durable()?;
-        let now = s.now_ns();
-        Ok((s.device_mut().flash_mut().start_recording(), now))
-    })?;
-    let start = RunStart {
-        base,
-        start_ns,
-        prior: Prior::default(),
+/// transactions with the flash recording. With the media model on, a run the media ends is
+/// recorded again with half the transactions until one fits ([`crate::media::within_life`]);
+/// the end of life met is returned beside it.
+fn record(cfg: &CrashConfig) -> Result<(Recording, Option<crate::media::EndOfLife>), RunFailed> {
+    let ended = |e: &RunFailed| match e {
+        RunFailed::EndOfLife(why) => Some(why.clone()),
+        RunFailed::Sql(_) => None,
     };
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
-    record_run(cfg, db, start, cfg.transactions, &mut rng)
+    crate::media::within_life(cfg.transactions, |n| record_once(cfg, n), ended)
+}
+
+/// [`record`] with `n` transactions.
+fn record_once(cfg: &CrashConfig, n: u64) -> Result<Recording, RunFailed> {
+    watched(cfg, || {
+        let dev = lab::device::fresh(&cfg.design, &cfg.device, &cfg.options, false)
+            .map_err(SqlError::from)?;
+        let dev = age(dev, cfg.fill, cfg.seed)?;
+        let db = Database::create(dev, &cfg.open)?;
+        workload::setup(&db, cfg.workload, cfg.scale)?;
+        let (base, start_ns) = db.with_store_mut(|s| -> Result<_, SqlError> {
+            s.make_durable()?;
+            let now = s.now_ns();
+            Ok((s.device_mut().flash_mut().start_recording(), now))
+        })?;
+        let start = RunStart {
+            base,
+            start_ns,
+            prior: Prior::default(),
+            versions_before: BTreeMap::new(),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        record_run(cfg, db, start, n, &mut rng)
+    })
+}
+
+/// Runs `f` (a recorded run) with the store's evidence watched when the media model is on,
+/// and gives the recording the page versions it wrote.
+fn watched(
+    cfg: &CrashConfig,
+    f: impl FnOnce() -> Result<Recording, RunFailed>,
+) -> Result<Recording, RunFailed> {
+    if !crate::media::on(&cfg.device) {
+        return f();
+    }
+    let (rec, seen) = evidence::watch(f);
+    let mut rec = rec?;
+    rec.versions = media::Versions::new(std::mem::take(&mut rec.versions_before), &seen);
+    Ok(rec)
 }
 
 /// Where a recorded run starts: the image when recording began, the instant, and what the
@@ -281,6 +373,8 @@ struct RunStart {
     base: Box<dyn flash::Store>,
     start_ns: u64,
     prior: Prior,
+    /// The page versions a cut before this run left possible (media model only).
+    versions_before: BTreeMap<u32, Vec<u64>>,
 }
 
 /// Runs `n` transactions of the workload on `db` (its flash recording since `start`), then
@@ -292,13 +386,16 @@ fn record_run(
     start: RunStart,
     n: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<Recording, SqlError> {
+) -> Result<Recording, RunFailed> {
     let mut acked_ns = Vec::new();
     let mut acked_ops = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..n {
         let done = start.prior.found + acked_ns.len() as u64;
-        let step = workload::transaction(&db, cfg.workload, cfg.scale, done, rng)?;
+        let step = match workload::transaction(&db, cfg.workload, cfg.scale, done, rng) {
+            Ok(step) => step,
+            Err(e) => return Err(failed_run(cfg, &db, &start.versions_before, e)),
+        };
         keys.extend(step.key);
         if step.wrote {
             acked_ns.push(db.now_ns());
@@ -309,6 +406,7 @@ fn record_run(
     let end_ns = flash
         .idle_ns()
         .max(acked_ns.last().copied().unwrap_or(start.start_ns));
+    let media = crate::media::on(&cfg.device).then(|| flash.stats().media.clone());
     let log = flash.take_log().expect("recording was on");
     let writes_before = log.writes_before();
     Ok(Recording {
@@ -321,9 +419,56 @@ fn record_run(
         cut: cfg.cut,
         keys,
         prior: start.prior,
+        versions: media::Versions::default(),
+        versions_before: start.versions_before,
+        media,
     })
 }
 
+/// What a transaction's failure `e` on `db` is: the end of the media's life when the flash
+/// wore out or lost metadata the design cannot do without, or when every page the store read
+/// as uncorrectable had its newest version lost to the media ([`media`]); else the failure.
+fn failed_run(
+    cfg: &CrashConfig,
+    db: &Database,
+    before: &BTreeMap<u32, Vec<u64>>,
+    e: SqlError,
+) -> RunFailed {
+    if !crate::media::on(&cfg.device) {
+        return RunFailed::Sql(e);
+    }
+    let seen = evidence::so_far();
+    let ended = db.with_store(|s| {
+        let flash = s.device().flash();
+        let device = match &e {
+            SqlError::Device(h) => Some(h),
+            _ => None,
+        };
+        if let Some(h) = device
+            .into_iter()
+            .chain(&seen.device_errors)
+            .find(|h| crate::media::host_end_of_life(h, flash))
+        {
+            return Some(h.to_string());
+        }
+        if seen.uncorrectable.is_empty() {
+            return None;
+        }
+        let versions = media::Versions::new(before.clone(), &seen);
+        let lost = media::lost_hashes(flash);
+        match media::unaccepted(&seen.uncorrectable, &lost, |l| versions.needed_now(l)) {
+            None => Some(format!(
+                "logical page {} read uncorrectable: its version lost to the media",
+                seen.uncorrectable[0]
+            )),
+            Some(_) => None,
+        }
+    });
+    match ended {
+        Some(why) => RunFailed::EndOfLife(why),
+        None => RunFailed::Sql(e),
+    }
+}
 /// Ages `dev`: writes the first `fill` of its logical pages once, in requests of
 /// [`AGE_REQUEST_PAGES`], then as many single pages again at random among them (seeded), and
 /// flushes. The random pass leaves every block a mix of live and dead pages, as on a device
@@ -357,52 +502,105 @@ fn age(
 /// Pages per write request of [`age`]'s sequential pass.
 const AGE_REQUEST_PAGES: u32 = 32;
 
-/// Recovers the image of a cut at `at` and judges the database. `Ok((k, all))`: k
-/// transactions found, `all` when every transaction committed by `at` was among them.
-fn judge(
-    cfg: &CrashConfig,
-    rec: &Recording,
-    at: u64,
-    durable: bool,
-) -> Result<(u64, bool), Breach> {
-    let (_, k) = recover_and_check(cfg, rec, at, durable)?;
-    Ok((k, k >= rec.committed_by(at)))
+/// Recovers the image of a cut at `at` and judges the database ([`Judged`]).
+fn judge(cfg: &CrashConfig, rec: &Recording, at: u64, durable: bool) -> Result<Judged, Breach> {
+    let Some(dev) = recover_device(cfg, rec, at)? else {
+        return Ok(Judged::LostToMedia);
+    };
+    match check_database(cfg, rec, dev, at, durable)? {
+        Ok((_, k)) => Ok(Judged::Recovered {
+            k,
+            all: k >= rec.committed_by(at),
+        }),
+        Err(judged) => Ok(judged),
+    }
 }
 
-/// The design's and SQLite's recovery from the image of a cut of `rec` at `at`, and every
-/// check of the database ([`recover_device`], [`check_database`]).
-fn recover_and_check(
-    cfg: &CrashConfig,
-    rec: &Recording,
-    at: u64,
-    durable: bool,
-) -> Result<(Database, u64), Breach> {
-    let dev = recover_device(cfg, rec, at)?;
-    check_database(cfg, rec, dev, at, durable)
-}
-
-/// The design recovered from the image of a cut of `rec` at `at`, its invariants checked.
+/// The design recovered from the image of a cut of `rec` at `at`, its invariants checked;
+/// `None` when its recovery stopped at metadata the ECC found lost while it ran (media model
+/// only: [`crate::media::lost_to_media`]).
 fn recover_device(
     cfg: &CrashConfig,
     rec: &Recording,
     at: u64,
-) -> Result<Box<dyn ftl::BlockDevice>, Breach> {
+) -> Result<Option<Box<dyn ftl::BlockDevice>>, Breach> {
     let (image, clock) = rec.image(at, cfg.torn);
     let mut flash = Flash::new(cfg.device.clone(), image);
     flash.start_clock_at(clock);
-    let (dev, _) = cfg
-        .design
-        .reopen(flash, &cfg.options)
-        .map_err(Breach::Recovery)?;
+    let (reopened, lost) =
+        flash::media::error_log::watch(|| cfg.design.reopen(flash, &cfg.options));
+    let dev = match reopened {
+        Ok((dev, _)) => dev,
+        Err(e) if crate::media::lost_to_media(&e, &lost) => return Ok(None),
+        Err(e) => return Err(Breach::Recovery(e)),
+    };
     dev.check_invariants().map_err(Breach::Invariant)?;
-    Ok(dev)
+    Ok(Some(dev))
+}
+
+/// [`check_plain`], and with the media model on the oracle's rules ([`media`]): a check that
+/// failed because the device met the end of its life while SQLite opened or read the database
+/// (worn out, or `MediaLoss` naming a page the ECC found lost meanwhile: the design's GC met a
+/// live page whose record it cannot do without) is `Err(`[`Judged::LostToMedia`]`)`; one
+/// that failed while the store read pages as uncorrectable is `Err(`[`Judged::ErrorAccepted`]`)`
+/// when the media lost, for each, a version the database may hold there after the cut at `at`
+/// (or one it wrote since), else a violation, [`Breach::NotLost`] naming the page.
+fn check_database(
+    cfg: &CrashConfig,
+    rec: &Recording,
+    dev: Box<dyn ftl::BlockDevice>,
+    at: u64,
+    durable: bool,
+) -> Result<Result<(Database, u64), Judged>, Breach> {
+    if !crate::media::on(&cfg.device) {
+        return check_plain(cfg, rec, dev, at, durable).map(Ok);
+    }
+    let mut lost = media::lost_hashes(dev.flash());
+    let page_bytes = dev.flash().geometry().page_bytes as usize;
+    let (((checked, found), found_ppns), seen) = evidence::watch(|| {
+        flash::media::error_log::watch(|| {
+            flash::media::error_log::watch_contents(|| check_plain(cfg, rec, dev, at, durable))
+        })
+    });
+    // Pages the check's own reads found lost (read disturb and time age them further).
+    lost.extend(found.iter().map(|c| evidence::page_hash(c, page_bytes)));
+    let breach = match checked {
+        Ok(x) => return Ok(Ok(x)),
+        Err(b) => b,
+    };
+    let direct = match &breach {
+        Breach::DoesNotOpen(SqlError::Device(h)) => Some(h),
+        _ => None,
+    };
+    let ended = |h: &host::HostError| match h {
+        host::HostError::Device(e @ ftl::FtlError::MediaLoss { .. }) => {
+            crate::media::lost_to_media(e, &found_ppns)
+        }
+        host::HostError::Device(ftl::FtlError::WornOut(_)) => true,
+        _ => false,
+    };
+    if direct.into_iter().chain(&seen.device_errors).any(ended) {
+        return Ok(Err(Judged::LostToMedia));
+    }
+    if seen.uncorrectable.is_empty() {
+        return Err(breach);
+    }
+    let needed = |l: u32| {
+        let mut v = rec.versions.allowed(l, at);
+        v.extend(seen.writes.iter().filter(|w| w.lpn == l).map(|w| w.hash));
+        v
+    };
+    match media::unaccepted(&seen.uncorrectable, &lost, needed) {
+        None => Ok(Err(Judged::ErrorAccepted)),
+        Some(lpn) => Err(Breach::NotLost { lpn }),
+    }
 }
 
 /// Opens the database on a device recovered from a cut of `rec` at `at` (SQLite's own
 /// recovery runs here) and checks it: integrity and the workload's invariant, a prefix of the
 /// transactions (kv: the very keys), no more than ran, and in a durable mode every commit that
 /// had returned. The open database and the transactions it holds.
-fn check_database(
+fn check_plain(
     cfg: &CrashConfig,
     rec: &Recording,
     dev: Box<dyn ftl::BlockDevice>,
@@ -432,7 +630,6 @@ fn check_database(
     }
     Ok((db, k))
 }
-
 /// The `mobius crashtest` command that runs `cfg` again: with `instant`, it rebuilds and judges
 /// only the image of a cut then (a violation's replay); without, the whole campaign. The device
 /// is spelt out as `--set` overrides of its preset, and every design parameter is given.

@@ -14,10 +14,10 @@
 //! life's own transactions. A failing cut prints `--first-cut` and `--replay-instant`.
 
 use super::{check_database, judge, record_run, recover_device};
-use super::{CrashConfig, CrashReport, Prior, Recording, RunStart};
+use super::{CrashConfig, CrashReport, Prior, Recording, RunFailed, RunStart};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sqlite::Breach;
+use sqlite::{evidence, Breach};
 
 /// Runs `cfg.second_lives` lives after seeded cuts of `rec`, noting their cuts in `report`.
 pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashReport) {
@@ -26,7 +26,11 @@ pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashRe
         let first_cut = rng.random_range(rec.cut_range());
         report.second_lives += 1;
         let life = match live(cfg, rec, first_cut, report.durable_mode) {
-            Ok(life) => life,
+            Ok(Some(life)) => life,
+            Ok(None) => {
+                report.lives_ended_by_media += 1;
+                continue;
+            }
             Err(why) => {
                 report.note(Err(why), first_cut, None);
                 continue;
@@ -40,26 +44,54 @@ pub(super) fn run_lives(cfg: &CrashConfig, rec: &Recording, report: &mut CrashRe
     }
 }
 
-/// The recorded life after a cut of `rec` at `first_cut` (judged as `durable` says); `Err` when the cut's image fails its
-/// checks, or the recovered database fails one of the life's transactions.
+/// The recorded life after a cut of `rec` at `first_cut` (judged as `durable` says); `Err` when
+/// the cut's image fails its checks, or the recovered database fails one of the life's
+/// transactions. `Ok(None)` when the media ends the life (media model only): the cut's image
+/// was lost to it (recovery stopped at lost metadata, or the database at a lost page), or a
+/// transaction of the life failed for a page the media lost ([`super::media`]).
 pub(super) fn live(
     cfg: &CrashConfig,
     rec: &Recording,
     first_cut: u64,
     durable: bool,
-) -> Result<Recording, Breach> {
-    let mut dev = recover_device(cfg, rec, first_cut)?;
-    let base = dev.flash_mut().start_recording();
-    let start_ns = dev.flash().idle_ns();
-    let (db, found) = check_database(cfg, rec, dev, first_cut, durable)?;
-    let mut keys = rec.keys_in_order();
-    keys.truncate(found as usize);
-    let start = RunStart {
-        base,
-        start_ns,
-        prior: Prior { found, keys },
+) -> Result<Option<Recording>, Breach> {
+    let run = || -> Result<Option<Recording>, Breach> {
+        let Some(mut dev) = recover_device(cfg, rec, first_cut)? else {
+            return Ok(None);
+        };
+        let base = dev.flash_mut().start_recording();
+        let start_ns = dev.flash().idle_ns();
+        let Ok((db, found)) = check_database(cfg, rec, dev, first_cut, durable)? else {
+            return Ok(None);
+        };
+        let mut keys = rec.keys_in_order();
+        keys.truncate(found as usize);
+        let versions_before = match crate::media::on(&cfg.device) {
+            true => rec.versions.after_cut(first_cut),
+            false => Default::default(),
+        };
+        let start = RunStart {
+            base,
+            start_ns,
+            prior: Prior { found, keys },
+            versions_before,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ first_cut.rotate_left(17));
+        let n = (cfg.transactions / 4).max(1);
+        match record_run(cfg, db, start, n, &mut rng) {
+            Ok(life) => Ok(Some(life)),
+            Err(RunFailed::EndOfLife(_)) => Ok(None),
+            Err(RunFailed::Sql(e)) => Err(Breach::AfterRecovery(e)),
+        }
     };
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ first_cut.rotate_left(17));
-    let n = (cfg.transactions / 4).max(1);
-    record_run(cfg, db, start, n, &mut rng).map_err(Breach::AfterRecovery)
+    if !crate::media::on(&cfg.device) {
+        return run();
+    }
+    // The life's versions: SQLite's recovery writes at the first cut's open, then the run's.
+    let (life, seen) = evidence::watch(run);
+    Ok(life?.map(|mut life| {
+        life.versions =
+            super::media::Versions::new(std::mem::take(&mut life.versions_before), &seen);
+        life
+    }))
 }

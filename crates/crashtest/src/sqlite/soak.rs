@@ -130,6 +130,9 @@ pub struct SqlSoakConfig {
     pub second_lives: usize,
     /// How every cell cuts its images ([`CrashConfig::cut`]).
     pub cut: crate::prefix::CutModel,
+    /// The media model every cell's device runs with, seeded by the cell's seed (`None`: off;
+    /// [`super::media`]).
+    pub media: Option<flash::MediaConfig>,
 }
 
 /// The commit paths a soak was asked to draw from: each field given keeps only the settings
@@ -209,9 +212,14 @@ impl Variant {
         open.synchronous = self.setting.synchronous.to_string();
         open.tx_kind = self.setting.tx_kind;
         open.seed = seed;
+        let mut device = self.drawn.device.clone();
+        if let Some(media) = &cfg.media {
+            device.media = Some(media.clone());
+            device = crate::with_media_seed(device, seed);
+        }
         CrashConfig {
             design: design.clone(),
-            device: self.drawn.device.clone(),
+            device,
             options: self.drawn.options.clone(),
             open,
             workload: self.workload,
@@ -393,6 +401,7 @@ mod tests {
             setting: None,
             second_lives: 0,
             cut: crate::prefix::CutModel::Instant,
+            media: None,
         }
     }
 

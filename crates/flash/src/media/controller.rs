@@ -41,6 +41,12 @@ pub enum Fault {
     /// by the controller of the device it is injected into, not carried into crash images;
     /// ended by the block's erase).
     ReadWhole(Ppn),
+    /// The page's spare area is lost, its data codewords still correct: a read of its record
+    /// fails, and so does a read of the page, which decodes the spare area with the data (as
+    /// every page read of the model does, [`super::ecc::Codewords::Page`]) — the page is lost
+    /// ([`Flash::is_lost`]) though its data is not. Held by the controller as `ReadWhole`'s
+    /// spare area is (not carried into crash images; ended by the block's erase).
+    ReadSpare(Ppn),
     /// The next program of a page of the block fails.
     Program(BlockId),
     /// The next erase of the block fails.
@@ -63,7 +69,7 @@ pub(crate) struct Controller {
     read_only: Option<String>,
     fail_program: Vec<BlockId>,
     fail_erase: Vec<BlockId>,
-    /// Physical pages whose spare area fails too ([`Fault::ReadWhole`]).
+    /// Physical pages whose spare area fails ([`Fault::ReadWhole`], [`Fault::ReadSpare`]).
     spare_lost: Vec<Ppn>,
 }
 
@@ -262,6 +268,7 @@ impl Flash {
             self.plane_mut().set_lost(phys, true);
         }
         error_log::lost(ppn);
+        error_log::lost_content(|| self.store.data(phys));
         (Decode::Lost, span)
     }
 
@@ -275,9 +282,12 @@ impl Flash {
         }
     }
 
-    /// Whether `ppn`'s data is lost to the media (its data reads uncorrectable now for a worn
-    /// page, or it was written lost), as opposed to torn by a power cut, erased or readable.
-    /// Always `false` with the media model off.
+    /// Whether `ppn` is lost to the media — a read of the page fails now: its data codewords
+    /// or its spare area's (a page read decodes both, [`super::ecc::Codewords::Page`]; the
+    /// spare area fails the same draw a read of the record alone does, so a page whose spare
+    /// area is lost is lost) or it was written lost — as opposed to torn by a power cut,
+    /// erased or readable. What the crash checker accepts a design's media error for, whether
+    /// the design read the page or only its record. Always `false` with the media model off.
     pub fn is_lost(&self, ppn: Ppn) -> bool {
         if self.media.is_none() || !self.config.geometry.contains_ppn(ppn) {
             return false;
@@ -295,9 +305,10 @@ impl Flash {
     /// Whether codewords `which` of `phys` were found lost by an earlier read (or written
     /// lost).
     fn found_lost(&self, phys: Ppn, which: Codewords) -> bool {
+        let spare = || self.controller().spare_lost.contains(&phys);
         match which {
-            Codewords::Page => self.plane().is_lost(phys),
-            Codewords::Spare => self.controller().spare_lost.contains(&phys),
+            Codewords::Page => self.plane().is_lost(phys) || spare(),
+            Codewords::Spare => spare(),
         }
     }
 
@@ -382,6 +393,10 @@ impl Flash {
             Fault::ReadWhole(ppn) => {
                 let phys = self.phys(ppn);
                 self.plane_mut().set_lost(phys, true);
+                self.controller_mut().spare_lost.push(phys);
+            }
+            Fault::ReadSpare(ppn) => {
+                let phys = self.phys(ppn);
                 self.controller_mut().spare_lost.push(phys);
             }
             Fault::Program(b) => self.controller_mut().fail_program.push(b),
@@ -638,7 +653,7 @@ impl Flash {
         self.stats.reads[OpCause::Media as usize] += 1;
         let lost = match state {
             PageState::Programmed => {
-                let lost_before = self.plane().is_lost(src);
+                let lost_before = self.found_lost(src, Codewords::Page);
                 let d = self.decode_at(src, read.start_ns, Codewords::Page);
                 for _ in 0..d.retries {
                     let again =
@@ -776,6 +791,26 @@ pub mod error_log {
 
     thread_local! {
         static WATCHED: RefCell<Option<Vec<Ppn>>> = const { RefCell::new(None) };
+        static CONTENTS: RefCell<Option<Vec<crate::Content>>> = const { RefCell::new(None) };
+    }
+
+    /// What the page a read found lost held (taken only while [`watch_contents`] watches).
+    pub(crate) fn lost_content(content: impl FnOnce() -> crate::Content) {
+        CONTENTS.with(|w| {
+            if let Some(v) = w.borrow_mut().as_mut() {
+                v.push(content())
+            }
+        });
+    }
+
+    /// Runs `f` and returns its result with what every page a read on this thread found lost
+    /// to the media meanwhile held, in order: for a checker that judges by content (the SQLite
+    /// campaign's pages) what a read found lost after the checker last asked the flash.
+    pub fn watch_contents<T>(f: impl FnOnce() -> T) -> (T, Vec<crate::Content>) {
+        let outer = CONTENTS.with(|w| w.borrow_mut().replace(Vec::new()));
+        let out = f();
+        let found = CONTENTS.with(|w| std::mem::replace(&mut *w.borrow_mut(), outer));
+        (out, found.unwrap_or_default())
     }
 
     pub(crate) fn lost(ppn: Ppn) {

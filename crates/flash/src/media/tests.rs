@@ -340,3 +340,58 @@ fn factory_bad_blocks_are_hidden_behind_the_table() {
     }
     assert!((0..blocks).all(|b| matches!(read(&mut f, Ppn(b * 32)), ReadStatus::Data(_))));
 }
+
+/// A page whose spare area alone is lost (`Fault::ReadSpare`) reads neither its record nor
+/// the page (a page read decodes the spare area too), and is lost (`is_lost`), as the crash
+/// checker asks of a design's media error: the error of a design that read only the record
+/// (DFTL's owner lookup) is one for a page the media lost. A page beside it is not.
+#[test]
+fn a_page_whose_spare_area_alone_is_lost_is_lost() {
+    let mut f = Flash::in_memory(config("mlc", 0.0, 4), 16, true);
+    fill(&mut f, 0, 2);
+    assert!(!f.is_lost(Ppn(1)));
+    f.inject(Fault::ReadSpare(Ppn(1)));
+    assert!(f.is_lost(Ppn(1)));
+    assert!(!f.is_lost(Ppn(0)));
+    let mut record = [0xFFu8; 16];
+    assert!(!f.oob_record_decoded(Ppn(1), &mut record));
+    let mut oob = [0u8; 16];
+    let (state, _) = f.read_oob(Ppn(1), &mut oob, 0, OpCause::HostData).unwrap();
+    assert_eq!(state, PageState::Torn);
+    assert_eq!(read(&mut f, Ppn(1)), ReadStatus::Uncorrectable);
+    assert_eq!(f.lost_tags(), vec![ContentTag { lpn: 1, write: 1 }]);
+    assert!(matches!(read(&mut f, Ppn(0)), ReadStatus::Data(_)));
+    f.erase(BlockId(0), 0, OpCause::GcCopy).unwrap();
+    fill(&mut f, 0, 2);
+    assert!(!f.is_lost(Ppn(1)), "the fault ends with the block's erase");
+}
+
+/// With the model's own draws, every page whose spare area fails after every retry (what a
+/// read of the record alone sees: `oob_record_decoded`) is lost (`is_lost`): the spare area's
+/// codeword is decoded by every page read with the same draws. Over pages aged 600 days at
+/// rated wear (some spare areas fail), and on a younger device (none do).
+#[test]
+fn every_page_whose_spare_area_fails_is_lost() {
+    let mut spare_lost = 0;
+    for days in [600, 100] {
+        let mut c = config("mlc", 1.0, 11);
+        c.media.as_mut().unwrap().power_off_s = days * 86_400;
+        let mut f = Flash::in_memory(c, 16, true);
+        let ppb = f.geometry().pages_per_block;
+        for b in 0..32 {
+            fill(&mut f, b, ppb);
+        }
+        f.start_clock_at(f.idle_ns());
+        let mut record = [0u8; 16];
+        for p in (0..32 * ppb).map(Ppn) {
+            if !f.oob_record_decoded(p, &mut record) {
+                spare_lost += 1;
+                assert!(f.is_lost(p), "{days} days: {p:?}");
+            }
+        }
+    }
+    assert!(
+        spare_lost > 0,
+        "the test reached spare areas the ECC cannot correct"
+    );
+}
