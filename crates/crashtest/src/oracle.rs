@@ -660,6 +660,14 @@ mod tests {
     use super::*;
     use ftl::SwriteMode;
 
+    /// A plain write of page `lpn` alone.
+    fn write_one(lpn: u32) -> HostOp {
+        HostOp::Write {
+            start: Lpn(lpn),
+            count: 1,
+        }
+    }
+
     fn rec(
         op: HostOp,
         arrival: u64,
@@ -806,10 +814,7 @@ mod tests {
     /// or a later one), not where only an older one was lost.
     #[test]
     fn per_page_promises_take_an_error_for_a_lost_durable_or_later_version() {
-        let w = |lpn: u32| HostOp::Write {
-            start: Lpn(lpn),
-            count: 1,
-        };
+        let w = write_one;
         let l = log(
             vec![
                 rec(w(0), 0, Some(10), None, 0),
@@ -832,10 +837,7 @@ mod tests {
     /// excuse.
     #[test]
     fn ordered_takes_the_least_prefix_under_which_an_error_stands() {
-        let w = |lpn: u32| HostOp::Write {
-            start: Lpn(lpn),
-            count: 1,
-        };
+        let w = write_one;
         // Page 0: write 0 (request 0), write 2 (request 2); page 1: writes 1 and 3.
         let l = log(
             vec![
@@ -863,10 +865,7 @@ mod tests {
     /// and nowhere else.
     #[test]
     fn an_error_may_stand_for_never_written_where_a_lost_copy_held_it_so() {
-        let w = |lpn: u32| HostOp::Write {
-            start: Lpn(lpn),
-            count: 1,
-        };
+        let w = write_one;
         let l = log(
             vec![
                 rec(w(0), 0, Some(5), None, 0),
