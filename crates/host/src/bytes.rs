@@ -216,10 +216,9 @@ impl<D: DeviceHandle> Host<D> {
         }
         let lpn = (end - 1) / self.page_bytes;
         let at = self.at(at);
-        self.stats.edge_reads += 1;
         let mut pages = std::mem::take(&mut self.scratch);
-        let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
-        let page = read.map(|done| (pages[0].clone(), done.ack_ns));
+        let read = self.read_edge(lpn, at, &mut pages);
+        let page = read.map(|ack_ns| (pages[0].clone(), ack_ns));
         self.scratch = pages;
         let (page, ack) = page?;
         if self.contents == Contents::Bytes && page == PageOutcome::Uncorrectable {
@@ -316,6 +315,24 @@ impl<D: DeviceHandle> Host<D> {
         }
     }
 
+    /// Reads edge page `lpn` of a write issued at `at` into `pages[0]` — a WRITE_ZEROES's tail
+    /// read ahead ([`Host::read_tail_first`]) if it is that page — and returns when it was in.
+    fn read_edge(
+        &mut self,
+        lpn: u64,
+        at: u64,
+        pages: &mut Vec<PageOutcome>,
+    ) -> Result<u64, HostError> {
+        if let Some((_, page, ack_ns)) = self.tail_read.take_if(|r| r.0 == lpn) {
+            pages.clear();
+            pages.push(page);
+            return Ok(ack_ns);
+        }
+        self.stats.edge_reads += 1;
+        let read = self.read_device(Lpn(lpn as u32), 1, at, pages);
+        read.map(|done| done.ack_ns)
+    }
+
     /// Reads the edge pages into `staging` and lays the payload over its first `count` pages
     /// (fresh tags: pushed); returns when the write may be issued (its edge pages are in).
     fn stage(
@@ -333,18 +350,7 @@ impl<D: DeviceHandle> Host<D> {
             .into_iter()
             .flatten()
         {
-            let read = match self.tail_read.take_if(|r| r.0 == lpn) {
-                Some((_, page, ack_ns)) => {
-                    pages.clear();
-                    pages.push(page);
-                    Ok(ack_ns)
-                }
-                None => {
-                    self.stats.edge_reads += 1;
-                    let read = self.read_device(Lpn(lpn as u32), 1, at, &mut pages);
-                    read.map(|done| done.ack_ns)
-                }
-            };
+            let read = self.read_edge(lpn, at, &mut pages);
             let copied = read.and_then(|ack_ns| {
                 ready = ready.max(ack_ns);
                 match payload {
