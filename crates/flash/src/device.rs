@@ -404,21 +404,33 @@ impl Flash {
         cause: OpCause,
     ) -> Result<(ReadStatus, Span), FlashError> {
         let (state, span, handed) = self.sense_page(ppn, not_before, cause)?;
-        let status = match state {
+        let phys = self.phys(ppn);
+        if state == PageState::Programmed && !oob_out.is_empty() {
+            self.store.oob(phys, oob_out);
+        }
+        let status = self.read_status_of(state, phys, handed)?;
+        Ok((status, span))
+    }
+
+    /// What a read of physical page `phys`, sensed as `state`, returns: its data if programmed
+    /// (garbled where the controller hands on what the ECC did not correct, `handed`).
+    #[inline(always)]
+    fn read_status_of(
+        &self,
+        state: PageState,
+        phys: Ppn,
+        handed: bool,
+    ) -> Result<ReadStatus, FlashError> {
+        Ok(match state {
             PageState::Torn => ReadStatus::Uncorrectable,
             PageState::Erased => ReadStatus::Erased,
             PageState::Programmed => {
-                let phys = self.phys(ppn);
-                if !oob_out.is_empty() {
-                    self.store.oob(phys, oob_out);
-                }
                 let errors = self.store.io_errors();
                 let data = self.store.data(phys);
                 self.check_io(errors)?;
                 ReadStatus::Data(if handed { garble(data) } else { data })
             }
-        };
-        Ok((status, span))
+        })
     }
 
     /// [`read`](Self::read) for a design that does not use the page's OOB record (a host read
@@ -440,16 +452,8 @@ impl Flash {
         }
         let (state, span) = self.sense_timed(ppn, not_before, cause)?;
         self.record(span, cause, || OpKind::Read { ppn });
-        let status = match state {
-            PageState::Torn => ReadStatus::Uncorrectable,
-            PageState::Erased => ReadStatus::Erased,
-            PageState::Programmed => {
-                let errors = self.store.io_errors();
-                let data = self.store.data(ppn);
-                self.check_io(errors)?;
-                ReadStatus::Data(data)
-            }
-        };
+        // Physical is logical with the media model off.
+        let status = self.read_status_of(state, ppn, false)?;
         Ok((status, span))
     }
 
