@@ -63,7 +63,13 @@ pub fn ended_by_media(error: &workload::WorkloadError, flash: &Flash) -> bool {
 /// `a_media_loss_is_accepted_for_a_lost_spare_area_and_only_for_a_lost_page`). A `MediaLoss`
 /// naming a page the media lost nothing of is the run's failure, judged as any other.
 pub fn host_ended_by_media(error: &host::HostError, flash: &Flash) -> bool {
-    matches!(error, host::HostError::Device(FtlError::MediaLoss { ppn, .. }) if flash.is_lost(*ppn))
+    host_ended_by_loss(error, |ppn| flash.is_lost(ppn))
+}
+
+/// [`host_ended_by_media`] with the evidence of which pages the media lost given as `lost`
+/// (e.g. the pages the ECC found lost while a check ran, once the device is gone).
+fn host_ended_by_loss(error: &host::HostError, lost: impl Fn(Ppn) -> bool) -> bool {
+    matches!(error, host::HostError::Device(FtlError::MediaLoss { ppn, .. }) if lost(*ppn))
 }
 
 /// Whether a run that stopped at `error` reached the end of the media's life on `flash`: out of
@@ -76,8 +82,13 @@ pub fn end_of_life(error: &workload::WorkloadError, flash: &Flash) -> bool {
 
 /// [`end_of_life`] for a request the host layer failed.
 pub fn host_end_of_life(error: &host::HostError, flash: &Flash) -> bool {
+    host_end_of_life_by(error, |ppn| flash.is_lost(ppn))
+}
+
+/// [`host_end_of_life`] with the evidence of which pages the media lost given as `lost`.
+pub fn host_end_of_life_by(error: &host::HostError, lost: impl Fn(Ppn) -> bool) -> bool {
     matches!(error, host::HostError::Device(FtlError::WornOut(_)))
-        || host_ended_by_media(error, flash)
+        || host_ended_by_loss(error, lost)
 }
 
 /// The media model's side of a campaign's report: the device's part and wear, what the recorded

@@ -390,9 +390,7 @@ impl<'m, 'a> Judging<'m, 'a> {
     /// until nothing changes, since a unit added moves what other pages expect.
     fn units_behind_errors(&mut self, t: u64, seen: &[Seen], lost: &Lost) {
         let m = self.model;
-        let errors: Vec<usize> = (0..seen.len())
-            .filter(|&l| seen[l] == Seen::Uncorrectable)
-            .collect();
+        let errors = error_pages(seen);
         loop {
             let mut grew = false;
             for &lpn in &errors {
@@ -595,13 +593,9 @@ impl Model<'_> {
                         self.arrived_by(w, t)
                             && i.is_none_or(|i| self.position(lpn, w).is_some_and(|p| p >= i))
                     };
-                    // Never written, where nothing had to survive (or a trim came after it).
-                    let unwritten = || {
-                        let gone = i.is_none_or(|i| {
-                            self.trimmed_after(lpn, Some(self.writes.of(lpn)[i]), t)
-                        });
-                        (gone && lost.held_unwritten(lpn)).then_some(Lost::UNWRITTEN)
-                    };
+                    // Else never written, where nothing had to survive (or a trim came after it).
+                    let covered = i.map(|i| self.writes.of(lpn)[i]);
+                    let unwritten = || self.error_stands_for(lpn, covered, lost, t);
                     match lost.of(lpn).iter().rev().copied().find(allowed).or_else(unwritten) {
                         Some(w) => stood[lpn] = Some(w),
                         None => v.push((Some(Lpn(lpn as u32)), "reads as an error, but the media lost no version the promise lets it hold".into())),
@@ -661,7 +655,7 @@ impl Model<'_> {
             let found = match *s {
                 Seen::Write(w) => Some(w),
                 Seen::Uncorrectable => {
-                    match self.error_stands_in_prefix(lpn, expected, lost, t) {
+                    match self.error_stands_for(lpn, expected, lost, t) {
                         Some(e) => stood[lpn] = Some(e),
                         None => v.push((Some(Lpn(lpn as u32)), format!("reads as an error, but the prefix up to request {prefix:?} gives {}, which the media did not lose", expected.map_or("never written".into(), |w| format!("write {w}"))))),
                     }
@@ -687,10 +681,11 @@ impl Model<'_> {
         at.map(|i| self.writes.of(lpn)[i])
     }
 
-    /// Ordered: what an error at `lpn` stands for where the prefix gives `expected`: that
-    /// version if the media lost it, or never written — where the prefix gives nothing or a
-    /// trim arrived by `t` after it — if a lost copy held the page so.
-    fn error_stands_in_prefix(
+    /// What an error at `lpn` stands for where the promise gives `expected` (ordered: the
+    /// prefix's version; per page: the last covered write): that version if the media lost it,
+    /// or never written — where `expected` is nothing or a trim arrived by `t` after it — if a
+    /// lost copy held the page so.
+    fn error_stands_for(
         &self,
         lpn: usize,
         expected: Option<u64>,
@@ -705,7 +700,7 @@ impl Model<'_> {
 
     /// Ordered: the shortest prefix from `prefix` (what the other pages and the flushes prove)
     /// under which every page reading as an error stands for a version the media lost
-    /// ([`Self::error_stands_in_prefix`]). Where one does not, the prefix is raised to the next
+    /// ([`Self::error_stands_for`]). Where one does not, the prefix is raised to the next
     /// request, arrived by `t`, that wrote a lost version of that page — the least raise that
     /// lets it stand — until nothing moves. Each raise is to the least prefix under which that
     /// page stands, so none passes a prefix under which all of them stand; and the least such
@@ -719,17 +714,12 @@ impl Model<'_> {
         lost: &Lost,
         mut prefix: Option<usize>,
     ) -> Option<usize> {
-        let errors: Vec<usize> = (0..seen.len())
-            .filter(|&lpn| seen[lpn] == Seen::Uncorrectable)
-            .collect();
+        let errors = error_pages(seen);
         loop {
             let mut raised = false;
             for &lpn in &errors {
                 let expected = self.expected_in_prefix(lpn, prefix);
-                if self
-                    .error_stands_in_prefix(lpn, expected, lost, t)
-                    .is_some()
-                {
+                if self.error_stands_for(lpn, expected, lost, t).is_some() {
                     continue;
                 }
                 let records = self.writes.records(lpn);
@@ -748,4 +738,11 @@ impl Model<'_> {
             }
         }
     }
+}
+
+/// The pages of an image that read as errors.
+fn error_pages(seen: &[Seen]) -> Vec<usize> {
+    (0..seen.len())
+        .filter(|&lpn| seen[lpn] == Seen::Uncorrectable)
+        .collect()
 }

@@ -572,13 +572,8 @@ fn check_database(
         Breach::DoesNotOpen(SqlError::Device(h)) => Some(h),
         _ => None,
     };
-    let ended = |h: &host::HostError| match h {
-        host::HostError::Device(e @ ftl::FtlError::MediaLoss { .. }) => {
-            crate::media::lost_to_media(e, &found_ppns)
-        }
-        host::HostError::Device(ftl::FtlError::WornOut(_)) => true,
-        _ => false,
-    };
+    let ended =
+        |h: &host::HostError| crate::media::host_end_of_life_by(h, |p| found_ppns.contains(&p));
     if direct.into_iter().chain(&seen.device_errors).any(ended) {
         return Ok(Err(Judged::LostToMedia));
     }
